@@ -1,0 +1,600 @@
+//! Levels (§5.2) and the answer of a line (§5.3): which addresses a node answers with, and
+//! which records a line publishes, each outcome with its reason.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::address::{Level, SchedulingAddress};
+use crate::ids::{GroupId, LineId, NodeId};
+use crate::model::DnsMode;
+
+/// The addresses a node answers with.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct InUse {
+    /// The level in use; `None` when no address is usable.
+    pub level: Option<Level>,
+    /// The addresses of that level that DNS may use.
+    pub ips: Vec<IpAddr>,
+}
+
+/// Levels: the reachable addresses of the lowest level that has any. With `backup_ip` (a
+/// *switch to backup IP* action in effect) at least backup1, unless the node has no reachable
+/// backup address. Manual mode: every primary address, reachability ignored.
+pub fn in_use(addresses: &[(SchedulingAddress, bool)], backup_ip: bool, mode: DnsMode) -> InUse {
+    if mode == DnsMode::Manual {
+        let ips: Vec<IpAddr> = addresses
+            .iter()
+            .filter(|(a, _)| a.level == Level::Primary)
+            .map(|(a, _)| a.ip)
+            .collect();
+        return InUse {
+            level: (!ips.is_empty()).then_some(Level::Primary),
+            ips,
+        };
+    }
+    let lowest_reachable = |min: Level| {
+        addresses
+            .iter()
+            .filter(|(a, ok)| *ok && a.level >= min)
+            .map(|(a, _)| a.level)
+            .min()
+    };
+    let natural = lowest_reachable(Level::Primary);
+    let level = match natural {
+        Some(Level::Primary) if backup_ip => lowest_reachable(Level::Backup1).or(natural),
+        other => other,
+    };
+    let ips = match level {
+        Some(l) => addresses
+            .iter()
+            .filter(|(a, ok)| *ok && a.level == l)
+            .map(|(a, _)| a.ip)
+            .collect(),
+        None => Vec::new(),
+    };
+    InUse { level, ips }
+}
+
+/// Where a rule's effect applies.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// Nowhere.
+    #[default]
+    Nowhere,
+    /// Every line.
+    Everywhere,
+    /// These lines.
+    Lines(Vec<LineId>),
+}
+
+impl Scope {
+    /// Adds a rule's line (`None`: every line).
+    pub fn add(&mut self, line: Option<LineId>) {
+        match (line, &mut *self) {
+            (_, Scope::Everywhere) => {}
+            (None, _) => *self = Scope::Everywhere,
+            (Some(l), Scope::Nowhere) => *self = Scope::Lines(vec![l]),
+            (Some(l), Scope::Lines(v)) => {
+                if !v.contains(&l) {
+                    v.push(l);
+                }
+            }
+        }
+    }
+
+    /// True when the scope covers `line`.
+    pub fn covers(&self, line: LineId) -> bool {
+        match self {
+            Scope::Nowhere => false,
+            Scope::Everywhere => true,
+            Scope::Lines(v) => v.contains(&line),
+        }
+    }
+
+    /// True when the scope is empty.
+    pub fn is_nowhere(&self) -> bool {
+        *self == Scope::Nowhere
+    }
+}
+
+/// What a line answer needs to know of one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFacts {
+    /// The node.
+    pub id: NodeId,
+    /// Its group.
+    pub group: GroupId,
+    /// Enabled by the operator.
+    pub enabled: bool,
+    /// Its agent is connected (heartbeat within 3 × 15 s).
+    pub online: bool,
+    /// Enabled and, where the cluster requires it, connected with fresh links.
+    pub serving: bool,
+    /// In-use addresses without a backup-IP action.
+    pub in_use: InUse,
+    /// In-use addresses under a backup-IP action (same as `in_use` when it has no effect).
+    pub in_use_backup: InUse,
+    /// Primary addresses, for the never-empty fallback.
+    pub primaries: Vec<IpAddr>,
+    /// Lines a remove-node action takes it from.
+    pub removed: Scope,
+    /// Lines where a backup-IP action applies.
+    pub backup_ip: Scope,
+}
+
+impl NodeFacts {
+    fn addresses_on(&self, line: LineId) -> &[IpAddr] {
+        if self.backup_ip.covers(line) {
+            &self.in_use_backup.ips
+        } else {
+            &self.in_use.ips
+        }
+    }
+}
+
+/// A line as the answer needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineSpec {
+    /// The line.
+    pub id: LineId,
+    /// Its group; `None` for the implicit default line of a cluster without lines (every group).
+    pub group: Option<GroupId>,
+    /// Backup groups in order.
+    pub backup_groups: Vec<GroupId>,
+    /// Minimum healthy addresses.
+    pub min_healthy: u32,
+}
+
+/// Where a line's records came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    /// The line's own group.
+    Group,
+    /// A backup group (below the minimum, or a switch-to-backup-groups action).
+    BackupGroup {
+        /// The group.
+        group: GroupId,
+    },
+    /// The previous records were kept.
+    Held {
+        /// Why.
+        reason: String,
+    },
+    /// Never empty: no previous records and no healthy address, so a fallback tier.
+    Fallback {
+        /// Which tier.
+        tier: String,
+    },
+}
+
+/// The answer of one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineAnswer {
+    /// Records, sorted, no duplicates.
+    pub records: Vec<IpAddr>,
+    /// Where they came from.
+    pub source: Source,
+    /// A switch-to-backup-groups action was requested but no backup group has the minimum.
+    pub backup_groups_unavailable: bool,
+}
+
+/// Everything the answer of a line reads.
+#[derive(Debug, Clone, Copy)]
+pub struct LineContext<'a> {
+    /// Every node of the cluster.
+    pub nodes: &'a [NodeFacts],
+    /// DNS mode.
+    pub mode: DnsMode,
+    /// Mass-removal limit, %.
+    pub mass_removal_pct: u32,
+}
+
+impl LineContext<'_> {
+    fn in_group(&self, group: Option<GroupId>) -> impl Iterator<Item = &NodeFacts> {
+        self.nodes
+            .iter()
+            .filter(move |n| group.is_none_or(|g| n.group == g))
+    }
+
+    /// The healthy addresses of `group` on `line`.
+    fn healthy(&self, line: LineId, group: Option<GroupId>) -> BTreeSet<IpAddr> {
+        let automatic = self.mode == DnsMode::Automatic;
+        self.in_group(group)
+            .filter(|n| n.serving && !(automatic && n.removed.covers(line)))
+            .flat_map(|n| n.addresses_on(line).iter().copied())
+            .collect()
+    }
+
+    /// The answer of `line`. `switch_to_backup` is a switch-to-backup-groups action in effect;
+    /// `previous` the line's published records (`None`: never published).
+    pub fn answer(
+        &self,
+        line: &LineSpec,
+        switch_to_backup: bool,
+        previous: Option<&[IpAddr]>,
+    ) -> LineAnswer {
+        let automatic = self.mode == DnsMode::Automatic;
+        let min = line.min_healthy as usize;
+        let mut records = self.healthy(line.id, line.group);
+        let mut source = Source::Group;
+        let mut backup_groups_unavailable = false;
+        // Manual mode applies neither rules nor backup groups.
+        let wants_backup = automatic && (records.len() < min || switch_to_backup);
+        if wants_backup {
+            let found = line.backup_groups.iter().find_map(|&g| {
+                let r = self.healthy(line.id, Some(g));
+                (r.len() >= min).then_some((g, r))
+            });
+            match found {
+                Some((g, r)) => {
+                    records = r;
+                    source = Source::BackupGroup { group: g };
+                }
+                None => backup_groups_unavailable = switch_to_backup,
+            }
+        }
+        let records: Vec<IpAddr> = records.into_iter().collect();
+        if let Some(prev) = previous.filter(|p| !p.is_empty())
+            && let Some(reason) = self.hold_reason(prev, &records)
+        {
+            return LineAnswer {
+                records: prev.to_vec(),
+                source: Source::Held { reason },
+                backup_groups_unavailable,
+            };
+        }
+        if records.is_empty() {
+            return self.fallback(line, backup_groups_unavailable);
+        }
+        LineAnswer {
+            records,
+            source,
+            backup_groups_unavailable,
+        }
+    }
+
+    /// Mass-removal protection: why `next` must not replace `prev`, if it must not. An empty
+    /// answer is always held; otherwise the net removal (records removed minus records added in
+    /// their place) may not exceed the limit.
+    fn hold_reason(&self, prev: &[IpAddr], next: &[IpAddr]) -> Option<String> {
+        if next.is_empty() {
+            return Some("no healthy address; keeping the previous records".into());
+        }
+        if self.mode == DnsMode::Manual {
+            return None;
+        }
+        let removed = prev
+            .iter()
+            .filter(|ip| next.binary_search(ip).is_err())
+            .count();
+        let added = next
+            .iter()
+            .filter(|ip| prev.binary_search(ip).is_err())
+            .count();
+        let net = removed.saturating_sub(added);
+        (net * 100 > self.mass_removal_pct as usize * prev.len()).then(|| {
+            format!(
+                "would remove {net} of {} records at once (more than the mass-removal limit of {} %)",
+                prev.len(),
+                self.mass_removal_pct
+            )
+        })
+    }
+
+    /// Never empty while the cluster has nodes: online enabled nodes of the line's group, then
+    /// its enabled nodes, then the same over the whole cluster, then every node (primaries).
+    fn fallback(&self, line: &LineSpec, backup_groups_unavailable: bool) -> LineAnswer {
+        type Tier = (&'static str, Option<GroupId>, fn(&NodeFacts) -> bool);
+        let tiers: [Tier; 5] = [
+            ("online nodes of the group", line.group, |n| {
+                n.enabled && n.online
+            }),
+            ("enabled nodes of the group", line.group, |n| n.enabled),
+            ("online nodes of the cluster", None, |n| {
+                n.enabled && n.online
+            }),
+            ("enabled nodes of the cluster", None, |n| n.enabled),
+            ("every node of the cluster", None, |_| true),
+        ];
+        for (tier, group, pick) in tiers {
+            let records: BTreeSet<IpAddr> = self
+                .in_group(group)
+                .filter(|n| pick(n))
+                .flat_map(|n| n.primaries.iter().copied())
+                .collect();
+            if !records.is_empty() {
+                return LineAnswer {
+                    records: records.into_iter().collect(),
+                    source: Source::Fallback { tier: tier.into() },
+                    backup_groups_unavailable,
+                };
+            }
+        }
+        LineAnswer {
+            records: Vec::new(),
+            source: Source::Fallback {
+                tier: "no node has an address".into(),
+            },
+            backup_groups_unavailable,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn addr(s: &str, level: Level) -> SchedulingAddress {
+        SchedulingAddress { ip: ip(s), level }
+    }
+
+    #[test]
+    fn level_lowest_with_a_reachable_address() {
+        let a = [
+            (addr("203.0.113.10", Level::Primary), true),
+            (addr("198.51.100.10", Level::Backup1), true),
+        ];
+        assert_eq!(
+            in_use(&a, false, DnsMode::Automatic),
+            InUse {
+                level: Some(Level::Primary),
+                ips: vec![ip("203.0.113.10")]
+            }
+        );
+        let a = [
+            (addr("203.0.113.10", Level::Primary), false),
+            (addr("198.51.100.10", Level::Backup1), true),
+        ];
+        assert_eq!(
+            in_use(&a, false, DnsMode::Automatic),
+            InUse {
+                level: Some(Level::Backup1),
+                ips: vec![ip("198.51.100.10")]
+            }
+        );
+        let a = [
+            (addr("203.0.113.10", Level::Primary), false),
+            (addr("198.51.100.10", Level::Backup1), false),
+            (addr("192.0.2.1", Level::Backup2), true),
+        ];
+        assert_eq!(
+            in_use(&a, false, DnsMode::Automatic).level,
+            Some(Level::Backup2)
+        );
+    }
+
+    #[test]
+    fn level_every_address_unreachable_means_no_address() {
+        let a = [
+            (addr("203.0.113.10", Level::Primary), false),
+            (addr("198.51.100.10", Level::Backup1), false),
+        ];
+        assert_eq!(
+            in_use(&a, false, DnsMode::Automatic),
+            InUse {
+                level: None,
+                ips: vec![]
+            }
+        );
+    }
+
+    #[test]
+    fn level_backup_ip_action_means_at_least_backup1() {
+        let a = [
+            (addr("203.0.113.10", Level::Primary), true),
+            (addr("198.51.100.10", Level::Backup1), false),
+            (addr("192.0.2.1", Level::Backup2), true),
+        ];
+        assert_eq!(
+            in_use(&a, true, DnsMode::Automatic).level,
+            Some(Level::Backup2)
+        );
+        // No reachable backup: unchanged.
+        let a = [
+            (addr("203.0.113.10", Level::Primary), true),
+            (addr("198.51.100.10", Level::Backup1), false),
+        ];
+        assert_eq!(
+            in_use(&a, true, DnsMode::Automatic).level,
+            Some(Level::Primary)
+        );
+    }
+
+    #[test]
+    fn level_manual_mode_uses_primaries_only_without_reachability() {
+        let a = [
+            (addr("203.0.113.10", Level::Primary), false),
+            (addr("203.0.113.11", Level::Primary), true),
+            (addr("198.51.100.10", Level::Backup1), true),
+        ];
+        let u = in_use(&a, true, DnsMode::Manual);
+        assert_eq!(u.ips, vec![ip("203.0.113.10"), ip("203.0.113.11")]);
+    }
+
+    fn node(id: i64, group: i64, ips: &[&str]) -> NodeFacts {
+        let ips: Vec<IpAddr> = ips.iter().map(|s| ip(s)).collect();
+        let u = InUse {
+            level: (!ips.is_empty()).then_some(Level::Primary),
+            ips: ips.clone(),
+        };
+        NodeFacts {
+            id: NodeId(id),
+            group: GroupId(group),
+            enabled: true,
+            online: true,
+            serving: true,
+            in_use: u.clone(),
+            in_use_backup: u,
+            primaries: ips,
+            removed: Scope::Nowhere,
+            backup_ip: Scope::Nowhere,
+        }
+    }
+
+    fn line(min: u32, backups: &[i64]) -> LineSpec {
+        LineSpec {
+            id: LineId(1),
+            group: Some(GroupId(1)),
+            backup_groups: backups.iter().map(|g| GroupId(*g)).collect(),
+            min_healthy: min,
+        }
+    }
+
+    fn ctx(nodes: &[NodeFacts]) -> LineContext<'_> {
+        LineContext {
+            nodes,
+            mode: DnsMode::Automatic,
+            mass_removal_pct: 50,
+        }
+    }
+
+    fn ips(list: &[&str]) -> Vec<IpAddr> {
+        list.iter().map(|s| ip(s)).collect()
+    }
+
+    #[test]
+    fn line_answers_with_its_group() {
+        let nodes = [
+            node(1, 1, &["203.0.113.1"]),
+            node(2, 1, &["203.0.113.2"]),
+            node(3, 2, &["198.51.100.1"]),
+        ];
+        let a = ctx(&nodes).answer(&line(1, &[2]), false, None);
+        assert_eq!(a.records, ips(&["203.0.113.1", "203.0.113.2"]));
+        assert_eq!(a.source, Source::Group);
+    }
+
+    #[test]
+    fn line_below_minimum_uses_first_backup_group_with_the_minimum() {
+        let mut nodes = vec![
+            node(1, 1, &["203.0.113.1"]),
+            node(2, 2, &["198.51.100.1"]),
+            node(3, 3, &["192.0.2.1"]),
+            node(4, 3, &["192.0.2.2"]),
+        ];
+        nodes[0].in_use = InUse::default(); // group 1 has no healthy address
+        let a = ctx(&nodes).answer(&line(2, &[2, 3]), false, None);
+        assert_eq!(
+            a.records,
+            ips(&["192.0.2.1", "192.0.2.2"]),
+            "group 2 has only one address"
+        );
+        assert_eq!(a.source, Source::BackupGroup { group: GroupId(3) });
+    }
+
+    #[test]
+    fn line_switch_to_backup_groups_action() {
+        let nodes = [node(1, 1, &["203.0.113.1"]), node(2, 2, &["198.51.100.1"])];
+        let a = ctx(&nodes).answer(&line(1, &[2]), true, Some(&ips(&["203.0.113.1"])));
+        assert_eq!(a.records, ips(&["198.51.100.1"]));
+        // Without a backup group the action has no effect, and says so.
+        let a = ctx(&nodes).answer(&line(1, &[]), true, None);
+        assert_eq!(a.records, ips(&["203.0.113.1"]));
+        assert!(a.backup_groups_unavailable);
+    }
+
+    #[test]
+    fn line_removed_nodes_leave_the_records() {
+        let mut nodes = vec![node(1, 1, &["203.0.113.1"]), node(2, 1, &["203.0.113.2"])];
+        nodes[0].removed = Scope::Lines(vec![LineId(1)]);
+        let a = ctx(&nodes).answer(&line(1, &[]), false, None);
+        assert_eq!(a.records, ips(&["203.0.113.2"]));
+        nodes[0].removed = Scope::Lines(vec![LineId(9)]);
+        assert_eq!(
+            ctx(&nodes).answer(&line(1, &[]), false, None).records.len(),
+            2
+        );
+    }
+
+    #[test]
+    fn line_mass_removal_protection_keeps_previous_records() {
+        let mut nodes = vec![
+            node(1, 1, &["203.0.113.1"]),
+            node(2, 1, &["203.0.113.2"]),
+            node(3, 1, &["203.0.113.3"]),
+        ];
+        let prev = ips(&["203.0.113.1", "203.0.113.2", "203.0.113.3"]);
+        nodes[0].in_use = InUse::default();
+        nodes[1].in_use = InUse::default();
+        let a = ctx(&nodes).answer(&line(1, &[]), false, Some(&prev));
+        assert_eq!(a.records, prev);
+        assert_eq!(
+            a.source,
+            Source::Held {
+                reason:
+                    "would remove 2 of 3 records at once (more than the mass-removal limit of 50 %)"
+                        .into()
+            }
+        );
+        // Removing one of three is fine.
+        nodes[1] = node(2, 1, &["203.0.113.2"]);
+        let a = ctx(&nodes).answer(&line(1, &[]), false, Some(&prev));
+        assert_eq!(a.records, ips(&["203.0.113.2", "203.0.113.3"]));
+    }
+
+    #[test]
+    fn line_replacing_an_address_is_not_a_mass_removal() {
+        let mut nodes = vec![node(1, 1, &["203.0.113.10"])];
+        nodes[0].in_use = InUse {
+            level: Some(Level::Backup1),
+            ips: ips(&["198.51.100.10"]),
+        };
+        let a = ctx(&nodes).answer(&line(1, &[]), false, Some(&ips(&["203.0.113.10"])));
+        assert_eq!(a.records, ips(&["198.51.100.10"]));
+    }
+
+    #[test]
+    fn line_empty_answer_keeps_previous_records() {
+        let mut nodes = vec![node(1, 1, &["203.0.113.1"])];
+        nodes[0].in_use = InUse::default();
+        let a = ctx(&nodes).answer(&line(1, &[]), false, Some(&ips(&["203.0.113.1"])));
+        assert_eq!(a.records, ips(&["203.0.113.1"]));
+        assert!(matches!(a.source, Source::Held { .. }));
+    }
+
+    #[test]
+    fn line_never_empty_falls_back_to_online_then_every_node() {
+        let mut nodes = vec![node(1, 1, &["203.0.113.1"]), node(2, 1, &["203.0.113.2"])];
+        for n in &mut nodes {
+            n.in_use = InUse::default();
+        }
+        nodes[1].online = false;
+        let a = ctx(&nodes).answer(&line(1, &[]), false, None);
+        assert_eq!(a.records, ips(&["203.0.113.1"]));
+        assert_eq!(
+            a.source,
+            Source::Fallback {
+                tier: "online nodes of the group".into()
+            }
+        );
+        nodes[0].online = false;
+        let a = ctx(&nodes).answer(&line(1, &[]), false, None);
+        assert_eq!(a.records, ips(&["203.0.113.1", "203.0.113.2"]));
+        // A line whose group has no node falls back to the cluster.
+        let other = LineSpec {
+            group: Some(GroupId(7)),
+            ..line(1, &[])
+        };
+        assert_eq!(ctx(&nodes).answer(&other, false, None).records.len(), 2);
+    }
+
+    #[test]
+    fn line_manual_mode_ignores_rules_and_backup_groups() {
+        let mut nodes = vec![node(1, 1, &["203.0.113.1"]), node(2, 2, &["198.51.100.1"])];
+        nodes[0].removed = Scope::Everywhere;
+        let c = LineContext {
+            nodes: &nodes,
+            mode: DnsMode::Manual,
+            mass_removal_pct: 50,
+        };
+        let a = c.answer(&line(1, &[2]), true, None);
+        assert_eq!(a.records, ips(&["203.0.113.1"]));
+    }
+}

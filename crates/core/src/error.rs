@@ -1,0 +1,93 @@
+//! The one error type of the core: input that does not make a valid value.
+
+/// Why an input was refused. Every variant names the field, so an API can answer
+/// `400 {"field": …, "reason": …}` without guessing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A field's value is outside what the contract allows.
+    #[error("{field}: {reason}")]
+    Invalid {
+        /// Dotted path of the field (`conditions[2].threshold`).
+        field: String,
+        /// What is wrong, in the operator's words.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// An invalid-field error.
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Invalid {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The field the error is about.
+    pub fn field(&self) -> &str {
+        match self {
+            Error::Invalid { field, .. } => field,
+        }
+    }
+
+    /// The reason, without the field.
+    pub fn reason(&self) -> &str {
+        match self {
+            Error::Invalid { reason, .. } => reason,
+        }
+    }
+
+    /// The same error under a parent field: `threshold` becomes `conditions[2].threshold`.
+    pub fn within(self, parent: &str) -> Self {
+        match self {
+            Error::Invalid { field, reason } => Error::Invalid {
+                field: if field.is_empty() {
+                    parent.to_owned()
+                } else if field.starts_with('[') {
+                    format!("{parent}{field}")
+                } else {
+                    format!("{parent}.{field}")
+                },
+                reason,
+            },
+        }
+    }
+}
+
+/// Result with the core's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Checks that `value` lies in `lo..=hi`, naming `field` and the range otherwise.
+pub(crate) fn in_range<T>(field: &str, value: T, lo: T, hi: T) -> Result<T>
+where
+    T: PartialOrd + std::fmt::Display + Copy,
+{
+    if value < lo || value > hi {
+        Err(Error::invalid(
+            field,
+            format!("must be between {lo} and {hi}, got {value}"),
+        ))
+    } else {
+        Ok(value)
+    }
+}
+
+/// Checks a display name: trimmed, 1..=`max` characters, no control characters.
+pub(crate) fn name(field: &str, value: &str, max: usize) -> Result<String> {
+    let v = value.trim();
+    let n = v.chars().count();
+    if n == 0 {
+        return Err(Error::invalid(field, "must not be empty"));
+    }
+    if n > max {
+        return Err(Error::invalid(
+            field,
+            format!("must be at most {max} characters, got {n}"),
+        ));
+    }
+    if v.chars().any(char::is_control) {
+        return Err(Error::invalid(field, "must not contain control characters"));
+    }
+    Ok(v.to_owned())
+}

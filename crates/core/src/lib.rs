@@ -1,0 +1,26 @@
+//! Vantage's decision core: the domain types of the specification and every decision made
+//! from them, pure. Nothing here does I/O or reads a clock: each decision takes `now`, so the
+//! rules are tested step by step with a virtual clock.
+//!
+//! Validated types follow "parse, don't validate": a value that exists is valid, and every
+//! refusal is an [`Error`] naming the field and the reason.
+
+pub mod address;
+pub mod answer;
+pub mod check;
+mod error;
+pub mod evaluate;
+pub mod ids;
+pub mod mirror;
+pub mod model;
+pub mod monitor;
+pub mod net;
+pub mod reachability;
+pub mod result;
+pub mod rules;
+pub mod settings;
+pub mod time;
+pub mod window;
+
+pub use error::{Error, Result};
+pub use time::Timestamp;

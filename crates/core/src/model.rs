@@ -1,0 +1,514 @@
+//! The configuration objects of §1 as validated values: regions, clusters, node groups,
+//! lines and nodes. References between objects (a line's group exists in its cluster…) are
+//! checked by the registry that holds them; shapes and ranges are checked here.
+
+use serde::{Deserialize, Serialize};
+
+use crate::check::{Check, Listener};
+use crate::error::{Error, Result, in_range, name};
+use crate::ids::{GroupId, RegionId};
+use crate::net::IpNet;
+
+/// Longest name of a region, cluster, group, line, node or prober.
+pub const MAX_NAME: usize = 64;
+
+/// Validates a DNS name (`cdn.example.net`): labels of letters, digits and hyphens, 1–63
+/// characters each, at most 253 in all, at least two labels. Returns it lower-cased without a
+/// trailing dot.
+pub fn dns_name(field: &str, text: &str) -> Result<String> {
+    let t = text.trim().trim_end_matches('.').to_ascii_lowercase();
+    let bad = |why: &str| {
+        Err(Error::invalid(
+            field,
+            format!("not a DNS name ({why}): {text:?}"),
+        ))
+    };
+    if t.is_empty() || t.len() > 253 {
+        return bad("1 to 253 characters");
+    }
+    let labels: Vec<&str> = t.split('.').collect();
+    if labels.len() < 2 {
+        return bad("needs at least two labels");
+    }
+    for l in &labels {
+        if l.is_empty() || l.len() > 63 {
+            return bad("each label 1 to 63 characters");
+        }
+        if !l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+            return bad("letters, digits and hyphens only");
+        }
+        if l.starts_with('-') || l.ends_with('-') {
+            return bad("a label may not start or end with a hyphen");
+        }
+    }
+    Ok(t)
+}
+
+/// A region: a geographic label for probers and node groups.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RegionInput")]
+#[non_exhaustive]
+pub struct Region {
+    /// Short code like `ap-sg`: lower-case letters, digits and hyphens, 2–32 characters.
+    pub code: String,
+    /// Name like "Singapore".
+    pub name: String,
+}
+
+/// A region as entered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionInput {
+    /// Code.
+    pub code: String,
+    /// Name.
+    pub name: String,
+}
+
+impl TryFrom<RegionInput> for Region {
+    type Error = Error;
+    fn try_from(i: RegionInput) -> Result<Self> {
+        let code = i.code.trim().to_owned();
+        let ok = (2..=32).contains(&code.len())
+            && code
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !code.starts_with('-')
+            && !code.ends_with('-');
+        if !ok {
+            return Err(Error::invalid(
+                "code",
+                format!(
+                    "must be 2 to 32 lower-case letters, digits and inner hyphens (like ap-sg), got {:?}",
+                    i.code
+                ),
+            ));
+        }
+        Ok(Region {
+            code,
+            name: name("name", &i.name, MAX_NAME)?,
+        })
+    }
+}
+
+/// How a cluster's DNS records are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DnsMode {
+    /// Records follow reachability, levels, backup groups and rules.
+    #[default]
+    Automatic,
+    /// Primary addresses only; no reachability, no rules.
+    Manual,
+}
+
+/// A cluster: nodes serving one DNS domain on a set of listeners.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "ClusterInput")]
+#[non_exhaustive]
+pub struct Cluster {
+    /// Name, unique.
+    pub name: String,
+    /// The DNS domain (`cdn.example.net`), unique across clusters.
+    pub domain: String,
+    /// Further names answered like the domain.
+    pub aliases: Vec<String>,
+    /// DNS mode.
+    pub dns_mode: DnsMode,
+    /// TTL of the records, s (1–86400, 30).
+    pub ttl: u32,
+    /// The listeners every node serves (1–16, distinct ports).
+    pub listeners: Vec<Listener>,
+    /// How listeners are checked (path, host, request, expected status…).
+    pub check: Check,
+    /// A change may remove at most this % of a line's records at once (1–100, 50).
+    pub mass_removal_pct: u32,
+    /// Only nodes whose agent is connected (heartbeat within 45 s) are answered.
+    pub agent_required: bool,
+    /// Links (by name) that must have had a handshake within 180 s for a node to be answered.
+    pub required_links: Vec<String>,
+}
+
+/// A cluster as entered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterInput {
+    /// Name.
+    pub name: String,
+    /// Domain.
+    pub domain: String,
+    /// Aliases.
+    pub aliases: Vec<String>,
+    /// DNS mode.
+    pub dns_mode: DnsMode,
+    /// TTL, s.
+    pub ttl: u32,
+    /// Listeners.
+    pub listeners: Vec<Listener>,
+    /// Check.
+    pub check: Check,
+    /// Mass-removal limit, %.
+    pub mass_removal_pct: u32,
+    /// Agents required.
+    pub agent_required: bool,
+    /// Links required fresh.
+    pub required_links: Vec<String>,
+}
+
+impl Default for ClusterInput {
+    fn default() -> Self {
+        ClusterInput {
+            name: String::new(),
+            domain: String::new(),
+            aliases: Vec::new(),
+            dns_mode: DnsMode::Automatic,
+            ttl: 30,
+            listeners: vec![Listener {
+                port: 80,
+                protocol: crate::check::Protocol::Http,
+                proxy_protocol: false,
+            }],
+            check: Check::default(),
+            mass_removal_pct: 50,
+            agent_required: false,
+            required_links: Vec::new(),
+        }
+    }
+}
+
+impl From<Cluster> for ClusterInput {
+    fn from(c: Cluster) -> Self {
+        ClusterInput {
+            name: c.name,
+            domain: c.domain,
+            aliases: c.aliases,
+            dns_mode: c.dns_mode,
+            ttl: c.ttl,
+            listeners: c.listeners,
+            check: c.check,
+            mass_removal_pct: c.mass_removal_pct,
+            agent_required: c.agent_required,
+            required_links: c.required_links,
+        }
+    }
+}
+
+impl TryFrom<ClusterInput> for Cluster {
+    type Error = Error;
+    fn try_from(i: ClusterInput) -> Result<Self> {
+        let name = name("name", &i.name, MAX_NAME)?;
+        let domain = dns_name("domain", &i.domain)?;
+        let mut aliases: Vec<String> = Vec::with_capacity(i.aliases.len());
+        for (n, a) in i.aliases.iter().enumerate() {
+            let a = dns_name(&format!("aliases[{n}]"), a)?;
+            if a == domain || aliases.contains(&a) {
+                return Err(Error::invalid(
+                    format!("aliases[{n}]"),
+                    format!("{a} is listed twice"),
+                ));
+            }
+            aliases.push(a);
+        }
+        let ttl = in_range("ttl", i.ttl, 1, 86_400)?;
+        if i.listeners.is_empty() || i.listeners.len() > 16 {
+            return Err(Error::invalid(
+                "listeners",
+                format!("1 to 16 listeners, got {}", i.listeners.len()),
+            ));
+        }
+        for (n, l) in i.listeners.iter().enumerate() {
+            if l.port == 0 {
+                return Err(Error::invalid(
+                    format!("listeners[{n}].port"),
+                    "must be between 1 and 65535, got 0",
+                ));
+            }
+            if i.listeners[..n].iter().any(|o| o.port == l.port) {
+                return Err(Error::invalid(
+                    format!("listeners[{n}].port"),
+                    format!("port {} is listed twice", l.port),
+                ));
+            }
+        }
+        let mass_removal_pct = in_range("mass_removal_pct", i.mass_removal_pct, 1, 100)?;
+        for (n, l) in i.required_links.iter().enumerate() {
+            crate::error::name(&format!("required_links[{n}]"), l, MAX_NAME)?;
+        }
+        Ok(Cluster {
+            name,
+            domain,
+            aliases,
+            dns_mode: i.dns_mode,
+            ttl,
+            listeners: i.listeners,
+            check: i.check,
+            mass_removal_pct,
+            agent_required: i.agent_required,
+            required_links: i.required_links,
+        })
+    }
+}
+
+impl Cluster {
+    /// Every name the cluster answers: the domain, then the aliases.
+    pub fn zones(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.domain.as_str()).chain(self.aliases.iter().map(String::as_str))
+    }
+}
+
+/// A node group: nodes of one cluster in one place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "GroupInput")]
+#[non_exhaustive]
+pub struct NodeGroup {
+    /// Name, unique within the cluster.
+    pub name: String,
+    /// Region, when the group has one (needed for nodes that also probe).
+    pub region: Option<RegionId>,
+}
+
+/// A node group as entered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GroupInput {
+    /// Name.
+    pub name: String,
+    /// Region.
+    pub region: Option<RegionId>,
+}
+
+impl TryFrom<GroupInput> for NodeGroup {
+    type Error = Error;
+    fn try_from(i: GroupInput) -> Result<Self> {
+        Ok(NodeGroup {
+            name: name("name", &i.name, MAX_NAME)?,
+            region: i.region,
+        })
+    }
+}
+
+/// A line: one DNS answer set of a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "LineInput")]
+#[non_exhaustive]
+pub struct Line {
+    /// Name, unique within the cluster.
+    pub name: String,
+    /// The node group that answers.
+    pub group: GroupId,
+    /// Groups tried in order when the group has fewer than `min_healthy` healthy addresses.
+    pub backup_groups: Vec<GroupId>,
+    /// Minimum healthy addresses (1–64, 1).
+    pub min_healthy: u32,
+    /// Client networks this line answers; empty = the default line.
+    pub client_networks: Vec<IpNet>,
+}
+
+/// A line as entered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LineInput {
+    /// Name.
+    pub name: String,
+    /// Group.
+    pub group: GroupId,
+    /// Backup groups in order.
+    pub backup_groups: Vec<GroupId>,
+    /// Minimum healthy addresses.
+    pub min_healthy: u32,
+    /// Client networks.
+    pub client_networks: Vec<IpNet>,
+}
+
+impl Default for LineInput {
+    fn default() -> Self {
+        LineInput {
+            name: String::new(),
+            group: GroupId(0),
+            backup_groups: Vec::new(),
+            min_healthy: 1,
+            client_networks: Vec::new(),
+        }
+    }
+}
+
+impl TryFrom<LineInput> for Line {
+    type Error = Error;
+    fn try_from(i: LineInput) -> Result<Self> {
+        let name = name("name", &i.name, MAX_NAME)?;
+        for (n, g) in i.backup_groups.iter().enumerate() {
+            if *g == i.group || i.backup_groups[..n].contains(g) {
+                return Err(Error::invalid(
+                    format!("backup_groups[{n}]"),
+                    "a group may appear once, and not as its own backup",
+                ));
+            }
+        }
+        let min_healthy = in_range("min_healthy", i.min_healthy, 1, 64)?;
+        let mut nets = i.client_networks;
+        nets.sort();
+        nets.dedup();
+        Ok(Line {
+            name,
+            group: i.group,
+            backup_groups: i.backup_groups,
+            min_healthy,
+            client_networks: nets,
+        })
+    }
+}
+
+/// A node: an edge server of a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "NodeInput")]
+#[non_exhaustive]
+pub struct Node {
+    /// Its group.
+    pub group: GroupId,
+    /// Name, unique within the cluster.
+    pub name: String,
+    /// Disabled nodes are neither probed nor answered.
+    pub enabled: bool,
+    /// The node's agent runs the prober loop too.
+    pub also_probes: bool,
+}
+
+/// A node as entered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeInput {
+    /// Group.
+    pub group: GroupId,
+    /// Name.
+    pub name: String,
+    /// Enabled.
+    pub enabled: bool,
+    /// Also probes.
+    pub also_probes: bool,
+}
+
+impl Default for NodeInput {
+    fn default() -> Self {
+        NodeInput {
+            group: GroupId(0),
+            name: String::new(),
+            enabled: true,
+            also_probes: false,
+        }
+    }
+}
+
+impl TryFrom<NodeInput> for Node {
+    type Error = Error;
+    fn try_from(i: NodeInput) -> Result<Self> {
+        Ok(Node {
+            group: i.group,
+            name: name("name", &i.name, MAX_NAME)?,
+            enabled: i.enabled,
+            also_probes: i.also_probes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_names() {
+        assert_eq!(
+            dns_name("domain", "CDN.Example.NET.").unwrap(),
+            "cdn.example.net"
+        );
+        for bad in [
+            "",
+            "localhost",
+            "a..b",
+            "-a.b",
+            "a-.b",
+            "a_b.c",
+            "a b.c",
+            &format!("{}.com", "a".repeat(64)),
+        ] {
+            assert_eq!(
+                dns_name("domain", bad).unwrap_err().field(),
+                "domain",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn region_code_and_name() {
+        let r: Region = serde_json::from_str(r#"{"code":"ap-sg","name":"Singapore"}"#).unwrap();
+        assert_eq!(r.code, "ap-sg");
+        let e = Region::try_from(RegionInput {
+            code: "AP SG".into(),
+            name: "x".into(),
+        })
+        .unwrap_err();
+        assert_eq!(e.field(), "code");
+        let e = Region::try_from(RegionInput {
+            code: "eu".into(),
+            name: "x".repeat(65),
+        })
+        .unwrap_err();
+        assert_eq!(e.to_string(), "name: must be at most 64 characters, got 65");
+    }
+
+    #[test]
+    fn cluster_defaults_and_validation() {
+        let c: Cluster =
+            serde_json::from_str(r#"{"name":"video","domain":"cdn.example.net"}"#).unwrap();
+        assert_eq!(
+            (c.ttl, c.mass_removal_pct, c.dns_mode),
+            (30, 50, DnsMode::Automatic)
+        );
+        assert_eq!(c.listeners.len(), 1);
+        let e =
+            serde_json::from_str::<Cluster>(r#"{"name":"v","domain":"cdn.example.net","ttl":0}"#)
+                .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("ttl: must be between 1 and 86400, got 0"),
+            "{e}"
+        );
+        let e = serde_json::from_str::<Cluster>(
+            r#"{"name":"v","domain":"cdn.example.net","listeners":[{"port":80,"protocol":"http"},{"port":80,"protocol":"https"}]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("listeners[1].port: port 80 is listed twice"),
+            "{e}"
+        );
+        let e = serde_json::from_str::<Cluster>(
+            r#"{"name":"v","domain":"cdn.example.net","colour":"red"}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn line_backup_groups_are_distinct_and_not_the_group() {
+        let e = Line::try_from(LineInput {
+            name: "l".into(),
+            group: GroupId(1),
+            backup_groups: vec![GroupId(1)],
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert_eq!(e.field(), "backup_groups[0]");
+        let e = Line::try_from(LineInput {
+            name: "l".into(),
+            group: GroupId(1),
+            min_healthy: 0,
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "min_healthy: must be between 1 and 64, got 0"
+        );
+    }
+}

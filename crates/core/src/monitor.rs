@@ -1,0 +1,501 @@
+//! Monitors (§7): endpoints per region with an audience weight, a failure quorum per region
+//! and a weighted global verdict with down and stale budgets.
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::check::{Check, Method};
+use crate::error::{Error, Result, in_range, name};
+use crate::result::HlsDetail;
+use crate::time::Timestamp;
+
+/// Validates an endpoint URL: `http://` or `https://`, a host, an optional port and path.
+pub fn endpoint_url(field: &str, text: &str) -> Result<String> {
+    let t = text.trim();
+    let bad = || {
+        Error::invalid(
+            field,
+            format!("must be an http:// or https:// URL, got {text:?}"),
+        )
+    };
+    let rest = t
+        .strip_prefix("http://")
+        .or_else(|| t.strip_prefix("https://"))
+        .ok_or_else(bad)?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.is_empty() || t.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad());
+    }
+    Ok(t.to_owned())
+}
+
+/// One region of a monitor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonitorRegion {
+    /// Region code (probers of that region probe its endpoints).
+    pub region: String,
+    /// Audience weight (≥ 0); budgets are shares of the total weight.
+    pub weight: f64,
+    /// Endpoint URLs (1–16).
+    pub endpoints: Vec<String>,
+}
+
+/// A validated monitor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "MonitorInput")]
+#[non_exhaustive]
+pub struct Monitor {
+    /// Name.
+    pub name: String,
+    /// Check for the endpoints (`hls` or `http`/`https`).
+    pub check: Check,
+    /// Regions.
+    pub regions: Vec<MonitorRegion>,
+    /// N: failing probes among the last M that make a region down.
+    pub failure_quorum: u32,
+    /// M: probes per region considered.
+    pub quorum_window: u32,
+    /// A region whose worst known segment age exceeds this is stale (degraded), s.
+    pub max_segment_age_s: u32,
+    /// Weighted share of down regions (%) at or above which the monitor is down.
+    pub down_weight_budget_pct: f64,
+    /// Weighted share of stale regions (%) above which the monitor is degraded.
+    pub stale_weight_budget_pct: f64,
+}
+
+/// A monitor as entered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MonitorInput {
+    /// Name.
+    pub name: String,
+    /// Check (`hls` by default).
+    pub check: Option<Check>,
+    /// Regions.
+    pub regions: Vec<MonitorRegion>,
+    /// N (3).
+    pub failure_quorum: u32,
+    /// M (5).
+    pub quorum_window: u32,
+    /// Max segment age, s (30).
+    pub max_segment_age_s: u32,
+    /// Down budget, % (15).
+    pub down_weight_budget_pct: f64,
+    /// Stale budget, % (10).
+    pub stale_weight_budget_pct: f64,
+}
+
+impl Default for MonitorInput {
+    fn default() -> Self {
+        MonitorInput {
+            name: String::new(),
+            check: None,
+            regions: Vec::new(),
+            failure_quorum: 3,
+            quorum_window: 5,
+            max_segment_age_s: 30,
+            down_weight_budget_pct: 15.0,
+            stale_weight_budget_pct: 10.0,
+        }
+    }
+}
+
+fn pct(field: &str, v: f64) -> Result<f64> {
+    if v.is_finite() && (0.0..=100.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(Error::invalid(
+            field,
+            format!("must be between 0 and 100, got {v}"),
+        ))
+    }
+}
+
+impl TryFrom<MonitorInput> for Monitor {
+    type Error = Error;
+    fn try_from(i: MonitorInput) -> Result<Self> {
+        let name = name("name", &i.name, 64)?;
+        let check = match i.check {
+            Some(c) => c,
+            None => Check::parse(crate::check::CheckInput {
+                method: Some(Method::Hls),
+                ..Default::default()
+            })?,
+        };
+        if check.method() == Some(Method::Tcp) {
+            return Err(Error::invalid(
+                "check.method",
+                "monitors probe endpoints with hls, http or https",
+            ));
+        }
+        if i.regions.is_empty() || i.regions.len() > 64 {
+            return Err(Error::invalid(
+                "regions",
+                format!("1 to 64 regions, got {}", i.regions.len()),
+            ));
+        }
+        let mut regions = Vec::with_capacity(i.regions.len());
+        for (n, r) in i.regions.into_iter().enumerate() {
+            let f = format!("regions[{n}]");
+            if regions.iter().any(|x: &MonitorRegion| x.region == r.region) {
+                return Err(Error::invalid(
+                    format!("{f}.region"),
+                    format!("{} is listed twice", r.region),
+                ));
+            }
+            if !r.weight.is_finite() || r.weight < 0.0 {
+                return Err(Error::invalid(
+                    format!("{f}.weight"),
+                    format!("must be at least 0, got {}", r.weight),
+                ));
+            }
+            if r.endpoints.is_empty() || r.endpoints.len() > 16 {
+                return Err(Error::invalid(
+                    format!("{f}.endpoints"),
+                    format!("1 to 16 endpoints, got {}", r.endpoints.len()),
+                ));
+            }
+            let endpoints = r
+                .endpoints
+                .iter()
+                .enumerate()
+                .map(|(k, e)| endpoint_url(&format!("{f}.endpoints[{k}]"), e))
+                .collect::<Result<Vec<_>>>()?;
+            regions.push(MonitorRegion {
+                region: r.region,
+                weight: r.weight,
+                endpoints,
+            });
+        }
+        if regions.iter().map(|r| r.weight).sum::<f64>() <= 0.0 {
+            return Err(Error::invalid("regions", "the weights must not all be 0"));
+        }
+        let quorum_window = in_range("quorum_window", i.quorum_window, 1, 64)?;
+        let failure_quorum = in_range("failure_quorum", i.failure_quorum, 1, quorum_window)?;
+        let max_segment_age_s = in_range("max_segment_age_s", i.max_segment_age_s, 1, 86_400)?;
+        Ok(Monitor {
+            name,
+            check,
+            regions,
+            failure_quorum,
+            quorum_window,
+            max_segment_age_s,
+            down_weight_budget_pct: pct("down_weight_budget_pct", i.down_weight_budget_pct)?,
+            stale_weight_budget_pct: pct("stale_weight_budget_pct", i.stale_weight_budget_pct)?,
+        })
+    }
+}
+
+/// One probe of one endpoint of a region.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MonitorProbe {
+    /// When.
+    pub at: Timestamp,
+    /// Failed: unreachable, invalid manifest or segment not fetchable (staleness is not a
+    /// failure; it degrades).
+    pub failed: bool,
+    /// The health tuple.
+    pub detail: HlsDetail,
+}
+
+/// The last M probes of one region.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RegionWindow {
+    probes: VecDeque<MonitorProbe>,
+}
+
+/// A region's health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegionHealth {
+    /// No probe yet.
+    Unknown,
+    /// Below the failure quorum and fresh (or freshness unknown).
+    Healthy,
+    /// Worst known segment age above the maximum.
+    Stale,
+    /// At least N of the last M probes failed.
+    Down,
+}
+
+impl RegionWindow {
+    /// Adds a probe, keeping the last `m`.
+    pub fn push(&mut self, p: MonitorProbe, m: u32) {
+        self.probes.push_back(p);
+        while self.probes.len() > m as usize {
+            self.probes.pop_front();
+        }
+    }
+
+    /// The newest probe.
+    pub fn latest(&self) -> Option<&MonitorProbe> {
+        self.probes.back()
+    }
+
+    /// Failing probes in the window.
+    pub fn failures(&self) -> u32 {
+        u32::try_from(self.probes.iter().filter(|p| p.failed).count()).unwrap_or(u32::MAX)
+    }
+
+    /// Worst known segment age in the window (unknown ages ignored).
+    pub fn worst_age(&self) -> Option<f64> {
+        self.probes
+            .iter()
+            .filter_map(|p| p.detail.segment_age_s)
+            .reduce(f64::max)
+    }
+
+    /// The region's health under the monitor's quorum and maximum age.
+    pub fn health(&self, m: &Monitor) -> RegionHealth {
+        if self.probes.is_empty() {
+            RegionHealth::Unknown
+        } else if self.failures() >= m.failure_quorum {
+            RegionHealth::Down
+        } else if self
+            .worst_age()
+            .is_some_and(|a| a > f64::from(m.max_segment_age_s))
+        {
+            RegionHealth::Stale
+        } else {
+            RegionHealth::Healthy
+        }
+    }
+}
+
+/// The global verdict of a monitor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GlobalVerdict {
+    /// Nothing to report.
+    Healthy,
+    /// A region is down, or too much weight is stale.
+    Degraded,
+    /// Down weight reached the budget.
+    Down,
+}
+
+impl fmt::Display for GlobalVerdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GlobalVerdict::Healthy => "healthy",
+            GlobalVerdict::Degraded => "degraded",
+            GlobalVerdict::Down => "down",
+        })
+    }
+}
+
+/// A monitor's verdict with the weights behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MonitorVerdict {
+    /// Global verdict.
+    pub global: GlobalVerdict,
+    /// Share of the audience weight in down regions, %.
+    pub down_weight_pct: f64,
+    /// Share in stale regions, %.
+    pub stale_weight_pct: f64,
+}
+
+/// Global: `down` when the weighted down share reaches the down budget; else `degraded` when
+/// any region is down or the stale share exceeds the stale budget; else `healthy`.
+pub fn global_verdict(m: &Monitor, health: &[RegionHealth]) -> MonitorVerdict {
+    let total: f64 = m.regions.iter().map(|r| r.weight).sum();
+    let share = |which: RegionHealth| -> f64 {
+        let w: f64 = m
+            .regions
+            .iter()
+            .zip(health)
+            .filter(|(_, h)| **h == which)
+            .map(|(r, _)| r.weight)
+            .sum();
+        if total > 0.0 { w * 100.0 / total } else { 0.0 }
+    };
+    let down = share(RegionHealth::Down);
+    let stale = share(RegionHealth::Stale);
+    let any_down = health.contains(&RegionHealth::Down);
+    let global = if any_down && down >= m.down_weight_budget_pct {
+        GlobalVerdict::Down
+    } else if any_down || stale > m.stale_weight_budget_pct {
+        GlobalVerdict::Degraded
+    } else {
+        GlobalVerdict::Healthy
+    };
+    MonitorVerdict {
+        global,
+        down_weight_pct: down,
+        stale_weight_pct: stale,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn monitor() -> Monitor {
+        let regions = [
+            ("jp", 0.30),
+            ("kr", 0.20),
+            ("sg", 0.20),
+            ("id", 0.15),
+            ("ph", 0.10),
+            ("br", 0.05),
+        ]
+        .iter()
+        .map(|(r, w)| MonitorRegion {
+            region: (*r).into(),
+            weight: *w,
+            endpoints: vec![format!("https://edge-{r}.example.net/live.m3u8")],
+        })
+        .collect();
+        Monitor::try_from(MonitorInput {
+            name: "live".into(),
+            regions,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    fn probe(failed: bool, age: Option<f64>) -> MonitorProbe {
+        MonitorProbe {
+            at: Timestamp::EPOCH,
+            failed,
+            detail: HlsDetail {
+                segment_age_s: age,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn window(probes: &[MonitorProbe]) -> RegionWindow {
+        let mut w = RegionWindow::default();
+        for p in probes {
+            w.push(*p, 5);
+        }
+        w
+    }
+
+    #[test]
+    fn region_down_needs_the_failure_quorum() {
+        let m = monitor(); // 3 of the last 5
+        assert_eq!(window(&[]).health(&m), RegionHealth::Unknown);
+        assert_eq!(
+            window(&[probe(true, None), probe(true, None), probe(false, None)]).health(&m),
+            RegionHealth::Healthy
+        );
+        assert_eq!(
+            window(&[
+                probe(true, None),
+                probe(false, None),
+                probe(true, None),
+                probe(true, None)
+            ])
+            .health(&m),
+            RegionHealth::Down
+        );
+        // Old failures leave the window.
+        let w = window(&[
+            probe(true, None),
+            probe(true, None),
+            probe(true, None),
+            probe(false, None),
+            probe(false, None),
+            probe(false, None),
+        ]);
+        assert_eq!(w.failures(), 2);
+        assert_eq!(w.health(&m), RegionHealth::Healthy);
+    }
+
+    #[test]
+    fn unknown_freshness_is_not_stale() {
+        let m = monitor(); // 30 s
+        assert_eq!(
+            window(&[probe(false, None)]).health(&m),
+            RegionHealth::Healthy
+        );
+        assert_eq!(
+            window(&[probe(false, Some(41.0)), probe(false, None)]).health(&m),
+            RegionHealth::Stale
+        );
+        assert_eq!(
+            window(&[probe(false, Some(12.0))]).health(&m),
+            RegionHealth::Healthy
+        );
+    }
+
+    #[test]
+    fn down_weight_budget_of_15_percent() {
+        use RegionHealth::*;
+        let m = monitor();
+        // A small-audience region down (5 %): degraded, nobody paged.
+        let v = global_verdict(&m, &[Healthy, Healthy, Healthy, Healthy, Healthy, Down]);
+        assert_eq!(v.global, GlobalVerdict::Degraded);
+        // 15 % of the audience down reaches the budget: down.
+        let v = global_verdict(&m, &[Healthy, Healthy, Healthy, Down, Healthy, Healthy]);
+        assert_eq!(v.global, GlobalVerdict::Down);
+        assert!((v.down_weight_pct - 15.0).abs() < 1e-9);
+        // 10 % + 5 % down: also 15 %.
+        assert_eq!(
+            global_verdict(&m, &[Healthy, Healthy, Healthy, Healthy, Down, Down]).global,
+            GlobalVerdict::Down
+        );
+        assert_eq!(
+            global_verdict(&m, &[Healthy; 6]).global,
+            GlobalVerdict::Healthy
+        );
+    }
+
+    #[test]
+    fn stale_weight_budget_of_10_percent() {
+        use RegionHealth::*;
+        let m = monitor();
+        assert_eq!(
+            global_verdict(&m, &[Healthy, Healthy, Healthy, Healthy, Stale, Healthy]).global,
+            GlobalVerdict::Healthy,
+            "10 % is not above the budget"
+        );
+        assert_eq!(
+            global_verdict(&m, &[Healthy, Healthy, Healthy, Stale, Healthy, Healthy]).global,
+            GlobalVerdict::Degraded
+        );
+    }
+
+    #[test]
+    fn monitor_validation() {
+        let e = Monitor::try_from(MonitorInput {
+            name: "m".into(),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert_eq!(e.to_string(), "regions: 1 to 64 regions, got 0");
+        let r = MonitorRegion {
+            region: "jp".into(),
+            weight: 1.0,
+            endpoints: vec!["ftp://x".into()],
+        };
+        let e = Monitor::try_from(MonitorInput {
+            name: "m".into(),
+            regions: vec![r],
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert_eq!(e.field(), "regions[0].endpoints[0]");
+        let r = MonitorRegion {
+            region: "jp".into(),
+            weight: 1.0,
+            endpoints: vec!["http://e.example.net/a.m3u8".into()],
+        };
+        let e = Monitor::try_from(MonitorInput {
+            name: "m".into(),
+            regions: vec![r],
+            failure_quorum: 6,
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "failure_quorum: must be between 1 and 5, got 6"
+        );
+    }
+}

@@ -1,0 +1,433 @@
+//! Reachability of an address (§5.1): which results count, failing by strict majority, and
+//! the unreachable / reachable-again hysteresis.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::RegionId;
+use crate::settings::ProbeSettings;
+use crate::time::Timestamp;
+
+/// What the evaluator knows of one prober.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProberView {
+    /// Its region.
+    pub region: RegionId,
+    /// Its results count: an enabled prober, or a node that still probes (enabled, *also
+    /// probes* on, group with a region).
+    pub active: bool,
+}
+
+/// One prober's latest result for one port of an address.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Observation {
+    /// Index of the prober in the evaluator's prober table.
+    pub prober: u32,
+    /// Attempts sent.
+    pub sent: u32,
+    /// Attempts lost.
+    pub lost: u32,
+    /// Median RTT of the good attempts, ms.
+    pub rtt_ms: Option<f32>,
+    /// When the prober reported it.
+    pub reported_at: Timestamp,
+}
+
+/// The latest results for one address, every port, every prober; sorted by prober so that
+/// one prober's ports are adjacent (the type keeps that order).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observations(Vec<Observation>);
+
+impl Observations {
+    /// Sorts the observations by prober.
+    pub fn new(mut v: Vec<Observation>) -> Self {
+        if !v.is_sorted_by_key(|o| o.prober) {
+            v.sort_by_key(|o| o.prober);
+        }
+        Observations(v)
+    }
+
+    /// The observations, sorted by prober.
+    pub fn as_slice(&self) -> &[Observation] {
+        &self.0
+    }
+
+    /// Per counting prober: (prober, sent, lost, RTT sum ms, RTT count) over every port with a
+    /// fresh result. A result counts when its prober is active and it was reported within
+    /// 3 intervals (at least 15 s) of `now`.
+    pub fn per_prober<'a>(
+        &'a self,
+        probers: &'a [ProberView],
+        settings: &ProbeSettings,
+        now: Timestamp,
+    ) -> impl Iterator<Item = ProberTally> + 'a {
+        let fresh_s = settings.result_fresh_s();
+        let counts = move |o: &Observation| {
+            o.sent > 0
+                && o.reported_at.within_secs_of(now, fresh_s)
+                && probers.get(o.prober as usize).is_some_and(|p| p.active)
+        };
+        self.0
+            .chunk_by(|a, b| a.prober == b.prober)
+            .filter_map(move |group| {
+                let mut t = ProberTally {
+                    prober: group[0].prober,
+                    sent: 0,
+                    lost: 0,
+                    rtt_sum_ms: 0.0,
+                    rtt_n: 0,
+                };
+                for o in group.iter().filter(|o| counts(o)) {
+                    t.sent += o.sent;
+                    t.lost += o.lost.min(o.sent);
+                    if let Some(r) = o.rtt_ms {
+                        t.rtt_sum_ms += f64::from(r);
+                        t.rtt_n += 1;
+                    }
+                }
+                (t.sent > 0).then_some(t)
+            })
+    }
+}
+
+/// One counting prober's results over the ports of one address (or of several addresses).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProberTally {
+    /// Index of the prober.
+    pub prober: u32,
+    /// Attempts sent over every port.
+    pub sent: u32,
+    /// Attempts lost over every port.
+    pub lost: u32,
+    /// Sum of the median RTTs of answering ports, ms.
+    pub rtt_sum_ms: f64,
+    /// Answering ports.
+    pub rtt_n: u32,
+}
+
+impl ProberTally {
+    /// Loss in percent.
+    pub fn loss_pct(&self) -> f64 {
+        if self.sent == 0 {
+            0.0
+        } else {
+            f64::from(self.lost) * 100.0 / f64::from(self.sent)
+        }
+    }
+
+    /// True when this prober sees the address failing: loss ≥ the loss setting.
+    pub fn sees_failing(&self, settings: &ProbeSettings) -> bool {
+        u64::from(self.lost) * 100 >= u64::from(settings.loss_pct()) * u64::from(self.sent)
+    }
+}
+
+/// How the counting probers see an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Probers whose results count.
+    pub counting: u32,
+    /// Of those, the ones that see the address failing.
+    pub failing: u32,
+}
+
+impl Verdict {
+    /// Failing: a strict majority of the counting probers see it failing. No results: not failing.
+    pub fn is_failing(&self) -> bool {
+        self.counting > 0 && self.failing * 2 > self.counting
+    }
+}
+
+/// Tallies the counting probers of one address.
+pub fn verdict(
+    obs: &Observations,
+    probers: &[ProberView],
+    settings: &ProbeSettings,
+    now: Timestamp,
+) -> Verdict {
+    let mut v = Verdict::default();
+    for t in obs.per_prober(probers, settings, now) {
+        v.counting += 1;
+        v.failing += u32::from(t.sees_failing(settings));
+    }
+    v
+}
+
+/// Reachability of an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reachability {
+    /// DNS may use it.
+    Reachable,
+    /// Failing for *failing before unreachable*; DNS avoids it.
+    Unreachable,
+}
+
+/// The hysteresis state of one address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressHealth {
+    /// Current reachability.
+    pub state: Reachability,
+    /// When it entered that state (`None`: reachable from the start).
+    pub since: Option<Timestamp>,
+    /// While reachable: since when it has been failing without a break.
+    pub failing_since: Option<Timestamp>,
+    /// While unreachable: since when it has been answering (not failing) without a break.
+    pub answering_since: Option<Timestamp>,
+}
+
+impl Default for AddressHealth {
+    fn default() -> Self {
+        AddressHealth {
+            state: Reachability::Reachable,
+            since: None,
+            failing_since: None,
+            answering_since: None,
+        }
+    }
+}
+
+impl AddressHealth {
+    /// Feeds one evaluation: whether the address is failing at `now`. Returns the new state
+    /// when it changed. Unreachable after failing continuously for *failing before unreachable*;
+    /// reachable again after not failing for *answering before reachable*.
+    pub fn step(
+        &mut self,
+        failing: bool,
+        now: Timestamp,
+        settings: &ProbeSettings,
+    ) -> Option<Reachability> {
+        match self.state {
+            Reachability::Reachable => {
+                if !failing {
+                    self.failing_since = None;
+                    return None;
+                }
+                let start = *self.failing_since.get_or_insert(now);
+                if now
+                    .at_least_secs_after(start, u64::from(settings.failing_before_unreachable_s()))
+                {
+                    *self = AddressHealth {
+                        state: Reachability::Unreachable,
+                        since: Some(now),
+                        failing_since: None,
+                        answering_since: None,
+                    };
+                    return Some(Reachability::Unreachable);
+                }
+                None
+            }
+            Reachability::Unreachable => {
+                if failing {
+                    self.answering_since = None;
+                    return None;
+                }
+                let start = *self.answering_since.get_or_insert(now);
+                if now
+                    .at_least_secs_after(start, u64::from(settings.answering_before_reachable_s()))
+                {
+                    *self = AddressHealth {
+                        state: Reachability::Reachable,
+                        since: Some(now),
+                        failing_since: None,
+                        answering_since: None,
+                    };
+                    return Some(Reachability::Reachable);
+                }
+                None
+            }
+        }
+    }
+
+    /// The time at which the state would change if the input stayed as it is (so the
+    /// evaluator can wake up exactly then).
+    pub fn deadline(&self, settings: &ProbeSettings) -> Option<Timestamp> {
+        match self.state {
+            Reachability::Reachable => self
+                .failing_since
+                .map(|t| t.plus_secs(u64::from(settings.failing_before_unreachable_s()))),
+            Reachability::Unreachable => self
+                .answering_since
+                .map(|t| t.plus_secs(u64::from(settings.answering_before_reachable_s()))),
+        }
+    }
+
+    /// True when reachable.
+    pub fn is_reachable(&self) -> bool {
+        self.state == Reachability::Reachable
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::ProbeSettingsInput;
+
+    const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+    fn probers(n: usize) -> Vec<ProberView> {
+        vec![
+            ProberView {
+                region: RegionId(1),
+                active: true
+            };
+            n
+        ]
+    }
+
+    fn obs(prober: u32, sent: u32, lost: u32, at: Timestamp) -> Observation {
+        Observation {
+            prober,
+            sent,
+            lost,
+            rtt_ms: (lost < sent).then_some(1.0),
+            reported_at: at,
+        }
+    }
+
+    fn settings() -> ProbeSettings {
+        ProbeSettings::default()
+    }
+
+    #[test]
+    fn failing_needs_a_strict_majority_of_counting_probers() {
+        let p = probers(4);
+        let s = settings();
+        // 2 of 4 failing: not a strict majority.
+        let o = Observations::new(vec![
+            obs(0, 3, 3, T0),
+            obs(1, 3, 3, T0),
+            obs(2, 3, 0, T0),
+            obs(3, 3, 0, T0),
+        ]);
+        let v = verdict(&o, &p, &s, T0);
+        assert_eq!(
+            v,
+            Verdict {
+                counting: 4,
+                failing: 2
+            }
+        );
+        assert!(!v.is_failing());
+        // 3 of 4 failing.
+        let o = Observations::new(vec![
+            obs(0, 3, 3, T0),
+            obs(1, 3, 3, T0),
+            obs(2, 3, 2, T0),
+            obs(3, 3, 0, T0),
+        ]);
+        assert!(verdict(&o, &p, &s, T0).is_failing());
+    }
+
+    #[test]
+    fn no_results_is_not_failing() {
+        let v = verdict(&Observations::default(), &probers(3), &settings(), T0);
+        assert_eq!(v.counting, 0);
+        assert!(!v.is_failing());
+    }
+
+    #[test]
+    fn loss_is_summed_over_every_port_of_the_address() {
+        let p = probers(1);
+        let s = settings(); // 50 %
+        // Port 80 lost 3 of 3, port 443 lost 0 of 3: 50 % over both ports, which fails.
+        let o = Observations::new(vec![obs(0, 3, 3, T0), obs(0, 3, 0, T0)]);
+        assert_eq!(
+            verdict(&o, &p, &s, T0),
+            Verdict {
+                counting: 1,
+                failing: 1
+            }
+        );
+        // 2 of 6 lost: 33 %, not failing.
+        let o = Observations::new(vec![obs(0, 3, 2, T0), obs(0, 3, 0, T0)]);
+        assert_eq!(
+            verdict(&o, &p, &s, T0),
+            Verdict {
+                counting: 1,
+                failing: 0
+            }
+        );
+    }
+
+    #[test]
+    fn results_count_only_from_active_probers_within_three_intervals() {
+        let mut p = probers(3);
+        p[2].active = false;
+        let s = settings(); // interval 10 s: fresh for 30 s
+        let o = Observations::new(vec![
+            obs(0, 3, 3, T0),                      // counts, failing
+            obs(1, 3, 0, T0.plus_millis(-31_000)), // too old
+            obs(2, 3, 0, T0),                      // disabled prober
+        ]);
+        assert_eq!(
+            verdict(&o, &p, &s, T0),
+            Verdict {
+                counting: 1,
+                failing: 1
+            }
+        );
+        // With interval 5 s the window is at least 15 s.
+        let fast = ProbeSettings::parse(ProbeSettingsInput {
+            interval_s: 5,
+            timeout_ms: 1000,
+            ..Default::default()
+        })
+        .unwrap();
+        let o = Observations::new(vec![
+            obs(0, 3, 3, T0.plus_millis(-15_000)),
+            obs(1, 3, 3, T0.plus_millis(-15_001)),
+        ]);
+        assert_eq!(verdict(&o, &probers(2), &fast, T0).counting, 1);
+    }
+
+    #[test]
+    fn unreachable_after_failing_before_unreachable() {
+        let s = settings(); // 30 s / 60 s
+        let mut h = AddressHealth::default();
+        assert_eq!(h.step(true, T0, &s), None);
+        assert_eq!(h.deadline(&s), Some(T0.plus_secs(30)));
+        assert_eq!(h.step(true, T0.plus_secs(29), &s), None);
+        assert_eq!(
+            h.step(true, T0.plus_secs(30), &s),
+            Some(Reachability::Unreachable)
+        );
+        assert!(!h.is_reachable());
+    }
+
+    #[test]
+    fn failing_must_be_continuous() {
+        let s = settings();
+        let mut h = AddressHealth::default();
+        h.step(true, T0, &s);
+        h.step(false, T0.plus_secs(20), &s);
+        assert_eq!(
+            h.step(true, T0.plus_secs(30), &s),
+            None,
+            "the streak restarted"
+        );
+        assert_eq!(h.step(true, T0.plus_secs(59), &s), None);
+        assert_eq!(
+            h.step(true, T0.plus_secs(60), &s),
+            Some(Reachability::Unreachable)
+        );
+    }
+
+    #[test]
+    fn reachable_again_after_answering_before_reachable() {
+        let s = settings();
+        let mut h = AddressHealth::default();
+        h.step(true, T0, &s);
+        h.step(true, T0.plus_secs(30), &s);
+        assert_eq!(h.step(false, T0.plus_secs(40), &s), None);
+        assert_eq!(
+            h.step(true, T0.plus_secs(50), &s),
+            None,
+            "failing again resets the wait"
+        );
+        assert_eq!(h.step(false, T0.plus_secs(60), &s), None);
+        assert_eq!(h.step(false, T0.plus_secs(119), &s), None);
+        assert_eq!(
+            h.step(false, T0.plus_secs(120), &s),
+            Some(Reachability::Reachable)
+        );
+    }
+}

@@ -1,0 +1,207 @@
+//! Time as a value. The core never reads a clock: every decision takes `now` as a
+//! [`Timestamp`] handed in by the caller, so tests drive it with a virtual clock.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Milliseconds since the Unix epoch (UTC). Serialised as RFC 3339 (`2026-11-30T02:39:51.123Z`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    /// The Unix epoch.
+    pub const EPOCH: Timestamp = Timestamp(0);
+
+    /// A timestamp from milliseconds since the epoch.
+    pub const fn from_millis(ms: i64) -> Self {
+        Timestamp(ms)
+    }
+
+    /// A timestamp from whole seconds since the epoch.
+    pub const fn from_secs(s: i64) -> Self {
+        Timestamp(s.saturating_mul(1000))
+    }
+
+    /// Milliseconds since the epoch.
+    pub const fn millis(self) -> i64 {
+        self.0
+    }
+
+    /// Whole seconds since the epoch (rounded down).
+    pub const fn secs(self) -> i64 {
+        self.0.div_euclid(1000)
+    }
+
+    /// This time plus `s` seconds.
+    pub const fn plus_secs(self, s: u64) -> Self {
+        Timestamp(self.0.saturating_add((s as i64).saturating_mul(1000)))
+    }
+
+    /// This time plus `ms` milliseconds.
+    pub const fn plus_millis(self, ms: i64) -> Self {
+        Timestamp(self.0.saturating_add(ms))
+    }
+
+    /// Milliseconds from `earlier` to `self` (negative when `earlier` is later).
+    pub const fn millis_since(self, earlier: Timestamp) -> i64 {
+        self.0.saturating_sub(earlier.0)
+    }
+
+    /// True when at least `s` seconds have passed from `earlier` to `self`.
+    pub const fn at_least_secs_after(self, earlier: Timestamp, s: u64) -> bool {
+        self.millis_since(earlier) >= (s as i64).saturating_mul(1000)
+    }
+
+    /// True when `self` lies within the last `s` seconds before `now` (inclusive).
+    pub const fn within_secs_of(self, now: Timestamp, s: u64) -> bool {
+        now.millis_since(self) <= (s as i64).saturating_mul(1000)
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.div_euclid(1000);
+        let ms = self.0.rem_euclid(1000);
+        let days = secs.div_euclid(86_400);
+        let sod = secs.rem_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        write!(
+            f,
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+            sod / 3600,
+            (sod / 60) % 60,
+            sod % 60
+        )
+    }
+}
+
+/// Why a text is not an RFC 3339 UTC timestamp.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not an RFC 3339 time (expected like 2026-11-30T02:39:51Z): {0}")]
+pub struct TimestampParseError(String);
+
+impl FromStr for Timestamp {
+    type Err = TimestampParseError;
+
+    /// Accepts `YYYY-MM-DDTHH:MM:SS[.fff][Z|±HH:MM]`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || TimestampParseError(s.to_owned());
+        let b = s.as_bytes();
+        if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+            return Err(bad());
+        }
+        let num = |r: std::ops::Range<usize>| -> Result<i64, TimestampParseError> {
+            let part = s.get(r).ok_or_else(bad)?;
+            if !part.bytes().all(|c| c.is_ascii_digit()) {
+                return Err(bad());
+            }
+            part.parse::<i64>().map_err(|_| bad())
+        };
+        let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+        if b[13] != b':' || b[16] != b':' {
+            return Err(bad());
+        }
+        let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+        if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+            return Err(bad());
+        }
+        let mut i = 19;
+        let mut ms = 0i64;
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            let start = i;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            if i == start {
+                return Err(bad());
+            }
+            let frac = &s[start..i.min(start + 3)];
+            ms = frac.parse::<i64>().map_err(|_| bad())? * 10i64.pow(3 - frac.len() as u32);
+        }
+        let offset_s = match b.get(i) {
+            Some(b'Z' | b'z') if i + 1 == b.len() => 0,
+            Some(sign @ (b'+' | b'-')) if i + 6 == b.len() && b[i + 3] == b':' => {
+                let oh = num(i + 1..i + 3)?;
+                let om = num(i + 4..i + 6)?;
+                let o = oh * 3600 + om * 60;
+                if *sign == b'+' { o } else { -o }
+            }
+            _ => return Err(bad()),
+        };
+        let days = days_from_civil(y, mo, d);
+        let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_s;
+        Ok(Timestamp(secs * 1000 + ms))
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day number since 1970-01-01 (inverse of [`days_from_civil`]).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_print_and_parse_as_rfc3339() {
+        let t = Timestamp::from_millis(1_796_006_391_123);
+        assert_eq!(t.to_string(), "2026-11-30T02:39:51.123Z");
+        assert_eq!("2026-11-30T02:39:51.123Z".parse::<Timestamp>(), Ok(t));
+        assert_eq!("2026-11-30T03:39:51.123+01:00".parse::<Timestamp>(), Ok(t));
+        assert_eq!(Timestamp::EPOCH.to_string(), "1970-01-01T00:00:00.000Z");
+        assert!("2026-13-01T00:00:00Z".parse::<Timestamp>().is_err());
+        assert!("yesterday".parse::<Timestamp>().is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn timestamp_text_round_trips(ms in 0i64..253_402_300_799_999i64) {
+            let t = Timestamp::from_millis(ms);
+            proptest::prop_assert_eq!(t.to_string().parse::<Timestamp>(), Ok(t));
+        }
+    }
+}

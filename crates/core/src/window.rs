@@ -1,0 +1,225 @@
+//! The window register (§3.4): the last 64 attempts of one (prober, target) as bit strips,
+//! with the Varnish semantics of window, threshold and initial.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::result::{Attempt, Stages};
+
+/// Slots in the register.
+pub const SLOTS: u32 = 64;
+
+/// Weight of a new RTT in the running average once warmed up (Varnish uses 4).
+const AVG_RATE: f64 = 4.0;
+
+/// The last 64 attempts of one target as seen by one prober. Bit 0 is the newest attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct WindowRegister {
+    /// Attempts whose connection (and handshake) succeeded.
+    pub connected: u64,
+    /// Attempts whose request was sent.
+    pub sent: u64,
+    /// Attempts that received a response.
+    pub received: u64,
+    /// Good attempts.
+    pub good: u64,
+    /// Running average RTT of good attempts, ms.
+    pub avg_rtt_ms: f64,
+    /// Good attempts averaged so far, capped at the averaging rate.
+    rate: f64,
+}
+
+impl WindowRegister {
+    /// A register for a target seen for the first time: `initial` good attempts assumed, so
+    /// that a target becomes healthy after `threshold - initial` good attempts.
+    pub fn new(initial: u8) -> Self {
+        let mut r = WindowRegister::default();
+        for _ in 0..initial.min(64) {
+            r.shift();
+            r.good |= 1;
+        }
+        r
+    }
+
+    fn shift(&mut self) {
+        self.connected <<= 1;
+        self.sent <<= 1;
+        self.received <<= 1;
+        self.good <<= 1;
+    }
+
+    /// Shifts in one attempt.
+    pub fn push(&mut self, a: &Attempt) {
+        self.shift();
+        let s = a.stages;
+        self.connected |= u64::from(s.contains(Stages::CONNECTED));
+        self.sent |= u64::from(s.contains(Stages::SENT));
+        self.received |= u64::from(s.contains(Stages::RECEIVED));
+        if a.good() {
+            self.good |= 1;
+            if self.rate < AVG_RATE {
+                self.rate += 1.0;
+            }
+            self.avg_rtt_ms += (f64::from(a.rtt_us) / 1000.0 - self.avg_rtt_ms) / self.rate;
+        }
+    }
+
+    /// Good attempts among the newest `window` slots.
+    pub fn good_in(&self, window: u8) -> u32 {
+        (self.good & mask(window)).count_ones()
+    }
+
+    /// Healthy iff the good attempts among the last `window` are at least `threshold`.
+    pub fn healthy(&self, window: u8, threshold: u8) -> bool {
+        self.good_in(window) >= u32::from(threshold)
+    }
+
+    /// A text rendering like `varnishadm backend.list -p`: oldest to newest, one strip per stage.
+    /// `ipv6` picks the digit of the connected strip.
+    pub fn render(&self, window: u8, threshold: u8, ipv6: bool) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "Current states  good: {:2} threshold: {:2} window: {:2}",
+            self.good_in(window),
+            threshold,
+            window
+        );
+        let _ = writeln!(
+            out,
+            "Average response time of good attempts: {:.3} ms",
+            self.avg_rtt_ms
+        );
+        let _ = writeln!(out, "Oldest {} Newest", "=".repeat(50));
+        let strips = [
+            (self.connected, if ipv6 { '6' } else { '4' }, "Connected"),
+            (self.sent, 'X', "Sent"),
+            (self.received, 'R', "Received"),
+            (self.good, 'H', "Good"),
+        ];
+        for (bits, c, label) in strips {
+            let _ = writeln!(out, "{} {label}", strip(bits, c));
+        }
+        out
+    }
+}
+
+/// The 64 slots of `bits`, oldest first, `c` for set and `-` for clear.
+pub fn strip(bits: u64, c: char) -> String {
+    (0..SLOTS)
+        .rev()
+        .map(|i| if bits >> i & 1 == 1 { c } else { '-' })
+        .collect()
+}
+
+fn mask(window: u8) -> u64 {
+    match u32::from(window) {
+        0 => 0,
+        w if w >= SLOTS => u64::MAX,
+        w => (1u64 << w) - 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::ErrorCode;
+
+    fn good(rtt_us: u32) -> Attempt {
+        Attempt {
+            stages: Stages::ALL,
+            rtt_us,
+            error: None,
+        }
+    }
+    fn bad() -> Attempt {
+        Attempt {
+            stages: Stages::CONNECTED.with(Stages::SENT),
+            rtt_us: 0,
+            error: Some(ErrorCode::Timeout),
+        }
+    }
+
+    /// Varnish: `.window = 60; .threshold = 45; .initial = 43` is healthy after two good probes.
+    #[test]
+    fn window_60_threshold_45_initial_43_healthy_after_two_good_probes() {
+        let mut r = WindowRegister::new(43);
+        assert!(!r.healthy(60, 45));
+        r.push(&good(500));
+        assert!(!r.healthy(60, 45), "one good probe is not enough");
+        r.push(&good(500));
+        assert!(r.healthy(60, 45));
+        assert_eq!(r.good_in(60), 45);
+    }
+
+    /// Default `.initial` (threshold − 1) keeps a new target unhealthy until its first good probe.
+    #[test]
+    fn default_initial_needs_one_good_probe() {
+        let mut r = WindowRegister::new(2);
+        assert!(!r.healthy(8, 3));
+        r.push(&good(1000));
+        assert!(r.healthy(8, 3));
+    }
+
+    #[test]
+    fn window_healthy_iff_good_in_window_reaches_threshold() {
+        let mut r = WindowRegister::new(0);
+        for _ in 0..5 {
+            r.push(&good(1000));
+        }
+        assert!(r.healthy(5, 4));
+        r.push(&bad());
+        assert!(r.healthy(5, 4), "4 of the last 5 good");
+        r.push(&bad());
+        assert!(!r.healthy(5, 4), "3 of the last 5 good");
+        // Attempts older than the window do not count.
+        for _ in 0..5 {
+            r.push(&bad());
+        }
+        assert_eq!(r.good_in(5), 0);
+        assert_eq!(r.good_in(64), 5);
+    }
+
+    #[test]
+    fn register_keeps_64_attempts() {
+        let mut r = WindowRegister::new(0);
+        for _ in 0..100 {
+            r.push(&good(1000));
+        }
+        assert_eq!(r.good_in(64), 64);
+        assert_eq!(r.good.count_ones(), 64);
+    }
+
+    #[test]
+    fn render_shows_strips_oldest_to_newest() {
+        let mut r = WindowRegister::new(0);
+        r.push(&good(793));
+        r.push(&bad());
+        let text = r.render(5, 4, false);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "Current states  good:  1 threshold:  4 window:  5"
+        );
+        assert_eq!(lines[1], "Average response time of good attempts: 0.793 ms");
+        assert!(lines[2].starts_with("Oldest ====") && lines[2].ends_with(" Newest"));
+        assert_eq!(lines[3], format!("{}44 Connected", "-".repeat(62)));
+        assert_eq!(lines[4], format!("{}XX Sent", "-".repeat(62)));
+        assert_eq!(lines[5], format!("{}R- Received", "-".repeat(62)));
+        assert_eq!(lines[6], format!("{}H- Good", "-".repeat(62)));
+    }
+
+    #[test]
+    fn average_rtt_of_good_attempts_only() {
+        let mut r = WindowRegister::new(0);
+        r.push(&good(2000));
+        r.push(&bad());
+        assert!((r.avg_rtt_ms - 2.0).abs() < 1e-9);
+        r.push(&good(4000));
+        assert!(
+            (r.avg_rtt_ms - 3.0).abs() < 1e-9,
+            "mean of the first good attempts"
+        );
+    }
+}
