@@ -46,10 +46,7 @@ impl std::str::FromStr for Level {
             "primary" => Ok(Level::Primary),
             "backup1" => Ok(Level::Backup1),
             "backup2" => Ok(Level::Backup2),
-            _ => Err(Error::invalid(
-                "level",
-                format!("must be primary, backup1 or backup2, got {s:?}"),
-            )),
+            _ => Err(Error::invalid("level", format!("must be primary, backup1 or backup2, got {s:?}"))),
         }
     }
 }
@@ -108,11 +105,7 @@ fn primary() -> Level {
 pub fn parse_unicast(text: &str, policy: AddressPolicy) -> Result<IpAddr> {
     let refuse = || Error::invalid("ip", format!("Not a single unicast IP address: {text}"));
     let ip: IpAddr = text.trim().parse().map_err(|_| refuse())?;
-    if is_unicast(ip, policy) {
-        Ok(ip)
-    } else {
-        Err(refuse())
-    }
+    if is_unicast(ip, policy) { Ok(ip) } else { Err(refuse()) }
 }
 
 /// True for an address DNS may answer with under `policy`.
@@ -149,21 +142,14 @@ impl AddressList {
         }
         let mut out: Vec<SchedulingAddress> = Vec::with_capacity(rows.len());
         for (i, row) in rows.iter().enumerate() {
-            let ip =
-                parse_unicast(&row.ip, policy).map_err(|e| e.within(&format!("addresses[{i}]")))?;
+            let ip = parse_unicast(&row.ip, policy).map_err(|e| e.within(&format!("addresses[{i}]")))?;
             if out.iter().any(|a| a.ip == ip) {
                 return Err(Error::invalid(
                     format!("addresses[{i}].ip"),
-                    format!(
-                        "Not a single unicast IP address: {} (duplicate)",
-                        row.ip.trim()
-                    ),
+                    format!("Not a single unicast IP address: {} (duplicate)", row.ip.trim()),
                 ));
             }
-            out.push(SchedulingAddress {
-                ip,
-                level: row.level,
-            });
+            out.push(SchedulingAddress { ip, level: row.level });
         }
         if !out.is_empty() && !out.iter().any(|a| a.level == Level::Primary) {
             return Err(Error::invalid("addresses", "a primary address is required"));
@@ -180,10 +166,7 @@ impl AddressList {
                 break;
             }
             if is_unicast(ip, policy) && !out.iter().any(|a| a.ip == ip) {
-                out.push(SchedulingAddress {
-                    ip,
-                    level: Level::Primary,
-                });
+                out.push(SchedulingAddress { ip, level: Level::Primary });
             }
         }
         AddressList(out)
@@ -205,13 +188,7 @@ impl<'de> Deserialize<'de> for AddressList {
         // Stored lists were validated when saved; loopback stays allowed here so a lab
         // configuration can be read back.
         let rows = Vec::<AddressInput>::deserialize(d)?;
-        AddressList::parse(
-            &rows,
-            AddressPolicy {
-                allow_loopback: true,
-            },
-        )
-        .map_err(serde::de::Error::custom)
+        AddressList::parse(&rows, AddressPolicy { allow_loopback: true }).map_err(serde::de::Error::custom)
     }
 }
 
@@ -220,18 +197,11 @@ mod tests {
     use super::*;
 
     fn rows(list: &[(&str, Level)]) -> Vec<AddressInput> {
-        list.iter()
-            .map(|(ip, level)| AddressInput {
-                ip: (*ip).into(),
-                level: *level,
-            })
-            .collect()
+        list.iter().map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level }).collect()
     }
 
     fn reason(list: &[(&str, Level)]) -> String {
-        AddressList::parse(&rows(list), AddressPolicy::default())
-            .unwrap_err()
-            .to_string()
+        AddressList::parse(&rows(list), AddressPolicy::default()).unwrap_err().to_string()
     }
 
     #[test]
@@ -252,38 +222,24 @@ mod tests {
             "",
         ] {
             let r = reason(&[(bad, Level::Primary)]);
-            assert_eq!(
-                r,
-                format!("addresses[0].ip: Not a single unicast IP address: {bad}"),
-                "{bad}"
-            );
+            assert_eq!(r, format!("addresses[0].ip: Not a single unicast IP address: {bad}"), "{bad}");
         }
         // Private and documentation addresses are fine: they may be private.
         for good in ["10.1.2.3", "192.168.1.1", "203.0.113.10", "2001:db8::10"] {
-            assert!(
-                AddressList::parse(&rows(&[(good, Level::Primary)]), AddressPolicy::default())
-                    .is_ok()
-            );
+            assert!(AddressList::parse(&rows(&[(good, Level::Primary)]), AddressPolicy::default()).is_ok());
         }
     }
 
     #[test]
     fn scheduling_address_duplicates_are_refused() {
-        let r = reason(&[
-            ("203.0.113.10", Level::Primary),
-            ("203.0.113.10", Level::Backup1),
-        ]);
-        assert_eq!(
-            r,
-            "addresses[1].ip: Not a single unicast IP address: 203.0.113.10 (duplicate)"
-        );
+        let r = reason(&[("203.0.113.10", Level::Primary), ("203.0.113.10", Level::Backup1)]);
+        assert_eq!(r, "addresses[1].ip: Not a single unicast IP address: 203.0.113.10 (duplicate)");
     }
 
     #[test]
     fn scheduling_addresses_at_most_eight() {
-        let many: Vec<(String, Level)> = (1..=9)
-            .map(|i| (format!("203.0.113.{i}"), Level::Primary))
-            .collect();
+        let many: Vec<(String, Level)> =
+            (1..=9).map(|i| (format!("203.0.113.{i}"), Level::Primary)).collect();
         let refs: Vec<(&str, Level)> = many.iter().map(|(s, l)| (s.as_str(), *l)).collect();
         assert_eq!(reason(&refs), "addresses: at most 8 addresses, got 9");
         assert!(AddressList::parse(&rows(&refs[..8]), AddressPolicy::default()).is_ok());
@@ -291,38 +247,23 @@ mod tests {
 
     #[test]
     fn scheduling_addresses_require_a_primary() {
-        assert_eq!(
-            reason(&[("198.51.100.10", Level::Backup1)]),
-            "addresses: a primary address is required"
-        );
+        assert_eq!(reason(&[("198.51.100.10", Level::Backup1)]), "addresses: a primary address is required");
         // An empty list clears configured addresses (reported ones are used again).
-        assert!(
-            AddressList::parse(&[], AddressPolicy::default())
-                .unwrap()
-                .is_empty()
-        );
+        assert!(AddressList::parse(&[], AddressPolicy::default()).unwrap().is_empty());
     }
 
     #[test]
     fn loopback_addresses_only_in_lab_mode() {
-        let lab = AddressPolicy {
-            allow_loopback: true,
-        };
+        let lab = AddressPolicy { allow_loopback: true };
         assert!(AddressList::parse(&rows(&[("127.0.0.2", Level::Primary)]), lab).is_ok());
     }
 
     #[test]
     fn reported_addresses_are_primary_unicast_and_deduplicated() {
-        let ips: Vec<IpAddr> = [
-            "203.0.113.1",
-            "127.0.0.1",
-            "203.0.113.1",
-            "fe80::1",
-            "2001:db8::1",
-        ]
-        .iter()
-        .map(|s| s.parse().unwrap())
-        .collect();
+        let ips: Vec<IpAddr> = ["203.0.113.1", "127.0.0.1", "203.0.113.1", "fe80::1", "2001:db8::1"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
         let list = AddressList::reported(&ips, AddressPolicy::default());
         let got: Vec<String> = list.as_slice().iter().map(|a| a.ip.to_string()).collect();
         assert_eq!(got, ["203.0.113.1", "2001:db8::1"]);

@@ -1,7 +1,7 @@
 //! Levels (§5.2) and the answer of a line (§5.3): which addresses a node answers with, and
 //! which records a line publishes, each outcome with its reason.
 
-use std::collections::BTreeSet;
+use std::collections::HashMap;
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
@@ -24,34 +24,19 @@ pub struct InUse {
 /// backup address. Manual mode: every primary address, reachability ignored.
 pub fn in_use(addresses: &[(SchedulingAddress, bool)], backup_ip: bool, mode: DnsMode) -> InUse {
     if mode == DnsMode::Manual {
-        let ips: Vec<IpAddr> = addresses
-            .iter()
-            .filter(|(a, _)| a.level == Level::Primary)
-            .map(|(a, _)| a.ip)
-            .collect();
-        return InUse {
-            level: (!ips.is_empty()).then_some(Level::Primary),
-            ips,
-        };
+        let ips: Vec<IpAddr> =
+            addresses.iter().filter(|(a, _)| a.level == Level::Primary).map(|(a, _)| a.ip).collect();
+        return InUse { level: (!ips.is_empty()).then_some(Level::Primary), ips };
     }
-    let lowest_reachable = |min: Level| {
-        addresses
-            .iter()
-            .filter(|(a, ok)| *ok && a.level >= min)
-            .map(|(a, _)| a.level)
-            .min()
-    };
+    let lowest_reachable =
+        |min: Level| addresses.iter().filter(|(a, ok)| *ok && a.level >= min).map(|(a, _)| a.level).min();
     let natural = lowest_reachable(Level::Primary);
     let level = match natural {
         Some(Level::Primary) if backup_ip => lowest_reachable(Level::Backup1).or(natural),
         other => other,
     };
     let ips = match level {
-        Some(l) => addresses
-            .iter()
-            .filter(|(a, ok)| *ok && a.level == l)
-            .map(|(a, _)| a.ip)
-            .collect(),
+        Some(l) => addresses.iter().filter(|(a, ok)| *ok && a.level == l).map(|(a, _)| a.ip).collect(),
         None => Vec::new(),
     };
     InUse { level, ips }
@@ -118,19 +103,29 @@ pub struct NodeFacts {
     pub in_use_backup: InUse,
     /// Primary addresses, for the never-empty fallback.
     pub primaries: Vec<IpAddr>,
+}
+
+/// The rule actions in effect on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Effects {
     /// Lines a remove-node action takes it from.
     pub removed: Scope,
     /// Lines where a backup-IP action applies.
     pub backup_ip: Scope,
 }
 
-impl NodeFacts {
-    fn addresses_on(&self, line: LineId) -> &[IpAddr] {
-        if self.backup_ip.covers(line) {
-            &self.in_use_backup.ips
-        } else {
-            &self.in_use.ips
+/// Node indices per group, so a line visits only its own nodes.
+#[derive(Debug, Clone, Default)]
+pub struct GroupIndex(HashMap<GroupId, Vec<usize>>);
+
+impl GroupIndex {
+    /// Indexes `nodes` by group.
+    pub fn new(nodes: &[NodeFacts]) -> Self {
+        let mut m: HashMap<GroupId, Vec<usize>> = HashMap::new();
+        for (i, n) in nodes.iter().enumerate() {
+            m.entry(n.group).or_default().push(i);
         }
+        GroupIndex(m)
     }
 }
 
@@ -186,6 +181,10 @@ pub struct LineAnswer {
 pub struct LineContext<'a> {
     /// Every node of the cluster.
     pub nodes: &'a [NodeFacts],
+    /// The nodes by group.
+    pub groups: &'a GroupIndex,
+    /// Rule effects per node, aligned with `nodes` (shorter: no effect on the rest).
+    pub effects: &'a [Effects],
     /// DNS mode.
     pub mode: DnsMode,
     /// Mass-removal limit, %.
@@ -193,29 +192,38 @@ pub struct LineContext<'a> {
 }
 
 impl LineContext<'_> {
-    fn in_group(&self, group: Option<GroupId>) -> impl Iterator<Item = &NodeFacts> {
-        self.nodes
-            .iter()
-            .filter(move |n| group.is_none_or(|g| n.group == g))
+    /// The nodes of `group` (every node for `None`) with their index.
+    fn in_group(&self, group: Option<GroupId>) -> Box<dyn Iterator<Item = (usize, &NodeFacts)> + '_> {
+        match group {
+            None => Box::new(self.nodes.iter().enumerate()),
+            Some(g) => Box::new(
+                self.groups.0.get(&g).into_iter().flatten().filter_map(|&i| Some((i, self.nodes.get(i)?))),
+            ),
+        }
     }
 
-    /// The healthy addresses of `group` on `line`.
-    fn healthy(&self, line: LineId, group: Option<GroupId>) -> BTreeSet<IpAddr> {
+    /// The healthy addresses of `group` on `line`, sorted, no duplicates.
+    fn healthy(&self, line: LineId, group: Option<GroupId>) -> Vec<IpAddr> {
         let automatic = self.mode == DnsMode::Automatic;
-        self.in_group(group)
-            .filter(|n| n.serving && !(automatic && n.removed.covers(line)))
-            .flat_map(|n| n.addresses_on(line).iter().copied())
-            .collect()
+        let none = Effects::default();
+        let mut out: Vec<IpAddr> = Vec::new();
+        for (i, n) in self.in_group(group) {
+            let e = self.effects.get(i).unwrap_or(&none);
+            if !n.serving || (automatic && e.removed.covers(line)) {
+                continue;
+            }
+            let ips =
+                if automatic && e.backup_ip.covers(line) { &n.in_use_backup.ips } else { &n.in_use.ips };
+            out.extend_from_slice(ips);
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// The answer of `line`. `switch_to_backup` is a switch-to-backup-groups action in effect;
     /// `previous` the line's published records (`None`: never published).
-    pub fn answer(
-        &self,
-        line: &LineSpec,
-        switch_to_backup: bool,
-        previous: Option<&[IpAddr]>,
-    ) -> LineAnswer {
+    pub fn answer(&self, line: &LineSpec, switch_to_backup: bool, previous: Option<&[IpAddr]>) -> LineAnswer {
         let automatic = self.mode == DnsMode::Automatic;
         let min = line.min_healthy as usize;
         let mut records = self.healthy(line.id, line.group);
@@ -236,7 +244,6 @@ impl LineContext<'_> {
                 None => backup_groups_unavailable = switch_to_backup,
             }
         }
-        let records: Vec<IpAddr> = records.into_iter().collect();
         if let Some(prev) = previous.filter(|p| !p.is_empty())
             && let Some(reason) = self.hold_reason(prev, &records)
         {
@@ -249,11 +256,7 @@ impl LineContext<'_> {
         if records.is_empty() {
             return self.fallback(line, backup_groups_unavailable);
         }
-        LineAnswer {
-            records,
-            source,
-            backup_groups_unavailable,
-        }
+        LineAnswer { records, source, backup_groups_unavailable }
     }
 
     /// Mass-removal protection: why `next` must not replace `prev`, if it must not. An empty
@@ -266,14 +269,8 @@ impl LineContext<'_> {
         if self.mode == DnsMode::Manual {
             return None;
         }
-        let removed = prev
-            .iter()
-            .filter(|ip| next.binary_search(ip).is_err())
-            .count();
-        let added = next
-            .iter()
-            .filter(|ip| prev.binary_search(ip).is_err())
-            .count();
+        let removed = prev.iter().filter(|ip| next.binary_search(ip).is_err()).count();
+        let added = next.iter().filter(|ip| prev.binary_search(ip).is_err()).count();
         let net = removed.saturating_sub(added);
         (net * 100 > self.mass_removal_pct as usize * prev.len()).then(|| {
             format!(
@@ -289,25 +286,23 @@ impl LineContext<'_> {
     fn fallback(&self, line: &LineSpec, backup_groups_unavailable: bool) -> LineAnswer {
         type Tier = (&'static str, Option<GroupId>, fn(&NodeFacts) -> bool);
         let tiers: [Tier; 5] = [
-            ("online nodes of the group", line.group, |n| {
-                n.enabled && n.online
-            }),
+            ("online nodes of the group", line.group, |n| n.enabled && n.online),
             ("enabled nodes of the group", line.group, |n| n.enabled),
-            ("online nodes of the cluster", None, |n| {
-                n.enabled && n.online
-            }),
+            ("online nodes of the cluster", None, |n| n.enabled && n.online),
             ("enabled nodes of the cluster", None, |n| n.enabled),
             ("every node of the cluster", None, |_| true),
         ];
         for (tier, group, pick) in tiers {
-            let records: BTreeSet<IpAddr> = self
+            let mut records: Vec<IpAddr> = self
                 .in_group(group)
-                .filter(|n| pick(n))
-                .flat_map(|n| n.primaries.iter().copied())
+                .filter(|(_, n)| pick(n))
+                .flat_map(|(_, n)| n.primaries.iter().copied())
                 .collect();
+            records.sort_unstable();
+            records.dedup();
             if !records.is_empty() {
                 return LineAnswer {
-                    records: records.into_iter().collect(),
+                    records,
                     source: Source::Fallback { tier: tier.into() },
                     backup_groups_unavailable,
                 };
@@ -315,9 +310,7 @@ impl LineContext<'_> {
         }
         LineAnswer {
             records: Vec::new(),
-            source: Source::Fallback {
-                tier: "no node has an address".into(),
-            },
+            source: Source::Fallback { tier: "no node has an address".into() },
             backup_groups_unavailable,
         }
     }
@@ -337,52 +330,30 @@ mod tests {
 
     #[test]
     fn level_lowest_with_a_reachable_address() {
-        let a = [
-            (addr("203.0.113.10", Level::Primary), true),
-            (addr("198.51.100.10", Level::Backup1), true),
-        ];
+        let a = [(addr("203.0.113.10", Level::Primary), true), (addr("198.51.100.10", Level::Backup1), true)];
         assert_eq!(
             in_use(&a, false, DnsMode::Automatic),
-            InUse {
-                level: Some(Level::Primary),
-                ips: vec![ip("203.0.113.10")]
-            }
+            InUse { level: Some(Level::Primary), ips: vec![ip("203.0.113.10")] }
         );
-        let a = [
-            (addr("203.0.113.10", Level::Primary), false),
-            (addr("198.51.100.10", Level::Backup1), true),
-        ];
+        let a =
+            [(addr("203.0.113.10", Level::Primary), false), (addr("198.51.100.10", Level::Backup1), true)];
         assert_eq!(
             in_use(&a, false, DnsMode::Automatic),
-            InUse {
-                level: Some(Level::Backup1),
-                ips: vec![ip("198.51.100.10")]
-            }
+            InUse { level: Some(Level::Backup1), ips: vec![ip("198.51.100.10")] }
         );
         let a = [
             (addr("203.0.113.10", Level::Primary), false),
             (addr("198.51.100.10", Level::Backup1), false),
             (addr("192.0.2.1", Level::Backup2), true),
         ];
-        assert_eq!(
-            in_use(&a, false, DnsMode::Automatic).level,
-            Some(Level::Backup2)
-        );
+        assert_eq!(in_use(&a, false, DnsMode::Automatic).level, Some(Level::Backup2));
     }
 
     #[test]
     fn level_every_address_unreachable_means_no_address() {
-        let a = [
-            (addr("203.0.113.10", Level::Primary), false),
-            (addr("198.51.100.10", Level::Backup1), false),
-        ];
-        assert_eq!(
-            in_use(&a, false, DnsMode::Automatic),
-            InUse {
-                level: None,
-                ips: vec![]
-            }
-        );
+        let a =
+            [(addr("203.0.113.10", Level::Primary), false), (addr("198.51.100.10", Level::Backup1), false)];
+        assert_eq!(in_use(&a, false, DnsMode::Automatic), InUse { level: None, ips: vec![] });
     }
 
     #[test]
@@ -392,19 +363,11 @@ mod tests {
             (addr("198.51.100.10", Level::Backup1), false),
             (addr("192.0.2.1", Level::Backup2), true),
         ];
-        assert_eq!(
-            in_use(&a, true, DnsMode::Automatic).level,
-            Some(Level::Backup2)
-        );
+        assert_eq!(in_use(&a, true, DnsMode::Automatic).level, Some(Level::Backup2));
         // No reachable backup: unchanged.
-        let a = [
-            (addr("203.0.113.10", Level::Primary), true),
-            (addr("198.51.100.10", Level::Backup1), false),
-        ];
-        assert_eq!(
-            in_use(&a, true, DnsMode::Automatic).level,
-            Some(Level::Primary)
-        );
+        let a =
+            [(addr("203.0.113.10", Level::Primary), true), (addr("198.51.100.10", Level::Backup1), false)];
+        assert_eq!(in_use(&a, true, DnsMode::Automatic).level, Some(Level::Primary));
     }
 
     #[test]
@@ -420,10 +383,7 @@ mod tests {
 
     fn node(id: i64, group: i64, ips: &[&str]) -> NodeFacts {
         let ips: Vec<IpAddr> = ips.iter().map(|s| ip(s)).collect();
-        let u = InUse {
-            level: (!ips.is_empty()).then_some(Level::Primary),
-            ips: ips.clone(),
-        };
+        let u = InUse { level: (!ips.is_empty()).then_some(Level::Primary), ips: ips.clone() };
         NodeFacts {
             id: NodeId(id),
             group: GroupId(group),
@@ -433,8 +393,6 @@ mod tests {
             in_use: u.clone(),
             in_use_backup: u,
             primaries: ips,
-            removed: Scope::Nowhere,
-            backup_ip: Scope::Nowhere,
         }
     }
 
@@ -447,12 +405,20 @@ mod tests {
         }
     }
 
-    fn ctx(nodes: &[NodeFacts]) -> LineContext<'_> {
-        LineContext {
-            nodes,
-            mode: DnsMode::Automatic,
-            mass_removal_pct: 50,
-        }
+    fn answer_with(
+        nodes: &[NodeFacts],
+        effects: &[Effects],
+        mode: DnsMode,
+        line: &LineSpec,
+        switch: bool,
+        prev: Option<&[IpAddr]>,
+    ) -> LineAnswer {
+        let groups = GroupIndex::new(nodes);
+        LineContext { nodes, groups: &groups, effects, mode, mass_removal_pct: 50 }.answer(line, switch, prev)
+    }
+
+    fn answer(nodes: &[NodeFacts], line: &LineSpec, switch: bool, prev: Option<&[IpAddr]>) -> LineAnswer {
+        answer_with(nodes, &[], DnsMode::Automatic, line, switch, prev)
     }
 
     fn ips(list: &[&str]) -> Vec<IpAddr> {
@@ -461,12 +427,9 @@ mod tests {
 
     #[test]
     fn line_answers_with_its_group() {
-        let nodes = [
-            node(1, 1, &["203.0.113.1"]),
-            node(2, 1, &["203.0.113.2"]),
-            node(3, 2, &["198.51.100.1"]),
-        ];
-        let a = ctx(&nodes).answer(&line(1, &[2]), false, None);
+        let nodes =
+            [node(1, 1, &["203.0.113.1"]), node(2, 1, &["203.0.113.2"]), node(3, 2, &["198.51.100.1"])];
+        let a = answer(&nodes, &line(1, &[2]), false, None);
         assert_eq!(a.records, ips(&["203.0.113.1", "203.0.113.2"]));
         assert_eq!(a.source, Source::Group);
     }
@@ -480,73 +443,60 @@ mod tests {
             node(4, 3, &["192.0.2.2"]),
         ];
         nodes[0].in_use = InUse::default(); // group 1 has no healthy address
-        let a = ctx(&nodes).answer(&line(2, &[2, 3]), false, None);
-        assert_eq!(
-            a.records,
-            ips(&["192.0.2.1", "192.0.2.2"]),
-            "group 2 has only one address"
-        );
+        let a = answer(&nodes, &line(2, &[2, 3]), false, None);
+        assert_eq!(a.records, ips(&["192.0.2.1", "192.0.2.2"]), "group 2 has only one address");
         assert_eq!(a.source, Source::BackupGroup { group: GroupId(3) });
     }
 
     #[test]
     fn line_switch_to_backup_groups_action() {
         let nodes = [node(1, 1, &["203.0.113.1"]), node(2, 2, &["198.51.100.1"])];
-        let a = ctx(&nodes).answer(&line(1, &[2]), true, Some(&ips(&["203.0.113.1"])));
+        let a = answer(&nodes, &line(1, &[2]), true, Some(&ips(&["203.0.113.1"])));
         assert_eq!(a.records, ips(&["198.51.100.1"]));
         // Without a backup group the action has no effect, and says so.
-        let a = ctx(&nodes).answer(&line(1, &[]), true, None);
+        let a = answer(&nodes, &line(1, &[]), true, None);
         assert_eq!(a.records, ips(&["203.0.113.1"]));
         assert!(a.backup_groups_unavailable);
     }
 
     #[test]
     fn line_removed_nodes_leave_the_records() {
-        let mut nodes = vec![node(1, 1, &["203.0.113.1"]), node(2, 1, &["203.0.113.2"])];
-        nodes[0].removed = Scope::Lines(vec![LineId(1)]);
-        let a = ctx(&nodes).answer(&line(1, &[]), false, None);
+        let nodes = vec![node(1, 1, &["203.0.113.1"]), node(2, 1, &["203.0.113.2"])];
+        let mut effects = vec![Effects { removed: Scope::Lines(vec![LineId(1)]), ..Default::default() }];
+        let a = answer_with(&nodes, &effects, DnsMode::Automatic, &line(1, &[]), false, None);
         assert_eq!(a.records, ips(&["203.0.113.2"]));
-        nodes[0].removed = Scope::Lines(vec![LineId(9)]);
-        assert_eq!(
-            ctx(&nodes).answer(&line(1, &[]), false, None).records.len(),
-            2
-        );
+        effects[0].removed = Scope::Lines(vec![LineId(9)]);
+        let a = answer_with(&nodes, &effects, DnsMode::Automatic, &line(1, &[]), false, None);
+        assert_eq!(a.records.len(), 2);
     }
 
     #[test]
     fn line_mass_removal_protection_keeps_previous_records() {
-        let mut nodes = vec![
-            node(1, 1, &["203.0.113.1"]),
-            node(2, 1, &["203.0.113.2"]),
-            node(3, 1, &["203.0.113.3"]),
-        ];
+        let mut nodes =
+            vec![node(1, 1, &["203.0.113.1"]), node(2, 1, &["203.0.113.2"]), node(3, 1, &["203.0.113.3"])];
         let prev = ips(&["203.0.113.1", "203.0.113.2", "203.0.113.3"]);
         nodes[0].in_use = InUse::default();
         nodes[1].in_use = InUse::default();
-        let a = ctx(&nodes).answer(&line(1, &[]), false, Some(&prev));
+        let a = answer(&nodes, &line(1, &[]), false, Some(&prev));
         assert_eq!(a.records, prev);
         assert_eq!(
             a.source,
             Source::Held {
-                reason:
-                    "would remove 2 of 3 records at once (more than the mass-removal limit of 50 %)"
-                        .into()
+                reason: "would remove 2 of 3 records at once (more than the mass-removal limit of 50 %)"
+                    .into()
             }
         );
         // Removing one of three is fine.
         nodes[1] = node(2, 1, &["203.0.113.2"]);
-        let a = ctx(&nodes).answer(&line(1, &[]), false, Some(&prev));
+        let a = answer(&nodes, &line(1, &[]), false, Some(&prev));
         assert_eq!(a.records, ips(&["203.0.113.2", "203.0.113.3"]));
     }
 
     #[test]
     fn line_replacing_an_address_is_not_a_mass_removal() {
         let mut nodes = vec![node(1, 1, &["203.0.113.10"])];
-        nodes[0].in_use = InUse {
-            level: Some(Level::Backup1),
-            ips: ips(&["198.51.100.10"]),
-        };
-        let a = ctx(&nodes).answer(&line(1, &[]), false, Some(&ips(&["203.0.113.10"])));
+        nodes[0].in_use = InUse { level: Some(Level::Backup1), ips: ips(&["198.51.100.10"]) };
+        let a = answer(&nodes, &line(1, &[]), false, Some(&ips(&["203.0.113.10"])));
         assert_eq!(a.records, ips(&["198.51.100.10"]));
     }
 
@@ -554,7 +504,7 @@ mod tests {
     fn line_empty_answer_keeps_previous_records() {
         let mut nodes = vec![node(1, 1, &["203.0.113.1"])];
         nodes[0].in_use = InUse::default();
-        let a = ctx(&nodes).answer(&line(1, &[]), false, Some(&ips(&["203.0.113.1"])));
+        let a = answer(&nodes, &line(1, &[]), false, Some(&ips(&["203.0.113.1"])));
         assert_eq!(a.records, ips(&["203.0.113.1"]));
         assert!(matches!(a.source, Source::Held { .. }));
     }
@@ -566,35 +516,22 @@ mod tests {
             n.in_use = InUse::default();
         }
         nodes[1].online = false;
-        let a = ctx(&nodes).answer(&line(1, &[]), false, None);
+        let a = answer(&nodes, &line(1, &[]), false, None);
         assert_eq!(a.records, ips(&["203.0.113.1"]));
-        assert_eq!(
-            a.source,
-            Source::Fallback {
-                tier: "online nodes of the group".into()
-            }
-        );
+        assert_eq!(a.source, Source::Fallback { tier: "online nodes of the group".into() });
         nodes[0].online = false;
-        let a = ctx(&nodes).answer(&line(1, &[]), false, None);
+        let a = answer(&nodes, &line(1, &[]), false, None);
         assert_eq!(a.records, ips(&["203.0.113.1", "203.0.113.2"]));
         // A line whose group has no node falls back to the cluster.
-        let other = LineSpec {
-            group: Some(GroupId(7)),
-            ..line(1, &[])
-        };
-        assert_eq!(ctx(&nodes).answer(&other, false, None).records.len(), 2);
+        let other = LineSpec { group: Some(GroupId(7)), ..line(1, &[]) };
+        assert_eq!(answer(&nodes, &other, false, None).records.len(), 2);
     }
 
     #[test]
     fn line_manual_mode_ignores_rules_and_backup_groups() {
-        let mut nodes = vec![node(1, 1, &["203.0.113.1"]), node(2, 2, &["198.51.100.1"])];
-        nodes[0].removed = Scope::Everywhere;
-        let c = LineContext {
-            nodes: &nodes,
-            mode: DnsMode::Manual,
-            mass_removal_pct: 50,
-        };
-        let a = c.answer(&line(1, &[2]), true, None);
+        let nodes = vec![node(1, 1, &["203.0.113.1"]), node(2, 2, &["198.51.100.1"])];
+        let effects = [Effects { removed: Scope::Everywhere, backup_ip: Scope::Everywhere }];
+        let a = answer_with(&nodes, &effects, DnsMode::Manual, &line(1, &[2]), true, None);
         assert_eq!(a.records, ips(&["203.0.113.1"]));
     }
 }

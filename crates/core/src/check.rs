@@ -47,10 +47,7 @@ impl std::str::FromStr for Method {
             "http" => Ok(Method::Http),
             "https" => Ok(Method::Https),
             "hls" => Ok(Method::Hls),
-            _ => Err(Error::invalid(
-                "method",
-                format!("must be tcp, http, https or hls, got {s:?}"),
-            )),
+            _ => Err(Error::invalid("method", format!("must be tcp, http, https or hls, got {s:?}"))),
         }
     }
 }
@@ -207,31 +204,18 @@ impl Check {
         let host = i.host.unwrap_or_else(|| DEFAULT_HOST.to_owned());
         if host.is_empty()
             || host.len() > 253
-            || host
-                .chars()
-                .any(|c| c.is_whitespace() || c.is_control() || c == '/')
+            || host.chars().any(|c| c.is_whitespace() || c.is_control() || c == '/')
         {
-            return Err(Error::invalid(
-                "host",
-                format!("must be a host name, got {host:?}"),
-            ));
+            return Err(Error::invalid("host", format!("must be a host name, got {host:?}")));
         }
         check_request(&i.request)?;
-        let expected_response = in_range(
-            "expected_response",
-            i.expected_response.unwrap_or(200),
-            100,
-            599,
-        )?;
+        let expected_response = in_range("expected_response", i.expected_response.unwrap_or(200), 100, 599)?;
         let timeout_ms = in_range("timeout_ms", i.timeout_ms.unwrap_or(2000), 100, 60_000)?;
         let interval_s = in_range("interval_s", i.interval_s.unwrap_or(5), 1, 3600)?;
         let window = in_range("window", i.window.unwrap_or(8), 1, 64)?;
         let threshold = in_range("threshold", i.threshold.unwrap_or(3), 1, window)?;
         let initial = in_range("initial", i.initial.unwrap_or(threshold - 1), 0, window)?;
-        let max_age_s = i
-            .max_age_s
-            .map(|a| in_range("max_age_s", a, 1, 86_400))
-            .transpose()?;
+        let max_age_s = i.max_age_s.map(|a| in_range("max_age_s", a, 1, 86_400)).transpose()?;
         if let Some(p) = &i.block_pattern
             && (p.is_empty() || p.len() > 256)
         {
@@ -316,10 +300,7 @@ impl Check {
                 target: self.path.clone(),
                 headers: vec![
                     ("Host".into(), self.host.clone()),
-                    (
-                        "User-Agent".into(),
-                        concat!("vantage-probe/", env!("CARGO_PKG_VERSION")).into(),
-                    ),
+                    ("User-Agent".into(), concat!("vantage-probe/", env!("CARGO_PKG_VERSION")).into()),
                     ("Connection".into(), "close".into()),
                 ],
             };
@@ -333,11 +314,7 @@ impl Check {
             .filter_map(|l| l.split_once(':'))
             .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
             .collect();
-        RequestSpec {
-            method,
-            target,
-            headers,
-        }
+        RequestSpec { method, target, headers }
     }
 }
 
@@ -359,10 +336,7 @@ fn check_request(lines: &[String]) -> Result<()> {
         return Ok(());
     };
     if let Some(i) = lines.iter().position(|l| l.contains(['\r', '\n'])) {
-        return Err(Error::invalid(
-            format!("request[{i}]"),
-            "must not contain CR or LF (CRLF is added)",
-        ));
+        return Err(Error::invalid(format!("request[{i}]"), "must not contain CR or LF (CRLF is added)"));
     }
     let parts: Vec<&str> = first.split(' ').collect();
     if parts.len() != 3 || !parts[2].starts_with("HTTP/1.") || parts[0].is_empty() {
@@ -377,10 +351,7 @@ fn check_request(lines: &[String]) -> Result<()> {
         })
     });
     if !close {
-        return Err(Error::invalid(
-            "request",
-            "must include a \"Connection: close\" header",
-        ));
+        return Err(Error::invalid("request", "must include a \"Connection: close\" header"));
     }
     Ok(())
 }
@@ -395,20 +366,11 @@ mod tests {
         assert_eq!(c.path(), "/.vantage/health");
         assert_eq!(c.host(), "health.vantage.invalid");
         assert_eq!(
-            (
-                c.expected_response(),
-                c.expect_close(),
-                c.timeout_ms(),
-                c.interval_s()
-            ),
+            (c.expected_response(), c.expect_close(), c.timeout_ms(), c.interval_s()),
             (200, true, 2000, 5)
         );
         assert_eq!((c.window(), c.threshold(), c.initial()), (8, 3, 2));
-        let custom = Check::parse(CheckInput {
-            threshold: Some(5),
-            ..Default::default()
-        })
-        .unwrap();
+        let custom = Check::parse(CheckInput { threshold: Some(5), ..Default::default() }).unwrap();
         assert_eq!(custom.initial(), 4, "initial defaults to threshold - 1");
     }
 
@@ -421,10 +383,7 @@ mod tests {
             })
         };
         let e = mk(&["GET / HTTP/1.1", "Host: example.com"]).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "request: must include a \"Connection: close\" header"
-        );
+        assert_eq!(e.to_string(), "request: must include a \"Connection: close\" header");
         let ok = mk(&[
             "GET / HTTP/1.1",
             "Host: example.com",
@@ -434,49 +393,22 @@ mod tests {
         .unwrap();
         let spec = ok.request_spec();
         assert_eq!((spec.method.as_str(), spec.target.as_str()), ("GET", "/"));
-        assert_eq!(
-            spec.headers[1],
-            ("X-Magic".to_owned(), "We're fine with this.".to_owned())
-        );
+        assert_eq!(spec.headers[1], ("X-Magic".to_owned(), "We're fine with this.".to_owned()));
         assert_eq!(spec.headers.len(), 3);
-        assert_eq!(
-            mk(&["hello", "Connection: close"]).unwrap_err().field(),
-            "request[0]"
-        );
-        assert_eq!(
-            mk(&["GET / HTTP/1.1", "Connection: close\r\nX: y"])
-                .unwrap_err()
-                .field(),
-            "request[1]"
-        );
+        assert_eq!(mk(&["hello", "Connection: close"]).unwrap_err().field(), "request[0]");
+        assert_eq!(mk(&["GET / HTTP/1.1", "Connection: close\r\nX: y"]).unwrap_err().field(), "request[1]");
     }
 
     #[test]
     fn check_ranges() {
-        let e = Check::parse(CheckInput {
-            window: Some(65),
-            ..Default::default()
-        })
-        .unwrap_err();
+        let e = Check::parse(CheckInput { window: Some(65), ..Default::default() }).unwrap_err();
         assert_eq!(e.to_string(), "window: must be between 1 and 64, got 65");
-        let e = Check::parse(CheckInput {
-            window: Some(5),
-            threshold: Some(6),
-            ..Default::default()
-        })
-        .unwrap_err();
+        let e = Check::parse(CheckInput { window: Some(5), threshold: Some(6), ..Default::default() })
+            .unwrap_err();
         assert_eq!(e.to_string(), "threshold: must be between 1 and 5, got 6");
-        let e = Check::parse(CheckInput {
-            expected_response: Some(42),
-            ..Default::default()
-        })
-        .unwrap_err();
+        let e = Check::parse(CheckInput { expected_response: Some(42), ..Default::default() }).unwrap_err();
         assert_eq!(e.field(), "expected_response");
-        let e = Check::parse(CheckInput {
-            path: Some("health".into()),
-            ..Default::default()
-        })
-        .unwrap_err();
+        let e = Check::parse(CheckInput { path: Some("health".into()), ..Default::default() }).unwrap_err();
         assert_eq!(e.field(), "path");
     }
 
@@ -499,17 +431,8 @@ mod tests {
     fn default_request_is_a_get_of_the_path() {
         let c = Check::default();
         let spec = c.request_spec();
-        assert_eq!(
-            (spec.method.as_str(), spec.target.as_str()),
-            ("GET", "/.vantage/health")
-        );
-        assert_eq!(
-            spec.headers[0],
-            ("Host".to_owned(), "health.vantage.invalid".to_owned())
-        );
-        assert_eq!(
-            spec.headers[2],
-            ("Connection".to_owned(), "close".to_owned())
-        );
+        assert_eq!((spec.method.as_str(), spec.target.as_str()), ("GET", "/.vantage/health"));
+        assert_eq!(spec.headers[0], ("Host".to_owned(), "health.vantage.invalid".to_owned()));
+        assert_eq!(spec.headers[2], ("Connection".to_owned(), "close".to_owned()));
     }
 }

@@ -18,10 +18,7 @@ pub enum Error {
 impl Error {
     /// An invalid-field error.
     pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::Invalid {
-            field: field.into(),
-            reason: reason.into(),
-        }
+        Error::Invalid { field: field.into(), reason: reason.into() }
     }
 
     /// The field the error is about.
@@ -64,10 +61,7 @@ where
     T: PartialOrd + std::fmt::Display + Copy,
 {
     if value < lo || value > hi {
-        Err(Error::invalid(
-            field,
-            format!("must be between {lo} and {hi}, got {value}"),
-        ))
+        Err(Error::invalid(field, format!("must be between {lo} and {hi}, got {value}")))
     } else {
         Ok(value)
     }
@@ -81,10 +75,7 @@ pub(crate) fn name(field: &str, value: &str, max: usize) -> Result<String> {
         return Err(Error::invalid(field, "must not be empty"));
     }
     if n > max {
-        return Err(Error::invalid(
-            field,
-            format!("must be at most {max} characters, got {n}"),
-        ));
+        return Err(Error::invalid(field, format!("must be at most {max} characters, got {n}")));
     }
     if v.chars().any(char::is_control) {
         return Err(Error::invalid(field, "must not contain control characters"));

@@ -3,18 +3,19 @@
 //! for health and configuration changes, one per rule activation or recovery.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::address::{Level, SchedulingAddress};
-use crate::answer::{LineAnswer, LineContext, LineSpec, NodeFacts, Scope, Source, in_use};
+use crate::answer::{Effects, GroupIndex, LineAnswer, LineContext, LineSpec, NodeFacts, Source, in_use};
+use crate::hash::FastHasher;
+use crate::ids::RegionId;
 use crate::ids::{GroupId, LineId, NodeId, RuleId};
 use crate::model::{Cluster, DnsMode};
-use crate::reachability::{
-    AddressHealth, Observations, ProberView, Reachability, Verdict, verdict,
-};
-use crate::rules::{Action, Metric, Rule, RuleState, Status, Transition};
+use crate::reachability::{AddressHealth, Observations, ProberView, Reachability, Verdict, verdict};
+use crate::rules::{Action, Aggregate, Metric, Rule, RuleState, Status, Transition};
 use crate::settings::ProbeSettings;
 use crate::time::Timestamp;
 
@@ -267,18 +268,22 @@ pub struct Evaluation {
     pub next_deadline: Option<Timestamp>,
 }
 
+/// A hash map with the core's fast hasher (keys are ids and addresses, not attacker-chosen).
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+type FastSet<K> = HashSet<K, BuildHasherDefault<FastHasher>>;
+
 /// What a cluster's evaluator remembers between passes.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ClusterState {
     /// Hysteresis per (node, address).
     #[serde(with = "pairs")]
-    pub addresses: HashMap<(NodeId, IpAddr), AddressHealth>,
-    /// Rule state per (rule, node).
+    pub addresses: FastMap<(NodeId, IpAddr), AddressHealth>,
+    /// Rule state per (rule, node); idle states without a running for-time are not kept.
     #[serde(with = "pairs")]
-    pub rules: HashMap<(RuleId, NodeId), RuleState>,
-    /// What each rule's state was built under; a change ends its actions.
+    pub rules: FastMap<(RuleId, NodeId), RuleState>,
+    /// What each rule's states were built under; a change ends its actions.
     #[serde(with = "pairs")]
-    pub behaviours: HashMap<RuleId, crate::rules::Behaviour>,
+    pub behaviours: FastMap<RuleId, crate::rules::Behaviour>,
     /// The published records (`None`: nothing published yet).
     pub published: Option<Records>,
     /// Lines held by the protection.
@@ -288,208 +293,159 @@ pub struct ClusterState {
 mod pairs {
     //! Maps with non-string keys as lists of pairs, for JSON.
     use std::collections::HashMap;
-    use std::hash::Hash;
+    use std::hash::{BuildHasher, Hash};
 
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    pub(super) fn serialize<K: Serialize, V: Serialize, S: Serializer>(
-        m: &HashMap<K, V>,
+    pub(super) fn serialize<K: Serialize, V: Serialize, H, S: Serializer>(
+        m: &HashMap<K, V, H>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
         s.collect_seq(m.iter())
     }
 
-    pub(super) fn deserialize<'de, K, V, D>(d: D) -> Result<HashMap<K, V>, D::Error>
+    pub(super) fn deserialize<'de, K, V, H, D>(d: D) -> Result<HashMap<K, V, H>, D::Error>
     where
         K: Deserialize<'de> + Eq + Hash,
         V: Deserialize<'de>,
+        H: BuildHasher + Default,
         D: Deserializer<'de>,
     {
         Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
     }
 }
 
-/// Per node: facts without rule effects.
-struct Base {
-    facts: Vec<NodeFacts>,
-    statuses: Vec<NodeStatus>,
-}
-
 /// Runs one pass at `now`, updating `state`.
 pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp) -> Evaluation {
     let mut out = Evaluation::default();
-    let mode = view.cluster.dns_mode;
     let lines = effective_lines(view.lines);
 
     // 1. Reachability of every address.
-    let base = reachability(view, state, now, &mut out);
+    let (facts, mut statuses) = reachability(view, state, now, &mut out.events);
 
     // 2. Rules whose behaviour changed, or that were disabled or deleted, end at once.
     let ended = end_changed_rules(view, state);
-    let mut in_effect: HashSet<(RuleId, NodeId)> = state
-        .rules
-        .iter()
-        .filter(|(_, s)| s.status.in_effect())
-        .map(|(k, _)| *k)
-        .collect();
+    let mut in_effect: FastSet<(RuleId, NodeId)> =
+        state.rules.iter().filter(|(_, s)| s.status.in_effect()).map(|(k, _)| *k).collect();
 
     // 3. Every enabled rule for every node it looks at.
     let transitions = step_rules(view, &lines, state, now);
 
-    // 4. Records, stage by stage.
-    let ctx = Stage {
-        view,
-        lines: &lines,
-        base: &base,
-        mode,
-    };
-    let mut current = state.published.clone();
-    let (records, stage_held, _) = ctx.records(&in_effect, current.as_ref());
+    // 4. Records, stage by stage: one stage for health and configuration, one per rule
+    // transition. Protection compares every stage with the records published before the pass
+    // ("at once" means within one pass), and a line the final stage holds is held in every
+    // stage, so that a pass never publishes a removal it then takes back.
+    let groups = GroupIndex::new(&facts);
+    let stage = Stage { view, lines: &lines, facts: &facts, groups: &groups };
+    let baseline = state.published.clone();
+    let mut final_effect = in_effect.clone();
+    for (ev, t) in &transitions {
+        apply(&mut final_effect, ev, *t);
+    }
+    let final_held = stage.records(&final_effect, baseline.as_ref(), &BTreeMap::new()).held;
+    let first = stage.records(&in_effect, baseline.as_ref(), &final_held);
     let first_reason = if !ended.is_empty() {
         let names: Vec<String> = ended
             .iter()
             .map(|(name, _, _)| format!("Scheduling: {name} changed, its actions ended"))
             .collect();
         Some(names.join("; "))
-    } else if current.as_ref() != Some(&records)
-        || (stage_held != state.held && !stage_held.is_empty())
+    } else if baseline.as_ref() != Some(&first.records)
+        || (first.held != state.held && !first.held.is_empty())
     {
         Some(view.reason.unwrap_or("Node health changed").to_owned())
     } else {
         None
     };
+    let mut current = baseline.clone();
+    let mut last_held = first.held.clone();
     if let Some(reason) = first_reason {
-        let idx = out.revisions.len();
         for (_, rule, nodes) in ended {
-            out.events.push(Event::RuleEnded {
-                rule,
-                nodes,
-                revision: idx,
-            });
+            out.events.push(Event::RuleEnded { rule, nodes, revision: out.revisions.len() });
         }
-        out.revisions.push(RevisionDraft {
-            reason: with_held(reason, &stage_held),
-            records: records.clone(),
-            held: stage_held.clone(),
-        });
-        current = Some(records);
+        out.revisions.push(first.draft(reason));
+        current = Some(first.records);
     }
-    let mut last_held = stage_held;
     for (mut ev, t) in transitions {
-        match t {
-            Transition::Activated => in_effect.insert((ev.rule, ev.node)),
-            Transition::Recovered => in_effect.remove(&(ev.rule, ev.node)),
+        apply(&mut in_effect, &ev, t);
+        let result = stage.records(&in_effect, baseline.as_ref(), &final_held);
+        let verb = match t {
+            Transition::Activated => {
+                ev.no_effect = stage.no_effect(&ev, &result);
+                "activated"
+            }
+            Transition::Recovered => "recovered",
         };
-        let (records, stage_held, answers) = ctx.records(&in_effect, current.as_ref());
-        if t == Transition::Activated {
-            ev.no_effect = ctx.no_effect(&ev, &answers, &stage_held);
-        }
-        let verb = if t == Transition::Activated {
-            "activated"
-        } else {
-            "recovered"
-        };
-        let mut reason = format!(
-            "Scheduling: {} on {} — {} {verb}",
-            ev.rule_name, ev.node_name, ev.action
-        );
+        let mut reason = format!("Scheduling: {} on {} — {} {verb}", ev.rule_name, ev.node_name, ev.action);
         if let Some(why) = &ev.no_effect {
             reason.push_str(&format!(" (no effect: {why})"));
         }
         ev.revision = out.revisions.len();
-        out.revisions.push(RevisionDraft {
-            reason: with_held(reason, &stage_held),
-            records: records.clone(),
-            held: stage_held.clone(),
+        out.revisions.push(result.draft(reason));
+        out.events.push(match t {
+            Transition::Activated => Event::RuleActivated(ev),
+            Transition::Recovered => Event::RuleRecovered(ev),
         });
-        out.events.push(if t == Transition::Activated {
-            Event::RuleActivated(ev)
-        } else {
-            Event::RuleRecovered(ev)
-        });
-        current = Some(records);
-        last_held = stage_held;
+        last_held = result.held;
+        current = Some(result.records);
     }
 
     // 5. Holds that started or ended.
     for (line, reason) in &last_held {
         if state.held.get(line) != Some(reason) {
-            out.events.push(Event::Held {
-                line: *line,
-                reason: reason.clone(),
-            });
+            out.events.push(Event::Held { line: *line, reason: reason.clone() });
         }
     }
-    for line in state.held.keys() {
-        if !last_held.contains_key(line) {
-            out.events.push(Event::HoldReleased { line: *line });
-        }
+    for line in state.held.keys().filter(|l| !last_held.contains_key(l)) {
+        out.events.push(Event::HoldReleased { line: *line });
     }
     state.held = last_held;
     state.published = current;
 
     // 6. Statuses and the next deadline.
-    out.nodes = base.statuses;
-    for (node, f) in out.nodes.iter_mut().zip(&base.facts) {
-        if in_effect_backup(&in_effect, view, node.node) {
-            node.level = f.in_use_backup.level;
+    let effects = stage.effects(&in_effect);
+    for ((status, f), e) in statuses.iter_mut().zip(&facts).zip(&effects) {
+        if view.cluster.dns_mode == DnsMode::Automatic && e.backup_ip != Default::default() {
+            status.level = f.in_use_backup.level;
         }
     }
-    let mut rules: Vec<RuleNodeStatus> = state
+    out.nodes = statuses;
+    out.rules = state
         .rules
         .iter()
         .filter(|(_, s)| s.status != Status::Idle)
-        .map(|(&(rule, node), s)| RuleNodeStatus {
-            rule,
-            node,
-            status: s.status,
-        })
+        .map(|(&(rule, node), s)| RuleNodeStatus { rule, node, status: s.status })
         .collect();
-    rules.sort_by_key(|r| (r.rule, r.node));
-    out.rules = rules;
+    out.rules.sort_by_key(|r| (r.rule, r.node));
     out.next_deadline = deadline(view, state);
     out
 }
 
-fn in_effect_backup(
-    in_effect: &HashSet<(RuleId, NodeId)>,
-    view: &ClusterView<'_>,
-    node: NodeId,
-) -> bool {
-    view.rules
-        .iter()
-        .any(|(id, r)| r.action == Action::BackupIp && in_effect.contains(&(*id, node)))
-}
-
-fn with_held(mut reason: String, held: &BTreeMap<LineId, String>) -> String {
-    for (line, why) in held {
-        reason.push_str(&format!("; line {line} held: {why}"));
-    }
-    reason
+fn apply(set: &mut FastSet<(RuleId, NodeId)>, ev: &RuleEvent, t: Transition) {
+    match t {
+        Transition::Activated => set.insert((ev.rule, ev.node)),
+        Transition::Recovered => set.remove(&(ev.rule, ev.node)),
+    };
 }
 
 fn effective_lines(lines: &[LineSpec]) -> Vec<LineSpec> {
     if lines.is_empty() {
-        vec![LineSpec {
-            id: DEFAULT_LINE,
-            group: None,
-            backup_groups: Vec::new(),
-            min_healthy: 1,
-        }]
+        vec![LineSpec { id: DEFAULT_LINE, group: None, backup_groups: Vec::new(), min_healthy: 1 }]
     } else {
         lines.to_vec()
     }
 }
 
+/// Steps every address's hysteresis; returns each node's facts and status (without rule effects).
 fn reachability(
     view: &ClusterView<'_>,
     state: &mut ClusterState,
     now: Timestamp,
-    out: &mut Evaluation,
-) -> Base {
+    events: &mut Vec<Event>,
+) -> (Vec<NodeFacts>, Vec<NodeStatus>) {
     let settings = view.settings;
     let mode = view.cluster.dns_mode;
-    let mut seen: HashSet<(NodeId, IpAddr)> = HashSet::new();
+    let mut seen = 0usize;
     let mut facts = Vec::with_capacity(view.nodes.len());
     let mut statuses = Vec::with_capacity(view.nodes.len());
     let mut pairs: Vec<(SchedulingAddress, bool)> = Vec::new();
@@ -497,19 +453,16 @@ fn reachability(
         pairs.clear();
         let mut addresses = Vec::with_capacity(node.addresses.len());
         for a in &node.addresses {
-            let key = (node.id, a.address.ip);
-            seen.insert(key);
             let v = verdict(&a.observations, view.probers, settings, now);
-            let health = state.addresses.entry(key).or_default();
+            let health = state.addresses.entry((node.id, a.address.ip)).or_default();
+            seen += 1;
             match health.step(v.is_failing(), now, settings) {
-                Some(Reachability::Unreachable) => out.events.push(Event::AddressUnreachable {
-                    node: node.id,
-                    ip: a.address.ip,
-                }),
-                Some(Reachability::Reachable) => out.events.push(Event::AddressReachable {
-                    node: node.id,
-                    ip: a.address.ip,
-                }),
+                Some(Reachability::Unreachable) => {
+                    events.push(Event::AddressUnreachable { node: node.id, ip: a.address.ip })
+                }
+                Some(Reachability::Reachable) => {
+                    events.push(Event::AddressReachable { node: node.id, ip: a.address.ip })
+                }
                 None => {}
             }
             pairs.push((a.address, health.is_reachable()));
@@ -526,57 +479,39 @@ fn reachability(
         for s in &mut addresses {
             s.in_use = normal.ips.contains(&s.ip);
         }
-        let online = node
-            .last_heartbeat
-            .is_some_and(|t| t.within_secs_of(now, AGENT_ONLINE_S));
+        let online = node.last_heartbeat.is_some_and(|t| t.within_secs_of(now, AGENT_ONLINE_S));
         let links_fresh = view.cluster.required_links.iter().all(|name| {
             node.links.iter().any(|l| {
-                &l.name == name
-                    && l.last_handshake
-                        .is_some_and(|t| t.within_secs_of(now, LINK_FRESH_S))
+                &l.name == name && l.last_handshake.is_some_and(|t| t.within_secs_of(now, LINK_FRESH_S))
             })
         });
         let serving = node.enabled && (!view.cluster.agent_required || online) && links_fresh;
-        statuses.push(NodeStatus {
-            node: node.id,
-            online,
-            serving,
-            level: normal.level,
-            addresses,
-        });
+        statuses.push(NodeStatus { node: node.id, online, serving, level: normal.level, addresses });
         facts.push(NodeFacts {
             id: node.id,
             group: node.group,
             enabled: node.enabled,
             online,
             serving,
-            primaries: pairs
-                .iter()
-                .filter(|(a, _)| a.level == Level::Primary)
-                .map(|(a, _)| a.ip)
-                .collect(),
+            primaries: pairs.iter().filter(|(a, _)| a.level == Level::Primary).map(|(a, _)| a.ip).collect(),
             in_use: normal,
             in_use_backup: backup,
-            removed: Scope::Nowhere,
-            backup_ip: Scope::Nowhere,
         });
     }
-    state.addresses.retain(|k, _| seen.contains(k));
-    Base { facts, statuses }
+    // Forget addresses that are gone (only when some are: the common pass skips this).
+    if seen != state.addresses.len() {
+        let current: FastSet<(NodeId, IpAddr)> =
+            view.nodes.iter().flat_map(|n| n.addresses.iter().map(move |a| (n.id, a.address.ip))).collect();
+        state.addresses.retain(|k, _| current.contains(k));
+    }
+    (facts, statuses)
 }
 
 /// Rules whose behaviour changed, or that are disabled or gone: their states start over.
 /// Returns (name, rule, nodes it was acting on) for those that were acting.
-fn end_changed_rules(
-    view: &ClusterView<'_>,
-    state: &mut ClusterState,
-) -> Vec<(String, RuleId, Vec<NodeId>)> {
-    let current: HashMap<RuleId, &Rule> = view
-        .rules
-        .iter()
-        .filter(|(_, r)| r.enabled)
-        .map(|(id, r)| (*id, r))
-        .collect();
+fn end_changed_rules(view: &ClusterView<'_>, state: &mut ClusterState) -> Vec<(String, RuleId, Vec<NodeId>)> {
+    let current: FastMap<RuleId, &Rule> =
+        view.rules.iter().filter(|(_, r)| r.enabled).map(|(id, r)| (*id, r)).collect();
     let mut stale: Vec<RuleId> = state
         .behaviours
         .iter()
@@ -612,24 +547,14 @@ fn end_changed_rules(
 
 /// The nodes a rule looks at: every enabled node for all lines; for one line the enabled
 /// nodes of its group, and for remove-node and backup-IP also those of its backup groups.
-fn rule_scope<'a>(rule: &Rule, lines: &[LineSpec], nodes: &'a [NodeView]) -> Vec<&'a NodeView> {
-    let groups: Option<Vec<GroupId>> = match rule.line {
-        None => None,
-        Some(l) => {
-            let Some(line) = lines.iter().find(|x| x.id == l) else {
-                return Vec::new();
-            };
-            let mut g: Vec<GroupId> = line.group.into_iter().collect();
-            if rule.action != Action::BackupGroups {
-                g.extend(&line.backup_groups);
-            }
-            Some(g)
-        }
-    };
-    nodes
-        .iter()
-        .filter(|n| n.enabled && groups.as_ref().is_none_or(|g| g.contains(&n.group)))
-        .collect()
+fn in_scope(rule: &Rule, lines: &[LineSpec]) -> Option<Vec<GroupId>> {
+    let l = rule.line?;
+    let Some(line) = lines.iter().find(|x| x.id == l) else { return Some(Vec::new()) };
+    let mut g: Vec<GroupId> = line.group.into_iter().collect();
+    if rule.action != Action::BackupGroups {
+        g.extend(&line.backup_groups);
+    }
+    Some(g)
 }
 
 fn step_rules(
@@ -639,35 +564,46 @@ fn step_rules(
     now: Timestamp,
 ) -> Vec<(RuleEvent, Transition)> {
     let mut transitions = Vec::new();
-    let needs_probe = view
-        .rules
-        .iter()
-        .any(|(_, r)| r.enabled && r.conditions.iter().any(|c| c.metric.is_probe()));
-    let mut probe_cache: HashMap<NodeId, Vec<ProberValue>> = HashMap::new();
+    let mut summaries: Vec<Option<ProbeSummary>> = vec![None; view.nodes.len()];
     let mut scratch = Scratch::new(view.probers.len());
-    let mut keep: HashSet<(RuleId, NodeId)> = HashSet::new();
+    // Keys of kept states visited this pass; a state not visited lost its node or scope.
+    let mut visited: FastSet<(RuleId, NodeId)> = FastSet::default();
     let mut values: Vec<Option<f64>> = Vec::new();
     for (id, rule) in view.rules.iter().filter(|(_, r)| r.enabled) {
-        for node in rule_scope(rule, lines, view.nodes) {
-            keep.insert((*id, node.id));
-            let probe = if needs_probe {
-                Some(
-                    probe_cache
-                        .entry(node.id)
-                        .or_insert_with(|| probe_values(view, node, now, &mut scratch))
-                        .as_slice(),
-                )
-            } else {
-                None
-            };
+        let groups = in_scope(rule, lines);
+        for (i, node) in view.nodes.iter().enumerate() {
+            if !node.enabled || groups.as_ref().is_some_and(|g| !g.contains(&node.group)) {
+                continue;
+            }
             values.clear();
-            values.extend(
-                rule.conditions
-                    .iter()
-                    .map(|c| condition_value(c, node, probe, view.probers, now)),
-            );
-            let st = state.rules.entry((*id, node.id)).or_default();
-            if let Some(t) = st.step(rule, &values, now) {
+            for c in &rule.conditions {
+                let v = if c.metric.is_probe() {
+                    let s = summaries[i].get_or_insert_with(|| probe_summary(view, node, now, &mut scratch));
+                    s.value(c.metric, c.aggregate, c.region)
+                } else {
+                    node.metrics
+                        .filter(|m| m.at.within_secs_of(now, METRICS_FRESH_S))
+                        .and_then(|m| m.value(c.metric))
+                };
+                values.push(v);
+            }
+            let key = (*id, node.id);
+            let transition = match state.rules.get_mut(&key) {
+                Some(st) => {
+                    visited.insert(key);
+                    st.step(rule, &values, now)
+                }
+                None => {
+                    let mut st = RuleState::default();
+                    let t = st.step(rule, &values, now);
+                    if st.status != Status::Idle || st.held_since.iter().any(Option::is_some) {
+                        visited.insert(key);
+                        state.rules.insert(key, st);
+                    }
+                    t
+                }
+            };
+            if let Some(t) = transition {
                 transitions.push((
                     RuleEvent {
                         rule: *id,
@@ -686,17 +622,62 @@ fn step_rules(
         }
     }
     state.rules.retain(|k, s| {
-        keep.contains(k) && (s.status != Status::Idle || s.held_since.iter().any(Option::is_some))
+        visited.contains(k) && (s.status != Status::Idle || s.held_since.iter().any(Option::is_some))
     });
     transitions
 }
 
-/// One prober's probe metrics for one node.
+/// Aggregates of one value over probers.
 #[derive(Debug, Clone, Copy)]
-struct ProberValue {
-    prober: u32,
-    loss_pct: f64,
-    latency_ms: Option<f64>,
+struct Stats {
+    sum: f64,
+    min: f64,
+    max: f64,
+    n: u32,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats { sum: 0.0, min: f64::INFINITY, max: f64::NEG_INFINITY, n: 0 }
+    }
+}
+
+impl Stats {
+    fn add(&mut self, v: f64) {
+        self.sum += v;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        self.n += 1;
+    }
+
+    fn get(&self, a: Aggregate) -> Option<f64> {
+        (self.n > 0).then(|| match a {
+            Aggregate::Avg => self.sum / f64::from(self.n),
+            Aggregate::Max => self.max,
+            Aggregate::Min => self.min,
+        })
+    }
+}
+
+/// A node's probe metrics over its counting probers, overall and per region:
+/// (loss %, latency ms) statistics.
+#[derive(Debug, Clone, Default)]
+struct ProbeSummary {
+    all: (Stats, Stats),
+    regions: Vec<(RegionId, Stats, Stats)>,
+}
+
+impl ProbeSummary {
+    fn value(&self, metric: Metric, aggregate: Aggregate, region: Option<RegionId>) -> Option<f64> {
+        let (loss, latency) = match region {
+            None => (&self.all.0, &self.all.1),
+            Some(r) => {
+                let (_, l, t) = self.regions.iter().find(|(x, _, _)| *x == r)?;
+                (l, t)
+            }
+        };
+        if metric == Metric::ProbeLoss { loss.get(aggregate) } else { latency.get(aggregate) }
+    }
 }
 
 /// Per-prober sums, indexed by prober, reused across nodes.
@@ -720,16 +701,11 @@ impl Scratch {
     }
 }
 
-/// Each counting prober's loss and latency over the node's lowest-level addresses.
-fn probe_values(
-    view: &ClusterView<'_>,
-    node: &NodeView,
-    now: Timestamp,
-    s: &mut Scratch,
-) -> Vec<ProberValue> {
-    let Some(lowest) = node.addresses.iter().map(|a| a.address.level).min() else {
-        return Vec::new();
-    };
+/// Each counting prober's loss (share of lost attempts) and latency (mean of its median RTTs)
+/// over every port of the node's lowest-level addresses, summarised.
+fn probe_summary(view: &ClusterView<'_>, node: &NodeView, now: Timestamp, s: &mut Scratch) -> ProbeSummary {
+    let mut out = ProbeSummary::default();
+    let Some(lowest) = node.addresses.iter().map(|a| a.address.level).min() else { return out };
     for a in node.addresses.iter().filter(|a| a.address.level == lowest) {
         for t in a.observations.per_prober(view.probers, view.settings, now) {
             let p = t.prober as usize;
@@ -742,14 +718,24 @@ fn probe_values(
             s.rtt_n[p] += t.rtt_n;
         }
     }
-    let mut out = Vec::with_capacity(s.touched.len());
     for &p in &s.touched {
         let i = p as usize;
-        out.push(ProberValue {
-            prober: p,
-            loss_pct: f64::from(s.lost[i]) * 100.0 / f64::from(s.sent[i]),
-            latency_ms: (s.rtt_n[i] > 0).then(|| s.rtt_sum[i] / f64::from(s.rtt_n[i])),
-        });
+        let loss = f64::from(s.lost[i]) * 100.0 / f64::from(s.sent[i]);
+        let latency = (s.rtt_n[i] > 0).then(|| s.rtt_sum[i] / f64::from(s.rtt_n[i]));
+        let region = view.probers[i].region;
+        let slot = match out.regions.iter().position(|(r, _, _)| *r == region) {
+            Some(k) => k,
+            None => {
+                out.regions.push((region, Stats::default(), Stats::default()));
+                out.regions.len() - 1
+            }
+        };
+        out.all.0.add(loss);
+        out.regions[slot].1.add(loss);
+        if let Some(l) = latency {
+            out.all.1.add(l);
+            out.regions[slot].2.add(l);
+        }
         s.sent[i] = 0;
         s.lost[i] = 0;
         s.rtt_sum[i] = 0.0;
@@ -759,35 +745,19 @@ fn probe_values(
     out
 }
 
-fn condition_value(
-    c: &crate::rules::Condition,
-    node: &NodeView,
-    probe: Option<&[ProberValue]>,
-    probers: &[ProberView],
-    now: Timestamp,
-) -> Option<f64> {
-    if c.metric.is_probe() {
-        let values = probe?
-            .iter()
-            .filter(|v| {
-                c.region.is_none_or(|r| {
-                    probers
-                        .get(v.prober as usize)
-                        .is_some_and(|p| p.region == r)
-                })
-            })
-            .filter_map(|v| {
-                if c.metric == Metric::ProbeLoss {
-                    Some(v.loss_pct)
-                } else {
-                    v.latency_ms
-                }
-            });
-        c.aggregate.combine(values)
-    } else {
-        node.metrics
-            .filter(|m| m.at.within_secs_of(now, METRICS_FRESH_S))
-            .and_then(|m| m.value(c.metric))
+/// The records of one stage, and what the answers said.
+struct StageResult {
+    records: Records,
+    held: BTreeMap<LineId, String>,
+    answers: BTreeMap<LineId, LineAnswer>,
+}
+
+impl StageResult {
+    fn draft(&self, mut reason: String) -> RevisionDraft {
+        for (line, why) in &self.held {
+            reason.push_str(&format!("; line {line} held: {why}"));
+        }
+        RevisionDraft { reason, records: self.records.clone(), held: self.held.clone() }
     }
 }
 
@@ -795,107 +765,102 @@ fn condition_value(
 struct Stage<'a> {
     view: &'a ClusterView<'a>,
     lines: &'a [LineSpec],
-    base: &'a Base,
-    mode: DnsMode,
+    facts: &'a [NodeFacts],
+    groups: &'a GroupIndex,
 }
 
 impl Stage<'_> {
-    /// Records with the effects of the `(rule, node)` pairs in effect.
+    /// Each node's effects (aligned with the facts) from the `(rule, node)` pairs in effect.
+    fn effects(&self, in_effect: &FastSet<(RuleId, NodeId)>) -> Vec<Effects> {
+        let mut effects = Vec::new();
+        if in_effect.is_empty() {
+            return effects;
+        }
+        effects.resize(self.facts.len(), Effects::default());
+        let index: FastMap<NodeId, usize> = self.facts.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
+        let rules: FastMap<RuleId, &Rule> = self.view.rules.iter().map(|(id, r)| (*id, r)).collect();
+        for (rule_id, node) in in_effect {
+            let (Some(rule), Some(&i)) = (rules.get(rule_id), index.get(node)) else { continue };
+            match rule.action {
+                Action::RemoveNode => effects[i].removed.add(rule.line),
+                Action::BackupIp => effects[i].backup_ip.add(rule.line),
+                Action::BackupGroups => {}
+            }
+        }
+        effects
+    }
+
+    /// Records with the effects of the `(rule, node)` pairs in effect; `force_held` lines keep
+    /// their `previous` records with the given reason.
     fn records(
         &self,
-        in_effect: &HashSet<(RuleId, NodeId)>,
+        in_effect: &FastSet<(RuleId, NodeId)>,
         previous: Option<&Records>,
-    ) -> (
-        Records,
-        BTreeMap<LineId, String>,
-        BTreeMap<LineId, LineAnswer>,
-    ) {
-        let mut facts = self.base.facts.clone();
-        let mut backup_lines: HashSet<LineId> = HashSet::new();
-        if self.mode == DnsMode::Automatic {
-            let index: HashMap<NodeId, usize> =
-                facts.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
-            let rules: HashMap<RuleId, &Rule> =
-                self.view.rules.iter().map(|(id, r)| (*id, r)).collect();
-            for (rule_id, node) in in_effect {
-                let (Some(rule), Some(&i)) = (rules.get(rule_id), index.get(node)) else {
-                    continue;
-                };
-                match rule.action {
-                    Action::RemoveNode => facts[i].removed.add(rule.line),
-                    Action::BackupIp => facts[i].backup_ip.add(rule.line),
-                    Action::BackupGroups => {
-                        if let Some(l) = rule.line {
-                            backup_lines.insert(l);
-                        }
-                    }
-                }
-            }
-        }
+        force_held: &BTreeMap<LineId, String>,
+    ) -> StageResult {
+        let effects = self.effects(in_effect);
+        let rules: FastMap<RuleId, &Rule> = self.view.rules.iter().map(|(id, r)| (*id, r)).collect();
+        let backup_lines: FastSet<LineId> = in_effect
+            .iter()
+            .filter_map(|(r, _)| rules.get(r))
+            .filter(|r| r.action == Action::BackupGroups)
+            .filter_map(|r| r.line)
+            .collect();
         let ctx = LineContext {
-            nodes: &facts,
-            mode: self.mode,
+            nodes: self.facts,
+            groups: self.groups,
+            effects: &effects,
+            mode: self.view.cluster.dns_mode,
             mass_removal_pct: self.view.cluster.mass_removal_pct,
         };
-        let mut records = Records::default();
-        let mut held = BTreeMap::new();
-        let mut answers = BTreeMap::new();
+        let mut out =
+            StageResult { records: Records::default(), held: BTreeMap::new(), answers: BTreeMap::new() };
         for line in self.lines {
-            let prev = previous
-                .and_then(|p| p.lines.get(&line.id))
-                .map(Vec::as_slice);
-            let a = ctx.answer(line, backup_lines.contains(&line.id), prev);
-            if let Source::Held { reason } = &a.source {
-                held.insert(line.id, reason.clone());
+            let prev = previous.and_then(|p| p.lines.get(&line.id)).map(Vec::as_slice);
+            let mut a = ctx.answer(line, backup_lines.contains(&line.id), prev);
+            if let (Some(reason), Some(prev)) = (force_held.get(&line.id), prev) {
+                a.records = prev.to_vec();
+                a.source = Source::Held { reason: reason.clone() };
             }
-            records.lines.insert(line.id, a.records.clone());
-            answers.insert(line.id, a);
+            if let Source::Held { reason } = &a.source {
+                out.held.insert(line.id, reason.clone());
+            }
+            out.records.lines.insert(line.id, a.records.clone());
+            out.answers.insert(line.id, a);
         }
-        let mut all: Vec<IpAddr> = records.lines.values().flatten().copied().collect();
-        all.sort();
+        let mut all: Vec<IpAddr> = out.records.lines.values().flatten().copied().collect();
+        all.sort_unstable();
         all.dedup();
-        records.all = all;
-        (records, held, answers)
+        out.records.all = all;
+        out
     }
 
     /// Why an activation changed nothing, if it did not.
-    fn no_effect(
-        &self,
-        ev: &RuleEvent,
-        answers: &BTreeMap<LineId, LineAnswer>,
-        held: &BTreeMap<LineId, String>,
-    ) -> Option<String> {
-        if self.mode == DnsMode::Manual {
+    fn no_effect(&self, ev: &RuleEvent, result: &StageResult) -> Option<String> {
+        if self.view.cluster.dns_mode == DnsMode::Manual {
             return Some("manual DNS mode".into());
         }
         let covered = |l: &LineId| ev.line.is_none_or(|x| x == *l);
         match ev.action {
-            Action::RemoveNode => held
-                .keys()
-                .any(covered)
-                .then(|| "the mass-removal protection held it".into()),
-            Action::BackupGroups => answers
+            Action::RemoveNode => {
+                result.held.keys().any(covered).then(|| "the mass-removal protection held it".into())
+            }
+            Action::BackupGroups => result
+                .answers
                 .iter()
                 .any(|(l, a)| covered(l) && a.backup_groups_unavailable)
                 .then(|| "no backup group with the minimum of healthy addresses".into()),
             Action::BackupIp => {
-                let f = self.base.facts.iter().find(|f| f.id == ev.node)?;
-                (f.in_use_backup.level == f.in_use.level)
-                    .then(|| "no reachable backup address".into())
+                let f = self.facts.iter().find(|f| f.id == ev.node)?;
+                (f.in_use_backup.level == f.in_use.level).then(|| "no reachable backup address".into())
             }
         }
     }
 }
 
 fn deadline(view: &ClusterView<'_>, state: &ClusterState) -> Option<Timestamp> {
-    let a = state
-        .addresses
-        .values()
-        .filter_map(|h| h.deadline(view.settings));
-    let rules: HashMap<RuleId, &Rule> = view.rules.iter().map(|(id, r)| (*id, r)).collect();
-    let r = state
-        .rules
-        .iter()
-        .filter_map(|((id, _), s)| rules.get(id).and_then(|rule| s.deadline(rule)));
+    let a = state.addresses.values().filter_map(|h| h.deadline(view.settings));
+    let rules: FastMap<RuleId, &Rule> = view.rules.iter().map(|(id, r)| (*id, r)).collect();
+    let r = state.rules.iter().filter_map(|((id, _), s)| rules.get(id).and_then(|rule| s.deadline(rule)));
     a.chain(r).min()
 }

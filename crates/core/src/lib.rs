@@ -10,6 +10,7 @@ pub mod answer;
 pub mod check;
 mod error;
 pub mod evaluate;
+mod hash;
 pub mod ids;
 pub mod mirror;
 pub mod model;

@@ -33,10 +33,7 @@ pub enum RegionStatus {
 impl RegionStatus {
     /// Counts toward F: a sign the mirror is blocked or down there.
     pub fn is_failing(self) -> bool {
-        matches!(
-            self,
-            RegionStatus::Timeout | RegionStatus::Refused | RegionStatus::BlockedInferred
-        )
+        matches!(self, RegionStatus::Timeout | RegionStatus::Refused | RegionStatus::BlockedInferred)
     }
 }
 
@@ -103,10 +100,7 @@ pub fn verdict(
     if manual_block {
         return MirrorVerdict::Blocked;
     }
-    let t = regions
-        .values()
-        .filter(|r| r.status != RegionStatus::Error)
-        .count() as u64;
+    let t = regions.values().filter(|r| r.status != RegionStatus::Error).count() as u64;
     let f = regions.values().filter(|r| r.status.is_failing()).count() as u64;
     if t == 0 {
         MirrorVerdict::Unknown
@@ -169,10 +163,7 @@ impl TryFrom<MirrorInput> for Mirror {
     fn try_from(i: MirrorInput) -> Result<Self> {
         let host = dns_name("host", &i.host)?;
         let weight = u32::try_from(i.weight).map_err(|_| {
-            Error::invalid(
-                "weight",
-                format!("must be a whole number of at least 0, got {}", i.weight),
-            )
+            Error::invalid("weight", format!("must be a whole number of at least 0, got {}", i.weight))
         })?;
         if i.manual_note.len() >= 256 {
             return Err(Error::invalid(
@@ -184,13 +175,7 @@ impl TryFrom<MirrorInput> for Mirror {
         for (n, t) in i.tenants.iter().enumerate() {
             tenants.push(name(&format!("tenants[{n}]"), t, 253)?);
         }
-        Ok(Mirror {
-            host,
-            tenants,
-            weight,
-            manual_block: i.manual_block,
-            manual_note: i.manual_note,
-        })
+        Ok(Mirror { host, tenants, weight, manual_block: i.manual_block, manual_note: i.manual_note })
     }
 }
 
@@ -231,9 +216,7 @@ pub fn door_filter(candidates: &[Candidate<'_>], q: &DoorQuery) -> Vec<usize> {
         .filter(|(_, c)| q.tenant.as_deref().is_none_or(|t| c.mirror.serves(t)))
         .filter(|(_, c)| c.mirror.weight > 0)
         .filter(|(_, c)| {
-            !q.exclude_regions
-                .iter()
-                .any(|r| c.regions.get(r).is_some_and(|o| o.status.is_failing()))
+            !q.exclude_regions.iter().any(|r| c.regions.get(r).is_some_and(|o| o.status.is_failing()))
         })
         .map(|(i, _)| i)
         .collect()
@@ -264,14 +247,7 @@ mod tests {
     fn regions(list: &[(&str, RegionStatus)]) -> BTreeMap<String, RegionObservation> {
         list.iter()
             .map(|(r, s)| {
-                (
-                    (*r).to_owned(),
-                    RegionObservation {
-                        status: *s,
-                        latency: 100,
-                        at: Timestamp::EPOCH,
-                    },
-                )
+                ((*r).to_owned(), RegionObservation { status: *s, latency: 100, at: Timestamp::EPOCH })
             })
             .collect()
     }
@@ -281,23 +257,14 @@ mod tests {
     #[test]
     fn a_mirror_blocked_in_two_of_four_regions_is_blocked() {
         let r = regions(&[("us1", Ok), ("de1", Ok), ("ru1", Refused), ("cn1", Timeout)]);
-        assert_eq!(
-            verdict(false, &r, DEFAULT_THRESHOLD_PCT),
-            MirrorVerdict::Blocked
-        );
+        assert_eq!(verdict(false, &r, DEFAULT_THRESHOLD_PCT), MirrorVerdict::Blocked);
     }
 
     #[test]
     fn mirror_verdict_rules() {
         assert_eq!(verdict(false, &regions(&[]), 50), MirrorVerdict::Unknown);
-        assert_eq!(
-            verdict(false, &regions(&[("a", Error), ("b", Error)]), 50),
-            MirrorVerdict::Unknown
-        );
-        assert_eq!(
-            verdict(false, &regions(&[("a", Ok), ("b", Ok)]), 50),
-            MirrorVerdict::Live
-        );
+        assert_eq!(verdict(false, &regions(&[("a", Error), ("b", Error)]), 50), MirrorVerdict::Unknown);
+        assert_eq!(verdict(false, &regions(&[("a", Ok), ("b", Ok)]), 50), MirrorVerdict::Live);
         assert_eq!(
             verdict(false, &regions(&[("a", Ok), ("b", Ok), ("c", Timeout)]), 50),
             MirrorVerdict::Degraded
@@ -308,11 +275,7 @@ mod tests {
         );
         // `error` counts toward neither F nor T.
         assert_eq!(
-            verdict(
-                false,
-                &regions(&[("a", Ok), ("b", Error), ("c", Error)]),
-                50
-            ),
+            verdict(false, &regions(&[("a", Ok), ("b", Error), ("c", Error)]), 50),
             MirrorVerdict::Live
         );
         assert_eq!(
@@ -323,36 +286,24 @@ mod tests {
 
     #[test]
     fn manual_block_forces_blocked() {
-        assert_eq!(
-            verdict(true, &regions(&[("a", Ok)]), 50),
-            MirrorVerdict::Blocked
-        );
+        assert_eq!(verdict(true, &regions(&[("a", Ok)]), 50), MirrorVerdict::Blocked);
     }
 
     #[test]
     fn mirror_record_validation() {
         let m: Mirror = serde_json::from_str(r#"{"host":"Mirror-3.Example.net"}"#).unwrap();
         assert_eq!((m.host.as_str(), m.weight), ("mirror-3.example.net", 1));
-        let e = Mirror::try_from(MirrorInput {
-            host: "m.example.net".into(),
-            weight: -1,
-            ..Default::default()
-        })
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "weight: must be a whole number of at least 0, got -1"
-        );
+        let e =
+            Mirror::try_from(MirrorInput { host: "m.example.net".into(), weight: -1, ..Default::default() })
+                .unwrap_err();
+        assert_eq!(e.to_string(), "weight: must be a whole number of at least 0, got -1");
         let e = Mirror::try_from(MirrorInput {
             host: "m.example.net".into(),
             manual_note: "x".repeat(256),
             ..Default::default()
         })
         .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "manual_note: must be under 256 bytes, got 256"
-        );
+        assert_eq!(e.to_string(), "manual_note: must be under 256 bytes, got 256");
         assert!(
             Mirror::try_from(MirrorInput {
                 host: "m.example.net".into(),
@@ -362,12 +313,9 @@ mod tests {
             .is_ok()
         );
         assert_eq!(
-            Mirror::try_from(MirrorInput {
-                host: "not a host".into(),
-                ..Default::default()
-            })
-            .unwrap_err()
-            .field(),
+            Mirror::try_from(MirrorInput { host: "not a host".into(), ..Default::default() })
+                .unwrap_err()
+                .field(),
             "host"
         );
     }
@@ -391,50 +339,21 @@ mod tests {
         let ok = regions(&[("us1", Ok), ("ru1", Ok)]);
         let ru_refused = regions(&[("us1", Ok), ("de1", Ok), ("ru1", Refused)]);
         let cands = [
-            Candidate {
-                mirror: &ms[0],
-                verdict: MirrorVerdict::Live,
-                regions: &ok,
-            },
-            Candidate {
-                mirror: &ms[1],
-                verdict: MirrorVerdict::Live,
-                regions: &ok,
-            },
-            Candidate {
-                mirror: &ms[2],
-                verdict: MirrorVerdict::Live,
-                regions: &ok,
-            },
-            Candidate {
-                mirror: &ms[3],
-                verdict: MirrorVerdict::Live,
-                regions: &ru_refused,
-            },
-            Candidate {
-                mirror: &ms[4],
-                verdict: MirrorVerdict::Degraded,
-                regions: &ok,
-            },
+            Candidate { mirror: &ms[0], verdict: MirrorVerdict::Live, regions: &ok },
+            Candidate { mirror: &ms[1], verdict: MirrorVerdict::Live, regions: &ok },
+            Candidate { mirror: &ms[2], verdict: MirrorVerdict::Live, regions: &ok },
+            Candidate { mirror: &ms[3], verdict: MirrorVerdict::Live, regions: &ru_refused },
+            Candidate { mirror: &ms[4], verdict: MirrorVerdict::Degraded, regions: &ok },
         ];
         assert_eq!(door_filter(&cands, &DoorQuery::default()), vec![0, 1, 3]);
         assert_eq!(
-            door_filter(
-                &cands,
-                &DoorQuery {
-                    tenant: Some("t2".into()),
-                    exclude_regions: vec![]
-                }
-            ),
+            door_filter(&cands, &DoorQuery { tenant: Some("t2".into()), exclude_regions: vec![] }),
             vec![0, 3]
         );
         assert_eq!(
             door_filter(
                 &cands,
-                &DoorQuery {
-                    tenant: Some("t1".into()),
-                    exclude_regions: vec!["ru1".into()]
-                }
+                &DoorQuery { tenant: Some("t1".into()), exclude_regions: vec!["ru1".into()] }
             ),
             vec![0, 1]
         );

@@ -17,12 +17,7 @@ pub const MAX_NAME: usize = 64;
 /// trailing dot.
 pub fn dns_name(field: &str, text: &str) -> Result<String> {
     let t = text.trim().trim_end_matches('.').to_ascii_lowercase();
-    let bad = |why: &str| {
-        Err(Error::invalid(
-            field,
-            format!("not a DNS name ({why}): {text:?}"),
-        ))
-    };
+    let bad = |why: &str| Err(Error::invalid(field, format!("not a DNS name ({why}): {text:?}")));
     if t.is_empty() || t.len() > 253 {
         return bad("1 to 253 characters");
     }
@@ -70,9 +65,7 @@ impl TryFrom<RegionInput> for Region {
     fn try_from(i: RegionInput) -> Result<Self> {
         let code = i.code.trim().to_owned();
         let ok = (2..=32).contains(&code.len())
-            && code
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && code.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !code.starts_with('-')
             && !code.ends_with('-');
         if !ok {
@@ -84,10 +77,7 @@ impl TryFrom<RegionInput> for Region {
                 ),
             ));
         }
-        Ok(Region {
-            code,
-            name: name("name", &i.name, MAX_NAME)?,
-        })
+        Ok(Region { code, name: name("name", &i.name, MAX_NAME)? })
     }
 }
 
@@ -202,19 +192,13 @@ impl TryFrom<ClusterInput> for Cluster {
         for (n, a) in i.aliases.iter().enumerate() {
             let a = dns_name(&format!("aliases[{n}]"), a)?;
             if a == domain || aliases.contains(&a) {
-                return Err(Error::invalid(
-                    format!("aliases[{n}]"),
-                    format!("{a} is listed twice"),
-                ));
+                return Err(Error::invalid(format!("aliases[{n}]"), format!("{a} is listed twice")));
             }
             aliases.push(a);
         }
         let ttl = in_range("ttl", i.ttl, 1, 86_400)?;
         if i.listeners.is_empty() || i.listeners.len() > 16 {
-            return Err(Error::invalid(
-                "listeners",
-                format!("1 to 16 listeners, got {}", i.listeners.len()),
-            ));
+            return Err(Error::invalid("listeners", format!("1 to 16 listeners, got {}", i.listeners.len())));
         }
         for (n, l) in i.listeners.iter().enumerate() {
             if l.port == 0 {
@@ -280,10 +264,7 @@ pub struct GroupInput {
 impl TryFrom<GroupInput> for NodeGroup {
     type Error = Error;
     fn try_from(i: GroupInput) -> Result<Self> {
-        Ok(NodeGroup {
-            name: name("name", &i.name, MAX_NAME)?,
-            region: i.region,
-        })
+        Ok(NodeGroup { name: name("name", &i.name, MAX_NAME)?, region: i.region })
     }
 }
 
@@ -348,13 +329,7 @@ impl TryFrom<LineInput> for Line {
         let mut nets = i.client_networks;
         nets.sort();
         nets.dedup();
-        Ok(Line {
-            name,
-            group: i.group,
-            backup_groups: i.backup_groups,
-            min_healthy,
-            client_networks: nets,
-        })
+        Ok(Line { name, group: i.group, backup_groups: i.backup_groups, min_healthy, client_networks: nets })
     }
 }
 
@@ -389,12 +364,7 @@ pub struct NodeInput {
 
 impl Default for NodeInput {
     fn default() -> Self {
-        NodeInput {
-            group: GroupId(0),
-            name: String::new(),
-            enabled: true,
-            also_probes: false,
-        }
+        NodeInput { group: GroupId(0), name: String::new(), enabled: true, also_probes: false }
     }
 }
 
@@ -416,25 +386,11 @@ mod tests {
 
     #[test]
     fn dns_names() {
-        assert_eq!(
-            dns_name("domain", "CDN.Example.NET.").unwrap(),
-            "cdn.example.net"
-        );
-        for bad in [
-            "",
-            "localhost",
-            "a..b",
-            "-a.b",
-            "a-.b",
-            "a_b.c",
-            "a b.c",
-            &format!("{}.com", "a".repeat(64)),
-        ] {
-            assert_eq!(
-                dns_name("domain", bad).unwrap_err().field(),
-                "domain",
-                "{bad}"
-            );
+        assert_eq!(dns_name("domain", "CDN.Example.NET.").unwrap(), "cdn.example.net");
+        for bad in
+            ["", "localhost", "a..b", "-a.b", "a-.b", "a_b.c", "a b.c", &format!("{}.com", "a".repeat(64))]
+        {
+            assert_eq!(dns_name("domain", bad).unwrap_err().field(), "domain", "{bad}");
         }
     }
 
@@ -442,50 +398,27 @@ mod tests {
     fn region_code_and_name() {
         let r: Region = serde_json::from_str(r#"{"code":"ap-sg","name":"Singapore"}"#).unwrap();
         assert_eq!(r.code, "ap-sg");
-        let e = Region::try_from(RegionInput {
-            code: "AP SG".into(),
-            name: "x".into(),
-        })
-        .unwrap_err();
+        let e = Region::try_from(RegionInput { code: "AP SG".into(), name: "x".into() }).unwrap_err();
         assert_eq!(e.field(), "code");
-        let e = Region::try_from(RegionInput {
-            code: "eu".into(),
-            name: "x".repeat(65),
-        })
-        .unwrap_err();
+        let e = Region::try_from(RegionInput { code: "eu".into(), name: "x".repeat(65) }).unwrap_err();
         assert_eq!(e.to_string(), "name: must be at most 64 characters, got 65");
     }
 
     #[test]
     fn cluster_defaults_and_validation() {
-        let c: Cluster =
-            serde_json::from_str(r#"{"name":"video","domain":"cdn.example.net"}"#).unwrap();
-        assert_eq!(
-            (c.ttl, c.mass_removal_pct, c.dns_mode),
-            (30, 50, DnsMode::Automatic)
-        );
+        let c: Cluster = serde_json::from_str(r#"{"name":"video","domain":"cdn.example.net"}"#).unwrap();
+        assert_eq!((c.ttl, c.mass_removal_pct, c.dns_mode), (30, 50, DnsMode::Automatic));
         assert_eq!(c.listeners.len(), 1);
-        let e =
-            serde_json::from_str::<Cluster>(r#"{"name":"v","domain":"cdn.example.net","ttl":0}"#)
-                .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("ttl: must be between 1 and 86400, got 0"),
-            "{e}"
-        );
+        let e = serde_json::from_str::<Cluster>(r#"{"name":"v","domain":"cdn.example.net","ttl":0}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("ttl: must be between 1 and 86400, got 0"), "{e}");
         let e = serde_json::from_str::<Cluster>(
             r#"{"name":"v","domain":"cdn.example.net","listeners":[{"port":80,"protocol":"http"},{"port":80,"protocol":"https"}]}"#,
         )
         .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("listeners[1].port: port 80 is listed twice"),
-            "{e}"
-        );
-        let e = serde_json::from_str::<Cluster>(
-            r#"{"name":"v","domain":"cdn.example.net","colour":"red"}"#,
-        )
-        .unwrap_err();
+        assert!(e.to_string().contains("listeners[1].port: port 80 is listed twice"), "{e}");
+        let e = serde_json::from_str::<Cluster>(r#"{"name":"v","domain":"cdn.example.net","colour":"red"}"#)
+            .unwrap_err();
         assert!(e.to_string().contains("colour"), "{e}");
     }
 
@@ -506,9 +439,6 @@ mod tests {
             ..Default::default()
         })
         .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "min_healthy: must be between 1 and 64, got 0"
-        );
+        assert_eq!(e.to_string(), "min_healthy: must be between 1 and 64, got 0");
     }
 }

@@ -14,16 +14,8 @@ use crate::time::Timestamp;
 /// Validates an endpoint URL: `http://` or `https://`, a host, an optional port and path.
 pub fn endpoint_url(field: &str, text: &str) -> Result<String> {
     let t = text.trim();
-    let bad = || {
-        Error::invalid(
-            field,
-            format!("must be an http:// or https:// URL, got {text:?}"),
-        )
-    };
-    let rest = t
-        .strip_prefix("http://")
-        .or_else(|| t.strip_prefix("https://"))
-        .ok_or_else(bad)?;
+    let bad = || Error::invalid(field, format!("must be an http:// or https:// URL, got {text:?}"));
+    let rest = t.strip_prefix("http://").or_else(|| t.strip_prefix("https://")).ok_or_else(bad)?;
     let authority = rest.split('/').next().unwrap_or_default();
     if authority.is_empty() || t.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(bad());
@@ -107,10 +99,7 @@ fn pct(field: &str, v: f64) -> Result<f64> {
     if v.is_finite() && (0.0..=100.0).contains(&v) {
         Ok(v)
     } else {
-        Err(Error::invalid(
-            field,
-            format!("must be between 0 and 100, got {v}"),
-        ))
+        Err(Error::invalid(field, format!("must be between 0 and 100, got {v}")))
     }
 }
 
@@ -120,31 +109,21 @@ impl TryFrom<MonitorInput> for Monitor {
         let name = name("name", &i.name, 64)?;
         let check = match i.check {
             Some(c) => c,
-            None => Check::parse(crate::check::CheckInput {
-                method: Some(Method::Hls),
-                ..Default::default()
-            })?,
+            None => {
+                Check::parse(crate::check::CheckInput { method: Some(Method::Hls), ..Default::default() })?
+            }
         };
         if check.method() == Some(Method::Tcp) {
-            return Err(Error::invalid(
-                "check.method",
-                "monitors probe endpoints with hls, http or https",
-            ));
+            return Err(Error::invalid("check.method", "monitors probe endpoints with hls, http or https"));
         }
         if i.regions.is_empty() || i.regions.len() > 64 {
-            return Err(Error::invalid(
-                "regions",
-                format!("1 to 64 regions, got {}", i.regions.len()),
-            ));
+            return Err(Error::invalid("regions", format!("1 to 64 regions, got {}", i.regions.len())));
         }
         let mut regions = Vec::with_capacity(i.regions.len());
         for (n, r) in i.regions.into_iter().enumerate() {
             let f = format!("regions[{n}]");
             if regions.iter().any(|x: &MonitorRegion| x.region == r.region) {
-                return Err(Error::invalid(
-                    format!("{f}.region"),
-                    format!("{} is listed twice", r.region),
-                ));
+                return Err(Error::invalid(format!("{f}.region"), format!("{} is listed twice", r.region)));
             }
             if !r.weight.is_finite() || r.weight < 0.0 {
                 return Err(Error::invalid(
@@ -164,11 +143,7 @@ impl TryFrom<MonitorInput> for Monitor {
                 .enumerate()
                 .map(|(k, e)| endpoint_url(&format!("{f}.endpoints[{k}]"), e))
                 .collect::<Result<Vec<_>>>()?;
-            regions.push(MonitorRegion {
-                region: r.region,
-                weight: r.weight,
-                endpoints,
-            });
+            regions.push(MonitorRegion { region: r.region, weight: r.weight, endpoints });
         }
         if regions.iter().map(|r| r.weight).sum::<f64>() <= 0.0 {
             return Err(Error::invalid("regions", "the weights must not all be 0"));
@@ -242,10 +217,7 @@ impl RegionWindow {
 
     /// Worst known segment age in the window (unknown ages ignored).
     pub fn worst_age(&self) -> Option<f64> {
-        self.probes
-            .iter()
-            .filter_map(|p| p.detail.segment_age_s)
-            .reduce(f64::max)
+        self.probes.iter().filter_map(|p| p.detail.segment_age_s).reduce(f64::max)
     }
 
     /// The region's health under the monitor's quorum and maximum age.
@@ -254,10 +226,7 @@ impl RegionWindow {
             RegionHealth::Unknown
         } else if self.failures() >= m.failure_quorum {
             RegionHealth::Down
-        } else if self
-            .worst_age()
-            .is_some_and(|a| a > f64::from(m.max_segment_age_s))
-        {
+        } else if self.worst_age().is_some_and(|a| a > f64::from(m.max_segment_age_s)) {
             RegionHealth::Stale
         } else {
             RegionHealth::Healthy
@@ -303,13 +272,7 @@ pub struct MonitorVerdict {
 pub fn global_verdict(m: &Monitor, health: &[RegionHealth]) -> MonitorVerdict {
     let total: f64 = m.regions.iter().map(|r| r.weight).sum();
     let share = |which: RegionHealth| -> f64 {
-        let w: f64 = m
-            .regions
-            .iter()
-            .zip(health)
-            .filter(|(_, h)| **h == which)
-            .map(|(r, _)| r.weight)
-            .sum();
+        let w: f64 = m.regions.iter().zip(health).filter(|(_, h)| **h == which).map(|(r, _)| r.weight).sum();
         if total > 0.0 { w * 100.0 / total } else { 0.0 }
     };
     let down = share(RegionHealth::Down);
@@ -322,11 +285,7 @@ pub fn global_verdict(m: &Monitor, health: &[RegionHealth]) -> MonitorVerdict {
     } else {
         GlobalVerdict::Healthy
     };
-    MonitorVerdict {
-        global,
-        down_weight_pct: down,
-        stale_weight_pct: stale,
-    }
+    MonitorVerdict { global, down_weight_pct: down, stale_weight_pct: stale }
 }
 
 #[cfg(test)]
@@ -334,37 +293,22 @@ mod tests {
     use super::*;
 
     fn monitor() -> Monitor {
-        let regions = [
-            ("jp", 0.30),
-            ("kr", 0.20),
-            ("sg", 0.20),
-            ("id", 0.15),
-            ("ph", 0.10),
-            ("br", 0.05),
-        ]
-        .iter()
-        .map(|(r, w)| MonitorRegion {
-            region: (*r).into(),
-            weight: *w,
-            endpoints: vec![format!("https://edge-{r}.example.net/live.m3u8")],
-        })
-        .collect();
-        Monitor::try_from(MonitorInput {
-            name: "live".into(),
-            regions,
-            ..Default::default()
-        })
-        .unwrap()
+        let regions = [("jp", 0.30), ("kr", 0.20), ("sg", 0.20), ("id", 0.15), ("ph", 0.10), ("br", 0.05)]
+            .iter()
+            .map(|(r, w)| MonitorRegion {
+                region: (*r).into(),
+                weight: *w,
+                endpoints: vec![format!("https://edge-{r}.example.net/live.m3u8")],
+            })
+            .collect();
+        Monitor::try_from(MonitorInput { name: "live".into(), regions, ..Default::default() }).unwrap()
     }
 
     fn probe(failed: bool, age: Option<f64>) -> MonitorProbe {
         MonitorProbe {
             at: Timestamp::EPOCH,
             failed,
-            detail: HlsDetail {
-                segment_age_s: age,
-                ..Default::default()
-            },
+            detail: HlsDetail { segment_age_s: age, ..Default::default() },
         }
     }
 
@@ -385,13 +329,7 @@ mod tests {
             RegionHealth::Healthy
         );
         assert_eq!(
-            window(&[
-                probe(true, None),
-                probe(false, None),
-                probe(true, None),
-                probe(true, None)
-            ])
-            .health(&m),
+            window(&[probe(true, None), probe(false, None), probe(true, None), probe(true, None)]).health(&m),
             RegionHealth::Down
         );
         // Old failures leave the window.
@@ -410,18 +348,9 @@ mod tests {
     #[test]
     fn unknown_freshness_is_not_stale() {
         let m = monitor(); // 30 s
-        assert_eq!(
-            window(&[probe(false, None)]).health(&m),
-            RegionHealth::Healthy
-        );
-        assert_eq!(
-            window(&[probe(false, Some(41.0)), probe(false, None)]).health(&m),
-            RegionHealth::Stale
-        );
-        assert_eq!(
-            window(&[probe(false, Some(12.0))]).health(&m),
-            RegionHealth::Healthy
-        );
+        assert_eq!(window(&[probe(false, None)]).health(&m), RegionHealth::Healthy);
+        assert_eq!(window(&[probe(false, Some(41.0)), probe(false, None)]).health(&m), RegionHealth::Stale);
+        assert_eq!(window(&[probe(false, Some(12.0))]).health(&m), RegionHealth::Healthy);
     }
 
     #[test]
@@ -440,10 +369,7 @@ mod tests {
             global_verdict(&m, &[Healthy, Healthy, Healthy, Healthy, Down, Down]).global,
             GlobalVerdict::Down
         );
-        assert_eq!(
-            global_verdict(&m, &[Healthy; 6]).global,
-            GlobalVerdict::Healthy
-        );
+        assert_eq!(global_verdict(&m, &[Healthy; 6]).global, GlobalVerdict::Healthy);
     }
 
     #[test]
@@ -463,23 +389,11 @@ mod tests {
 
     #[test]
     fn monitor_validation() {
-        let e = Monitor::try_from(MonitorInput {
-            name: "m".into(),
-            ..Default::default()
-        })
-        .unwrap_err();
+        let e = Monitor::try_from(MonitorInput { name: "m".into(), ..Default::default() }).unwrap_err();
         assert_eq!(e.to_string(), "regions: 1 to 64 regions, got 0");
-        let r = MonitorRegion {
-            region: "jp".into(),
-            weight: 1.0,
-            endpoints: vec!["ftp://x".into()],
-        };
-        let e = Monitor::try_from(MonitorInput {
-            name: "m".into(),
-            regions: vec![r],
-            ..Default::default()
-        })
-        .unwrap_err();
+        let r = MonitorRegion { region: "jp".into(), weight: 1.0, endpoints: vec!["ftp://x".into()] };
+        let e = Monitor::try_from(MonitorInput { name: "m".into(), regions: vec![r], ..Default::default() })
+            .unwrap_err();
         assert_eq!(e.field(), "regions[0].endpoints[0]");
         let r = MonitorRegion {
             region: "jp".into(),
@@ -493,9 +407,6 @@ mod tests {
             ..Default::default()
         })
         .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "failure_quorum: must be between 1 and 5, got 6"
-        );
+        assert_eq!(e.to_string(), "failure_quorum: must be between 1 and 5, got 6");
     }
 }

@@ -20,15 +20,9 @@ impl IpNet {
     pub fn new(addr: IpAddr, prefix: u8) -> Result<Self> {
         let max = if addr.is_ipv4() { 32 } else { 128 };
         if prefix > max {
-            return Err(Error::invalid(
-                "",
-                format!("prefix length {prefix} is longer than {max}"),
-            ));
+            return Err(Error::invalid("", format!("prefix length {prefix} is longer than {max}")));
         }
-        Ok(IpNet {
-            addr: mask(addr, prefix),
-            prefix,
-        })
+        Ok(IpNet { addr: mask(addr, prefix), prefix })
     }
 
     /// The first address.
@@ -52,20 +46,12 @@ pub fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
     match ip {
         IpAddr::V4(v4) => {
             let bits = u32::from(v4);
-            let m = if prefix == 0 {
-                0
-            } else {
-                u32::MAX << (32 - u32::from(prefix.min(32)))
-            };
+            let m = if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix.min(32))) };
             IpAddr::V4((bits & m).into())
         }
         IpAddr::V6(v6) => {
             let bits = u128::from(v6);
-            let m = if prefix == 0 {
-                0
-            } else {
-                u128::MAX << (128 - u32::from(prefix.min(128)))
-            };
+            let m = if prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(prefix.min(128))) };
             IpAddr::V6((bits & m).into())
         }
     }

@@ -66,26 +66,18 @@ impl Observations {
                 && o.reported_at.within_secs_of(now, fresh_s)
                 && probers.get(o.prober as usize).is_some_and(|p| p.active)
         };
-        self.0
-            .chunk_by(|a, b| a.prober == b.prober)
-            .filter_map(move |group| {
-                let mut t = ProberTally {
-                    prober: group[0].prober,
-                    sent: 0,
-                    lost: 0,
-                    rtt_sum_ms: 0.0,
-                    rtt_n: 0,
-                };
-                for o in group.iter().filter(|o| counts(o)) {
-                    t.sent += o.sent;
-                    t.lost += o.lost.min(o.sent);
-                    if let Some(r) = o.rtt_ms {
-                        t.rtt_sum_ms += f64::from(r);
-                        t.rtt_n += 1;
-                    }
+        self.0.chunk_by(|a, b| a.prober == b.prober).filter_map(move |group| {
+            let mut t = ProberTally { prober: group[0].prober, sent: 0, lost: 0, rtt_sum_ms: 0.0, rtt_n: 0 };
+            for o in group.iter().filter(|o| counts(o)) {
+                t.sent += o.sent;
+                t.lost += o.lost.min(o.sent);
+                if let Some(r) = o.rtt_ms {
+                    t.rtt_sum_ms += f64::from(r);
+                    t.rtt_n += 1;
                 }
-                (t.sent > 0).then_some(t)
-            })
+            }
+            (t.sent > 0).then_some(t)
+        })
     }
 }
 
@@ -107,11 +99,7 @@ pub struct ProberTally {
 impl ProberTally {
     /// Loss in percent.
     pub fn loss_pct(&self) -> f64 {
-        if self.sent == 0 {
-            0.0
-        } else {
-            f64::from(self.lost) * 100.0 / f64::from(self.sent)
-        }
+        if self.sent == 0 { 0.0 } else { f64::from(self.lost) * 100.0 / f64::from(self.sent) }
     }
 
     /// True when this prober sees the address failing: loss ≥ the loss setting.
@@ -189,12 +177,7 @@ impl AddressHealth {
     /// Feeds one evaluation: whether the address is failing at `now`. Returns the new state
     /// when it changed. Unreachable after failing continuously for *failing before unreachable*;
     /// reachable again after not failing for *answering before reachable*.
-    pub fn step(
-        &mut self,
-        failing: bool,
-        now: Timestamp,
-        settings: &ProbeSettings,
-    ) -> Option<Reachability> {
+    pub fn step(&mut self, failing: bool, now: Timestamp, settings: &ProbeSettings) -> Option<Reachability> {
         match self.state {
             Reachability::Reachable => {
                 if !failing {
@@ -202,9 +185,7 @@ impl AddressHealth {
                     return None;
                 }
                 let start = *self.failing_since.get_or_insert(now);
-                if now
-                    .at_least_secs_after(start, u64::from(settings.failing_before_unreachable_s()))
-                {
+                if now.at_least_secs_after(start, u64::from(settings.failing_before_unreachable_s())) {
                     *self = AddressHealth {
                         state: Reachability::Unreachable,
                         since: Some(now),
@@ -221,9 +202,7 @@ impl AddressHealth {
                     return None;
                 }
                 let start = *self.answering_since.get_or_insert(now);
-                if now
-                    .at_least_secs_after(start, u64::from(settings.answering_before_reachable_s()))
-                {
+                if now.at_least_secs_after(start, u64::from(settings.answering_before_reachable_s())) {
                     *self = AddressHealth {
                         state: Reachability::Reachable,
                         since: Some(now),
@@ -241,12 +220,12 @@ impl AddressHealth {
     /// evaluator can wake up exactly then).
     pub fn deadline(&self, settings: &ProbeSettings) -> Option<Timestamp> {
         match self.state {
-            Reachability::Reachable => self
-                .failing_since
-                .map(|t| t.plus_secs(u64::from(settings.failing_before_unreachable_s()))),
-            Reachability::Unreachable => self
-                .answering_since
-                .map(|t| t.plus_secs(u64::from(settings.answering_before_reachable_s()))),
+            Reachability::Reachable => {
+                self.failing_since.map(|t| t.plus_secs(u64::from(settings.failing_before_unreachable_s())))
+            }
+            Reachability::Unreachable => {
+                self.answering_since.map(|t| t.plus_secs(u64::from(settings.answering_before_reachable_s())))
+            }
         }
     }
 
@@ -264,23 +243,11 @@ mod tests {
     const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 
     fn probers(n: usize) -> Vec<ProberView> {
-        vec![
-            ProberView {
-                region: RegionId(1),
-                active: true
-            };
-            n
-        ]
+        vec![ProberView { region: RegionId(1), active: true }; n]
     }
 
     fn obs(prober: u32, sent: u32, lost: u32, at: Timestamp) -> Observation {
-        Observation {
-            prober,
-            sent,
-            lost,
-            rtt_ms: (lost < sent).then_some(1.0),
-            reported_at: at,
-        }
+        Observation { prober, sent, lost, rtt_ms: (lost < sent).then_some(1.0), reported_at: at }
     }
 
     fn settings() -> ProbeSettings {
@@ -292,28 +259,14 @@ mod tests {
         let p = probers(4);
         let s = settings();
         // 2 of 4 failing: not a strict majority.
-        let o = Observations::new(vec![
-            obs(0, 3, 3, T0),
-            obs(1, 3, 3, T0),
-            obs(2, 3, 0, T0),
-            obs(3, 3, 0, T0),
-        ]);
+        let o =
+            Observations::new(vec![obs(0, 3, 3, T0), obs(1, 3, 3, T0), obs(2, 3, 0, T0), obs(3, 3, 0, T0)]);
         let v = verdict(&o, &p, &s, T0);
-        assert_eq!(
-            v,
-            Verdict {
-                counting: 4,
-                failing: 2
-            }
-        );
+        assert_eq!(v, Verdict { counting: 4, failing: 2 });
         assert!(!v.is_failing());
         // 3 of 4 failing.
-        let o = Observations::new(vec![
-            obs(0, 3, 3, T0),
-            obs(1, 3, 3, T0),
-            obs(2, 3, 2, T0),
-            obs(3, 3, 0, T0),
-        ]);
+        let o =
+            Observations::new(vec![obs(0, 3, 3, T0), obs(1, 3, 3, T0), obs(2, 3, 2, T0), obs(3, 3, 0, T0)]);
         assert!(verdict(&o, &p, &s, T0).is_failing());
     }
 
@@ -330,22 +283,10 @@ mod tests {
         let s = settings(); // 50 %
         // Port 80 lost 3 of 3, port 443 lost 0 of 3: 50 % over both ports, which fails.
         let o = Observations::new(vec![obs(0, 3, 3, T0), obs(0, 3, 0, T0)]);
-        assert_eq!(
-            verdict(&o, &p, &s, T0),
-            Verdict {
-                counting: 1,
-                failing: 1
-            }
-        );
+        assert_eq!(verdict(&o, &p, &s, T0), Verdict { counting: 1, failing: 1 });
         // 2 of 6 lost: 33 %, not failing.
         let o = Observations::new(vec![obs(0, 3, 2, T0), obs(0, 3, 0, T0)]);
-        assert_eq!(
-            verdict(&o, &p, &s, T0),
-            Verdict {
-                counting: 1,
-                failing: 0
-            }
-        );
+        assert_eq!(verdict(&o, &p, &s, T0), Verdict { counting: 1, failing: 0 });
     }
 
     #[test]
@@ -358,13 +299,7 @@ mod tests {
             obs(1, 3, 0, T0.plus_millis(-31_000)), // too old
             obs(2, 3, 0, T0),                      // disabled prober
         ]);
-        assert_eq!(
-            verdict(&o, &p, &s, T0),
-            Verdict {
-                counting: 1,
-                failing: 1
-            }
-        );
+        assert_eq!(verdict(&o, &p, &s, T0), Verdict { counting: 1, failing: 1 });
         // With interval 5 s the window is at least 15 s.
         let fast = ProbeSettings::parse(ProbeSettingsInput {
             interval_s: 5,
@@ -386,10 +321,7 @@ mod tests {
         assert_eq!(h.step(true, T0, &s), None);
         assert_eq!(h.deadline(&s), Some(T0.plus_secs(30)));
         assert_eq!(h.step(true, T0.plus_secs(29), &s), None);
-        assert_eq!(
-            h.step(true, T0.plus_secs(30), &s),
-            Some(Reachability::Unreachable)
-        );
+        assert_eq!(h.step(true, T0.plus_secs(30), &s), Some(Reachability::Unreachable));
         assert!(!h.is_reachable());
     }
 
@@ -399,16 +331,9 @@ mod tests {
         let mut h = AddressHealth::default();
         h.step(true, T0, &s);
         h.step(false, T0.plus_secs(20), &s);
-        assert_eq!(
-            h.step(true, T0.plus_secs(30), &s),
-            None,
-            "the streak restarted"
-        );
+        assert_eq!(h.step(true, T0.plus_secs(30), &s), None, "the streak restarted");
         assert_eq!(h.step(true, T0.plus_secs(59), &s), None);
-        assert_eq!(
-            h.step(true, T0.plus_secs(60), &s),
-            Some(Reachability::Unreachable)
-        );
+        assert_eq!(h.step(true, T0.plus_secs(60), &s), Some(Reachability::Unreachable));
     }
 
     #[test]
@@ -418,16 +343,9 @@ mod tests {
         h.step(true, T0, &s);
         h.step(true, T0.plus_secs(30), &s);
         assert_eq!(h.step(false, T0.plus_secs(40), &s), None);
-        assert_eq!(
-            h.step(true, T0.plus_secs(50), &s),
-            None,
-            "failing again resets the wait"
-        );
+        assert_eq!(h.step(true, T0.plus_secs(50), &s), None, "failing again resets the wait");
         assert_eq!(h.step(false, T0.plus_secs(60), &s), None);
         assert_eq!(h.step(false, T0.plus_secs(119), &s), None);
-        assert_eq!(
-            h.step(false, T0.plus_secs(120), &s),
-            Some(Reachability::Reachable)
-        );
+        assert_eq!(h.step(false, T0.plus_secs(120), &s), Some(Reachability::Reachable));
     }
 }

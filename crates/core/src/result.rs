@@ -192,12 +192,7 @@ impl ProbeResult {
 
     /// Median RTT of the good attempts in ms (mean of the middle two for an even count).
     pub fn median_rtt_ms(&self) -> Option<f64> {
-        let mut rtts: Vec<u32> = self
-            .attempts
-            .iter()
-            .filter(|a| a.good())
-            .map(|a| a.rtt_us)
-            .collect();
+        let mut rtts: Vec<u32> = self.attempts.iter().filter(|a| a.good()).map(|a| a.rtt_us).collect();
         if rtts.is_empty() {
             return None;
         }
@@ -223,17 +218,9 @@ mod tests {
 
     fn a(good: bool, rtt_us: u32) -> Attempt {
         if good {
-            Attempt {
-                stages: Stages::ALL,
-                rtt_us,
-                error: None,
-            }
+            Attempt { stages: Stages::ALL, rtt_us, error: None }
         } else {
-            Attempt {
-                stages: Stages::CONNECTED,
-                rtt_us,
-                error: Some(ErrorCode::Status),
-            }
+            Attempt { stages: Stages::CONNECTED, rtt_us, error: Some(ErrorCode::Status) }
         }
     }
 
@@ -247,17 +234,10 @@ mod tests {
         assert_eq!((r.sent(), r.lost()), (4, 1));
         assert_eq!(r.median_rtt_ms(), Some(2.0));
         assert_eq!(r.last_error(), Some(ErrorCode::Status));
-        let even = ProbeResult {
-            target: "t".into(),
-            attempts: vec![a(true, 1000), a(true, 2000)],
-            hls: None,
-        };
+        let even =
+            ProbeResult { target: "t".into(), attempts: vec![a(true, 1000), a(true, 2000)], hls: None };
         assert_eq!(even.median_rtt_ms(), Some(1.5));
-        let none = ProbeResult {
-            target: "t".into(),
-            attempts: vec![a(false, 1)],
-            hls: None,
-        };
+        let none = ProbeResult { target: "t".into(), attempts: vec![a(false, 1)], hls: None };
         assert_eq!(none.median_rtt_ms(), None);
     }
 

@@ -441,26 +441,12 @@ pub struct RuleState {
 impl RuleState {
     /// Feeds one evaluation with each condition's current value (`None`: no data, which does
     /// not hold). Returns the transition, if any.
-    pub fn step(
-        &mut self,
-        rule: &Rule,
-        values: &[Option<f64>],
-        now: Timestamp,
-    ) -> Option<Transition> {
+    pub fn step(&mut self, rule: &Rule, values: &[Option<f64>], now: Timestamp) -> Option<Transition> {
         self.held_since.resize(rule.conditions.len(), None);
         let mut holds_now = Vec::with_capacity(rule.conditions.len());
-        for ((c, v), since) in rule
-            .conditions
-            .iter()
-            .zip(values)
-            .zip(self.held_since.iter_mut())
-        {
+        for ((c, v), since) in rule.conditions.iter().zip(values).zip(self.held_since.iter_mut()) {
             let holds = v.is_some_and(|v| c.comparison.holds(v, c.threshold));
-            *since = if holds {
-                Some(since.unwrap_or(now))
-            } else {
-                None
-            };
+            *since = if holds { Some(since.unwrap_or(now)) } else { None };
             holds_now.push(holds);
         }
         // Activation counts the for-times; holding does not.
@@ -479,11 +465,7 @@ impl RuleState {
                     self.clear_since = None;
                     return Some(Transition::Activated);
                 }
-                self.status = if holding {
-                    Status::Pending
-                } else {
-                    Status::Idle
-                };
+                self.status = if holding { Status::Pending } else { Status::Idle };
                 None
             }
             Status::Active | Status::Recovering => {
@@ -495,10 +477,7 @@ impl RuleState {
                 self.status = Status::Recovering;
                 let clear = *self.clear_since.get_or_insert(now);
                 if now >= self.earliest_recovery(rule, clear) {
-                    *self = RuleState {
-                        held_since: self.held_since.clone(),
-                        ..RuleState::default()
-                    };
+                    *self = RuleState { held_since: self.held_since.clone(), ..RuleState::default() };
                     return Some(Transition::Recovered);
                 }
                 None
@@ -510,10 +489,7 @@ impl RuleState {
     /// must pass, and hold-at-least since activation.
     fn earliest_recovery(&self, rule: &Rule, clear: Timestamp) -> Timestamp {
         let after_clear = clear.plus_secs(u64::from(rule.recover_s));
-        let after_hold = self
-            .activated_at
-            .unwrap_or(clear)
-            .plus_secs(u64::from(rule.hold_s));
+        let after_hold = self.activated_at.unwrap_or(clear).plus_secs(u64::from(rule.hold_s));
         after_clear.max(after_hold)
     }
 
@@ -609,9 +585,7 @@ impl RuleState {
                 value: *v,
                 comparison: c.comparison,
                 threshold: c.threshold,
-                held_s: since.map_or(0, |s| {
-                    u64::try_from(now.millis_since(s) / 1000).unwrap_or(0)
-                }),
+                held_s: since.map_or(0, |s| u64::try_from(now.millis_since(s) / 1000).unwrap_or(0)),
                 required_s: c.for_s,
             })
             .collect();
@@ -619,18 +593,12 @@ impl RuleState {
             (Some(Transition::Activated), _) => Outcome::ActsAtNextEvaluation,
             (Some(Transition::Recovered), _) => Outcome::RecoversAtNextEvaluation,
             (None, Status::Recovering) => Outcome::InEffectRecoversAt {
-                at: next
-                    .clear_since
-                    .map_or(now, |c| next.earliest_recovery(rule, c)),
+                at: next.clear_since.map_or(now, |c| next.earliest_recovery(rule, c)),
             },
             (None, Status::Active) => Outcome::InEffect,
             (None, _) => Outcome::NoChange,
         };
-        Preview {
-            status: self.status,
-            conditions,
-            outcome,
-        }
+        Preview { status: self.status, conditions, outcome }
     }
 }
 
@@ -658,26 +626,12 @@ mod tests {
     fn rule_defaults() {
         let r = rule(r#"{"name":"r","conditions":[{}]}"#);
         assert_eq!(
-            (
-                r.line,
-                r.action,
-                r.match_mode,
-                r.hold_s,
-                r.recover_s,
-                r.enabled
-            ),
+            (r.line, r.action, r.match_mode, r.hold_s, r.recover_s, r.enabled),
             (None, Action::RemoveNode, MatchMode::All, 300, 300, true)
         );
         let c = r.conditions[0];
         assert_eq!(
-            (
-                c.metric,
-                c.comparison,
-                c.threshold,
-                c.for_s,
-                c.aggregate,
-                c.region
-            ),
+            (c.metric, c.comparison, c.threshold, c.for_s, c.aggregate, c.region),
             (Metric::Cpu, Comparison::Gt, 90.0, 60, Aggregate::Avg, None)
         );
     }
@@ -685,18 +639,12 @@ mod tests {
     #[test]
     fn rule_ranges() {
         let cases = [
-            (
-                r#"{"name":"","conditions":[{}]}"#,
-                "name: must not be empty",
-            ),
+            (r#"{"name":"","conditions":[{}]}"#, "name: must not be empty"),
             (
                 &*format!(r#"{{"name":"{}","conditions":[{{}}]}}"#, "x".repeat(101)),
                 "name: must be at most 100 characters, got 101",
             ),
-            (
-                r#"{"name":"r","conditions":[]}"#,
-                "conditions: 1 to 8 conditions, got 0",
-            ),
+            (r#"{"name":"r","conditions":[]}"#, "conditions: 1 to 8 conditions, got 0"),
             (
                 r#"{"name":"r","conditions":[{},{},{},{},{},{},{},{},{}]}"#,
                 "conditions: 1 to 8 conditions, got 9",
@@ -736,19 +684,12 @@ mod tests {
         ];
         for (json, want) in cases {
             let input: RuleInput = serde_json::from_str(json).unwrap();
-            assert_eq!(
-                Rule::try_from(input).unwrap_err().to_string(),
-                want,
-                "{json}"
-            );
+            assert_eq!(Rule::try_from(input).unwrap_err().to_string(), want, "{json}");
         }
         let r = rule(
             r#"{"name":"r","line":7,"conditions":[{"metric":"probe_loss","aggregate":"max","region":2}]}"#,
         );
-        assert_eq!(
-            r.check_line(&[LineId(1)]).unwrap_err().to_string(),
-            format!("line: {NEEDS_LINE}")
-        );
+        assert_eq!(r.check_line(&[LineId(1)]).unwrap_err().to_string(), format!("line: {NEEDS_LINE}"));
         assert!(r.check_line(&[LineId(7)]).is_ok());
     }
 
@@ -760,10 +701,7 @@ mod tests {
         assert_eq!(s.status, Status::Pending);
         assert_eq!(s.deadline(&r), Some(at(60)));
         assert_eq!(s.step(&r, &[Some(95.0)], at(59)), None);
-        assert_eq!(
-            s.step(&r, &[Some(95.0)], at(60)),
-            Some(Transition::Activated)
-        );
+        assert_eq!(s.step(&r, &[Some(95.0)], at(60)), Some(Transition::Activated));
         assert_eq!(s.status, Status::Active);
     }
 
@@ -775,15 +713,8 @@ mod tests {
         s.step(&r, &[Some(50.0)], at(30));
         assert_eq!(s.status, Status::Idle);
         s.step(&r, &[Some(95.0)], at(40));
-        assert_eq!(
-            s.step(&r, &[Some(95.0)], at(60)),
-            None,
-            "the for-time restarted at 40 s"
-        );
-        assert_eq!(
-            s.step(&r, &[Some(95.0)], at(100)),
-            Some(Transition::Activated)
-        );
+        assert_eq!(s.step(&r, &[Some(95.0)], at(60)), None, "the for-time restarted at 40 s");
+        assert_eq!(s.step(&r, &[Some(95.0)], at(100)), Some(Transition::Activated));
     }
 
     #[test]
@@ -807,10 +738,7 @@ mod tests {
         );
         let mut s = RuleState::default();
         s.step(&r, &[Some(95.0), None], at(0));
-        assert_eq!(
-            s.step(&r, &[Some(95.0), None], at(60)),
-            Some(Transition::Activated)
-        );
+        assert_eq!(s.step(&r, &[Some(95.0), None], at(60)), Some(Transition::Activated));
         assert_eq!(s.step(&r, &[None, Some(95.0)], at(70)), None);
         assert_eq!(s.status, Status::Active);
     }
@@ -827,10 +755,7 @@ mod tests {
         assert_eq!(s.deadline(&r), Some(at(360)));
         assert_eq!(s.step(&r, &[Some(50.0)], at(200)), None);
         assert_eq!(s.step(&r, &[Some(50.0)], at(359)), None);
-        assert_eq!(
-            s.step(&r, &[Some(50.0)], at(360)),
-            Some(Transition::Recovered)
-        );
+        assert_eq!(s.step(&r, &[Some(50.0)], at(360)), Some(Transition::Recovered));
         assert_eq!(s.status, Status::Idle);
     }
 
@@ -842,22 +767,11 @@ mod tests {
         s.step(&r, &[Some(95.0)], at(60));
         s.step(&r, &[Some(50.0)], at(70));
         assert_eq!(s.status, Status::Recovering);
-        assert_eq!(
-            s.step(&r, &[Some(95.0)], at(150)),
-            None,
-            "holding again is not a new activation"
-        );
+        assert_eq!(s.step(&r, &[Some(95.0)], at(150)), None, "holding again is not a new activation");
         assert_eq!(s.status, Status::Active);
         s.step(&r, &[Some(50.0)], at(160));
-        assert_eq!(
-            s.step(&r, &[Some(50.0)], at(259)),
-            None,
-            "the wait restarted at 160"
-        );
-        assert_eq!(
-            s.step(&r, &[Some(50.0)], at(260)),
-            Some(Transition::Recovered)
-        );
+        assert_eq!(s.step(&r, &[Some(50.0)], at(259)), None, "the wait restarted at 160");
+        assert_eq!(s.step(&r, &[Some(50.0)], at(260)), Some(Transition::Recovered));
     }
 
     #[test]
@@ -866,10 +780,7 @@ mod tests {
         let mut s = RuleState::default();
         s.step(&r, &[Some(95.0)], at(0));
         s.step(&r, &[Some(95.0)], at(60));
-        assert_eq!(
-            s.step(&r, &[Some(50.0)], at(61)),
-            Some(Transition::Recovered)
-        );
+        assert_eq!(s.step(&r, &[Some(50.0)], at(61)), Some(Transition::Recovered));
     }
 
     #[test]
@@ -898,38 +809,20 @@ mod tests {
     fn preview_outcomes() {
         let r = cpu_rule(300, 120);
         let mut s = RuleState::default();
-        assert_eq!(
-            s.preview(&r, &[Some(50.0)], at(0)).outcome,
-            Outcome::NoChange
-        );
+        assert_eq!(s.preview(&r, &[Some(50.0)], at(0)).outcome, Outcome::NoChange);
         s.step(&r, &[Some(95.0)], at(0));
         let p = s.preview(&r, &[Some(95.0)], at(30));
         assert_eq!(p.outcome, Outcome::NoChange);
-        assert_eq!(
-            (p.conditions[0].held_s, p.conditions[0].required_s),
-            (30, 60)
-        );
-        assert_eq!(
-            s.preview(&r, &[Some(95.0)], at(60)).outcome,
-            Outcome::ActsAtNextEvaluation
-        );
+        assert_eq!((p.conditions[0].held_s, p.conditions[0].required_s), (30, 60));
+        assert_eq!(s.preview(&r, &[Some(95.0)], at(60)).outcome, Outcome::ActsAtNextEvaluation);
         assert_eq!(s.status, Status::Pending, "preview writes nothing");
         s.step(&r, &[Some(95.0)], at(60));
-        assert_eq!(
-            s.preview(&r, &[Some(95.0)], at(70)).outcome,
-            Outcome::InEffect
-        );
+        assert_eq!(s.preview(&r, &[Some(95.0)], at(70)).outcome, Outcome::InEffect);
         let p = s.preview(&r, &[Some(50.0)], at(70));
         assert_eq!(p.outcome, Outcome::InEffectRecoversAt { at: at(360) });
-        assert_eq!(
-            p.outcome.to_string(),
-            format!("In effect, recovers {} at the earliest", at(360))
-        );
+        assert_eq!(p.outcome.to_string(), format!("In effect, recovers {} at the earliest", at(360)));
         s.step(&r, &[Some(50.0)], at(70));
-        assert_eq!(
-            s.preview(&r, &[Some(50.0)], at(360)).outcome,
-            Outcome::RecoversAtNextEvaluation
-        );
+        assert_eq!(s.preview(&r, &[Some(50.0)], at(360)).outcome, Outcome::RecoversAtNextEvaluation);
         assert_eq!(s.preview(&r, &[None], at(100)).conditions[0].value, None);
     }
 

@@ -91,18 +91,8 @@ impl ProbeSettings {
         }
         in_range("attempts", i.attempts, 1, 10)?;
         in_range("loss_pct", i.loss_pct, 1, 100)?;
-        in_range(
-            "failing_before_unreachable_s",
-            i.failing_before_unreachable_s,
-            5,
-            3600,
-        )?;
-        in_range(
-            "answering_before_reachable_s",
-            i.answering_before_reachable_s,
-            5,
-            3600,
-        )?;
+        in_range("failing_before_unreachable_s", i.failing_before_unreachable_s, 5, 3600)?;
+        in_range("answering_before_reachable_s", i.answering_before_reachable_s, 5, 3600)?;
         Ok(Self::from_checked(i))
     }
 
@@ -166,17 +156,8 @@ mod tests {
     #[test]
     fn probe_settings_defaults() {
         let s = ProbeSettings::default();
-        assert_eq!(
-            (s.interval_s(), s.timeout_ms(), s.attempts(), s.loss_pct()),
-            (10, 3000, 3, 50)
-        );
-        assert_eq!(
-            (
-                s.failing_before_unreachable_s(),
-                s.answering_before_reachable_s()
-            ),
-            (30, 60)
-        );
+        assert_eq!((s.interval_s(), s.timeout_ms(), s.attempts(), s.loss_pct()), (10, 3000, 3, 50));
+        assert_eq!((s.failing_before_unreachable_s(), s.answering_before_reachable_s()), (30, 60));
         let parsed: ProbeSettings = serde_json::from_str("{}").unwrap();
         assert_eq!(parsed, s);
     }
@@ -185,18 +166,9 @@ mod tests {
     fn probe_settings_ranges() {
         type Case = (fn(&mut ProbeSettingsInput), &'static str);
         let cases: [Case; 12] = [
-            (
-                |i| i.interval_s = 4,
-                "interval_s: must be between 5 and 60, got 4",
-            ),
-            (
-                |i| i.interval_s = 61,
-                "interval_s: must be between 5 and 60, got 61",
-            ),
-            (
-                |i| i.timeout_ms = 499,
-                "timeout_ms: must be between 500 and 10000, got 499",
-            ),
+            (|i| i.interval_s = 4, "interval_s: must be between 5 and 60, got 4"),
+            (|i| i.interval_s = 61, "interval_s: must be between 5 and 60, got 61"),
+            (|i| i.timeout_ms = 499, "timeout_ms: must be between 500 and 10000, got 499"),
             (
                 |i| {
                     i.interval_s = 60;
@@ -204,22 +176,10 @@ mod tests {
                 },
                 "timeout_ms: must be between 500 and 10000, got 10001",
             ),
-            (
-                |i| i.attempts = 0,
-                "attempts: must be between 1 and 10, got 0",
-            ),
-            (
-                |i| i.attempts = 11,
-                "attempts: must be between 1 and 10, got 11",
-            ),
-            (
-                |i| i.loss_pct = 0,
-                "loss_pct: must be between 1 and 100, got 0",
-            ),
-            (
-                |i| i.loss_pct = 101,
-                "loss_pct: must be between 1 and 100, got 101",
-            ),
+            (|i| i.attempts = 0, "attempts: must be between 1 and 10, got 0"),
+            (|i| i.attempts = 11, "attempts: must be between 1 and 10, got 11"),
+            (|i| i.loss_pct = 0, "loss_pct: must be between 1 and 100, got 0"),
+            (|i| i.loss_pct = 101, "loss_pct: must be between 1 and 100, got 101"),
             (
                 |i| i.failing_before_unreachable_s = 4,
                 "failing_before_unreachable_s: must be between 5 and 3600, got 4",
@@ -249,10 +209,7 @@ mod tests {
             i.timeout_ms = 5001
         })
         .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "timeout_ms: must not be longer than the interval (5000 ms), got 5001"
-        );
+        assert_eq!(e.to_string(), "timeout_ms: must not be longer than the interval (5000 ms), got 5001");
         assert!(
             with(|i| {
                 i.interval_s = 5;

@@ -67,13 +67,7 @@ impl fmt::Display for Timestamp {
         let days = secs.div_euclid(86_400);
         let sod = secs.rem_euclid(86_400);
         let (y, m, d) = civil_from_days(days);
-        write!(
-            f,
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-            sod / 3600,
-            (sod / 60) % 60,
-            sod % 60
-        )
+        write!(f, "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z", sod / 3600, (sod / 60) % 60, sod % 60)
     }
 }
 
@@ -171,15 +165,7 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (
-        if m <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        m,
-        d,
-    )
+    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
 }
 
 #[cfg(test)]

@@ -86,11 +86,7 @@ impl WindowRegister {
             threshold,
             window
         );
-        let _ = writeln!(
-            out,
-            "Average response time of good attempts: {:.3} ms",
-            self.avg_rtt_ms
-        );
+        let _ = writeln!(out, "Average response time of good attempts: {:.3} ms", self.avg_rtt_ms);
         let _ = writeln!(out, "Oldest {} Newest", "=".repeat(50));
         let strips = [
             (self.connected, if ipv6 { '6' } else { '4' }, "Connected"),
@@ -107,10 +103,7 @@ impl WindowRegister {
 
 /// The 64 slots of `bits`, oldest first, `c` for set and `-` for clear.
 pub fn strip(bits: u64, c: char) -> String {
-    (0..SLOTS)
-        .rev()
-        .map(|i| if bits >> i & 1 == 1 { c } else { '-' })
-        .collect()
+    (0..SLOTS).rev().map(|i| if bits >> i & 1 == 1 { c } else { '-' }).collect()
 }
 
 fn mask(window: u8) -> u64 {
@@ -127,18 +120,10 @@ mod tests {
     use crate::result::ErrorCode;
 
     fn good(rtt_us: u32) -> Attempt {
-        Attempt {
-            stages: Stages::ALL,
-            rtt_us,
-            error: None,
-        }
+        Attempt { stages: Stages::ALL, rtt_us, error: None }
     }
     fn bad() -> Attempt {
-        Attempt {
-            stages: Stages::CONNECTED.with(Stages::SENT),
-            rtt_us: 0,
-            error: Some(ErrorCode::Timeout),
-        }
+        Attempt { stages: Stages::CONNECTED.with(Stages::SENT), rtt_us: 0, error: Some(ErrorCode::Timeout) }
     }
 
     /// Varnish: `.window = 60; .threshold = 45; .initial = 43` is healthy after two good probes.
@@ -198,10 +183,7 @@ mod tests {
         r.push(&bad());
         let text = r.render(5, 4, false);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(
-            lines[0],
-            "Current states  good:  1 threshold:  4 window:  5"
-        );
+        assert_eq!(lines[0], "Current states  good:  1 threshold:  4 window:  5");
         assert_eq!(lines[1], "Average response time of good attempts: 0.793 ms");
         assert!(lines[2].starts_with("Oldest ====") && lines[2].ends_with(" Newest"));
         assert_eq!(lines[3], format!("{}44 Connected", "-".repeat(62)));
@@ -217,9 +199,6 @@ mod tests {
         r.push(&bad());
         assert!((r.avg_rtt_ms - 2.0).abs() < 1e-9);
         r.push(&good(4000));
-        assert!(
-            (r.avg_rtt_ms - 3.0).abs() < 1e-9,
-            "mean of the first good attempts"
-        );
+        assert!((r.avg_rtt_ms - 3.0).abs() < 1e-9, "mean of the first good attempts");
     }
 }

@@ -1,0 +1,475 @@
+//! Cluster passes, step by step on a virtual clock: every rule of SPEC §5 in a scenario.
+
+use vantage_core::address::Level::{Backup1, Primary};
+use vantage_core::evaluate::{DEFAULT_LINE, Event};
+use vantage_core::ids::{LineId, NodeId, RuleId};
+use vantage_core::reachability::Reachability;
+use vantage_core::rules::Status;
+
+use crate::fleet::{Fleet, ips};
+
+/// The reference's example: 203.0.113.10 (primary) and 198.51.100.10 (backup 1). After most
+/// probers fail to reach the primary for 30 s, DNS answers with the backup; after the primary
+/// answers again for 60 s, DNS moves back.
+#[test]
+fn backup_ip_example_203_0_113_10_switches_after_30s_and_back_after_60s() {
+    let mut f = Fleet::new(3).node(1, 1, &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
+    f.report_all_ok();
+    let e = f.eval();
+    assert_eq!(e.revisions.len(), 1, "the first pass publishes");
+    assert_eq!(f.line_records(0), ips(&["203.0.113.10"]));
+
+    // Two of three probers lose the primary.
+    let mut switched_at = None;
+    for s in (0..=40).step_by(10) {
+        f.report("203.0.113.10", &[0, 1]);
+        f.report("198.51.100.10", &[]);
+        let e = f.eval();
+        if !e.revisions.is_empty() {
+            assert_eq!(e.revisions[0].reason, "Node health changed");
+            switched_at.get_or_insert(s);
+        }
+        f.advance(10);
+    }
+    assert_eq!(switched_at, Some(30));
+    assert_eq!(f.line_records(0), ips(&["198.51.100.10"]));
+
+    // The primary answers again (from t = 50): back after 60 s.
+    let mut back_at = None;
+    for s in (50..=130).step_by(10) {
+        f.report_all_ok();
+        let e = f.eval();
+        if !e.revisions.is_empty() {
+            back_at.get_or_insert(s);
+        }
+        f.advance(10);
+    }
+    assert_eq!(back_at, Some(110));
+    assert_eq!(f.line_records(0), ips(&["203.0.113.10"]));
+}
+
+#[test]
+fn a_minority_of_probers_cannot_fail_an_address() {
+    let mut f = Fleet::new(3).node(1, 1, &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
+    f.report_all_ok();
+    f.eval();
+    for _ in 0..100 {
+        f.report("203.0.113.10", &[2]);
+        let e = f.eval();
+        assert!(e.revisions.is_empty());
+        assert!(e.events.is_empty());
+        f.advance(10);
+    }
+    assert_eq!(f.line_records(0), ips(&["203.0.113.10"]));
+}
+
+#[test]
+fn address_events_fire_when_reachability_changes() {
+    let mut f = Fleet::new(1).fast().node(1, 1, &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
+    f.report("203.0.113.10", &[0]);
+    f.eval();
+    f.advance(5);
+    f.report("203.0.113.10", &[0]);
+    let e = f.eval();
+    assert!(
+        e.events
+            .contains(&Event::AddressUnreachable { node: NodeId(1), ip: "203.0.113.10".parse().unwrap() })
+    );
+    let status = &e.nodes[0].addresses[0];
+    assert_eq!(status.reachability, Reachability::Unreachable);
+    assert!(!status.in_use);
+    assert_eq!(e.nodes[0].level, Some(Backup1));
+}
+
+#[test]
+fn stale_results_stop_counting() {
+    // Results older than 3 intervals (30 s) no longer count: an address whose failing
+    // probers went silent is not failing.
+    let mut f = Fleet::new(3).node(1, 1, &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
+    f.report("203.0.113.10", &[0, 1, 2]);
+    f.eval();
+    f.advance(31);
+    f.eval();
+    f.advance(30);
+    let e = f.eval();
+    assert!(e.revisions.iter().all(|r| r.records.all == ips(&["203.0.113.10"])));
+    assert_eq!(f.state.addresses.values().next().unwrap().state, Reachability::Reachable);
+}
+
+#[test]
+fn next_deadline_is_when_a_timer_runs_out() {
+    let mut f = Fleet::new(1).node(1, 1, &[("203.0.113.10", Primary)]);
+    f.report("203.0.113.10", &[0]);
+    let e = f.eval();
+    assert_eq!(e.next_deadline, Some(f.now.plus_secs(30)));
+}
+
+#[test]
+fn line_below_minimum_answers_with_a_backup_group() {
+    let mut f = Fleet::new(1).fast().line(1, 1, &[2], 1).node(1, 1, &[("203.0.113.1", Primary)]).node(
+        2,
+        2,
+        &[("198.51.100.1", Primary)],
+    );
+    f.report_all_ok();
+    f.eval();
+    assert_eq!(f.line_records(1), ips(&["203.0.113.1"]));
+    for _ in 0..2 {
+        f.report("203.0.113.1", &[0]);
+        f.eval();
+        f.advance(5);
+    }
+    assert_eq!(f.line_records(1), ips(&["198.51.100.1"]));
+}
+
+#[test]
+fn mass_removal_is_held_with_an_alert_and_released() {
+    let mut f = Fleet::new(1)
+        .fast()
+        .line(1, 1, &[], 1)
+        .node(1, 1, &[("203.0.113.1", Primary)])
+        .node(2, 1, &[("203.0.113.2", Primary)])
+        .node(3, 1, &[("203.0.113.3", Primary)]);
+    f.report_all_ok();
+    f.eval();
+    let all = ips(&["203.0.113.1", "203.0.113.2", "203.0.113.3"]);
+    let mut events = Vec::new();
+    for _ in 0..2 {
+        f.report("203.0.113.1", &[0]);
+        f.report("203.0.113.2", &[0]);
+        let e = f.eval();
+        events.extend(e.events);
+        for r in &e.revisions {
+            assert_eq!(r.records.lines[&LineId(1)], all, "held");
+            assert!(r.reason.contains("held: would remove 2 of 3 records"), "{}", r.reason);
+        }
+        f.advance(5);
+    }
+    assert!(events.iter().any(|e| matches!(e, Event::Held { line: LineId(1), .. })));
+    assert_eq!(f.line_records(1), all);
+    // They answer again: the hold is released.
+    let mut released = false;
+    for _ in 0..3 {
+        f.report_all_ok();
+        released |= f.eval().events.contains(&Event::HoldReleased { line: LineId(1) });
+        f.advance(5);
+    }
+    assert!(released);
+}
+
+#[test]
+fn never_empty_with_every_address_unreachable_from_the_start() {
+    let mut f =
+        Fleet::new(1).fast().node(1, 1, &[("203.0.113.1", Primary)]).node(2, 1, &[("203.0.113.2", Primary)]);
+    for _ in 0..3 {
+        f.report("203.0.113.1", &[0]);
+        f.report("203.0.113.2", &[0]);
+        f.eval();
+        f.advance(5);
+    }
+    assert_eq!(f.line_records(0), ips(&["203.0.113.1", "203.0.113.2"]));
+}
+
+#[test]
+fn agent_required_answers_only_connected_nodes() {
+    let mut f = Fleet::new(1)
+        .cluster_json(r#"{"name":"c","domain":"cdn.example.net","agent_required":true}"#)
+        .node(1, 1, &[("203.0.113.1", Primary)])
+        .node(2, 1, &[("203.0.113.2", Primary)]);
+    f.report_all_ok();
+    f.metrics(1, 10.0);
+    f.metrics(2, 10.0);
+    f.eval();
+    assert_eq!(f.line_records(0).len(), 2);
+    f.advance(46);
+    f.metrics(1, 10.0);
+    f.report_all_ok();
+    let e = f.eval();
+    assert_eq!(f.line_records(0), ips(&["203.0.113.1"]));
+    assert!(!e.nodes[1].online);
+}
+
+#[test]
+fn required_links_must_be_fresh() {
+    use vantage_core::evaluate::LinkState;
+    let mut f = Fleet::new(1)
+        .cluster_json(r#"{"name":"c","domain":"cdn.example.net","required_links":["wg0"]}"#)
+        .node(1, 1, &[("203.0.113.1", Primary)])
+        .node(2, 1, &[("203.0.113.2", Primary)]);
+    let now = f.now;
+    f.node_mut(1).links = vec![LinkState { name: "wg0".into(), last_handshake: Some(now) }];
+    f.node_mut(2).links =
+        vec![LinkState { name: "wg0".into(), last_handshake: Some(now.plus_secs(0).plus_millis(-181_000)) }];
+    f.report_all_ok();
+    f.eval();
+    assert_eq!(f.line_records(0), ips(&["203.0.113.1"]));
+}
+
+#[test]
+fn manual_mode_lists_primaries_and_ignores_reachability() {
+    let mut f = Fleet::new(1)
+        .fast()
+        .cluster_json(r#"{"name":"c","domain":"cdn.example.net","dns_mode":"manual"}"#)
+        .node(1, 1, &[("203.0.113.1", Primary), ("198.51.100.1", Backup1)]);
+    for _ in 0..4 {
+        f.report("203.0.113.1", &[0]);
+        f.eval();
+        f.advance(5);
+    }
+    assert_eq!(f.line_records(0), ips(&["203.0.113.1"]));
+}
+
+#[test]
+fn all_is_the_union_of_every_line() {
+    let mut f = Fleet::new(1)
+        .line(1, 1, &[], 1)
+        .line(2, 2, &[], 1)
+        .node(1, 1, &[("203.0.113.1", Primary)])
+        .node(2, 2, &[("2001:db8::2", Primary)]);
+    f.report_all_ok();
+    let e = f.eval();
+    assert_eq!(e.revisions[0].records.all, ips(&["203.0.113.1", "2001:db8::2"]));
+    assert!(!e.revisions[0].records.lines.contains_key(&DEFAULT_LINE));
+}
+
+fn cpu_fleet(hold: u32, recover: u32) -> Fleet {
+    Fleet::new(1)
+        .line(1, 1, &[], 1)
+        .node(1, 1, &[("203.0.113.1", Primary)])
+        .node(2, 1, &[("203.0.113.2", Primary)])
+        .node(3, 1, &[("203.0.113.3", Primary)])
+        .rule(
+            7,
+            &format!(
+                r#"{{"name":"cpu-high","hold_s":{hold},"recover_s":{recover},"conditions":[{{"metric":"cpu","comparison":">","threshold":90,"for_s":60}}]}}"#
+            ),
+        )
+}
+
+/// Feeds CPU values to every node (node 1 gets `cpu1`) and evaluates; returns the revision reasons.
+fn tick(f: &mut Fleet, cpu1: f64) -> Vec<String> {
+    f.report_all_ok();
+    f.metrics(1, cpu1);
+    f.metrics(2, 10.0);
+    f.metrics(3, 10.0);
+    let e = f.eval();
+    f.advance(10);
+    e.revisions.into_iter().map(|r| r.reason).collect()
+}
+
+#[test]
+fn rule_remove_node_after_for_time_and_back_after_recover_and_hold() {
+    let mut f = cpu_fleet(300, 120);
+    tick(&mut f, 10.0);
+    let mut log = Vec::new();
+    for s in (10..=400).step_by(10) {
+        let cpu = if s < 200 { 95.0 } else { 10.0 };
+        for r in tick(&mut f, cpu) {
+            log.push((s, r));
+        }
+    }
+    // CPU high from 10 s: for 60 s → active at 70 s. Clear from 200 s: recover-after 120 s →
+    // 320 s, hold-at-least 300 s from 70 s → 370 s; recovers at 370 s.
+    assert_eq!(
+        log,
+        vec![
+            (70, "Scheduling: cpu-high on edge-1 — remove the node activated".to_owned()),
+            (370, "Scheduling: cpu-high on edge-1 — remove the node recovered".to_owned()),
+        ]
+    );
+    assert_eq!(f.line_records(1).len(), 3);
+}
+
+#[test]
+fn rule_activation_removes_the_node_from_its_line_and_all() {
+    let mut f = cpu_fleet(300, 300);
+    for _ in 0..8 {
+        tick(&mut f, 95.0);
+    }
+    assert_eq!(f.line_records(1), ips(&["203.0.113.2", "203.0.113.3"]));
+    assert_eq!(f.state.published.as_ref().unwrap().all, ips(&["203.0.113.2", "203.0.113.3"]));
+}
+
+#[test]
+fn rule_events_carry_values_and_revision_index() {
+    let mut f = cpu_fleet(0, 0);
+    let mut seen = None;
+    for _ in 0..8 {
+        f.report_all_ok();
+        f.metrics(1, 97.5);
+        f.metrics(2, 10.0);
+        f.metrics(3, 10.0);
+        let e = f.eval();
+        for ev in e.events {
+            if let Event::RuleActivated(a) = ev {
+                seen = Some((a.rule, a.node, a.values, a.revision, e.revisions.len()));
+            }
+        }
+        f.advance(10);
+    }
+    let (rule, node, values, revision, count) = seen.unwrap();
+    assert_eq!((rule, node, values), (RuleId(7), NodeId(1), vec![Some(97.5)]));
+    assert!(revision < count);
+}
+
+#[test]
+fn rule_change_of_conditions_ends_actions_at_once_but_renaming_does_not() {
+    let mut f = cpu_fleet(300, 300);
+    for _ in 0..8 {
+        tick(&mut f, 95.0);
+    }
+    assert_eq!(f.line_records(1).len(), 2);
+    // Renaming and new hold/recover times keep the action.
+    f.rules[0].1.name = "cpu-very-high".into();
+    f.rules[0].1.hold_s = 0;
+    assert!(tick(&mut f, 95.0).is_empty());
+    assert_eq!(f.line_records(1).len(), 2);
+    // Changing a condition ends it at once, and its states start over.
+    f.rules[0].1.conditions[0].threshold = 96.0;
+    let reasons = tick(&mut f, 95.0);
+    assert_eq!(reasons, vec!["Scheduling: cpu-very-high changed, its actions ended".to_owned()]);
+    assert_eq!(f.line_records(1).len(), 3);
+    assert!(f.state.rules.values().all(|s| s.status == Status::Idle));
+}
+
+#[test]
+fn rule_disabled_or_deleted_ends_its_actions() {
+    let mut f = cpu_fleet(300, 300);
+    for _ in 0..8 {
+        tick(&mut f, 95.0);
+    }
+    f.rules[0].1.enabled = false;
+    assert_eq!(tick(&mut f, 95.0), vec!["Scheduling: cpu-high changed, its actions ended".to_owned()]);
+    assert_eq!(f.line_records(1).len(), 3);
+    f.rules[0].1.enabled = true;
+    for _ in 0..8 {
+        tick(&mut f, 95.0);
+    }
+    f.rules.clear();
+    assert_eq!(tick(&mut f, 95.0), vec!["Scheduling: rule 7 changed, its actions ended".to_owned()]);
+}
+
+#[test]
+fn rule_metrics_older_than_60s_are_missing() {
+    let mut f = cpu_fleet(0, 0);
+    f.metrics(1, 95.0);
+    f.advance(61);
+    for _ in 0..10 {
+        f.report_all_ok();
+        let e = f.eval();
+        assert!(e.revisions.iter().all(|r| !r.reason.starts_with("Scheduling")));
+        f.advance(10);
+    }
+}
+
+#[test]
+fn rule_switch_to_backup_groups_on_probe_loss_from_one_region() {
+    // Line 1 answers with group 1; a rule on probe loss seen from region 1 (prober 0) switches
+    // it to its backup group 2. Other regions see no loss, so reachability is unchanged.
+    let mut f = Fleet::new(3)
+        .line(1, 1, &[2], 1)
+        .node(1, 1, &[("203.0.113.1", Primary)])
+        .node(2, 2, &[("198.51.100.1", Primary)])
+        .rule(
+            1,
+            r#"{"name":"east-loss","line":1,"action":"backup_groups","hold_s":0,"recover_s":30,
+                "conditions":[{"metric":"probe_loss","comparison":">=","threshold":50,"for_s":30,"aggregate":"avg","region":1}]}"#,
+        );
+    f.report_all_ok();
+    f.eval();
+    let mut reasons = Vec::new();
+    for s in (0..=40).step_by(10) {
+        f.report("203.0.113.1", &[0]);
+        f.report("198.51.100.1", &[]);
+        for r in f.eval().revisions {
+            reasons.push((s, r.reason));
+        }
+        f.advance(10);
+    }
+    assert_eq!(
+        reasons,
+        vec![(30, "Scheduling: east-loss on edge-1 — switch to backup groups activated".to_owned())]
+    );
+    assert_eq!(f.line_records(1), ips(&["198.51.100.1"]));
+    assert_eq!(f.state.addresses.values().filter(|h| h.state == Reachability::Unreachable).count(), 0);
+}
+
+#[test]
+fn rule_switch_to_backup_ip_and_its_no_effect_reason() {
+    let mut f = Fleet::new(1)
+        .node(1, 1, &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)])
+        .node(2, 1, &[("203.0.113.20", Primary)])
+        .rule(1, r#"{"name":"egress","action":"backup_ip","hold_s":0,"recover_s":0,"conditions":[{"metric":"cpu","comparison":">","threshold":90,"for_s":0}]}"#);
+    f.report_all_ok();
+    f.metrics(1, 95.0);
+    f.metrics(2, 95.0);
+    let e = f.eval();
+    let reasons: Vec<&str> = e.revisions.iter().map(|r| r.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        vec![
+            "Node health changed",
+            "Scheduling: egress on edge-1 — switch to backup IP activated",
+            "Scheduling: egress on edge-2 — switch to backup IP activated (no effect: no reachable backup address)",
+        ]
+    );
+    assert_eq!(f.line_records(0), ips(&["198.51.100.10", "203.0.113.20"]));
+    assert_eq!(e.nodes[0].level, Some(Backup1));
+}
+
+#[test]
+fn rule_remove_node_held_by_protection_says_so() {
+    let mut f = Fleet::new(1)
+        .line(1, 1, &[], 1)
+        .node(1, 1, &[("203.0.113.1", Primary)])
+        .node(2, 1, &[("203.0.113.2", Primary)])
+        .node(3, 1, &[("203.0.113.3", Primary)])
+        .rule(1, r#"{"name":"hot","hold_s":0,"recover_s":0,"conditions":[{"metric":"cpu","comparison":">","threshold":90,"for_s":0}]}"#);
+    f.report_all_ok();
+    f.metrics(1, 10.0);
+    f.metrics(2, 10.0);
+    f.metrics(3, 10.0);
+    f.eval();
+    f.advance(10);
+    f.report_all_ok();
+    for n in 1..=3 {
+        f.metrics(n, 99.0);
+    }
+    let e = f.eval();
+    let last = e.revisions.last().unwrap();
+    assert!(last.reason.contains("(no effect: the mass-removal protection held it)"), "{}", last.reason);
+    assert_eq!(f.line_records(1).len(), 3);
+}
+
+#[test]
+fn rule_in_manual_mode_has_no_effect() {
+    let mut f = Fleet::new(1)
+        .cluster_json(r#"{"name":"c","domain":"cdn.example.net","dns_mode":"manual"}"#)
+        .node(1, 1, &[("203.0.113.1", Primary)])
+        .node(2, 1, &[("203.0.113.2", Primary)])
+        .rule(1, r#"{"name":"hot","hold_s":0,"recover_s":0,"conditions":[{"metric":"cpu","comparison":">","threshold":90,"for_s":0}]}"#);
+    f.report_all_ok();
+    f.metrics(1, 99.0);
+    f.metrics(2, 10.0);
+    let e = f.eval();
+    assert!(e.revisions.last().unwrap().reason.ends_with("(no effect: manual DNS mode)"));
+    assert_eq!(f.line_records(0).len(), 2);
+}
+
+#[test]
+fn rule_on_one_line_looks_at_its_group_and_backup_groups() {
+    let mut f = Fleet::new(1)
+        .line(1, 1, &[2], 1)
+        .line(2, 3, &[], 1)
+        .node(1, 1, &[("203.0.113.1", Primary)])
+        .node(2, 2, &[("198.51.100.1", Primary)])
+        .node(3, 3, &[("192.0.2.1", Primary)])
+        .rule(1, r#"{"name":"hot","line":1,"hold_s":0,"recover_s":0,"conditions":[{"metric":"cpu","comparison":">","threshold":90,"for_s":0}]}"#);
+    f.report_all_ok();
+    for n in 1..=3 {
+        f.metrics(n, 99.0);
+    }
+    let e = f.eval();
+    let nodes: Vec<NodeId> = e.rules.iter().map(|r| r.node).collect();
+    assert_eq!(nodes, vec![NodeId(1), NodeId(2)], "node 3 is not on line 1");
+}

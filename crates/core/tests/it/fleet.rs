@@ -1,0 +1,192 @@
+//! A small fleet description for tests: build a `ClusterView`, feed it probe results and
+//! metrics, step a virtual clock.
+
+use std::net::IpAddr;
+
+use vantage_core::Timestamp;
+use vantage_core::address::{Level, SchedulingAddress};
+use vantage_core::answer::LineSpec;
+use vantage_core::evaluate::{
+    AddressView, ClusterState, ClusterView, Evaluation, NodeMetrics, NodeView, evaluate,
+};
+use vantage_core::ids::{GroupId, LineId, NodeId, RegionId, RuleId};
+use vantage_core::model::Cluster;
+use vantage_core::reachability::{Observation, Observations, ProberView};
+use vantage_core::rules::Rule;
+use vantage_core::settings::{ProbeSettings, ProbeSettingsInput};
+
+pub const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+pub fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+pub fn ips(list: &[&str]) -> Vec<IpAddr> {
+    list.iter().map(|s| ip(s)).collect()
+}
+
+/// A cluster under test with its own state and clock.
+pub struct Fleet {
+    pub settings: ProbeSettings,
+    pub cluster: Cluster,
+    pub lines: Vec<LineSpec>,
+    pub nodes: Vec<NodeView>,
+    pub probers: Vec<ProberView>,
+    pub rules: Vec<(RuleId, Rule)>,
+    pub state: ClusterState,
+    pub now: Timestamp,
+    pub listeners: u32,
+}
+
+impl Fleet {
+    /// A cluster with `probers` probers in regions 1, 2, 3, … and default settings.
+    pub fn new(probers: usize) -> Self {
+        Fleet {
+            settings: ProbeSettings::default(),
+            cluster: serde_json::from_str(r#"{"name":"video","domain":"cdn.example.net"}"#).unwrap(),
+            lines: Vec::new(),
+            nodes: Vec::new(),
+            probers: (0..probers)
+                .map(|i| ProberView { region: RegionId(i as i64 + 1), active: true })
+                .collect(),
+            rules: Vec::new(),
+            state: ClusterState::default(),
+            now: T0,
+            listeners: 1,
+        }
+    }
+
+    pub fn fast(mut self) -> Self {
+        self.settings = ProbeSettings::parse(ProbeSettingsInput {
+            interval_s: 5,
+            timeout_ms: 1000,
+            failing_before_unreachable_s: 5,
+            answering_before_reachable_s: 5,
+            ..Default::default()
+        })
+        .unwrap();
+        self
+    }
+
+    pub fn cluster_json(mut self, json: &str) -> Self {
+        self.cluster = serde_json::from_str(json).unwrap();
+        self
+    }
+
+    pub fn line(mut self, id: i64, group: i64, backups: &[i64], min: u32) -> Self {
+        self.lines.push(LineSpec {
+            id: LineId(id),
+            group: Some(GroupId(group)),
+            backup_groups: backups.iter().map(|g| GroupId(*g)).collect(),
+            min_healthy: min,
+        });
+        self
+    }
+
+    /// Adds a node with addresses `(ip, level)`.
+    pub fn node(mut self, id: i64, group: i64, addresses: &[(&str, Level)]) -> Self {
+        self.nodes.push(NodeView {
+            id: NodeId(id),
+            name: format!("edge-{id}"),
+            group: GroupId(group),
+            enabled: true,
+            last_heartbeat: None,
+            links: Vec::new(),
+            metrics: None,
+            addresses: addresses
+                .iter()
+                .map(|(a, level)| AddressView {
+                    address: SchedulingAddress { ip: ip(a), level: *level },
+                    observations: Observations::default(),
+                })
+                .collect(),
+        });
+        self
+    }
+
+    pub fn rule(mut self, id: i64, json: &str) -> Self {
+        self.rules.push((RuleId(id), serde_json::from_str(json).unwrap()));
+        self
+    }
+
+    pub fn node_mut(&mut self, id: i64) -> &mut NodeView {
+        self.nodes.iter_mut().find(|n| n.id == NodeId(id)).unwrap()
+    }
+
+    /// Every prober in `failing` loses every attempt to `addr`; the others lose none. All
+    /// report now, on every listener.
+    pub fn report(&mut self, addr: &str, failing: &[usize]) {
+        let now = self.now;
+        let attempts = self.settings.attempts();
+        let listeners = self.listeners;
+        let n = self.probers.len();
+        let target = ip(addr);
+        for node in &mut self.nodes {
+            for a in &mut node.addresses {
+                if a.address.ip != target {
+                    continue;
+                }
+                let mut obs = Vec::new();
+                for p in 0..n {
+                    for _ in 0..listeners {
+                        let lost = if failing.contains(&p) { attempts } else { 0 };
+                        obs.push(Observation {
+                            prober: p as u32,
+                            sent: attempts,
+                            lost,
+                            rtt_ms: (lost < attempts).then_some(12.0),
+                            reported_at: now,
+                        });
+                    }
+                }
+                a.observations = Observations::new(obs);
+            }
+        }
+    }
+
+    /// Every prober reports every address of the fleet answering, except those listed.
+    pub fn report_all_ok(&mut self) {
+        let all: Vec<String> =
+            self.nodes.iter().flat_map(|n| n.addresses.iter().map(|a| a.address.ip.to_string())).collect();
+        for a in all {
+            self.report(&a, &[]);
+        }
+    }
+
+    pub fn metrics(&mut self, node: i64, cpu: f64) {
+        let now = self.now;
+        let n = self.node_mut(node);
+        n.last_heartbeat = Some(now);
+        n.metrics = Some(NodeMetrics {
+            at: now,
+            cpu_pct: cpu,
+            memory_total_bytes: 100,
+            memory_used_bytes: 50,
+            ..Default::default()
+        });
+    }
+
+    /// Runs one pass now.
+    pub fn eval(&mut self) -> Evaluation {
+        let view = ClusterView {
+            settings: &self.settings,
+            cluster: &self.cluster,
+            lines: &self.lines,
+            nodes: &self.nodes,
+            probers: &self.probers,
+            rules: &self.rules,
+            reason: None,
+        };
+        evaluate(&view, &mut self.state, self.now)
+    }
+
+    /// Advances the clock by `s` seconds.
+    pub fn advance(&mut self, s: u64) {
+        self.now = self.now.plus_secs(s);
+    }
+
+    /// Published records of a line.
+    pub fn line_records(&self, line: i64) -> Vec<IpAddr> {
+        self.state.published.as_ref().and_then(|r| r.lines.get(&LineId(line)).cloned()).unwrap_or_default()
+    }
+}

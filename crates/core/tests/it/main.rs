@@ -1,0 +1,6 @@
+//! Scenario and property tests of the decision core, driven by a virtual clock.
+#![allow(clippy::unwrap_used)]
+
+mod evaluation;
+mod fleet;
+mod properties;
