@@ -12,6 +12,12 @@ use crate::net::IpNet;
 /// Longest name of a region, cluster, group, line, node or prober.
 pub const MAX_NAME: usize = 64;
 
+/// Validates a display name (of a prober, node…): trimmed, 1–64 characters, no control
+/// characters.
+pub fn display_name(field: &str, text: &str) -> Result<String> {
+    name(field, text, MAX_NAME)
+}
+
 /// Validates a DNS name (`cdn.example.net`): labels of letters, digits and hyphens, 1–63
 /// characters each, at most 253 in all, at least two labels. Returns it lower-cased without a
 /// trailing dot.

@@ -179,7 +179,7 @@ impl MatchMode {
 
 /// One validated condition.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "ConditionInput")]
+#[serde(try_from = "ConditionInput", into = "ConditionInput")]
 #[non_exhaustive]
 pub struct Condition {
     /// Metric.
@@ -226,6 +226,20 @@ impl Default for ConditionInput {
             for_s: 60,
             aggregate: None,
             region: None,
+        }
+    }
+}
+
+impl From<Condition> for ConditionInput {
+    fn from(c: Condition) -> Self {
+        let probe = c.metric.is_probe();
+        ConditionInput {
+            metric: c.metric,
+            comparison: c.comparison,
+            threshold: c.threshold,
+            for_s: c.for_s,
+            aggregate: probe.then_some(c.aggregate),
+            region: if probe { c.region } else { None },
         }
     }
 }
@@ -620,6 +634,15 @@ mod tests {
 
     fn at(s: u64) -> Timestamp {
         T0.plus_secs(s)
+    }
+
+    #[test]
+    fn rules_round_trip_through_json() {
+        let r = rule(
+            r#"{"name":"r","line":3,"match":"any","conditions":[{"metric":"cpu"},{"metric":"probe_loss","aggregate":"max","region":2}]}"#,
+        );
+        let back: Rule = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
     }
 
     #[test]

@@ -42,6 +42,13 @@ impl WindowRegister {
         r
     }
 
+    /// A register restored from storage. The averaging rate resumes from the number of good
+    /// attempts kept (at most the averaging rate).
+    pub fn from_parts(connected: u64, sent: u64, received: u64, good: u64, avg_rtt_ms: f64) -> Self {
+        let rate = f64::from(good.count_ones()).min(AVG_RATE);
+        WindowRegister { connected, sent, received, good, avg_rtt_ms, rate }
+    }
+
     fn shift(&mut self) {
         self.connected <<= 1;
         self.sent <<= 1;

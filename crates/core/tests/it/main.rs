@@ -4,3 +4,4 @@
 mod evaluation;
 mod fleet;
 mod properties;
+mod round_trip;

@@ -1,0 +1,844 @@
+//! Configuration objects over HTTP: list, get, create, change (JSON merge patch) and delete,
+//! for regions, clusters, node groups, lines, nodes, rules and probers, plus the probe
+//! settings and a node's scheduling addresses. Every change is validated by the core, checked
+//! against the other objects, audited, and refused whole when anything is wrong.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{delete, get, patch, post, put};
+use axum::{Extension, Json};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use utoipa::openapi::path::HttpMethod;
+use vantage_core::address::{AddressInput, AddressList};
+use vantage_core::ids::{ClusterId, GroupId, LineId, RegionId};
+use vantage_core::model::{Cluster, Line, Node, NodeGroup, NodeInput, Region};
+use vantage_core::rules::Rule;
+use vantage_core::settings::ProbeSettings;
+
+use super::Api;
+use crate::app::{Actor, App, Change};
+use crate::error::{ApiError, parse_json};
+use crate::registry::{
+    Config, GroupRecord, LineRecord, NodeRecord, Object, ProberRecord, RuleRecord, Stored, plural,
+};
+
+/// A kind of configuration object, as the generic handlers see it.
+trait Kind: Clone + Serialize + Send + Sync + Sized + 'static {
+    /// Kind name in audit actions and object references (`region`).
+    const NAME: &'static str;
+    /// Label in messages (`Region`).
+    const LABEL: &'static str;
+    /// The objects of this kind.
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>>;
+    /// As a stored object.
+    fn wrap(self) -> Object;
+    /// The cluster a child object belongs to.
+    fn cluster(&self) -> Option<ClusterId> {
+        None
+    }
+    /// The editable document (what a create body holds), for merge patches.
+    fn doc(&self) -> Value;
+    /// Validates a document. `cluster` is the parent of a child object.
+    fn parse(doc: Value, cluster: Option<ClusterId>, app: &App) -> Result<Self, ApiError>;
+    /// Checks names and references against the other objects; `id` is its own id.
+    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError>;
+    /// Checks that it may be deleted; returns objects deleted with it.
+    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError>;
+    /// The API representation.
+    fn view(id: i64, s: &Stored<Self>, c: &Config) -> Value {
+        let _ = c;
+        with_meta(id, s, s.value.doc())
+    }
+    /// Audit action for `op` (`create`, `update`, `delete`).
+    fn action(op: &str) -> String {
+        format!("{}.{op}", Self::NAME)
+    }
+}
+
+fn with_meta<T>(id: i64, s: &Stored<T>, mut doc: Value) -> Value {
+    if let Value::Object(m) = &mut doc {
+        m.insert("id".into(), json!(id));
+        m.insert("created_at".into(), json!(s.created_at));
+        m.insert("updated_at".into(), json!(s.updated_at));
+    }
+    doc
+}
+
+fn to_doc<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+fn parse_as<T: DeserializeOwned>(doc: Value) -> Result<T, ApiError> {
+    parse_json(doc)
+}
+
+/// Names must be unique among `siblings` (other than `id` itself).
+fn unique<'a>(
+    label: &str,
+    field: &str,
+    name: &str,
+    id: i64,
+    siblings: impl Iterator<Item = (i64, &'a str)>,
+) -> Result<(), ApiError> {
+    if siblings.filter(|(i, _)| *i != id).any(|(_, n)| n.eq_ignore_ascii_case(name)) {
+        return Err(ApiError::invalid(field, format!("{label} {name:?} already exists")));
+    }
+    Ok(())
+}
+
+impl Kind for Region {
+    const NAME: &'static str = "region";
+    const LABEL: &'static str = "Region";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.regions
+    }
+    fn wrap(self) -> Object {
+        Object::Region(self)
+    }
+    fn doc(&self) -> Value {
+        to_doc(self)
+    }
+    fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        parse_as(doc)
+    }
+    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
+        unique(
+            "A region with code",
+            "code",
+            &self.code,
+            id,
+            c.regions.iter().map(|(i, r)| (*i, r.value.code.as_str())),
+        )?;
+        unique(
+            "A region named",
+            "name",
+            &self.name,
+            id,
+            c.regions.iter().map(|(i, r)| (*i, r.value.name.as_str())),
+        )
+    }
+    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError> {
+        let probers = c.probers.values().filter(|p| p.value.region == RegionId(id)).count();
+        if probers > 0 {
+            return Err(ApiError::Conflict(format!(
+                "{} still belong to this region",
+                plural(probers, "prober", "probers")
+            )));
+        }
+        let groups = c.groups.values().filter(|g| g.value.group.region == Some(RegionId(id))).count();
+        if groups > 0 {
+            return Err(ApiError::Conflict(format!(
+                "{} still use this region",
+                plural(groups, "node group", "node groups")
+            )));
+        }
+        Ok(Vec::new())
+    }
+    fn view(id: i64, s: &Stored<Self>, c: &Config) -> Value {
+        let mut v = with_meta(id, s, s.value.doc());
+        v["probers"] = json!(c.probers.values().filter(|p| p.value.region == RegionId(id)).count());
+        v
+    }
+}
+
+impl Kind for Cluster {
+    const NAME: &'static str = "cluster";
+    const LABEL: &'static str = "Cluster";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.clusters
+    }
+    fn wrap(self) -> Object {
+        Object::Cluster(self)
+    }
+    fn doc(&self) -> Value {
+        to_doc(self)
+    }
+    fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        parse_as(doc)
+    }
+    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
+        unique(
+            "A cluster named",
+            "name",
+            &self.name,
+            id,
+            c.clusters.iter().map(|(i, x)| (*i, x.value.name.as_str())),
+        )?;
+        for (field, zone) in std::iter::once(("domain".to_owned(), self.domain.as_str()))
+            .chain(self.aliases.iter().enumerate().map(|(n, a)| (format!("aliases[{n}]"), a.as_str())))
+        {
+            if let Some((_, other)) =
+                c.clusters.iter().find(|(i, x)| **i != id && x.value.zones().any(|z| z == zone))
+            {
+                return Err(ApiError::invalid(
+                    field,
+                    format!("{zone} is already served by cluster {:?}", other.value.name),
+                ));
+            }
+        }
+        Ok(())
+    }
+    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError> {
+        let nodes = c.nodes_of(ClusterId(id)).count();
+        if nodes > 0 {
+            return Err(ApiError::Conflict(format!(
+                "{} still belong to this cluster",
+                plural(nodes, "node", "nodes")
+            )));
+        }
+        // Its groups, lines and rules go with it.
+        let cid = ClusterId(id);
+        Ok(c.groups_of(cid)
+            .map(|(g, _)| g.0)
+            .chain(c.lines_of(cid).map(|(l, _)| l.0))
+            .chain(c.rules_of(cid).map(|(r, _)| r.0))
+            .collect())
+    }
+}
+
+fn parent(cluster: Option<ClusterId>) -> Result<ClusterId, ApiError> {
+    cluster.ok_or_else(|| ApiError::Internal("child object without a cluster".into()))
+}
+
+fn group_in(c: &Config, cluster: ClusterId, g: GroupId, field: &str) -> Result<(), ApiError> {
+    match c.groups.get(&g.0) {
+        Some(x) if x.value.cluster == cluster => Ok(()),
+        _ => Err(ApiError::invalid(field, format!("no node group {g} in this cluster"))),
+    }
+}
+
+impl Kind for GroupRecord {
+    const NAME: &'static str = "group";
+    const LABEL: &'static str = "Node group";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.groups
+    }
+    fn wrap(self) -> Object {
+        Object::Group(self)
+    }
+    fn cluster(&self) -> Option<ClusterId> {
+        Some(self.cluster)
+    }
+    fn doc(&self) -> Value {
+        to_doc(&self.group)
+    }
+    fn parse(doc: Value, cluster: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        Ok(GroupRecord { cluster: parent(cluster)?, group: parse_as::<NodeGroup>(doc)? })
+    }
+    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
+        let siblings = c.groups_of(self.cluster).map(|(i, g)| (i.0, g.value.group.name.as_str()));
+        unique("A node group named", "name", &self.group.name, id, siblings)?;
+        if let Some(r) = self.group.region
+            && !c.regions.contains_key(&r.0)
+        {
+            return Err(ApiError::invalid("region", format!("no region {r}")));
+        }
+        if self.group.region.is_none() {
+            let probing = c
+                .nodes
+                .values()
+                .filter(|n| n.value.node.group == GroupId(id) && n.value.node.also_probes)
+                .count();
+            if probing > 0 {
+                return Err(ApiError::invalid(
+                    "region",
+                    format!(
+                        "{} of this group probe; a group whose nodes probe needs a region",
+                        plural(probing, "node", "nodes")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError> {
+        let nodes = c.nodes.values().filter(|n| n.value.node.group == GroupId(id)).count();
+        if nodes > 0 {
+            return Err(ApiError::Conflict(format!(
+                "{} still belong to this node group",
+                plural(nodes, "node", "nodes")
+            )));
+        }
+        let lines: Vec<&str> = c
+            .lines
+            .values()
+            .filter(|l| {
+                l.value.line.group == GroupId(id) || l.value.line.backup_groups.contains(&GroupId(id))
+            })
+            .map(|l| l.value.line.name.as_str())
+            .collect();
+        if !lines.is_empty() {
+            return Err(ApiError::Conflict(format!("lines still use this node group: {}", lines.join(", "))));
+        }
+        Ok(Vec::new())
+    }
+    fn view(id: i64, s: &Stored<Self>, _: &Config) -> Value {
+        let mut v = with_meta(id, s, s.value.doc());
+        v["cluster"] = json!(s.value.cluster);
+        v
+    }
+}
+
+impl Kind for LineRecord {
+    const NAME: &'static str = "line";
+    const LABEL: &'static str = "Line";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.lines
+    }
+    fn wrap(self) -> Object {
+        Object::Line(self)
+    }
+    fn cluster(&self) -> Option<ClusterId> {
+        Some(self.cluster)
+    }
+    fn doc(&self) -> Value {
+        to_doc(&self.line)
+    }
+    fn parse(doc: Value, cluster: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        Ok(LineRecord { cluster: parent(cluster)?, line: parse_as::<Line>(doc)? })
+    }
+    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
+        let siblings = c.lines_of(self.cluster).map(|(i, l)| (i.0, l.value.line.name.as_str()));
+        unique("A line named", "name", &self.line.name, id, siblings)?;
+        group_in(c, self.cluster, self.line.group, "group")?;
+        for (n, g) in self.line.backup_groups.iter().enumerate() {
+            group_in(c, self.cluster, *g, &format!("backup_groups[{n}]"))?;
+        }
+        if self.line.client_networks.is_empty()
+            && let Some((_, other)) =
+                c.lines_of(self.cluster).find(|(i, l)| i.0 != id && l.value.line.client_networks.is_empty())
+        {
+            return Err(ApiError::invalid(
+                "client_networks",
+                format!(
+                    "line {:?} is already the default line (no client networks); give this one networks",
+                    other.value.line.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError> {
+        let rules: Vec<&str> = c
+            .rules
+            .values()
+            .filter(|r| r.value.rule.line == Some(LineId(id)))
+            .map(|r| r.value.rule.name.as_str())
+            .collect();
+        if !rules.is_empty() {
+            return Err(ApiError::Conflict(format!("rules still use this line: {}", rules.join(", "))));
+        }
+        Ok(Vec::new())
+    }
+    fn view(id: i64, s: &Stored<Self>, _: &Config) -> Value {
+        let mut v = with_meta(id, s, s.value.doc());
+        v["cluster"] = json!(s.value.cluster);
+        v
+    }
+}
+
+impl Kind for RuleRecord {
+    const NAME: &'static str = "rule";
+    const LABEL: &'static str = "Rule";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.rules
+    }
+    fn wrap(self) -> Object {
+        Object::Rule(self)
+    }
+    fn cluster(&self) -> Option<ClusterId> {
+        Some(self.cluster)
+    }
+    fn doc(&self) -> Value {
+        to_doc(&self.rule)
+    }
+    fn parse(doc: Value, cluster: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        Ok(RuleRecord { cluster: parent(cluster)?, rule: parse_as::<Rule>(doc)? })
+    }
+    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
+        let siblings = c.rules_of(self.cluster).map(|(i, r)| (i.0, r.value.rule.name.as_str()));
+        unique("A rule named", "name", &self.rule.name, id, siblings)?;
+        let lines: Vec<LineId> = c.lines_of(self.cluster).map(|(l, _)| l).collect();
+        self.rule.check_line(&lines)?;
+        for (n, cond) in self.rule.conditions.iter().enumerate() {
+            if let Some(r) = cond.region.filter(|r| !c.regions.contains_key(&r.0)) {
+                return Err(ApiError::invalid(format!("conditions[{n}].region"), format!("no region {r}")));
+            }
+        }
+        Ok(())
+    }
+    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
+        Ok(Vec::new())
+    }
+    fn view(id: i64, s: &Stored<Self>, _: &Config) -> Value {
+        let mut v = with_meta(id, s, s.value.doc());
+        v["cluster"] = json!(s.value.cluster);
+        v
+    }
+    fn action(op: &str) -> String {
+        format!("scheduling.rule_{op}")
+    }
+}
+
+/// A node as created: its cluster and the node's fields (checked by the core's `NodeInput`).
+#[derive(Debug, serde::Deserialize)]
+struct NodeBody {
+    cluster: ClusterId,
+    #[serde(flatten)]
+    node: BTreeMap<String, Value>,
+}
+
+impl Kind for NodeRecord {
+    const NAME: &'static str = "node";
+    const LABEL: &'static str = "Node";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.nodes
+    }
+    fn wrap(self) -> Object {
+        Object::Node(self)
+    }
+    fn cluster(&self) -> Option<ClusterId> {
+        Some(self.cluster)
+    }
+    fn doc(&self) -> Value {
+        let mut v = to_doc(&self.node);
+        v["cluster"] = json!(self.cluster);
+        v
+    }
+    fn parse(doc: Value, existing: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        let body: NodeBody = parse_as(doc)?;
+        if existing.is_some_and(|c| c != body.cluster) {
+            return Err(ApiError::invalid(
+                "cluster",
+                "a node cannot move to another cluster; delete it and create it there",
+            ));
+        }
+        let node: Node = parse_as::<NodeInput>(Value::Object(body.node.into_iter().collect()))?.try_into()?;
+        Ok(NodeRecord { cluster: body.cluster, node, addresses: AddressList::default(), cert_sha256: None })
+    }
+    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
+        if !c.clusters.contains_key(&self.cluster.0) {
+            return Err(ApiError::invalid("cluster", format!("no cluster {}", self.cluster)));
+        }
+        let siblings = c.nodes_of(self.cluster).map(|(i, n)| (i.0, n.value.node.name.as_str()));
+        unique("A node named", "name", &self.node.name, id, siblings)?;
+        group_in(c, self.cluster, self.node.group, "group")?;
+        if self.node.also_probes {
+            let region = c.groups.get(&self.node.group.0).and_then(|g| g.value.group.region);
+            if region.is_none() {
+                return Err(ApiError::invalid(
+                    "also_probes",
+                    "Give the node's group a region before the node probes",
+                ));
+            }
+        }
+        Ok(())
+    }
+    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
+        Ok(Vec::new())
+    }
+    fn view(id: i64, s: &Stored<Self>, _: &Config) -> Value {
+        let mut v = with_meta(id, s, s.value.doc());
+        v["addresses"] = to_doc(&s.value.addresses);
+        v["enrolled"] = json!(s.value.cert_sha256.is_some());
+        v
+    }
+}
+
+/// The fields of a prober an operator may change.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProberBody {
+    name: String,
+    region: RegionId,
+    enabled: bool,
+}
+
+impl Kind for ProberRecord {
+    const NAME: &'static str = "prober";
+    const LABEL: &'static str = "Prober";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.probers
+    }
+    fn wrap(self) -> Object {
+        Object::Prober(self)
+    }
+    fn doc(&self) -> Value {
+        json!({"name": self.name, "region": self.region, "enabled": self.enabled})
+    }
+    fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        let b: ProberBody = parse_as(doc)?;
+        let name = vantage_core::model::display_name("name", &b.name)?;
+        Ok(ProberRecord { name, region: b.region, enabled: b.enabled, cert_sha256: None })
+    }
+    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
+        unique(
+            "A prober named",
+            "name",
+            &self.name,
+            id,
+            c.probers.iter().map(|(i, p)| (*i, p.value.name.as_str())),
+        )?;
+        if !c.regions.contains_key(&self.region.0) {
+            return Err(ApiError::invalid("region", format!("no region {}", self.region)));
+        }
+        Ok(())
+    }
+    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
+        Ok(Vec::new())
+    }
+}
+
+fn not_found<K: Kind>(id: i64) -> ApiError {
+    ApiError::NotFound(format!("{} {id} not found", K::LABEL))
+}
+
+/// The object `id` of kind `K`, which must belong to `cluster` when one is given.
+fn find<K: Kind>(c: &Config, id: i64, cluster: Option<ClusterId>) -> Result<&Stored<K>, ApiError> {
+    K::map(c)
+        .get(&id)
+        .filter(|s| cluster.is_none_or(|cl| s.value.cluster() == Some(cl)))
+        .ok_or_else(|| not_found::<K>(id))
+}
+
+fn list<K: Kind>(app: &App, cluster: Option<ClusterId>) -> Result<Json<Value>, ApiError> {
+    let c = app.config();
+    if let Some(cl) = cluster {
+        find::<Cluster>(&c, cl.0, None)?;
+    }
+    let items: Vec<Value> = K::map(&c)
+        .iter()
+        .filter(|(_, s)| cluster.is_none_or(|cl| s.value.cluster() == Some(cl)))
+        .map(|(id, s)| K::view(*id, s, &c))
+        .collect();
+    Ok(Json(json!({ "items": items })))
+}
+
+fn one<K: Kind>(app: &App, id: i64, cluster: Option<ClusterId>) -> Result<Json<Value>, ApiError> {
+    let c = app.config();
+    let s = find::<K>(&c, id, cluster)?;
+    Ok(Json(K::view(id, s, &c)))
+}
+
+async fn create<K: Kind>(
+    app: &App,
+    actor: &Actor,
+    body: Value,
+    cluster: Option<ClusterId>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if let Some(cl) = cluster {
+        find::<Cluster>(&app.config(), cl.0, None)?;
+    }
+    let value = K::parse(body, cluster, app)?;
+    let id = app
+        .change(actor, |c| {
+            let id = c.allocate();
+            value.check(id, c)?;
+            let mut ch = Change::default();
+            ch.audit(K::action("create"), format!("{}:{id}", K::NAME), value.doc());
+            ch.puts.push((id, value.wrap()));
+            Ok((ch, id))
+        })
+        .await?;
+    let c = app.config();
+    let s = find::<K>(&c, id, None)?;
+    Ok((StatusCode::CREATED, Json(K::view(id, s, &c))))
+}
+
+/// RFC 7396 JSON merge patch.
+fn merge(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(&k);
+                } else {
+                    merge(t.entry(k).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p,
+    }
+}
+
+async fn change<K: Kind>(
+    app: &App,
+    actor: &Actor,
+    id: i64,
+    patch: Value,
+    cluster: Option<ClusterId>,
+    keep: impl FnOnce(&K, K) -> K,
+) -> Result<Json<Value>, ApiError> {
+    if !patch.is_object() {
+        return Err(ApiError::invalid("body", "a JSON object with the fields to change"));
+    }
+    app.change(actor, |c| {
+        let old = find::<K>(c, id, cluster)?.value.clone();
+        let mut doc = old.doc();
+        merge(&mut doc, patch.clone());
+        let new = keep(&old, K::parse(doc, old.cluster(), app)?);
+        new.check(id, c)?;
+        let mut ch = Change::default();
+        ch.audit(K::action("update"), format!("{}:{id}", K::NAME), patch);
+        ch.puts.push((id, new.wrap()));
+        Ok((ch, ()))
+    })
+    .await?;
+    one::<K>(app, id, cluster)
+}
+
+async fn remove<K: Kind>(
+    app: &App,
+    actor: &Actor,
+    id: i64,
+    cluster: Option<ClusterId>,
+) -> Result<StatusCode, ApiError> {
+    app.change(actor, |c| {
+        let old = find::<K>(c, id, cluster)?;
+        let cascade = K::check_delete(id, c)?;
+        let mut ch = Change::default();
+        ch.audit(
+            K::action("delete"),
+            format!("{}:{id}", K::NAME),
+            json!({"name": old.value.doc().get("name"), "with": cascade}),
+        );
+        ch.deletes.push(id);
+        ch.deletes.extend(cascade);
+        Ok((ch, ()))
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+type Res = Result<Json<Value>, ApiError>;
+type Ctx = (State<Arc<App>>, Extension<Actor>);
+
+/// Top-level kinds: `/v1/<plural>` and `/v1/<plural>/{id}`.
+macro_rules! top_level {
+    ($api:ident, $kind:ty, $path:literal, $tag:literal, $label:literal, create: $create:literal) => {{
+        $api.add(HttpMethod::Get, $path, $tag, concat!("List ", $label, "s"), get(|State(app): State<Arc<App>>| async move { list::<$kind>(&app, None) }));
+        if $create {
+            $api.add(
+                HttpMethod::Post,
+                $path,
+                $tag,
+                concat!("Create a ", $label),
+                post(|(State(app), Extension(actor)): Ctx, Json(body): Json<Value>| async move {
+                    create::<$kind>(&app, &actor, body, None).await
+                }),
+            );
+        }
+        $api.add(
+            HttpMethod::Get,
+            concat!($path, "/{id}"),
+            $tag,
+            concat!("Get a ", $label),
+            get(|State(app): State<Arc<App>>, Path(id): Path<i64>| async move { one::<$kind>(&app, id, None) }),
+        );
+        $api.add(
+            HttpMethod::Patch,
+            concat!($path, "/{id}"),
+            $tag,
+            concat!("Change a ", $label, " (JSON merge patch)"),
+            patch(|(State(app), Extension(actor)): Ctx, Path(id): Path<i64>, Json(body): Json<Value>| async move {
+                change::<$kind>(&app, &actor, id, body, None, keep_private).await
+            }),
+        );
+        $api.add(
+            HttpMethod::Delete,
+            concat!($path, "/{id}"),
+            $tag,
+            concat!("Delete a ", $label),
+            delete(|(State(app), Extension(actor)): Ctx, Path(id): Path<i64>| async move {
+                remove::<$kind>(&app, &actor, id, None).await
+            }),
+        );
+    }};
+}
+
+/// Children of a cluster: `/v1/clusters/{id}/<plural>` and `…/{child}`.
+macro_rules! children {
+    ($api:ident, $kind:ty, $path:literal, $tag:literal, $label:literal) => {{
+        $api.add(
+            HttpMethod::Get,
+            concat!("/v1/clusters/{id}/", $path),
+            $tag,
+            concat!("List a cluster's ", $label, "s"),
+            get(|State(app): State<Arc<App>>, Path(id): Path<i64>| async move { list::<$kind>(&app, Some(ClusterId(id))) }),
+        );
+        $api.add(
+            HttpMethod::Post,
+            concat!("/v1/clusters/{id}/", $path),
+            $tag,
+            concat!("Create a ", $label),
+            post(|(State(app), Extension(actor)): Ctx, Path(id): Path<i64>, Json(body): Json<Value>| async move {
+                create::<$kind>(&app, &actor, body, Some(ClusterId(id))).await
+            }),
+        );
+        $api.add(
+            HttpMethod::Get,
+            concat!("/v1/clusters/{id}/", $path, "/{child}"),
+            $tag,
+            concat!("Get a ", $label),
+            get(|State(app): State<Arc<App>>, Path((id, child)): Path<(i64, i64)>| async move {
+                one::<$kind>(&app, child, Some(ClusterId(id)))
+            }),
+        );
+        $api.add(
+            HttpMethod::Patch,
+            concat!("/v1/clusters/{id}/", $path, "/{child}"),
+            $tag,
+            concat!("Change a ", $label, " (JSON merge patch)"),
+            patch(|(State(app), Extension(actor)): Ctx, Path((id, child)): Path<(i64, i64)>, Json(body): Json<Value>| async move {
+                change::<$kind>(&app, &actor, child, body, Some(ClusterId(id)), keep_private).await
+            }),
+        );
+        $api.add(
+            HttpMethod::Delete,
+            concat!("/v1/clusters/{id}/", $path, "/{child}"),
+            $tag,
+            concat!("Delete a ", $label),
+            delete(|(State(app), Extension(actor)): Ctx, Path((id, child)): Path<(i64, i64)>| async move {
+                remove::<$kind>(&app, &actor, child, Some(ClusterId(id))).await
+            }),
+        );
+    }};
+}
+
+/// Fields that are not part of the editable document survive a change.
+fn keep_private<K: Kind + KeepPrivate>(old: &K, new: K) -> K {
+    new.keep_from(old)
+}
+
+/// Fields a change through the API must not reset.
+trait KeepPrivate {
+    fn keep_from(self, old: &Self) -> Self;
+}
+
+impl KeepPrivate for Region {
+    fn keep_from(self, _: &Self) -> Self {
+        self
+    }
+}
+impl KeepPrivate for Cluster {
+    fn keep_from(self, _: &Self) -> Self {
+        self
+    }
+}
+impl KeepPrivate for GroupRecord {
+    fn keep_from(self, _: &Self) -> Self {
+        self
+    }
+}
+impl KeepPrivate for LineRecord {
+    fn keep_from(self, _: &Self) -> Self {
+        self
+    }
+}
+impl KeepPrivate for RuleRecord {
+    fn keep_from(self, _: &Self) -> Self {
+        self
+    }
+}
+impl KeepPrivate for NodeRecord {
+    fn keep_from(self, old: &Self) -> Self {
+        NodeRecord { addresses: old.addresses.clone(), cert_sha256: old.cert_sha256.clone(), ..self }
+    }
+}
+impl KeepPrivate for ProberRecord {
+    fn keep_from(self, old: &Self) -> Self {
+        ProberRecord { cert_sha256: old.cert_sha256.clone(), ..self }
+    }
+}
+
+pub(super) fn routes(api: &mut Api) {
+    top_level!(api, Region, "/v1/regions", "regions", "region", create: true);
+    top_level!(api, Cluster, "/v1/clusters", "clusters", "cluster", create: true);
+    top_level!(api, NodeRecord, "/v1/nodes", "nodes", "node", create: true);
+    top_level!(api, ProberRecord, "/v1/probers", "probers", "prober", create: false);
+    children!(api, GroupRecord, "groups", "clusters", "node group");
+    children!(api, LineRecord, "lines", "clusters", "line");
+    children!(api, RuleRecord, "rules", "rules", "rule");
+    api.add(HttpMethod::Get, "/v1/settings/probes", "settings", "Get the probe settings", get(settings_get));
+    api.add(
+        HttpMethod::Put,
+        "/v1/settings/probes",
+        "settings",
+        "Replace the probe settings",
+        put(settings_put),
+    );
+    api.add(
+        HttpMethod::Get,
+        "/v1/nodes/{id}/addresses",
+        "nodes",
+        "Get a node's scheduling addresses",
+        get(addresses_get),
+    );
+    api.add(
+        HttpMethod::Put,
+        "/v1/nodes/{id}/addresses",
+        "nodes",
+        "Set a node's scheduling addresses",
+        put(addresses_put),
+    );
+}
+
+async fn settings_get(State(app): State<Arc<App>>) -> Json<ProbeSettings> {
+    Json(app.config().settings)
+}
+
+async fn settings_put(
+    (State(app), Extension(actor)): Ctx,
+    Json(body): Json<Value>,
+) -> Result<Json<ProbeSettings>, ApiError> {
+    let settings: ProbeSettings = parse_json(body)?;
+    app.change(&actor, |c| {
+        let id = match c.settings_id {
+            Some(id) => id,
+            None => c.allocate(),
+        };
+        let mut ch = Change::default();
+        ch.audit(
+            "settings.probes_update",
+            "settings:probes",
+            json!({"before": c.settings, "after": settings}),
+        );
+        ch.puts.push((id, Object::Settings(settings)));
+        Ok((ch, ()))
+    })
+    .await?;
+    Ok(Json(app.config().settings))
+}
+
+async fn addresses_get(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Res {
+    let c = app.config();
+    let n = find::<NodeRecord>(&c, id, None)?;
+    Ok(Json(
+        json!({"source": if n.value.addresses.is_empty() { "reported" } else { "configured" }, "configured": n.value.addresses}),
+    ))
+}
+
+async fn addresses_put(
+    (State(app), Extension(actor)): Ctx,
+    Path(id): Path<i64>,
+    Json(body): Json<Value>,
+) -> Res {
+    let rows: Vec<AddressInput> = parse_json(body)?;
+    let list = AddressList::parse(&rows, app.address_policy())?;
+    app.change(&actor, |c| {
+        let mut n = find::<NodeRecord>(c, id, None)?.value.clone();
+        let before = n.addresses.clone();
+        n.addresses = list.clone();
+        let mut ch = Change::default();
+        ch.audit("node.set_addresses", format!("node:{id}"), json!({"before": before, "after": list}));
+        ch.puts.push((id, Object::Node(n)));
+        Ok((ch, ()))
+    })
+    .await?;
+    addresses_get(State(app), Path(id)).await
+}

@@ -1,0 +1,203 @@
+//! `vantage serve` settings as a value: parsed from a TOML file, `VANTAGE_*` environment
+//! variables and flags, in rising precedence. Nothing here reads the environment itself: the
+//! caller hands in the variables, so tests can too.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Every setting of `vantage serve`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Data directory: database, CA, admin token.
+    pub data_dir: PathBuf,
+    /// Admin API and UI.
+    pub api_listen: SocketAddr,
+    /// Agent channel (mutual TLS).
+    pub agent_listen: SocketAddr,
+    /// Built-in DNS server (UDP and TCP).
+    pub dns_listen: SocketAddr,
+    /// The agent channel's URL as probers and agents reach it (start commands show it).
+    /// Default: `https://<host name>:<agent port>`.
+    pub agent_url: Option<String>,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Log filter (`info`, `vantage_server=debug,info`).
+    pub log_level: String,
+    /// Accept loopback scheduling addresses (labs, demos and tests on one machine).
+    pub allow_loopback_addresses: bool,
+    /// Seconds between periodic evaluations of a cluster.
+    pub evaluation_interval_s: u64,
+    /// Days of result history kept before the daily roll-up.
+    pub history_retention_days: u64,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            data_dir: PathBuf::from("./vantage-data"),
+            api_listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            agent_listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
+            dns_listen: SocketAddr::from(([0, 0, 0, 0], 8053)),
+            agent_url: None,
+            log_format: LogFormat::Text,
+            log_level: "info".into(),
+            allow_loopback_addresses: false,
+            evaluation_interval_s: 10,
+            history_retention_days: 14,
+        }
+    }
+}
+
+/// The keys a configuration may set (and the environment variables `VANTAGE_<KEY>`).
+pub const KEYS: [&str; 10] = [
+    "data_dir",
+    "api_listen",
+    "agent_listen",
+    "dns_listen",
+    "agent_url",
+    "log_format",
+    "log_level",
+    "allow_loopback_addresses",
+    "evaluation_interval_s",
+    "history_retention_days",
+];
+
+/// Why the settings could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A value is invalid or a key unknown; the message names it.
+    #[error("{origin}: {message}")]
+    Invalid {
+        /// Where it came from (`vantage.toml`, `environment`, `flags`).
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl ServeConfig {
+    /// Merges `file` (TOML text, with its name for messages), then the `VANTAGE_*` variables
+    /// among `env`, then `flags` (key → value as typed on the command line).
+    pub fn load(
+        file: Option<(&str, &str)>,
+        env: &BTreeMap<String, String>,
+        flags: &BTreeMap<&str, String>,
+    ) -> Result<ServeConfig, ConfigError> {
+        let mut table = toml::Table::new();
+        if let Some((name, text)) = file {
+            let parsed: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Invalid {
+                origin: name.to_owned(),
+                message: e.to_string(),
+            })?;
+            // Validate the file alone first so an unknown key is reported against the file.
+            let _: ServeConfig =
+                toml::Value::Table(parsed.clone()).try_into().map_err(|e: toml::de::Error| {
+                    ConfigError::Invalid { origin: name.to_owned(), message: e.to_string() }
+                })?;
+            table = parsed;
+        }
+        for key in KEYS {
+            if let Some(v) = env.get(&format!("VANTAGE_{}", key.to_ascii_uppercase())) {
+                table.insert(key.to_owned(), scalar(v));
+            }
+        }
+        for (key, v) in flags {
+            table.insert((*key).to_owned(), scalar(v));
+        }
+        toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| ConfigError::Invalid {
+            origin: "environment and flags".into(),
+            message: e.to_string(),
+        })
+    }
+
+    /// The agent channel URL given to probers and agents.
+    pub fn agent_url(&self, host: &str) -> String {
+        self.agent_url.clone().unwrap_or_else(|| format!("https://{host}:{}", self.agent_listen.port()))
+    }
+}
+
+/// A value typed in the environment or on the command line: a TOML scalar when it parses as
+/// one (`true`, `10`), otherwise a string (`127.0.0.1:8080`, `./data`).
+fn scalar(v: &str) -> toml::Value {
+    match format!("x = {v}").parse::<toml::Table>() {
+        Ok(mut t) => match t.remove("x") {
+            Some(value @ (toml::Value::Boolean(_) | toml::Value::Integer(_) | toml::Value::Float(_))) => {
+                value
+            }
+            _ => toml::Value::String(v.to_owned()),
+        },
+        Err(_) => toml::Value::String(v.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn file_then_environment_then_flags() {
+        let file =
+            "data_dir = \"/srv/vantage\"\napi_listen = \"127.0.0.1:9000\"\nevaluation_interval_s = 5\n";
+        let e = env(&[
+            ("VANTAGE_API_LISTEN", "127.0.0.1:9001"),
+            ("VANTAGE_ALLOW_LOOPBACK_ADDRESSES", "true"),
+            ("VANTAGE_TOKEN", "x"),
+        ]);
+        let mut flags = BTreeMap::new();
+        flags.insert("data_dir", "/tmp/flag".to_owned());
+        let c = ServeConfig::load(Some(("vantage.toml", file)), &e, &flags).unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("/tmp/flag"));
+        assert_eq!(c.api_listen, "127.0.0.1:9001".parse().unwrap());
+        assert!(c.allow_loopback_addresses);
+        assert_eq!(c.evaluation_interval_s, 5);
+        assert_eq!(c.dns_listen, ServeConfig::default().dns_listen);
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_that_names_it() {
+        let e = ServeConfig::load(
+            Some(("vantage.toml", "api_listn = \"1.2.3.4:5\"\n")),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("vantage.toml:") && e.contains("api_listn"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let e = ServeConfig::load(None, &env(&[("VANTAGE_API_LISTEN", "nowhere")]), &BTreeMap::new())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("api_listen"), "{e}");
+    }
+}

@@ -1,0 +1,144 @@
+//! Errors of the control plane and how the API answers them: a status and a JSON body that
+//! names the field and the reason, so a client can show them as they are.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// Bad input: a field and the reason (400).
+    #[error("{field}: {reason}")]
+    Invalid {
+        /// Field path.
+        field: String,
+        /// Reason.
+        reason: String,
+    },
+    /// The object does not exist (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The change conflicts with other objects (409), e.g. deleting a region in use.
+    #[error("{0}")]
+    Conflict(String),
+    /// No valid credentials (401).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The store failed (503): the change was not made.
+    #[error("storage unavailable: {0}")]
+    Store(#[from] vantage_store::Error),
+    /// Something else went wrong (500).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// A bad-input error.
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ApiError::Invalid { field: field.into(), reason: reason.into() }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Invalid { .. } => StatusCode::BAD_REQUEST,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl From<vantage_core::Error> for ApiError {
+    fn from(e: vantage_core::Error) -> Self {
+        ApiError::Invalid { field: e.field().to_owned(), reason: e.reason().to_owned() }
+    }
+}
+
+/// The body of an error answer.
+#[derive(Debug, Serialize)]
+struct Body<'a> {
+    error: Detail<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct Detail<'a> {
+    status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
+    reason: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::warn!(error = %self, "request failed");
+        }
+        let (field, reason) = match &self {
+            ApiError::Invalid { field, reason } => (Some(field.as_str()), reason.clone()),
+            other => (None, other.to_string()),
+        };
+        let mut r =
+            (status, Json(Body { error: Detail { status: status.as_u16(), field, reason } })).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            r.headers_mut().insert("www-authenticate", axum::http::HeaderValue::from_static("Bearer"));
+        }
+        r
+    }
+}
+
+/// Parses a JSON body into `T`, naming the field of a type error or unknown key.
+pub fn parse_json<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // Validation inside a type (`TryFrom`) reports "field: reason" itself.
+        if let Some((field, reason)) = inner.split_once(": ").filter(|(f, _)| is_field_path(f)) {
+            let field = if path == "." { field.to_owned() } else { format!("{path}.{field}") };
+            return ApiError::invalid(field, reason);
+        }
+        if let Some(unknown) = inner.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
+            // The path already ends with the unknown key.
+            let field = if path == "." { unknown.to_owned() } else { path };
+            return ApiError::invalid(field, "unknown field");
+        }
+        ApiError::invalid(if path == "." { "body".to_owned() } else { path }, inner)
+    })
+}
+
+fn is_field_path(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vantage_core::model::Cluster;
+
+    #[test]
+    fn json_errors_name_the_field() {
+        let e =
+            parse_json::<Cluster>(serde_json::json!({"name": "c", "domain": "cdn.example.net", "ttl": 0}))
+                .unwrap_err();
+        assert_eq!(e.to_string(), "ttl: must be between 1 and 86400, got 0");
+        let e =
+            parse_json::<Cluster>(serde_json::json!({"name": "c", "domain": "cdn.example.net", "tll": 3}))
+                .unwrap_err();
+        assert_eq!(e.to_string(), "tll: unknown field");
+        let e =
+            parse_json::<Cluster>(serde_json::json!({"name": "c", "domain": "cdn.example.net", "ttl": "x"}))
+                .unwrap_err();
+        assert!(e.to_string().starts_with("ttl: invalid type"), "{e}");
+        let e = parse_json::<Cluster>(
+            serde_json::json!({"name": "c", "domain": "cdn.example.net", "listeners": [{"port": 80, "protocol": "gopher"}]}),
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("listeners[0].protocol: unknown variant"), "{e}");
+    }
+}

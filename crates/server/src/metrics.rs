@@ -1,0 +1,108 @@
+//! Prometheus metrics of the control plane: HTTP requests by route and status, objects by
+//! kind, store latency. Rendered in the text format at `/metrics`.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::registry::Config;
+
+/// Labels of an HTTP request.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// Route template (`/v1/nodes/{id}`).
+    pub route: String,
+    /// Method.
+    pub method: String,
+    /// Status code.
+    pub status: u16,
+}
+
+/// One label: a kind or an operation.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    /// Kind.
+    pub kind: String,
+}
+
+/// Store operation label.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OpLabel {
+    /// Operation.
+    pub op: String,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5])
+}
+
+/// The control plane's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    requests: Family<RequestLabels, Counter>,
+    objects: Family<KindLabel, Gauge>,
+    store_latency: Family<OpLabel, Histogram, fn() -> Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "vantage_http_requests",
+            "HTTP requests by route, method and status",
+            requests.clone(),
+        );
+        let objects = Family::<KindLabel, Gauge>::default();
+        registry.register("vantage_objects", "Configuration objects by kind", objects.clone());
+        let store_latency =
+            Family::<OpLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
+        registry.register("vantage_store_latency_seconds", "Store operation latency", store_latency.clone());
+        Metrics { registry: Mutex::new(registry), requests, objects, store_latency }
+    }
+
+    /// Counts one request.
+    pub fn request(&self, route: &str, method: &str, status: u16) {
+        self.requests
+            .get_or_create(&RequestLabels { route: route.into(), method: method.into(), status })
+            .inc();
+    }
+
+    /// Records a store operation's duration.
+    pub fn store_op(&self, op: &str, d: Duration) {
+        self.store_latency.get_or_create(&OpLabel { op: op.into() }).observe(d.as_secs_f64());
+    }
+
+    /// Sets the object gauges from a configuration.
+    pub fn set_objects(&self, c: &Config) {
+        for (kind, n) in c.counts() {
+            self.objects
+                .get_or_create(&KindLabel { kind: kind.into() })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// The text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if let Ok(r) = self.registry.lock() {
+            // Writing to a String cannot fail.
+            let _ = prometheus_client::encoding::text::encode(&mut out, &r);
+        }
+        out
+    }
+}

@@ -1,0 +1,378 @@
+//! The configuration in memory: every object, validated, with the references between them.
+//! Loaded whole from the store at start; a change is checked against the current snapshot,
+//! written to the store with its audit entries in one transaction, and only then swapped in.
+//! Readers never wait: they take the current snapshot.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use vantage_core::Timestamp;
+use vantage_core::address::AddressList;
+use vantage_core::ids::{ClusterId, GroupId, LineId, NodeId, RegionId};
+use vantage_core::model::{Cluster, Line, Node, NodeGroup, Region};
+use vantage_core::rules::Rule;
+use vantage_core::settings::ProbeSettings;
+use vantage_store::ObjectRow;
+
+use crate::error::ApiError;
+
+/// A stored object with its times.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored<T> {
+    /// The object.
+    pub value: T,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+}
+
+/// A node group and its cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    /// Cluster.
+    pub cluster: ClusterId,
+    /// Group.
+    pub group: NodeGroup,
+}
+
+/// A line and its cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineRecord {
+    /// Cluster.
+    pub cluster: ClusterId,
+    /// Line.
+    pub line: Line,
+}
+
+/// A rule and its cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuleRecord {
+    /// Cluster.
+    pub cluster: ClusterId,
+    /// Rule.
+    pub rule: Rule,
+}
+
+/// A node, its cluster and its configured scheduling addresses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    /// Cluster.
+    pub cluster: ClusterId,
+    /// Node.
+    pub node: Node,
+    /// Configured addresses (empty: the reported ones are used).
+    pub addresses: AddressList,
+    /// SHA-256 of the agent's current client certificate, once enrolled.
+    #[serde(default)]
+    pub cert_sha256: Option<String>,
+}
+
+/// A prober.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProberRecord {
+    /// Name (at most 64 characters), unique.
+    pub name: String,
+    /// Region.
+    pub region: RegionId,
+    /// Disabled probers are refused by the channel and their results do not count.
+    pub enabled: bool,
+    /// SHA-256 of its current client certificate.
+    #[serde(default)]
+    pub cert_sha256: Option<String>,
+}
+
+/// An admin API token (only its hash is kept).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdminToken {
+    /// Name, unique.
+    pub name: String,
+    /// The first characters, to recognise it.
+    pub prefix: String,
+    /// SHA-256 of the token, hex.
+    pub sha256: String,
+}
+
+/// Who an enrollment token is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A `vantage probe` process.
+    Prober,
+    /// A `vantage agent` on a node.
+    Node,
+}
+
+/// A single-use enrollment token (only its hash is kept).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnrollToken {
+    /// Prober or node.
+    pub role: Role,
+    /// Prober name to create (prober tokens).
+    pub name: String,
+    /// Region of the prober to create (prober tokens).
+    pub region: Option<RegionId>,
+    /// The node it enrolls (node tokens).
+    pub node: Option<NodeId>,
+    /// The first characters.
+    pub prefix: String,
+    /// SHA-256, hex.
+    pub sha256: String,
+    /// Not valid after.
+    pub expires_at: Timestamp,
+    /// When it was used; a used token is refused.
+    pub used_at: Option<Timestamp>,
+}
+
+/// Every kind of stored object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Object {
+    /// The probe settings (one).
+    Settings(ProbeSettings),
+    /// A region.
+    Region(Region),
+    /// A cluster.
+    Cluster(Cluster),
+    /// A node group.
+    Group(GroupRecord),
+    /// A line.
+    Line(LineRecord),
+    /// A node.
+    Node(NodeRecord),
+    /// A rule.
+    Rule(RuleRecord),
+    /// A prober.
+    Prober(ProberRecord),
+    /// An admin token.
+    AdminToken(AdminToken),
+    /// An enrollment token.
+    EnrollToken(EnrollToken),
+}
+
+impl Object {
+    /// The kind as stored.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Object::Settings(_) => "settings",
+            Object::Region(_) => "region",
+            Object::Cluster(_) => "cluster",
+            Object::Group(_) => "group",
+            Object::Line(_) => "line",
+            Object::Node(_) => "node",
+            Object::Rule(_) => "rule",
+            Object::Prober(_) => "prober",
+            Object::AdminToken(_) => "admin_token",
+            Object::EnrollToken(_) => "enroll_token",
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Object::Settings(_) => "probes".into(),
+            Object::Region(r) => r.code.clone(),
+            Object::Cluster(c) => c.name.clone(),
+            Object::Group(g) => g.group.name.clone(),
+            Object::Line(l) => l.line.name.clone(),
+            Object::Node(n) => n.node.name.clone(),
+            Object::Rule(r) => r.rule.name.clone(),
+            Object::Prober(p) => p.name.clone(),
+            Object::AdminToken(t) => t.name.clone(),
+            Object::EnrollToken(t) => t.prefix.clone(),
+        }
+    }
+
+    fn parent(&self) -> Option<i64> {
+        match self {
+            Object::Group(g) => Some(g.cluster.0),
+            Object::Line(l) => Some(l.cluster.0),
+            Object::Node(n) => Some(n.cluster.0),
+            Object::Rule(r) => Some(r.cluster.0),
+            Object::Prober(p) => Some(p.region.0),
+            _ => None,
+        }
+    }
+
+    fn body(&self) -> Result<String, serde_json::Error> {
+        match self {
+            Object::Settings(v) => serde_json::to_string(v),
+            Object::Region(v) => serde_json::to_string(v),
+            Object::Cluster(v) => serde_json::to_string(v),
+            Object::Group(v) => serde_json::to_string(v),
+            Object::Line(v) => serde_json::to_string(v),
+            Object::Node(v) => serde_json::to_string(v),
+            Object::Rule(v) => serde_json::to_string(v),
+            Object::Prober(v) => serde_json::to_string(v),
+            Object::AdminToken(v) => serde_json::to_string(v),
+            Object::EnrollToken(v) => serde_json::to_string(v),
+        }
+    }
+
+    fn parse(kind: &str, body: &str) -> Result<Object, String> {
+        let e = |e: serde_json::Error| e.to_string();
+        Ok(match kind {
+            "settings" => Object::Settings(serde_json::from_str(body).map_err(e)?),
+            "region" => Object::Region(serde_json::from_str(body).map_err(e)?),
+            "cluster" => Object::Cluster(serde_json::from_str(body).map_err(e)?),
+            "group" => Object::Group(serde_json::from_str(body).map_err(e)?),
+            "line" => Object::Line(serde_json::from_str(body).map_err(e)?),
+            "node" => Object::Node(serde_json::from_str(body).map_err(e)?),
+            "rule" => Object::Rule(serde_json::from_str(body).map_err(e)?),
+            "prober" => Object::Prober(serde_json::from_str(body).map_err(e)?),
+            "admin_token" => Object::AdminToken(serde_json::from_str(body).map_err(e)?),
+            "enroll_token" => Object::EnrollToken(serde_json::from_str(body).map_err(e)?),
+            other => return Err(format!("unknown kind {other:?}")),
+        })
+    }
+
+    /// The store write that saves this object under `id`.
+    pub fn write(&self, id: i64) -> Result<vantage_store::Write, ApiError> {
+        Ok(vantage_store::Write::Put {
+            id,
+            kind: self.kind().to_owned(),
+            parent: self.parent(),
+            name: self.name(),
+            body: self.body().map_err(|e| ApiError::Internal(e.to_string()))?,
+        })
+    }
+}
+
+/// One snapshot of the configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// Probe settings.
+    pub settings: ProbeSettings,
+    /// Regions.
+    pub regions: BTreeMap<i64, Stored<Region>>,
+    /// Clusters.
+    pub clusters: BTreeMap<i64, Stored<Cluster>>,
+    /// Node groups.
+    pub groups: BTreeMap<i64, Stored<GroupRecord>>,
+    /// Lines.
+    pub lines: BTreeMap<i64, Stored<LineRecord>>,
+    /// Nodes.
+    pub nodes: BTreeMap<i64, Stored<NodeRecord>>,
+    /// Rules.
+    pub rules: BTreeMap<i64, Stored<RuleRecord>>,
+    /// Probers.
+    pub probers: BTreeMap<i64, Stored<ProberRecord>>,
+    /// Admin tokens.
+    pub admin_tokens: BTreeMap<i64, Stored<AdminToken>>,
+    /// Enrollment tokens.
+    pub enroll_tokens: BTreeMap<i64, Stored<EnrollToken>>,
+    /// Id of the stored settings object, once saved.
+    pub settings_id: Option<i64>,
+    /// The next id to assign.
+    pub next_id: i64,
+}
+
+impl Config {
+    /// Builds the snapshot from stored rows. A row that no longer parses stops the start with
+    /// a message naming it: serving a configuration with an object silently missing would be
+    /// worse.
+    pub fn load(rows: &[ObjectRow]) -> Result<Config, String> {
+        let mut c = Config::default();
+        for r in rows {
+            let o = Object::parse(&r.kind, &r.body)
+                .map_err(|e| format!("object {} ({} {:?}): {e}", r.id, r.kind, r.name))?;
+            c.put(r.id, o, r.created_at, r.updated_at);
+        }
+        c.next_id = rows.iter().map(|r| r.id).max().unwrap_or(0) + 1;
+        Ok(c)
+    }
+
+    /// Allocates an id.
+    pub fn allocate(&mut self) -> i64 {
+        let id = self.next_id.max(1);
+        self.next_id = id + 1;
+        id
+    }
+
+    /// Puts an object under `id` (replacing one of the same kind), keeping its creation time.
+    pub fn put(&mut self, id: i64, o: Object, created: Timestamp, now: Timestamp) {
+        fn upsert<T>(
+            m: &mut BTreeMap<i64, Stored<T>>,
+            id: i64,
+            value: T,
+            created: Timestamp,
+            now: Timestamp,
+        ) {
+            let created_at = m.get(&id).map_or(created, |s| s.created_at);
+            m.insert(id, Stored { value, created_at, updated_at: now });
+        }
+        match o {
+            Object::Settings(v) => {
+                self.settings = v;
+                self.settings_id = Some(id);
+            }
+            Object::Region(v) => upsert(&mut self.regions, id, v, created, now),
+            Object::Cluster(v) => upsert(&mut self.clusters, id, v, created, now),
+            Object::Group(v) => upsert(&mut self.groups, id, v, created, now),
+            Object::Line(v) => upsert(&mut self.lines, id, v, created, now),
+            Object::Node(v) => upsert(&mut self.nodes, id, v, created, now),
+            Object::Rule(v) => upsert(&mut self.rules, id, v, created, now),
+            Object::Prober(v) => upsert(&mut self.probers, id, v, created, now),
+            Object::AdminToken(v) => upsert(&mut self.admin_tokens, id, v, created, now),
+            Object::EnrollToken(v) => upsert(&mut self.enroll_tokens, id, v, created, now),
+        }
+        self.next_id = self.next_id.max(id + 1);
+    }
+
+    /// Removes the object `id`, whatever its kind.
+    pub fn remove(&mut self, id: i64) {
+        self.regions.remove(&id);
+        self.clusters.remove(&id);
+        self.groups.remove(&id);
+        self.lines.remove(&id);
+        self.nodes.remove(&id);
+        self.rules.remove(&id);
+        self.probers.remove(&id);
+        self.admin_tokens.remove(&id);
+        self.enroll_tokens.remove(&id);
+    }
+
+    /// Objects per kind, for the metrics.
+    pub fn counts(&self) -> [(&'static str, usize); 9] {
+        [
+            ("region", self.regions.len()),
+            ("cluster", self.clusters.len()),
+            ("group", self.groups.len()),
+            ("line", self.lines.len()),
+            ("node", self.nodes.len()),
+            ("rule", self.rules.len()),
+            ("prober", self.probers.len()),
+            ("admin_token", self.admin_tokens.len()),
+            ("enroll_token", self.enroll_tokens.len()),
+        ]
+    }
+
+    /// The groups of a cluster.
+    pub fn groups_of(&self, cluster: ClusterId) -> impl Iterator<Item = (GroupId, &Stored<GroupRecord>)> {
+        self.groups.iter().filter(move |(_, g)| g.value.cluster == cluster).map(|(id, g)| (GroupId(*id), g))
+    }
+
+    /// The lines of a cluster.
+    pub fn lines_of(&self, cluster: ClusterId) -> impl Iterator<Item = (LineId, &Stored<LineRecord>)> {
+        self.lines.iter().filter(move |(_, l)| l.value.cluster == cluster).map(|(id, l)| (LineId(*id), l))
+    }
+
+    /// The nodes of a cluster.
+    pub fn nodes_of(&self, cluster: ClusterId) -> impl Iterator<Item = (NodeId, &Stored<NodeRecord>)> {
+        self.nodes.iter().filter(move |(_, n)| n.value.cluster == cluster).map(|(id, n)| (NodeId(*id), n))
+    }
+
+    /// The rules of a cluster.
+    pub fn rules_of(
+        &self,
+        cluster: ClusterId,
+    ) -> impl Iterator<Item = (vantage_core::ids::RuleId, &Stored<RuleRecord>)> {
+        self.rules
+            .iter()
+            .filter(move |(_, r)| r.value.cluster == cluster)
+            .map(|(id, r)| (vantage_core::ids::RuleId(*id), r))
+    }
+}
+
+/// Ends a sentence about `n` things: "1 prober", "3 probers".
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}

@@ -1,0 +1,452 @@
+//! Vantage's persistence, behind one interface. The control plane talks to [`Store`] only;
+//! nothing it sees is specific to a database. SQLite (WAL, embedded in the data directory) is
+//! the backend today; another backend is one more module beside [`sqlite`] and one more arm
+//! of [`Backend`].
+//!
+//! What is stored: configuration objects as validated JSON documents (loaded whole at start),
+//! the audit log, the latest result per (prober, target) with its window register, the result
+//! history (a time series indexed by target and time, rolled up per day before deletion),
+//! revisions, and runtime state that must survive a restart.
+//!
+//! This crate must not make decisions: it stores what it is given.
+
+mod sqlite;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use vantage_core::Timestamp;
+use vantage_core::result::{ErrorCode, HlsDetail};
+use vantage_core::window::WindowRegister;
+
+/// Why a storage operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database refused or failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A schema migration failed.
+    #[error("migration: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored document is not valid JSON.
+    #[error("stored JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A delete named an object that does not exist.
+    #[error("no object with id {0}")]
+    NotFound(i64),
+    /// A batch written together with others failed (the message of the shared failure).
+    #[error("result batch: {0}")]
+    Batch(String),
+    /// The result writer has stopped.
+    #[error("the result writer has stopped")]
+    WriterStopped,
+}
+
+/// Result with the store's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// One configuration object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRow {
+    /// Server-assigned id (unique across kinds).
+    pub id: i64,
+    /// Kind (`region`, `cluster`, …).
+    pub kind: String,
+    /// Parent object (a cluster for its groups), if any.
+    pub parent: Option<i64>,
+    /// Name.
+    pub name: String,
+    /// The object as JSON.
+    pub body: String,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+}
+
+/// One write of a change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// Create or replace the object `id` (ids are assigned by the caller, unique across kinds).
+    Put {
+        /// Id.
+        id: i64,
+        /// Kind.
+        kind: String,
+        /// Parent.
+        parent: Option<i64>,
+        /// Name.
+        name: String,
+        /// JSON body.
+        body: String,
+    },
+    /// Remove an object.
+    Delete {
+        /// Id.
+        id: i64,
+    },
+}
+
+/// An audit entry to write.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewAudit {
+    /// Who (`admin:ops`, `system`, `prober:12`).
+    pub actor: String,
+    /// What (`node.set_addresses`).
+    pub action: String,
+    /// On which object (`node:12`).
+    pub object: String,
+    /// Details.
+    pub metadata: serde_json::Value,
+}
+
+/// A stored audit entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// Sequence number.
+    pub id: i64,
+    /// When.
+    pub at: Timestamp,
+    /// Who.
+    pub actor: String,
+    /// What.
+    pub action: String,
+    /// On which object.
+    pub object: String,
+    /// Details.
+    pub metadata: serde_json::Value,
+}
+
+/// Which audit entries to list. `None` fields do not filter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Action, or an action prefix ending in `.` (`scheduling.`).
+    pub action: Option<String>,
+    /// Actor.
+    pub actor: Option<String>,
+    /// Object.
+    pub object: Option<String>,
+    /// At or after.
+    pub since: Option<Timestamp>,
+    /// Before.
+    pub until: Option<Timestamp>,
+    /// At most this many, newest first (default 100, at most 10,000).
+    pub limit: Option<u32>,
+}
+
+/// One result as stored: the latest row of a (prober, target) and one history row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultRow {
+    /// Prober (or node that probes) id.
+    pub prober: i64,
+    /// Target key.
+    pub target: String,
+    /// When it was reported.
+    pub at: Timestamp,
+    /// Attempts sent.
+    pub sent: u32,
+    /// Attempts lost.
+    pub lost: u32,
+    /// Median RTT of good attempts, µs.
+    pub rtt_us: Option<u32>,
+    /// Last error code.
+    pub error: Option<ErrorCode>,
+    /// The window register after this result.
+    pub register: WindowRegister,
+    /// HLS tuple.
+    pub hls: Option<HlsDetail>,
+}
+
+/// One point of a target's history.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HistoryPoint {
+    /// When.
+    pub at: Timestamp,
+    /// Which prober.
+    pub prober: i64,
+    /// Attempts sent.
+    pub sent: u32,
+    /// Attempts lost.
+    pub lost: u32,
+    /// Median RTT of good attempts, µs.
+    pub rtt_us: Option<u32>,
+    /// Last error.
+    pub error: Option<ErrorCode>,
+}
+
+/// One day of a target's history from one prober, rolled up.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DailyPoint {
+    /// Start of the day (UTC).
+    pub day: Timestamp,
+    /// Which prober.
+    pub prober: i64,
+    /// Rounds.
+    pub rounds: u32,
+    /// Attempts sent.
+    pub sent: u64,
+    /// Attempts lost.
+    pub lost: u64,
+    /// Mean of the median RTTs, µs.
+    pub rtt_avg_us: Option<u32>,
+    /// Largest median RTT, µs.
+    pub rtt_max_us: Option<u32>,
+}
+
+/// A revision as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RevisionRow {
+    /// Cluster id.
+    pub cluster: i64,
+    /// Number within the cluster, from 1.
+    pub number: u32,
+    /// When.
+    pub at: Timestamp,
+    /// Why.
+    pub reason: String,
+    /// The records (JSON).
+    pub records: serde_json::Value,
+    /// Held lines and why (JSON).
+    pub held: serde_json::Value,
+    /// Publishing outcomes (JSON).
+    pub publish: serde_json::Value,
+}
+
+/// Called with each operation's name and duration (for a latency histogram).
+pub type Observer = Arc<dyn Fn(&'static str, Duration) + Send + Sync>;
+
+/// The database behind a [`Store`].
+#[derive(Debug, Clone)]
+enum Backend {
+    Sqlite(sqlx::SqlitePool, Arc<sqlite::TargetIds>),
+}
+
+/// The store. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    backend: Backend,
+    observer: Option<Observer>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("backend", &self.backend).finish_non_exhaustive()
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $op:literal, $pool:ident => $call:expr) => {{
+        let started = Instant::now();
+        let out = match &$self.backend {
+            Backend::Sqlite($pool, _) => $call.await,
+        };
+        if let Some(o) = &$self.observer {
+            o($op, started.elapsed());
+        }
+        out
+    }};
+}
+
+impl Store {
+    /// Opens (creating when absent) the SQLite database at `path` in WAL mode and runs the
+    /// migrations.
+    pub async fn open_sqlite(path: &Path) -> Result<Store> {
+        let pool = sqlite::open(path).await?;
+        Ok(Store { backend: Backend::Sqlite(pool, Arc::default()), observer: None })
+    }
+
+    /// Reports every operation's duration to `observer`.
+    pub fn with_observer(mut self, observer: Observer) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// True when the database answers.
+    pub async fn ping(&self) -> Result<()> {
+        dispatch!(self, "ping", p => sqlite::ping(p))
+    }
+
+    /// Every configuration object.
+    pub async fn objects(&self) -> Result<Vec<ObjectRow>> {
+        dispatch!(self, "objects", p => sqlite::objects(p))
+    }
+
+    /// Applies `writes` and appends `audit` in one transaction, at `now`.
+    pub async fn commit(&self, writes: &[Write], audit: &[NewAudit], now: Timestamp) -> Result<()> {
+        dispatch!(self, "commit", p => sqlite::commit(p, writes, audit, now))
+    }
+
+    /// Audit entries matching `filter`, newest first.
+    pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        dispatch!(self, "audit", p => sqlite::audit(p, filter))
+    }
+
+    /// Writes a report's results: the latest row of each (prober, target) and a history row
+    /// each, in one transaction.
+    pub async fn write_results(&self, rows: &[ResultRow]) -> Result<()> {
+        let started = Instant::now();
+        let out = match &self.backend {
+            Backend::Sqlite(p, targets) => sqlite::write_results(p, targets, rows).await,
+        };
+        if let Some(o) = &self.observer {
+            o("write_results", started.elapsed());
+        }
+        out
+    }
+
+    /// Every latest result.
+    pub async fn latest(&self) -> Result<Vec<ResultRow>> {
+        dispatch!(self, "latest", p => sqlite::latest(p))
+    }
+
+    /// Deletes a prober's latest results (disabled or deleted prober).
+    pub async fn delete_latest_of(&self, prober: i64) -> Result<u64> {
+        dispatch!(self, "delete_latest_of", p => sqlite::delete_latest_of(p, prober))
+    }
+
+    /// Deletes latest results not updated since `before`.
+    pub async fn delete_latest_before(&self, before: Timestamp) -> Result<u64> {
+        dispatch!(self, "delete_latest_before", p => sqlite::delete_latest_before(p, before))
+    }
+
+    /// A target's history in `[since, until)`, oldest first.
+    pub async fn history(
+        &self,
+        target: &str,
+        since: Timestamp,
+        until: Timestamp,
+    ) -> Result<Vec<HistoryPoint>> {
+        dispatch!(self, "history", p => sqlite::history(p, target, since, until))
+    }
+
+    /// A target's daily roll-ups in `[since, until)`, oldest first.
+    pub async fn history_daily(
+        &self,
+        target: &str,
+        since: Timestamp,
+        until: Timestamp,
+    ) -> Result<Vec<DailyPoint>> {
+        dispatch!(self, "history_daily", p => sqlite::history_daily(p, target, since, until))
+    }
+
+    /// Rolls up every history row older than `before` into daily rows, then deletes those
+    /// rows. Returns the number of rows deleted.
+    pub async fn roll_up_history(&self, before: Timestamp) -> Result<u64> {
+        dispatch!(self, "roll_up_history", p => sqlite::roll_up_history(p, before))
+    }
+
+    /// Deletes daily roll-ups older than `before`.
+    pub async fn delete_daily_before(&self, before: Timestamp) -> Result<u64> {
+        dispatch!(self, "delete_daily_before", p => sqlite::delete_daily_before(p, before))
+    }
+
+    /// Appends a revision.
+    pub async fn insert_revision(&self, row: &RevisionRow) -> Result<()> {
+        dispatch!(self, "insert_revision", p => sqlite::insert_revision(p, row))
+    }
+
+    /// Records the publishing outcomes of a revision.
+    pub async fn set_revision_publish(
+        &self,
+        cluster: i64,
+        number: u32,
+        publish: &serde_json::Value,
+    ) -> Result<()> {
+        dispatch!(self, "set_revision_publish", p => sqlite::set_revision_publish(p, cluster, number, publish))
+    }
+
+    /// A cluster's revisions, newest first, at most `limit`.
+    pub async fn revisions(&self, cluster: i64, limit: u32) -> Result<Vec<RevisionRow>> {
+        dispatch!(self, "revisions", p => sqlite::revisions(p, cluster, limit))
+    }
+
+    /// The newest revision of every cluster.
+    pub async fn latest_revisions(&self) -> Result<Vec<RevisionRow>> {
+        dispatch!(self, "latest_revisions", p => sqlite::latest_revisions(p))
+    }
+
+    /// Saves runtime state under `key`.
+    pub async fn put_state(&self, key: &str, value: &str, now: Timestamp) -> Result<()> {
+        dispatch!(self, "put_state", p => sqlite::put_state(p, key, value, now))
+    }
+
+    /// Runtime state whose key starts with `prefix`: (key, value).
+    pub async fn states(&self, prefix: &str) -> Result<Vec<(String, String)>> {
+        dispatch!(self, "states", p => sqlite::states(p, prefix))
+    }
+
+    /// Deletes runtime state under `key`.
+    pub async fn delete_state(&self, key: &str) -> Result<()> {
+        dispatch!(self, "delete_state", p => sqlite::delete_state(p, key))
+    }
+
+    /// Moves the write-ahead log into the database file and truncates it.
+    pub async fn checkpoint(&self) -> Result<()> {
+        dispatch!(self, "checkpoint", p => sqlite::checkpoint(p))
+    }
+
+    /// Bytes used by the database file, without the write-ahead log.
+    pub async fn size_bytes(&self) -> Result<u64> {
+        dispatch!(self, "size_bytes", p => sqlite::size_bytes(p))
+    }
+}
+
+/// Most rows one group commit takes; more wait for the next one.
+const GROUP_ROWS: usize = 1_000_000;
+
+type Pending = (Vec<ResultRow>, tokio::sync::oneshot::Sender<Result<()>>);
+
+/// Group commit for results: reports that arrive while a transaction is being written are
+/// written together in the next one, and each caller is answered once its rows are durable.
+/// Under load (50 probers reporting at once) one transaction carries many reports.
+#[derive(Debug, Clone)]
+pub struct ResultWriter {
+    queue: tokio::sync::mpsc::Sender<Pending>,
+}
+
+impl ResultWriter {
+    /// Starts the writer task on the current runtime.
+    pub fn spawn(store: Store) -> Self {
+        let (queue, mut rx) = tokio::sync::mpsc::channel::<Pending>(1024);
+        tokio::spawn(async move {
+            while let Some(first) = rx.recv().await {
+                let mut batch = vec![first];
+                let mut rows = batch[0].0.len();
+                while rows < GROUP_ROWS {
+                    match rx.try_recv() {
+                        Ok(p) => {
+                            rows += p.0.len();
+                            batch.push(p);
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let outcome = if batch.len() == 1 {
+                    store.write_results(&batch[0].0).await
+                } else {
+                    let all: Vec<ResultRow> = batch.iter_mut().flat_map(|(r, _)| std::mem::take(r)).collect();
+                    store.write_results(&all).await
+                };
+                let shared = outcome.as_ref().err().map(ToString::to_string);
+                for (_, reply) in batch {
+                    // A caller that went away no longer needs its answer.
+                    let _ = reply.send(match &shared {
+                        None => Ok(()),
+                        Some(e) => Err(Error::Batch(e.clone())),
+                    });
+                }
+            }
+        });
+        ResultWriter { queue }
+    }
+
+    /// Writes `rows` (latest + history); returns once they are committed.
+    pub async fn write(&self, rows: Vec<ResultRow>) -> Result<()> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.queue.send((rows, tx)).await.map_err(|_| Error::WriterStopped)?;
+        rx.await.map_err(|_| Error::WriterStopped)?
+    }
+}

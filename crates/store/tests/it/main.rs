@@ -1,0 +1,224 @@
+//! The store against real SQLite files in temporary directories.
+#![allow(clippy::unwrap_used)]
+
+use vantage_core::Timestamp;
+use vantage_core::result::{Attempt, ErrorCode, Stages};
+use vantage_core::window::WindowRegister;
+use vantage_store::{AuditFilter, NewAudit, ResultRow, RevisionRow, Store, Write};
+
+const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+async fn open(dir: &tempfile::TempDir) -> Store {
+    Store::open_sqlite(&dir.path().join("vantage.db")).await.unwrap()
+}
+
+fn audit(action: &str, object: &str) -> NewAudit {
+    NewAudit {
+        actor: "admin:test".into(),
+        action: action.into(),
+        object: object.into(),
+        metadata: serde_json::json!({"k": 1}),
+    }
+}
+
+fn put(id: i64, kind: &str, parent: Option<i64>, name: &str) -> Write {
+    Write::Put { id, kind: kind.into(), parent, name: name.into(), body: format!(r#"{{"name":"{name}"}}"#) }
+}
+
+#[tokio::test]
+async fn objects_insert_update_delete_with_audit_in_one_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(&dir).await;
+    let ids = [1, 2];
+    s.commit(
+        &[put(1, "region", None, "sg"), put(2, "region", None, "de")],
+        &[audit("region.create", "region:*")],
+        T0,
+    )
+    .await
+    .unwrap();
+    let later = T0.plus_secs(5);
+    s.commit(&[put(1, "region", None, "sg2")], &[audit("region.update", "region:1")], later).await.unwrap();
+    let rows = s.objects().await.unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!((rows[0].name.as_str(), rows[0].created_at, rows[0].updated_at), ("sg2", T0, later));
+    s.commit(&[Write::Delete { id: ids[1] }], &[audit("region.delete", "region:2")], later).await.unwrap();
+    assert_eq!(s.objects().await.unwrap().len(), 1);
+    // A failing write rolls back the whole change, audit included.
+    let err = s
+        .commit(
+            &[put(3, "region", None, "x"), Write::Delete { id: 999 }],
+            &[audit("region.create", "x")],
+            later,
+        )
+        .await;
+    assert!(matches!(err, Err(vantage_store::Error::NotFound(999))));
+    assert_eq!(s.objects().await.unwrap().len(), 1);
+    assert_eq!(s.audit(&AuditFilter::default()).await.unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn audit_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(&dir).await;
+    for (i, action) in
+        ["scheduling.activate", "scheduling.recover", "node.set_addresses", "scheduling"].iter().enumerate()
+    {
+        s.commit(&[], &[audit(action, &format!("node:{i}"))], T0.plus_secs(i as u64)).await.unwrap();
+    }
+    let by_prefix =
+        s.audit(&AuditFilter { action: Some("scheduling.".into()), ..Default::default() }).await.unwrap();
+    let actions: Vec<&str> = by_prefix.iter().map(|a| a.action.as_str()).collect();
+    assert_eq!(actions, ["scheduling", "scheduling.recover", "scheduling.activate"], "newest first");
+    let exact = s
+        .audit(&AuditFilter { action: Some("node.set_addresses".into()), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(exact.len(), 1);
+    assert_eq!(exact[0].metadata, serde_json::json!({"k": 1}));
+    let window = s
+        .audit(&AuditFilter {
+            since: Some(T0.plus_secs(1)),
+            until: Some(T0.plus_secs(3)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(window.len(), 2);
+    let one = s
+        .audit(&AuditFilter { object: Some("node:2".into()), limit: Some(5), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(one.len(), 1);
+}
+
+fn result(prober: i64, target: &str, at: Timestamp, lost: u32) -> ResultRow {
+    let mut register = WindowRegister::new(0);
+    for i in 0..3 {
+        let good = i >= lost;
+        register.push(&Attempt {
+            stages: if good { Stages::ALL } else { Stages::CONNECTED },
+            rtt_us: 1500,
+            error: (!good).then_some(ErrorCode::Timeout),
+        });
+    }
+    ResultRow {
+        prober,
+        target: target.into(),
+        at,
+        sent: 3,
+        lost,
+        rtt_us: (lost < 3).then_some(1500),
+        error: (lost > 0).then_some(ErrorCode::Timeout),
+        register,
+        hls: None,
+    }
+}
+
+#[tokio::test]
+async fn results_keep_the_latest_per_prober_and_target_and_every_history_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(&dir).await;
+    s.write_results(&[result(1, "n1/203.0.113.1:80", T0, 0), result(2, "n1/203.0.113.1:80", T0, 3)])
+        .await
+        .unwrap();
+    s.write_results(&[result(1, "n1/203.0.113.1:80", T0.plus_secs(10), 1)]).await.unwrap();
+    let mut latest = s.latest().await.unwrap();
+    latest.sort_by_key(|r| r.prober);
+    assert_eq!(latest.len(), 2);
+    assert_eq!(
+        (latest[0].at, latest[0].lost, latest[0].error),
+        (T0.plus_secs(10), 1, Some(ErrorCode::Timeout))
+    );
+    assert_eq!(latest[0].register, result(1, "x", T0, 1).register_with_rate());
+    assert_eq!(latest[1].rtt_us, None);
+    let h = s.history("n1/203.0.113.1:80", T0, T0.plus_secs(60)).await.unwrap();
+    assert_eq!(h.len(), 3);
+    assert_eq!((h[2].at, h[2].prober, h[2].lost), (T0.plus_secs(10), 1, 1));
+    assert!(s.history("other", T0, T0.plus_secs(60)).await.unwrap().is_empty());
+    // Disabling a prober deletes its latest results; stale ones expire.
+    assert_eq!(s.delete_latest_of(2).await.unwrap(), 1);
+    assert_eq!(s.delete_latest_before(T0.plus_secs(11)).await.unwrap(), 1);
+    assert!(s.latest().await.unwrap().is_empty());
+    assert_eq!(
+        s.history("n1/203.0.113.1:80", T0, T0.plus_secs(60)).await.unwrap().len(),
+        3,
+        "history keeps every result"
+    );
+}
+
+trait WithRate {
+    fn register_with_rate(&self) -> WindowRegister;
+}
+
+impl WithRate for ResultRow {
+    /// The register as it reads back from storage.
+    fn register_with_rate(&self) -> WindowRegister {
+        let r = self.register;
+        WindowRegister::from_parts(r.connected, r.sent, r.received, r.good, r.avg_rtt_ms)
+    }
+}
+
+#[tokio::test]
+async fn history_rolls_up_per_day_before_deletion() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(&dir).await;
+    let day0 = Timestamp::from_millis(T0.millis() / 86_400_000 * 86_400_000);
+    s.write_results(&[result(1, "t", day0.plus_secs(10), 0), result(1, "t", day0.plus_secs(20), 3)])
+        .await
+        .unwrap();
+    s.write_results(&[result(1, "t", day0.plus_secs(86_400 + 5), 0)]).await.unwrap();
+    let deleted = s.roll_up_history(day0.plus_secs(86_400)).await.unwrap();
+    assert_eq!(deleted, 2);
+    let daily = s.history_daily("t", day0, day0.plus_secs(3 * 86_400)).await.unwrap();
+    assert_eq!(daily.len(), 1);
+    assert_eq!((daily[0].day, daily[0].rounds, daily[0].sent, daily[0].lost), (day0, 2, 6, 3));
+    assert_eq!(daily[0].rtt_avg_us, Some(1500));
+    assert_eq!(s.history("t", day0, day0.plus_secs(3 * 86_400)).await.unwrap().len(), 1);
+    // A second roll-up of the same day adds to it.
+    s.write_results(&[result(1, "t", day0.plus_secs(30), 0)]).await.unwrap();
+    s.roll_up_history(day0.plus_secs(86_400)).await.unwrap();
+    let daily = s.history_daily("t", day0, day0.plus_secs(86_400)).await.unwrap();
+    assert_eq!((daily[0].rounds, daily[0].sent), (3, 9));
+    assert_eq!(s.delete_daily_before(day0.plus_secs(1)).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn revisions_and_state_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = open(&dir).await;
+        for n in 1..=3 {
+            s.insert_revision(&RevisionRow {
+                cluster: 7,
+                number: n,
+                at: T0.plus_secs(u64::from(n)),
+                reason: format!("r{n}"),
+                records: serde_json::json!({"all": [format!("203.0.113.{n}")]}),
+                held: serde_json::json!({}),
+                publish: serde_json::json!([]),
+            })
+            .await
+            .unwrap();
+        }
+        s.set_revision_publish(7, 3, &serde_json::json!([{"target": "knot", "status": "published"}]))
+            .await
+            .unwrap();
+        s.put_state("cluster:7", r#"{"x":1}"#, T0).await.unwrap();
+        s.put_state("cluster:7", r#"{"x":2}"#, T0).await.unwrap();
+        s.put_state("node:1", "{}", T0).await.unwrap();
+        s.commit(&[put(1, "region", None, "sg")], &[], T0).await.unwrap();
+    }
+    let s = open(&dir).await;
+    let revs = s.revisions(7, 2).await.unwrap();
+    assert_eq!(revs.iter().map(|r| r.number).collect::<Vec<_>>(), [3, 2]);
+    assert_eq!(revs[0].publish[0]["status"], "published");
+    let latest = s.latest_revisions().await.unwrap();
+    assert_eq!((latest.len(), latest[0].number), (1, 3));
+    assert_eq!(s.states("cluster:").await.unwrap(), vec![("cluster:7".to_owned(), r#"{"x":2}"#.to_owned())]);
+    s.delete_state("cluster:7").await.unwrap();
+    assert!(s.states("cluster:").await.unwrap().is_empty());
+    assert_eq!(s.objects().await.unwrap().len(), 1);
+    assert!(s.size_bytes().await.unwrap() > 0);
+    s.ping().await.unwrap();
+}
