@@ -1,0 +1,38 @@
+//! Vantage's probe engine (§3.1–3.2): every check method, and rounds over many targets.
+//!
+//! - [`attempt`] makes one attempt against a [`ProbeTarget`] — `tcp`, `http`, `https` (SNI =
+//!   the check's host, certificate not verified) or `hls` (manifest, newest segment, its age),
+//!   with a PROXY v1 header first on listeners that require one — and returns an
+//!   [`AttemptReport`]: the stages reached, the time of each, and on failure exactly one
+//!   [`ErrorCode`](vantage_core::result::ErrorCode).
+//! - [`run_round`] gives every target its attempts in a row, many targets at once under a
+//!   bound, and returns one [`ProbeResult`](vantage_core::result::ProbeResult) per target.
+//!   A round starts 256 targets at once and opens up to the bound while the targets are slow
+//!   or dead, so a round of dead targets takes about `attempts × timeout` whatever its size,
+//!   while fast targets are not drowned in thousands of connections at once.
+//! - [`raise_nofile_limit`] lifts the open-file limit that bounds a round; call it once at
+//!   start.
+//!
+//! HTTP is spoken by hyper over sockets opened here (so connect, TLS and first byte are timed
+//! apart), TLS by rustls with the aws-lc-rs provider. Decisions about the results (loss,
+//! reachability, window registers) belong to `vantage-core`, not here.
+
+mod admission;
+mod attempt;
+mod classify;
+mod error;
+mod hls;
+mod limit;
+mod round;
+mod target;
+mod tls;
+mod wire;
+
+pub use attempt::{AttemptReport, SegmentReport, Timings, attempt};
+pub use error::{Error, Result};
+pub use limit::{NofileLimit, nofile_limit, raise_nofile_limit};
+pub use round::{RoundConfig, effective_concurrency, run_round};
+pub use target::ProbeTarget;
+pub use tls::install_crypto_provider;
+pub use url::Url;
+pub use vantage_core::check::Method;

@@ -1,0 +1,262 @@
+//! Each method against a server that answers well, and each way a connection can fail.
+
+use std::time::Duration;
+
+use vantage_core::check::CheckInput;
+use vantage_core::result::{ErrorCode, Stages};
+use vantage_probe::{Method, ProbeTarget, attempt};
+use vantage_testkit::{Behavior, EdgeOptions, EdgeServer, any_loopback, closed_port};
+
+use crate::{check, target};
+
+const T: Duration = Duration::from_secs(2);
+
+fn stages(bits: &[Stages]) -> Stages {
+    bits.iter().fold(Stages::empty(), |s, b| s.with(*b))
+}
+
+#[tokio::test]
+async fn tcp_connects_and_closes() {
+    vantage_testkit::init_tracing();
+    let server = EdgeServer::start(any_loopback()).await.unwrap();
+    let r = attempt(&target(&server, Method::Tcp), T).await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(r.stages, stages(&[Stages::CONNECTED, Stages::GOOD]));
+    assert!(r.timings.connect.is_some() && r.timings.tls.is_none());
+    assert!(r.attempt().good());
+    // The prober sent nothing: the server saw a connection and no request.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(server.connections(), 1);
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn http_gets_the_health_path_with_the_health_host() {
+    let server = EdgeServer::start(any_loopback()).await.unwrap();
+    let r = attempt(&target(&server, Method::Http), T).await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(r.stages, Stages::ALL);
+    assert_eq!(r.status, Some(200));
+    let t = r.timings;
+    assert!(t.connect.is_some() && t.first_byte.is_some() && t.tls.is_none());
+    assert!(t.first_byte.unwrap() <= t.total && t.connect.unwrap() <= t.total);
+    let seen = server.last_request().unwrap();
+    assert_eq!((seen.method.as_str(), seen.target.as_str()), ("GET", "/.vantage/health"));
+    assert_eq!(seen.header("host"), Some("health.vantage.invalid"));
+    assert_eq!(seen.header("connection"), Some("close"));
+    assert!(seen.header("user-agent").unwrap().starts_with("vantage-probe/"));
+}
+
+#[tokio::test]
+async fn http_uses_the_checks_path_host_and_expected_status() {
+    let server = EdgeServer::start_with(any_loopback(), EdgeOptions::new(Behavior::Health).with_status(418))
+        .await
+        .unwrap();
+    let c = check(CheckInput {
+        path: Some("/status?probe=1".into()),
+        host: Some("edge.example.net".into()),
+        expected_response: Some(418),
+        ..Default::default()
+    });
+    let t = ProbeTarget::new("t", server.addr(), Method::Http, c);
+    let r = attempt(&t, T).await;
+    assert_eq!(r.error, None, "{r:?}");
+    let seen = server.last_request().unwrap();
+    assert_eq!(seen.target, "/status?probe=1");
+    assert_eq!(seen.header("host"), Some("edge.example.net"));
+}
+
+#[tokio::test]
+async fn raw_request_lines_are_sent() {
+    let server = EdgeServer::start(any_loopback()).await.unwrap();
+    let c = check(CheckInput {
+        request: vec![
+            "HEAD /raw HTTP/1.1".into(),
+            "Host: example.com".into(),
+            "X-Magic: We're fine with this.".into(),
+            "Connection: close".into(),
+        ],
+        ..Default::default()
+    });
+    let r = attempt(&ProbeTarget::new("t", server.addr(), Method::Http, c), T).await;
+    assert_eq!(r.error, None, "{r:?}");
+    let seen = server.last_request().unwrap();
+    assert_eq!((seen.method.as_str(), seen.target.as_str()), ("HEAD", "/raw"));
+    assert_eq!(seen.header("x-magic"), Some("We're fine with this."));
+    assert_eq!(seen.header("host"), Some("example.com"));
+}
+
+#[tokio::test]
+async fn unexpected_status_is_status() {
+    let server = EdgeServer::start_with(any_loopback(), EdgeOptions::new(Behavior::Health).with_status(503))
+        .await
+        .unwrap();
+    let r = attempt(&target(&server, Method::Http), T).await;
+    assert_eq!(r.error, Some(ErrorCode::Status), "{r:?}");
+    assert_eq!(r.stages, stages(&[Stages::CONNECTED, Stages::SENT, Stages::RECEIVED]));
+    assert_eq!(r.status, Some(503));
+    assert!(r.detail.unwrap().contains("503"));
+    // The status follows the server at run time.
+    server.set_status(200);
+    assert!(attempt(&target(&server, Method::Http), T).await.good());
+}
+
+#[tokio::test]
+async fn https_sends_the_host_as_sni_and_times_the_handshake() {
+    let server = EdgeServer::start_with(
+        any_loopback(),
+        EdgeOptions::new(Behavior::Health).with_self_signed_tls().unwrap(),
+    )
+    .await
+    .unwrap();
+    let r = attempt(&target(&server, Method::Https), T).await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(r.stages, Stages::ALL);
+    let t = r.timings;
+    assert!(t.tls.unwrap() > Duration::ZERO && t.tls.unwrap() <= t.total);
+    assert_eq!(server.sni(), [Some("health.vantage.invalid".to_owned())]);
+    assert_eq!(server.last_request().unwrap().header("host"), Some("health.vantage.invalid"));
+}
+
+#[tokio::test]
+async fn https_url_target_uses_the_url_host() {
+    let server = EdgeServer::start_with(
+        any_loopback(),
+        EdgeOptions::new(Behavior::Health).with_self_signed_tls().unwrap(),
+    )
+    .await
+    .unwrap();
+    let url = format!("https://localhost:{}/up", server.addr().port());
+    let mut t = ProbeTarget::from_url("e", &url, check(CheckInput::default())).await.unwrap();
+    // localhost may resolve to ::1 first; the server listens on 127.0.0.1.
+    t.addr = server.addr();
+    assert_eq!(t.method, Method::Https);
+    let r = attempt(&t, T).await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(server.sni(), [Some("localhost".to_owned())]);
+    let seen = server.last_request().unwrap();
+    assert_eq!(seen.target, "/up");
+    let host = format!("localhost:{}", server.addr().port());
+    assert_eq!(seen.header("host"), Some(host.as_str()));
+}
+
+#[tokio::test]
+async fn a_peer_that_does_not_speak_tls_is_tls() {
+    let server = EdgeServer::start_with(any_loopback(), EdgeOptions::new(Behavior::NotTls)).await.unwrap();
+    let r = attempt(&target(&server, Method::Https), T).await;
+    assert_eq!(r.error, Some(ErrorCode::Tls), "{r:?}");
+    assert!(!r.stages.contains(Stages::CONNECTED), "the handshake is part of connecting");
+    assert!(r.timings.connect.is_some() && r.timings.tls.is_none());
+}
+
+#[tokio::test]
+async fn proxy_v1_header_goes_first() {
+    for tls in [false, true] {
+        let mut opts = EdgeOptions::new(Behavior::Health).with_proxy_v1();
+        if tls {
+            opts = opts.with_self_signed_tls().unwrap();
+        }
+        let server = EdgeServer::start_with(any_loopback(), opts).await.unwrap();
+        let method = if tls { Method::Https } else { Method::Http };
+        let mut t = target(&server, method);
+        t.proxy_v1 = true;
+        let r = attempt(&t, T).await;
+        assert_eq!(r.error, None, "tls {tls}: {r:?}");
+        let seen = server.proxy_headers();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].destination, server.addr());
+        assert!(seen[0].source.ip().is_loopback());
+        assert_eq!(server.rejected(), 0);
+
+        // Without the header the listener drops the connection before answering.
+        t.proxy_v1 = false;
+        let r = attempt(&t, T).await;
+        assert!(!r.good());
+        // The listener closes with the request unread, which the kernel turns into a reset;
+        // a TLS client may see the close first, as a failed handshake.
+        if tls {
+            assert!(matches!(r.error, Some(ErrorCode::Reset | ErrorCode::Tls)), "{r:?}");
+        } else {
+            assert_eq!(r.error, Some(ErrorCode::Reset), "{r:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(server.rejected(), 1);
+    }
+}
+
+#[tokio::test]
+async fn tcp_sends_the_proxy_header_too() {
+    let server = EdgeServer::start_with(any_loopback(), EdgeOptions::new(Behavior::Health).with_proxy_v1())
+        .await
+        .unwrap();
+    let mut t = target(&server, Method::Tcp);
+    t.proxy_v1 = true;
+    assert!(attempt(&t, T).await.good());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(server.proxy_headers().len(), 1);
+}
+
+#[tokio::test]
+async fn closed_port_is_refused() {
+    let addr = closed_port().unwrap();
+    for method in [Method::Tcp, Method::Http, Method::Https, Method::Hls] {
+        let t = ProbeTarget::new("t", addr, method, check(CheckInput::default()));
+        let r = attempt(&t, T).await;
+        assert_eq!(r.error, Some(ErrorCode::Refused), "{method}: {r:?}");
+        assert_eq!(r.stages, Stages::empty());
+        assert!(r.timings.connect.is_none());
+    }
+}
+
+#[tokio::test]
+async fn a_reset_is_reset() {
+    let server = EdgeServer::start_with(any_loopback(), EdgeOptions::new(Behavior::Reset)).await.unwrap();
+    let r = attempt(&target(&server, Method::Http), T).await;
+    assert_eq!(r.error, Some(ErrorCode::Reset), "{r:?}");
+    assert_eq!(r.stages, stages(&[Stages::CONNECTED, Stages::SENT]));
+}
+
+#[tokio::test]
+async fn silence_is_a_timeout_at_the_timeout() {
+    let server = EdgeServer::start_with(any_loopback(), EdgeOptions::new(Behavior::Silent)).await.unwrap();
+    let timeout = Duration::from_millis(300);
+    let r = attempt(&target(&server, Method::Http), timeout).await;
+    assert_eq!(r.error, Some(ErrorCode::Timeout), "{r:?}");
+    assert_eq!(r.stages, stages(&[Stages::CONNECTED, Stages::SENT]));
+    assert!(r.timings.total >= timeout && r.timings.total < timeout * 3, "{r:?}");
+    assert!(r.detail.unwrap().contains("waiting for the response"));
+    // A TLS listener that never answers times out in the handshake.
+    let r = attempt(&target(&server, Method::Https), timeout).await;
+    assert_eq!(r.error, Some(ErrorCode::Timeout), "{r:?}");
+    assert!(!r.stages.contains(Stages::CONNECTED));
+    assert!(r.detail.unwrap().contains("TLS handshake"));
+}
+
+#[tokio::test]
+async fn expect_close_waits_for_the_peer_to_close() {
+    let server = EdgeServer::start_with(any_loopback(), EdgeOptions::new(Behavior::KeepOpen)).await.unwrap();
+    let timeout = Duration::from_millis(300);
+    let r = attempt(&target(&server, Method::Http), timeout).await;
+    assert_eq!(r.error, Some(ErrorCode::Timeout), "{r:?}");
+    assert_eq!(r.status, Some(200));
+    assert_eq!(r.stages, stages(&[Stages::CONNECTED, Stages::SENT, Stages::RECEIVED]));
+    assert!(r.detail.unwrap().contains("close"));
+
+    let c = check(CheckInput { expect_close: Some(false), ..Default::default() });
+    let r = attempt(&ProbeTarget::new("t", server.addr(), Method::Http, c), timeout).await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert!(r.timings.total < timeout);
+}
+
+#[tokio::test]
+async fn a_stopped_server_refuses_and_a_restarted_one_answers() {
+    let server = EdgeServer::start(any_loopback()).await.unwrap();
+    let t = target(&server, Method::Http);
+    assert!(attempt(&t, T).await.good());
+    server.stop().await;
+    assert!(!server.is_running());
+    assert_eq!(attempt(&t, T).await.error, Some(ErrorCode::Refused));
+    server.restart().await.unwrap();
+    assert!(server.is_running());
+    assert!(attempt(&t, T).await.good());
+}
