@@ -1,0 +1,64 @@
+//! The built-in DNS server with a fixed table, for `bench/dns/run.sh` (dnsperf against it
+//! and against Knot, gdnsd and PowerDNS serving the same records).
+//!
+//! `dns_bench_server LISTEN WORKERS SECONDS [lines]`: serves `bench.test` (4 A records) on
+//! LISTEN with WORKERS UDP threads, and exits after SECONDS (a bounded run). With `lines`, the
+//! cluster also has 200 client networks over 3 lines, so line choice is part of the work.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use vantage_dns::{
+    AnswerTable, Answers, DnsConfig, DnsMetrics, DnsServer, DnsSettings, LineAnswers, ZoneAnswers,
+};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let (Some(listen), Some(workers), Some(seconds)) = (
+        args.get(1).and_then(|a| a.parse::<SocketAddr>().ok()),
+        args.get(2).and_then(|a| a.parse::<usize>().ok()),
+        args.get(3).and_then(|a| a.parse::<u64>().ok()),
+    ) else {
+        eprintln!("usage: dns_bench_server LISTEN WORKERS SECONDS [lines]");
+        return ExitCode::from(2);
+    };
+    let with_lines = args.get(4).is_some_and(|a| a == "lines");
+    let records: Vec<_> = (11..=14).map(|i| std::net::IpAddr::from([127, 0, 0, i])).collect();
+    let mut lines = Vec::new();
+    if with_lines {
+        for l in 0..3u8 {
+            // Always a valid network: two octets below 256 and a /24 with the host octet zero.
+            let nets = (0..67u8).map(|i| format!("10.{l}.{i}.0/24").parse().expect("network")).collect();
+            lines.push(LineAnswers {
+                name: format!("line{l}"),
+                client_networks: nets,
+                records: records[..2].to_vec(),
+            });
+        }
+    }
+    lines.push(LineAnswers { name: "default".into(), client_networks: vec![], records: records.clone() });
+    let zone = ZoneAnswers {
+        cluster: "bench".into(),
+        domain: "bench.test".into(),
+        aliases: vec![],
+        ttl: 30,
+        serial: 1,
+        lines,
+        all: records,
+    };
+    let answers = Arc::new(Answers::new(AnswerTable::build(vec![zone], &DnsSettings::default())));
+    let config = DnsConfig { listen, udp_workers: workers, ..DnsConfig::default() };
+    let server = match DnsServer::start(config, answers, Arc::new(DnsMetrics::new())) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!("listening on {}", server.local_addr());
+    std::thread::sleep(Duration::from_secs(seconds));
+    server.shutdown();
+    ExitCode::SUCCESS
+}

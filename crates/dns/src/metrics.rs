@@ -1,0 +1,190 @@
+//! Query counters for `/metrics`: by zone and response code, plus truncated and dropped.
+//!
+//! The counters live in a [`prometheus_client`] family so the control plane registers them
+//! once. The hot path never touches the family: each UDP worker resolves plain
+//! [`Counter`] handles (one atomic each) for the zones of the table it serves, once per table
+//! swap, and increments those.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+/// Response codes the server sends, in the order of [`Rcode`]'s discriminants.
+const RCODE_NAMES: [&str; 7] = ["NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED", "BADVERS"];
+
+/// A response code the server sends (extended codes included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rcode {
+    NoError = 0,
+    FormErr = 1,
+    ServFail = 2,
+    NxDomain = 3,
+    NotImp = 4,
+    Refused = 5,
+    BadVers = 6,
+}
+
+impl Rcode {
+    /// The 12-bit DNS value.
+    pub(crate) fn value(self) -> u16 {
+        match self {
+            Rcode::NoError => 0,
+            Rcode::FormErr => 1,
+            Rcode::ServFail => 2,
+            Rcode::NxDomain => 3,
+            Rcode::NotImp => 4,
+            Rcode::Refused => 5,
+            Rcode::BadVers => 16,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        RCODE_NAMES[self as usize]
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueryLabels {
+    /// The zone that answered; empty when no zone's data answered (REFUSED, FORMERR…).
+    zone: String,
+    rcode: String,
+}
+
+/// The DNS server's counters. Create one, [`register`](Self::register) it, and hand an
+/// `Arc` of it to [`crate::DnsServer::start`].
+#[derive(Debug, Default)]
+pub struct DnsMetrics {
+    queries: Family<QueryLabels, Counter>,
+    truncated: Counter,
+    dropped: Counter,
+}
+
+impl DnsMetrics {
+    /// New counters, all zero.
+    pub fn new() -> Self {
+        DnsMetrics::default()
+    }
+
+    /// Adds the counters to `registry`: `vantage_dns_queries_total{zone,rcode}`,
+    /// `vantage_dns_truncated_total` and `vantage_dns_dropped_total`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "vantage_dns_queries",
+            "DNS queries answered, by zone (empty: answered from no zone) and response code",
+            self.queries.clone(),
+        );
+        registry.register(
+            "vantage_dns_truncated",
+            "UDP answers sent truncated (TC) because they exceeded 512 bytes or the EDNS size",
+            self.truncated.clone(),
+        );
+        registry.register(
+            "vantage_dns_dropped",
+            "Datagrams dropped without an answer (not a query, or too short to answer)",
+            self.dropped.clone(),
+        );
+    }
+
+    /// Queries answered for `zone` (empty: from no zone) with `rcode` (`NOERROR`, `NXDOMAIN`…).
+    pub fn queries(&self, zone: &str, rcode: &str) -> u64 {
+        self.queries.get_or_create(&QueryLabels { zone: zone.to_owned(), rcode: rcode.to_owned() }).get()
+    }
+
+    /// Truncated UDP answers.
+    pub fn truncated(&self) -> u64 {
+        self.truncated.get()
+    }
+
+    /// Dropped datagrams.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.get()
+    }
+
+    pub(crate) fn counter(&self, zone: &str, rcode: Rcode) -> Counter {
+        self.queries
+            .get_or_create_owned(&QueryLabels { zone: zone.to_owned(), rcode: rcode.name().to_owned() })
+    }
+
+    /// Counts one answer the slow way (the TCP path): a family lookup per call.
+    pub(crate) fn count(&self, zone: &str, rcode: Rcode) {
+        self.counter(zone, rcode).inc();
+    }
+
+    pub(crate) fn truncated_counter(&self) -> &Counter {
+        &self.truncated
+    }
+
+    pub(crate) fn dropped_counter(&self) -> &Counter {
+        &self.dropped
+    }
+}
+
+/// Counter handles for one answer table: NOERROR and NXDOMAIN per zone, every code for
+/// answers given from no zone. Built once per table swap by each worker.
+#[derive(Debug)]
+pub(crate) struct TableCounters {
+    generation: u64,
+    zones: Vec<[Counter; 2]>,
+    other: Vec<Counter>,
+    truncated: Counter,
+    dropped: Counter,
+}
+
+impl TableCounters {
+    pub(crate) fn new(metrics: &DnsMetrics, generation: u64, zone_labels: &[&str]) -> Self {
+        let zones = zone_labels
+            .iter()
+            .map(|z| [metrics.counter(z, Rcode::NoError), metrics.counter(z, Rcode::NxDomain)])
+            .collect();
+        let other = [
+            Rcode::NoError,
+            Rcode::FormErr,
+            Rcode::ServFail,
+            Rcode::NxDomain,
+            Rcode::NotImp,
+            Rcode::Refused,
+            Rcode::BadVers,
+        ]
+        .iter()
+        .map(|r| metrics.counter("", *r))
+        .collect();
+        TableCounters {
+            generation,
+            zones,
+            other,
+            truncated: metrics.truncated_counter().clone(),
+            dropped: metrics.dropped_counter().clone(),
+        }
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Counts one answer.
+    pub(crate) fn count(&self, zone: Option<u32>, rcode: Rcode, truncated: bool) {
+        let zone_counter = zone.and_then(|z| self.zones.get(z as usize)).and_then(|c| match rcode {
+            Rcode::NoError => Some(&c[0]),
+            Rcode::NxDomain => Some(&c[1]),
+            _ => None,
+        });
+        match zone_counter {
+            Some(c) => {
+                c.inc();
+            }
+            None => {
+                if let Some(c) = self.other.get(rcode as usize) {
+                    c.inc();
+                }
+            }
+        }
+        if truncated {
+            self.truncated.inc();
+        }
+    }
+
+    pub(crate) fn count_dropped(&self) {
+        self.dropped.inc();
+    }
+}

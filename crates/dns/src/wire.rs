@@ -1,0 +1,340 @@
+//! The fast path: recognises the common query shape by hand and answers from the table's
+//! pre-encoded templates, patching in the message ID, the flags copied from the query, the
+//! question as the client spelled it, and the OPT record (EDNS size, DO, ECS with its scope).
+//!
+//! The common shape is: a query (QR clear, opcode QUERY), one question of class IN with an
+//! uncompressed name, no answer or authority records, and at most one additional record, an
+//! EDNS(0) OPT with any options (a Client Subnet option is read strictly). Anything else —
+//! and anything this module is unsure about — is handed to [`crate::slow`], which parses
+//! with hickory-proto. Every read is bounds-checked: no input can make this module panic.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::metrics::Rcode;
+use crate::table::{AnswerTable, Template};
+
+/// How the answer travels: UDP answers are truncated to the client's limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transport {
+    Udp,
+    Tcp,
+}
+
+/// What was answered, for the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Answered {
+    pub(crate) zone: Option<u32>,
+    pub(crate) rcode: Rcode,
+    pub(crate) truncated: bool,
+}
+
+/// Answers a query into `out`: the fast path when it recognises the query, else the full
+/// path. `None`: drop it (not a query, or too short to answer).
+pub(crate) fn respond(
+    table: &AnswerTable,
+    query: &[u8],
+    client: IpAddr,
+    transport: Transport,
+    out: &mut Vec<u8>,
+) -> Option<Answered> {
+    match fast(table, query, client, transport, out) {
+        Some(a) => Some(a),
+        None => crate::slow::respond(table, query, client, transport, out),
+    }
+}
+
+/// The client's EDNS Client Subnet option, validated (RFC 7871 §6).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ecs {
+    /// The address, host bits clear.
+    pub(crate) addr: IpAddr,
+    pub(crate) source: u8,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Opt {
+    udp_size: u16,
+    dnssec_ok: bool,
+    ecs: Option<Ecs>,
+}
+
+const TYPE_A: u16 = 1;
+const TYPE_NS: u16 = 2;
+const TYPE_SOA: u16 = 6;
+const TYPE_AAAA: u16 = 28;
+const TYPE_OPT: u16 = 41;
+const CLASS_IN: u16 = 1;
+const OPTION_ECS: u16 = 8;
+
+/// Types the fast path leaves to the full path: meta and transfer types, and ANY.
+fn needs_full_path(qtype: u16) -> bool {
+    matches!(qtype, 0 | TYPE_OPT | 249..=255)
+}
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
+
+/// The fast path. `None`: not the common shape, or not sure — use the full path.
+pub(crate) fn fast(
+    table: &AnswerTable,
+    query: &[u8],
+    client: IpAddr,
+    transport: Transport,
+    out: &mut Vec<u8>,
+) -> Option<Answered> {
+    let header = query.get(..12)?;
+    // QR clear and opcode QUERY; exactly one question; nothing but an optional OPT after it.
+    if header[2] & 0xf8 != 0 || u16_at(header, 4)? != 1 || u16_at(header, 6)? != 0 || u16_at(header, 8)? != 0
+    {
+        return None;
+    }
+    let additionals = u16_at(header, 10)?;
+    if additionals > 1 {
+        return None;
+    }
+
+    let mut lower = [0u8; 255];
+    let mut pos = 12usize;
+    let mut n = 0usize;
+    loop {
+        let len = usize::from(*query.get(pos)?);
+        if len & 0xc0 != 0 || n + len + 1 > lower.len() {
+            return None;
+        }
+        let label = query.get(pos..=pos + len)?;
+        for (d, s) in lower[n..=n + len].iter_mut().zip(label) {
+            *d = s.to_ascii_lowercase();
+        }
+        n += len + 1;
+        pos += len + 1;
+        if len == 0 {
+            break;
+        }
+    }
+    let qtype = u16_at(query, pos)?;
+    if u16_at(query, pos + 2)? != CLASS_IN || needs_full_path(qtype) {
+        return None;
+    }
+    let question = query.get(12..pos + 4)?;
+    pos += 4;
+
+    let opt = if additionals == 1 {
+        Some(read_opt(query, pos)?)
+    } else if pos == query.len() {
+        None
+    } else {
+        return None;
+    };
+
+    let lname = &lower[..n];
+    let limit = match transport {
+        Transport::Tcp => usize::from(u16::MAX),
+        Transport::Udp => match &opt {
+            Some(o) => usize::from(o.udp_size.clamp(512, table.max_udp_payload)),
+            None => 512,
+        },
+    };
+    let reply = Reply { query: header, question, opt: opt.as_ref(), limit, advertise: table.max_udp_payload };
+
+    if let Some(node) = table.lookup(lname) {
+        let mut scope = 0u8;
+        let template: &Template = match qtype {
+            TYPE_A | TYPE_AAAA => {
+                let set = if qtype == TYPE_A { &node.a } else { &node.aaaa };
+                let ecs = opt.and_then(|o| o.ecs);
+                let (choice, s) = table.choose(node, client_address(ecs, client)).unwrap_or((0, 0));
+                if ecs.is_some_and(|e| e.source > 0) {
+                    scope = s;
+                }
+                set.get(choice as usize)?
+            }
+            TYPE_SOA => &node.soa,
+            TYPE_NS => &node.ns,
+            _ => &node.nodata,
+        };
+        let truncated = reply.write(
+            out,
+            template.aa,
+            template.rcode,
+            template.answers,
+            template.authorities,
+            &[&template.body],
+            scope,
+        );
+        let rcode = if template.rcode == 0 { Rcode::NoError } else { Rcode::ServFail };
+        return Some(Answered { zone: Some(node.zone), rcode, truncated });
+    }
+    match table.enclosing_zone(lname) {
+        Some(z) => {
+            let zone = table.zones.get(z as usize)?;
+            let apex_at = 12 + n.checked_sub(zone.apex_len)?;
+            let pointer = (0xc000u16 | u16::try_from(apex_at).ok()?).to_be_bytes();
+            let truncated = reply.write(out, true, 3, 0, 1, &[&pointer, &zone.soa_tail], 0);
+            Some(Answered { zone: Some(z), rcode: Rcode::NxDomain, truncated })
+        }
+        None => {
+            let truncated = reply.write(out, false, 5, 0, 0, &[], 0);
+            Some(Answered { zone: None, rcode: Rcode::Refused, truncated })
+        }
+    }
+}
+
+/// Reads the OPT record at `pos`, which must end the message. `None`: not the plain EDNS(0)
+/// shape (other version, extended RCODE set, malformed or duplicate ECS, trailing bytes).
+fn read_opt(query: &[u8], pos: usize) -> Option<Opt> {
+    if *query.get(pos)? != 0 || u16_at(query, pos + 1)? != TYPE_OPT {
+        return None;
+    }
+    let udp_size = u16_at(query, pos + 3)?;
+    if *query.get(pos + 5)? != 0 || *query.get(pos + 6)? != 0 {
+        return None;
+    }
+    let dnssec_ok = *query.get(pos + 7)? & 0x80 != 0;
+    let rdlen = usize::from(u16_at(query, pos + 9)?);
+    let start = pos + 11;
+    if start + rdlen != query.len() {
+        return None;
+    }
+    let mut at = start;
+    let mut ecs = None;
+    while at < query.len() {
+        let code = u16_at(query, at)?;
+        let len = usize::from(u16_at(query, at + 2)?);
+        let data = query.get(at + 4..at + 4 + len)?;
+        if code == OPTION_ECS {
+            if ecs.is_some() {
+                return None;
+            }
+            ecs = Some(parse_ecs(data)?);
+        }
+        at += 4 + len;
+    }
+    Some(Opt { udp_size, dnssec_ok, ecs })
+}
+
+/// A Client Subnet option's data, strictly: known family, prefix within the family, exactly
+/// the address bytes the prefix needs, no bits set beyond the prefix.
+pub(crate) fn parse_ecs(data: &[u8]) -> Option<Ecs> {
+    let family = u16_at(data, 0)?;
+    let source = *data.get(2)?;
+    let max = match family {
+        1 => 32,
+        2 => 128,
+        _ => return None,
+    };
+    if source > max {
+        return None;
+    }
+    let bytes = usize::from(source).div_ceil(8);
+    let raw = data.get(4..)?;
+    if raw.len() != bytes {
+        return None;
+    }
+    let mut full = [0u8; 16];
+    full[..bytes].copy_from_slice(raw);
+    let addr = if family == 1 {
+        IpAddr::V4(Ipv4Addr::new(full[0], full[1], full[2], full[3]))
+    } else {
+        IpAddr::V6(Ipv6Addr::from(full))
+    };
+    if vantage_core::net::mask(addr, source) != addr {
+        return None;
+    }
+    Some(Ecs { addr, source })
+}
+
+/// The address that picks the line: the client subnet's when it names one (source prefix
+/// above 0), else the sender's.
+pub(crate) fn client_address(ecs: Option<Ecs>, sender: IpAddr) -> IpAddr {
+    match ecs {
+        Some(e) if e.source > 0 => e.addr,
+        _ => sender,
+    }
+}
+
+/// What every answer to one query shares.
+struct Reply<'q> {
+    query: &'q [u8],
+    question: &'q [u8],
+    opt: Option<&'q Opt>,
+    limit: usize,
+    advertise: u16,
+}
+
+impl Reply<'_> {
+    /// Writes header, question, `body` and OPT into `out`; when that exceeds the limit,
+    /// writes the truncated form (TC, no records but the OPT). Returns whether it truncated.
+    #[allow(clippy::too_many_arguments)]
+    fn write(
+        &self,
+        out: &mut Vec<u8>,
+        aa: bool,
+        rcode: u8,
+        an: u16,
+        ns: u16,
+        body: &[&[u8]],
+        scope: u8,
+    ) -> bool {
+        let body_len: usize = body.iter().map(|b| b.len()).sum();
+        let opt_len = self.opt.map_or(0, |o| 11 + o.ecs.map_or(0, |e| 8 + usize::from(e.source).div_ceil(8)));
+        let truncated = 12 + self.question.len() + body_len + opt_len > self.limit;
+        out.clear();
+        out.extend_from_slice(&self.query[..2]);
+        // QR, AA, TC; RD and CD copied from the query (RFC 1035 §4.1.1, RFC 6840 §5.9).
+        let mut flags = 0x80 | (self.query[2] & 0x01);
+        if aa {
+            flags |= 0x04;
+        }
+        if truncated {
+            flags |= 0x02;
+        }
+        out.push(flags);
+        out.push((self.query[3] & 0x10) | (rcode & 0x0f));
+        let (an, ns) = if truncated { (0, 0) } else { (an, ns) };
+        out.extend_from_slice(&1u16.to_be_bytes());
+        out.extend_from_slice(&an.to_be_bytes());
+        out.extend_from_slice(&ns.to_be_bytes());
+        out.extend_from_slice(&u16::from(self.opt.is_some()).to_be_bytes());
+        out.extend_from_slice(self.question);
+        if !truncated {
+            for b in body {
+                out.extend_from_slice(b);
+            }
+        }
+        if let Some(o) = self.opt {
+            write_opt(out, o, scope, self.advertise);
+        }
+        truncated
+    }
+}
+
+/// Our OPT record: the size we accept, DO echoed (RFC 3225), and the client's subnet with the
+/// scope the answer holds for (RFC 7871 §7.2.1).
+fn write_opt(out: &mut Vec<u8>, opt: &Opt, scope: u8, size: u16) {
+    out.extend_from_slice(&[0, 0, 41]);
+    out.extend_from_slice(&size.to_be_bytes());
+    out.extend_from_slice(&[0, 0, if opt.dnssec_ok { 0x80 } else { 0 }, 0]);
+    match opt.ecs {
+        None => out.extend_from_slice(&[0, 0]),
+        Some(ecs) => {
+            let bytes = usize::from(ecs.source).div_ceil(8);
+            let rdlen = (8 + bytes) as u16;
+            out.extend_from_slice(&rdlen.to_be_bytes());
+            out.extend_from_slice(&OPTION_ECS.to_be_bytes());
+            out.extend_from_slice(&((4 + bytes) as u16).to_be_bytes());
+            let (family, octets): (u16, [u8; 16]) = match ecs.addr {
+                IpAddr::V4(a) => {
+                    let mut o = [0u8; 16];
+                    o[..4].copy_from_slice(&a.octets());
+                    (1, o)
+                }
+                IpAddr::V6(a) => (2, a.octets()),
+            };
+            out.extend_from_slice(&family.to_be_bytes());
+            out.push(ecs.source);
+            out.push(scope);
+            out.extend_from_slice(&octets[..bytes]);
+        }
+    }
+}
