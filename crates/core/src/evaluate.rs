@@ -456,7 +456,7 @@ fn reachability(
             let v = verdict(&a.observations, view.probers, settings, now);
             let health = state.addresses.entry((node.id, a.address.ip)).or_default();
             seen += 1;
-            match health.step(v.is_failing(), now, settings) {
+            match health.observe(&v, now, settings) {
                 Some(Reachability::Unreachable) => {
                     events.push(Event::AddressUnreachable { node: node.id, ip: a.address.ip })
                 }

@@ -22,6 +22,7 @@ pub mod rules;
 pub mod settings;
 pub mod time;
 pub mod window;
+pub mod wire;
 
 pub use error::{Error, Result};
 pub use time::Timestamp;

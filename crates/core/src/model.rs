@@ -123,6 +123,110 @@ pub struct Cluster {
     pub agent_required: bool,
     /// Links (by name) that must have had a handshake within 180 s for a node to be answered.
     pub required_links: Vec<String>,
+    /// External DNS servers each revision is pushed to.
+    pub publishers: Vec<PublisherSpec>,
+}
+
+/// TSIG algorithms a publisher may sign with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TsigAlgorithm {
+    /// HMAC-SHA256.
+    #[serde(rename = "hmac-sha256")]
+    HmacSha256,
+    /// HMAC-SHA384.
+    #[serde(rename = "hmac-sha384")]
+    HmacSha384,
+    /// HMAC-SHA512.
+    #[serde(rename = "hmac-sha512")]
+    HmacSha512,
+}
+
+/// Where and how a cluster's revisions are pushed: an RFC 2136 UPDATE signed with TSIG.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "PublisherInput", into = "PublisherInput")]
+#[non_exhaustive]
+pub struct PublisherSpec {
+    /// Name, unique within the cluster.
+    pub name: String,
+    /// The primary server accepting updates (`192.0.2.53:53`).
+    pub server: std::net::SocketAddr,
+    /// The zone to update; `None`: the cluster's domain.
+    pub zone: Option<String>,
+    /// TSIG key name.
+    pub key_name: String,
+    /// TSIG algorithm.
+    pub key_algorithm: TsigAlgorithm,
+    /// TSIG secret, base64.
+    pub key_secret: String,
+}
+
+/// A publisher as entered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublisherInput {
+    /// Name.
+    pub name: String,
+    /// Server address.
+    pub server: std::net::SocketAddr,
+    /// Zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// TSIG key name.
+    pub key_name: String,
+    /// TSIG algorithm (`hmac-sha256` by default).
+    #[serde(default = "sha256")]
+    pub key_algorithm: TsigAlgorithm,
+    /// TSIG secret, base64.
+    pub key_secret: String,
+}
+
+fn sha256() -> TsigAlgorithm {
+    TsigAlgorithm::HmacSha256
+}
+
+impl From<PublisherSpec> for PublisherInput {
+    fn from(p: PublisherSpec) -> Self {
+        PublisherInput {
+            name: p.name,
+            server: p.server,
+            zone: p.zone,
+            key_name: p.key_name,
+            key_algorithm: p.key_algorithm,
+            key_secret: p.key_secret,
+        }
+    }
+}
+
+impl TryFrom<PublisherInput> for PublisherSpec {
+    type Error = Error;
+    fn try_from(i: PublisherInput) -> Result<Self> {
+        let zone = i.zone.as_deref().map(|z| dns_name("zone", z)).transpose()?;
+        let key_name = i.key_name.trim().trim_end_matches('.').to_ascii_lowercase();
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        if key_name.is_empty() || key_name.len() > 253 || !key_name.split('.').all(label_ok) {
+            return Err(Error::invalid("key_name", format!("not a TSIG key name: {:?}", i.key_name)));
+        }
+        let secret = i.key_secret.trim();
+        let b64 = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=');
+        if secret.len() < 16 || !secret.len().is_multiple_of(4) || !secret.chars().all(b64) {
+            return Err(Error::invalid(
+                "key_secret",
+                "must be the key's base64 secret (at least 16 characters)",
+            ));
+        }
+        Ok(PublisherSpec {
+            name: name("name", &i.name, MAX_NAME)?,
+            server: i.server,
+            zone,
+            key_name,
+            key_algorithm: i.key_algorithm,
+            key_secret: secret.to_owned(),
+        })
+    }
 }
 
 /// A cluster as entered.
@@ -149,6 +253,8 @@ pub struct ClusterInput {
     pub agent_required: bool,
     /// Links required fresh.
     pub required_links: Vec<String>,
+    /// Publishers.
+    pub publishers: Vec<PublisherSpec>,
 }
 
 impl Default for ClusterInput {
@@ -168,6 +274,7 @@ impl Default for ClusterInput {
             mass_removal_pct: 50,
             agent_required: false,
             required_links: Vec::new(),
+            publishers: Vec::new(),
         }
     }
 }
@@ -185,6 +292,7 @@ impl From<Cluster> for ClusterInput {
             mass_removal_pct: c.mass_removal_pct,
             agent_required: c.agent_required,
             required_links: c.required_links,
+            publishers: c.publishers,
         }
     }
 }
@@ -224,6 +332,14 @@ impl TryFrom<ClusterInput> for Cluster {
         for (n, l) in i.required_links.iter().enumerate() {
             crate::error::name(&format!("required_links[{n}]"), l, MAX_NAME)?;
         }
+        for (n, p) in i.publishers.iter().enumerate() {
+            if i.publishers[..n].iter().any(|o| o.name == p.name) {
+                return Err(Error::invalid(
+                    format!("publishers[{n}].name"),
+                    format!("{:?} is listed twice", p.name),
+                ));
+            }
+        }
         Ok(Cluster {
             name,
             domain,
@@ -235,6 +351,7 @@ impl TryFrom<ClusterInput> for Cluster {
             mass_removal_pct,
             agent_required: i.agent_required,
             required_links: i.required_links,
+            publishers: i.publishers,
         })
     }
 }

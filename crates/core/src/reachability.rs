@@ -67,8 +67,16 @@ impl Observations {
                 && probers.get(o.prober as usize).is_some_and(|p| p.active)
         };
         self.0.chunk_by(|a, b| a.prober == b.prober).filter_map(move |group| {
-            let mut t = ProberTally { prober: group[0].prober, sent: 0, lost: 0, rtt_sum_ms: 0.0, rtt_n: 0 };
+            let mut t = ProberTally {
+                prober: group[0].prober,
+                sent: 0,
+                lost: 0,
+                rtt_sum_ms: 0.0,
+                rtt_n: 0,
+                reported_at: Timestamp::EPOCH,
+            };
             for o in group.iter().filter(|o| counts(o)) {
+                t.reported_at = t.reported_at.max(o.reported_at);
                 t.sent += o.sent;
                 t.lost += o.lost.min(o.sent);
                 if let Some(r) = o.rtt_ms {
@@ -94,6 +102,8 @@ pub struct ProberTally {
     pub rtt_sum_ms: f64,
     /// Answering ports.
     pub rtt_n: u32,
+    /// Its newest counted result.
+    pub reported_at: Timestamp,
 }
 
 impl ProberTally {
@@ -115,6 +125,11 @@ pub struct Verdict {
     pub counting: u32,
     /// Of those, the ones that see the address failing.
     pub failing: u32,
+    /// While failing: the earliest time the reports show a strict majority failing — the
+    /// majority-th oldest of the failing probers' newest reports. Never earlier than the real
+    /// start, since each prober failed at latest when it reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_from: Option<Timestamp>,
 }
 
 impl Verdict {
@@ -135,6 +150,16 @@ pub fn verdict(
     for t in obs.per_prober(probers, settings, now) {
         v.counting += 1;
         v.failing += u32::from(t.sees_failing(settings));
+    }
+    if v.is_failing() {
+        let mut times: Vec<Timestamp> = obs
+            .per_prober(probers, settings, now)
+            .filter(|t| t.sees_failing(settings))
+            .map(|t| t.reported_at)
+            .collect();
+        times.sort_unstable();
+        let majority = (v.counting / 2) as usize; // index of the (counting/2 + 1)-th oldest
+        v.failing_from = times.get(majority).copied();
     }
     v
 }
@@ -160,6 +185,9 @@ pub struct AddressHealth {
     pub failing_since: Option<Timestamp>,
     /// While unreachable: since when it has been answering (not failing) without a break.
     pub answering_since: Option<Timestamp>,
+    /// The previous evaluation.
+    #[serde(default)]
+    pub checked_at: Option<Timestamp>,
 }
 
 impl Default for AddressHealth {
@@ -169,51 +197,64 @@ impl Default for AddressHealth {
             since: None,
             failing_since: None,
             answering_since: None,
+            checked_at: None,
         }
     }
 }
 
 impl AddressHealth {
-    /// Feeds one evaluation: whether the address is failing at `now`. Returns the new state
-    /// when it changed. Unreachable after failing continuously for *failing before unreachable*;
-    /// reachable again after not failing for *answering before reachable*.
-    pub fn step(&mut self, failing: bool, now: Timestamp, settings: &ProbeSettings) -> Option<Reachability> {
-        match self.state {
+    /// Feeds one evaluation at `now`: whether the address is failing, and since when the
+    /// evidence says so (`evidence ≤ now`; a failing streak may start no earlier than the
+    /// previous evaluation, which saw it otherwise). Returns the new state when it changed.
+    /// Unreachable after failing continuously for *failing before unreachable*; reachable
+    /// again after not failing for *answering before reachable*.
+    pub fn step(
+        &mut self,
+        failing: bool,
+        evidence: Timestamp,
+        now: Timestamp,
+        settings: &ProbeSettings,
+    ) -> Option<Reachability> {
+        let start = evidence.min(now).max(self.checked_at.unwrap_or(Timestamp::EPOCH));
+        self.checked_at = Some(now);
+        let (streak, wait) = match self.state {
+            Reachability::Reachable if failing => {
+                (&mut self.failing_since, settings.failing_before_unreachable_s())
+            }
+            Reachability::Unreachable if !failing => {
+                (&mut self.answering_since, settings.answering_before_reachable_s())
+            }
             Reachability::Reachable => {
-                if !failing {
-                    self.failing_since = None;
-                    return None;
-                }
-                let start = *self.failing_since.get_or_insert(now);
-                if now.at_least_secs_after(start, u64::from(settings.failing_before_unreachable_s())) {
-                    *self = AddressHealth {
-                        state: Reachability::Unreachable,
-                        since: Some(now),
-                        failing_since: None,
-                        answering_since: None,
-                    };
-                    return Some(Reachability::Unreachable);
-                }
-                None
+                self.failing_since = None;
+                return None;
             }
             Reachability::Unreachable => {
-                if failing {
-                    self.answering_since = None;
-                    return None;
-                }
-                let start = *self.answering_since.get_or_insert(now);
-                if now.at_least_secs_after(start, u64::from(settings.answering_before_reachable_s())) {
-                    *self = AddressHealth {
-                        state: Reachability::Reachable,
-                        since: Some(now),
-                        failing_since: None,
-                        answering_since: None,
-                    };
-                    return Some(Reachability::Reachable);
-                }
-                None
+                self.answering_since = None;
+                return None;
             }
+        };
+        let since = *streak.get_or_insert(start);
+        if !now.at_least_secs_after(since, u64::from(wait)) {
+            return None;
         }
+        let state = match self.state {
+            Reachability::Reachable => Reachability::Unreachable,
+            Reachability::Unreachable => Reachability::Reachable,
+        };
+        *self = AddressHealth {
+            state,
+            since: Some(now),
+            failing_since: None,
+            answering_since: None,
+            checked_at: Some(now),
+        };
+        Some(state)
+    }
+
+    /// Feeds one evaluation whose evidence is the verdict: a failing streak starts when the
+    /// reports first showed a majority failing, an answering streak at `now`.
+    pub fn observe(&mut self, v: &Verdict, now: Timestamp, settings: &ProbeSettings) -> Option<Reachability> {
+        self.step(v.is_failing(), v.failing_from.unwrap_or(now), now, settings)
     }
 
     /// The time at which the state would change if the input stayed as it is (so the
@@ -262,7 +303,7 @@ mod tests {
         let o =
             Observations::new(vec![obs(0, 3, 3, T0), obs(1, 3, 3, T0), obs(2, 3, 0, T0), obs(3, 3, 0, T0)]);
         let v = verdict(&o, &p, &s, T0);
-        assert_eq!(v, Verdict { counting: 4, failing: 2 });
+        assert_eq!((v.counting, v.failing), (4, 2));
         assert!(!v.is_failing());
         // 3 of 4 failing.
         let o =
@@ -283,10 +324,10 @@ mod tests {
         let s = settings(); // 50 %
         // Port 80 lost 3 of 3, port 443 lost 0 of 3: 50 % over both ports, which fails.
         let o = Observations::new(vec![obs(0, 3, 3, T0), obs(0, 3, 0, T0)]);
-        assert_eq!(verdict(&o, &p, &s, T0), Verdict { counting: 1, failing: 1 });
+        assert_eq!((verdict(&o, &p, &s, T0).counting, verdict(&o, &p, &s, T0).failing), (1, 1));
         // 2 of 6 lost: 33 %, not failing.
         let o = Observations::new(vec![obs(0, 3, 2, T0), obs(0, 3, 0, T0)]);
-        assert_eq!(verdict(&o, &p, &s, T0), Verdict { counting: 1, failing: 0 });
+        assert_eq!((verdict(&o, &p, &s, T0).counting, verdict(&o, &p, &s, T0).failing), (1, 0));
     }
 
     #[test]
@@ -299,7 +340,7 @@ mod tests {
             obs(1, 3, 0, T0.plus_millis(-31_000)), // too old
             obs(2, 3, 0, T0),                      // disabled prober
         ]);
-        assert_eq!(verdict(&o, &p, &s, T0), Verdict { counting: 1, failing: 1 });
+        assert_eq!((verdict(&o, &p, &s, T0).counting, verdict(&o, &p, &s, T0).failing), (1, 1));
         // With interval 5 s the window is at least 15 s.
         let fast = ProbeSettings::parse(ProbeSettingsInput {
             interval_s: 5,
@@ -318,10 +359,10 @@ mod tests {
     fn unreachable_after_failing_before_unreachable() {
         let s = settings(); // 30 s / 60 s
         let mut h = AddressHealth::default();
-        assert_eq!(h.step(true, T0, &s), None);
+        assert_eq!(h.step(true, T0, T0, &s), None);
         assert_eq!(h.deadline(&s), Some(T0.plus_secs(30)));
-        assert_eq!(h.step(true, T0.plus_secs(29), &s), None);
-        assert_eq!(h.step(true, T0.plus_secs(30), &s), Some(Reachability::Unreachable));
+        assert_eq!(h.step(true, T0.plus_secs(29), T0.plus_secs(29), &s), None);
+        assert_eq!(h.step(true, T0.plus_secs(30), T0.plus_secs(30), &s), Some(Reachability::Unreachable));
         assert!(!h.is_reachable());
     }
 
@@ -329,23 +370,62 @@ mod tests {
     fn failing_must_be_continuous() {
         let s = settings();
         let mut h = AddressHealth::default();
-        h.step(true, T0, &s);
-        h.step(false, T0.plus_secs(20), &s);
-        assert_eq!(h.step(true, T0.plus_secs(30), &s), None, "the streak restarted");
-        assert_eq!(h.step(true, T0.plus_secs(59), &s), None);
-        assert_eq!(h.step(true, T0.plus_secs(60), &s), Some(Reachability::Unreachable));
+        h.step(true, T0, T0, &s);
+        h.step(false, T0.plus_secs(20), T0.plus_secs(20), &s);
+        assert_eq!(h.step(true, T0.plus_secs(30), T0.plus_secs(30), &s), None, "the streak restarted");
+        assert_eq!(h.step(true, T0.plus_secs(59), T0.plus_secs(59), &s), None);
+        assert_eq!(h.step(true, T0.plus_secs(60), T0.plus_secs(60), &s), Some(Reachability::Unreachable));
+    }
+
+    #[test]
+    fn failing_streak_starts_at_the_evidence_but_not_before_the_previous_evaluation() {
+        let s = settings(); // 30 s
+        let mut h = AddressHealth::default();
+        assert_eq!(h.step(false, T0, T0, &s), None);
+        // Reports at T0+8 showed the failure; the pass runs at T0+10.
+        assert_eq!(h.step(true, T0.plus_secs(8), T0.plus_secs(10), &s), None);
+        assert_eq!(h.deadline(&s), Some(T0.plus_secs(38)));
+        assert_eq!(h.step(true, T0.plus_secs(8), T0.plus_secs(38), &s), Some(Reachability::Unreachable));
+        // Evidence older than the previous evaluation is clamped to it.
+        let mut h = AddressHealth::default();
+        h.step(false, T0, T0.plus_secs(10), &s);
+        h.step(true, T0, T0.plus_secs(12), &s);
+        assert_eq!(h.failing_since, Some(T0.plus_secs(10)));
+    }
+
+    #[test]
+    fn failing_from_is_the_majority_th_oldest_failing_report() {
+        let p = probers(3);
+        let s = settings();
+        let o = Observations::new(vec![
+            obs(0, 3, 3, T0.plus_secs(1)),
+            obs(1, 3, 3, T0.plus_secs(4)),
+            obs(2, 3, 3, T0.plus_secs(2)),
+        ]);
+        // Two of three make a majority: the second oldest failing report.
+        assert_eq!(verdict(&o, &p, &s, T0.plus_secs(5)).failing_from, Some(T0.plus_secs(2)));
+        let o = Observations::new(vec![
+            obs(0, 3, 3, T0.plus_secs(1)),
+            obs(1, 3, 0, T0.plus_secs(4)),
+            obs(2, 3, 3, T0.plus_secs(3)),
+        ]);
+        assert_eq!(verdict(&o, &p, &s, T0.plus_secs(5)).failing_from, Some(T0.plus_secs(3)));
     }
 
     #[test]
     fn reachable_again_after_answering_before_reachable() {
         let s = settings();
         let mut h = AddressHealth::default();
-        h.step(true, T0, &s);
-        h.step(true, T0.plus_secs(30), &s);
-        assert_eq!(h.step(false, T0.plus_secs(40), &s), None);
-        assert_eq!(h.step(true, T0.plus_secs(50), &s), None, "failing again resets the wait");
-        assert_eq!(h.step(false, T0.plus_secs(60), &s), None);
-        assert_eq!(h.step(false, T0.plus_secs(119), &s), None);
-        assert_eq!(h.step(false, T0.plus_secs(120), &s), Some(Reachability::Reachable));
+        h.step(true, T0, T0, &s);
+        h.step(true, T0.plus_secs(30), T0.plus_secs(30), &s);
+        assert_eq!(h.step(false, T0.plus_secs(40), T0.plus_secs(40), &s), None);
+        assert_eq!(
+            h.step(true, T0.plus_secs(50), T0.plus_secs(50), &s),
+            None,
+            "failing again resets the wait"
+        );
+        assert_eq!(h.step(false, T0.plus_secs(60), T0.plus_secs(60), &s), None);
+        assert_eq!(h.step(false, T0.plus_secs(119), T0.plus_secs(119), &s), None);
+        assert_eq!(h.step(false, T0.plus_secs(120), T0.plus_secs(120), &s), Some(Reachability::Reachable));
     }
 }

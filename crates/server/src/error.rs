@@ -27,6 +27,12 @@ pub enum ApiError {
     /// No valid credentials (401).
     #[error("{0}")]
     Unauthorized(String),
+    /// Valid credentials without the right to this endpoint (403).
+    #[error("{0}")]
+    Forbidden(String),
+    /// The request is too large (413).
+    #[error("{0}")]
+    TooLarge(String),
     /// The store failed (503): the change was not made.
     #[error("storage unavailable: {0}")]
     Store(#[from] vantage_store::Error),
@@ -48,6 +54,8 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }

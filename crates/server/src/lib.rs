@@ -2,13 +2,19 @@
 //!
 //! [`Server::start`] binds the listeners and runs until [`Server::shutdown`].
 
+mod alerts;
 mod api;
 mod app;
 mod auth;
+mod ca;
+mod channel;
 pub mod config;
 mod error;
+mod evaluator;
 mod metrics;
+mod publishing;
 mod registry;
+mod runtime;
 mod server;
 
 pub use app::now;

@@ -75,6 +75,13 @@ impl Metrics {
         Metrics { registry: Mutex::new(registry), requests, objects, store_latency }
     }
 
+    /// Registers the DNS server's metrics with the same registry.
+    pub fn register_dns(&self, dns: &vantage_dns::DnsMetrics) {
+        if let Ok(mut r) = self.registry.lock() {
+            dns.register(&mut r);
+        }
+    }
+
     /// Counts one request.
     pub fn request(&self, route: &str, method: &str, status: u16) {
         self.requests

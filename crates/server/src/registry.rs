@@ -66,6 +66,9 @@ pub struct NodeRecord {
     /// SHA-256 of the agent's current client certificate, once enrolled.
     #[serde(default)]
     pub cert_sha256: Option<String>,
+    /// When that certificate was issued.
+    #[serde(default)]
+    pub cert_issued_at: Option<Timestamp>,
 }
 
 /// A prober.
@@ -80,6 +83,9 @@ pub struct ProberRecord {
     /// SHA-256 of its current client certificate.
     #[serde(default)]
     pub cert_sha256: Option<String>,
+    /// When that certificate was issued.
+    #[serde(default)]
+    pub cert_issued_at: Option<Timestamp>,
 }
 
 /// An admin API token (only its hash is kept).
@@ -147,6 +153,8 @@ pub enum Object {
     AdminToken(AdminToken),
     /// An enrollment token.
     EnrollToken(EnrollToken),
+    /// A webhook sink for alerts.
+    Webhook(crate::alerts::Webhook),
 }
 
 impl Object {
@@ -163,6 +171,7 @@ impl Object {
             Object::Prober(_) => "prober",
             Object::AdminToken(_) => "admin_token",
             Object::EnrollToken(_) => "enroll_token",
+            Object::Webhook(_) => "webhook",
         }
     }
 
@@ -178,6 +187,7 @@ impl Object {
             Object::Prober(p) => p.name.clone(),
             Object::AdminToken(t) => t.name.clone(),
             Object::EnrollToken(t) => t.prefix.clone(),
+            Object::Webhook(w) => w.name.clone(),
         }
     }
 
@@ -204,6 +214,7 @@ impl Object {
             Object::Prober(v) => serde_json::to_string(v),
             Object::AdminToken(v) => serde_json::to_string(v),
             Object::EnrollToken(v) => serde_json::to_string(v),
+            Object::Webhook(v) => serde_json::to_string(v),
         }
     }
 
@@ -220,6 +231,7 @@ impl Object {
             "prober" => Object::Prober(serde_json::from_str(body).map_err(e)?),
             "admin_token" => Object::AdminToken(serde_json::from_str(body).map_err(e)?),
             "enroll_token" => Object::EnrollToken(serde_json::from_str(body).map_err(e)?),
+            "webhook" => Object::Webhook(serde_json::from_str(body).map_err(e)?),
             other => return Err(format!("unknown kind {other:?}")),
         })
     }
@@ -259,6 +271,8 @@ pub struct Config {
     pub admin_tokens: BTreeMap<i64, Stored<AdminToken>>,
     /// Enrollment tokens.
     pub enroll_tokens: BTreeMap<i64, Stored<EnrollToken>>,
+    /// Webhook sinks.
+    pub webhooks: BTreeMap<i64, Stored<crate::alerts::Webhook>>,
     /// Id of the stored settings object, once saved.
     pub settings_id: Option<i64>,
     /// The next id to assign.
@@ -313,6 +327,7 @@ impl Config {
             Object::Prober(v) => upsert(&mut self.probers, id, v, created, now),
             Object::AdminToken(v) => upsert(&mut self.admin_tokens, id, v, created, now),
             Object::EnrollToken(v) => upsert(&mut self.enroll_tokens, id, v, created, now),
+            Object::Webhook(v) => upsert(&mut self.webhooks, id, v, created, now),
         }
         self.next_id = self.next_id.max(id + 1);
     }
@@ -328,10 +343,11 @@ impl Config {
         self.probers.remove(&id);
         self.admin_tokens.remove(&id);
         self.enroll_tokens.remove(&id);
+        self.webhooks.remove(&id);
     }
 
     /// Objects per kind, for the metrics.
-    pub fn counts(&self) -> [(&'static str, usize); 9] {
+    pub fn counts(&self) -> [(&'static str, usize); 10] {
         [
             ("region", self.regions.len()),
             ("cluster", self.clusters.len()),
@@ -342,6 +358,7 @@ impl Config {
             ("prober", self.probers.len()),
             ("admin_token", self.admin_tokens.len()),
             ("enroll_token", self.enroll_tokens.len()),
+            ("webhook", self.webhooks.len()),
         ]
     }
 

@@ -26,7 +26,8 @@ fn validated_types_read_back_what_they_write() {
     round_trip::<Cluster>(
         r#"{"name":"c","domain":"cdn.example.net","aliases":["a.example.net"],"dns_mode":"manual","ttl":60,
             "listeners":[{"port":443,"protocol":"https","proxy_protocol":true}],"check":{"path":"/up"},
-            "mass_removal_pct":40,"agent_required":true,"required_links":["wg0"]}"#,
+            "mass_removal_pct":40,"agent_required":true,"required_links":["wg0"],
+            "publishers":[{"name":"knot","server":"192.0.2.53:53","key_name":"vantage-key","key_secret":"c2VjcmV0c2VjcmV0c2VjcmV0"}]}"#,
     );
     round_trip::<NodeGroup>(r#"{"name":"g","region":3}"#);
     round_trip::<Line>(

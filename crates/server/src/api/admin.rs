@@ -36,6 +36,7 @@ pub(super) fn routes(api: &mut Api) {
         delete(tokens_delete),
     );
     api.add(HttpMethod::Get, "/v1/audit", "admin", "List audit entries (newest first)", get(audit));
+    api.add(HttpMethod::Get, "/v1/alerts", "alerts", "Open and recently resolved alerts", get(alerts));
 }
 
 async fn tokens_list(State(app): State<Arc<App>>) -> Json<Value> {
@@ -154,4 +155,9 @@ async fn audit(
     };
     let items = app.store.audit(&filter).await?;
     Ok(Json(json!({ "items": items })))
+}
+
+async fn alerts(State(app): State<Arc<App>>) -> Json<Value> {
+    let (open, recent) = app.alerts.list();
+    Json(json!({ "open": open, "recent": recent }))
 }

@@ -3,6 +3,7 @@
 //! every route there is.
 
 mod admin;
+mod agents;
 
 pub(crate) use admin::create_admin_token;
 mod objects;

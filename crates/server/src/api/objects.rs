@@ -21,6 +21,7 @@ use vantage_core::rules::Rule;
 use vantage_core::settings::ProbeSettings;
 
 use super::Api;
+use crate::alerts::Webhook;
 use crate::app::{Actor, App, Change};
 use crate::error::{ApiError, parse_json};
 use crate::registry::{
@@ -49,9 +50,9 @@ trait Kind: Clone + Serialize + Send + Sync + Sized + 'static {
     fn check(&self, id: i64, c: &Config) -> Result<(), ApiError>;
     /// Checks that it may be deleted; returns objects deleted with it.
     fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError>;
-    /// The API representation.
-    fn view(id: i64, s: &Stored<Self>, c: &Config) -> Value {
-        let _ = c;
+    /// The API representation (with what the runtime knows, for probers and nodes).
+    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> Value {
+        let _ = (c, app);
         with_meta(id, s, s.value.doc())
     }
     /// Audit action for `op` (`create`, `update`, `delete`).
@@ -139,7 +140,7 @@ impl Kind for Region {
         }
         Ok(Vec::new())
     }
-    fn view(id: i64, s: &Stored<Self>, c: &Config) -> Value {
+    fn view(id: i64, s: &Stored<Self>, c: &Config, _: &App) -> Value {
         let mut v = with_meta(id, s, s.value.doc());
         v["probers"] = json!(c.probers.values().filter(|p| p.value.region == RegionId(id)).count());
         v
@@ -182,6 +183,16 @@ impl Kind for Cluster {
             }
         }
         Ok(())
+    }
+    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> Value {
+        let mut v = with_meta(id, s, s.value.doc());
+        // TSIG secrets are written, never read back.
+        if let Some(ps) = v.get_mut("publishers").and_then(Value::as_array_mut) {
+            for p in ps {
+                p["key_secret"] = json!("(hidden)");
+            }
+        }
+        v
     }
     fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError> {
         let nodes = c.nodes_of(ClusterId(id)).count();
@@ -277,7 +288,7 @@ impl Kind for GroupRecord {
         }
         Ok(Vec::new())
     }
-    fn view(id: i64, s: &Stored<Self>, _: &Config) -> Value {
+    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> Value {
         let mut v = with_meta(id, s, s.value.doc());
         v["cluster"] = json!(s.value.cluster);
         v
@@ -335,7 +346,7 @@ impl Kind for LineRecord {
         }
         Ok(Vec::new())
     }
-    fn view(id: i64, s: &Stored<Self>, _: &Config) -> Value {
+    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> Value {
         let mut v = with_meta(id, s, s.value.doc());
         v["cluster"] = json!(s.value.cluster);
         v
@@ -375,7 +386,7 @@ impl Kind for RuleRecord {
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
         Ok(Vec::new())
     }
-    fn view(id: i64, s: &Stored<Self>, _: &Config) -> Value {
+    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> Value {
         let mut v = with_meta(id, s, s.value.doc());
         v["cluster"] = json!(s.value.cluster);
         v
@@ -419,7 +430,13 @@ impl Kind for NodeRecord {
             ));
         }
         let node: Node = parse_as::<NodeInput>(Value::Object(body.node.into_iter().collect()))?.try_into()?;
-        Ok(NodeRecord { cluster: body.cluster, node, addresses: AddressList::default(), cert_sha256: None })
+        Ok(NodeRecord {
+            cluster: body.cluster,
+            node,
+            addresses: AddressList::default(),
+            cert_sha256: None,
+            cert_issued_at: None,
+        })
     }
     fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
         if !c.clusters.contains_key(&self.cluster.0) {
@@ -442,10 +459,10 @@ impl Kind for NodeRecord {
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
         Ok(Vec::new())
     }
-    fn view(id: i64, s: &Stored<Self>, _: &Config) -> Value {
+    fn view(id: i64, s: &Stored<Self>, _: &Config, app: &App) -> Value {
         let mut v = with_meta(id, s, s.value.doc());
-        v["addresses"] = to_doc(&s.value.addresses);
         v["enrolled"] = json!(s.value.cert_sha256.is_some());
+        super::agents::node_runtime(app, id, &s.value, &mut v);
         v
     }
 }
@@ -474,7 +491,13 @@ impl Kind for ProberRecord {
     fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
         let b: ProberBody = parse_as(doc)?;
         let name = vantage_core::model::display_name("name", &b.name)?;
-        Ok(ProberRecord { name, region: b.region, enabled: b.enabled, cert_sha256: None })
+        Ok(ProberRecord {
+            name,
+            region: b.region,
+            enabled: b.enabled,
+            cert_sha256: None,
+            cert_issued_at: None,
+        })
     }
     fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
         unique(
@@ -491,6 +514,46 @@ impl Kind for ProberRecord {
     }
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
         Ok(Vec::new())
+    }
+    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> Value {
+        let mut v = with_meta(id, s, s.value.doc());
+        super::agents::prober_runtime(app, c, id, s.value.enabled, &mut v);
+        v
+    }
+}
+
+impl Kind for Webhook {
+    const NAME: &'static str = "webhook";
+    const LABEL: &'static str = "Webhook";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.webhooks
+    }
+    fn wrap(self) -> Object {
+        Object::Webhook(self)
+    }
+    fn doc(&self) -> Value {
+        to_doc(self)
+    }
+    fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        Ok(parse_as::<Webhook>(doc)?.check()?)
+    }
+    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
+        unique(
+            "A webhook named",
+            "name",
+            &self.name,
+            id,
+            c.webhooks.iter().map(|(i, w)| (*i, w.value.name.as_str())),
+        )
+    }
+    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
+        Ok(Vec::new())
+    }
+}
+
+impl KeepPrivate for Webhook {
+    fn keep_from(self, _: &Self) -> Self {
+        self
     }
 }
 
@@ -514,7 +577,7 @@ fn list<K: Kind>(app: &App, cluster: Option<ClusterId>) -> Result<Json<Value>, A
     let items: Vec<Value> = K::map(&c)
         .iter()
         .filter(|(_, s)| cluster.is_none_or(|cl| s.value.cluster() == Some(cl)))
-        .map(|(id, s)| K::view(*id, s, &c))
+        .map(|(id, s)| K::view(*id, s, &c, app))
         .collect();
     Ok(Json(json!({ "items": items })))
 }
@@ -522,7 +585,7 @@ fn list<K: Kind>(app: &App, cluster: Option<ClusterId>) -> Result<Json<Value>, A
 fn one<K: Kind>(app: &App, id: i64, cluster: Option<ClusterId>) -> Result<Json<Value>, ApiError> {
     let c = app.config();
     let s = find::<K>(&c, id, cluster)?;
-    Ok(Json(K::view(id, s, &c)))
+    Ok(Json(K::view(id, s, &c, app)))
 }
 
 async fn create<K: Kind>(
@@ -547,7 +610,7 @@ async fn create<K: Kind>(
         .await?;
     let c = app.config();
     let s = find::<K>(&c, id, None)?;
-    Ok((StatusCode::CREATED, Json(K::view(id, s, &c))))
+    Ok((StatusCode::CREATED, Json(K::view(id, s, &c, app))))
 }
 
 /// RFC 7396 JSON merge patch.
@@ -747,20 +810,27 @@ impl KeepPrivate for RuleRecord {
 }
 impl KeepPrivate for NodeRecord {
     fn keep_from(self, old: &Self) -> Self {
-        NodeRecord { addresses: old.addresses.clone(), cert_sha256: old.cert_sha256.clone(), ..self }
+        NodeRecord {
+            addresses: old.addresses.clone(),
+            cert_sha256: old.cert_sha256.clone(),
+            cert_issued_at: old.cert_issued_at,
+            ..self
+        }
     }
 }
 impl KeepPrivate for ProberRecord {
     fn keep_from(self, old: &Self) -> Self {
-        ProberRecord { cert_sha256: old.cert_sha256.clone(), ..self }
+        ProberRecord { cert_sha256: old.cert_sha256.clone(), cert_issued_at: old.cert_issued_at, ..self }
     }
 }
 
 pub(super) fn routes(api: &mut Api) {
+    super::agents::routes(api);
     top_level!(api, Region, "/v1/regions", "regions", "region", create: true);
     top_level!(api, Cluster, "/v1/clusters", "clusters", "cluster", create: true);
     top_level!(api, NodeRecord, "/v1/nodes", "nodes", "node", create: true);
     top_level!(api, ProberRecord, "/v1/probers", "probers", "prober", create: false);
+    top_level!(api, Webhook, "/v1/webhooks", "alerts", "webhook", create: true);
     children!(api, GroupRecord, "groups", "clusters", "node group");
     children!(api, LineRecord, "lines", "clusters", "line");
     children!(api, RuleRecord, "rules", "rules", "rule");

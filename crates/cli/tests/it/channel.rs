@@ -1,0 +1,244 @@
+//! The agent channel with real `vantage probe` and `vantage agent` processes: enrollment,
+//! the prober list, node heartbeats, and every kind of bad input refused with nothing stored.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use vantage_agent::{ChannelClient, Error as AgentError, StateDir};
+use vantage_core::result::{Attempt, ProbeResult, Stages};
+use vantage_core::wire;
+
+use crate::harness::{AgentProcess, ServerProcess};
+
+fn refused_with(e: AgentError, status: u16, text: &str) {
+    match e {
+        AgentError::Refused { status: s, reason, .. } => {
+            assert_eq!(s, status, "{reason}");
+            assert!(reason.contains(text), "{reason:?} lacks {text:?}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn result(target: &str) -> ProbeResult {
+    ProbeResult {
+        target: target.into(),
+        attempts: vec![Attempt { stages: Stages::ALL, rtt_us: 900, error: None }],
+        hls: None,
+    }
+}
+
+fn report(results: Vec<ProbeResult>) -> wire::Report {
+    let now = vantage_server::now();
+    wire::Report { started_at: now, finished_at: now, version: "test".into(), results }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(&temp.path().join("server"), &["--allow-loopback-addresses"]).await;
+    let (agent_url, ca) = s.channel();
+
+    // No region yet.
+    let (st, v) = s.call(Method::POST, "/v1/probers/tokens", Some(json!({"name": "p"}))).await;
+    assert_eq!((st, v["error"]["reason"].as_str()), (400, Some("Create a region first")), "{v}");
+    let region =
+        s.create("/v1/regions", json!({"code": "ap-sg", "name": "Singapore"})).await["id"].as_i64().unwrap();
+    let (st, v) = s
+        .call(
+            Method::POST,
+            "/v1/probers/tokens",
+            Some(json!({"name": "p", "region": region, "valid_for_s": 60})),
+        )
+        .await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("valid_for_s")), "{v}");
+    let (st, v) = s
+        .call(Method::POST, "/v1/probers/tokens", Some(json!({"name": "x".repeat(65), "region": region})))
+        .await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("name")), "{v}");
+
+    // A wrong CA fingerprint: the prober refuses to send its token.
+    let t = s.create("/v1/probers/tokens", json!({"name": "p1", "region": region})).await;
+    assert!(t["token"].as_str().unwrap().starts_with("vtp_"));
+    assert_eq!(t["ca_sha256"].as_str(), Some(ca.as_str()));
+    assert!(t["command"].as_str().unwrap().contains("vantage probe --server"), "{t}");
+    let token = t["token"].as_str().unwrap().to_owned();
+    let wrong = "00".repeat(32);
+    let state1 = temp.path().join("p1");
+    let p = AgentProcess::start(
+        &[
+            "probe",
+            "--server",
+            &agent_url,
+            "--token",
+            &token,
+            "--ca-sha256",
+            &wrong,
+            "--state-dir",
+            state1.to_str().unwrap(),
+        ],
+        &temp.path().join("p1-wrong.log"),
+    );
+    assert_ne!(p.wait(Duration::from_secs(20)).await, Some(0));
+    let log = std::fs::read_to_string(temp.path().join("p1-wrong.log")).unwrap();
+    assert!(log.contains("CA fingerprint mismatch"), "{log}");
+    let (_, tokens) = s.call(Method::GET, "/v1/probers/tokens", None).await;
+    assert_eq!(tokens["items"][0]["state"], "valid", "the token was never sent: {tokens}");
+
+    // The right one enrolls; the key stays on the host (0600).
+    let prober = AgentProcess::start(
+        &[
+            "probe",
+            "--server",
+            &agent_url,
+            "--token",
+            &token,
+            "--ca-sha256",
+            &ca,
+            "--state-dir",
+            state1.to_str().unwrap(),
+        ],
+        &temp.path().join("p1.log"),
+    );
+    // Online once it asked for work with its new certificate (its first round is reported).
+    s.wait_for("/v1/probers", Duration::from_secs(20), |v| {
+        v["items"][0]["status"] == "online" && !v["items"][0]["last_round"].is_null()
+    })
+    .await;
+    let key = std::fs::metadata(state1.join("key.pem")).unwrap();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&key.permissions()) & 0o777, 0o600);
+    let (_, audit) = s.call(Method::GET, "/v1/audit?action=prober.", None).await;
+    let actions: Vec<&str> =
+        audit["items"].as_array().unwrap().iter().map(|a| a["action"].as_str().unwrap()).collect();
+    assert!(actions.contains(&"prober.enroll") && actions.contains(&"prober.token_create"), "{actions:?}");
+
+    // A used token is refused.
+    let again = AgentProcess::start(
+        &[
+            "probe",
+            "--server",
+            &agent_url,
+            "--token",
+            &token,
+            "--ca-sha256",
+            &ca,
+            "--state-dir",
+            temp.path().join("p1b").to_str().unwrap(),
+        ],
+        &temp.path().join("p1b.log"),
+    );
+    assert_ne!(again.wait(Duration::from_secs(20)).await, Some(0));
+    let log = std::fs::read_to_string(temp.path().join("p1b.log")).unwrap();
+    assert!(log.contains("already used"), "{log}");
+
+    // A node: cluster, group with a region, node, token, `vantage agent` with a metrics file.
+    let cluster = s.create("/v1/clusters", json!({"name": "c", "domain": "cdn.test.example"})).await["id"]
+        .as_i64()
+        .unwrap();
+    let group = s
+        .create(&format!("/v1/clusters/{cluster}/groups"), json!({"name": "g", "region": region}))
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let node =
+        s.create("/v1/nodes", json!({"cluster": cluster, "group": group, "name": "edge-1"})).await["id"]
+            .as_i64()
+            .unwrap();
+    let nt = s.create("/v1/nodes/tokens", json!({"node": node})).await;
+    assert!(nt["token"].as_str().unwrap().starts_with("vtn_"));
+    let metrics = temp.path().join("metrics.json");
+    std::fs::write(&metrics, r#"{"cpu_pct": 42.5, "load1": 0.5, "load5": 0.4, "load15": 0.3, "memory_used_bytes": 1000, "memory_total_bytes": 4000, "egress_mbps": 12.0, "connections": 7}"#).unwrap();
+    let state_n = temp.path().join("n1");
+    let _agent = AgentProcess::start(
+        &[
+            "agent",
+            "--server",
+            &agent_url,
+            "--token",
+            nt["token"].as_str().unwrap(),
+            "--ca-sha256",
+            &ca,
+            "--state-dir",
+            state_n.to_str().unwrap(),
+            "--metrics-file",
+            metrics.to_str().unwrap(),
+            "--address",
+            "127.0.0.20",
+            "--heartbeat-interval",
+            "1s",
+        ],
+        &temp.path().join("n1.log"),
+    );
+    let n = s.wait_for(&format!("/v1/nodes/{node}"), Duration::from_secs(20), |v| v["online"] == true).await;
+    let _ = n;
+    let (_, v) = s.call(Method::GET, &format!("/v1/nodes/{node}"), None).await;
+    assert_eq!(v["metrics"]["cpu_pct"], 42.5, "{v}");
+    assert_eq!(v["reported_addresses"], json!(["127.0.0.20"]), "{v}");
+    assert_eq!(
+        v["addresses"][0]["source"], "reported",
+        "reported addresses are used while none are configured: {v}"
+    );
+    assert!(v["capabilities"].as_array().unwrap().iter().any(|c| c == "metrics-v1"), "{v}");
+
+    // Each role may call only its own endpoints.
+    let prober_client = ChannelClient::open(StateDir::new(&state1), None).unwrap();
+    let node_client = ChannelClient::open(StateDir::new(&state_n), None).unwrap();
+    let e = node_client.get::<wire::Work>(wire::PROBER_WORK).await.unwrap_err();
+    refused_with(e, 403, "a node certificate cannot call prober endpoints");
+    let hb = wire::Heartbeat {
+        version: "t".into(),
+        hostname: "h".into(),
+        metrics: None,
+        addresses: vec![],
+        capabilities: vec![],
+        links: vec![],
+    };
+    let e = prober_client.post::<_, wire::HeartbeatReply>(wire::NODE_HEARTBEAT, &hb).await.unwrap_err();
+    refused_with(e, 403, "a prober certificate cannot call node endpoints");
+    let e = node_client.get::<wire::Work>(wire::NODE_WORK).await.unwrap_err();
+    refused_with(e, 403, "this node does not probe");
+
+    // Reports: too many results, and targets it was not given; nothing is stored.
+    let work: wire::Work = prober_client.get(wire::PROBER_WORK).await.unwrap();
+    assert_eq!(work.targets.len(), 1, "127.0.0.20 × port 80");
+    let key = work.targets[0].key.clone();
+    let pid = work.id;
+    let (_, before) = s.call(Method::GET, &format!("/v1/probers/{pid}/results"), None).await;
+    let too_many: Vec<ProbeResult> = (0..=wire::MAX_RESULTS).map(|_| result(&key)).collect();
+    let e = prober_client.post_no_content(wire::PROBER_REPORT, &report(too_many)).await.unwrap_err();
+    refused_with(e, 413, "at most 10000 results");
+    let e = prober_client
+        .post_no_content(wire::PROBER_REPORT, &report(vec![result(&key), result("n999/203.0.113.9/80")]))
+        .await
+        .unwrap_err();
+    refused_with(e, 400, "was not given to this prober");
+    let (_, after) = s.call(Method::GET, &format!("/v1/probers/{pid}/results"), None).await;
+    assert_eq!(before, after, "a refused report stores nothing");
+
+    // Disabling a prober deletes its results and the channel refuses it; deleting revokes it.
+    s.wait_for(&format!("/v1/probers/{pid}/results"), Duration::from_secs(20), |v| {
+        !v["items"].as_array().unwrap().is_empty()
+    })
+    .await;
+    let (st, _) = s.call(Method::PATCH, &format!("/v1/probers/{pid}"), Some(json!({"enabled": false}))).await;
+    assert_eq!(st, 200);
+    let (_, v) = s.call(Method::GET, &format!("/v1/probers/{pid}/results"), None).await;
+    assert_eq!(v["items"], json!([]));
+    let e = prober_client.get::<wire::Work>(wire::PROBER_WORK).await.unwrap_err();
+    refused_with(e, 403, "is disabled");
+    let (_, list) = s.call(Method::GET, "/v1/probers", None).await;
+    assert_eq!(list["items"][0]["status"], "disabled");
+    let (st, v) = s.call(Method::DELETE, &format!("/v1/regions/{region}"), None).await;
+    assert_eq!(
+        (st, v["error"]["reason"].as_str()),
+        (409, Some("1 prober still belong to this region")),
+        "{v}"
+    );
+    let (st, _) = s.call(Method::DELETE, &format!("/v1/probers/{pid}"), None).await;
+    assert_eq!(st, 204);
+    let e = prober_client.get::<wire::Work>(wire::PROBER_WORK).await.unwrap_err();
+    refused_with(e, 401, "unknown or revoked certificate");
+    prober.kill().await;
+    let _: Option<Value> = None;
+}

@@ -1,0 +1,641 @@
+//! `vantage serve` as a real process: every object through HTTP and `vantage ctl`, bad input,
+//! authentication on every route, restarts, and a crash during a burst of writes.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::harness::ServerProcess;
+
+/// Builds one of everything; returns (region, cluster, group, backup group, line, node, rule).
+async fn fleet(s: &ServerProcess) -> [i64; 7] {
+    let region =
+        s.create("/v1/regions", json!({"code": "ap-sg", "name": "Singapore"})).await["id"].as_i64().unwrap();
+    let cluster = s
+        .create(
+            "/v1/clusters",
+            json!({"name": "video", "domain": "cdn.example.net", "aliases": ["cdn.example.org"],
+                   "listeners": [{"port": 80, "protocol": "http"}, {"port": 443, "protocol": "https", "proxy_protocol": true}]}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let group = s
+        .create(&format!("/v1/clusters/{cluster}/groups"), json!({"name": "sg-1", "region": region}))
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let backup = s.create(&format!("/v1/clusters/{cluster}/groups"), json!({"name": "sg-2"})).await["id"]
+        .as_i64()
+        .unwrap();
+    let line = s
+        .create(
+            &format!("/v1/clusters/{cluster}/lines"),
+            json!({"name": "default", "group": group, "backup_groups": [backup], "min_healthy": 1}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let node =
+        s.create("/v1/nodes", json!({"cluster": cluster, "group": group, "name": "edge-1"})).await["id"]
+            .as_i64()
+            .unwrap();
+    let rule = s
+        .create(
+            &format!("/v1/clusters/{cluster}/rules"),
+            json!({"name": "cpu-high", "line": line, "conditions": [{"metric": "cpu", "comparison": ">", "threshold": 90, "for_s": 60}]}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    [region, cluster, group, backup, line, node, rule]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_object_through_http() {
+    let s = ServerProcess::start().await;
+    let [region, cluster, group, _, line, node, rule] = fleet(&s).await;
+
+    let (st, v) = s.call(Method::GET, &format!("/v1/regions/{region}"), None).await;
+    assert_eq!((st, v["code"].as_str(), v["name"].as_str()), (200, Some("ap-sg"), Some("Singapore")));
+    let (_, v) = s.call(Method::GET, &format!("/v1/clusters/{cluster}"), None).await;
+    assert_eq!((v["ttl"].as_i64(), v["dns_mode"].as_str()), (Some(30), Some("automatic")));
+    assert_eq!(v["listeners"][1]["proxy_protocol"], json!(true));
+    let (_, v) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/lines/{line}"), None).await;
+    assert_eq!(v["group"].as_i64(), Some(group));
+    let (_, v) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/rules/{rule}"), None).await;
+    assert_eq!(
+        (v["hold_s"].as_i64(), v["action"].as_str(), v["match"].as_str()),
+        (Some(300), Some("remove_node"), Some("all"))
+    );
+
+    // Changes are merge patches; unchanged fields stay.
+    let (st, v) = s
+        .call(
+            Method::PATCH,
+            &format!("/v1/clusters/{cluster}"),
+            Some(json!({"ttl": 60, "check": {"path": "/up"}})),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        (v["ttl"].as_i64(), v["check"]["path"].as_str(), v["domain"].as_str()),
+        (Some(60), Some("/up"), Some("cdn.example.net"))
+    );
+    let (st, v) = s.call(Method::PATCH, &format!("/v1/nodes/{node}"), Some(json!({"enabled": false}))).await;
+    assert_eq!((st, v["enabled"].as_bool(), v["name"].as_str()), (200, Some(false), Some("edge-1")));
+    let (st, _) = s
+        .call(
+            Method::PATCH,
+            &format!("/v1/clusters/{cluster}/rules/{rule}"),
+            Some(json!({"name": "cpu-very-high"})),
+        )
+        .await;
+    assert_eq!(st, 200);
+
+    // Scheduling addresses.
+    let (st, v) = s
+        .call(
+            Method::PUT,
+            &format!("/v1/nodes/{node}/addresses"),
+            Some(json!([{"ip": "203.0.113.10", "level": "primary"}, {"ip": "198.51.100.10", "level": "backup1"}])),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["source"], "configured");
+    assert_eq!(v["configured"][1], json!({"ip": "198.51.100.10", "level": "backup1"}));
+
+    // Probe settings.
+    let (st, v) =
+        s.call(Method::PUT, "/v1/settings/probes", Some(json!({"interval_s": 5, "timeout_ms": 1000}))).await;
+    assert_eq!((st, v["interval_s"].as_i64(), v["attempts"].as_i64()), (200, Some(5), Some(3)));
+
+    // Lists.
+    for (path, n) in [
+        ("/v1/regions".to_owned(), 1),
+        ("/v1/clusters".to_owned(), 1),
+        (format!("/v1/clusters/{cluster}/groups"), 2),
+        (format!("/v1/clusters/{cluster}/lines"), 1),
+        (format!("/v1/clusters/{cluster}/rules"), 1),
+        ("/v1/nodes".to_owned(), 1),
+        ("/v1/probers".to_owned(), 0),
+    ] {
+        let (st, v) = s.call(Method::GET, &path, None).await;
+        assert_eq!((st, v["items"].as_array().map(Vec::len)), (200, Some(n)), "{path}");
+    }
+
+    // Audit: every change, with the actor.
+    let (_, v) = s.call(Method::GET, "/v1/audit?action=node.set_addresses", None).await;
+    assert_eq!(v["items"][0]["actor"], "admin:bootstrap");
+    assert_eq!(v["items"][0]["object"], format!("node:{node}"));
+    let (_, v) = s.call(Method::GET, "/v1/audit?action=scheduling.", None).await;
+    let actions: Vec<&str> =
+        v["items"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["scheduling.rule_update", "scheduling.rule_create"]);
+    let (_, v) = s.call(Method::GET, "/v1/audit?action=settings.probes_update", None).await;
+    assert_eq!(v["items"][0]["metadata"]["after"]["interval_s"], 5);
+
+    // Deletes, in an order the references allow.
+    for path in [
+        format!("/v1/clusters/{cluster}/rules/{rule}"),
+        format!("/v1/nodes/{node}"),
+        format!("/v1/clusters/{cluster}/lines/{line}"),
+        format!("/v1/clusters/{cluster}"),
+        format!("/v1/regions/{region}"),
+    ] {
+        let (st, v) = s.call(Method::DELETE, &path, None).await;
+        assert_eq!(st, 204, "{path}: {v}");
+    }
+    let (st, _) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/groups/{group}"), None).await;
+    assert_eq!(st, 404, "a cluster's groups go with it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_names_the_field_and_changes_nothing() {
+    let s = ServerProcess::start().await;
+    let [region, cluster, group, _, line, node, _] = fleet(&s).await;
+    let cases: Vec<(Method, String, Value, u16, &str, &str)> = vec![
+        (
+            Method::POST,
+            "/v1/regions".into(),
+            json!({"code": "AP SG", "name": "x"}),
+            400,
+            "code",
+            "must be 2 to 32 lower-case",
+        ),
+        (
+            Method::POST,
+            "/v1/regions".into(),
+            json!({"code": "ap-sg", "name": "Again"}),
+            400,
+            "code",
+            "already exists",
+        ),
+        (
+            Method::POST,
+            "/v1/regions".into(),
+            json!({"code": "eu", "name": "E", "colour": 1}),
+            400,
+            "colour",
+            "unknown field",
+        ),
+        (
+            Method::POST,
+            "/v1/clusters".into(),
+            json!({"name": "c2", "domain": "not a domain"}),
+            400,
+            "domain",
+            "not a DNS name",
+        ),
+        (
+            Method::POST,
+            "/v1/clusters".into(),
+            json!({"name": "c2", "domain": "cdn.example.org"}),
+            400,
+            "domain",
+            "already served by cluster",
+        ),
+        (
+            Method::POST,
+            "/v1/clusters".into(),
+            json!({"name": "c2", "domain": "c2.example.net", "ttl": 0}),
+            400,
+            "ttl",
+            "must be between 1 and 86400",
+        ),
+        (
+            Method::POST,
+            "/v1/clusters".into(),
+            json!({"name": "c2", "domain": "c2.example.net", "ttl": "x"}),
+            400,
+            "ttl",
+            "invalid type",
+        ),
+        (
+            Method::PATCH,
+            format!("/v1/clusters/{cluster}"),
+            json!({"listeners": []}),
+            400,
+            "listeners",
+            "1 to 16 listeners",
+        ),
+        (
+            Method::PATCH,
+            format!("/v1/clusters/{cluster}"),
+            json!({"check": {"window": 65}}),
+            400,
+            "check.window",
+            "between 1 and 64",
+        ),
+        (
+            Method::POST,
+            format!("/v1/clusters/{cluster}/groups"),
+            json!({"name": "g", "region": 999}),
+            400,
+            "region",
+            "no region 999",
+        ),
+        (
+            Method::POST,
+            format!("/v1/clusters/{cluster}/lines"),
+            json!({"name": "l2", "group": 999, "client_networks": ["10.0.0.0/8"]}),
+            400,
+            "group",
+            "no node group 999",
+        ),
+        (
+            Method::POST,
+            format!("/v1/clusters/{cluster}/lines"),
+            json!({"name": "l2", "group": group}),
+            400,
+            "client_networks",
+            "already the default line",
+        ),
+        (
+            Method::POST,
+            format!("/v1/clusters/{cluster}/lines"),
+            json!({"name": "l3", "group": group, "client_networks": ["10.0.0.0/33"]}),
+            400,
+            "client_networks[0]",
+            "not an IP network",
+        ),
+        (
+            Method::POST,
+            format!("/v1/clusters/{cluster}/rules"),
+            json!({"name": "r", "action": "backup_groups", "conditions": [{}]}),
+            400,
+            "line",
+            "The rule needs a line of the cluster's DNS binding",
+        ),
+        (
+            Method::POST,
+            format!("/v1/clusters/{cluster}/rules"),
+            json!({"name": "r", "line": 999, "conditions": [{}]}),
+            400,
+            "line",
+            "The rule needs a line of the cluster's DNS binding",
+        ),
+        (
+            Method::POST,
+            format!("/v1/clusters/{cluster}/rules"),
+            json!({"name": "r", "conditions": [{"threshold": -1}]}),
+            400,
+            "conditions[0].threshold",
+            "between 0 and 1000000000000",
+        ),
+        (
+            Method::POST,
+            format!("/v1/clusters/{cluster}/rules"),
+            json!({"name": "r", "conditions": [{"for_s": 3601}]}),
+            400,
+            "conditions[0].for_s",
+            "between 0 and 3600",
+        ),
+        (
+            Method::POST,
+            format!("/v1/clusters/{cluster}/rules"),
+            json!({"name": "r", "hold_s": 86401, "conditions": [{}]}),
+            400,
+            "hold_s",
+            "between 0 and 86400",
+        ),
+        (
+            Method::POST,
+            "/v1/nodes".into(),
+            json!({"cluster": cluster, "group": group, "name": "edge-1"}),
+            400,
+            "name",
+            "already exists",
+        ),
+        (
+            Method::POST,
+            "/v1/nodes".into(),
+            json!({"cluster": cluster, "group": group, "name": "e2", "speed": 1}),
+            400,
+            "speed",
+            "unknown field",
+        ),
+        (
+            Method::PATCH,
+            format!("/v1/nodes/{node}"),
+            json!({"also_probes": true, "group": (group + 1)}),
+            400,
+            "also_probes",
+            "Give the node's group a region before the node probes",
+        ),
+        (
+            Method::PUT,
+            format!("/v1/nodes/{node}/addresses"),
+            json!([{"ip": "10.0.0.0/8"}]),
+            400,
+            "addresses[0].ip",
+            "Not a single unicast IP address: 10.0.0.0/8",
+        ),
+        (
+            Method::PUT,
+            format!("/v1/nodes/{node}/addresses"),
+            json!([{"ip": "edge.example.net"}]),
+            400,
+            "addresses[0].ip",
+            "Not a single unicast IP address: edge.example.net",
+        ),
+        (
+            Method::PUT,
+            format!("/v1/nodes/{node}/addresses"),
+            json!([{"ip": "127.0.0.1"}]),
+            400,
+            "addresses[0].ip",
+            "Not a single unicast IP address: 127.0.0.1",
+        ),
+        (
+            Method::PUT,
+            format!("/v1/nodes/{node}/addresses"),
+            json!([{"ip": "198.51.100.1", "level": "backup1"}]),
+            400,
+            "addresses",
+            "a primary address is required",
+        ),
+        (
+            Method::PUT,
+            format!("/v1/nodes/{node}/addresses"),
+            json!([{"ip": "198.51.100.1", "level": "backup9"}]),
+            400,
+            "[0].level",
+            "unknown variant",
+        ),
+        (
+            Method::PUT,
+            "/v1/settings/probes".into(),
+            json!({"interval_s": 61}),
+            400,
+            "interval_s",
+            "must be between 5 and 60, got 61",
+        ),
+        (
+            Method::PUT,
+            "/v1/settings/probes".into(),
+            json!({"interval_s": 5, "timeout_ms": 5001}),
+            400,
+            "timeout_ms",
+            "must not be longer than the interval",
+        ),
+        (
+            Method::PUT,
+            "/v1/settings/probes".into(),
+            json!({"loss_pct": 0}),
+            400,
+            "loss_pct",
+            "between 1 and 100",
+        ),
+        (Method::GET, "/v1/audit?limit=many".into(), Value::Null, 400, "limit", "whole number"),
+        (Method::GET, "/v1/audit?colour=red".into(), Value::Null, 400, "colour", "unknown filter"),
+        (
+            Method::DELETE,
+            format!("/v1/clusters/{cluster}/groups/{group}"),
+            Value::Null,
+            409,
+            "",
+            "still belong to this node group",
+        ),
+        (
+            Method::DELETE,
+            format!("/v1/clusters/{cluster}/lines/{line}"),
+            Value::Null,
+            409,
+            "",
+            "rules still use this line: cpu-high",
+        ),
+        (Method::DELETE, format!("/v1/clusters/{cluster}"), Value::Null, 409, "", "1 node still belong"),
+        (Method::GET, "/v1/regions/424242".into(), Value::Null, 404, "", "Region 424242 not found"),
+    ];
+    let before =
+        s.call(Method::GET, "/v1/audit?limit=10000", None).await.1["items"].as_array().unwrap().len();
+    let _ = region;
+    for (method, path, body, status, field, reason) in cases {
+        let (st, v) = s.call(method.clone(), &path, (!body.is_null()).then_some(body.clone())).await;
+        assert_eq!(st, status, "{method} {path} {body}: {v}");
+        let e = &v["error"];
+        if !field.is_empty() {
+            assert_eq!(e["field"].as_str(), Some(field), "{method} {path} {body}: {v}");
+        }
+        assert!(e["reason"].as_str().unwrap_or_default().contains(reason), "{method} {path} {body}: {v}");
+    }
+    let after = s.call(Method::GET, "/v1/audit?limit=10000", None).await.1["items"].as_array().unwrap().len();
+    assert_eq!(before, after, "a refused change writes nothing");
+    let (_, v) = s.call(Method::GET, &format!("/v1/nodes/{node}/addresses"), None).await;
+    assert_eq!(v["source"], "reported");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_v1_route_answers_401_without_a_valid_token() {
+    let s = ServerProcess::start().await;
+    let (st, doc) = s.call(Method::GET, "/v1/openapi.json", None).await;
+    assert_eq!(st, 200);
+    let paths = doc["paths"].as_object().unwrap();
+    assert!(paths.len() >= 15, "{}", paths.len());
+    let client = reqwest::Client::new();
+    let mut checked = 0;
+    for (path, item) in paths {
+        for method in ["get", "post", "put", "patch", "delete"] {
+            if item.get(method).is_none() {
+                continue;
+            }
+            let url = format!("{}{}", s.url, path.replace("{id}", "1").replace("{child}", "2"));
+            let m: Method = method.to_uppercase().parse().unwrap();
+            for auth in [None, Some("vta_wrong"), Some("not-even-a-token")] {
+                let mut r = client.request(m.clone(), &url).json(&json!({}));
+                if let Some(a) = auth {
+                    r = r.bearer_auth(a);
+                }
+                let resp = r.send().await.unwrap();
+                assert_eq!(resp.status().as_u16(), 401, "{method} {path} with {auth:?}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30, "{checked} routes");
+    let resp = client.get(format!("{}/v1/openapi.json", s.url)).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+    // Health and metrics are open.
+    for p in ["/healthz", "/readyz", "/metrics"] {
+        assert_eq!(client.get(format!("{}{p}", s.url)).send().await.unwrap().status().as_u16(), 200, "{p}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_tokens_are_shown_once_stored_hashed_and_revocable() {
+    let s = ServerProcess::start().await;
+    let mode = std::fs::metadata(s.dir.join("admin-token")).unwrap();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777, 0o600);
+    let v = s.create("/v1/admin-tokens", json!({"name": "ci"})).await;
+    let token = v["token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("vta_"));
+    let (_, list) = s.call(Method::GET, "/v1/admin-tokens", None).await;
+    assert!(!list.to_string().contains(&token), "never listed");
+    let db = std::fs::read(s.dir.join("vantage.db")).unwrap();
+    assert!(!db.windows(token.len()).any(|w| w == token.as_bytes()), "only a hash is stored");
+    let client = reqwest::Client::new();
+    let ok = client.get(format!("{}/v1/regions", s.url)).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(ok.status().as_u16(), 200);
+    let (_, audit) = s.call(Method::GET, "/v1/audit?action=admin_token.create&limit=1", None).await;
+    assert_eq!(audit["items"][0]["actor"], "admin:bootstrap");
+    let id = v["id"].as_i64().unwrap();
+    let (st, _) = s.call(Method::DELETE, &format!("/v1/admin-tokens/{id}"), None).await;
+    assert_eq!(st, 204);
+    let gone = client.get(format!("{}/v1/regions", s.url)).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(gone.status().as_u16(), 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_finds_everything() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(temp.path(), &[]).await;
+    fleet(&s).await;
+    let mut before = Vec::new();
+    for p in ["/v1/regions", "/v1/clusters", "/v1/nodes", "/v1/settings/probes", "/v1/admin-tokens"] {
+        before.push(s.call(Method::GET, p, None).await.1);
+    }
+    let token = s.token.clone();
+    s.stop().await;
+    let s = ServerProcess::start_in(temp.path(), &[]).await;
+    assert_eq!(s.token, token, "the admin token file is kept");
+    for (i, p) in ["/v1/regions", "/v1/clusters", "/v1/nodes", "/v1/settings/probes", "/v1/admin-tokens"]
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(s.call(Method::GET, p, None).await.1, before[i], "{p}");
+    }
+    // New objects get new ids.
+    let r = s.create("/v1/regions", json!({"code": "eu-de", "name": "Frankfurt"})).await;
+    assert!(before[2]["items"][0]["id"].as_i64().unwrap() < r["id"].as_i64().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_a_burst_of_writes_loses_no_acknowledged_write() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(temp.path(), &[]).await;
+    let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<i64>::new()));
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let url = s.url.clone();
+        let token = s.token.clone();
+        let acked = acked.clone();
+        writers.push(tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            for i in 0..2000 {
+                let body = json!({"code": format!("r{w}-{i}"), "name": format!("Region {w} {i}")});
+                match client.post(format!("{url}/v1/regions")).bearer_auth(&token).json(&body).send().await {
+                    Ok(resp) if resp.status().as_u16() == 201 => {
+                        if let Ok(v) = resp.json::<Value>().await {
+                            acked.lock().unwrap().push(v["id"].as_i64().unwrap());
+                        }
+                    }
+                    _ => break,
+                }
+            }
+        }));
+    }
+    // Let the burst run, then kill the server without warning.
+    let started = std::time::Instant::now();
+    while acked.lock().unwrap().len() < 200 && started.elapsed() < std::time::Duration::from_secs(30) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    s.kill9().await;
+    for w in writers {
+        let _ = w.await;
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() >= 200, "the burst was acknowledged {} times before the kill", acked.len());
+    let s = ServerProcess::start_in(temp.path(), &[]).await;
+    let (_, v) = s.call(Method::GET, "/v1/regions", None).await;
+    let stored: std::collections::HashSet<i64> =
+        v["items"].as_array().unwrap().iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    let lost: Vec<i64> = acked.iter().filter(|id| !stored.contains(id)).copied().collect();
+    assert!(lost.is_empty(), "{} acknowledged writes lost: {lost:?}", lost.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_object_through_ctl() {
+    let s = ServerProcess::start().await;
+    let run = |args: Vec<String>| {
+        let s = &s;
+        async move {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = s.ctl(&refs).await;
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    let a = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    let id = |json: &str| serde_json::from_str::<Value>(json).unwrap()["id"].as_i64().unwrap();
+
+    let (code, out, err) = run(a("--json regions create code=ap-sg name=Singapore")).await;
+    assert_eq!(code, Some(0), "{err}");
+    let region = id(&out);
+    let (_, out, _) = run(a("--json clusters create name=video domain=cdn.example.net ttl=60")).await;
+    let cluster = id(&out);
+    let (_, out, _) =
+        run(a(&format!("--json groups --cluster {cluster} create name=sg region={region}"))).await;
+    let group = id(&out);
+    let (code, out, err) =
+        run(a(&format!("--json lines --cluster {cluster} create name=default group={group}"))).await;
+    assert_eq!(code, Some(0), "{err}");
+    let line = id(&out);
+    let (_, out, _) =
+        run(a(&format!("--json nodes create cluster={cluster} group={group} name=edge-1"))).await;
+    let node = id(&out);
+    let (code, _, err) = run(vec![
+        "rules".into(),
+        "--cluster".into(),
+        cluster.to_string(),
+        "create".into(),
+        "name=hot".into(),
+        format!("line={line}"),
+        r#"conditions=[{"metric":"cpu","comparison":">","threshold":90}]"#.into(),
+    ])
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+
+    // Tables by default.
+    let (code, out, _) = run(a("regions list")).await;
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("ID  CODE   NAME       PROBERS\n"), "{out}");
+    assert!(out.contains("ap-sg  Singapore  0"), "{out}");
+    let (_, out, _) = run(a(&format!("rules --cluster {cluster} list"))).await;
+    assert!(out.contains("hot") && out.contains("remove_node"), "{out}");
+
+    // Changes, addresses, settings, audit.
+    let (code, out, _) = run(a(&format!("clusters update {cluster} ttl=120 check.path=/up"))).await;
+    assert_eq!(code, Some(0));
+    assert!(out.contains("ttl               120"), "{out}");
+    let (code, out, err) =
+        run(a(&format!("nodes set-addresses {node} 203.0.113.10 198.51.100.10:backup1"))).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("configured") && out.contains("198.51.100.10"), "{out}");
+    let (code, out, _) = run(a("settings set interval_s=5 timeout_ms=1000")).await;
+    assert_eq!(code, Some(0));
+    assert!(out.contains("interval_s") && out.contains(" 5"), "{out}");
+    let (_, out, _) = run(a("audit --action node.set_addresses")).await;
+    assert!(out.contains("admin:bootstrap  node.set_addresses"), "{out}");
+    let (_, out, _) = run(a("admin-tokens create ci")).await;
+    assert!(out.trim().starts_with("vta_"), "{out}");
+
+    // Errors: the server's message, non-zero exit.
+    let (code, _, err) = run(a(&format!("nodes set-addresses {node} 10.0.0.0/8"))).await;
+    assert_eq!(code, Some(1));
+    assert!(err.contains("addresses[0].ip: Not a single unicast IP address: 10.0.0.0/8"), "{err}");
+    let (code, _, err) = run(a("clusters create name=x domain=y.example.net ttl=0")).await;
+    assert_eq!(code, Some(1));
+    assert!(err.contains("ttl: must be between 1 and 86400, got 0"), "{err}");
+
+    // Deletes.
+    let (code, _, err) = run(a(&format!("nodes delete {node}"))).await;
+    assert_eq!(code, Some(0), "{err}");
+    let (_, out, _) = run(a("--json nodes list")).await;
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["items"], json!([]));
+    let (code, _, err) = run(a("--server http://127.0.0.1:9 regions list")).await;
+    assert_eq!(code, Some(1));
+    assert!(err.contains("cannot reach the server"), "{err}");
+}

@@ -1,0 +1,243 @@
+//! Real processes for end-to-end tests: `vantage serve` on ephemeral ports with a temporary
+//! data directory, killed when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::process::{Child, Command};
+
+/// A `vantage serve` process.
+pub(crate) struct ServerProcess {
+    pub(crate) dir: PathBuf,
+    pub(crate) url: String,
+    pub(crate) token: String,
+    child: Child,
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl ServerProcess {
+    /// Starts a server on a fresh temporary data directory.
+    pub(crate) async fn start() -> ServerProcess {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().to_owned();
+        let mut s = Self::start_in(&dir, &[]).await;
+        s._temp = Some(temp);
+        s
+    }
+
+    /// Starts a server on `dir` with extra flags.
+    pub(crate) async fn start_in(dir: &Path, extra: &[&str]) -> ServerProcess {
+        let _ = std::fs::remove_file(dir.join("serve.json"));
+        let log = std::fs::File::create(dir.with_extension("log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_vantage"))
+            .args(["serve", "--data-dir"])
+            .arg(dir)
+            .args([
+                "--api-listen",
+                "127.0.0.1:0",
+                "--agent-listen",
+                "127.0.0.1:0",
+                "--dns-listen",
+                "127.0.0.1:0",
+            ])
+            .args(extra)
+            .env_remove("VANTAGE_CONFIG")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let url = loop {
+            if let Ok(text) = std::fs::read_to_string(dir.join("serve.json"))
+                && let Ok(v) = serde_json::from_str::<Value>(&text)
+            {
+                break v["api"].as_str().unwrap().to_owned();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "vantage serve did not start: {:?}",
+                std::fs::read_to_string(dir.with_extension("log"))
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let token = std::fs::read_to_string(dir.join("admin-token")).unwrap().trim().to_owned();
+        ServerProcess { dir: dir.to_owned(), url, token, child, _temp: None }
+    }
+
+    /// A request with the admin token.
+    pub(crate) fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        reqwest::Client::new().request(method, format!("{}{path}", self.url)).bearer_auth(&self.token)
+    }
+
+    /// Calls the API and returns (status, JSON body).
+    pub(crate) async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut r = self.req(method, path);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let resp = r.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (
+            status,
+            if text.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_str(&text).unwrap_or(Value::String(text))
+            },
+        )
+    }
+
+    /// POST that must succeed; returns the created object.
+    pub(crate) async fn create(&self, path: &str, body: Value) -> Value {
+        let (status, v) = self.call(reqwest::Method::POST, path, Some(body)).await;
+        assert_eq!(status, 201, "{path}: {v}");
+        v
+    }
+
+    /// `vantage ctl` against this server.
+    pub(crate) async fn ctl(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_vantage"))
+            .arg("ctl")
+            .args(args)
+            .env("VANTAGE_DATA_DIR", &self.dir)
+            .env_remove("VANTAGE_URL")
+            .env_remove("VANTAGE_ADMIN_TOKEN")
+            .kill_on_drop(true)
+            .output()
+            .await
+            .unwrap()
+    }
+
+    /// Stops the process with SIGTERM and waits.
+    pub(crate) async fn stop(mut self) -> Option<tempfile::TempDir> {
+        if let Some(pid) = self.child.id() {
+            let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status().await;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+        self._temp.take()
+    }
+
+    /// Kills the process with SIGKILL (no chance to clean up).
+    pub(crate) async fn kill9(mut self) -> Option<tempfile::TempDir> {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        self._temp.take()
+    }
+}
+
+/// A `vantage probe` (or `vantage agent`) process, killed when dropped.
+pub(crate) struct AgentProcess {
+    child: Child,
+}
+
+impl AgentProcess {
+    /// Starts `vantage <args…>` with its log in `log`.
+    pub(crate) fn start(args: &[&str], log: &Path) -> AgentProcess {
+        let log = std::fs::File::create(log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_vantage"))
+            .args(args)
+            .env_remove("VANTAGE_CONFIG")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        AgentProcess { child }
+    }
+
+    /// Kills it and waits.
+    pub(crate) async fn kill(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+
+    /// Waits for it to exit, at most `limit`; the exit code.
+    pub(crate) async fn wait(mut self, limit: Duration) -> Option<i32> {
+        tokio::time::timeout(limit, self.child.wait()).await.ok()?.ok()?.code()
+    }
+}
+
+impl ServerProcess {
+    /// The agent channel URL and the CA fingerprint from `serve.json`.
+    pub(crate) fn channel(&self) -> (String, String) {
+        let v: Value =
+            serde_json::from_str(&std::fs::read_to_string(self.dir.join("serve.json")).unwrap()).unwrap();
+        (v["agent"].as_str().unwrap().to_owned(), v["ca_sha256"].as_str().unwrap().to_owned())
+    }
+
+    /// The built-in DNS server's address from `serve.json`.
+    pub(crate) fn dns(&self) -> std::net::SocketAddr {
+        let v: Value =
+            serde_json::from_str(&std::fs::read_to_string(self.dir.join("serve.json")).unwrap()).unwrap();
+        v["dns"].as_str().unwrap().parse().unwrap()
+    }
+
+    /// Creates a prober token and starts `vantage probe` with a state directory under `dir`.
+    pub(crate) async fn start_prober(&self, name: &str, region: i64, dir: &Path) -> AgentProcess {
+        let (agent, ca) = self.channel();
+        let t = self.create("/v1/probers/tokens", serde_json::json!({"name": name, "region": region})).await;
+        let state = dir.join(name);
+        AgentProcess::start(
+            &[
+                "probe",
+                "--server",
+                &agent,
+                "--token",
+                t["token"].as_str().unwrap(),
+                "--ca-sha256",
+                &ca,
+                "--state-dir",
+                state.to_str().unwrap(),
+                "--hostname",
+                name,
+            ],
+            &dir.join(format!("{name}.log")),
+        )
+    }
+
+    /// Polls `GET path` until `f` accepts the body; returns the time it took.
+    pub(crate) async fn wait_for(&self, path: &str, limit: Duration, f: impl Fn(&Value) -> bool) -> Duration {
+        let started = Instant::now();
+        loop {
+            let (_, v) = self.call(reqwest::Method::GET, path, None).await;
+            if f(&v) {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < limit,
+                "{path} did not reach the expected state within {limit:?}: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// `dig +short NAME A` against `server`: the answers, sorted.
+pub(crate) async fn dig(server: std::net::SocketAddr, name: &str) -> Vec<String> {
+    let out = Command::new("dig")
+        .args([
+            format!("@{}", server.ip()),
+            "-p".into(),
+            server.port().to_string(),
+            name.into(),
+            "A".into(),
+            "+short".into(),
+        ])
+        .args(["+time=2", "+tries=1"])
+        .output()
+        .await
+        .expect("dig (bind9-dnsutils) is installed");
+    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect();
+    v.sort();
+    v
+}

@@ -1,0 +1,26 @@
+//! Integration tests of the `vantage` binary: each module runs the built binary against real
+//! local servers (vantage-testkit). Nothing here sends traffic outside 127.0.0.0/8.
+#![allow(clippy::unwrap_used)]
+
+mod channel;
+mod check;
+mod control_plane;
+mod failover;
+mod harness;
+
+use std::process::Output;
+
+/// Runs `vantage ARGS…` to completion.
+pub(crate) async fn vantage(args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_vantage"))
+        .args(args)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("the vantage binary runs")
+}
+
+/// Standard output and error as text.
+pub(crate) fn text(out: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}

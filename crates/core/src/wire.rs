@@ -1,0 +1,198 @@
+//! The agent channel's messages: what probers and node agents send to the control plane and
+//! what it answers, as plain serde types shared by both sides. The channel is HTTPS with
+//! mutual TLS; paths are under [`PREFIX`].
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::check::{Check, Listener};
+use crate::evaluate::LinkState;
+use crate::result::ProbeResult;
+use crate::settings::ProbeSettings;
+use crate::time::Timestamp;
+
+/// Every channel path starts with this.
+pub const PREFIX: &str = "/agent/v1";
+/// `POST` [`EnrollRequest`] → [`EnrollResponse`]; no client certificate needed.
+pub const ENROLL: &str = "/agent/v1/enroll";
+/// `POST` [`RenewRequest`] → [`RenewResponse`]; either role.
+pub const RENEW: &str = "/agent/v1/renew";
+/// `GET` → [`Work`]; prober certificates only.
+pub const PROBER_WORK: &str = "/agent/v1/prober/work";
+/// `POST` [`Report`] → 204; prober certificates only.
+pub const PROBER_REPORT: &str = "/agent/v1/prober/report";
+/// `POST` [`Heartbeat`] → [`HeartbeatReply`]; node certificates only.
+pub const NODE_HEARTBEAT: &str = "/agent/v1/node/heartbeat";
+/// `GET` → [`Work`]; node certificates of nodes that also probe.
+pub const NODE_WORK: &str = "/agent/v1/node/work";
+/// `POST` [`Report`] → 204; node certificates of nodes that also probe.
+pub const NODE_REPORT: &str = "/agent/v1/node/report";
+
+/// The name the channel's server certificate carries. Clients verify the certificate against
+/// this name (and the pinned CA), whatever host they connect to.
+pub const SERVER_NAME: &str = "agent.vantage.invalid";
+/// Most results in one report.
+pub const MAX_RESULTS: usize = 10_000;
+/// Seconds between heartbeats.
+pub const HEARTBEAT_S: u64 = 15;
+
+/// Who a certificate belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A `vantage probe` process.
+    Prober,
+    /// A `vantage agent` on an edge node.
+    Node,
+}
+
+/// First contact: a single-use token and a CSR for a key made on the agent's host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnrollRequest {
+    /// `vtp_…` or `vtn_…`.
+    pub token: String,
+    /// PKCS #10 request, PEM; only its public key is used.
+    pub csr_pem: String,
+    /// The agent's host name (shown in lists).
+    pub hostname: String,
+    /// The agent's version.
+    pub version: String,
+}
+
+/// The enrolled identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnrollResponse {
+    /// Prober or node id (the certificate's CN).
+    pub id: i64,
+    /// Role.
+    pub role: Role,
+    /// Prober or node name.
+    pub name: String,
+    /// Client certificate, PEM (client auth only, 30 days).
+    pub certificate_pem: String,
+    /// The channel's CA certificate, PEM, to trust from now on.
+    pub ca_pem: String,
+}
+
+/// A new certificate for a new key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenewRequest {
+    /// PKCS #10 request, PEM.
+    pub csr_pem: String,
+}
+
+/// The renewed certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenewResponse {
+    /// Client certificate, PEM.
+    pub certificate_pem: String,
+}
+
+/// One target of a round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    /// Key to report the result under.
+    pub key: String,
+    /// Address.
+    pub ip: IpAddr,
+    /// Listener (port, protocol, PROXY flag).
+    pub listener: Listener,
+    /// Index into [`Work::checks`].
+    pub check: u32,
+}
+
+/// What to probe this round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Work {
+    /// The caller's id.
+    pub id: i64,
+    /// Probe settings (interval, timeout, attempts…).
+    pub settings: ProbeSettings,
+    /// Checks, shared by targets.
+    pub checks: Vec<Check>,
+    /// Targets.
+    pub targets: Vec<Target>,
+    /// Seconds before the certificate should be renewed (0: now).
+    pub renew_in_s: u64,
+}
+
+/// One round's results (at most [`MAX_RESULTS`] per report; a round may send several).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// When the round started.
+    pub started_at: Timestamp,
+    /// When it finished.
+    pub finished_at: Timestamp,
+    /// The agent's version.
+    pub version: String,
+    /// Results.
+    pub results: Vec<ProbeResult>,
+}
+
+/// Host metrics of a node.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostMetrics {
+    /// Whole-host CPU usage, % (from `/proc/stat` differences).
+    pub cpu_pct: f64,
+    /// 1-minute load.
+    pub load1: f64,
+    /// 5-minute load.
+    pub load5: f64,
+    /// 15-minute load.
+    pub load15: f64,
+    /// Memory used (MemTotal − MemAvailable), bytes.
+    pub memory_used_bytes: u64,
+    /// Memory total, bytes.
+    pub memory_total_bytes: u64,
+    /// Egress rate of the non-loopback interfaces, Mbit/s.
+    pub egress_mbps: f64,
+    /// Connections.
+    pub connections: u64,
+}
+
+/// A node agent's heartbeat (every 15 s).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// Version.
+    pub version: String,
+    /// Host name.
+    pub hostname: String,
+    /// Host metrics; `None` where the agent cannot read them.
+    pub metrics: Option<HostMetrics>,
+    /// The node's addresses (used as its scheduling addresses while none are configured).
+    pub addresses: Vec<IpAddr>,
+    /// Capabilities (`metrics-v1`, `probe-health-v1`…).
+    pub capabilities: Vec<String>,
+    /// Links and their last handshakes.
+    pub links: Vec<LinkState>,
+}
+
+/// The answer to a heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// Run the prober loop too.
+    pub also_probes: bool,
+    /// Seconds before the certificate should be renewed (0: now).
+    pub renew_in_s: u64,
+}
+
+/// The channel's error body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// Details.
+    pub error: ErrorDetail,
+}
+
+/// An error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// HTTP status.
+    pub status: u16,
+    /// The field at fault, when one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// Why.
+    pub reason: String,
+}

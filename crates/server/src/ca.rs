@@ -1,0 +1,204 @@
+//! The agent channel's internal CA: created on first start in the data directory, it signs
+//! the channel's server certificate and the client certificates of probers and nodes.
+//! Probers pin its SHA-256 fingerprint before they send a token.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SerialNumber,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use time::OffsetDateTime;
+use vantage_core::wire::{Role, SERVER_NAME};
+
+use crate::auth::sha256_hex;
+
+/// How long a client certificate is valid.
+pub const CLIENT_CERT_DAYS: i64 = 30;
+
+/// Why the CA could not be loaded or used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaError {
+    /// A CA file.
+    #[error("{path}: {source}")]
+    Io {
+        /// Path.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Certificate work failed.
+    #[error("certificate: {0}")]
+    Cert(#[from] rcgen::Error),
+    /// The TLS configuration could not be built.
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// The loaded CA.
+pub struct Ca {
+    cert_pem: String,
+    cert_der: CertificateDer<'static>,
+    issuer: Issuer<'static, KeyPair>,
+    /// SHA-256 of the CA certificate (DER), hex.
+    pub fingerprint: String,
+}
+
+impl std::fmt::Debug for Ca {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ca").field("fingerprint", &self.fingerprint).finish_non_exhaustive()
+    }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CaError + '_ {
+    move |source| CaError::Io { path: path.display().to_string(), source }
+}
+
+fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+}
+
+fn random_serial() -> SerialNumber {
+    let mut b = [0u8; 16];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut b);
+    b[0] &= 0x7f;
+    SerialNumber::from_slice(&b)
+}
+
+impl Ca {
+    /// Loads the CA from `dir`, creating it (10 years) when absent.
+    pub fn load_or_create(dir: &Path) -> Result<Ca, CaError> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let cert_path = dir.join("ca.pem");
+        let key_path = dir.join("ca.key");
+        if !cert_path.exists() {
+            let key = KeyPair::generate()?;
+            let mut params = CertificateParams::default();
+            let mut dn = DistinguishedName::new();
+            dn.push(DnType::CommonName, "Vantage agent channel CA");
+            dn.push(DnType::OrganizationName, "Vantage");
+            params.distinguished_name = dn;
+            params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+            params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+            params.not_before = now() - time::Duration::minutes(5);
+            params.not_after = now() + time::Duration::days(3650);
+            params.serial_number = Some(random_serial());
+            let cert = params.self_signed(&key)?;
+            crate::server::write_private(&key_path, &key.serialize_pem())
+                .map_err(|e| CaError::Tls(e.to_string()))?;
+            std::fs::write(&cert_path, cert.pem()).map_err(io(&cert_path))?;
+        }
+        let cert_pem = std::fs::read_to_string(&cert_path).map_err(io(&cert_path))?;
+        let key_pem = std::fs::read_to_string(&key_path).map_err(io(&key_path))?;
+        let key = KeyPair::from_pem(&key_pem)?;
+        let issuer = Issuer::from_ca_cert_pem(&cert_pem, key)?;
+        let der = pem_der(&cert_pem)
+            .ok_or_else(|| CaError::Tls(format!("{} holds no certificate", cert_path.display())))?;
+        Ok(Ca { fingerprint: sha256_hex(&der), cert_der: CertificateDer::from(der), cert_pem, issuer })
+    }
+
+    /// The CA certificate, PEM.
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    /// A rustls server configuration for the channel: a fresh server certificate for
+    /// [`SERVER_NAME`] (1 year), the chain with the CA, and client certificates signed by the
+    /// CA accepted but not required (enrollment comes without one).
+    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, CaError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(vec![SERVER_NAME.to_owned(), "localhost".to_owned()])?;
+        params.distinguished_name.push(DnType::CommonName, SERVER_NAME);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.not_before = now() - time::Duration::minutes(5);
+        params.not_after = now() + time::Duration::days(365);
+        params.serial_number = Some(random_serial());
+        let cert = params.signed_by(&key, &self.issuer)?;
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.cert_der.clone()).map_err(|e| CaError::Tls(e.to_string()))?;
+        let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| CaError::Tls(e.to_string()))?;
+        let chain = vec![cert.der().clone(), self.cert_der.clone()];
+        let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        let mut config = rustls::ServerConfig::builder()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain, key_der)
+            .map_err(|e| CaError::Tls(e.to_string()))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+
+    /// Signs a client certificate for the public key of `csr_pem`: `CN=<id>`, organisation by
+    /// role, client authentication only, 30 days. Returns (PEM, SHA-256 of the DER).
+    pub fn issue_client(&self, csr_pem: &str, id: i64, role: Role) -> Result<(String, String), CaError> {
+        let csr = CertificateSigningRequestParams::from_pem(csr_pem)?;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, id.to_string());
+        dn.push(
+            DnType::OrganizationName,
+            match role {
+                Role::Prober => "Vantage Prober",
+                Role::Node => "Vantage Node",
+            },
+        );
+        params.distinguished_name = dn;
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.not_before = now() - time::Duration::minutes(5);
+        params.not_after = now() + time::Duration::days(CLIENT_CERT_DAYS);
+        params.serial_number = Some(random_serial());
+        let cert = params.signed_by(&csr.public_key, &self.issuer)?;
+        Ok((cert.pem(), sha256_hex(cert.der())))
+    }
+}
+
+/// Seconds until a certificate issued at `issued_ms` should be renewed: when less than a third
+/// of its life remains.
+pub fn renew_in_s(issued_ms: i64, now_ms: i64) -> u64 {
+    let life = Duration::from_secs(u64::try_from(CLIENT_CERT_DAYS).unwrap_or(30) * 86_400);
+    let renew_at = issued_ms + i64::try_from(life.as_millis() * 2 / 3).unwrap_or(i64::MAX);
+    u64::try_from((renew_at - now_ms).max(0) / 1000).unwrap_or(0)
+}
+
+/// The DER of the first certificate in a PEM text.
+pub fn pem_der(pem: &str) -> Option<Vec<u8>> {
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::from_pem_slice(pem.as_bytes()).ok().map(|c| c.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renewal_starts_when_a_third_of_the_life_remains() {
+        let day = 86_400_000;
+        assert_eq!(renew_in_s(0, 0), 20 * 86_400);
+        assert_eq!(renew_in_s(0, 19 * day), 86_400);
+        assert_eq!(renew_in_s(0, 25 * day), 0);
+    }
+
+    #[test]
+    fn ca_is_created_once_and_signs_client_certificates() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Ca::load_or_create(dir.path()).unwrap();
+        let again = Ca::load_or_create(dir.path()).unwrap();
+        assert_eq!(ca.fingerprint, again.fingerprint);
+        assert_eq!(ca.fingerprint.len(), 64);
+        let key = KeyPair::generate().unwrap();
+        let csr = CertificateParams::default().serialize_request(&key).unwrap().pem().unwrap();
+        let (pem, fp) = ca.issue_client(&csr, 42, Role::Prober).unwrap();
+        assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert_eq!(fp, sha256_hex(&pem_der(&pem).unwrap()));
+        let mode = std::fs::metadata(dir.path().join("ca.key")).unwrap();
+        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777, 0o600);
+        ca.server_config().unwrap();
+    }
+}

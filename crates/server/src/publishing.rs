@@ -1,0 +1,169 @@
+//! From revisions to DNS: the answer table of the built-in server is rebuilt whole from every
+//! cluster's published records whenever one changes, and each cluster's external servers get
+//! its newest revision through their publishers. A publisher works on its own task and always
+//! sends the newest records; the outcome of each push is recorded on the revision it carried.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use vantage_core::evaluate::DEFAULT_LINE;
+use vantage_core::ids::ClusterId;
+use vantage_core::model::{PublisherSpec, TsigAlgorithm};
+use vantage_dns::{
+    AnswerTable, Answers, DnsSettings, LineAnswers, PublishOutcome, Publisher, RetryPolicy, Rfc2136Config,
+    Rfc2136Publisher, TsigKey, ZoneAnswers,
+};
+use vantage_store::Store;
+
+use crate::evaluator::Published;
+use crate::registry::Config;
+use crate::runtime::lock;
+
+/// The zone answers of every cluster that has published records.
+pub fn zones(c: &Config, published: &HashMap<ClusterId, Published>) -> Vec<ZoneAnswers> {
+    let mut out = Vec::new();
+    for (id, cluster) in &c.clusters {
+        let Some(p) = published.get(&ClusterId(*id)) else { continue };
+        out.push(zone(c, ClusterId(*id), &cluster.value, p));
+    }
+    out
+}
+
+fn zone(c: &Config, id: ClusterId, cluster: &vantage_core::model::Cluster, p: &Published) -> ZoneAnswers {
+    let lines = p
+        .records
+        .lines
+        .iter()
+        .map(|(lid, records)| {
+            let line = c.lines.get(&lid.0).filter(|l| l.value.cluster == id);
+            LineAnswers {
+                name: line.map_or_else(
+                    || if *lid == DEFAULT_LINE { "default".into() } else { lid.to_string() },
+                    |l| l.value.line.name.clone(),
+                ),
+                client_networks: line.map(|l| l.value.line.client_networks.clone()).unwrap_or_default(),
+                records: records.clone(),
+            }
+        })
+        .collect();
+    ZoneAnswers {
+        cluster: cluster.name.clone(),
+        domain: cluster.domain.clone(),
+        aliases: cluster.aliases.clone(),
+        ttl: cluster.ttl,
+        serial: p.number,
+        lines,
+        all: p.records.all.clone(),
+    }
+}
+
+/// Rebuilds the answer table.
+pub fn rebuild(
+    answers: &Answers,
+    settings: &DnsSettings,
+    c: &Config,
+    published: &HashMap<ClusterId, Published>,
+) {
+    let table = AnswerTable::build(zones(c, published), settings);
+    for p in table.problems() {
+        tracing::warn!(problem = %p, "DNS answer table");
+    }
+    answers.store(table);
+}
+
+fn publisher(spec: &PublisherSpec) -> Result<Rfc2136Publisher, String> {
+    let algorithm = match spec.key_algorithm {
+        TsigAlgorithm::HmacSha256 => vantage_dns::TsigAlgorithm::HmacSha256,
+        TsigAlgorithm::HmacSha384 => vantage_dns::TsigAlgorithm::HmacSha384,
+        TsigAlgorithm::HmacSha512 => vantage_dns::TsigAlgorithm::HmacSha512,
+    };
+    let key = TsigKey::from_base64(&spec.key_name, algorithm, &spec.key_secret).map_err(|e| e.to_string())?;
+    Rfc2136Publisher::new(Rfc2136Config {
+        server: spec.server,
+        zone: spec.zone.clone(),
+        key,
+        timeout: Duration::from_secs(5),
+        retry: RetryPolicy::default(),
+    })
+    .map_err(|e| e.to_string())
+}
+
+type Job = Option<(u32, ZoneAnswers)>;
+/// Publish outcomes by (cluster, revision).
+type Outcomes = Arc<Mutex<HashMap<(ClusterId, u32), Vec<PublishOutcome>>>>;
+/// Running workers by (cluster, publisher name), with the spec they were made from.
+type Workers = Mutex<HashMap<(ClusterId, String), (PublisherSpec, watch::Sender<Job>)>>;
+
+/// Publisher tasks, one per (cluster, publisher).
+#[derive(Debug, Default)]
+pub struct Publishers {
+    workers: Workers,
+    outcomes: Outcomes,
+}
+
+impl Publishers {
+    /// Hands a cluster's newest revision to each of its publishers (starting, replacing or
+    /// stopping workers as the cluster's publisher list says).
+    pub fn push(&self, store: &Store, c: &Config, id: ClusterId, p: &Published) {
+        let Some(cluster) = c.clusters.get(&id.0) else { return };
+        let z = zone(c, id, &cluster.value, p);
+        let mut workers = lock(&self.workers);
+        workers.retain(|(cl, name), (spec, _)| {
+            *cl != id || cluster.value.publishers.iter().any(|s| &s.name == name && s == spec)
+        });
+        for spec in &cluster.value.publishers {
+            let key = (id, spec.name.clone());
+            if !workers.contains_key(&key) {
+                match publisher(spec) {
+                    Ok(pb) => {
+                        let (tx, rx) = watch::channel(None);
+                        tokio::spawn(work(Box::new(pb), rx, store.clone(), id, self.outcomes.clone()));
+                        workers.insert(key.clone(), (spec.clone(), tx));
+                    }
+                    Err(e) => {
+                        tracing::error!(cluster = %cluster.value.name, publisher = %spec.name, error = %e, "publisher not usable");
+                        continue;
+                    }
+                }
+            }
+            if let Some((_, tx)) = workers.get(&key) {
+                tx.send_replace(Some((p.number, z.clone())));
+            }
+        }
+    }
+}
+
+/// One publisher's loop: publish the newest job, record the outcome, wait for the next.
+async fn work(
+    publisher: Box<dyn Publisher>,
+    mut rx: watch::Receiver<Job>,
+    store: Store,
+    cluster: ClusterId,
+    outcomes: Outcomes,
+) {
+    while rx.changed().await.is_ok() {
+        let Some((number, zone)) = rx.borrow_and_update().clone() else { continue };
+        let outcome = publisher.publish(&zone).await;
+        tracing::info!(cluster = %zone.cluster, revision = number, target = %outcome.target, status = ?outcome.status, attempts = outcome.attempts, "publish");
+        let all = {
+            let mut o = lock(&outcomes);
+            let list = o.entry((cluster, number)).or_default();
+            list.retain(|x| x.target != outcome.target);
+            list.push(outcome);
+            // Keep the outcomes of recent revisions only.
+            if o.len() > 1000 {
+                let oldest = o.keys().min_by_key(|(_, n)| *n).copied();
+                if let Some(k) = oldest {
+                    o.remove(&k);
+                }
+            }
+            o.get(&(cluster, number)).cloned().unwrap_or_default()
+        };
+        let json = serde_json::to_value(&all).unwrap_or_default();
+        if let Err(e) = store.set_revision_publish(cluster.0, number, &json).await {
+            tracing::warn!(cluster = cluster.0, revision = number, error = %e, "cannot record the publish outcome");
+        }
+    }
+}
