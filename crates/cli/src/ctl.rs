@@ -38,8 +38,8 @@ enum Resource {
     Groups(InCluster),
     /// Lines of a cluster (name, group, backup_groups, min_healthy, client_networks).
     Lines(InCluster),
-    /// Scheduling rules of a cluster.
-    Rules(InCluster),
+    /// Scheduling rules of a cluster, and their preview.
+    Rules(RuleArgs),
     /// Nodes (cluster, group, name, enabled, also_probes) and their scheduling addresses.
     Nodes(NodeArgs),
     /// Probers (list, get, update name/enabled, delete).
@@ -99,6 +99,23 @@ enum Action {
     },
     /// Delete one.
     Delete { id: i64 },
+}
+
+#[derive(Debug, clap::Args)]
+struct RuleArgs {
+    /// The cluster id.
+    #[arg(long)]
+    cluster: i64,
+    #[command(subcommand)]
+    action: RuleAction,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum RuleAction {
+    #[command(flatten)]
+    Common(Action),
+    /// Every rule against every node it looks at now: status, conditions, what happens next.
+    Preview,
 }
 
 #[derive(Debug, clap::Args)]
@@ -365,9 +382,32 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
         Resource::Lines(p) => {
             generic(&c, "lines", &format!("/v1/clusters/{}/lines", p.cluster), &p.action, json).await
         }
-        Resource::Rules(p) => {
-            generic(&c, "rules", &format!("/v1/clusters/{}/rules", p.cluster), &p.action, json).await
-        }
+        Resource::Rules(r) => match &r.action {
+            RuleAction::Common(a) => {
+                generic(&c, "rules", &format!("/v1/clusters/{}/rules", r.cluster), a, json).await
+            }
+            RuleAction::Preview => {
+                let v = c.call(Method::GET, &format!("/v1/clusters/{}/preview", r.cluster), None).await?;
+                if json {
+                    print(&v, true);
+                } else {
+                    let rows: Vec<Value> = v["items"]
+                        .as_array()
+                        .map(Vec::as_slice)
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|i| {
+                            serde_json::json!({
+                                "rule": i["rule_name"], "node": i["node_name"], "status": i["status"],
+                                "conditions": conditions(&i["conditions"]), "outcome": i["outcome_text"],
+                            })
+                        })
+                        .collect();
+                    table(&rows, &["rule", "node", "status", "conditions", "outcome"]);
+                }
+                Ok(())
+            }
+        },
         Resource::Nodes(n) => match &n.action {
             NodeAction::Common(a) => generic(&c, "nodes", "/v1/nodes", a, json).await,
             NodeAction::Addresses { id } => {
@@ -455,6 +495,29 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// A preview's conditions in one cell: `cpu 95.2 > 90 (held 30/60 s)`, `cpu No data`.
+fn conditions(list: &Value) -> String {
+    list.as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let metric = cell(&c["metric"]);
+            match c["value"].as_f64() {
+                None => format!("{metric} No data"),
+                Some(v) => format!(
+                    "{metric} {v:.1} {} {} (held {}/{} s)",
+                    cell(&c["comparison"]),
+                    cell(&c["threshold"]),
+                    cell(&c["held_s"]),
+                    cell(&c["required_s"])
+                ),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn urlencode(s: &str) -> String {

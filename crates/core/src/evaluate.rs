@@ -120,7 +120,8 @@ pub struct ClusterView<'a> {
     pub probers: &'a [ProberView],
     /// Its rules.
     pub rules: &'a [(RuleId, Rule)],
-    /// Reason for a change caused by configuration (`Binding saved`); health otherwise.
+    /// Reason for a change caused by configuration (`Binding saved`): the pass then always cuts
+    /// a revision. `None`: health, which cuts one only when the records change.
     pub reason: Option<&'a str>,
 }
 
@@ -350,10 +351,14 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
             .map(|(name, _, _)| format!("Scheduling: {name} changed, its actions ended"))
             .collect();
         Some(names.join("; "))
+    } else if let Some(reason) = view.reason {
+        // A configuration change always makes a revision: names, TTLs and publishers may have
+        // changed even where the records did not, and the external servers need them.
+        Some(reason.to_owned())
     } else if baseline.as_ref() != Some(&first.records)
         || (first.held != state.held && !first.held.is_empty())
     {
-        Some(view.reason.unwrap_or("Node health changed").to_owned())
+        Some("Node health changed".to_owned())
     } else {
         None
     };
@@ -557,17 +562,16 @@ fn in_scope(rule: &Rule, lines: &[LineSpec]) -> Option<Vec<GroupId>> {
     Some(g)
 }
 
-fn step_rules(
+/// Calls `f` for every enabled rule × every enabled node it looks at, with each condition's
+/// current value (`None`: no data).
+fn for_each_rule_node(
     view: &ClusterView<'_>,
     lines: &[LineSpec],
-    state: &mut ClusterState,
     now: Timestamp,
-) -> Vec<(RuleEvent, Transition)> {
-    let mut transitions = Vec::new();
+    mut f: impl FnMut(RuleId, &Rule, &NodeView, &[Option<f64>]),
+) {
     let mut summaries: Vec<Option<ProbeSummary>> = vec![None; view.nodes.len()];
     let mut scratch = Scratch::new(view.probers.len());
-    // Keys of kept states visited this pass; a state not visited lost its node or scope.
-    let mut visited: FastSet<(RuleId, NodeId)> = FastSet::default();
     let mut values: Vec<Option<f64>> = Vec::new();
     for (id, rule) in view.rules.iter().filter(|(_, r)| r.enabled) {
         let groups = in_scope(rule, lines);
@@ -587,44 +591,98 @@ fn step_rules(
                 };
                 values.push(v);
             }
-            let key = (*id, node.id);
-            let transition = match state.rules.get_mut(&key) {
-                Some(st) => {
-                    visited.insert(key);
-                    st.step(rule, &values, now)
-                }
-                None => {
-                    let mut st = RuleState::default();
-                    let t = st.step(rule, &values, now);
-                    if st.status != Status::Idle || st.held_since.iter().any(Option::is_some) {
-                        visited.insert(key);
-                        state.rules.insert(key, st);
-                    }
-                    t
-                }
-            };
-            if let Some(t) = transition {
-                transitions.push((
-                    RuleEvent {
-                        rule: *id,
-                        rule_name: rule.name.clone(),
-                        node: node.id,
-                        node_name: node.name.clone(),
-                        action: rule.action,
-                        line: rule.line,
-                        values: values.clone(),
-                        no_effect: None,
-                        revision: 0,
-                    },
-                    t,
-                ));
-            }
+            f(*id, rule, node, &values);
         }
     }
-    state.rules.retain(|k, s| {
-        visited.contains(k) && (s.status != Status::Idle || s.held_since.iter().any(Option::is_some))
+}
+
+/// States worth keeping: not idle, or a comparison holding (its for-time is running).
+fn worth_keeping(s: &RuleState) -> bool {
+    s.status != Status::Idle || s.held_since.iter().any(Option::is_some)
+}
+
+fn step_rules(
+    view: &ClusterView<'_>,
+    lines: &[LineSpec],
+    state: &mut ClusterState,
+    now: Timestamp,
+) -> Vec<(RuleEvent, Transition)> {
+    let mut transitions = Vec::new();
+    // Keys of kept states visited this pass; a state not visited lost its node or scope.
+    let mut visited: FastSet<(RuleId, NodeId)> = FastSet::default();
+    for_each_rule_node(view, lines, now, |id, rule, node, values| {
+        let key = (id, node.id);
+        let transition = match state.rules.get_mut(&key) {
+            Some(st) => {
+                visited.insert(key);
+                st.step(rule, values, now)
+            }
+            None => {
+                let mut st = RuleState::default();
+                let t = st.step(rule, values, now);
+                if worth_keeping(&st) {
+                    visited.insert(key);
+                    state.rules.insert(key, st);
+                }
+                t
+            }
+        };
+        if let Some(t) = transition {
+            transitions.push((
+                RuleEvent {
+                    rule: id,
+                    rule_name: rule.name.clone(),
+                    node: node.id,
+                    node_name: node.name.clone(),
+                    action: rule.action,
+                    line: rule.line,
+                    values: values.to_vec(),
+                    no_effect: None,
+                    revision: 0,
+                },
+                t,
+            ));
+        }
     });
+    state.rules.retain(|k, s| visited.contains(k) && worth_keeping(s));
     transitions
+}
+
+/// One row of the preview: a rule against a node it looks at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviewRow {
+    /// Rule.
+    pub rule: RuleId,
+    /// Rule name.
+    pub rule_name: String,
+    /// Node.
+    pub node: NodeId,
+    /// Node name.
+    pub node_name: String,
+    /// Status, conditions and what the next evaluation will do.
+    #[serde(flatten)]
+    pub preview: crate::rules::Preview,
+}
+
+/// The preview (§5.4): every enabled rule against every node it looks at, under the current
+/// values, from the states of `state`. Writes nothing. A rule whose behaviour changed since
+/// its states were built is previewed from a fresh state, as the next pass will.
+pub fn preview(view: &ClusterView<'_>, state: &ClusterState, now: Timestamp) -> Vec<PreviewRow> {
+    let lines = effective_lines(view.lines);
+    let fresh = RuleState::default();
+    let mut rows = Vec::new();
+    for_each_rule_node(view, &lines, now, |id, rule, node, values| {
+        let current = state.behaviours.get(&id).is_some_and(|b| *b == rule.behaviour());
+        let st = state.rules.get(&(id, node.id)).filter(|_| current).unwrap_or(&fresh);
+        rows.push(PreviewRow {
+            rule: id,
+            rule_name: rule.name.clone(),
+            node: node.id,
+            node_name: node.name.clone(),
+            preview: st.preview(rule, values, now),
+        });
+    });
+    rows
 }
 
 /// Aggregates of one value over probers.

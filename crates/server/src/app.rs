@@ -96,6 +96,7 @@ pub struct App {
     pub started: Timestamp,
     triggers: mpsc::UnboundedSender<Trigger>,
     published: ArcSwap<HashMap<ClusterId, Published>>,
+    rule_states: ArcSwap<HashMap<ClusterId, Arc<vantage_core::evaluate::ClusterState>>>,
     write_lock: tokio::sync::Mutex<()>,
 }
 
@@ -139,6 +140,7 @@ impl App {
             started: now(),
             triggers: p.triggers,
             published: ArcSwap::from_pointee(HashMap::new()),
+            rule_states: ArcSwap::from_pointee(HashMap::new()),
             write_lock: tokio::sync::Mutex::new(()),
         }
     }
@@ -177,6 +179,22 @@ impl App {
         });
         self.rebuild_answers();
         self.publishers.push(&self.store, &self.config(), cluster, &p);
+    }
+
+    /// Keeps a copy of a cluster's evaluator state after a pass, for the preview and the
+    /// rule list.
+    pub fn set_rule_states(&self, cluster: ClusterId, state: &vantage_core::evaluate::ClusterState) {
+        let copy = Arc::new(state.clone());
+        self.rule_states.rcu(|m| {
+            let mut m = HashMap::clone(m);
+            m.insert(cluster, copy.clone());
+            m
+        });
+    }
+
+    /// A cluster's evaluator state as of its last pass.
+    pub fn rule_states(&self, cluster: ClusterId) -> Arc<vantage_core::evaluate::ClusterState> {
+        self.rule_states.load().get(&cluster).cloned().unwrap_or_default()
     }
 
     /// Rebuilds the DNS answer table from the configuration and the published records.

@@ -188,23 +188,34 @@ fn probers(c: &Config) -> (Vec<ProberView>, HashMap<i64, u32>) {
 }
 
 /// One pass of one cluster; returns its next deadline.
-async fn pass(app: &App, c: &Config, id: ClusterId, cl: &mut Cluster) -> Option<Timestamp> {
-    let cluster = &c.clusters.get(&id.0)?.value;
-    let (prober_views, index) = probers(c);
-    let lines: Vec<LineSpec> = c
-        .lines_of(id)
-        .map(|(lid, l)| LineSpec {
-            id: lid,
-            group: Some(l.value.line.group),
-            backup_groups: l.value.line.backup_groups.clone(),
-            min_healthy: l.value.line.min_healthy,
-        })
-        .collect();
-    let rules: Vec<(RuleId, Rule)> = c.rules_of(id).map(|(rid, r)| (rid, r.value.rule.clone())).collect();
-    let nodes: Vec<NodeView> = {
+/// What a cluster's view is built from: its lines, rules, nodes with their latest results,
+/// and the prober table the results index.
+pub struct ViewParts {
+    lines: Vec<LineSpec>,
+    rules: Vec<(RuleId, Rule)>,
+    nodes: Vec<NodeView>,
+    probers: Vec<ProberView>,
+}
+
+impl ViewParts {
+    /// Gathers a cluster's parts from the configuration and the runtime.
+    pub fn gather(app: &App, c: &Config, id: ClusterId) -> Option<ViewParts> {
+        let cluster = &c.clusters.get(&id.0)?.value;
+        let (probers, index) = probers(c);
+        let lines = c
+            .lines_of(id)
+            .map(|(lid, l)| LineSpec {
+                id: lid,
+                group: Some(l.value.line.group),
+                backup_groups: l.value.line.backup_groups.clone(),
+                min_healthy: l.value.line.min_healthy,
+            })
+            .collect();
+        let rules = c.rules_of(id).map(|(rid, r)| (rid, r.value.rule.clone())).collect();
         let results = lock(&app.runtime.results);
         let agents = lock(&app.runtime.nodes);
-        c.nodes_of(id)
+        let nodes = c
+            .nodes_of(id)
             .map(|(nid, n)| {
                 let agent = agents.get(&nid.0);
                 let addresses =
@@ -242,20 +253,39 @@ async fn pass(app: &App, c: &Config, id: ClusterId, cl: &mut Cluster) -> Option<
                     addresses,
                 }
             })
-            .collect()
-    };
+            .collect();
+        Some(ViewParts { lines, rules, nodes, probers })
+    }
+
+    /// The view over these parts.
+    pub fn view<'a>(
+        &'a self,
+        c: &'a Config,
+        cluster: &'a vantage_core::model::Cluster,
+        reason: Option<&'a str>,
+    ) -> ClusterView<'a> {
+        ClusterView {
+            settings: &c.settings,
+            cluster,
+            lines: &self.lines,
+            nodes: &self.nodes,
+            probers: &self.probers,
+            rules: &self.rules,
+            reason,
+        }
+    }
+}
+
+/// One pass of one cluster; returns its next deadline.
+async fn pass(app: &App, c: &Config, id: ClusterId, cl: &mut Cluster) -> Option<Timestamp> {
+    let cluster = &c.clusters.get(&id.0)?.value;
+    let parts = ViewParts::gather(app, c, id)?;
     let reason = cl.reason.take();
-    let view = ClusterView {
-        settings: &c.settings,
-        cluster,
-        lines: &lines,
-        nodes: &nodes,
-        probers: &prober_views,
-        rules: &rules,
-        reason,
-    };
+    let view = parts.view(c, cluster, reason);
+    let rules = &parts.rules;
     let at = now();
     let out = evaluate(&view, &mut cl.state, at);
+    app.set_rule_states(id, &cl.state);
     {
         let mut statuses = lock(&app.runtime.statuses);
         for s in &out.nodes {
@@ -284,7 +314,7 @@ async fn pass(app: &App, c: &Config, id: ClusterId, cl: &mut Cluster) -> Option<
         app.publish(id, Published { number: cl.revision, at, records: draft.records.clone() });
     }
     let audit: Vec<NewAudit> =
-        out.events.iter().filter_map(|e| alert(app, c, id, cluster, base, &rules, e)).collect();
+        out.events.iter().filter_map(|e| alert(app, c, id, cluster, base, rules, e)).collect();
     if !audit.is_empty()
         && let Err(e) = app.store.commit(&[], &audit, at).await
     {

@@ -7,13 +7,18 @@
 //! self-signed certificate and behind a required PROXY v1 header, and can be stopped and
 //! restarted on the same address to script failures.
 //!
+//! [`KnotServer`] runs a real Knot DNS that accepts RFC 2136 updates, and [`dig`] queries
+//! any DNS server the way an operator would.
+//!
 //! This crate is a dev-dependency only. It never binds or connects outside 127.0.0.0/8 and
 //! ::1: callers hand it loopback addresses, and [`EdgeServer::start_with`] refuses others.
 
+mod dns;
 mod hls;
 mod server;
 mod tls;
 
+pub use dns::{KNOT_INITIAL_A, KnotServer, dig, dig_short, free_port};
 pub use hls::paths as hls_paths;
 pub use server::{Behavior, EdgeOptions, EdgeServer, ProxySeen, SeenRequest};
 pub use tls::TlsIdentity;

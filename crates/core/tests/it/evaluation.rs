@@ -473,3 +473,45 @@ fn rule_on_one_line_looks_at_its_group_and_backup_groups() {
     let nodes: Vec<NodeId> = e.rules.iter().map(|r| r.node).collect();
     assert_eq!(nodes, vec![NodeId(1), NodeId(2)], "node 3 is not on line 1");
 }
+
+#[test]
+fn preview_shows_every_rule_node_pair_and_writes_nothing() {
+    use vantage_core::evaluate::preview;
+    use vantage_core::rules::Outcome;
+    let mut f = cpu_fleet(300, 300);
+    tick(&mut f, 95.0); // pending from now
+    f.advance(50);
+    f.report_all_ok();
+    f.metrics(1, 95.0);
+    f.metrics(2, 10.0);
+    f.metrics(3, 10.0);
+    let before = f.state.clone();
+    let rows = preview(&f.view(), &f.state, f.now);
+    assert_eq!(f.state, before, "the preview writes nothing");
+    assert_eq!(rows.len(), 3, "one rule × three nodes");
+    let r1 = rows.iter().find(|r| r.node == NodeId(1)).unwrap();
+    assert_eq!(r1.preview.status, Status::Pending);
+    assert_eq!(r1.preview.outcome, Outcome::ActsAtNextEvaluation, "held 60 s by now");
+    assert_eq!((r1.preview.conditions[0].held_s, r1.preview.conditions[0].required_s), (60, 60));
+    let r2 = rows.iter().find(|r| r.node == NodeId(2)).unwrap();
+    assert_eq!((r2.preview.status, r2.preview.outcome), (Status::Idle, Outcome::NoChange));
+    // A node without fresh metrics shows No data.
+    f.node_mut(3).metrics = None;
+    let rows = preview(&f.view(), &f.state, f.now);
+    assert_eq!(rows.iter().find(|r| r.node == NodeId(3)).unwrap().preview.conditions[0].value, None);
+}
+
+#[test]
+fn a_configuration_change_always_makes_a_revision_with_its_reason() {
+    use vantage_core::evaluate::evaluate;
+    let mut f = Fleet::new(1).node(1, 1, &[("203.0.113.1", Primary)]);
+    f.report_all_ok();
+    f.eval();
+    assert!(f.eval().revisions.is_empty(), "nothing changed");
+    let mut view = f.view();
+    view.reason = Some("Binding saved");
+    let mut state = f.state.clone();
+    let e = evaluate(&view, &mut state, f.now);
+    assert_eq!(e.revisions.len(), 1);
+    assert_eq!(e.revisions[0].reason, "Binding saved");
+}

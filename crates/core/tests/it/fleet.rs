@@ -166,9 +166,9 @@ impl Fleet {
         });
     }
 
-    /// Runs one pass now.
-    pub fn eval(&mut self) -> Evaluation {
-        let view = ClusterView {
+    /// The view of the fleet as it is.
+    pub fn view(&self) -> ClusterView<'_> {
+        ClusterView {
             settings: &self.settings,
             cluster: &self.cluster,
             lines: &self.lines,
@@ -176,8 +176,15 @@ impl Fleet {
             probers: &self.probers,
             rules: &self.rules,
             reason: None,
-        };
-        evaluate(&view, &mut self.state, self.now)
+        }
+    }
+
+    /// Runs one pass now.
+    pub fn eval(&mut self) -> Evaluation {
+        let mut state = std::mem::take(&mut self.state);
+        let e = evaluate(&self.view(), &mut state, self.now);
+        self.state = state;
+        e
     }
 
     /// Advances the clock by `s` seconds.

@@ -47,7 +47,8 @@ pub trait Publisher: Send + Sync + fmt::Debug {
 pub struct PublishOutcome {
     /// The publisher's [`Publisher::target`].
     pub target: String,
-    /// Published, or why not.
+    /// Published, or why not (flattened: `"status": "failed", "reason": …`).
+    #[serde(flatten)]
     pub status: PublishStatus,
     /// Attempts made (1 when the first succeeded or failed for good).
     pub attempts: u32,

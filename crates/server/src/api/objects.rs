@@ -386,9 +386,10 @@ impl Kind for RuleRecord {
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
         Ok(Vec::new())
     }
-    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> Value {
+    fn view(id: i64, s: &Stored<Self>, _: &Config, app: &App) -> Value {
         let mut v = with_meta(id, s, s.value.doc());
         v["cluster"] = json!(s.value.cluster);
+        v["acting_on"] = json!(super::rules::acting_on(app, s.value.cluster, id));
         v
     }
     fn action(op: &str) -> String {
