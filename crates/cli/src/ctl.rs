@@ -32,8 +32,9 @@ pub(crate) struct Args {
 enum Resource {
     /// Regions (code, name).
     Regions(Plain),
-    /// Clusters (name, domain, aliases, dns_mode, ttl, listeners, check…).
-    Clusters(Plain),
+    /// Clusters (name, domain, aliases, dns_mode, ttl, listeners, check, publishers…), their
+    /// revisions and current records.
+    Clusters(ClusterArgs),
     /// Node groups of a cluster (name, region).
     Groups(InCluster),
     /// Lines of a cluster (name, group, backup_groups, min_healthy, client_networks).
@@ -42,8 +43,12 @@ enum Resource {
     Rules(RuleArgs),
     /// Nodes (cluster, group, name, enabled, also_probes) and their scheduling addresses.
     Nodes(NodeArgs),
-    /// Probers (list, get, update name/enabled, delete).
-    Probers(Plain),
+    /// Probers (list, get, update name/enabled, delete), enrollment tokens, results.
+    Probers(ProberArgs),
+    /// Webhook sinks for alerts (name, url, format json|alertmanager, enabled).
+    Webhooks(Plain),
+    /// Open and recently resolved alerts.
+    Alerts,
     /// Probe settings.
     Settings {
         #[command(subcommand)]
@@ -102,6 +107,55 @@ enum Action {
 }
 
 #[derive(Debug, clap::Args)]
+struct ClusterArgs {
+    #[command(subcommand)]
+    action: ClusterAction,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ClusterAction {
+    #[command(flatten)]
+    Common(Action),
+    /// A cluster's revisions, newest first.
+    Revisions {
+        id: i64,
+        /// At most this many (50).
+        #[arg(long)]
+        limit: Option<u32>,
+    },
+    /// A cluster's current records per line.
+    Dns { id: i64 },
+}
+
+#[derive(Debug, clap::Args)]
+struct ProberArgs {
+    #[command(subcommand)]
+    action: ProberAction,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ProberAction {
+    #[command(flatten)]
+    Common(Action),
+    /// Create an enrollment token (shown once) and print the start command.
+    Token {
+        /// The new prober's name.
+        #[arg(long)]
+        name: String,
+        /// Its region id.
+        #[arg(long)]
+        region: i64,
+        /// Validity in seconds (300–604800, 3600).
+        #[arg(long)]
+        valid_for: Option<i64>,
+    },
+    /// List enrollment tokens.
+    Tokens,
+    /// A prober's latest results with window strips.
+    Results { id: i64 },
+}
+
+#[derive(Debug, clap::Args)]
 struct RuleArgs {
     /// The cluster id.
     #[arg(long)]
@@ -133,6 +187,18 @@ enum NodeAction {
     /// Set a node's scheduling addresses: IP[:LEVEL]… (level primary, backup1 or backup2;
     /// primary when absent). No address: use the reported ones again.
     SetAddresses { id: i64, addresses: Vec<String> },
+    /// Create an enrollment token for a node's agent (shown once) and print the start command.
+    Token {
+        /// The node id.
+        id: i64,
+        /// Validity in seconds (300–604800, 3600).
+        #[arg(long)]
+        valid_for: Option<i64>,
+    },
+    /// List node enrollment tokens.
+    Tokens,
+    /// Every prober's latest results for a node, with window strips.
+    Results { id: i64 },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -287,6 +353,25 @@ fn record(v: &Value) {
     }
 }
 
+/// A list row made readable: a prober's last round as one phrase.
+fn shape(kind: &str, row: &Value) -> Value {
+    let mut r = row.clone();
+    if kind == "probers" {
+        let lr = &row["last_round"];
+        r["last_round"] = if lr.is_null() {
+            Value::Null
+        } else {
+            let rtt = lr["mean_rtt_ms"].as_f64().map_or_else(|| "-".to_owned(), |v| format!("{v:.1} ms"));
+            Value::String(format!(
+                "loss {:.1} %, {rtt}, {} unreachable",
+                lr["loss_pct"].as_f64().unwrap_or_default(),
+                lr["unreachable"].as_u64().unwrap_or_default()
+            ))
+        };
+    }
+    r
+}
+
 fn columns(kind: &str) -> &'static [&'static str] {
     match kind {
         "regions" => &["id", "code", "name", "probers"],
@@ -295,7 +380,18 @@ fn columns(kind: &str) -> &'static [&'static str] {
         "lines" => &["id", "name", "group", "backup_groups", "min_healthy", "client_networks"],
         "rules" => &["id", "name", "line", "action", "match", "enabled", "hold_s", "recover_s"],
         "nodes" => &["id", "cluster", "group", "name", "enabled", "also_probes", "enrolled"],
-        "probers" => &["id", "name", "region", "enabled", "status", "last_seen", "version", "targets"],
+        "probers" => &[
+            "id",
+            "name",
+            "region_code",
+            "enabled",
+            "status",
+            "last_seen",
+            "version",
+            "targets",
+            "last_round",
+        ],
+        "webhooks" => &["id", "name", "url", "format", "enabled"],
         "admin-tokens" => &["id", "name", "prefix", "created_at"],
         _ => &["at", "actor", "action", "object"],
     }
@@ -336,7 +432,14 @@ async fn generic(c: &Client, kind: &str, path: &str, action: &Action, json: bool
         Action::List => {
             let v = c.call(Method::GET, path, None).await?;
             if !json {
-                table(v["items"].as_array().map(Vec::as_slice).unwrap_or_default(), columns(kind));
+                let rows: Vec<Value> = v["items"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|r| shape(kind, r))
+                    .collect();
+                table(&rows, columns(kind));
                 return Ok(());
             }
             v
@@ -374,8 +477,77 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
     let json = args.json;
     match &args.command {
         Resource::Regions(p) => generic(&c, "regions", "/v1/regions", &p.action, json).await,
-        Resource::Clusters(p) => generic(&c, "clusters", "/v1/clusters", &p.action, json).await,
-        Resource::Probers(p) => generic(&c, "probers", "/v1/probers", &p.action, json).await,
+        Resource::Clusters(a) => match &a.action {
+            ClusterAction::Common(x) => generic(&c, "clusters", "/v1/clusters", x, json).await,
+            ClusterAction::Revisions { id, limit } => {
+                let v = c
+                    .call(
+                        Method::GET,
+                        &format!("/v1/clusters/{id}/revisions?limit={}", limit.unwrap_or(50)),
+                        None,
+                    )
+                    .await?;
+                listing(&v, json, &["number", "at", "reason", "records"], |r| {
+                    let mut r = r.clone();
+                    r["records"] = r["records"]["all"].clone();
+                    r
+                });
+                Ok(())
+            }
+            ClusterAction::Dns { id } => {
+                let v = c.call(Method::GET, &format!("/v1/clusters/{id}/dns"), None).await?;
+                if json {
+                    print(&v, true);
+                } else {
+                    println!(
+                        "{} (TTL {}, revision {})",
+                        cell(&v["domain"]),
+                        cell(&v["ttl"]),
+                        cell(&v["revision"])
+                    );
+                    let mut lines = v["lines"].as_array().cloned().unwrap_or_default();
+                    lines
+                        .push(serde_json::json!({"name": "all", "client_networks": [], "records": v["all"]}));
+                    table(&lines, &["name", "client_networks", "records"]);
+                }
+                Ok(())
+            }
+        },
+        Resource::Probers(a) => match &a.action {
+            ProberAction::Common(x) => generic(&c, "probers", "/v1/probers", x, json).await,
+            ProberAction::Token { name, region, valid_for } => {
+                let body = serde_json::json!({"name": name, "region": region, "valid_for_s": valid_for});
+                token(&c.call(Method::POST, "/v1/probers/tokens", Some(body)).await?, json);
+                Ok(())
+            }
+            ProberAction::Tokens => {
+                let v = c.call(Method::GET, "/v1/probers/tokens", None).await?;
+                listing(
+                    &v,
+                    json,
+                    &["id", "prefix", "name", "region", "state", "expires_at", "used_at"],
+                    Value::clone,
+                );
+                Ok(())
+            }
+            ProberAction::Results { id } => {
+                let v = c.call(Method::GET, &format!("/v1/probers/{id}/results"), None).await?;
+                listing(&v, json, RESULT_COLUMNS, Value::clone);
+                Ok(())
+            }
+        },
+        Resource::Webhooks(p) => generic(&c, "webhooks", "/v1/webhooks", &p.action, json).await,
+        Resource::Alerts => {
+            let v = c.call(Method::GET, "/v1/alerts", None).await?;
+            if json {
+                print(&v, true);
+            } else {
+                let mut rows = v["open"].as_array().cloned().unwrap_or_default();
+                rows.extend(v["recent"].as_array().cloned().unwrap_or_default());
+                table(&rows, &["id", "state", "kind", "summary", "fired_at", "resolved_at"]);
+            }
+            Ok(())
+        }
         Resource::Groups(p) => {
             generic(&c, "groups", &format!("/v1/clusters/{}/groups", p.cluster), &p.action, json).await
         }
@@ -410,6 +582,26 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
         },
         Resource::Nodes(n) => match &n.action {
             NodeAction::Common(a) => generic(&c, "nodes", "/v1/nodes", a, json).await,
+            NodeAction::Token { id, valid_for } => {
+                let body = serde_json::json!({"node": id, "valid_for_s": valid_for});
+                token(&c.call(Method::POST, "/v1/nodes/tokens", Some(body)).await?, json);
+                Ok(())
+            }
+            NodeAction::Tokens => {
+                let v = c.call(Method::GET, "/v1/nodes/tokens", None).await?;
+                listing(
+                    &v,
+                    json,
+                    &["id", "prefix", "name", "node", "state", "expires_at", "used_at"],
+                    Value::clone,
+                );
+                Ok(())
+            }
+            NodeAction::Results { id } => {
+                let v = c.call(Method::GET, &format!("/v1/nodes/{id}/results"), None).await?;
+                listing(&v, json, RESULT_COLUMNS, Value::clone);
+                Ok(())
+            }
             NodeAction::Addresses { id } => {
                 print(&c.call(Method::GET, &format!("/v1/nodes/{id}/addresses"), None).await?, json);
                 Ok(())
@@ -495,6 +687,54 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Columns of a result listing; `good` is the window strip of good attempts.
+const RESULT_COLUMNS: &[&str] = &[
+    "prober_name",
+    "node_name",
+    "address",
+    "port",
+    "method",
+    "loss_pct",
+    "rtt_ms",
+    "error",
+    "checked",
+    "good",
+];
+
+/// Prints `{"items": [...]}` as a table of `columns` (rows shaped by `shape`), or as JSON.
+fn listing(v: &Value, json: bool, columns: &[&str], shape: impl Fn(&Value) -> Value) {
+    if json {
+        print(v, true);
+        return;
+    }
+    let rows: Vec<Value> = v["items"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            let mut r = shape(r);
+            if !r["window"].is_null() {
+                r["good"] = r["window"]["good_strip"].clone();
+            }
+            r
+        })
+        .collect();
+    table(&rows, columns);
+}
+
+/// Prints a new enrollment token: the token alone on standard output, the rest on standard error.
+fn token(v: &Value, json: bool) {
+    if json {
+        print(v, true);
+        return;
+    }
+    println!("{}", cell(&v["token"]));
+    eprintln!("expires {}; shown only now", cell(&v["expires_at"]));
+    eprintln!("CA fingerprint: {}", cell(&v["ca_sha256"]));
+    eprintln!("start command: {}", cell(&v["command"]));
 }
 
 /// A preview's conditions in one cell: `cpu 95.2 > 90 (held 30/60 s)`, `cpu No data`.

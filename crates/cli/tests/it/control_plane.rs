@@ -459,6 +459,16 @@ async fn every_v1_route_answers_401_without_a_valid_token() {
     for p in ["/healthz", "/readyz", "/metrics"] {
         assert_eq!(client.get(format!("{}{p}", s.url)).send().await.unwrap().status().as_u16(), 200, "{p}");
     }
+    let metrics = client.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
+    for want in [
+        r#"vantage_http_requests_total{route="/v1/openapi.json",method="GET",status="200"} 1"#,
+        r#"vantage_http_requests_total{route="/v1/regions/{id}",method="GET",status="401"} 3"#,
+        r#"vantage_objects{kind="admin_token"} 1"#,
+        r#"vantage_store_latency_seconds_count{op="commit"}"#,
+        "vantage_dns_queries_total",
+    ] {
+        assert!(metrics.contains(want), "{want} missing from:\n{metrics}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -621,6 +631,33 @@ async fn every_object_through_ctl() {
     assert!(out.contains("admin:bootstrap  node.set_addresses"), "{out}");
     let (_, out, _) = run(a("admin-tokens create ci")).await;
     assert!(out.trim().starts_with("vta_"), "{out}");
+    let (code, out, err) = run(a(&format!("probers token --name sg-1 --region {region}"))).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.trim().starts_with("vtp_") && err.contains("start command: vantage probe --server"),
+        "{out}{err}"
+    );
+    let (_, out, _) = run(a("probers tokens")).await;
+    assert!(out.contains("sg-1") && out.contains("valid"), "{out}");
+    let (code, out, err) = run(a(&format!("nodes token {node}"))).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.trim().starts_with("vtn_"), "{out}");
+    let (code, out, err) = run(a(&format!("clusters dns {cluster}"))).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("cdn.example.net (TTL 120"), "{out}");
+    let (code, out, _) = run(a(&format!("clusters revisions {cluster}"))).await;
+    assert_eq!(code, Some(0));
+    assert!(out.contains("Binding saved"), "{out}");
+    let (code, _, err) =
+        run(a("webhooks create name=ops url=http://127.0.0.1:9/hook format=alertmanager")).await;
+    assert_eq!(code, Some(0), "{err}");
+    let (_, out, _) = run(a("webhooks list")).await;
+    assert!(out.contains("alertmanager"), "{out}");
+    let (code, _, _) = run(a("alerts")).await;
+    assert_eq!(code, Some(0));
+    let (code, out, _) = run(a(&format!("rules --cluster {cluster} preview"))).await;
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("RULE"), "{out}");
 
     // Errors: the server's message, non-zero exit.
     let (code, _, err) = run(a(&format!("nodes set-addresses {node} 10.0.0.0/8"))).await;

@@ -102,6 +102,14 @@ async fn revisions_reach_the_built_in_server_and_knot_with_outcomes_recorded() {
         .unwrap();
     assert!(nx.contains("status: NXDOMAIN"), "{nx}");
 
+    let (_, _) = s.call(Method::GET, "/healthz", None).await;
+    let metrics = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.contains(r#"vantage_dns_queries_total{zone="cdn.test.example",rcode="NOERROR"}"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains(r#"rcode="REFUSED""#), "{metrics}");
+
     // Knot gets every revision (no lines there: the default line).
     let started = std::time::Instant::now();
     // The newest revision lands last: wait for it.

@@ -113,6 +113,17 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
         .count();
     assert_eq!(refused, 3, "each prober saw the refusal: {results}");
 
+    let (_, alerts) = s.call(Method::GET, "/v1/alerts", None).await;
+    assert!(
+        alerts["open"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["kind"] == "address_unreachable"
+                && a["summary"] == "127.0.0.10 of edge-0 is unreachable"),
+        "{alerts}"
+    );
+
     // It comes back: primary again after answering-before-reachable.
     edges[0].restart().await.unwrap();
     let recovery =
@@ -131,5 +142,21 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     let (_, v) = s.call(Method::GET, &dns, None).await;
     assert_eq!(all(&v), ["127.0.0.10", "127.0.0.12", "127.0.0.13"]);
     let (_, list) = s.call(Method::GET, "/v1/probers", None).await;
-    assert_eq!(list["items"][2]["status"], "offline", "{list}");
+    let gone = list["items"].as_array().unwrap().iter().find(|p| p["name"] == "prober-2").unwrap();
+    assert_eq!(gone["status"], "offline", "{list}");
+    let (_, alerts) = s.call(Method::GET, "/v1/alerts", None).await;
+    assert!(
+        alerts["recent"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["kind"] == "address_unreachable" && a["state"] == "resolved"),
+        "{alerts}"
+    );
+    s.wait_for("/v1/alerts", Duration::from_secs(20), |v| {
+        v["open"].as_array().is_some_and(|o| {
+            o.iter().any(|a| a["kind"] == "prober_offline" && a["summary"] == "prober prober-2 is offline")
+        })
+    })
+    .await;
 }
