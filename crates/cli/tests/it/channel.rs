@@ -235,6 +235,20 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
         (409, Some("1 prober still belong to this region")),
         "{v}"
     );
+    // Renewal stays open to a disabled prober: a new certificate for a new key; the old one
+    // stops working at once.
+    let old = ChannelClient::open(StateDir::new(&state1), None).unwrap();
+    let before_fp = prober_client.certificate().fingerprint;
+    let renewed = prober_client.renew().await.unwrap();
+    assert_ne!(renewed.fingerprint, before_fp);
+    assert_eq!(renewed.common_name.as_deref(), Some(pid.to_string().as_str()), "CN=<id>");
+    let e = prober_client.get::<wire::Work>(wire::PROBER_WORK).await.unwrap_err();
+    refused_with(e, 403, "is disabled");
+    let e = old.get::<wire::Work>(wire::PROBER_WORK).await.unwrap_err();
+    refused_with(e, 401, "unknown or revoked certificate");
+    let (_, audit) = s.call(Method::GET, "/v1/audit?action=prober.certificate_renew", None).await;
+    assert_eq!(audit["items"].as_array().unwrap().len(), 1, "{audit}");
+
     let (st, _) = s.call(Method::DELETE, &format!("/v1/probers/{pid}"), None).await;
     assert_eq!(st, 204);
     let e = prober_client.get::<wire::Work>(wire::PROBER_WORK).await.unwrap_err();
