@@ -53,7 +53,11 @@ trait Kind: Clone + Serialize + Send + Sync + Sized + 'static {
     /// The API representation (with what the runtime knows, for probers and nodes).
     fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> Value {
         let _ = (c, app);
-        with_meta(id, s, s.value.doc())
+        let mut v = with_meta(id, s, s.value.doc());
+        if let Some(cluster) = s.value.cluster() {
+            v["cluster"] = json!(cluster);
+        }
+        v
     }
     /// Audit action for `op` (`create`, `update`, `delete`).
     fn action(op: &str) -> String {
@@ -223,24 +227,32 @@ fn group_in(c: &Config, cluster: ClusterId, g: GroupId, field: &str) -> Result<(
     }
 }
 
+/// The parts every child of a cluster has alike: where it is kept, its variant, and its
+/// document (the inner value, with the cluster from the path).
+macro_rules! child_kind {
+    ($map:ident, $variant:ident, $field:ident, $inner:ty) => {
+        fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+            &c.$map
+        }
+        fn wrap(self) -> Object {
+            Object::$variant(self)
+        }
+        fn cluster(&self) -> Option<ClusterId> {
+            Some(self.cluster)
+        }
+        fn doc(&self) -> Value {
+            to_doc(&self.$field)
+        }
+        fn parse(doc: Value, cluster: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+            Ok(Self { cluster: parent(cluster)?, $field: parse_as::<$inner>(doc)? })
+        }
+    };
+}
+
 impl Kind for GroupRecord {
     const NAME: &'static str = "group";
     const LABEL: &'static str = "Node group";
-    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
-        &c.groups
-    }
-    fn wrap(self) -> Object {
-        Object::Group(self)
-    }
-    fn cluster(&self) -> Option<ClusterId> {
-        Some(self.cluster)
-    }
-    fn doc(&self) -> Value {
-        to_doc(&self.group)
-    }
-    fn parse(doc: Value, cluster: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
-        Ok(GroupRecord { cluster: parent(cluster)?, group: parse_as::<NodeGroup>(doc)? })
-    }
+    child_kind!(groups, Group, group, NodeGroup);
     fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
         let siblings = c.groups_of(self.cluster).map(|(i, g)| (i.0, g.value.group.name.as_str()));
         unique("A node group named", "name", &self.group.name, id, siblings)?;
@@ -288,31 +300,12 @@ impl Kind for GroupRecord {
         }
         Ok(Vec::new())
     }
-    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> Value {
-        let mut v = with_meta(id, s, s.value.doc());
-        v["cluster"] = json!(s.value.cluster);
-        v
-    }
 }
 
 impl Kind for LineRecord {
     const NAME: &'static str = "line";
     const LABEL: &'static str = "Line";
-    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
-        &c.lines
-    }
-    fn wrap(self) -> Object {
-        Object::Line(self)
-    }
-    fn cluster(&self) -> Option<ClusterId> {
-        Some(self.cluster)
-    }
-    fn doc(&self) -> Value {
-        to_doc(&self.line)
-    }
-    fn parse(doc: Value, cluster: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
-        Ok(LineRecord { cluster: parent(cluster)?, line: parse_as::<Line>(doc)? })
-    }
+    child_kind!(lines, Line, line, Line);
     fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
         let siblings = c.lines_of(self.cluster).map(|(i, l)| (i.0, l.value.line.name.as_str()));
         unique("A line named", "name", &self.line.name, id, siblings)?;
@@ -346,31 +339,12 @@ impl Kind for LineRecord {
         }
         Ok(Vec::new())
     }
-    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> Value {
-        let mut v = with_meta(id, s, s.value.doc());
-        v["cluster"] = json!(s.value.cluster);
-        v
-    }
 }
 
 impl Kind for RuleRecord {
     const NAME: &'static str = "rule";
     const LABEL: &'static str = "Rule";
-    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
-        &c.rules
-    }
-    fn wrap(self) -> Object {
-        Object::Rule(self)
-    }
-    fn cluster(&self) -> Option<ClusterId> {
-        Some(self.cluster)
-    }
-    fn doc(&self) -> Value {
-        to_doc(&self.rule)
-    }
-    fn parse(doc: Value, cluster: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
-        Ok(RuleRecord { cluster: parent(cluster)?, rule: parse_as::<Rule>(doc)? })
-    }
+    child_kind!(rules, Rule, rule, Rule);
     fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
         let siblings = c.rules_of(self.cluster).map(|(i, r)| (i.0, r.value.rule.name.as_str()));
         unique("A rule named", "name", &self.rule.name, id, siblings)?;
