@@ -16,6 +16,7 @@ mod publishing;
 mod registry;
 mod runtime;
 mod server;
+mod ui;
 
 pub use app::now;
 pub use config::{LogFormat, ServeConfig};

@@ -100,6 +100,15 @@ impl Server {
         let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
         let latest = store.latest().await?;
         let saved_alerts = store.states("alerts").await?;
+        // The agent channel is bound first: start commands name the port it really got.
+        let agent_listener = tokio::net::TcpListener::bind(settings.agent_listen)
+            .await
+            .map_err(|source| StartError::Bind { addr: settings.agent_listen, source })?;
+        let agent_addr = agent_listener
+            .local_addr()
+            .map_err(|source| StartError::Bind { addr: settings.agent_listen, source })?;
+        let mut settings = settings;
+        settings.agent_listen = agent_addr;
         let app = Arc::new(App::new(Parts {
             config,
             store,
@@ -148,12 +157,6 @@ impl Server {
         });
         tracing::info!(addr = %api_addr, "admin API listening");
 
-        let agent_listener = tokio::net::TcpListener::bind(settings.agent_listen)
-            .await
-            .map_err(|source| StartError::Bind { addr: settings.agent_listen, source })?;
-        let agent_addr = agent_listener
-            .local_addr()
-            .map_err(|source| StartError::Bind { addr: settings.agent_listen, source })?;
         let channel = tokio::spawn(crate::channel::serve(app.clone(), agent_listener, stopped.clone()));
         tracing::info!(addr = %agent_addr, ca_sha256 = %app.ca.fingerprint, "agent channel listening");
         // The evaluator loads the published records first, so DNS answers from its first query.

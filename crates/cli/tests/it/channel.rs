@@ -62,6 +62,7 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
     let t = s.create("/v1/probers/tokens", json!({"name": "p1", "region": region})).await;
     assert!(t["token"].as_str().unwrap().starts_with("vtp_"));
     assert_eq!(t["ca_sha256"].as_str(), Some(ca.as_str()));
+    assert_eq!(t["server"].as_str(), Some(agent_url.as_str()), "the port the channel really listens on");
     assert!(t["command"].as_str().unwrap().contains("vantage probe --server"), "{t}");
     let token = t["token"].as_str().unwrap().to_owned();
     let wrong = "00".repeat(32);

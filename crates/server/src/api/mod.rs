@@ -6,7 +6,9 @@ mod admin;
 mod agents;
 
 pub(crate) use admin::create_admin_token;
+mod history;
 mod objects;
+mod rules;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,6 +26,7 @@ use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, P
 use crate::app::{Actor, App};
 use crate::auth::sha256_hex;
 use crate::error::ApiError;
+use crate::ui::{Sessions, session};
 
 /// The route table: axum routes and their documentation side by side.
 struct Api {
@@ -69,7 +72,7 @@ impl Api {
                 InfoBuilder::new()
                     .title("Vantage admin API")
                     .version(env!("CARGO_PKG_VERSION"))
-                    .description(Some("Every route needs `Authorization: Bearer vta_…`. Errors answer `{\"error\": {\"status\", \"field\", \"reason\"}}`."))
+                    .description(Some("Every route needs `Authorization: Bearer vta_…` (the web UI sends its session cookie with `X-Vantage-UI: 1` instead). Errors answer `{\"error\": {\"status\", \"field\", \"reason\"}}`."))
                     .build(),
             )
             .paths(paths)
@@ -96,12 +99,19 @@ pub fn router(app: Arc<App>) -> Router {
     let mut api = Api::new();
     objects::routes(&mut api);
     admin::routes(&mut api);
+    rules::routes(&mut api);
+    history::routes(&mut api);
     let doc = Arc::new(Api::openapi(std::mem::take(&mut api.paths)));
+    let sessions = Arc::new(Sessions::default());
+    let auth = Auth { app: app.clone(), sessions: sessions.clone() };
     let v1 = std::mem::take(&mut api.router)
         .route("/v1/openapi.json", get(move || std::future::ready(axum::Json(doc.as_ref().clone()))))
-        .route_layer(middleware::from_fn_with_state(app.clone(), require_admin));
+        .route_layer(middleware::from_fn_with_state(auth, require_admin));
+    // The web UI reads through the same routes, with the same authentication.
+    let ui = crate::ui::router(app.clone(), sessions, v1.clone().with_state(app.clone()));
     Router::new()
         .merge(v1)
+        .merge(ui)
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
@@ -110,14 +120,39 @@ pub fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-/// Every `/v1` route needs a valid admin bearer token; the actor is attached to the request.
-async fn require_admin(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
+/// What `require_admin` checks against.
+#[derive(Debug, Clone)]
+struct Auth {
+    app: Arc<App>,
+    sessions: Arc<Sessions>,
+}
+
+/// Every `/v1` route needs a valid admin bearer token, or a web UI session cookie together
+/// with `X-Vantage-UI: 1` (a cross-site form can send the cookie but not the header); the
+/// actor (the admin token's name either way) is attached to the request.
+async fn require_admin(State(Auth { app, sessions }): State<Auth>, mut req: Request, next: Next) -> Response {
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
+    if presented.is_none()
+        && let Some(id) = session::cookie(req.headers())
+    {
+        if !session::has_ui_header(req.headers()) {
+            return ApiError::Unauthorized(
+                "a web UI session counts only with the header X-Vantage-UI: 1; scripts use Authorization: Bearer vta_…".into(),
+            )
+            .into_response();
+        }
+        let Some(user) = sessions.resolve(id, &app.config()) else {
+            return ApiError::Unauthorized("the web UI session has ended; log in again".into())
+                .into_response();
+        };
+        req.extensions_mut().insert(Actor(format!("admin:{}", user.name)));
+        return next.run(req).await;
+    }
     let Some(token) = presented else {
         return ApiError::Unauthorized("an admin token is required (Authorization: Bearer vta_…)".into())
             .into_response();

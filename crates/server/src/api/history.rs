@@ -1,0 +1,338 @@
+//! A node's result history as chart series: loss and RTT over 1 h, 24 h or 14 days, per
+//! scheduling address (every port, every prober) and per prober region (every address and
+//! port), cut into at most a few hundred time buckets here so a chart never gets more.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::routing::get;
+use serde_json::{Value, json};
+use utoipa::openapi::path::HttpMethod;
+use vantage_core::Timestamp;
+use vantage_core::ids::RegionId;
+use vantage_store::{DailyPoint, HistoryPoint};
+
+use super::Api;
+use crate::app::{App, now};
+use crate::channel::addresses_in_use;
+use crate::error::ApiError;
+use crate::registry::Config;
+use crate::runtime::{lock, target_key};
+
+pub(super) fn routes(api: &mut Api) {
+    api.add(
+        HttpMethod::Get,
+        "/v1/nodes/{id}/history",
+        "nodes",
+        "Loss and RTT of a node over time (range=1h|24h|14d), per address and per prober region",
+        get(history),
+    );
+}
+
+/// A chart's time span and bucket width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Range {
+    /// The last hour, 20 s buckets (180).
+    Hour,
+    /// The last day, 5 min buckets (288).
+    Day,
+    /// The last 14 days, 1 h buckets (336).
+    Fortnight,
+}
+
+impl Range {
+    fn parse(s: &str) -> Result<Range, ApiError> {
+        match s {
+            "1h" => Ok(Range::Hour),
+            "24h" => Ok(Range::Day),
+            "14d" => Ok(Range::Fortnight),
+            other => Err(ApiError::invalid("range", format!("must be 1h, 24h or 14d, got {other:?}"))),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Range::Hour => "1h",
+            Range::Day => "24h",
+            Range::Fortnight => "14d",
+        }
+    }
+
+    fn bucket_ms(self) -> i64 {
+        match self {
+            Range::Hour => 20_000,
+            Range::Day => 300_000,
+            Range::Fortnight => 3_600_000,
+        }
+    }
+
+    fn buckets(self) -> usize {
+        match self {
+            Range::Hour => 180,
+            Range::Day => 288,
+            Range::Fortnight => 336,
+        }
+    }
+
+    /// `[since, until)` of whole buckets ending with the one that holds `at`.
+    fn window(self, at: Timestamp) -> (Timestamp, Timestamp) {
+        let b = self.bucket_ms();
+        let until = (at.millis().div_euclid(b) + 1) * b;
+        let n = i64::try_from(self.buckets()).unwrap_or(i64::MAX);
+        (Timestamp::from_millis(until - n * b), Timestamp::from_millis(until))
+    }
+}
+
+/// Sums of one bucket.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Acc {
+    sent: f64,
+    lost: f64,
+    rtt_us: f64,
+    rtt_n: f64,
+}
+
+impl Acc {
+    fn add_point(&mut self, p: &HistoryPoint) {
+        self.sent += f64::from(p.sent);
+        self.lost += f64::from(p.lost);
+        if let Some(r) = p.rtt_us {
+            self.rtt_us += f64::from(r);
+            self.rtt_n += 1.0;
+        }
+    }
+
+    /// A share (`1/k`) of a day's roll-up.
+    fn add_share(&mut self, d: &DailyPoint, k: f64) {
+        self.sent += d.sent as f64 / k;
+        self.lost += d.lost as f64 / k;
+        if let Some(r) = d.rtt_avg_us {
+            let n = f64::from(d.rounds) / k;
+            self.rtt_us += f64::from(r) * n;
+            self.rtt_n += n;
+        }
+    }
+}
+
+/// Bucketed series.
+#[derive(Debug, Clone, PartialEq)]
+struct Series {
+    start: i64,
+    width: i64,
+    buckets: Vec<Acc>,
+}
+
+impl Series {
+    fn new(range: Range, since: Timestamp) -> Self {
+        Series {
+            start: since.millis(),
+            width: range.bucket_ms(),
+            buckets: vec![Acc::default(); range.buckets()],
+        }
+    }
+
+    fn index(&self, at: i64) -> Option<usize> {
+        usize::try_from((at - self.start).div_euclid(self.width)).ok().filter(|i| *i < self.buckets.len())
+    }
+
+    /// The buckets with attempts, as points.
+    fn points(&self) -> Vec<Value> {
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.sent > 0.0)
+            .map(|(i, a)| {
+                let at = Timestamp::from_millis(self.start + i64::try_from(i).unwrap_or(0) * self.width);
+                let rtt = (a.rtt_n > 0.0).then(|| round(a.rtt_us / a.rtt_n / 1000.0, 3));
+                json!({"at": at, "loss_pct": round(a.lost * 100.0 / a.sent, 2), "rtt_ms": rtt, "attempts": a.sent.round()})
+            })
+            .collect()
+    }
+}
+
+fn round(v: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (v * f).round() / f
+}
+
+/// The region of a prober, or of a node that probes (its group's region).
+fn region_of(c: &Config, prober: i64) -> Option<RegionId> {
+    if let Some(p) = c.probers.get(&prober) {
+        return Some(p.value.region);
+    }
+    let node = c.nodes.get(&prober)?;
+    c.groups.get(&node.value.node.group.0).and_then(|g| g.value.group.region)
+}
+
+/// Adds one target's raw points and daily roll-ups to the address series and the region
+/// series. A day's roll-up is spread evenly over the buckets of that day that lie before
+/// the target's first raw point (roll-ups hold only what was deleted from the raw rows).
+fn add_target(
+    c: &Config,
+    raw: &[HistoryPoint],
+    daily: &[DailyPoint],
+    address: &mut Series,
+    regions: &mut HashMap<Option<RegionId>, Series>,
+    fresh: &Series,
+) {
+    for p in raw {
+        if let Some(i) = address.index(p.at.millis()) {
+            address.buckets[i].add_point(p);
+            regions.entry(region_of(c, p.prober)).or_insert_with(|| fresh.clone()).buckets[i].add_point(p);
+        }
+    }
+    let raw_start = raw.first().map_or(i64::MAX, |p| p.at.millis());
+    for d in daily {
+        let day = d.day.millis();
+        let covered: Vec<usize> = (0..address.buckets.len())
+            .filter(|i| {
+                let at = address.start + i64::try_from(*i).unwrap_or(0) * address.width;
+                at >= day && at < day + 86_400_000 && at < raw_start
+            })
+            .collect();
+        if covered.is_empty() {
+            continue;
+        }
+        let k = covered.len() as f64;
+        let region = regions.entry(region_of(c, d.prober)).or_insert_with(|| fresh.clone());
+        for i in covered {
+            address.buckets[i].add_share(d, k);
+            region.buckets[i].add_share(d, k);
+        }
+    }
+}
+
+async fn history(
+    State(app): State<Arc<App>>,
+    Path(id): Path<i64>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    if let Some(k) = q.keys().find(|k| k.as_str() != "range") {
+        return Err(ApiError::invalid(k.clone(), "unknown parameter; use range=1h|24h|14d"));
+    }
+    let range = Range::parse(q.get("range").map_or("1h", String::as_str))?;
+    let c = app.config();
+    let node = c.nodes.get(&id).ok_or_else(|| ApiError::NotFound(format!("Node {id} not found")))?;
+    let ports: Vec<u16> = c
+        .clusters
+        .get(&node.value.cluster.0)
+        .map(|cl| cl.value.listeners.iter().map(|l| l.port).collect())
+        .unwrap_or_default();
+    let reported = lock(&app.runtime.nodes).get(&id).map(|a| a.addresses.clone());
+    let addresses = addresses_in_use(&node.value.addresses, reported.as_ref(), app.address_policy());
+    let (since, until) = range.window(now());
+    let fresh = Series::new(range, since);
+    let mut regions: HashMap<Option<RegionId>, Series> = HashMap::new();
+    let mut per_address = Vec::new();
+    for a in addresses.as_slice() {
+        let mut series = fresh.clone();
+        for port in &ports {
+            let key = target_key(id, a.ip, *port);
+            let raw = app.store.history(&key, since, until).await?;
+            let daily = app.store.history_daily(&key, since, until).await?;
+            add_target(&c, &raw, &daily, &mut series, &mut regions, &fresh);
+        }
+        per_address.push(json!({"ip": a.ip, "level": a.level, "points": series.points()}));
+    }
+    let mut per_region: Vec<(String, Value)> = regions
+        .iter()
+        .map(|(r, s)| {
+            let region = r.and_then(|r| c.regions.get(&r.0));
+            let code = region.map(|x| x.value.code.clone());
+            let sort = code.clone().unwrap_or_else(|| "\u{10FFFF}".into());
+            (
+                sort,
+                json!({"region": r, "code": code, "name": region.map(|x| x.value.name.clone()), "points": s.points()}),
+            )
+        })
+        .collect();
+    per_region.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Json(json!({
+        "node": id,
+        "range": range.name(),
+        "since": since,
+        "until": until,
+        "bucket_s": range.bucket_ms() / 1000,
+        "addresses": per_address,
+        "regions": per_region.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(at: i64, prober: i64, sent: u32, lost: u32, rtt: Option<u32>) -> HistoryPoint {
+        HistoryPoint { at: Timestamp::from_millis(at), prober, sent, lost, rtt_us: rtt, error: None }
+    }
+
+    #[test]
+    fn ranges_are_whole_buckets_ending_now() {
+        for r in [Range::Hour, Range::Day, Range::Fortnight] {
+            let at = Timestamp::from_millis(1_790_000_123_456);
+            let (since, until) = r.window(at);
+            assert!(since < at && at < until);
+            assert_eq!(until.millis_since(since), r.bucket_ms() * i64::try_from(r.buckets()).unwrap());
+            assert_eq!(since.millis() % r.bucket_ms(), 0);
+            assert!(r.buckets() <= 400, "a chart gets at most a few hundred points");
+            assert_eq!(Range::parse(r.name()).unwrap(), r);
+        }
+        assert!(Range::parse("7d").is_err());
+    }
+
+    #[test]
+    fn points_sum_attempts_and_average_rtt_per_bucket() {
+        let c = Config::default();
+        let (since, _) = Range::Hour.window(Timestamp::from_millis(3_600_000 * 1000));
+        let s0 = since.millis();
+        let fresh = Series::new(Range::Hour, since);
+        let mut address = fresh.clone();
+        let mut regions = HashMap::new();
+        let raw = [
+            point(s0 + 1_000, 1, 3, 0, Some(2_000)),
+            point(s0 + 5_000, 2, 3, 3, None),
+            point(s0 + 25_000, 1, 3, 1, Some(4_000)),
+        ];
+        add_target(&c, &raw, &[], &mut address, &mut regions, &fresh);
+        let p = address.points();
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!(p[0]["loss_pct"], 50.0);
+        assert_eq!(p[0]["rtt_ms"], 2.0);
+        assert_eq!(p[0]["attempts"], 6.0);
+        assert_eq!(p[1]["loss_pct"], 33.33);
+        assert_eq!(p[1]["at"], json!(Timestamp::from_millis(s0 + 20_000)));
+        // Unknown probers fall in the region `None`.
+        assert_eq!(regions.len(), 1);
+    }
+
+    #[test]
+    fn a_daily_roll_up_is_spread_over_its_day_before_the_raw_rows() {
+        let c = Config::default();
+        let at = Timestamp::from_millis(86_400_000 * 20_000 + 12 * 3_600_000);
+        let (since, _) = Range::Fortnight.window(at);
+        let fresh = Series::new(Range::Fortnight, since);
+        let mut address = fresh.clone();
+        let mut regions = HashMap::new();
+        let day = since.millis().div_euclid(86_400_000) * 86_400_000 + 86_400_000;
+        let daily = [DailyPoint {
+            day: Timestamp::from_millis(day),
+            prober: 1,
+            rounds: 240,
+            sent: 720,
+            lost: 72,
+            rtt_avg_us: Some(10_000),
+            rtt_max_us: Some(20_000),
+        }];
+        // Raw rows start in the middle of that day.
+        let raw = [point(day + 12 * 3_600_000, 1, 3, 0, Some(1_000))];
+        add_target(&c, &raw, &daily, &mut address, &mut regions, &fresh);
+        let p = address.points();
+        assert_eq!(p.len(), 13, "12 hourly shares and one raw bucket");
+        assert_eq!(p[0]["loss_pct"], 10.0);
+        assert_eq!(p[0]["rtt_ms"], 10.0);
+        assert_eq!(p[0]["attempts"], 60.0);
+        assert_eq!(p[12]["rtt_ms"], 1.0);
+    }
+}

@@ -1,0 +1,110 @@
+//! How a page reads the admin API: the request goes through the `/v1` router in process, with
+//! the visitor's session cookie and the UI header, exactly as the page's own `fetch()` calls
+//! do. So the pages show what the API answers, under the same authentication.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::de::DeserializeOwned;
+use tower::ServiceExt;
+
+use super::session::{COOKIE, UI_HEADER};
+
+/// Largest answer a page reads.
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// The API as one visitor sees it.
+#[derive(Debug, Clone)]
+pub struct Client {
+    api: Router,
+    cookie: String,
+}
+
+/// Why a page cannot be shown.
+#[derive(Debug)]
+pub enum PageError {
+    /// The session ended: log in again.
+    LoggedOut,
+    /// An object does not exist (404).
+    NotFound(String),
+    /// Anything else: a status and the API's reason.
+    Failed(StatusCode, String),
+}
+
+impl Client {
+    /// A client for the visitor with session `session`.
+    pub fn new(api: Router, session: &str) -> Self {
+        Client { api, cookie: format!("{COOKIE}={session}") }
+    }
+
+    /// `GET path`, as JSON of type `T`.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, PageError> {
+        let (status, body) = self.call(path).await?;
+        if !status.is_success() {
+            return Err(error(status, &body));
+        }
+        serde_json::from_slice(&body).map_err(|e| {
+            PageError::Failed(StatusCode::BAD_GATEWAY, format!("GET {path} answered unreadable JSON: {e}"))
+        })
+    }
+
+    /// `GET path` where a missing route or object is not an error.
+    pub async fn get_optional<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, PageError> {
+        match self.get(path).await {
+            Ok(v) => Ok(Some(v)),
+            Err(PageError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn call(&self, path: &str) -> Result<(StatusCode, axum::body::Bytes), PageError> {
+        let req = Request::builder()
+            .method(Method::GET)
+            .uri(path)
+            .header(header::COOKIE, &self.cookie)
+            .header(UI_HEADER, "1")
+            .body(Body::empty())
+            .map_err(|e| PageError::Failed(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let resp = match self.api.clone().oneshot(req).await {
+            Ok(r) => r,
+            Err(never) => match never {},
+        };
+        let status = resp.status();
+        let body = axum::body::to_bytes(resp.into_body(), MAX_BODY)
+            .await
+            .map_err(|e| PageError::Failed(StatusCode::BAD_GATEWAY, format!("GET {path}: {e}")))?;
+        Ok((status, body))
+    }
+}
+
+/// The API's error answer as a page error.
+fn error(status: StatusCode, body: &[u8]) -> PageError {
+    let reason = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            let e = &v["error"];
+            let reason = e["reason"].as_str()?.to_owned();
+            Some(match e["field"].as_str() {
+                Some(f) => format!("{f}: {reason}"),
+                None => reason,
+            })
+        })
+        .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_owned());
+    match status {
+        StatusCode::UNAUTHORIZED => PageError::LoggedOut,
+        StatusCode::NOT_FOUND => PageError::NotFound(reason),
+        s => PageError::Failed(s, reason),
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let (status, message) = match self {
+            PageError::LoggedOut => return Redirect::to("/ui/login").into_response(),
+            PageError::NotFound(m) => (StatusCode::NOT_FOUND, m),
+            PageError::Failed(s, m) => (s, m),
+        };
+        (status, super::pages::error_page(status, &message)).into_response()
+    }
+}

@@ -1,0 +1,226 @@
+//! How values read on a page: times relative with the absolute time on hover, numbers with
+//! their units, status words with a colour class, and the few labels the API gives as codes.
+
+use std::fmt;
+
+use vantage_core::Timestamp;
+
+/// HTML that this module built (every text in it escaped); the templates print it as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Markup(pub String);
+
+impl fmt::Display for Markup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl askama::filters::HtmlSafe for Markup {}
+
+/// Escapes text for HTML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `2026-11-30 04:30:45 UTC`.
+pub fn absolute(t: Timestamp) -> String {
+    let s = t.to_string();
+    format!("{} {} UTC", &s[..10], &s[11..19])
+}
+
+/// `just now`, `12 s ago`, `3 min ago`, `5 h ago`, `2 d ago`, or `in 4 min` for the future.
+pub fn relative(t: Timestamp, now: Timestamp) -> String {
+    let d = now.millis_since(t) / 1000;
+    let (n, future) = if d < 0 { (-d, true) } else { (d, false) };
+    if n < 5 {
+        return "just now".into();
+    }
+    let amount = match n {
+        n if n < 60 => format!("{n} s"),
+        n if n < 3600 => format!("{} min", n / 60),
+        n if n < 86_400 => format!("{} h", n / 3600),
+        n => format!("{} d", n / 86_400),
+    };
+    if future { format!("in {amount}") } else { format!("{amount} ago") }
+}
+
+/// A `<time>` element: relative text, absolute on hover; the page's script keeps the relative
+/// text current.
+pub fn time(t: Timestamp, now: Timestamp) -> Markup {
+    Markup(format!("<time datetime=\"{}\" title=\"{}\">{}</time>", t, absolute(t), esc(&relative(t, now))))
+}
+
+/// A time, or `never`.
+pub fn time_or(t: Option<Timestamp>, now: Timestamp, none: &str) -> Markup {
+    match t {
+        Some(t) => time(t, now),
+        None => Markup(format!("<span class=\"muted\">{}</span>", esc(none))),
+    }
+}
+
+/// `12.3 ms`, or `—` without a value.
+pub fn ms(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v >= 100.0 => format!("{v:.0} ms"),
+        Some(v) => format!("{v:.1} ms"),
+        None => "—".into(),
+    }
+}
+
+/// `0 %`, `33.3 %`.
+pub fn pct(v: f64) -> String {
+    if (v - v.round()).abs() < 0.05 { format!("{v:.0} %") } else { format!("{v:.1} %") }
+}
+
+/// A number without needless decimals.
+pub fn num(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 { format!("{v:.0}") } else { format!("{v:.2}") }
+}
+
+/// The colour of a status word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    /// Healthy, online, reachable.
+    Good,
+    /// Worth a look: on a backup, pending, held.
+    Warn,
+    /// Down, offline, unreachable, firing.
+    Bad,
+    /// Disabled, idle, no data.
+    Neutral,
+}
+
+impl Tone {
+    fn class(self) -> &'static str {
+        match self {
+            Tone::Good => "good",
+            Tone::Warn => "warn",
+            Tone::Bad => "bad",
+            Tone::Neutral => "neutral",
+        }
+    }
+}
+
+/// A status word in its colour.
+pub fn badge(tone: Tone, text: &str) -> Markup {
+    Markup(format!("<span class=\"badge {}\">{}</span>", tone.class(), esc(text)))
+}
+
+/// A prober's status (`online`, `offline`, `disabled`).
+pub fn prober_status(s: &str) -> Markup {
+    match s {
+        "online" => badge(Tone::Good, "Online"),
+        "offline" => badge(Tone::Bad, "Offline"),
+        "disabled" => badge(Tone::Neutral, "Disabled"),
+        other => badge(Tone::Neutral, other),
+    }
+}
+
+/// An address's reachability.
+pub fn reachability(r: Option<&str>) -> Markup {
+    match r {
+        Some("reachable") => badge(Tone::Good, "Reachable"),
+        Some("unreachable") => badge(Tone::Bad, "Unreachable"),
+        Some(other) => badge(Tone::Neutral, other),
+        None => badge(Tone::Neutral, "Not evaluated"),
+    }
+}
+
+/// A rule's state for a node.
+pub fn rule_status(s: &str) -> Markup {
+    match s {
+        "idle" => badge(Tone::Neutral, "Idle"),
+        "pending" => badge(Tone::Warn, "Pending"),
+        "active" => badge(Tone::Bad, "Active"),
+        "recovering" => badge(Tone::Warn, "Recovering"),
+        other => badge(Tone::Neutral, other),
+    }
+}
+
+/// `primary`, `backup1`, `backup2` as people say them.
+pub fn level(l: &str) -> String {
+    match l {
+        "primary" => "Primary".into(),
+        "backup1" => "Backup 1".into(),
+        "backup2" => "Backup 2".into(),
+        other => other.into(),
+    }
+}
+
+/// A rule action as people say it.
+pub fn action(a: &str) -> String {
+    match a {
+        "remove_node" => "Remove the node".into(),
+        "backup_groups" => "Switch to backup groups".into(),
+        "backup_ip" => "Switch to backup IP".into(),
+        other => other.into(),
+    }
+}
+
+/// A rule metric's label and unit.
+pub fn metric(m: &str) -> (&str, &'static str) {
+    match m {
+        "cpu" => ("CPU", " %"),
+        "load1" => ("Load (1 min)", ""),
+        "memory" => ("Memory", " %"),
+        "egress_mbps" => ("Egress", " Mbps"),
+        "connections" => ("Connections", ""),
+        "probe_loss" => ("Probe loss", " %"),
+        "probe_latency_ms" => ("Probe latency", " ms"),
+        other => (other, ""),
+    }
+}
+
+/// `≥` for `>=`, and so on.
+pub fn comparison(c: &str) -> &str {
+    match c {
+        ">=" => "≥",
+        "<=" => "≤",
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_relative_and_absolute() {
+        let now = Timestamp::from_secs(1_800_000_000);
+        assert_eq!(relative(now, now), "just now");
+        assert_eq!(relative(Timestamp::from_secs(1_800_000_000 - 12), now), "12 s ago");
+        assert_eq!(relative(Timestamp::from_secs(1_800_000_000 - 185), now), "3 min ago");
+        assert_eq!(relative(Timestamp::from_secs(1_800_000_000 - 7200), now), "2 h ago");
+        assert_eq!(relative(Timestamp::from_secs(1_800_000_000 + 240), now), "in 4 min");
+        assert_eq!(absolute(Timestamp::from_secs(0)), "1970-01-01 00:00:00 UTC");
+        let t = time(Timestamp::from_secs(0), Timestamp::from_secs(86_400 * 2));
+        assert_eq!(
+            t.0,
+            "<time datetime=\"1970-01-01T00:00:00.000Z\" title=\"1970-01-01 00:00:00 UTC\">2 d ago</time>"
+        );
+    }
+
+    #[test]
+    fn text_is_escaped_and_numbers_keep_their_units() {
+        assert_eq!(esc("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+        assert_eq!(badge(Tone::Bad, "<b>").0, "<span class=\"badge bad\">&lt;b&gt;</span>");
+        assert_eq!(ms(Some(1.234)), "1.2 ms");
+        assert_eq!(ms(Some(123.4)), "123 ms");
+        assert_eq!(ms(None), "—");
+        assert_eq!(pct(0.0), "0 %");
+        assert_eq!(pct(33.333), "33.3 %");
+        assert_eq!(num(90.0), "90");
+        assert_eq!(num(0.5), "0.50");
+    }
+}

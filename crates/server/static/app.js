@@ -1,0 +1,181 @@
+// Vantage web UI: the few things a server-rendered page cannot do alone. Changes go to the
+// admin API (/v1) with fetch(); the session cookie counts there only with X-Vantage-UI: 1.
+(() => {
+  'use strict';
+
+  const UI_HEADER = { 'X-Vantage-UI': '1' };
+
+  function loginAgain() {
+    location.href = '/ui/login?next=' + encodeURIComponent(location.pathname + location.search);
+  }
+
+  // Calls the API; resolves to the JSON answer, rejects with "field: reason".
+  async function api(method, url, body) {
+    const init = { method, headers: { ...UI_HEADER }, credentials: 'same-origin' };
+    if (body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    const resp = await fetch(url, init);
+    const text = await resp.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
+    if (resp.status === 401) {
+      loginAgain();
+      throw new Error('The session has ended; log in again.');
+    }
+    if (!resp.ok) {
+      const e = data && data.error;
+      throw new Error(e ? (e.field ? e.field + ': ' : '') + e.reason : resp.status + ' ' + resp.statusText);
+    }
+    return data;
+  }
+
+  function flash(message, tone) {
+    const el = document.getElementById('flash');
+    if (!el) return;
+    el.textContent = message;
+    el.className = tone || '';
+    el.hidden = false;
+  }
+
+  // A form's fields as a JSON object: data-type="number" fields as numbers, checkboxes as
+  // booleans, empty optional fields left out.
+  function formBody(form) {
+    const out = {};
+    for (const el of form.elements) {
+      if (!el.name || el.disabled) continue;
+      if (el.type === 'checkbox') { out[el.name] = el.checked; continue; }
+      if (el.value === '' && el.dataset.optional !== undefined) continue;
+      out[el.name] = el.dataset.type === 'number' ? Number(el.value) : el.value.trim();
+    }
+    return out;
+  }
+
+  // The confirmation dialog; resolves true when confirmed.
+  function confirmAction(text, note, label) {
+    const dialog = document.getElementById('confirm-dialog');
+    if (!dialog) return Promise.resolve(window.confirm(text));
+    document.getElementById('confirm-text').textContent = text;
+    document.getElementById('confirm-note').textContent = note || '';
+    document.getElementById('confirm-ok').textContent = label || 'Delete';
+    dialog.returnValue = '';
+    return new Promise((resolve) => {
+      dialog.addEventListener('close', () => resolve(dialog.returnValue === 'ok'), { once: true });
+      dialog.showModal();
+    });
+  }
+
+  function showToken(t) {
+    for (const [id, value] of [['token-value', t.token], ['token-command', t.command],
+                               ['token-ca', t.ca_sha256], ['token-server', t.server],
+                               ['token-expires', new Date(t.expires_at).toLocaleString()]]) {
+      const el = document.getElementById(id);
+      if (el) el.textContent = value || '';
+    }
+    const dialog = document.getElementById('token-dialog');
+    dialog.addEventListener('close', () => location.reload(), { once: true });
+    dialog.showModal();
+  }
+
+  function after(then, data) {
+    if (then === 'token') { showToken(data); return; }
+    location.reload();
+  }
+
+  document.addEventListener('submit', async (ev) => {
+    const form = ev.target.closest('form[data-api]');
+    if (!form) return;
+    ev.preventDefault();
+    const error = form.querySelector('.form-error');
+    if (error) error.textContent = '';
+    const submit = form.querySelector('[type=submit]');
+    if (submit) submit.disabled = true;
+    try {
+      const data = await api(form.dataset.method || 'POST', form.dataset.api, formBody(form));
+      const dialog = form.closest('dialog');
+      if (dialog) dialog.close();
+      after(form.dataset.then, data);
+    } catch (e) {
+      if (error) error.textContent = e.message; else flash(e.message);
+    } finally {
+      if (submit) submit.disabled = false;
+    }
+  });
+
+  document.addEventListener('click', async (ev) => {
+    const opener = ev.target.closest('[data-open]');
+    if (opener) {
+      const dialog = document.getElementById(opener.dataset.open);
+      if (!dialog) return;
+      const form = dialog.querySelector('form[data-api]');
+      if (form && opener.dataset.target) form.dataset.api = opener.dataset.target;
+      const fill = dialog.querySelector('[data-fill]');
+      if (fill && opener.dataset.value !== undefined) fill.value = opener.dataset.value;
+      const error = dialog.querySelector('.form-error');
+      if (error) error.textContent = '';
+      dialog.showModal();
+      return;
+    }
+    const closer = ev.target.closest('[data-close]');
+    if (closer) { closer.closest('dialog').close(); return; }
+    const copy = ev.target.closest('[data-copy]');
+    if (copy) {
+      const text = document.getElementById(copy.dataset.copy).textContent;
+      try { await navigator.clipboard.writeText(text); copy.textContent = 'Copied'; } catch (_) {
+        const range = document.createRange();
+        range.selectNodeContents(document.getElementById(copy.dataset.copy));
+        getSelection().removeAllRanges();
+        getSelection().addRange(range);
+      }
+      return;
+    }
+    const action = ev.target.closest('button[data-api]');
+    if (action) {
+      if (action.dataset.confirm &&
+          !(await confirmAction(action.dataset.confirm, action.dataset.confirmNote, action.dataset.confirmLabel))) return;
+      action.disabled = true;
+      try {
+        const body = action.dataset.body ? JSON.parse(action.dataset.body) : undefined;
+        const data = await api(action.dataset.method || 'POST', action.dataset.api, body);
+        after(action.dataset.then, data);
+      } catch (e) {
+        flash(e.message);
+        action.disabled = false;
+      }
+    }
+  });
+
+  // Relative times stay current; the absolute time is the title.
+  function relative(iso) {
+    const s = Math.round((Date.now() - Date.parse(iso)) / 1000);
+    const n = Math.abs(s);
+    if (n < 5) return 'just now';
+    const amount = n < 60 ? n + ' s' : n < 3600 ? Math.floor(n / 60) + ' min'
+      : n < 86400 ? Math.floor(n / 3600) + ' h' : Math.floor(n / 86400) + ' d';
+    return s < 0 ? 'in ' + amount : amount + ' ago';
+  }
+  function refreshTimes(root) {
+    for (const t of root.querySelectorAll('time[datetime]')) t.textContent = relative(t.getAttribute('datetime'));
+  }
+  setInterval(() => refreshTimes(document), 5000);
+
+  // Live pages re-read themselves while nobody is typing or looking at a dialog.
+  const main = document.querySelector('main[data-refresh]');
+  if (main) {
+    const every = Math.max(5, Number(main.dataset.refresh)) * 1000;
+    setInterval(async () => {
+      if (document.hidden || document.querySelector('dialog[open]')) return;
+      const active = document.activeElement;
+      if (active && active.closest('main') && active.matches('input, select, textarea')) return;
+      try {
+        const resp = await fetch(location.href, { headers: UI_HEADER, credentials: 'same-origin' });
+        if (resp.redirected && new URL(resp.url).pathname === '/ui/login') { loginAgain(); return; }
+        if (!resp.ok) return;
+        const doc = new DOMParser().parseFromString(await resp.text(), 'text/html');
+        const fresh = doc.querySelector('main');
+        if (fresh) { main.innerHTML = fresh.innerHTML; refreshTimes(main); }
+      } catch (_) { /* the next round tries again */ }
+    }, every);
+  }
+})();
