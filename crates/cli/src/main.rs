@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod agent;
 mod check;
 mod ctl;
+mod demo;
 mod probe;
 mod serve;
 
@@ -24,6 +25,8 @@ enum Command {
     Serve(serve::Args),
     /// Drive the admin API from the shell.
     Ctl(ctl::Args),
+    /// Run the whole system on this machine: a server, edges and probers, and a failure to watch.
+    Demo(demo::Args),
     /// Probe a URL or HOST:PORT once from here and print every stage.
     Check(check::Args),
     /// Run a regional prober: enroll once, then fetch targets, probe and report.
@@ -37,6 +40,7 @@ fn main() -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Ctl(args) => ctl::run(args),
+        Command::Demo(args) => demo::run(args),
         Command::Check(args) => check::run(args),
         Command::Probe(args) => probe::run(args),
         Command::Agent(args) => agent::run(args),

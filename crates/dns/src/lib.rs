@@ -9,6 +9,7 @@
 //! This crate reads no storage, no configuration file and no environment: everything comes
 //! in as values.
 
+mod client;
 mod error;
 mod lines;
 mod metrics;
@@ -19,6 +20,7 @@ mod slow;
 mod table;
 mod wire;
 
+pub use client::query_a;
 pub use error::Error;
 pub use metrics::DnsMetrics;
 pub use publish::rfc2136::{Rfc2136Config, Rfc2136Publisher, TsigAlgorithm, TsigKey};

@@ -5,6 +5,7 @@
 mod channel;
 mod check;
 mod control_plane;
+mod demo;
 mod failover;
 mod harness;
 
