@@ -241,3 +241,91 @@ pub(crate) async fn dig(server: std::net::SocketAddr, name: &str) -> Vec<String>
     v.sort();
     v
 }
+
+/// The answers of every line in a `GET /v1/clusters/{id}/dns` body.
+pub(crate) fn all_answers(v: &Value) -> Vec<String> {
+    v["all"]
+        .as_array()
+        .map(|a| a.iter().map(|x| x.as_str().unwrap_or_default().to_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// The fleet of the end-to-end failover scenarios, set up through the admin API as an operator
+/// would: `vantage serve` in lab mode with the fastest probe settings §3.3 allows; regions
+/// ap-sg, eu-de, us-va; four edge HTTP servers on 127.0.0.N…N+3 sharing one port; cluster
+/// `video` with that HTTP listener, group pop-1 (in ap-sg) and its default line; nodes edge-0
+/// (primary .N, backup1 .N+1), edge-1 (.N+2) and edge-2 (.N+3); and three `vantage probe`
+/// processes, one per region — returned once all three are online with a round done and the
+/// DNS answers the three primaries.
+pub(crate) struct LabFleet {
+    pub(crate) s: ServerProcess,
+    pub(crate) edges: Vec<vantage_testkit::EdgeServer>,
+    /// The edges' port.
+    pub(crate) port: u16,
+    pub(crate) cluster: i64,
+    pub(crate) nodes: Vec<i64>,
+    pub(crate) probers: Vec<AgentProcess>,
+    /// `/v1/clusters/{cluster}/dns`.
+    pub(crate) dns_path: String,
+    pub(crate) temp: tempfile::TempDir,
+}
+
+impl LabFleet {
+    pub(crate) async fn start(domain: &str, n: u8) -> LabFleet {
+        use serde_json::json;
+        let temp = tempfile::tempdir().unwrap();
+        let s = ServerProcess::start_in(&temp.path().join("server"), &["--allow-loopback-addresses"]).await;
+        let fastest = json!({"interval_s": 5, "timeout_ms": 1000, "attempts": 3,
+                             "failing_before_unreachable_s": 5, "answering_before_reachable_s": 5});
+        let (st, v) = s.call(reqwest::Method::PUT, "/v1/settings/probes", Some(fastest)).await;
+        assert_eq!(st, 200, "{v}");
+        let mut regions = Vec::new();
+        for (code, name) in [("ap-sg", "Singapore"), ("eu-de", "Frankfurt"), ("us-va", "Virginia")] {
+            let r = s.create("/v1/regions", json!({"code": code, "name": name})).await;
+            regions.push(r["id"].as_i64().unwrap());
+        }
+        let port = vantage_testkit::free_port().unwrap();
+        let ip = |i: u8| std::net::IpAddr::from([127, 0, 0, n + i]);
+        let mut edges = Vec::new();
+        for i in 0..4 {
+            edges.push(vantage_testkit::EdgeServer::start((ip(i), port).into()).await.unwrap());
+        }
+        let listeners = json!([{"port": port, "protocol": "http"}]);
+        let cluster = s
+            .create("/v1/clusters", json!({"name": "video", "domain": domain, "listeners": listeners}))
+            .await["id"]
+            .as_i64()
+            .unwrap();
+        let groups = format!("/v1/clusters/{cluster}/groups");
+        let group =
+            s.create(&groups, json!({"name": "pop-1", "region": regions[0]})).await["id"].as_i64().unwrap();
+        s.create(&format!("/v1/clusters/{cluster}/lines"), json!({"name": "default", "group": group})).await;
+        let addresses = [
+            json!([{"ip": ip(0), "level": "primary"}, {"ip": ip(1), "level": "backup1"}]),
+            json!([{"ip": ip(2)}]),
+            json!([{"ip": ip(3)}]),
+        ];
+        let mut nodes = Vec::new();
+        for (i, a) in addresses.into_iter().enumerate() {
+            let node = json!({"cluster": cluster, "group": group, "name": format!("edge-{i}")});
+            let id = s.create("/v1/nodes", node).await["id"].as_i64().unwrap();
+            let (st, v) = s.call(reqwest::Method::PUT, &format!("/v1/nodes/{id}/addresses"), Some(a)).await;
+            assert_eq!(st, 200, "{v}");
+            nodes.push(id);
+        }
+        let mut probers = Vec::new();
+        for (i, r) in regions.iter().enumerate() {
+            probers.push(s.start_prober(&format!("prober-{i}"), *r, temp.path()).await);
+        }
+        s.wait_for("/v1/probers", Duration::from_secs(30), |v| {
+            v["items"].as_array().is_some_and(|p| {
+                p.len() == 3 && p.iter().all(|x| x["status"] == "online" && !x["last_round"].is_null())
+            })
+        })
+        .await;
+        let dns_path = format!("/v1/clusters/{cluster}/dns");
+        let primaries: Vec<String> = [0, 2, 3].iter().map(|&i| ip(i).to_string()).collect();
+        s.wait_for(&dns_path, Duration::from_secs(30), |v| all_answers(v) == primaries).await;
+        LabFleet { s, edges, port, cluster, nodes, probers, dns_path, temp }
+    }
+}

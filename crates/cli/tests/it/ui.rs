@@ -1,0 +1,593 @@
+//! The web UI in a real headless Chromium, driven through chromedriver (WebDriver) against a
+//! real `vantage serve`: login (and a refused token), the session's limits, regions and the
+//! prober dialogs, then a fleet of edges and probers seen page by page — window strips, an
+//! edge that stops, the revision and the reachability that follow. Screenshots of the main
+//! pages land in `<target dir>/ui-screenshots/`. Every wait is bounded.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+use crate::harness::{AgentProcess, LabFleet, ServerProcess};
+
+/// One browser at a time: Chromium is heavy on a small machine.
+static BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A whole scenario may take this long at most.
+const SCENARIO: Duration = Duration::from_secs(240);
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `<target dir>/ui-screenshots`.
+fn screenshot_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap().join("ui-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// chromedriver on a free loopback port and a headless Chromium session with a fresh profile.
+struct Browser {
+    client: Client,
+    _driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    async fn start() -> Browser {
+        let port = free_port();
+        let driver = Command::new("/usr/bin/chromedriver")
+            .arg(format!("--port={port}"))
+            // A process group of its own, with the Chromium it starts: ended whole on drop.
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("chromedriver is installed (Debian package chromium-driver)");
+        let url = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        while reqwest::get(format!("{url}/status")).await.is_err() {
+            assert!(started.elapsed() < Duration::from_secs(20), "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let profile = tempfile::tempdir().unwrap();
+        let args = [
+            "--headless".to_owned(),
+            "--no-sandbox".to_owned(),
+            "--disable-gpu".to_owned(),
+            "--disable-dev-shm-usage".to_owned(),
+            "--no-first-run".to_owned(),
+            "--disable-background-networking".to_owned(),
+            "--disable-component-update".to_owned(),
+            "--disable-sync".to_owned(),
+            "--window-size=1400,1000".to_owned(),
+            format!("--user-data-dir={}", profile.path().display()),
+        ];
+        let caps = json!({
+            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args},
+            "timeouts": {"pageLoad": 30_000, "script": 30_000, "implicit": 0},
+        });
+        let serde_json::Value::Object(caps) = caps else { unreachable!() };
+        let client = tokio::time::timeout(
+            Duration::from_secs(60),
+            ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+                .capabilities(caps)
+                .connect(&url),
+        )
+        .await
+        .expect("Chromium started within 60 s")
+        .expect("a WebDriver session");
+        Browser { client, _driver: driver, _profile: profile }
+    }
+
+    async fn goto(&self, url: &str) {
+        self.client.goto(url).await.unwrap();
+    }
+
+    async fn path(&self) -> String {
+        let u = self.client.current_url().await.unwrap();
+        match u.query() {
+            Some(q) => format!("{}?{q}", u.path()),
+            None => u.path().to_owned(),
+        }
+    }
+
+    /// Waits until the browser is at `path` (with its query), after a click that navigates.
+    async fn arrive(&self, path: &str) {
+        let started = Instant::now();
+        loop {
+            let now = self.path().await;
+            if now == path {
+                return;
+            }
+            if started.elapsed() > Duration::from_secs(10) {
+                let page = self.text("body").await;
+                panic!("at {now}, not {path}, after 10 s; the page reads:\n{page}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn text(&self, css: &str) -> String {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"))
+            .text()
+            .await
+            .unwrap()
+    }
+
+    async fn texts(&self, css: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for e in self.client.find_all(Locator::Css(css)).await.unwrap() {
+            out.push(e.text().await.unwrap());
+        }
+        out
+    }
+
+    async fn click(&self, css: &str) {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"))
+            .click()
+            .await
+            .unwrap();
+    }
+
+    /// Clicks something whose action ends in a page reload, and waits for that reload (so a
+    /// navigation of ours cannot cut the action's request short).
+    async fn act(&self, css: &str) {
+        self.client.execute("window.vantageTestMarker = true", vec![]).await.unwrap();
+        self.click(css).await;
+        let started = Instant::now();
+        loop {
+            let marked = self.client.execute("return window.vantageTestMarker === true", vec![]).await;
+            if matches!(marked, Ok(Value::Bool(false))) {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{css}: the page did not reload within 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn fill(&self, css: &str, value: &str) {
+        let e = self.client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
+        e.clear().await.unwrap();
+        e.send_keys(value).await.unwrap();
+    }
+
+    /// Waits until `css` is displayed.
+    async fn visible(&self, css: &str, limit: Duration) {
+        let started = Instant::now();
+        loop {
+            if let Ok(e) = self.client.find(Locator::Css(css)).await
+                && e.is_displayed().await.unwrap_or(false)
+            {
+                return;
+            }
+            assert!(started.elapsed() < limit, "{css} not shown within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Reloads `url` until `f` accepts the text of `css` (the whole page when absent).
+    async fn until(&self, url: &str, css: &str, limit: Duration, f: impl Fn(&str) -> bool) -> Duration {
+        let started = Instant::now();
+        loop {
+            self.goto(url).await;
+            let text = match self.client.find(Locator::Css(css)).await {
+                Ok(e) => e.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            if f(&text) {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < limit,
+                "{url} {css} did not change within {limit:?}; it reads:\n{text}"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Watches the text of `css` on the open page, without navigating, until `f` accepts it.
+    async fn watch(&self, css: &str, limit: Duration, f: impl Fn(&str) -> bool) -> Duration {
+        let started = Instant::now();
+        loop {
+            let text = match self.client.find(Locator::Css(css)).await {
+                Ok(e) => e.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            if f(&text) {
+                return started.elapsed();
+            }
+            assert!(started.elapsed() < limit, "{css} did not change within {limit:?}; it reads {text:?}");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// A screenshot of the whole page (the window grows to the page's height, at most 4,000).
+    async fn screenshot(&self, name: &str) {
+        let h = self.client.execute("return document.documentElement.scrollHeight", vec![]).await.unwrap();
+        let h = u32::try_from(h.as_u64().unwrap_or(1000)).unwrap_or(1000).clamp(700, 4000);
+        self.client.set_window_size(1400, h + 120).await.unwrap();
+        let png = self.client.screenshot().await.unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "a PNG");
+        std::fs::write(screenshot_dir().join(name), png).unwrap();
+        self.client.set_window_size(1400, 1000).await.unwrap();
+    }
+
+    async fn login(&self, base: &str, token: &str) {
+        self.goto(&format!("{base}/ui/login")).await;
+        self.fill("#token", token).await;
+        self.click("#login-submit").await;
+    }
+
+    async fn close(self) {
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.client.clone().close()).await;
+    }
+}
+
+impl Drop for Browser {
+    /// A failed test leaves no browser behind: chromedriver's own process group (Chromium
+    /// included) is ended by its id. (Through the system call: `kill -KILL -<pgid>` as a command
+    /// line can be read as `kill -1`, every process.)
+    fn drop(&mut self) {
+        if let Some(pid) = self._driver.id().and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 1) {
+            let _ =
+                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// A `/v1` request with a session cookie, with or without the UI header.
+async fn with_cookie(s: &ServerProcess, session: &str, ui_header: bool) -> u16 {
+    let mut r = reqwest::Client::new()
+        .get(format!("{}/v1/regions", s.url))
+        .header("cookie", format!("vantage_session={session}"));
+    if ui_header {
+        r = r.header("x-vantage-ui", "1");
+    }
+    r.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn login_sessions_regions_and_the_prober_dialogs() {
+    let _one = BROWSER.lock().await;
+    tokio::time::timeout(SCENARIO, login_scenario()).await.expect("the scenario finished within its time");
+}
+
+async fn login_scenario() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(&temp.path().join("server"), &["--allow-loopback-addresses"]).await;
+    let base = s.url.trim_end_matches('/').to_owned();
+    let b = Browser::start().await;
+
+    // Every page needs a session; `/` leads to the UI.
+    b.goto(&format!("{base}/")).await;
+    b.arrive("/ui/login").await;
+    b.goto(&format!("{base}/ui/regions")).await;
+    b.arrive("/ui/login?next=/ui/regions").await;
+
+    // A wrong token is refused, and says so.
+    b.fill("#token", "vta_0000000000000000000000000000000000000000000000000000000000000000").await;
+    b.click("#login-submit").await;
+    b.visible("#login-error", Duration::from_secs(10)).await;
+    assert_eq!(b.text("#login-error").await, "That is not a valid admin token.");
+    assert!(b.client.get_named_cookie("vantage_session").await.is_err(), "no session after a refusal");
+
+    // The right one opens a session and goes where the visitor wanted.
+    b.fill("#token", &s.token).await;
+    b.click("#login-submit").await;
+    b.arrive("/ui/regions").await;
+    let cookie = b.client.get_named_cookie("vantage_session").await.unwrap();
+    assert_eq!(cookie.http_only(), Some(true));
+    assert_eq!(format!("{:?}", cookie.same_site()), "Some(Strict)");
+    let session = cookie.value().to_owned();
+    assert_eq!(session.len(), 64);
+    // On /v1 the cookie counts only with the UI header (a cross-site form cannot add it).
+    assert_eq!(with_cookie(&s, &session, false).await, 401);
+    assert_eq!(with_cookie(&s, &session, true).await, 200);
+    assert_eq!(with_cookie(&s, "0badc0de", true).await, 401);
+
+    // Without a region, adding a prober says to make one first.
+    b.goto(&format!("{base}/ui/probers")).await;
+    b.click("#add-prober-button").await;
+    b.visible("#add-prober", Duration::from_secs(5)).await;
+    assert!(b.text("#add-prober").await.contains("Create a region first"));
+
+    // A region through the form; a bad code is refused with the field named.
+    b.goto(&format!("{base}/ui/regions")).await;
+    b.fill("#region-form input[name=code]", "sg").await;
+    b.fill("#region-form input[name=name]", "Singapore").await;
+    b.act("#region-form button[type=submit]").await;
+    let rows = b
+        .until(&format!("{base}/ui/regions"), "#regions", Duration::from_secs(10), |t| {
+            t.contains("Singapore")
+        })
+        .await;
+    assert!(rows < Duration::from_secs(10));
+    b.fill("#region-form input[name=code]", "sg").await;
+    b.fill("#region-form input[name=name]", "Elsewhere").await;
+    b.click("#region-form button[type=submit]").await;
+    b.visible("#region-form .form-error", Duration::from_secs(5)).await;
+    assert!(b.text("#region-form .form-error").await.starts_with("code:"), "the field is named");
+    b.screenshot("regions.png").await;
+
+    // Add prober: the dialog shows the token, the start command and the CA fingerprint once.
+    b.goto(&format!("{base}/ui/probers")).await;
+    b.click("#add-prober-button").await;
+    b.visible("#add-prober-form", Duration::from_secs(5)).await;
+    b.fill("#add-prober-form input[name=name]", "sg-ui").await;
+    b.click("#add-prober-form button[type=submit]").await;
+    b.visible("#token-dialog", Duration::from_secs(10)).await;
+    let token = b.text("#token-value").await;
+    let command = b.text("#token-command").await;
+    let ca = b.text("#token-ca").await;
+    let server = b.text("#token-server").await;
+    let (channel, fingerprint) = s.channel();
+    assert!(token.starts_with("vtp_") && token.len() == 68, "{token}");
+    assert_eq!(ca, fingerprint);
+    // The channel's host is the one the browser used; its port is the configured one, and this
+    // server was told port 0, so the prober below is pointed at the port it really bound.
+    assert!(server.starts_with("https://127.0.0.1:"), "{server}");
+    for part in [format!("--server {server}"), format!("--token {token}"), format!("--ca-sha256 {ca}")] {
+        assert!(command.starts_with("vantage probe ") && command.contains(&part), "{part} in {command}");
+    }
+    b.screenshot("prober-token.png").await;
+    b.act("#token-done").await;
+
+    // The token works: a prober started with what the dialog showed comes online.
+    let prober = AgentProcess::start(
+        &[
+            "probe",
+            "--server",
+            &channel,
+            "--token",
+            &token,
+            "--ca-sha256",
+            &ca,
+            "--state-dir",
+            temp.path().join("sg-ui").to_str().unwrap(),
+            "--hostname",
+            "sg-ui-host",
+        ],
+        &temp.path().join("sg-ui.log"),
+    );
+    let row = "#probers tr[data-prober='sg-ui']";
+    b.until(&format!("{base}/ui/probers"), row, Duration::from_secs(30), |t| t.contains("Online")).await;
+    assert!(b.text(row).await.contains("Singapore (sg)"));
+    b.screenshot("probers.png").await;
+
+    // Rename in its dialog.
+    b.click(&format!("{row} button[data-open=rename-prober]")).await;
+    b.visible("#rename-form", Duration::from_secs(5)).await;
+    b.fill("#rename-form input[name=name]", "sg-renamed").await;
+    b.act("#rename-form button[type=submit]").await;
+    let row = "#probers tr[data-prober='sg-renamed']";
+    b.until(&format!("{base}/ui/probers"), row, Duration::from_secs(10), |t| t.contains("sg-renamed")).await;
+
+    // Disable after confirming; it reads Disabled.
+    b.click(&format!("{row} button[data-method=PATCH]")).await;
+    b.visible("#confirm-dialog", Duration::from_secs(5)).await;
+    assert!(b.text("#confirm-text").await.starts_with("Disable prober sg-renamed?"));
+    b.act("#confirm-ok").await;
+    b.until(&format!("{base}/ui/probers"), row, Duration::from_secs(10), |t| t.contains("Disabled")).await;
+
+    // Delete: cancelling keeps it; confirming "Delete prober sg-renamed?" removes it.
+    b.click(&format!("{row} button[data-method=DELETE]")).await;
+    b.visible("#confirm-dialog", Duration::from_secs(5)).await;
+    assert_eq!(b.text("#confirm-text").await, "Delete prober sg-renamed?");
+    b.click("#confirm-dialog button[value=cancel]").await;
+    b.goto(&format!("{base}/ui/probers")).await;
+    assert_eq!(b.texts(row).await.len(), 1, "cancel keeps it");
+    b.click(&format!("{row} button[data-method=DELETE]")).await;
+    b.visible("#confirm-dialog", Duration::from_secs(5)).await;
+    b.act("#confirm-ok").await;
+    b.until(&format!("{base}/ui/probers"), "main", Duration::from_secs(10), |t| !t.contains("sg-renamed"))
+        .await;
+    prober.kill().await;
+
+    // The audit shows each change with the token's name as the actor, and filters.
+    b.goto(&format!("{base}/ui/audit?action=prober.")).await;
+    let audit = b.text("#audit").await;
+    for action in ["prober.update", "prober.delete", "prober.enroll"] {
+        assert!(audit.contains(action), "{action} in\n{audit}");
+    }
+    assert!(audit.contains("admin:bootstrap"), "{audit}");
+    assert!(!audit.contains("region.create"), "the filter applies");
+    b.screenshot("audit.png").await;
+
+    // Logging out ends the session.
+    b.click("#logout").await;
+    b.arrive("/ui/login").await;
+    assert_eq!(with_cookie(&s, &session, true).await, 401);
+    b.goto(&format!("{base}/ui")).await;
+    b.arrive("/ui/login").await;
+
+    // Revoking a token ends its sessions at once.
+    let second = s.create("/v1/admin-tokens", json!({"name": "second"})).await;
+    b.login(&base, second["token"].as_str().unwrap()).await;
+    b.arrive("/ui").await;
+    assert_eq!(b.text("header .who").await, "second");
+    // Logged in, the login page goes straight on.
+    b.goto(&format!("{base}/ui/login?next=/ui/alerts")).await;
+    b.arrive("/ui/alerts").await;
+    let (st, _) = s.call(Method::DELETE, &format!("/v1/admin-tokens/{}", second["id"]), None).await;
+    assert_eq!(st, 204);
+    b.goto(&format!("{base}/ui/regions")).await;
+    b.arrive("/ui/login?next=/ui/regions").await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_seen_from_every_region_and_an_edge_that_stops() {
+    let _one = BROWSER.lock().await;
+    tokio::time::timeout(SCENARIO, fleet_scenario()).await.expect("the scenario finished within its time");
+}
+
+async fn fleet_scenario() {
+    let LabFleet { s, edges, port, cluster, nodes, probers, temp: _temp, .. } =
+        LabFleet::start("cdn.ui.example", 60).await;
+    let base = s.url.trim_end_matches('/').to_owned();
+    s.create(
+        &format!("/v1/clusters/{cluster}/rules"),
+        json!({"name": "hot", "action": "remove_node", "conditions": [{"metric": "cpu", "comparison": ">", "threshold": 90}]}),
+    )
+    .await;
+    // Two rounds at least, so every result has a window and the history has points.
+    s.wait_for(&format!("/v1/nodes/{}/results", nodes[0]), Duration::from_secs(30), |v| {
+        v["items"]
+            .as_array()
+            .is_some_and(|r| r.len() == 6 && r.iter().all(|x| x["window"]["good"].as_u64() >= Some(3)))
+    })
+    .await;
+
+    let b = Browser::start().await;
+    b.login(&base, &s.token).await;
+    b.arrive("/ui").await;
+
+    // Overview: the fleet at a glance.
+    assert!(b.text("#card-probers").await.contains("3 of 3 online"), "{}", b.text("#card-probers").await);
+    assert!(b.text("#card-nodes").await.contains("3 healthy"), "{}", b.text("#card-nodes").await);
+    b.screenshot("overview.png").await;
+
+    // Probers: every one online, with its last round.
+    b.goto(&format!("{base}/ui/probers")).await;
+    let rows = b.texts("#probers tbody tr").await;
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for r in &rows {
+        assert!(r.contains("Online") && r.contains("0.1.0") && r.contains("every target answered"), "{r}");
+    }
+    b.screenshot("probers-fleet.png").await;
+
+    // Cluster: records per line, nodes, rules with the preview, revisions.
+    let cluster_page = format!("{base}/ui/clusters/{cluster}");
+    b.goto(&cluster_page).await;
+    assert_eq!(b.text("#all-records").await, "127.0.0.60 127.0.0.62 127.0.0.63");
+    assert!(b.text("#rules").await.contains("CPU > 90 % for 60 s"));
+    b.screenshot("cluster.png").await;
+
+    // Node: addresses with level, source, reachability and use; a strip per prober and address.
+    let node_page = format!("{base}/ui/nodes/{}", nodes[0]);
+    b.goto(&node_page).await;
+    let primary = b.text("#addresses tr[data-address='127.0.0.60']").await;
+    assert!(
+        primary.contains("Primary")
+            && primary.contains("Configured")
+            && primary.contains("Reachable")
+            && primary.contains("In use"),
+        "{primary}"
+    );
+    let backup = b.text("#addresses tr[data-address='127.0.0.61']").await;
+    assert!(
+        backup.contains("Backup 1") && backup.contains("Reachable") && !backup.contains("In use"),
+        "{backup}"
+    );
+    let strips = b.texts("#results pre.strip").await;
+    assert_eq!(strips.len(), 6, "3 probers × 2 addresses");
+    for strip in &strips {
+        let lines: Vec<&str> = strip.lines().collect();
+        assert!(lines[0].starts_with("Current states  good:"), "{strip}");
+        assert!(lines[2].starts_with("Oldest ====") && lines[2].ends_with("Newest"), "{strip}");
+        assert!(lines[3].ends_with(" Connected") && lines[6].ends_with(" Good"), "{strip}");
+        assert_eq!(lines[6].split(' ').next().unwrap().len(), 64, "64 slots: {strip}");
+        assert!(lines[6].ends_with("HHH Good"), "the newest attempts were good: {strip}");
+    }
+    let results = b.text("#results table").await;
+    for region in ["Singapore (ap-sg)", "Frankfurt (eu-de)", "Virginia (us-va)"] {
+        assert!(results.contains(region), "{region}");
+    }
+    assert!(results.contains(&format!("127.0.0.60:{port} http")), "{results}");
+    // The history charts have lines for the 1 h range, and the other ranges render.
+    assert!(
+        !b.client.find_all(Locator::Css("#history svg.chart path")).await.unwrap().is_empty(),
+        "a chart line"
+    );
+    assert!(b.text("#history").await.contains("Loss by prober region"));
+    b.screenshot("node.png").await;
+    for range in ["24h", "14d"] {
+        b.goto(&format!("{node_page}?range={range}")).await;
+        assert_eq!(b.text("#history nav.tabs a[aria-current=page]").await.replace(' ', ""), range);
+        assert!(!b.client.find_all(Locator::Css("#history svg.chart")).await.unwrap().is_empty(), "{range}");
+    }
+
+    // The history behind the charts, from the API: per address and per prober region.
+    let (st, h) = s.call(Method::GET, &format!("/v1/nodes/{}/history?range=1h", nodes[0]), None).await;
+    assert_eq!(st, 200, "{h}");
+    assert_eq!(h["bucket_s"], 20);
+    let ips: Vec<&str> =
+        h["addresses"].as_array().unwrap().iter().map(|a| a["ip"].as_str().unwrap()).collect();
+    assert_eq!(ips, ["127.0.0.60", "127.0.0.61"]);
+    let codes: Vec<&str> =
+        h["regions"].as_array().unwrap().iter().map(|r| r["code"].as_str().unwrap()).collect();
+    assert_eq!(codes, ["ap-sg", "eu-de", "us-va"]);
+    for series in h["addresses"].as_array().unwrap().iter().chain(h["regions"].as_array().unwrap()) {
+        let points = series["points"].as_array().unwrap();
+        assert!(!points.is_empty() && points.len() <= 180, "{series}");
+        assert!(points.iter().all(|p| p["loss_pct"] == 0.0 && p["rtt_ms"].as_f64() > Some(0.0)), "{series}");
+    }
+    let (st, e) = s.call(Method::GET, &format!("/v1/nodes/{}/history?range=7d", nodes[0]), None).await;
+    assert_eq!((st, &e["error"]["field"]), (400, &json!("range")), "{e}");
+
+    // The primary's edge stops: the address reads Unreachable and a new revision appears.
+    let (_, revs) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
+    let before = revs["items"][0]["number"].as_i64().unwrap();
+    // The node page stays open: it re-reads itself every 10 s, with no reload of ours.
+    b.goto(&node_page).await;
+    edges[0].stop().await;
+    let took = b
+        .watch("#addresses tr[data-address='127.0.0.60'] .reachability", Duration::from_secs(40), |t| {
+            t == "Unreachable"
+        })
+        .await;
+    println!("ui: primary stopped → the open node page read Unreachable in {:.1} s", took.as_secs_f64());
+    assert!(b.text("#addresses tr[data-address='127.0.0.61']").await.contains("In use"));
+    let took = b
+        .until(&cluster_page, "#dns", Duration::from_secs(30), |t| {
+            t.contains("127.0.0.61") && !t.contains("127.0.0.60")
+        })
+        .await;
+    println!("ui: then the cluster page showed the backup's records after {:.1} s", took.as_secs_f64());
+    let first = b.text("#revisions tbody tr.revision").await;
+    let number: i64 = first.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(number > before, "a new revision: {first}");
+    assert!(first.contains("Node health changed"), "{first}");
+    assert!(first.contains("127.0.0.61"), "its records: {first}");
+    b.screenshot("cluster-failover.png").await;
+    b.until(
+        &node_page,
+        "#addresses tr[data-address='127.0.0.60'] .reachability",
+        Duration::from_secs(10),
+        |t| t == "Unreachable",
+    )
+    .await;
+    assert!(b.text("#addresses tr[data-address='127.0.0.61']").await.contains("In use"));
+    assert!(b.text("h1").await.contains("On Backup 1"), "{}", b.text("h1").await);
+    b.until(&node_page, "#results table", Duration::from_secs(15), |t| {
+        t.matches("Connection refused (refused)").count() == 3
+    })
+    .await;
+    b.screenshot("node-failover.png").await;
+    b.goto(&format!("{base}/ui/alerts")).await;
+    assert!(b.text("#open-alerts").await.contains("127.0.0.60 of edge-0 is unreachable"));
+    b.goto(&format!("{base}/ui")).await;
+    assert!(b.text("#latest-revisions").await.contains("Node health changed"));
+    b.screenshot("overview-failover.png").await;
+    b.close().await;
+    for p in probers {
+        p.kill().await;
+    }
+}
