@@ -6,8 +6,12 @@ mod channel;
 mod check;
 mod control_plane;
 mod demo;
+mod dns;
+mod edges;
 mod failover;
 mod harness;
+mod rules;
+mod ui;
 
 use std::process::Output;
 
