@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use vantage_testkit::EdgeServer;
 
-use crate::harness::{AgentProcess, ServerProcess};
+use crate::harness::{AgentProcess, ServerProcess, all_answers};
 
 /// A webhook receiver on 127.0.0.1: every JSON body it gets, by path.
 struct Receiver {
@@ -54,13 +54,6 @@ impl Receiver {
 /// When a revision was made.
 fn at(revision: &Value) -> vantage_core::Timestamp {
     revision["at"].as_str().unwrap().parse().unwrap()
-}
-
-fn all(v: &Value) -> Vec<String> {
-    v["all"]
-        .as_array()
-        .map(|a| a.iter().map(|x| x.as_str().unwrap_or_default().to_owned()).collect())
-        .unwrap_or_default()
 }
 
 fn cpu(path: &std::path::Path, pct: f64) {
@@ -129,7 +122,10 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
         &temp.path().join("agent.log"),
     );
     let dns = format!("/v1/clusters/{cluster}/dns");
-    s.wait_for(&dns, Duration::from_secs(20), |v| all(v) == ["127.0.0.31", "127.0.0.32", "127.0.0.33"]).await;
+    s.wait_for(&dns, Duration::from_secs(20), |v| {
+        all_answers(v) == ["127.0.0.31", "127.0.0.32", "127.0.0.33"]
+    })
+    .await;
     s.wait_for(&format!("/v1/nodes/{}", nodes[0]), Duration::from_secs(20), |v| {
         v["metrics"]["cpu_pct"] == 10.0
     })
@@ -156,7 +152,8 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
 
     // CPU above 90 % for the for-time: the node leaves the records.
     cpu(&metrics, 97.0);
-    let removed = s.wait_for(&dns, Duration::from_secs(20), |v| all(v) == ["127.0.0.32", "127.0.0.33"]).await;
+    let removed =
+        s.wait_for(&dns, Duration::from_secs(20), |v| all_answers(v) == ["127.0.0.32", "127.0.0.33"]).await;
     println!("cpu rule: removed {:.1} s after the CPU went up (for 2 s)", removed.as_secs_f64());
     assert!(removed >= Duration::from_secs(2), "not before the for-time: {removed:?}");
     let (_, revs) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
@@ -218,7 +215,7 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
     // CPU back to normal: recovers after recover-after (3 s) and hold-at-least (8 s).
     cpu(&metrics, 10.0);
     let cool = Instant::now();
-    s.wait_for(&dns, Duration::from_secs(30), |v| all(v).len() == 3).await;
+    s.wait_for(&dns, Duration::from_secs(30), |v| all_answers(v).len() == 3).await;
     let cleared = cool.elapsed();
     let (_, revs) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
     // The server's own times: the recovery revision is at least hold-at-least after the activation.
@@ -243,7 +240,7 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
 
     // Active again, then a change of its conditions ends the action at once.
     cpu(&metrics, 97.0);
-    s.wait_for(&dns, Duration::from_secs(20), |v| all(v).len() == 2).await;
+    s.wait_for(&dns, Duration::from_secs(20), |v| all_answers(v).len() == 2).await;
     let (st, _) = s
         .call(
             Method::PATCH,
@@ -252,7 +249,7 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
         )
         .await;
     assert_eq!(st, 200);
-    let ended = s.wait_for(&dns, Duration::from_secs(10), |v| all(v).len() == 3).await;
+    let ended = s.wait_for(&dns, Duration::from_secs(10), |v| all_answers(v).len() == 3).await;
     assert!(ended < Duration::from_secs(3), "at once: {ended:?}");
     let (_, revs) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
     assert_eq!(revs["items"][0]["reason"], "Scheduling: cpu-very-high changed, its actions ended", "{revs}");
@@ -319,12 +316,12 @@ async fn probe_loss_seen_from_one_region_switches_a_line_to_its_backup_group() {
     .await;
     let _p = s.start_prober("east-1", east, temp.path()).await;
     let dns = format!("/v1/clusters/{cluster}/dns");
-    s.wait_for(&dns, Duration::from_secs(20), |v| all(v) == ["127.0.0.41"]).await;
+    s.wait_for(&dns, Duration::from_secs(20), |v| all_answers(v) == ["127.0.0.41"]).await;
     s.wait_for(&format!("/v1/nodes?cluster={cluster}"), Duration::from_secs(30), |_| true).await;
     s.wait_for("/v1/probers", Duration::from_secs(30), |v| !v["items"][0]["last_round"].is_null()).await;
 
     primary.stop().await;
-    let switched = s.wait_for(&dns, Duration::from_secs(40), |v| all(v) == ["127.0.0.42"]).await;
+    let switched = s.wait_for(&dns, Duration::from_secs(40), |v| all_answers(v) == ["127.0.0.42"]).await;
     println!(
         "probe-loss rule: line switched to its backup group {:.1} s after the edge stopped",
         switched.as_secs_f64()
