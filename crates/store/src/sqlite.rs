@@ -215,60 +215,78 @@ pub(crate) async fn write_results(pool: &SqlitePool, cache: &TargetIds, rows: &[
     let mut tx = pool.begin().await?;
     let ids = target_ids(&mut tx, cache, rows.iter().map(|r| r.target.as_str())).await?;
     // Each table gets its rows in its key order, so the B-tree is written front to back.
-    let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_unstable_by_key(|&i| (rows[i].prober, ids[i]));
+    let mut latest: Vec<usize> = (0..rows.len()).collect();
+    latest.sort_unstable_by_key(|&i| (rows[i].prober, ids[i]));
+    let mut history = latest.clone();
+    history.sort_unstable_by_key(|&i| {
+        (rows[i].at.millis().div_euclid(BUCKET_MS), ids[i], rows[i].at, rows[i].prober)
+    });
     let hls: Vec<Option<String>> = rows
         .iter()
         .map(|r| r.hls.map(|h| serde_json::to_string(&h)).transpose())
         .collect::<Result<_, _>>()?;
-    for chunk in order.chunks(MAX_VARIABLES / 13) {
-        let mut q = sqlx::QueryBuilder::new(
-            "INSERT INTO latest_results (prober, target, at, sent, lost, rtt_us, error, connected, xmit, recv, good, \
-             avg_rtt, hls) ",
-        );
-        q.push_values(chunk, |mut b, &i| {
-            let r = &rows[i];
-            b.push_bind(r.prober)
-                .push_bind(ids[i])
-                .push_bind(r.at.millis())
-                .push_bind(i64::from(r.sent))
-                .push_bind(i64::from(r.lost))
-                .push_bind(r.rtt_us.map(i64::from))
-                .push_bind(r.error.map(ErrorCode::as_str))
-                .push_bind(bits_out(r.register.connected))
-                .push_bind(bits_out(r.register.sent))
-                .push_bind(bits_out(r.register.received))
-                .push_bind(bits_out(r.register.good))
-                .push_bind(r.register.avg_rtt_ms)
-                .push_bind(hls[i].clone());
-        });
-        q.push(
-            " ON CONFLICT (prober, target) DO UPDATE SET at = excluded.at, sent = excluded.sent, \
-             lost = excluded.lost, rtt_us = excluded.rtt_us, error = excluded.error, connected = excluded.connected, \
-             xmit = excluded.xmit, recv = excluded.recv, good = excluded.good, avg_rtt = excluded.avg_rtt, \
-             hls = excluded.hls",
-        );
-        q.build().execute(&mut *tx).await?;
-    }
-    order.sort_unstable_by_key(|&i| {
-        (rows[i].at.millis().div_euclid(BUCKET_MS), ids[i], rows[i].at, rows[i].prober)
-    });
-    for chunk in order.chunks(MAX_VARIABLES / 8) {
-        let mut q = sqlx::QueryBuilder::new(
-            "INSERT OR IGNORE INTO history (bucket, target, at, prober, sent, lost, rtt_us, error) ",
-        );
-        q.push_values(chunk, |mut b, &i| {
-            let r = &rows[i];
-            b.push_bind(r.at.millis().div_euclid(BUCKET_MS))
-                .push_bind(ids[i])
-                .push_bind(r.at.millis())
-                .push_bind(r.prober)
-                .push_bind(i64::from(r.sent))
-                .push_bind(i64::from(r.lost))
-                .push_bind(r.rtt_us.map(i64::from))
-                .push_bind(r.error.map(ErrorCode::as_str));
-        });
-        q.build().execute(&mut *tx).await?;
+    let latest: Vec<&[usize]> = latest.chunks(MAX_VARIABLES / 13).collect();
+    let history: Vec<&[usize]> = history.chunks(MAX_VARIABLES / 8).collect();
+    let statement = |k: usize| match latest.get(k) {
+        Some(chunk) => {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO latest_results (prober, target, at, sent, lost, rtt_us, error, connected, xmit, recv, \
+                 good, avg_rtt, hls) ",
+            );
+            q.push_values(*chunk, |mut b, &i| {
+                let r = &rows[i];
+                b.push_bind(r.prober)
+                    .push_bind(ids[i])
+                    .push_bind(r.at.millis())
+                    .push_bind(i64::from(r.sent))
+                    .push_bind(i64::from(r.lost))
+                    .push_bind(r.rtt_us.map(i64::from))
+                    .push_bind(r.error.map(ErrorCode::as_str))
+                    .push_bind(bits_out(r.register.connected))
+                    .push_bind(bits_out(r.register.sent))
+                    .push_bind(bits_out(r.register.received))
+                    .push_bind(bits_out(r.register.good))
+                    .push_bind(r.register.avg_rtt_ms)
+                    .push_bind(hls[i].clone());
+            });
+            q.push(
+                " ON CONFLICT (prober, target) DO UPDATE SET at = excluded.at, sent = excluded.sent, \
+                 lost = excluded.lost, rtt_us = excluded.rtt_us, error = excluded.error, \
+                 connected = excluded.connected, xmit = excluded.xmit, recv = excluded.recv, good = excluded.good, \
+                 avg_rtt = excluded.avg_rtt, hls = excluded.hls",
+            );
+            q
+        }
+        None => {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT OR IGNORE INTO history (bucket, target, at, prober, sent, lost, rtt_us, error) ",
+            );
+            q.push_values(history[k - latest.len()], |mut b, &i| {
+                let r = &rows[i];
+                b.push_bind(r.at.millis().div_euclid(BUCKET_MS))
+                    .push_bind(ids[i])
+                    .push_bind(r.at.millis())
+                    .push_bind(r.prober)
+                    .push_bind(i64::from(r.sent))
+                    .push_bind(i64::from(r.lost))
+                    .push_bind(r.rtt_us.map(i64::from))
+                    .push_bind(r.error.map(ErrorCode::as_str));
+            });
+            q
+        }
+    };
+    // SQLite runs each statement on the connection's own thread: the next statement is built
+    // (bound) on this one meanwhile, so binding and B-tree work overlap instead of taking turns.
+    let count = latest.len() + history.len();
+    let mut current = statement(0);
+    for k in 1..=count {
+        let (done, next) =
+            tokio::join!(current.build().execute(&mut *tx), async { (k < count).then(|| statement(k)) });
+        done?;
+        match next {
+            Some(q) => current = q,
+            None => break,
+        }
     }
     tx.commit().await?;
     Ok(())

@@ -147,6 +147,27 @@ async fn results_keep_the_latest_per_prober_and_target_and_every_history_row() {
     );
 }
 
+#[tokio::test]
+async fn a_batch_of_many_statements_writes_every_row_once() {
+    // 9,000 rows: four statements into the latest table and three into the history, run one
+    // after the other while the next is bound.
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(&dir).await;
+    let target = |t: u32| format!("n{t}/203.0.113.{}:{}", t % 250 + 1, 1000 + t);
+    let round = |at: Timestamp, lost: u32| -> Vec<ResultRow> {
+        (1..=3).flat_map(|p| (0..3_000).map(move |t| result(p, &target(t), at, lost))).collect()
+    };
+    s.write_results(&round(T0, 0)).await.unwrap();
+    s.write_results(&round(T0.plus_secs(10), 2)).await.unwrap();
+    let latest = s.latest().await.unwrap();
+    assert_eq!(latest.len(), 9_000);
+    assert!(latest.iter().all(|r| r.at == T0.plus_secs(10) && r.lost == 2), "the second round everywhere");
+    for t in [0, 1_234, 2_999] {
+        let h = s.history(&target(t), T0, T0.plus_secs(60)).await.unwrap();
+        assert_eq!(h.len(), 6, "two rounds of three probers for {}", target(t));
+    }
+}
+
 trait WithRate {
     fn register_with_rate(&self) -> WindowRegister;
 }
