@@ -449,7 +449,8 @@ async fn ingest(app: &App, prober: i64, report: wire::Report) -> Result<StatusCo
             .map(|r| row(prober, r, at, results.get(&r.target).and_then(|m| m.get(&prober))))
             .collect()
     };
-    app.results.write(rows.clone()).await?;
+    // Memory first, so verdicts keep following the fleet while storage is slow or down; the
+    // report is acknowledged only once it is stored (the prober does not resend a refused one).
     let mut clusters = HashSet::new();
     let c = app.config();
     {
@@ -474,6 +475,7 @@ async fn ingest(app: &App, prober: i64, report: wire::Report) -> Result<StatusCo
     for cl in clusters {
         app.trigger(Trigger::report(cl));
     }
+    app.results.write(rows).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -63,13 +63,25 @@ struct Cluster {
     last: Option<Instant>,
     reason: Option<&'static str>,
     saved: Instant,
+    /// Revisions cut and published while storage refused them, oldest first: stored as soon as
+    /// it takes writes again.
+    unsaved: Vec<RevisionRow>,
 }
+
+impl Cluster {
+    fn new(state: ClusterState, now: Instant) -> Self {
+        Cluster { state, revision: 0, due: now, last: None, reason: None, saved: now, unsaved: Vec::new() }
+    }
+}
+
+/// At most this many unsaved revisions are kept per cluster; the oldest go first.
+const MAX_UNSAVED: usize = 1_000;
 
 /// Loads each cluster's state and newest revision from the store.
 async fn load(app: &App) -> HashMap<ClusterId, Cluster> {
     let mut out: HashMap<ClusterId, Cluster> = HashMap::new();
     let now = Instant::now();
-    let fresh = |state| Cluster { state, revision: 0, due: now, last: None, reason: None, saved: now };
+    let fresh = |state| Cluster::new(state, now);
     match app.store.states("cluster:").await {
         Ok(rows) => {
             for (key, value) in rows {
@@ -120,14 +132,7 @@ pub async fn run(
         let now_i = Instant::now();
         clusters.retain(|id, _| config.clusters.contains_key(&id.0));
         for id in config.clusters.keys() {
-            clusters.entry(ClusterId(*id)).or_insert_with(|| Cluster {
-                state: ClusterState::default(),
-                revision: 0,
-                due: now_i,
-                last: None,
-                reason: None,
-                saved: now_i,
-            });
+            clusters.entry(ClusterId(*id)).or_insert_with(|| Cluster::new(ClusterState::default(), now_i));
         }
         let next = clusters.values().map(|c| c.due).min().unwrap_or(now_i + interval);
         tokio::select! {
@@ -295,9 +300,10 @@ async fn pass(app: &App, c: &Config, id: ClusterId, cl: &mut Cluster) -> Option<
     }
     let changed = !out.revisions.is_empty() || !out.events.is_empty();
     let base = cl.revision;
+    let mut storing = true;
     for draft in &out.revisions {
         cl.revision += 1;
-        let row = RevisionRow {
+        cl.unsaved.push(RevisionRow {
             cluster: id.0,
             number: cl.revision,
             at,
@@ -305,13 +311,16 @@ async fn pass(app: &App, c: &Config, id: ClusterId, cl: &mut Cluster) -> Option<
             records: serde_json::to_value(&draft.records).unwrap_or_default(),
             held: serde_json::to_value(&draft.held).unwrap_or_default(),
             publish: json!([]),
-        };
-        if let Err(e) = app.store.insert_revision(&row).await {
-            // The answer still changes: DNS keeps serving from memory while storage is down.
-            tracing::error!(cluster = id.0, revision = cl.revision, error = %e, "cannot store revision");
-        }
+        });
+        // Stored before it is published, so that publishers can record their outcome on it.
+        // While storage is down the answer still changes (DNS serves from memory) and the
+        // revision waits to be stored; one refused write per pass is enough to know.
+        storing = storing && store_unsaved(app, &mut cl.unsaved).await;
         tracing::info!(cluster = %cluster.name, revision = cl.revision, reason = %draft.reason, records = ?draft.records.all, "revision");
         app.publish(id, Published { number: cl.revision, at, records: draft.records.clone() });
+    }
+    if out.revisions.is_empty() && !cl.unsaved.is_empty() {
+        store_unsaved(app, &mut cl.unsaved).await;
     }
     let audit: Vec<NewAudit> =
         out.events.iter().filter_map(|e| alert(app, c, id, cluster, base, rules, e)).collect();
@@ -332,6 +341,28 @@ async fn pass(app: &App, c: &Config, id: ClusterId, cl: &mut Cluster) -> Option<
         }
     }
     out.next_deadline
+}
+
+/// Stores the waiting revisions, oldest first, and stops at the first one storage refuses
+/// (keeping at most [`MAX_UNSAVED`]). Returns whether all of them are stored.
+async fn store_unsaved(app: &App, unsaved: &mut Vec<RevisionRow>) -> bool {
+    let mut stored = 0;
+    let mut ok = true;
+    for row in unsaved.iter() {
+        if let Err(e) = app.store.insert_revision(row).await {
+            tracing::error!(cluster = row.cluster, revision = row.number, waiting = unsaved.len() - stored, error = %e, "cannot store revision; it is kept to be stored later");
+            ok = false;
+            break;
+        }
+        stored += 1;
+    }
+    unsaved.drain(..stored);
+    if unsaved.len() > MAX_UNSAVED {
+        let dropped = unsaved.len() - MAX_UNSAVED;
+        tracing::error!(dropped, "storage down too long: the oldest unsaved revisions are dropped");
+        unsaved.drain(..dropped);
+    }
+    ok
 }
 
 /// Fires or resolves the alert of an event, and returns the audit entry of a rule activation

@@ -343,7 +343,8 @@ impl Store {
         dispatch!(self, "delete_daily_before", p => sqlite::delete_daily_before(p, before))
     }
 
-    /// Appends a revision.
+    /// Appends a revision; storing the same (cluster, number) again changes nothing, so a write
+    /// whose outcome was unknown can be retried.
     pub async fn insert_revision(&self, row: &RevisionRow) -> Result<()> {
         dispatch!(self, "insert_revision", p => sqlite::insert_revision(p, row))
     }

@@ -456,7 +456,8 @@ pub(crate) async fn delete_daily_before(pool: &SqlitePool, before: Timestamp) ->
 
 pub(crate) async fn insert_revision(pool: &SqlitePool, r: &RevisionRow) -> Result<()> {
     sqlx::query(
-        "INSERT INTO revisions (cluster, number, at, reason, records, held, publish) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO revisions (cluster, number, at, reason, records, held, publish) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+         ON CONFLICT (cluster, number) DO NOTHING",
     )
     .bind(r.cluster)
     .bind(i64::from(r.number))

@@ -1,7 +1,8 @@
 //! DNS from a running `vantage serve`: the built-in server answers each revision (lines by
 //! client subnet, `all.`, TTL), answers from the first query after a restart, and every
 //! revision is pushed to a real Knot DNS over RFC 2136 with TSIG — the outcome, good or bad,
-//! recorded on the revision.
+//! recorded on the revision; and with its storage locked by another process, it keeps answering
+//! the last revision while changes fail with 503 and change nothing.
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use vantage_testkit::{KNOT_INITIAL_A, KnotServer, dig, dig_short};
 
-use crate::harness::ServerProcess;
+use crate::harness::{ServerProcess, lock_storage};
 
 const SECRET: &str = "dmFudGFnZS1lbmQtdG8tZW5kLXRzaWctc2VjcmV0IQ==";
 const WRONG: &str = "c29tZS1vdGhlci1zZWNyZXQtdGhhdC1rbm90LWRvZXNudA==";
@@ -150,4 +151,62 @@ async fn revisions_reach_the_built_in_server_and_knot_with_outcomes_recorded() {
     s.stop().await;
     let s = ServerProcess::start_in(&dir, &["--allow-loopback-addresses"]).await;
     assert_eq!(short(s.dns(), &["cdn.test.example", "A"]).await, ["192.0.2.10", "192.0.2.11"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dns_keeps_answering_the_last_revision_while_storage_is_locked() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("server");
+    let s = ServerProcess::start_in(&dir, &[]).await;
+    let cluster =
+        s.create("/v1/clusters", json!({"name": "video", "domain": "cdn.lock.example"})).await["id"]
+            .as_i64()
+            .unwrap();
+    let group = s.create(&format!("/v1/clusters/{cluster}/groups"), json!({"name": "sin"})).await["id"]
+        .as_i64()
+        .unwrap();
+    s.create(&format!("/v1/clusters/{cluster}/lines"), json!({"name": "default", "group": group})).await;
+    let node =
+        s.create("/v1/nodes", json!({"cluster": cluster, "group": group, "name": "edge-1"})).await["id"]
+            .as_i64()
+            .unwrap();
+    let addresses = format!("/v1/nodes/{node}/addresses");
+    let (st, v) = s.call(Method::PUT, &addresses, Some(json!([{"ip": "192.0.2.20"}]))).await;
+    assert_eq!(st, 200, "{v}");
+    s.wait_for(&format!("/v1/clusters/{cluster}/dns"), Duration::from_secs(20), |v| {
+        v["all"] == json!(["192.0.2.20"])
+    })
+    .await;
+
+    // Another process takes the database's write lock and keeps it: storage is down for the
+    // server (its writes wait out the busy timeout, then fail).
+    let lock = lock_storage(&dir).await;
+
+    let change = s.call(Method::PUT, &addresses, Some(json!([{"ip": "192.0.2.21"}])));
+    let answers = async {
+        // While the change waits on storage, DNS answers the last revision from memory.
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            seen.push(short(s.dns(), &["cdn.lock.example", "A"]).await);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        seen
+    };
+    let ((st, v), seen) = tokio::join!(change, answers);
+    assert_eq!(st, 503, "the change fails with storage down: {v}");
+    assert!(v["error"]["reason"].as_str().is_some_and(|m| m.starts_with("storage unavailable")), "{v}");
+    assert!(seen.iter().all(|a| a == &["192.0.2.20"]), "{seen:?}");
+    assert_eq!(short(s.dns(), &["cdn.lock.example", "A"]).await, ["192.0.2.20"], "nothing changed");
+    let (_, a) = s.call(Method::GET, &addresses, None).await;
+    assert!(a.to_string().contains("192.0.2.20") && !a.to_string().contains("192.0.2.21"), "{a}");
+
+    // Storage is back: the same change goes through and DNS follows.
+    drop(lock);
+    let (st, v) = s.call(Method::PUT, &addresses, Some(json!([{"ip": "192.0.2.21"}]))).await;
+    assert_eq!(st, 200, "{v}");
+    s.wait_for(&format!("/v1/clusters/{cluster}/dns"), Duration::from_secs(20), |v| {
+        v["all"] == json!(["192.0.2.21"])
+    })
+    .await;
+    assert_eq!(short(s.dns(), &["cdn.lock.example", "A"]).await, ["192.0.2.21"]);
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reqwest::Method;
 
-use crate::harness::{LabFleet, all_answers, dig};
+use crate::harness::{LabFleet, all_answers, dig, lock_storage};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes_nothing() {
@@ -88,6 +88,34 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
         v["open"].as_array().is_some_and(|o| {
             o.iter().any(|a| a["kind"] == "prober_offline" && a["summary"] == "prober prober-2 is offline")
         })
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_storage_locked_verdicts_still_follow_the_fleet_into_dns() {
+    let LabFleet { s, edges, cluster, probers: _probers, dns_path: _, temp: _temp, .. } =
+        LabFleet::start("cdn.locked.example", 40).await;
+    let lock = lock_storage(&s.dir).await;
+    edges[0].stop().await;
+    // Reports are held up by storage, but verdicts come from memory: the backup still reaches
+    // the built-in DNS — later than the usual 10 s, since the evaluator's own writes wait out
+    // storage's busy timeout before it publishes.
+    let started = std::time::Instant::now();
+    let want = ["127.0.0.41", "127.0.0.42", "127.0.0.43"];
+    while dig(s.dns(), "cdn.locked.example").await != want {
+        assert!(started.elapsed() < Duration::from_secs(60), "no failover with storage locked");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "storage locked: primary stopped → backup in DNS after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    // Storage back: the revision that waited in memory is stored, with its own time and reason.
+    drop(lock);
+    s.wait_for(&format!("/v1/clusters/{cluster}/revisions"), Duration::from_secs(30), |v| {
+        v["items"][0]["records"]["all"] == serde_json::json!(want)
+            && v["items"][0]["reason"] == "Node health changed"
     })
     .await;
 }

@@ -329,3 +329,14 @@ impl LabFleet {
         LabFleet { s, edges, port, cluster, nodes, probers, dns_path, temp }
     }
 }
+
+/// Takes the write lock of the server's database from another connection, as another process
+/// would, and keeps it until the returned connection is dropped or rolls back: the server's
+/// writes wait out their busy timeout (10 s) and then fail.
+pub(crate) async fn lock_storage(dir: &Path) -> sqlx::SqliteConnection {
+    use sqlx::Connection;
+    let url = format!("sqlite://{}", dir.join("vantage.db").display());
+    let mut lock = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN EXCLUSIVE").execute(&mut lock).await.unwrap();
+    lock
+}
