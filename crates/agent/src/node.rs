@@ -12,10 +12,10 @@ use vantage_core::evaluate::LinkState;
 use vantage_core::wire::{self, Heartbeat, HeartbeatReply, Role};
 
 use crate::client::ChannelClient;
-use crate::enroll::{ChannelOptions, connect_with_retry};
+use crate::enroll::ChannelOptions;
 use crate::error::Result;
 use crate::metrics::{MetricsSource, Sampler};
-use crate::prober::{DEFAULT_CONCURRENCY, Endpoints, log_nofile_limit, prober_loop};
+use crate::prober::{DEFAULT_CONCURRENCY, Endpoints, log_nofile_limit, prober_loop, run_until};
 
 /// Capability: the heartbeat carries host metrics.
 pub const CAP_METRICS: &str = "metrics-v1";
@@ -62,18 +62,7 @@ impl AgentOptions {
 /// Returns an error only when it cannot join the channel for a reason that will not pass by
 /// itself; a server that is down or refuses heartbeats is retried.
 pub async fn run_agent(opts: AgentOptions, shutdown: impl Future<Output = ()>) -> Result<()> {
-    let work = async {
-        let client = connect_with_retry(&opts.channel, Role::Node).await?;
-        heartbeat_loop(client, &opts).await;
-        Ok(())
-    };
-    tokio::select! {
-        r = work => r,
-        () = shutdown => {
-            tracing::info!("stopping");
-            Ok(())
-        }
-    }
+    run_until(&opts.channel, Role::Node, |c| heartbeat_loop(c, &opts), shutdown).await
 }
 
 /// The prober loop of a node, on or off as the server says. Dropping it stops the loop.

@@ -70,13 +70,24 @@ impl Endpoints {
 /// directory). A server that is down is waited for.
 pub async fn run_prober(opts: ProberOptions, shutdown: impl Future<Output = ()>) -> Result<()> {
     log_nofile_limit(opts.concurrency);
-    let work = async {
-        let client = connect_with_retry(&opts.channel, Role::Prober).await?;
-        prober_loop(client, Endpoints::PROBER, opts.concurrency).await;
+    run_until(&opts.channel, Role::Prober, |c| prober_loop(c, Endpoints::PROBER, opts.concurrency), shutdown)
+        .await
+}
+
+/// Joins the channel as `role` (waiting for a server that is down) and runs `work` with the
+/// client, until `shutdown`.
+pub(crate) async fn run_until<W: Future<Output = ()>>(
+    channel: &ChannelOptions,
+    role: Role,
+    work: impl FnOnce(Arc<ChannelClient>) -> W,
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
+    let run = async {
+        work(connect_with_retry(channel, role).await?).await;
         Ok(())
     };
     tokio::select! {
-        r = work => r,
+        r = run => r,
         () = shutdown => {
             tracing::info!("stopping");
             Ok(())

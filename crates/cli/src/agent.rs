@@ -11,6 +11,7 @@ use vantage_agent::metrics::MetricsSource;
 use vantage_agent::{AgentOptions, host};
 use vantage_core::evaluate::LinkState;
 
+use crate::check::seconds;
 use crate::probe::{ChannelArgs, bad_setting, run_until_stopped};
 
 /// Run the node agent.
@@ -38,17 +39,8 @@ pub(crate) struct Args {
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let (number, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else {
-        (s, 1.0)
-    };
-    match number.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && (0.05..=3600.0).contains(&(v * scale)) => {
-            Ok(Duration::from_secs_f64(v * scale))
-        }
+    match seconds(s) {
+        Some(v) if (0.05..=3600.0).contains(&v) => Ok(Duration::from_secs_f64(v)),
         _ => Err(format!("{s:?}: like 15s, 500ms or 2 (50 ms to 1 h)")),
     }
 }

@@ -71,8 +71,8 @@ fn parse_method(s: &str) -> Result<Method, String> {
     s.parse::<Method>().map_err(|e| e.reason().to_owned())
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
+/// `3s`, `500ms` or `2` (seconds without a unit) in seconds; `None` when it is not a number.
+pub(crate) fn seconds(s: &str) -> Option<f64> {
     let (number, scale) = if let Some(n) = s.strip_suffix("ms") {
         (n, 0.001)
     } else if let Some(n) = s.strip_suffix('s') {
@@ -80,11 +80,12 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     } else {
         (s, 1.0)
     };
-    let secs = number
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .map(|n| n * scale)
+    number.trim().parse::<f64>().ok().map(|n| n * scale).filter(|v| v.is_finite())
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let secs = seconds(s)
         .filter(|s| (0.1..=60.0).contains(s))
         .ok_or_else(|| format!("must be 100ms to 60s, like 3s or 500ms, got {s:?}"))?;
     Ok(Duration::from_secs_f64(secs))

@@ -12,14 +12,16 @@ use vantage_core::wire::{self, Role, Work};
 use crate::options;
 use crate::support::{ChannelServer, TestCa};
 
+/// A prober enrolled at `server` with its good token `vtp_good`, its state in `dir`.
+async fn enrolled(server: &ChannelServer, dir: &std::path::Path) -> ChannelClient {
+    connect(&options(dir, server.url(), "vtp_good", server.ca.fingerprint()), Role::Prober).await.unwrap()
+}
+
 #[tokio::test]
 async fn later_starts_reuse_the_identity_and_ignore_the_token() {
     let server = ChannelServer::start(Role::Prober, "vtp_good").await;
     let dir = tempfile::tempdir().unwrap();
-    let first =
-        connect(&options(dir.path(), server.url(), "vtp_good", server.ca.fingerprint()), Role::Prober)
-            .await
-            .unwrap();
+    let first = enrolled(&server, dir.path()).await;
     let saved: Identity =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join(IDENTITY_FILE)).unwrap()).unwrap();
     assert_eq!(&saved, first.identity());
@@ -105,10 +107,7 @@ async fn server_role_must_match() {
 async fn server_errors_come_back_as_values() {
     let server = ChannelServer::start(Role::Prober, "vtp_good").await;
     let dir = tempfile::tempdir().unwrap();
-    let client =
-        connect(&options(dir.path(), server.url(), "vtp_good", server.ca.fingerprint()), Role::Prober)
-            .await
-            .unwrap();
+    let client = enrolled(&server, dir.path()).await;
     server.script().refuse = Some((403, "this prober is disabled".into()));
     let e = client.get::<Work>(wire::PROBER_WORK).await.unwrap_err();
     assert!(e.is_identity_refused(), "{e}");
@@ -131,10 +130,7 @@ async fn server_errors_come_back_as_values() {
 async fn renewal_swaps_key_and_certificate_on_disk_and_in_the_client() {
     let server = ChannelServer::start(Role::Prober, "vtp_good").await;
     let dir = tempfile::tempdir().unwrap();
-    let client =
-        connect(&options(dir.path(), server.url(), "vtp_good", server.ca.fingerprint()), Role::Prober)
-            .await
-            .unwrap();
+    let client = enrolled(&server, dir.path()).await;
     let before = client.certificate();
     let key_before = std::fs::read_to_string(dir.path().join(KEY_FILE)).unwrap();
 
@@ -168,10 +164,7 @@ async fn renewal_happens_in_the_last_third_or_when_the_server_asks() {
     // Issued 25 of 30 days ago: due.
     server.script().cert_age = Duration::from_secs(25 * 86_400);
     let dir = tempfile::tempdir().unwrap();
-    let client =
-        connect(&options(dir.path(), server.url(), "vtp_good", server.ca.fingerprint()), Role::Prober)
-            .await
-            .unwrap();
+    let client = enrolled(&server, dir.path()).await;
     server.script().cert_age = Duration::from_secs(60);
     let renewed = client.renew_if_due(None).await.unwrap().expect("due");
     assert!(

@@ -68,17 +68,12 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
     let wrong = "00".repeat(32);
     let state1 = temp.path().join("p1");
     let p = AgentProcess::start(
-        &[
-            "probe",
-            "--server",
-            &agent_url,
-            "--token",
-            &token,
-            "--ca-sha256",
-            &wrong,
-            "--state-dir",
-            state1.to_str().unwrap(),
-        ],
+        "probe",
+        &agent_url,
+        &token,
+        &wrong,
+        &state1,
+        &[],
         &temp.path().join("p1-wrong.log"),
     );
     assert_ne!(p.wait(Duration::from_secs(20)).await, Some(0));
@@ -88,20 +83,8 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
     assert_eq!(tokens["items"][0]["state"], "valid", "the token was never sent: {tokens}");
 
     // The right one enrolls; the key stays on the host (0600).
-    let prober = AgentProcess::start(
-        &[
-            "probe",
-            "--server",
-            &agent_url,
-            "--token",
-            &token,
-            "--ca-sha256",
-            &ca,
-            "--state-dir",
-            state1.to_str().unwrap(),
-        ],
-        &temp.path().join("p1.log"),
-    );
+    let prober =
+        AgentProcess::start("probe", &agent_url, &token, &ca, &state1, &[], &temp.path().join("p1.log"));
     // Online once it asked for work with its new certificate (its first round is reported).
     s.wait_for("/v1/probers", Duration::from_secs(20), |v| {
         v["items"][0]["status"] == "online" && !v["items"][0]["last_round"].is_null()
@@ -116,17 +99,12 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
 
     // A used token is refused.
     let again = AgentProcess::start(
-        &[
-            "probe",
-            "--server",
-            &agent_url,
-            "--token",
-            &token,
-            "--ca-sha256",
-            &ca,
-            "--state-dir",
-            temp.path().join("p1b").to_str().unwrap(),
-        ],
+        "probe",
+        &agent_url,
+        &token,
+        &ca,
+        &temp.path().join("p1b"),
+        &[],
         &temp.path().join("p1b.log"),
     );
     assert_ne!(again.wait(Duration::from_secs(20)).await, Some(0));
@@ -152,16 +130,12 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
     std::fs::write(&metrics, r#"{"cpu_pct": 42.5, "load1": 0.5, "load5": 0.4, "load15": 0.3, "memory_used_bytes": 1000, "memory_total_bytes": 4000, "egress_mbps": 12.0, "connections": 7}"#).unwrap();
     let state_n = temp.path().join("n1");
     let _agent = AgentProcess::start(
+        "agent",
+        &agent_url,
+        nt["token"].as_str().unwrap(),
+        &ca,
+        &state_n,
         &[
-            "agent",
-            "--server",
-            &agent_url,
-            "--token",
-            nt["token"].as_str().unwrap(),
-            "--ca-sha256",
-            &ca,
-            "--state-dir",
-            state_n.to_str().unwrap(),
             "--metrics-file",
             metrics.to_str().unwrap(),
             "--address",

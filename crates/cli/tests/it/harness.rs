@@ -140,11 +140,22 @@ pub(crate) struct AgentProcess {
 }
 
 impl AgentProcess {
-    /// Starts `vantage <args…>` with its log in `log`.
-    pub(crate) fn start(args: &[&str], log: &Path) -> AgentProcess {
+    /// Starts `vantage COMMAND --server SERVER --token TOKEN --ca-sha256 CA --state-dir STATE
+    /// EXTRA…` (`probe` or `agent`) with its log in `log`.
+    pub(crate) fn start(
+        command: &str,
+        server: &str,
+        token: &str,
+        ca: &str,
+        state: &Path,
+        extra: &[&str],
+        log: &Path,
+    ) -> AgentProcess {
         let log = std::fs::File::create(log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_vantage"))
-            .args(args)
+            .args([command, "--server", server, "--token", token, "--ca-sha256", ca, "--state-dir"])
+            .arg(state)
+            .args(extra)
             .env_remove("VANTAGE_CONFIG")
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
@@ -188,19 +199,12 @@ impl ServerProcess {
         let t = self.create("/v1/probers/tokens", serde_json::json!({"name": name, "region": region})).await;
         let state = dir.join(name);
         AgentProcess::start(
-            &[
-                "probe",
-                "--server",
-                &agent,
-                "--token",
-                t["token"].as_str().unwrap(),
-                "--ca-sha256",
-                &ca,
-                "--state-dir",
-                state.to_str().unwrap(),
-                "--hostname",
-                name,
-            ],
+            "probe",
+            &agent,
+            t["token"].as_str().unwrap(),
+            &ca,
+            &state,
+            &["--hostname", name],
             &dir.join(format!("{name}.log")),
         )
     }

@@ -104,21 +104,12 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
     let metrics = temp.path().join("metrics.json");
     cpu(&metrics, 10.0);
     let _agent = AgentProcess::start(
-        &[
-            "agent",
-            "--server",
-            &agent_url,
-            "--token",
-            &token,
-            "--ca-sha256",
-            &ca,
-            "--state-dir",
-            temp.path().join("agent").to_str().unwrap(),
-            "--metrics-file",
-            metrics.to_str().unwrap(),
-            "--heartbeat-interval",
-            "1s",
-        ],
+        "agent",
+        &agent_url,
+        &token,
+        &ca,
+        &temp.path().join("agent"),
+        &["--metrics-file", metrics.to_str().unwrap(), "--heartbeat-interval", "1s"],
         &temp.path().join("agent.log"),
     );
     let dns = format!("/v1/clusters/{cluster}/dns");

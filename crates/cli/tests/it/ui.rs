@@ -351,19 +351,12 @@ async fn login_scenario() {
 
     // The token works: a prober started with what the dialog showed comes online.
     let prober = AgentProcess::start(
-        &[
-            "probe",
-            "--server",
-            &channel,
-            "--token",
-            &token,
-            "--ca-sha256",
-            &ca,
-            "--state-dir",
-            temp.path().join("sg-ui").to_str().unwrap(),
-            "--hostname",
-            "sg-ui-host",
-        ],
+        "probe",
+        &channel,
+        &token,
+        &ca,
+        &temp.path().join("sg-ui"),
+        &["--hostname", "sg-ui-host"],
         &temp.path().join("sg-ui.log"),
     );
     let row = "#probers tr[data-prober='sg-ui']";

@@ -260,6 +260,33 @@ struct ClusterRow {
     revision_at: Markup,
 }
 
+impl ClusterRow {
+    /// A cluster with the health of its nodes and its newest revision (number, time).
+    fn new<'a>(
+        c: &views::Cluster,
+        healths: impl Iterator<Item = &'a Health>,
+        revision: String,
+        revision_at: Markup,
+    ) -> Self {
+        let (mut nodes, mut healthy) = (0, 0);
+        for h in healths {
+            nodes += 1;
+            healthy += usize::from(h.healthy());
+        }
+        ClusterRow {
+            id: c.id,
+            name: c.name.clone(),
+            domain: c.domain.clone(),
+            mode: c.dns_mode.clone(),
+            listeners: listeners_text(c),
+            nodes,
+            healthy,
+            revision,
+            revision_at,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct RevisionRow {
     cluster: String,
@@ -341,21 +368,13 @@ pub async fn overview(Extension(ui): Extension<Arc<Ui>>, Extension(v): Extension
     let mut revisions = Vec::new();
     for c in &clusters.items {
         let revs: views::Revisions = api.get(&format!("/v1/clusters/{}/revisions?limit=5", c.id)).await?;
-        let mine: Vec<&Health> = healths.iter().filter(|(n, _)| n.cluster == c.id).map(|(_, h)| h).collect();
         let latest = revs.items.first();
-        rows.push(ClusterRow {
-            id: c.id,
-            name: c.name.clone(),
-            domain: c.domain.clone(),
-            mode: c.dns_mode.clone(),
-            listeners: listeners_text(c),
-            nodes: mine.len(),
-            healthy: mine.iter().filter(|h| h.healthy()).count(),
-            revision: latest
-                .map(|r| format!("#{} {}", r.number, r.reason))
-                .unwrap_or_else(|| "none yet".into()),
-            revision_at: time_or(latest.map(|r| r.at), at, ""),
-        });
+        rows.push(ClusterRow::new(
+            c,
+            healths.iter().filter(|(n, _)| n.cluster == c.id).map(|(_, h)| h),
+            latest.map(|r| format!("#{} {}", r.number, r.reason)).unwrap_or_else(|| "none yet".into()),
+            time_or(latest.map(|r| r.at), at, ""),
+        ));
         revisions.extend(revs.items.into_iter().map(|r| (r.at, c.id, r)));
     }
     revisions.sort_by_key(|r| std::cmp::Reverse(r.0));
@@ -591,17 +610,12 @@ pub async fn clusters(Extension(ui): Extension<Arc<Ui>>, Extension(v): Extension
     for c in &clusters.items {
         let dns: views::Dns = api.get(&format!("/v1/clusters/{}/dns", c.id)).await?;
         let mine: Vec<Health> = nodes.items.iter().filter(|n| n.cluster == c.id).map(health).collect();
-        rows.push(ClusterRow {
-            id: c.id,
-            name: c.name.clone(),
-            domain: c.domain.clone(),
-            mode: c.dns_mode.clone(),
-            listeners: listeners_text(c),
-            nodes: mine.len(),
-            healthy: mine.iter().filter(|h| h.healthy()).count(),
-            revision: dns.revision.map(|n| format!("#{n}")).unwrap_or_else(|| "none yet".into()),
-            revision_at: time_or(dns.at, at, ""),
-        });
+        rows.push(ClusterRow::new(
+            c,
+            mine.iter(),
+            dns.revision.map(|n| format!("#{n}")).unwrap_or_else(|| "none yet".into()),
+            time_or(dns.at, at, ""),
+        ));
     }
     let page = ClustersPage { frame: Frame::new(&v, "Clusters", "clusters", 10), clusters: rows };
     Ok(render(&page))

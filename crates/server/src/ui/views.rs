@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 use vantage_core::Timestamp;
+use vantage_core::evaluate::NodeMetrics;
 
 /// `{"items": [...]}`.
 #[derive(Debug, Deserialize)]
@@ -126,20 +127,7 @@ pub struct Node {
     pub addresses: Vec<Address>,
     pub level: Option<String>,
     pub serving: Option<bool>,
-    pub metrics: Option<Metrics>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct Metrics {
-    pub at: Timestamp,
-    pub cpu_pct: f64,
-    pub load1: f64,
-    pub load5: f64,
-    pub load15: f64,
-    pub memory_used_bytes: u64,
-    pub memory_total_bytes: u64,
-    pub egress_mbps: f64,
-    pub connections: u64,
+    pub metrics: Option<NodeMetrics>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
