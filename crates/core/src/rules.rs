@@ -511,12 +511,18 @@ impl RuleState {
     pub fn deadline(&self, rule: &Rule) -> Option<Timestamp> {
         match self.status {
             Status::Idle => None,
-            Status::Pending => rule
-                .conditions
-                .iter()
-                .zip(&self.held_since)
-                .filter_map(|(c, s)| s.map(|s| s.plus_secs(u64::from(c.for_s))))
-                .max(),
+            Status::Pending => {
+                // `all` activates when the last pending for-time runs out, `any` at the first.
+                let ends = rule
+                    .conditions
+                    .iter()
+                    .zip(&self.held_since)
+                    .filter_map(|(c, s)| s.map(|s| s.plus_secs(u64::from(c.for_s))));
+                match rule.match_mode {
+                    MatchMode::All => ends.max(),
+                    MatchMode::Any => ends.min(),
+                }
+            }
             Status::Active => None,
             Status::Recovering => self.clear_since.map(|c| self.earliest_recovery(rule, c)),
         }
@@ -643,6 +649,25 @@ mod tests {
         );
         let back: Rule = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
+    }
+
+    /// With `match: any` the first condition whose for-time runs out activates the rule, so the
+    /// deadline is the earliest of the pending ones (the latest made activation wait for the
+    /// periodic pass).
+    #[test]
+    fn match_any_deadline_is_the_earliest_pending_for_time() {
+        let r = rule(
+            r#"{"name":"r","match":"any","conditions":[{"metric":"cpu","comparison":">","threshold":90,"for_s":60},{"metric":"load1","comparison":">","threshold":4,"for_s":10}]}"#,
+        );
+        let mut st = RuleState::default();
+        assert_eq!(st.step(&r, &[Some(95.0), Some(5.0)], at(0)), None);
+        assert_eq!(st.status, Status::Pending);
+        assert_eq!(st.deadline(&r), Some(at(10)));
+        assert_eq!(st.step(&r, &[Some(95.0), Some(5.0)], at(10)), Some(Transition::Activated));
+        let all = Rule { match_mode: MatchMode::All, ..r.clone() };
+        let mut st = RuleState::default();
+        st.step(&all, &[Some(95.0), Some(5.0)], at(0));
+        assert_eq!(st.deadline(&all), Some(at(60)));
     }
 
     #[test]
