@@ -224,7 +224,8 @@ pub struct AddressStatus {
     pub reachability: Reachability,
     /// How the counting probers see it.
     pub verdict: Verdict,
-    /// DNS uses it now (on lines without a backup-IP action).
+    /// DNS uses it now: at the node's level, which a backup-IP action in effect may hold on a
+    /// backup level (on the lines that action covers).
     pub in_use: bool,
 }
 
@@ -239,6 +240,10 @@ pub struct NodeStatus {
     pub serving: bool,
     /// Level in use.
     pub level: Option<Level>,
+    /// The backup-IP rule that holds the node on a backup level, while one does (the lowest id
+    /// when several do).
+    #[serde(default)]
+    pub held_by: Option<RuleId>,
     /// Addresses.
     pub addresses: Vec<AddressStatus>,
 }
@@ -409,9 +414,20 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
 
     // 6. Statuses and the next deadline.
     let effects = stage.effects(&in_effect);
+    let backup_ip_rules: FastSet<RuleId> =
+        view.rules.iter().filter(|(_, r)| r.action == Action::BackupIp).map(|(id, _)| *id).collect();
     for ((status, f), e) in statuses.iter_mut().zip(&facts).zip(&effects) {
         if view.cluster.dns_mode == DnsMode::Automatic && e.backup_ip != Default::default() {
             status.level = f.in_use_backup.level;
+            for a in &mut status.addresses {
+                a.in_use = f.in_use_backup.ips.contains(&a.ip);
+            }
+            status.held_by = in_effect
+                .iter()
+                .filter(|(r, n)| *n == status.node && backup_ip_rules.contains(r))
+                .map(|(r, _)| *r)
+                .min()
+                .filter(|_| f.in_use_backup.level.is_some_and(|l| l != Level::Primary));
         }
     }
     out.nodes = statuses;
@@ -491,7 +507,14 @@ fn reachability(
             })
         });
         let serving = node.enabled && (!view.cluster.agent_required || online) && links_fresh;
-        statuses.push(NodeStatus { node: node.id, online, serving, level: normal.level, addresses });
+        statuses.push(NodeStatus {
+            node: node.id,
+            online,
+            serving,
+            level: normal.level,
+            held_by: None,
+            addresses,
+        });
         facts.push(NodeFacts {
             id: node.id,
             group: node.group,
@@ -910,7 +933,10 @@ impl Stage<'_> {
                 .then(|| "no backup group with the minimum of healthy addresses".into()),
             Action::BackupIp => {
                 let f = self.facts.iter().find(|f| f.id == ev.node)?;
-                (f.in_use_backup.level == f.in_use.level).then(|| "no reachable backup address".into())
+                // The action holds a backup level whenever one is reachable, even when the
+                // node is already on it because its primary is down.
+                let on_backup = f.in_use_backup.level.is_some_and(|l| l != Level::Primary);
+                (!on_backup).then(|| "no reachable backup address".into())
             }
         }
     }

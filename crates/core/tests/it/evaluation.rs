@@ -417,6 +417,52 @@ fn rule_switch_to_backup_ip_and_its_no_effect_reason() {
     assert_eq!(e.nodes[0].level, Some(Backup1));
 }
 
+/// A backup-IP rule that activates while its node is already on backup 1 (primary
+/// unreachable) holds that level: the activation has an effect, and after the primary
+/// recovers the status keeps showing the level DNS uses, the addresses in use, and the rule.
+#[test]
+fn backup_ip_rule_on_a_node_already_on_backup_holds_it_and_says_so() {
+    let mut f = Fleet::new(3)
+        .fast()
+        .node(1, 1, &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)])
+        .rule(7, r#"{"name":"egress","action":"backup_ip","hold_s":0,"recover_s":0,"conditions":[{"metric":"cpu","comparison":">","threshold":90,"for_s":0}]}"#);
+    f.report_all_ok();
+    f.metrics(1, 10.0);
+    f.eval();
+    // The primary fails from every prober for longer than failing-before-unreachable.
+    for _ in 0..3 {
+        f.report("203.0.113.10", &[0, 1, 2]);
+        f.report("198.51.100.10", &[]);
+        f.metrics(1, 10.0);
+        f.eval();
+        f.advance(5);
+    }
+    assert_eq!(f.line_records(0), ips(&["198.51.100.10"]));
+    // Now the rule activates, with the node already on its backup.
+    f.report("203.0.113.10", &[0, 1, 2]);
+    f.report("198.51.100.10", &[]);
+    f.metrics(1, 95.0);
+    let e = f.eval();
+    let reasons: Vec<&str> = e.revisions.iter().map(|r| r.reason.as_str()).collect();
+    assert_eq!(reasons, vec!["Scheduling: egress on edge-1 — switch to backup IP activated"]);
+    assert_eq!(e.nodes[0].held_by, Some(RuleId(7)));
+    // The primary recovers; the rule keeps holding the backup.
+    for _ in 0..4 {
+        f.advance(5);
+        f.report_all_ok();
+        f.metrics(1, 95.0);
+        f.eval();
+    }
+    let e = f.eval();
+    let s = &e.nodes[0];
+    assert_eq!(s.addresses[0].reachability, Reachability::Reachable, "the primary is reachable again");
+    assert_eq!(f.line_records(0), ips(&["198.51.100.10"]), "DNS stays on the backup while the rule holds");
+    assert_eq!(s.level, Some(Backup1));
+    assert_eq!(s.held_by, Some(RuleId(7)));
+    let in_use: Vec<bool> = s.addresses.iter().map(|a| a.in_use).collect();
+    assert_eq!(in_use, vec![false, true], "the backup is in use, not the primary");
+}
+
 #[test]
 fn rule_remove_node_held_by_protection_says_so() {
     let mut f = Fleet::new(1)
