@@ -1,185 +1,17 @@
-//! Alerts: what fires and resolves (scheduling actions, unreachable addresses, held
-//! revisions, probers and node agents gone quiet), the open and recent list, and delivery to
-//! webhook sinks — JSON or an Alertmanager-compatible payload — with retries, on a task of its
-//! own so that delivery never slows evaluation.
+//! Delivery of alerts to webhook sinks — JSON or an Alertmanager-compatible payload — with
+//! retries, on a task of its own so that delivery never slows evaluation. What fires and
+//! resolves is the control core's decision (`vantage_control::alerts`).
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use vantage_core::Timestamp;
-
-use crate::app::now;
-use crate::runtime::lock;
-
-/// Resolved alerts kept for the list.
-const RECENT: usize = 500;
-
-/// Firing or resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AlertState {
-    /// Open.
-    Firing,
-    /// Closed.
-    Resolved,
-}
-
-/// One alert.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Alert {
-    /// Sequence number.
-    pub id: u64,
-    /// What it is about; one open alert per key (`scheduling_action/rule:3/node:7`).
-    pub key: String,
-    /// Kind (`scheduling_action`, `address_unreachable`, `revision_held`, `prober_offline`,
-    /// `node_offline`).
-    pub kind: String,
-    /// State.
-    pub state: AlertState,
-    /// One line for people.
-    pub summary: String,
-    /// Details (rule, node, values…).
-    pub details: Value,
-    /// When it fired.
-    pub fired_at: Timestamp,
-    /// When it resolved.
-    pub resolved_at: Option<Timestamp>,
-}
-
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct Book {
-    next_id: u64,
-    open: BTreeMap<String, Alert>,
-    recent: VecDeque<Alert>,
-}
+use vantage_control::alerts::{Alert, AlertState, Webhook, WebhookFormat};
 
 /// A change to deliver.
 #[derive(Debug, Clone)]
 pub struct Notice(pub Alert);
-
-/// The alert book.
-#[derive(Debug)]
-pub struct Alerts {
-    book: Mutex<Book>,
-    notices: mpsc::UnboundedSender<Notice>,
-    dirty: tokio::sync::Notify,
-}
-
-impl Alerts {
-    /// An empty book whose changes go to `notices`.
-    pub fn new(notices: mpsc::UnboundedSender<Notice>) -> Self {
-        Alerts { book: Mutex::new(Book::default()), notices, dirty: tokio::sync::Notify::new() }
-    }
-
-    /// Restores a saved book.
-    pub fn restore(&self, json: &str) {
-        match serde_json::from_str::<Book>(json) {
-            Ok(b) => *lock(&self.book) = b,
-            Err(e) => tracing::warn!(error = %e, "saved alerts unreadable; starting with none"),
-        }
-    }
-
-    /// The book as JSON, for saving.
-    pub fn snapshot(&self) -> String {
-        serde_json::to_string(&*lock(&self.book)).unwrap_or_default()
-    }
-
-    /// Resolves when the book changed since the last call.
-    pub async fn changed(&self) {
-        self.dirty.notified().await;
-    }
-
-    /// Fires `key` unless it is already open (then only its details are updated).
-    pub fn fire(&self, key: String, kind: &str, summary: String, details: Value) {
-        let mut b = lock(&self.book);
-        if let Some(open) = b.open.get_mut(&key) {
-            open.details = details;
-            return;
-        }
-        b.next_id += 1;
-        let alert = Alert {
-            id: b.next_id,
-            key: key.clone(),
-            kind: kind.to_owned(),
-            state: AlertState::Firing,
-            summary,
-            details,
-            fired_at: now(),
-            resolved_at: None,
-        };
-        tracing::warn!(kind, summary = %alert.summary, "alert firing");
-        b.open.insert(key, alert.clone());
-        drop(b);
-        let _ = self.notices.send(Notice(alert));
-        self.dirty.notify_one();
-    }
-
-    /// Resolves `key` if it is open.
-    pub fn resolve(&self, key: &str) {
-        let mut b = lock(&self.book);
-        let Some(mut alert) = b.open.remove(key) else { return };
-        alert.state = AlertState::Resolved;
-        alert.resolved_at = Some(now());
-        tracing::info!(kind = %alert.kind, summary = %alert.summary, "alert resolved");
-        b.recent.push_front(alert.clone());
-        b.recent.truncate(RECENT);
-        drop(b);
-        let _ = self.notices.send(Notice(alert));
-        self.dirty.notify_one();
-    }
-
-    /// Open alerts (oldest first) and recently resolved ones (newest first).
-    pub fn list(&self) -> (Vec<Alert>, Vec<Alert>) {
-        let b = lock(&self.book);
-        let mut open: Vec<Alert> = b.open.values().cloned().collect();
-        open.sort_by_key(|a| a.id);
-        (open, b.recent.iter().cloned().collect())
-    }
-}
-
-/// A webhook sink.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Webhook {
-    /// Name, unique.
-    pub name: String,
-    /// Where to POST.
-    pub url: String,
-    /// Payload format.
-    #[serde(default)]
-    pub format: WebhookFormat,
-    /// Disabled sinks get nothing.
-    #[serde(default = "yes")]
-    pub enabled: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-/// Payload of a webhook.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WebhookFormat {
-    /// Vantage's JSON: one alert per request.
-    #[default]
-    Json,
-    /// The Alertmanager webhook payload (version 4).
-    Alertmanager,
-}
-
-impl Webhook {
-    /// Validates a sink.
-    pub fn check(self) -> Result<Webhook, vantage_core::Error> {
-        let name = vantage_core::model::display_name("name", &self.name)?;
-        let url = vantage_core::monitor::endpoint_url("url", &self.url)?;
-        Ok(Webhook { name, url, ..self })
-    }
-}
 
 /// The body a sink receives for `a`.
 pub fn payload(a: &Alert, format: WebhookFormat) -> Value {
@@ -280,26 +112,7 @@ pub async fn deliver(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fire_once_resolve_once() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let a = Alerts::new(tx);
-        a.fire("k".into(), "node_offline", "edge-1 offline".into(), json!({"node": "edge-1"}));
-        a.fire("k".into(), "node_offline", "edge-1 offline".into(), json!({"node": "edge-1", "n": 2}));
-        assert_eq!(a.list().0.len(), 1);
-        assert_eq!(a.list().0[0].details["n"], 2);
-        a.resolve("k");
-        a.resolve("k");
-        let (open, recent) = a.list();
-        assert!(open.is_empty());
-        assert_eq!(recent[0].state, AlertState::Resolved);
-        let mut notices = Vec::new();
-        while let Ok(n) = rx.try_recv() {
-            notices.push(n.0.state);
-        }
-        assert_eq!(notices, [AlertState::Firing, AlertState::Resolved]);
-    }
+    use vantage_core::Timestamp;
 
     #[test]
     fn alertmanager_payload_shape() {

@@ -4,7 +4,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName, DnType,
@@ -14,10 +13,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use time::OffsetDateTime;
 use vantage_core::wire::{Role, SERVER_NAME};
 
-use crate::auth::sha256_hex;
+use vantage_control::identity::CLIENT_CERT_DAYS;
 
-/// How long a client certificate is valid.
-pub const CLIENT_CERT_DAYS: i64 = 30;
+use crate::auth::sha256_hex;
 
 /// Why the CA could not be loaded or used.
 #[derive(Debug, thiserror::Error)]
@@ -88,7 +86,7 @@ impl Ca {
             params.not_after = now() + time::Duration::days(3650);
             params.serial_number = Some(random_serial());
             let cert = params.self_signed(&key)?;
-            crate::server::write_private(&key_path, &key.serialize_pem())
+            crate::support::write_private(&key_path, &key.serialize_pem())
                 .map_err(|e| CaError::Tls(e.to_string()))?;
             std::fs::write(&cert_path, cert.pem()).map_err(io(&cert_path))?;
         }
@@ -152,19 +150,11 @@ impl Ca {
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.not_before = now() - time::Duration::minutes(5);
-        params.not_after = now() + time::Duration::days(CLIENT_CERT_DAYS);
+        params.not_after = now() + time::Duration::days(i64::try_from(CLIENT_CERT_DAYS).unwrap_or(30));
         params.serial_number = Some(random_serial());
         let cert = params.signed_by(&csr.public_key, &self.issuer)?;
         Ok((cert.pem(), sha256_hex(cert.der())))
     }
-}
-
-/// Seconds until a certificate issued at `issued_ms` should be renewed: when less than a third
-/// of its life remains.
-pub fn renew_in_s(issued_ms: i64, now_ms: i64) -> u64 {
-    let life = Duration::from_secs(u64::try_from(CLIENT_CERT_DAYS).unwrap_or(30) * 86_400);
-    let renew_at = issued_ms + i64::try_from(life.as_millis() * 2 / 3).unwrap_or(i64::MAX);
-    u64::try_from((renew_at - now_ms).max(0) / 1000).unwrap_or(0)
 }
 
 /// The DER of the first certificate in a PEM text.
@@ -176,14 +166,6 @@ pub fn pem_der(pem: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn renewal_starts_when_a_third_of_the_life_remains() {
-        let day = 86_400_000;
-        assert_eq!(renew_in_s(0, 0), 20 * 86_400);
-        assert_eq!(renew_in_s(0, 19 * day), 86_400);
-        assert_eq!(renew_in_s(0, 25 * day), 0);
-    }
 
     #[test]
     fn ca_is_created_once_and_signs_client_certificates() {

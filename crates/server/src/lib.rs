@@ -9,15 +9,14 @@ mod auth;
 mod ca;
 mod channel;
 pub mod config;
+mod driver;
 mod error;
-mod evaluator;
 mod metrics;
 mod publishing;
-mod registry;
-mod runtime;
 mod server;
+mod support;
 mod ui;
 
-pub use app::now;
 pub use config::{LogFormat, ServeConfig};
 pub use server::{Server, StartError};
+pub use support::now;

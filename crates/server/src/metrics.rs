@@ -11,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::registry::Config;
+use vantage_control::config::Config;
 
 /// Labels of an HTTP request.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

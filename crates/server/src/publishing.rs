@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use vantage_core::evaluate::DEFAULT_LINE;
+use vantage_control::config::Config;
+use vantage_control::snapshot::{Published, Snapshots};
 use vantage_core::ids::ClusterId;
 use vantage_core::model::{PublisherSpec, TsigAlgorithm};
 use vantage_dns::{
@@ -17,56 +18,33 @@ use vantage_dns::{
 };
 use vantage_store::Store;
 
-use crate::evaluator::Published;
-use crate::registry::Config;
-use crate::runtime::lock;
+use crate::support::lock;
 
-/// The zone answers of every cluster that has published records.
-pub fn zones(c: &Config, published: &HashMap<ClusterId, Published>) -> Vec<ZoneAnswers> {
-    let mut out = Vec::new();
-    for (id, cluster) in &c.clusters {
-        let Some(p) = published.get(&ClusterId(*id)) else { continue };
-        out.push(zone(c, ClusterId(*id), &cluster.value, p));
-    }
-    out
-}
-
-fn zone(c: &Config, id: ClusterId, cluster: &vantage_core::model::Cluster, p: &Published) -> ZoneAnswers {
-    let lines = p
-        .records
-        .lines
-        .iter()
-        .map(|(lid, records)| {
-            let line = c.lines.get(&lid.0).filter(|l| l.value.cluster == id);
-            LineAnswers {
-                name: line.map_or_else(
-                    || if *lid == DEFAULT_LINE { "default".into() } else { lid.to_string() },
-                    |l| l.value.line.name.clone(),
-                ),
-                client_networks: line.map(|l| l.value.line.client_networks.clone()).unwrap_or_default(),
-                records: records.clone(),
-            }
-        })
-        .collect();
+/// The zone answers of a published revision: records, names and TTL all as of that revision,
+/// so the serial always matches what is served.
+fn zone(p: &Published) -> ZoneAnswers {
     ZoneAnswers {
-        cluster: cluster.name.clone(),
-        domain: cluster.domain.clone(),
-        aliases: cluster.aliases.clone(),
-        ttl: cluster.ttl,
+        cluster: p.zone.name.clone(),
+        domain: p.zone.domain.clone(),
+        aliases: p.zone.aliases.clone(),
+        ttl: p.zone.ttl,
         serial: p.number,
-        lines,
+        lines: p
+            .lines()
+            .map(|(_, line, records)| LineAnswers {
+                name: line.name.clone(),
+                client_networks: line.client_networks.clone(),
+                records: records.to_vec(),
+            })
+            .collect(),
         all: p.records.all.clone(),
     }
 }
 
-/// Rebuilds the answer table.
-pub fn rebuild(
-    answers: &Answers,
-    settings: &DnsSettings,
-    c: &Config,
-    published: &HashMap<ClusterId, Published>,
-) {
-    let table = AnswerTable::build(zones(c, published), settings);
+/// Rebuilds the answer table from the revisions the snapshots publish (and nothing else).
+pub fn rebuild(answers: &Answers, settings: &DnsSettings, snapshots: &Snapshots) {
+    let zones = snapshots.values().filter_map(|s| s.published.as_deref()).map(zone).collect();
+    let table = AnswerTable::build(zones, settings);
     for p in table.problems() {
         tracing::warn!(problem = %p, "DNS answer table");
     }
@@ -106,9 +84,10 @@ pub struct Publishers {
 impl Publishers {
     /// Hands a cluster's newest revision to each of its publishers (starting, replacing or
     /// stopping workers as the cluster's publisher list says).
-    pub fn push(&self, store: &Store, c: &Config, id: ClusterId, p: &Published) {
+    pub fn push(&self, store: &Store, c: &Config, p: &Published) {
+        let id = p.cluster;
         let Some(cluster) = c.clusters.get(&id.0) else { return };
-        let z = zone(c, id, &cluster.value, p);
+        let z = zone(p);
         let mut workers = lock(&self.workers);
         workers.retain(|(cl, name), (spec, _)| {
             *cl != id || cluster.value.publishers.iter().any(|s| &s.name == name && s == spec)

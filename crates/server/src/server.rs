@@ -7,15 +7,19 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use vantage_control::alerts::AlertBook;
+use vantage_control::config::{Config, Row};
+use vantage_control::observe::Latest;
+use vantage_control::target::TargetKey;
+use vantage_control::{Start, StoredRevision, Timing};
+use vantage_core::evaluate::{ClusterState, Records};
+use vantage_core::ids::ClusterId;
 
-use std::time::Duration;
-
-use crate::app::{Actor, App, Parts, now};
+use crate::app::{Actor, App, Parts};
 use crate::ca::Ca;
 use crate::config::ServeConfig;
 use crate::metrics::Metrics;
-use crate::registry::Config;
-use crate::runtime::{Latest, lock};
+use crate::support::write_private;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -69,20 +73,6 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StartError + '_ {
     move |source| StartError::Io { path: path.to_owned(), source }
 }
 
-/// Writes `text` to `path` readable by the owner only.
-pub(crate) fn write_private(path: &Path, text: &str) -> Result<(), StartError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(io(path))?;
-    f.write_all(text.as_bytes()).map_err(io(path))
-}
-
 impl Server {
     /// Opens the data directory and the store, creates the first admin token when there is
     /// none, binds the listeners and starts serving.
@@ -94,12 +84,18 @@ impl Server {
         let store = vantage_store::Store::open_sqlite(&dir.join("vantage.db"))
             .await?
             .with_observer(Arc::new(move |op, d| observer.store_op(op, d)));
-        let config = Config::load(&store.objects().await?).map_err(StartError::Config)?;
+        let objects = store.objects().await?;
+        let config = Config::load(objects.iter().map(|r| Row {
+            id: r.id,
+            kind: &r.kind,
+            name: &r.name,
+            body: &r.body,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }))
+        .map_err(StartError::Config)?;
         let ca = Ca::load_or_create(&dir.join("ca"))?;
-        let (triggers, trigger_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
-        let latest = store.latest().await?;
-        let saved_alerts = store.states("alerts").await?;
+        let start = load(&store, config, &settings).await?;
         // The agent channel is bound first: start commands name the port it really got.
         let agent_listener = tokio::net::TcpListener::bind(settings.agent_listen)
             .await
@@ -109,24 +105,9 @@ impl Server {
             .map_err(|source| StartError::Bind { addr: settings.agent_listen, source })?;
         let mut settings = settings;
         settings.agent_listen = agent_addr;
-        let app = Arc::new(App::new(Parts {
-            config,
-            store,
-            metrics,
-            settings: settings.clone(),
-            ca,
-            triggers,
-            notices,
-        }));
-        if let Some((_, json)) = saved_alerts.first() {
-            app.alerts.restore(json);
-        }
-        {
-            let mut results = lock(&app.runtime.results);
-            for r in &latest {
-                results.entry(r.target.clone()).or_default().insert(r.prober, Latest::from(r));
-            }
-        }
+        let app = Arc::new(App::new(Parts { start, store, metrics, settings: settings.clone(), ca }));
+        // DNS answers the stored revisions from its first query.
+        crate::publishing::rebuild(app.answers(), app.dns(), &app.control().snapshots());
 
         let mut admin_token_file = None;
         if app.config().admin_tokens.is_empty() {
@@ -134,7 +115,7 @@ impl Server {
             let (_, token) = crate::api::create_admin_token(&app, &Actor::system(), "bootstrap")
                 .await
                 .map_err(|e| StartError::Config(e.to_string()))?;
-            write_private(&path, &format!("{token}\n"))?;
+            write_private(&path, &format!("{token}\n")).map_err(io(&path))?;
             tracing::info!(path = %path.display(), "first start: wrote the admin token");
             admin_token_file = Some(path);
         }
@@ -157,26 +138,21 @@ impl Server {
         });
         tracing::info!(addr = %api_addr, "admin API listening");
 
+        let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
         let channel = tokio::spawn(crate::channel::serve(app.clone(), agent_listener, stopped.clone()));
-        tracing::info!(addr = %agent_addr, ca_sha256 = %app.ca.fingerprint, "agent channel listening");
-        // The evaluator loads the published records first, so DNS answers from its first query.
-        let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel();
-        let evaluator =
-            tokio::spawn(crate::evaluator::run(app.clone(), trigger_rx, stopped.clone(), loaded_tx));
-        let _ = loaded_rx.await;
+        tracing::info!(addr = %agent_addr, ca_sha256 = %app.ca().fingerprint, "agent channel listening");
+        let driver = tokio::spawn(crate::driver::run(app.clone(), notices, stopped.clone()));
         let dns_metrics = Arc::new(vantage_dns::DnsMetrics::new());
-        app.metrics.register_dns(&dns_metrics);
+        app.metrics().register_dns(&dns_metrics);
         let dns_config =
             vantage_dns::DnsConfig { listen: settings.dns_listen, ..vantage_dns::DnsConfig::default() };
-        let dns = vantage_dns::DnsServer::start(dns_config, app.answers.clone(), dns_metrics)
+        let dns = vantage_dns::DnsServer::start(dns_config, app.answers().clone(), dns_metrics)
             .map_err(|e| StartError::Dns(e.to_string()))?;
         let dns_addr = dns.local_addr();
         tracing::info!(addr = %dns_addr, "DNS listening (UDP and TCP)");
-        let upkeep = tokio::spawn(maintenance(app.clone(), stopped.clone()));
         let sinks_app = app.clone();
         let sinks = Arc::new(move || sinks_app.config().webhooks.values().map(|w| w.value.clone()).collect());
         let delivery = tokio::spawn(crate::alerts::deliver(notice_rx, sinks));
-        let saver = tokio::spawn(save_alerts(app.clone(), stopped.clone()));
 
         let local = |a: SocketAddr| {
             if a.ip().is_unspecified() { SocketAddr::from(([127, 0, 0, 1], a.port())) } else { a }
@@ -185,16 +161,17 @@ impl Server {
             "api": format!("http://{}", local(api_addr)),
             "agent": format!("https://{}", local(agent_addr)),
             "dns": local(dns_addr).to_string(),
-            "ca_sha256": app.ca.fingerprint,
+            "ca_sha256": app.ca().fingerprint,
         });
-        write_private(&dir.join("serve.json"), &info.to_string())?;
+        let serve_json = dir.join("serve.json");
+        write_private(&serve_json, &info.to_string()).map_err(io(&serve_json))?;
         Ok(Server {
             api_addr,
             agent_addr,
-            ca_fingerprint: app.ca.fingerprint.clone(),
+            ca_fingerprint: app.ca().fingerprint.clone(),
             admin_token_file,
             stop,
-            tasks: vec![api, channel, evaluator, upkeep, saver],
+            tasks: vec![api, channel, driver],
             delivery,
             dns: Some(dns),
             dns_addr,
@@ -241,101 +218,69 @@ impl Server {
     }
 }
 
-/// Saves the alert book when it changes (at most once a second).
-async fn save_alerts(app: Arc<App>, mut stop: watch::Receiver<bool>) {
-    loop {
-        tokio::select! {
-            _ = app.alerts.changed() => {}
-            _ = crate::app::stopped(&mut stop) => return,
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        if let Err(e) = app.store.put_state("alerts", &app.alerts.snapshot(), now()).await {
-            tracing::warn!(error = %e, "cannot save alerts");
-        }
-    }
-}
-
-/// Alerts about silence: an enabled prober that has not asked or reported within its online
-/// window, an enrolled node agent without a heartbeat within 3 × 15 s. Nothing fires during
-/// the first window after a start, when no one has had a chance to call yet.
-fn silence(app: &App) {
-    let c = app.config();
-    let at = now();
-    let window = c.settings.prober_online_s();
-    if !at.at_least_secs_after(app.started, window) {
-        return;
-    }
-    let probers = lock(&app.runtime.probers);
-    for (id, p) in &c.probers {
-        let key = format!("prober_offline/prober:{id}");
-        let seen = probers.get(id).and_then(|r| r.last_seen);
-        if p.value.enabled && !seen.is_some_and(|t| t.within_secs_of(at, window)) {
-            let summary = format!("prober {} is offline", p.value.name);
-            app.alerts.fire(
-                key,
-                "prober_offline",
-                summary,
-                serde_json::json!({"prober": p.value.name, "last_seen": seen}),
-            );
-        } else {
-            app.alerts.resolve(&key);
-        }
-    }
-    drop(probers);
-    let nodes = lock(&app.runtime.nodes);
-    for (id, n) in &c.nodes {
-        let key = format!("node_offline/node:{id}");
-        let seen = nodes.get(id).and_then(|r| r.last_heartbeat);
-        let online = seen.is_some_and(|t| t.within_secs_of(at, vantage_core::evaluate::AGENT_ONLINE_S));
-        if n.value.cert_sha256.is_some() && n.value.node.enabled && !online {
-            let summary = format!("node {} is offline (no heartbeat)", n.value.node.name);
-            app.alerts.fire(
-                key,
-                "node_offline",
-                summary,
-                serde_json::json!({"node": n.value.node.name, "last_heartbeat": seen}),
-            );
-        } else {
-            app.alerts.resolve(&key);
-        }
-    }
-}
-
-/// Housekeeping: silence alerts (every 10 s); latest results not updated for an hour are
-/// deleted (every minute); history older than the retention is rolled up per day and deleted
-/// (every hour).
-async fn maintenance(app: Arc<App>, mut stop: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(10));
-    let mut ticks = 0u64;
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = crate::app::stopped(&mut stop) => return,
-        }
-        silence(&app);
-        ticks += 1;
-        if ticks % 6 != 1 {
-            continue;
-        }
-        let at = now();
-        let hour_ago = at.plus_millis(-3_600_000);
-        let dropped = app.runtime.expire(hour_ago);
-        if let Err(e) = app.store.delete_latest_before(hour_ago).await {
-            tracing::warn!(error = %e, "cannot expire latest results");
-        } else if dropped > 0 {
-            tracing::info!(dropped, "expired latest results not updated for an hour");
-        }
-        if ticks % 360 == 1 {
-            let cutoff = at
-                .plus_millis(-i64::try_from(app.settings.history_retention_days).unwrap_or(14) * 86_400_000);
-            match app.store.roll_up_history(cutoff).await {
-                Ok(n) if n > 0 => tracing::info!(rows = n, "rolled up history"),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "cannot roll up history"),
-            }
-            if let Err(e) = app.store.delete_daily_before(cutoff.plus_millis(-366 * 86_400_000)).await {
-                tracing::warn!(error = %e, "cannot delete old daily roll-ups");
+/// What the control core starts from: the stored results, evaluator states, newest revisions
+/// and alert book. A state or book that no longer parses starts over (with a warning) rather
+/// than stopping the start: the published records and the fleet's next reports rebuild it.
+async fn load(
+    store: &vantage_store::Store,
+    config: Config,
+    settings: &ServeConfig,
+) -> Result<Start, StartError> {
+    let latest = store
+        .latest()
+        .await?
+        .into_iter()
+        .filter_map(|r| {
+            let key = r.target.parse::<TargetKey>().ok()?;
+            let latest = Latest {
+                at: r.at,
+                sent: r.sent,
+                lost: r.lost,
+                rtt_us: r.rtt_us,
+                error: r.error,
+                register: r.register,
+                hls: r.hls,
+            };
+            Some((r.prober, key, latest))
+        })
+        .collect();
+    let mut states = Vec::new();
+    for (key, value) in store.states("cluster:").await? {
+        let Some(id) = key.strip_prefix("cluster:").and_then(|i| i.parse().ok()) else { continue };
+        match serde_json::from_str::<ClusterState>(&value) {
+            Ok(s) => states.push((ClusterId(id), s)),
+            Err(e) => {
+                tracing::warn!(cluster = id, error = %e, "stored evaluator state unreadable; starting over")
             }
         }
     }
+    let revisions = store
+        .latest_revisions()
+        .await?
+        .into_iter()
+        .map(|r| StoredRevision {
+            cluster: ClusterId(r.cluster),
+            number: r.number,
+            at: r.at,
+            records: serde_json::from_value::<Records>(r.records).unwrap_or_default(),
+        })
+        .collect();
+    let alerts =
+        store.states("alerts").await?.into_iter().find(|(k, _)| k == "alerts").and_then(|(_, json)| {
+            serde_json::from_str::<AlertBook>(&json)
+                .map_err(|e| tracing::warn!(error = %e, "saved alerts unreadable; starting with none"))
+                .ok()
+        });
+    Ok(Start {
+        config,
+        policy: vantage_core::address::AddressPolicy { allow_loopback: settings.allow_loopback_addresses },
+        timing: Timing {
+            evaluation_interval_s: settings.evaluation_interval_s,
+            history_retention_days: settings.history_retention_days,
+        },
+        latest,
+        states,
+        revisions,
+        alerts,
+    })
 }

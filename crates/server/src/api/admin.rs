@@ -17,7 +17,7 @@ use super::Api;
 use crate::app::{Actor, App, Change};
 use crate::auth::new_token;
 use crate::error::{ApiError, parse_json};
-use crate::registry::{AdminToken, Object};
+use vantage_control::config::{AdminToken, Object};
 
 pub(super) fn routes(api: &mut Api) {
     api.add(HttpMethod::Get, "/v1/admin-tokens", "admin", "List admin tokens", get(tokens_list));
@@ -153,11 +153,11 @@ async fn audit(
         until: time("until", q.get("until"))?,
         limit,
     };
-    let items = app.store.audit(&filter).await?;
+    let items = app.store().audit(&filter).await?;
     Ok(Json(json!({ "items": items })))
 }
 
 async fn alerts(State(app): State<Arc<App>>) -> Json<Value> {
-    let (open, recent) = app.alerts.list();
+    let (open, recent) = app.control().alerts().list();
     Json(json!({ "open": open, "recent": recent }))
 }

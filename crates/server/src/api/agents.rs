@@ -16,12 +16,14 @@ use vantage_core::ids::{ClusterId, NodeId, RegionId};
 use vantage_core::window::strip;
 
 use super::Api;
-use crate::app::{Actor, App, Change, now};
+use crate::app::{Actor, App, Change};
 use crate::auth::new_token;
-use crate::channel::addresses_in_use;
 use crate::error::{ApiError, parse_json};
-use crate::registry::{Config, EnrollToken, NodeRecord, Object, Role};
-use crate::runtime::{Latest, lock, parse_key};
+use crate::support::now;
+use vantage_control::config::{Config, EnrollToken, NodeRecord, Object, Role};
+use vantage_control::identity::Caller;
+use vantage_control::observe::{Latest, agent_online};
+use vantage_control::target::TargetKey;
 
 pub(super) fn routes(api: &mut Api) {
     api.add(
@@ -99,7 +101,7 @@ fn agent_url(app: &App, headers: &HeaderMap) -> String {
             _ => h.to_owned(),
         })
         .unwrap_or_else(|| "localhost".into());
-    app.settings.agent_url(&host)
+    app.settings().agent_url(&host)
 }
 
 #[derive(Debug, Deserialize)]
@@ -162,8 +164,8 @@ fn token_answer(
         "token": token,
         "expires_at": expires,
         "server": server,
-        "ca_sha256": app.ca.fingerprint,
-        "command": format!("vantage {command} --server {server} --token {token} --ca-sha256 {} --state-dir /var/lib/vantage-{command}", app.ca.fingerprint),
+        "ca_sha256": app.ca().fingerprint,
+        "command": format!("vantage {command} --server {server} --token {token} --ca-sha256 {} --state-dir /var/lib/vantage-{command}", app.ca().fingerprint),
     })
 }
 
@@ -179,7 +181,7 @@ async fn prober_token(
         return Err(ApiError::invalid("region", "Create a region first"));
     }
     let name = vantage_core::model::display_name("name", &b.name)?;
-    if c.probers.values().any(|p| p.value.name == name) {
+    if c.prober_named(&name).is_some() {
         return Err(ApiError::invalid("name", format!("a prober named {name:?} already exists")));
     }
     let region = b.region.ok_or_else(|| ApiError::invalid("region", "a region is required"))?;
@@ -251,19 +253,11 @@ async fn node_tokens(State(app): State<Arc<App>>) -> Json<Value> {
 }
 
 /// Adds the prober list's columns (§3.5) to a prober's view.
-pub(super) fn prober_runtime(app: &App, c: &Config, id: i64, enabled: bool, v: &mut Value) {
-    let probers = lock(&app.runtime.probers);
-    let r = probers.get(&id);
-    let last_seen = r.and_then(|r| r.last_seen);
-    let status = if !enabled {
-        "disabled"
-    } else if last_seen.is_some_and(|t| t.within_secs_of(now(), c.settings.prober_online_s())) {
-        "online"
-    } else {
-        "offline"
-    };
-    v["status"] = json!(status);
-    v["last_seen"] = json!(last_seen);
+pub(super) fn prober_runtime(app: &App, c: &Config, caller: Caller, v: &mut Value) {
+    let control = app.control();
+    let r = control.observations().probers.get(&caller);
+    v["status"] = json!(control.prober_status(caller, now()));
+    v["last_seen"] = json!(r.and_then(|r| r.last_seen));
     v["version"] = json!(r.and_then(|r| r.version.clone()));
     v["hostname"] = json!(r.and_then(|r| r.hostname.clone()));
     v["targets"] = json!(r.map_or(0, |r| r.targets));
@@ -272,17 +266,13 @@ pub(super) fn prober_runtime(app: &App, c: &Config, id: i64, enabled: bool, v: &
         json!(c.regions.get(&v["region"].as_i64().unwrap_or_default()).map(|r| r.value.code.clone()));
 }
 
-/// Adds what the agent and the evaluator know to a node's view: connection, metrics,
-/// reported addresses, and each scheduling address with its source, reachability and use.
+/// Adds what the agent and the last pass know to a node's view: connection, metrics, reported
+/// addresses, and each scheduling address with its source, reachability and use; the level DNS
+/// uses and the rule that holds it there.
 pub(super) fn node_runtime(app: &App, id: i64, rec: &NodeRecord, v: &mut Value) {
-    let agents = lock(&app.runtime.nodes);
-    let agent = agents.get(&id);
-    let at = now();
-    v["online"] = json!(
-        agent
-            .and_then(|a| a.last_heartbeat)
-            .is_some_and(|t| t.within_secs_of(at, vantage_core::evaluate::AGENT_ONLINE_S))
-    );
+    let control = app.control();
+    let agent = control.observations().nodes.get(&NodeId(id));
+    v["online"] = json!(agent_online(agent.and_then(|a| a.last_heartbeat), now()));
     v["last_heartbeat"] = json!(agent.and_then(|a| a.last_heartbeat));
     v["version"] = json!(agent.and_then(|a| a.version.clone()));
     v["hostname"] = json!(agent.and_then(|a| a.hostname.clone()));
@@ -291,9 +281,8 @@ pub(super) fn node_runtime(app: &App, id: i64, rec: &NodeRecord, v: &mut Value) 
     v["metrics"] = json!(agent.and_then(|a| a.metrics));
     v["reported_addresses"] = json!(agent.map(|a| a.addresses.clone()).unwrap_or_default());
     let source = if rec.addresses.is_empty() { "reported" } else { "configured" };
-    let in_use = addresses_in_use(&rec.addresses, agent.map(|a| &a.addresses), app.address_policy());
-    let statuses = lock(&app.runtime.statuses);
-    let status = statuses.get(&NodeId(id));
+    let in_use = control.addresses_of(NodeId(id)).unwrap_or_default();
+    let status = control.node_status(NodeId(id));
     let rows: Vec<Value> = in_use
         .as_slice()
         .iter()
@@ -307,35 +296,42 @@ pub(super) fn node_runtime(app: &App, id: i64, rec: &NodeRecord, v: &mut Value) 
     v["addresses"] = json!(rows);
     v["level"] = json!(status.and_then(|s| s.level));
     v["serving"] = json!(status.map(|s| s.serving));
+    let held_by = status.and_then(|s| s.held_by);
+    let c = app.config();
+    v["held_by"] = json!(held_by.map(|r| json!({
+        "rule": r,
+        "name": c.rules.get(&r.0).map(|x| x.value.rule.name.clone()),
+    })));
 }
 
 /// One result row with its window strip.
-fn result_row(c: &Config, key: &str, prober: i64, l: &Latest) -> Value {
-    let parsed = parse_key(key);
-    let node = parsed.and_then(|(n, _, _)| c.nodes.get(&n));
+fn result_row(c: &Config, key: TargetKey, caller: Caller, l: &Latest) -> Value {
+    let node = c.nodes.get(&key.node.0);
     let cluster = node.and_then(|n| c.clusters.get(&n.value.cluster.0));
-    let listener = parsed
-        .and_then(|(_, _, port)| cluster.and_then(|cl| cl.value.listeners.iter().find(|x| x.port == port)));
+    let listener = cluster.and_then(|cl| cl.value.listeners.iter().find(|x| x.port == key.port));
     let (window, threshold) =
         cluster.map_or((8, 3), |cl| (cl.value.check.window(), cl.value.check.threshold()));
-    let ipv6 = parsed.is_some_and(|(_, ip, _)| ip.is_ipv6());
-    let (prober_name, region) = match c.probers.get(&prober) {
-        Some(p) => (p.value.name.clone(), Some(p.value.region)),
-        None => (
-            c.nodes.get(&prober).map_or_else(|| format!("prober {prober}"), |n| n.value.node.name.clone()),
-            None,
-        ),
+    let ipv6 = key.ip.is_ipv6();
+    let prober = caller.id();
+    let (prober_name, region) = match caller {
+        Caller::Prober(p) => match c.probers.get(&p.0) {
+            Some(p) => (p.value.name.clone(), Some(p.value.region)),
+            None => (format!("prober {prober}"), None),
+        },
+        Caller::Node(n) => {
+            (c.nodes.get(&n.0).map_or_else(|| format!("node {n}"), |n| n.value.node.name.clone()), None)
+        }
     };
     json!({
-        "target": key,
-        "node": parsed.map(|(n, _, _)| n),
+        "target": key.to_string(),
+        "node": key.node,
         "node_name": node.map(|n| n.value.node.name.clone()),
-        "address": parsed.map(|(_, ip, _)| ip),
-        "port": parsed.map(|(_, _, p)| p),
+        "address": key.ip,
+        "port": key.port,
         "method": listener.map(|x| x.protocol.method()),
         "prober": prober,
         "prober_name": prober_name,
-        "prober_kind": if c.probers.contains_key(&prober) { "prober" } else { "node" },
+        "prober_kind": caller.kind(),
         "region": region,
         "sent": l.sent,
         "lost": l.lost,
@@ -357,16 +353,28 @@ fn result_row(c: &Config, key: &str, prober: i64, l: &Latest) -> Value {
     })
 }
 
+/// The caller behind an id of the prober list: a prober, or a node that probes.
+fn caller_of(c: &Config, id: i64) -> Option<Caller> {
+    if c.probers.contains_key(&id) {
+        Some(Caller::Prober(vantage_core::ids::ProberId(id)))
+    } else {
+        c.nodes.contains_key(&id).then_some(Caller::Node(NodeId(id)))
+    }
+}
+
 async fn prober_results(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Value>, ApiError> {
     let c = app.config();
-    if !c.probers.contains_key(&id) && !c.nodes.contains_key(&id) {
-        return Err(ApiError::NotFound(format!("Prober {id} not found")));
-    }
-    let results = lock(&app.runtime.results);
-    let mut items: Vec<Value> =
-        results.iter().filter_map(|(k, per)| per.get(&id).map(|l| result_row(&c, k, id, l))).collect();
-    items.sort_by(|a, b| a["target"].as_str().cmp(&b["target"].as_str()));
-    Ok(Json(json!({ "items": items })))
+    let caller = caller_of(&c, id).ok_or_else(|| ApiError::NotFound(format!("Prober {id} not found")))?;
+    let control = app.control();
+    let mut rows: Vec<(TargetKey, Value)> = control
+        .observations()
+        .results
+        .iter()
+        .filter_map(|(k, per)| per.get(&caller).map(|l| (*k, result_row(&c, *k, caller, l))))
+        .collect();
+    drop(control);
+    rows.sort_by_key(|(k, _)| k.to_string());
+    Ok(Json(json!({ "items": rows.into_iter().map(|(_, v)| v).collect::<Vec<_>>() })))
 }
 
 async fn node_results(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Value>, ApiError> {
@@ -374,17 +382,17 @@ async fn node_results(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Resul
     if !c.nodes.contains_key(&id) {
         return Err(ApiError::NotFound(format!("Node {id} not found")));
     }
-    let prefix = format!("n{id}/");
-    let results = lock(&app.runtime.results);
-    let mut items: Vec<Value> = results
+    let control = app.control();
+    let mut rows: Vec<((String, i64), Value)> = control
+        .observations()
+        .results
         .iter()
-        .filter(|(k, _)| k.starts_with(&prefix))
-        .flat_map(|(k, per)| per.iter().map(|(p, l)| result_row(&c, k, *p, l)))
+        .filter(|(k, _)| k.node == NodeId(id))
+        .flat_map(|(k, per)| per.iter().map(|(p, l)| ((k.to_string(), p.id()), result_row(&c, *k, *p, l))))
         .collect();
-    items.sort_by(|a, b| {
-        (a["target"].as_str(), a["prober"].as_i64()).cmp(&(b["target"].as_str(), b["prober"].as_i64()))
-    });
-    Ok(Json(json!({ "items": items })))
+    drop(control);
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Json(json!({ "items": rows.into_iter().map(|(_, v)| v).collect::<Vec<_>>() })))
 }
 
 fn line_names(c: &Config, cluster: ClusterId) -> BTreeMap<String, Value> {
@@ -417,32 +425,33 @@ async fn revisions(
             .map_err(|_| ApiError::invalid("limit", format!("must be a whole number, got {l:?}")))?,
         None => 50,
     };
-    let rows = app.store.revisions(id, limit.min(1000)).await?;
+    let rows = app.store().revisions(id, limit.min(1000)).await?;
     Ok(Json(json!({ "items": rows, "lines": line_names(&c, ClusterId(id)) })))
 }
 
 async fn dns(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Value>, ApiError> {
     let c = app.config();
     let cluster = c.clusters.get(&id).ok_or_else(|| ApiError::NotFound(format!("Cluster {id} not found")))?;
-    let published = app.published();
-    let p = published.get(&ClusterId(id));
-    let names = line_names(&c, ClusterId(id));
+    let snapshot = app.control().snapshots().get(&ClusterId(id)).cloned();
+    let p = snapshot.as_ref().and_then(|s| s.published.as_deref());
     let lines: Vec<Value> = p
         .map(|p| {
-            p.records
-                .lines
-                .iter()
-                .map(|(lid, records)| {
-                    let meta = names.get(&lid.0.to_string()).cloned().unwrap_or(Value::Null);
-                    json!({"id": lid, "name": meta["name"], "client_networks": meta["client_networks"], "records": records})
+            p.lines()
+                .map(|(lid, line, records)| {
+                    json!({"id": lid, "name": line.name, "client_networks": line.client_networks, "records": records})
                 })
                 .collect()
         })
         .unwrap_or_default();
+    // What DNS answers: the zone as of the published revision, until a first one exists.
+    let (domain, aliases, ttl) = p.map_or_else(
+        || (&cluster.value.domain, &cluster.value.aliases, cluster.value.ttl),
+        |p| (&p.zone.domain, &p.zone.aliases, p.zone.ttl),
+    );
     Ok(Json(json!({
-        "domain": cluster.value.domain,
-        "aliases": cluster.value.aliases,
-        "ttl": cluster.value.ttl,
+        "domain": domain,
+        "aliases": aliases,
+        "ttl": ttl,
         "revision": p.map(|p| p.number),
         "at": p.map(|p| p.at),
         "lines": lines,

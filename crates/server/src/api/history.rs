@@ -15,11 +15,12 @@ use vantage_core::ids::RegionId;
 use vantage_store::{DailyPoint, HistoryPoint};
 
 use super::Api;
-use crate::app::{App, now};
-use crate::channel::addresses_in_use;
+use crate::app::App;
 use crate::error::ApiError;
-use crate::registry::Config;
-use crate::runtime::{lock, target_key};
+use crate::support::now;
+use vantage_control::config::Config;
+use vantage_control::target::TargetKey;
+use vantage_core::ids::NodeId;
 
 pub(super) fn routes(api: &mut Api) {
     api.add(
@@ -220,8 +221,7 @@ async fn history(
         .get(&node.value.cluster.0)
         .map(|cl| cl.value.listeners.iter().map(|l| l.port).collect())
         .unwrap_or_default();
-    let reported = lock(&app.runtime.nodes).get(&id).map(|a| a.addresses.clone());
-    let addresses = addresses_in_use(&node.value.addresses, reported.as_ref(), app.address_policy());
+    let addresses = app.control().addresses_of(NodeId(id)).unwrap_or_default();
     let (since, until) = range.window(now());
     let fresh = Series::new(range, since);
     let mut regions: HashMap<Option<RegionId>, Series> = HashMap::new();
@@ -229,9 +229,9 @@ async fn history(
     for a in addresses.as_slice() {
         let mut series = fresh.clone();
         for port in &ports {
-            let key = target_key(id, a.ip, *port);
-            let raw = app.store.history(&key, since, until).await?;
-            let daily = app.store.history_daily(&key, since, until).await?;
+            let key = TargetKey { node: NodeId(id), ip: a.ip, port: *port }.to_string();
+            let raw = app.store().history(&key, since, until).await?;
+            let daily = app.store().history_daily(&key, since, until).await?;
             add_target(&c, &raw, &daily, &mut series, &mut regions, &fresh);
         }
         per_address.push(json!({"ip": a.ip, "level": a.level, "points": series.points()}));

@@ -174,7 +174,7 @@ async fn count_requests(State(app): State<Arc<App>>, req: Request, next: Next) -
     let method = req.method().as_str().to_owned();
     let started = Instant::now();
     let resp = next.run(req).await;
-    app.metrics.request(&route, &method, resp.status().as_u16());
+    app.metrics().request(&route, &method, resp.status().as_u16());
     tracing::debug!(%route, %method, status = resp.status().as_u16(), ms = started.elapsed().as_millis() as u64, "request");
     resp
 }
@@ -182,12 +182,12 @@ async fn count_requests(State(app): State<Arc<App>>, req: Request, next: Next) -
 async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
-        app.metrics.render(),
+        app.metrics().render(),
     )
 }
 
 async fn ready(State(app): State<Arc<App>>) -> Response {
-    match app.store.ping().await {
+    match app.store().ping().await {
         Ok(()) => (StatusCode::OK, "ready\n").into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("store unavailable: {e}\n")).into_response(),
     }

@@ -21,10 +21,10 @@ use vantage_core::rules::Rule;
 use vantage_core::settings::ProbeSettings;
 
 use super::Api;
-use crate::alerts::Webhook;
 use crate::app::{Actor, App, Change};
 use crate::error::{ApiError, parse_json};
-use crate::registry::{
+use vantage_control::alerts::Webhook;
+use vantage_control::config::{
     Config, GroupRecord, LineRecord, NodeRecord, Object, ProberRecord, RuleRecord, Stored, plural,
 };
 
@@ -492,7 +492,12 @@ impl Kind for ProberRecord {
     }
     fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> Value {
         let mut v = with_meta(id, s, s.value.doc());
-        super::agents::prober_runtime(app, c, id, s.value.enabled, &mut v);
+        super::agents::prober_runtime(
+            app,
+            c,
+            vantage_control::identity::Caller::Prober(vantage_core::ids::ProberId(id)),
+            &mut v,
+        );
         v
     }
 }

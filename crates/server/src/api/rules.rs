@@ -8,13 +8,12 @@ use axum::extract::{Path, State};
 use axum::routing::get;
 use serde_json::{Value, json};
 use utoipa::openapi::path::HttpMethod;
-use vantage_core::evaluate::preview;
 use vantage_core::ids::{ClusterId, RuleId};
 
 use super::Api;
-use crate::app::{App, now};
+use crate::app::App;
 use crate::error::ApiError;
-use crate::evaluator::ViewParts;
+use crate::support::now;
 
 pub(super) fn routes(api: &mut Api) {
     api.add(
@@ -27,13 +26,12 @@ pub(super) fn routes(api: &mut Api) {
 }
 
 async fn preview_route(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Value>, ApiError> {
-    let c = app.config();
-    let cluster = c.clusters.get(&id).ok_or_else(|| ApiError::NotFound(format!("Cluster {id} not found")))?;
-    let parts = ViewParts::gather(&app, &c, ClusterId(id))
-        .ok_or_else(|| ApiError::NotFound(format!("Cluster {id} not found")))?;
-    let state = app.rule_states(ClusterId(id));
     let at = now();
-    let items: Vec<Value> = preview(&parts.view(&c, &cluster.value, None), &state, at)
+    let rows = app
+        .control()
+        .preview(ClusterId(id), at)
+        .ok_or_else(|| ApiError::NotFound(format!("Cluster {id} not found")))?;
+    let items: Vec<Value> = rows
         .into_iter()
         .map(|row| {
             let mut v = serde_json::to_value(&row).unwrap_or_default();
@@ -44,15 +42,15 @@ async fn preview_route(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Resu
     Ok(Json(json!({ "at": at, "items": items })))
 }
 
-/// The nodes a rule acts on now (active or recovering), by name.
+/// The nodes a rule acts on now (active or recovering), by name, from its cluster's last pass.
 pub(super) fn acting_on(app: &App, cluster: ClusterId, rule: i64) -> Vec<String> {
     let c = app.config();
-    let state = app.rule_states(cluster);
-    let mut names: Vec<String> = state
-        .rules
+    let snapshot = app.control().snapshots().get(&cluster).cloned();
+    let mut names: Vec<String> = snapshot
         .iter()
-        .filter(|((r, _), s)| *r == RuleId(rule) && s.status.in_effect())
-        .filter_map(|((_, n), _)| c.nodes.get(&n.0).map(|n| n.value.node.name.clone()))
+        .flat_map(|s| s.rules.iter())
+        .filter(|r| r.rule == RuleId(rule) && r.status.in_effect())
+        .filter_map(|r| c.nodes.get(&r.node.0).map(|n| n.value.node.name.clone()))
         .collect();
     names.sort();
     names

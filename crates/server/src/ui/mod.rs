@@ -22,8 +22,9 @@ use axum::{Extension, Form, Router};
 use serde::Deserialize;
 use vantage_store::NewAudit;
 
-use crate::app::{App, now};
+use crate::app::App;
 use crate::auth::sha256_hex;
+use crate::support::now;
 use session::SessionUser;
 pub(crate) use session::Sessions;
 
@@ -246,7 +247,7 @@ async fn audit(app: &App, name: &str, action: &str, token: i64) {
         object: format!("admin_token:{token}"),
         metadata: serde_json::json!({}),
     };
-    if let Err(e) = app.store.commit(&[], &[entry], now()).await {
+    if let Err(e) = app.store().commit(&[], &[entry], now()).await {
         tracing::warn!(error = %e, action, "cannot audit a web UI session");
     }
 }

@@ -21,7 +21,7 @@ use super::format::{
 };
 use super::views::{self, Items};
 use super::{Ui, Visitor, render};
-use crate::app::now;
+use crate::support::now;
 
 type PageResult = Result<Response, PageError>;
 
@@ -145,7 +145,14 @@ fn health(n: &views::Node) -> Health {
     match n.level.as_deref() {
         None => h(Tone::Bad, "Unreachable", format!("Every address is unreachable: {}", down.join(", "))),
         Some(l) if l != "primary" => {
-            h(Tone::Warn, &format!("On {}", level(l)), format!("Unreachable: {}", down.join(", ")))
+            let mut why = Vec::new();
+            if let Some(r) = &n.held_by {
+                why.push(format!("Held by rule {}", r.name.as_deref().unwrap_or("(deleted)")));
+            }
+            if !down.is_empty() {
+                why.push(format!("Unreachable: {}", down.join(", ")));
+            }
+            h(Tone::Warn, &format!("On {}", level(l)), why.join(" · "))
         }
         Some(_) if !down.is_empty() => h(Tone::Warn, "Degraded", format!("Unreachable: {}", down.join(", "))),
         Some(_) => h(Tone::Good, "Healthy", String::new()),

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use axum::http::{HeaderMap, header};
 use rand::RngCore;
 
-use crate::registry::Config;
-use crate::runtime::lock;
+use crate::support::lock;
+use vantage_control::config::Config;
 
 /// The cookie's name.
 pub const COOKIE: &str = "vantage_session";
@@ -129,8 +129,8 @@ pub fn has_ui_header(headers: &HeaderMap) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{AdminToken, Object};
     use axum::http::HeaderValue;
+    use vantage_control::config::{AdminToken, Object};
     use vantage_core::Timestamp;
 
     fn config_with_token(id: i64, name: &str) -> Config {

@@ -128,6 +128,14 @@ pub struct Node {
     pub level: Option<String>,
     pub serving: Option<bool>,
     pub metrics: Option<NodeMetrics>,
+    #[serde(default)]
+    pub held_by: Option<HeldBy>,
+}
+
+/// The rule that holds a node on a backup level.
+#[derive(Debug, Clone, Deserialize)]
+pub struct HeldBy {
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -1,7 +1,8 @@
-//! The configuration in memory: every object, validated, with the references between them.
-//! Loaded whole from the store at start; a change is checked against the current snapshot,
-//! written to the store with its audit entries in one transaction, and only then swapped in.
-//! Readers never wait: they take the current snapshot.
+//! The configuration in memory: every object, validated, with the references between them,
+//! and the invariants that span objects (unique names, who a certificate belongs to). The
+//! server loads it whole from the store at start; a change is checked against the current
+//! snapshot, written to the store with its audit entries in one transaction, and only then
+//! handed to the control core, which owns the snapshot.
 
 use std::collections::BTreeMap;
 
@@ -12,9 +13,8 @@ use vantage_core::ids::{ClusterId, GroupId, LineId, NodeId, RegionId};
 use vantage_core::model::{Cluster, Line, Node, NodeGroup, Region};
 use vantage_core::rules::Rule;
 use vantage_core::settings::ProbeSettings;
-use vantage_store::ObjectRow;
 
-use crate::error::ApiError;
+use crate::alerts::Webhook;
 
 /// A stored object with its times.
 #[derive(Debug, Clone, PartialEq)]
@@ -154,7 +154,7 @@ pub enum Object {
     /// An enrollment token.
     EnrollToken(EnrollToken),
     /// A webhook sink for alerts.
-    Webhook(crate::alerts::Webhook),
+    Webhook(Webhook),
 }
 
 impl Object {
@@ -175,7 +175,8 @@ impl Object {
         }
     }
 
-    fn name(&self) -> String {
+    /// The name it is stored and looked up under.
+    pub fn name(&self) -> String {
         match self {
             Object::Settings(_) => "probes".into(),
             Object::Region(r) => r.code.clone(),
@@ -191,7 +192,8 @@ impl Object {
         }
     }
 
-    fn parent(&self) -> Option<i64> {
+    /// The object it belongs to (a child's cluster, a prober's region).
+    pub fn parent(&self) -> Option<i64> {
         match self {
             Object::Group(g) => Some(g.cluster.0),
             Object::Line(l) => Some(l.cluster.0),
@@ -202,7 +204,8 @@ impl Object {
         }
     }
 
-    fn body(&self) -> Result<String, serde_json::Error> {
+    /// The stored JSON body.
+    pub fn body(&self) -> Result<String, serde_json::Error> {
         match self {
             Object::Settings(v) => serde_json::to_string(v),
             Object::Region(v) => serde_json::to_string(v),
@@ -235,17 +238,23 @@ impl Object {
             other => return Err(format!("unknown kind {other:?}")),
         })
     }
+}
 
-    /// The store write that saves this object under `id`.
-    pub fn write(&self, id: i64) -> Result<vantage_store::Write, ApiError> {
-        Ok(vantage_store::Write::Put {
-            id,
-            kind: self.kind().to_owned(),
-            parent: self.parent(),
-            name: self.name(),
-            body: self.body().map_err(|e| ApiError::Internal(e.to_string()))?,
-        })
-    }
+/// One stored object as the store hands it back.
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    /// Its id.
+    pub id: i64,
+    /// Its kind ([`Object::kind`]).
+    pub kind: &'a str,
+    /// Its name, for the message when the body no longer parses.
+    pub name: &'a str,
+    /// Its JSON body.
+    pub body: &'a str,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
 }
 
 /// One snapshot of the configuration.
@@ -272,7 +281,7 @@ pub struct Config {
     /// Enrollment tokens.
     pub enroll_tokens: BTreeMap<i64, Stored<EnrollToken>>,
     /// Webhook sinks.
-    pub webhooks: BTreeMap<i64, Stored<crate::alerts::Webhook>>,
+    pub webhooks: BTreeMap<i64, Stored<Webhook>>,
     /// Id of the stored settings object, once saved.
     pub settings_id: Option<i64>,
     /// The next id to assign.
@@ -283,14 +292,16 @@ impl Config {
     /// Builds the snapshot from stored rows. A row that no longer parses stops the start with
     /// a message naming it: serving a configuration with an object silently missing would be
     /// worse.
-    pub fn load(rows: &[ObjectRow]) -> Result<Config, String> {
+    pub fn load<'a>(rows: impl IntoIterator<Item = Row<'a>>) -> Result<Config, String> {
         let mut c = Config::default();
+        let mut max = 0;
         for r in rows {
-            let o = Object::parse(&r.kind, &r.body)
+            let o = Object::parse(r.kind, r.body)
                 .map_err(|e| format!("object {} ({} {:?}): {e}", r.id, r.kind, r.name))?;
             c.put(r.id, o, r.created_at, r.updated_at);
+            max = max.max(r.id);
         }
-        c.next_id = rows.iter().map(|r| r.id).max().unwrap_or(0) + 1;
+        c.next_id = max + 1;
         Ok(c)
     }
 
@@ -360,6 +371,12 @@ impl Config {
             ("enroll_token", self.enroll_tokens.len()),
             ("webhook", self.webhooks.len()),
         ]
+    }
+
+    /// The prober named `name`. Names compare without case, like every other name, so that
+    /// `tokyo` cannot enroll beside `Tokyo`.
+    pub fn prober_named(&self, name: &str) -> Option<i64> {
+        self.probers.iter().find(|(_, p)| p.value.name.eq_ignore_ascii_case(name)).map(|(id, _)| *id)
     }
 
     /// The groups of a cluster.

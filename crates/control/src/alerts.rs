@@ -1,0 +1,172 @@
+//! The alert book: one open alert per key, fired and resolved by the control core's decisions
+//! with the time passed in, and the recently resolved ones. Delivery to webhook sinks is the
+//! server's; the sinks' configuration is here because it is a configuration object.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use vantage_core::Timestamp;
+
+/// Resolved alerts kept for the list.
+const RECENT: usize = 500;
+
+/// Firing or resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertState {
+    /// Open.
+    Firing,
+    /// Closed.
+    Resolved,
+}
+
+/// One alert.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    /// Sequence number.
+    pub id: u64,
+    /// What it is about; one open alert per key (`scheduling_action/rule:3/node:7`).
+    pub key: String,
+    /// Kind (`scheduling_action`, `address_unreachable`, `revision_held`, `prober_offline`,
+    /// `node_offline`).
+    pub kind: String,
+    /// Firing or resolved.
+    pub state: AlertState,
+    /// One line for people.
+    pub summary: String,
+    /// Details (rule, node, values…).
+    pub details: Value,
+    /// When it fired.
+    pub fired_at: Timestamp,
+    /// When it resolved.
+    pub resolved_at: Option<Timestamp>,
+}
+
+/// Open alerts by key and the recently resolved ones; saved whole as JSON.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlertBook {
+    next_id: u64,
+    open: BTreeMap<String, Alert>,
+    recent: VecDeque<Alert>,
+}
+
+impl AlertBook {
+    /// Fires `key` unless it is already open (then only its details are updated). Returns the
+    /// alert to deliver when it is new.
+    pub fn fire(
+        &mut self,
+        key: String,
+        kind: &str,
+        summary: String,
+        details: Value,
+        now: Timestamp,
+    ) -> Option<Alert> {
+        if let Some(open) = self.open.get_mut(&key) {
+            open.details = details;
+            return None;
+        }
+        self.next_id += 1;
+        let alert = Alert {
+            id: self.next_id,
+            key: key.clone(),
+            kind: kind.to_owned(),
+            state: AlertState::Firing,
+            summary,
+            details,
+            fired_at: now,
+            resolved_at: None,
+        };
+        self.open.insert(key, alert.clone());
+        Some(alert)
+    }
+
+    /// Resolves `key` if it is open; returns the resolved alert to deliver.
+    pub fn resolve(&mut self, key: &str, now: Timestamp) -> Option<Alert> {
+        let mut alert = self.open.remove(key)?;
+        alert.state = AlertState::Resolved;
+        alert.resolved_at = Some(now);
+        self.recent.push_front(alert.clone());
+        self.recent.truncate(RECENT);
+        Some(alert)
+    }
+
+    /// Open alerts (oldest first) and recently resolved ones (newest first).
+    pub fn list(&self) -> (Vec<Alert>, Vec<Alert>) {
+        let mut open: Vec<Alert> = self.open.values().cloned().collect();
+        open.sort_by_key(|a| a.id);
+        (open, self.recent.iter().cloned().collect())
+    }
+
+    /// Whether `key` is open.
+    pub fn is_open(&self, key: &str) -> bool {
+        self.open.contains_key(key)
+    }
+}
+
+/// A webhook sink.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Webhook {
+    /// Name, unique.
+    pub name: String,
+    /// Where to POST.
+    pub url: String,
+    /// Payload format.
+    #[serde(default)]
+    pub format: WebhookFormat,
+    /// Disabled sinks get nothing.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Payload of a webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookFormat {
+    /// Vantage's JSON: one alert per request.
+    #[default]
+    Json,
+    /// The Alertmanager webhook payload (version 4).
+    Alertmanager,
+}
+
+impl Webhook {
+    /// Validates a sink.
+    pub fn check(self) -> Result<Webhook, vantage_core::Error> {
+        let name = vantage_core::model::display_name("name", &self.name)?;
+        let url = vantage_core::monitor::endpoint_url("url", &self.url)?;
+        Ok(Webhook { name, url, ..self })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fire_once_resolve_once() {
+        let t = Timestamp::from_secs(1_800_000_000);
+        let mut b = AlertBook::default();
+        assert!(
+            b.fire("k".into(), "node_offline", "edge-1 offline".into(), json!({"node": "edge-1"}), t)
+                .is_some()
+        );
+        assert!(
+            b.fire("k".into(), "node_offline", "x".into(), json!({"node": "edge-1", "n": 2}), t).is_none()
+        );
+        assert_eq!(b.list().0.len(), 1);
+        assert_eq!(b.list().0[0].details["n"], 2);
+        let resolved = b.resolve("k", t.plus_secs(5)).expect("open");
+        assert_eq!(resolved.resolved_at, Some(t.plus_secs(5)));
+        assert!(b.resolve("k", t).is_none());
+        let (open, recent) = b.list();
+        assert!(open.is_empty());
+        assert_eq!(recent[0].state, AlertState::Resolved);
+    }
+}

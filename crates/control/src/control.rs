@@ -1,0 +1,875 @@
+//! The control core: every decision of `vantage serve` outside a single cluster pass, as a
+//! state machine in the manner of quinn-proto's `Connection`. Drivers feed it events with the
+//! time (`handle_*`), ask when to wake it (`poll_timeout`), and carry out what it decided
+//! (`poll_output`); it never reads a clock, touches a socket or a file, or waits.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use vantage_core::Timestamp;
+use vantage_core::address::AddressPolicy;
+use vantage_core::answer::LineSpec;
+use vantage_core::evaluate::{
+    AddressView, ClusterState, ClusterView, Event, NodeMetrics, NodeView, PreviewRow, Records, evaluate,
+    preview,
+};
+use vantage_core::ids::{ClusterId, NodeId, RuleId};
+use vantage_core::reachability::{Observation, Observations as Seen, ProberView};
+use vantage_core::rules::Rule;
+use vantage_core::wire;
+
+use crate::alerts::{Alert, AlertBook};
+use crate::config::{Config, Object};
+use crate::effects::Effects;
+use crate::identity::Caller;
+use crate::observe::{Latest, Observations, RoundSummary, agent_online, prober_status, reportable};
+use crate::snapshot::{ClusterSnapshot, Published, Snapshots, Zone};
+use crate::target::TargetKey;
+use crate::work::{addresses_in_use, targets};
+
+/// A report triggers its clusters at most this often (SPEC §5.5).
+const REPORT_SPACING_MS: i64 = 2_000;
+/// Silence alerts are checked this often.
+const SILENCE_EVERY_S: u64 = 10;
+/// Latest results not updated for this long are deleted (SPEC §8).
+const LATEST_KEPT_MS: i64 = 3_600_000;
+/// Expiry of latest results runs this often.
+const EXPIRE_EVERY_S: u64 = 60;
+/// History roll-up runs this often.
+const ROLL_UP_EVERY_S: u64 = 3_600;
+/// Daily roll-ups are kept this long past the history's retention.
+const DAILY_KEPT_DAYS: i64 = 366;
+/// An evaluator state that did not change is still saved this often.
+const STATE_SAVED_EVERY_MS: i64 = 60_000;
+/// Heartbeat fields are bounded: a hostile agent cannot grow the server's memory.
+const MAX_REPORTED: usize = 32;
+
+/// Timers of the control plane that operators set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// Every cluster is evaluated at least this often, seconds (SPEC §5.5: 10).
+    pub evaluation_interval_s: u64,
+    /// History older than this is rolled up per day and deleted.
+    pub history_retention_days: u64,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing { evaluation_interval_s: 10, history_retention_days: 14 }
+    }
+}
+
+/// A revision the store had, as loaded at start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRevision {
+    /// Cluster.
+    pub cluster: ClusterId,
+    /// Number.
+    pub number: u32,
+    /// When it was cut.
+    pub at: Timestamp,
+    /// Its records.
+    pub records: Records,
+}
+
+/// What the control core starts from: the stored configuration, observations and decisions.
+#[derive(Debug, Default)]
+pub struct Start {
+    /// The configuration.
+    pub config: Config,
+    /// Which scheduling addresses are accepted.
+    pub policy: AddressPolicy,
+    /// Timers.
+    pub timing: Timing,
+    /// Latest results: (prober or probing node id, target, result).
+    pub latest: Vec<(i64, TargetKey, Latest)>,
+    /// Each cluster's saved evaluator state.
+    pub states: Vec<(ClusterId, ClusterState)>,
+    /// Each cluster's newest revision.
+    pub revisions: Vec<StoredRevision>,
+    /// The saved alert book.
+    pub alerts: Option<AlertBook>,
+}
+
+/// A revision to store, then to push to the cluster's external DNS servers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Revision {
+    /// The records and zone it publishes.
+    pub published: Arc<Published>,
+    /// Why it was cut.
+    pub reason: String,
+    /// Lines whose previous records were kept, and why.
+    pub held: BTreeMap<vantage_core::ids::LineId, String>,
+}
+
+/// An audit entry the control core makes (actor `system`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEntry {
+    /// Action (`scheduling.activate`).
+    pub action: String,
+    /// Object (`node:7`).
+    pub object: String,
+    /// Details.
+    pub metadata: Value,
+}
+
+/// What the driver must carry out, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Store this revision; once tried, push it to the cluster's publishers.
+    Revision(Revision),
+    /// The published revisions changed (one was cut, a cluster went): rebuild the DNS answer
+    /// table from [`Control::snapshots`].
+    Answers,
+    /// An alert fired or resolved: deliver it to the webhooks.
+    Alert(Alert),
+    /// The alert book changed: save it (JSON).
+    SaveAlerts(String),
+    /// Audit entries to write.
+    Audit(Vec<AuditEntry>),
+    /// A cluster's evaluator state to save (JSON).
+    SaveState {
+        /// Cluster.
+        cluster: ClusterId,
+        /// The state as JSON.
+        json: String,
+    },
+    /// Delete the stored latest results of this prober or probing node.
+    ForgetResults(Caller),
+    /// Delete stored latest results not updated since `before`.
+    ExpireResults {
+        /// Cut-off.
+        before: Timestamp,
+    },
+    /// Roll history up per day before `before`, and delete daily roll-ups before `daily_before`.
+    RollUpHistory {
+        /// History cut-off.
+        before: Timestamp,
+        /// Daily roll-up cut-off.
+        daily_before: Timestamp,
+    },
+}
+
+/// Why a report is refused.
+pub type ReportError = vantage_core::Error;
+
+/// One cluster's evaluation bookkeeping.
+#[derive(Debug, Default)]
+struct Slot {
+    state: ClusterState,
+    revision: u32,
+    due: Timestamp,
+    last: Option<Timestamp>,
+    reason: Option<&'static str>,
+    saved_at: Option<Timestamp>,
+}
+
+/// The control core.
+#[derive(Debug)]
+pub struct Control {
+    config: Arc<Config>,
+    policy: AddressPolicy,
+    timing: Timing,
+    started: Timestamp,
+    obs: Observations,
+    slots: BTreeMap<ClusterId, Slot>,
+    snapshots: Arc<Snapshots>,
+    alerts: AlertBook,
+    alerts_dirty: bool,
+    outputs: VecDeque<Output>,
+    next_silence: Timestamp,
+    next_expiry: Timestamp,
+    next_roll_up: Timestamp,
+}
+
+impl Control {
+    /// The control core over what was stored, started at `now`. Every cluster is due at once;
+    /// the published revisions are in the snapshots before the first pass, so DNS answers from
+    /// its first query (an [`Output::Answers`] is waiting).
+    pub fn new(start: Start, now: Timestamp) -> Control {
+        let config = Arc::new(start.config);
+        let mut obs = Observations::default();
+        for (id, key, latest) in start.latest {
+            if let Some(caller) = caller_of(&config, id) {
+                obs.results.entry(key).or_default().insert(caller, latest);
+            }
+        }
+        let mut slots: BTreeMap<ClusterId, Slot> = BTreeMap::new();
+        for (id, state) in start.states {
+            slots.insert(id, Slot { state, due: now, ..Slot::default() });
+        }
+        let mut snapshots = Snapshots::new();
+        for r in start.revisions {
+            let Some(zone) = Zone::of(&config, r.cluster) else { continue };
+            let slot = slots.entry(r.cluster).or_insert_with(|| Slot { due: now, ..Slot::default() });
+            slot.revision = r.number;
+            // The published records survive a restart even when the state did not.
+            slot.state.published.get_or_insert_with(|| r.records.clone());
+            let published =
+                Published { cluster: r.cluster, number: r.number, at: r.at, records: r.records, zone };
+            snapshots.insert(
+                r.cluster,
+                Arc::new(ClusterSnapshot {
+                    published: Some(Arc::new(published)),
+                    ..ClusterSnapshot::default()
+                }),
+            );
+        }
+        let mut c = Control {
+            config,
+            policy: start.policy,
+            timing: start.timing,
+            started: now,
+            obs,
+            slots,
+            snapshots: Arc::new(snapshots),
+            alerts: start.alerts.unwrap_or_default(),
+            alerts_dirty: false,
+            outputs: VecDeque::from([Output::Answers]),
+            next_silence: now,
+            next_expiry: now,
+            next_roll_up: now,
+        };
+        c.sync_slots(now);
+        c
+    }
+
+    // ------------------------------------------------------------------ reading
+
+    /// The configuration snapshot.
+    pub fn config(&self) -> Arc<Config> {
+        self.config.clone()
+    }
+
+    /// Every cluster's snapshot after its last pass.
+    pub fn snapshots(&self) -> Arc<Snapshots> {
+        self.snapshots.clone()
+    }
+
+    /// What has been observed.
+    pub fn observations(&self) -> &Observations {
+        &self.obs
+    }
+
+    /// The alert book.
+    pub fn alerts(&self) -> &AlertBook {
+        &self.alerts
+    }
+
+    /// The status of a node from its cluster's last pass.
+    pub fn node_status(&self, node: NodeId) -> Option<&vantage_core::evaluate::NodeStatus> {
+        let cluster = self.config.nodes.get(&node.0)?.value.cluster;
+        self.snapshots.get(&cluster)?.nodes.get(&node)
+    }
+
+    /// A node's scheduling addresses in use now (configured, else reported).
+    pub fn addresses_of(&self, node: NodeId) -> Option<vantage_core::address::AddressList> {
+        let rec = &self.config.nodes.get(&node.0)?.value;
+        let reported = self.obs.nodes.get(&node).map(|n| n.addresses.as_slice());
+        Some(addresses_in_use(&rec.addresses, reported, self.policy))
+    }
+
+    /// A prober's status now (SPEC §3.5).
+    pub fn prober_status(&self, caller: Caller, now: Timestamp) -> crate::observe::ProberStatus {
+        let enabled = match caller {
+            Caller::Prober(p) => self.config.probers.get(&p.0).is_some_and(|p| p.value.enabled),
+            Caller::Node(n) => self.config.node_probes(n),
+        };
+        prober_status(
+            enabled,
+            self.obs.probers.get(&caller).and_then(|r| r.last_seen),
+            &self.config.settings,
+            now,
+        )
+    }
+
+    /// The preview (SPEC §5.4) of a cluster's rules at `now`, from its current states. Writes
+    /// nothing.
+    pub fn preview(&self, cluster: ClusterId, now: Timestamp) -> Option<Vec<PreviewRow>> {
+        let c = &self.config;
+        let spec = &c.clusters.get(&cluster.0)?.value;
+        let parts = Parts::gather(c, &self.obs, self.policy, cluster);
+        let empty = ClusterState::default();
+        let state = self.slots.get(&cluster).map_or(&empty, |s| &s.state);
+        Some(preview(&parts.view(c, spec, None), state, now))
+    }
+
+    // ------------------------------------------------------------------ events
+
+    /// A configuration change was committed to the store: it is swapped in, the results of
+    /// probers that stopped counting go, and the clusters it touches are evaluated at once.
+    pub fn handle_change(&mut self, puts: Vec<(i64, Object)>, deletes: Vec<i64>, now: Timestamp) {
+        let effects = Effects::of(&self.config, &puts, &deletes);
+        let mut next = Config::clone(&self.config);
+        for (id, o) in puts {
+            next.put(id, o, now, now);
+        }
+        for id in deletes {
+            next.remove(id);
+        }
+        self.config = Arc::new(next);
+        for caller in effects.forget {
+            self.obs.forget(caller);
+            self.obs.probers.remove(&caller);
+            self.outputs.push_back(Output::ForgetResults(caller));
+        }
+        self.sync_slots(now);
+        if effects.all {
+            self.trigger_all(now);
+        }
+        for (cluster, reason) in effects.clusters {
+            self.trigger(cluster, reason, now, true);
+        }
+    }
+
+    /// A prober or probing node was enrolled (the change itself came through
+    /// [`handle_change`](Self::handle_change)).
+    pub fn handle_enrolled(&mut self, caller: Caller, hostname: String, version: String, now: Timestamp) {
+        let r = self.obs.probers.entry(caller).or_default();
+        r.hostname = Some(hostname);
+        r.version = Some(version);
+        r.last_seen = Some(now);
+        self.trigger_all(now);
+    }
+
+    /// A prober asks for its work: its targets, the settings, and when to renew. What it is
+    /// given is what its next reports may carry.
+    pub fn handle_work(&mut self, caller: Caller, now: Timestamp) -> wire::Work {
+        let c = self.config.clone();
+        let nodes = &self.obs.nodes;
+        let (checks, targets, keys) =
+            targets(&c, caller, |n| nodes.get(&n).map(|r| r.addresses.clone()), self.policy);
+        let r = self.obs.probers.entry(caller).or_default();
+        r.last_seen = Some(now);
+        r.targets = u32::try_from(targets.len()).unwrap_or(u32::MAX);
+        r.issued = keys;
+        wire::Work {
+            id: caller.id(),
+            settings: c.settings,
+            checks,
+            targets,
+            renew_in_s: c.renew_in_s(caller, now),
+        }
+    }
+
+    /// A report arrived. It is checked whole (every target was given to this caller; 1 to 10
+    /// attempts), then every result advances its window register and becomes the latest, and
+    /// the clusters it concerns are evaluated soon. Returns the results to store.
+    pub fn handle_report(
+        &mut self,
+        caller: Caller,
+        report: &wire::Report,
+        now: Timestamp,
+    ) -> Result<Vec<(TargetKey, Latest)>, ReportError> {
+        let issued = self.obs.probers.get(&caller).map(|r| &r.issued);
+        let mut keys = Vec::with_capacity(report.results.len());
+        for (i, r) in report.results.iter().enumerate() {
+            let key = r.target.parse::<TargetKey>().ok().filter(|k| issued.is_some_and(|s| s.contains(k)));
+            let Some(key) = key else {
+                return Err(vantage_core::Error::invalid(
+                    format!("results[{i}].target"),
+                    format!("target {:?} was not given to this prober (fetch the work first)", r.target),
+                ));
+            };
+            if r.attempts.is_empty() || r.attempts.len() > 10 {
+                return Err(vantage_core::Error::invalid(
+                    format!("results[{i}].attempts"),
+                    "1 to 10 attempts",
+                ));
+            }
+            keys.push(key);
+        }
+        let mut rows = Vec::with_capacity(keys.len());
+        let mut clusters = BTreeSet::new();
+        for (key, r) in keys.into_iter().zip(&report.results) {
+            let per = self.obs.results.entry(key).or_default();
+            let latest = Latest::after(r, now, per.get(&caller), self.config.initial_of(key));
+            per.insert(caller, latest.clone());
+            rows.push((key, latest));
+            if let Some(n) = self.config.nodes.get(&key.node.0) {
+                clusters.insert(n.value.cluster);
+            }
+        }
+        let p = self.obs.probers.entry(caller).or_default();
+        p.last_seen = Some(now);
+        p.version = Some(report.version.chars().take(64).collect());
+        p.last_round = Some(RoundSummary::of(p.last_round, report.started_at, &report.results));
+        for cl in clusters {
+            self.trigger(cl, None, now, false);
+        }
+        Ok(rows)
+    }
+
+    /// A node agent's heartbeat from `from`. A change of the reported addresses of a node
+    /// without configured ones, or an agent coming back, is evaluated at once with that reason.
+    pub fn handle_heartbeat(
+        &mut self,
+        node: NodeId,
+        hb: wire::Heartbeat,
+        from: IpAddr,
+        now: Timestamp,
+    ) -> wire::HeartbeatReply {
+        let policy = self.policy;
+        let addresses: Vec<IpAddr> =
+            hb.addresses.iter().copied().filter(|ip| reportable(*ip, policy)).take(MAX_REPORTED).collect();
+        let metrics = hb.metrics.map(|m| NodeMetrics {
+            at: now,
+            cpu_pct: m.cpu_pct,
+            load1: m.load1,
+            load5: m.load5,
+            load15: m.load15,
+            memory_used_bytes: m.memory_used_bytes,
+            memory_total_bytes: m.memory_total_bytes,
+            egress_mbps: m.egress_mbps,
+            connections: m.connections,
+        });
+        let n = self.obs.nodes.entry(node).or_default();
+        let was_online = agent_online(n.last_heartbeat, now);
+        let addresses_changed = n.addresses != addresses;
+        n.last_heartbeat = Some(now);
+        n.version = Some(hb.version.chars().take(64).collect());
+        n.hostname = Some(hb.hostname.chars().take(253).collect());
+        n.metrics = metrics;
+        n.addresses = addresses;
+        n.capabilities =
+            hb.capabilities.into_iter().take(MAX_REPORTED).map(|c| c.chars().take(64).collect()).collect();
+        n.links = hb.links.into_iter().take(MAX_REPORTED).collect();
+        n.connects_from = Some(from);
+        let c = self.config.clone();
+        if let Some(rec) = c.nodes.get(&node.0) {
+            let reason = if addresses_changed && rec.value.addresses.is_empty() {
+                Some("Reported addresses changed")
+            } else if !was_online {
+                Some("Node agent connected")
+            } else {
+                None
+            };
+            self.trigger(rec.value.cluster, reason, now, reason.is_some());
+        }
+        wire::HeartbeatReply {
+            also_probes: c.node_probes(node),
+            renew_in_s: c.renew_in_s(Caller::Node(node), now),
+        }
+    }
+
+    /// Time passed: every cluster that is due is evaluated, silence alerts are checked, old
+    /// results expire and history is rolled up, each on its own period.
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        let due: Vec<ClusterId> =
+            self.slots.iter().filter(|(_, s)| s.due <= now).map(|(id, _)| *id).collect();
+        for id in due {
+            self.pass(id, now);
+        }
+        if now >= self.next_silence {
+            self.silence(now);
+            self.next_silence = now.plus_secs(SILENCE_EVERY_S);
+        }
+        if now >= self.next_expiry {
+            let before = now.plus_millis(-LATEST_KEPT_MS);
+            self.obs.expire(before);
+            self.outputs.push_back(Output::ExpireResults { before });
+            self.next_expiry = now.plus_secs(EXPIRE_EVERY_S);
+        }
+        if now >= self.next_roll_up {
+            let days = i64::try_from(self.timing.history_retention_days).unwrap_or(14);
+            let before = now.plus_millis(-days * 86_400_000);
+            let daily_before = before.plus_millis(-DAILY_KEPT_DAYS * 86_400_000);
+            self.outputs.push_back(Output::RollUpHistory { before, daily_before });
+            self.next_roll_up = now.plus_secs(ROLL_UP_EVERY_S);
+        }
+        self.flush_alerts();
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next has something to do.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        let clusters = self.slots.values().map(|s| s.due);
+        clusters.chain([self.next_silence, self.next_expiry, self.next_roll_up]).min()
+    }
+
+    /// The next thing to carry out.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.flush_alerts();
+        self.outputs.pop_front()
+    }
+
+    // ------------------------------------------------------------------ inside
+
+    /// Slots follow the clusters of the configuration; a cluster that went leaves DNS.
+    fn sync_slots(&mut self, now: Timestamp) {
+        let c = &self.config;
+        let gone: Vec<ClusterId> =
+            self.slots.keys().filter(|id| !c.clusters.contains_key(&id.0)).copied().collect();
+        for id in &gone {
+            self.slots.remove(id);
+        }
+        for id in c.clusters.keys() {
+            self.slots.entry(ClusterId(*id)).or_insert_with(|| Slot { due: now, ..Slot::default() });
+        }
+        if self.snapshots.keys().any(|id| !c.clusters.contains_key(&id.0)) {
+            let mut s = Snapshots::clone(&self.snapshots);
+            s.retain(|id, _| c.clusters.contains_key(&id.0));
+            self.snapshots = Arc::new(s);
+            self.outputs.push_back(Output::Answers);
+        }
+    }
+
+    /// Asks for a pass of `cluster`: at once, or for a report no sooner than 2 s after its
+    /// last pass. The first reason given before the pass is the one its revision carries.
+    fn trigger(&mut self, cluster: ClusterId, reason: Option<&'static str>, now: Timestamp, immediate: bool) {
+        let Some(s) = self.slots.get_mut(&cluster) else { return };
+        let at =
+            if immediate { now } else { s.last.map_or(now, |l| l.plus_millis(REPORT_SPACING_MS).max(now)) };
+        s.due = s.due.min(at);
+        if s.reason.is_none() {
+            s.reason = reason;
+        }
+    }
+
+    fn trigger_all(&mut self, now: Timestamp) {
+        let ids: Vec<ClusterId> = self.slots.keys().copied().collect();
+        for id in ids {
+            self.trigger(id, None, now, true);
+        }
+    }
+
+    /// One pass of one cluster.
+    fn pass(&mut self, id: ClusterId, now: Timestamp) {
+        let c = self.config.clone();
+        let interval = self.timing.evaluation_interval_s.max(1);
+        let Some(cluster) = c.clusters.get(&id.0).map(|s| &s.value) else { return };
+        let Some(zone) = Zone::of(&c, id) else { return };
+        let parts = Parts::gather(&c, &self.obs, self.policy, id);
+        let Some(slot) = self.slots.get_mut(&id) else { return };
+        let reason = slot.reason.take();
+        let out = evaluate(&parts.view(&c, cluster, reason), &mut slot.state, now);
+        slot.last = Some(now);
+        slot.due = now.plus_secs(interval);
+        if let Some(d) = out.next_deadline {
+            slot.due = slot.due.min(d.max(now));
+        }
+        let base = slot.revision;
+        let mut published = self.snapshots.get(&id).and_then(|s| s.published.clone());
+        for draft in &out.revisions {
+            slot.revision += 1;
+            let p = Arc::new(Published {
+                cluster: id,
+                number: slot.revision,
+                at: now,
+                records: draft.records.clone(),
+                zone: zone.clone(),
+            });
+            self.outputs.push_back(Output::Revision(Revision {
+                published: p.clone(),
+                reason: draft.reason.clone(),
+                held: draft.held.clone(),
+            }));
+            published = Some(p);
+        }
+        let changed = !out.revisions.is_empty() || !out.events.is_empty();
+        if changed || slot.saved_at.is_none_or(|t| now.millis_since(t) > STATE_SAVED_EVERY_MS) {
+            if let Ok(json) = serde_json::to_string(&slot.state) {
+                self.outputs.push_back(Output::SaveState { cluster: id, json });
+            }
+            slot.saved_at = Some(now);
+        }
+        let snapshot = ClusterSnapshot {
+            evaluated_at: Some(now),
+            published,
+            nodes: out.nodes.into_iter().map(|s| (s.node, s)).collect(),
+            rules: out.rules,
+        };
+        let mut all = Snapshots::clone(&self.snapshots);
+        all.insert(id, Arc::new(snapshot));
+        self.snapshots = Arc::new(all);
+        if !out.revisions.is_empty() {
+            self.outputs.push_back(Output::Answers);
+        }
+        let audit: Vec<AuditEntry> = out
+            .events
+            .iter()
+            .filter_map(|e| self.alert_of(&c, id, cluster, &zone, base, &parts.rules, e, now))
+            .collect();
+        if !audit.is_empty() {
+            self.outputs.push_back(Output::Audit(audit));
+        }
+    }
+
+    fn fire(&mut self, key: String, kind: &str, summary: String, details: Value, now: Timestamp) {
+        if let Some(a) = self.alerts.fire(key, kind, summary, details, now) {
+            self.outputs.push_back(Output::Alert(a));
+        }
+        self.alerts_dirty = true;
+    }
+
+    fn resolve(&mut self, key: &str, now: Timestamp) {
+        if let Some(a) = self.alerts.resolve(key, now) {
+            self.outputs.push_back(Output::Alert(a));
+            self.alerts_dirty = true;
+        }
+    }
+
+    fn flush_alerts(&mut self) {
+        if std::mem::take(&mut self.alerts_dirty)
+            && let Ok(json) = serde_json::to_string(&self.alerts)
+        {
+            self.outputs.push_back(Output::SaveAlerts(json));
+        }
+    }
+
+    /// Fires or resolves the alert of a pass's event; returns the audit entry of a rule
+    /// activation or recovery.
+    #[allow(clippy::too_many_arguments)]
+    fn alert_of(
+        &mut self,
+        c: &Config,
+        cluster_id: ClusterId,
+        cluster: &vantage_core::model::Cluster,
+        zone: &Zone,
+        base: u32,
+        rules: &[(RuleId, Rule)],
+        e: &Event,
+        now: Timestamp,
+    ) -> Option<AuditEntry> {
+        let node_name =
+            |n: NodeId| c.nodes.get(&n.0).map_or_else(|| format!("node {n}"), |r| r.value.node.name.clone());
+        let key = |rule: RuleId, node: NodeId| format!("scheduling_action/rule:{rule}/node:{node}");
+        match e {
+            Event::RuleActivated(ev) | Event::RuleRecovered(ev) => {
+                let activated = matches!(e, Event::RuleActivated(_));
+                let conditions: Vec<Value> = rules
+                    .iter()
+                    .find(|(r, _)| *r == ev.rule)
+                    .map(|(_, r)| {
+                        r.conditions
+                            .iter()
+                            .zip(&ev.values)
+                            .map(|(cond, v)| json!({"metric": cond.metric, "value": v, "comparison": cond.comparison, "threshold": cond.threshold}))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let details = json!({
+                    "cluster": cluster.name,
+                    "rule": ev.rule_name,
+                    "node": ev.node_name,
+                    "action": ev.action,
+                    "line": ev.line.map(|l| zone.line_name(l)),
+                    "values": conditions,
+                    "revision": base + u32::try_from(ev.revision).unwrap_or(0) + 1,
+                    "no_effect": ev.no_effect,
+                });
+                if activated {
+                    let summary = format!("{} · {}", ev.rule_name, ev.node_name);
+                    self.fire(key(ev.rule, ev.node), "scheduling_action", summary, details.clone(), now);
+                } else {
+                    self.resolve(&key(ev.rule, ev.node), now);
+                }
+                Some(AuditEntry {
+                    action: if activated { "scheduling.activate" } else { "scheduling.recover" }.into(),
+                    object: format!("node:{}", ev.node),
+                    metadata: details,
+                })
+            }
+            Event::RuleEnded { rule, nodes, .. } => {
+                for n in nodes {
+                    self.resolve(&key(*rule, *n), now);
+                }
+                None
+            }
+            Event::AddressUnreachable { node, ip } => {
+                let summary = format!("{ip} of {} is unreachable", node_name(*node));
+                let details =
+                    json!({"cluster": cluster.name, "node": node_name(*node), "address": ip.to_string()});
+                self.fire(
+                    format!("address_unreachable/node:{node}/{ip}"),
+                    "address_unreachable",
+                    summary,
+                    details,
+                    now,
+                );
+                None
+            }
+            Event::AddressReachable { node, ip } => {
+                self.resolve(&format!("address_unreachable/node:{node}/{ip}"), now);
+                None
+            }
+            Event::Held { line, reason } => {
+                let line_name = zone.line_name(*line);
+                let summary = format!("records of {} line {line_name} held: {reason}", cluster.name);
+                let details = json!({"cluster": cluster.name, "line": line_name, "reason": reason});
+                self.fire(
+                    format!("revision_held/cluster:{cluster_id}/line:{line}"),
+                    "revision_held",
+                    summary,
+                    details,
+                    now,
+                );
+                None
+            }
+            Event::HoldReleased { line } => {
+                self.resolve(&format!("revision_held/cluster:{cluster_id}/line:{line}"), now);
+                None
+            }
+        }
+    }
+
+    /// Alerts about silence: an enabled prober that has not asked or reported within its
+    /// online window, an enrolled node agent without a heartbeat within 3 × 15 s. Nothing fires
+    /// during the first window after the start, when no one has had a chance to call yet.
+    fn silence(&mut self, now: Timestamp) {
+        let c = self.config.clone();
+        let window = c.settings.prober_online_s();
+        if !now.at_least_secs_after(self.started, window) {
+            return;
+        }
+        for (id, p) in &c.probers {
+            let key = format!("prober_offline/prober:{id}");
+            let caller = Caller::Prober(vantage_core::ids::ProberId(*id));
+            let seen = self.obs.probers.get(&caller).and_then(|r| r.last_seen);
+            if prober_status(p.value.enabled, seen, &c.settings, now) == crate::observe::ProberStatus::Offline
+            {
+                let summary = format!("prober {} is offline", p.value.name);
+                self.fire(
+                    key,
+                    "prober_offline",
+                    summary,
+                    json!({"prober": p.value.name, "last_seen": seen}),
+                    now,
+                );
+            } else {
+                self.resolve(&key, now);
+            }
+        }
+        for (id, n) in &c.nodes {
+            let key = format!("node_offline/node:{id}");
+            let seen = self.obs.nodes.get(&NodeId(*id)).and_then(|r| r.last_heartbeat);
+            if n.value.cert_sha256.is_some() && n.value.node.enabled && !agent_online(seen, now) {
+                let summary = format!("node {} is offline (no heartbeat)", n.value.node.name);
+                self.fire(
+                    key,
+                    "node_offline",
+                    summary,
+                    json!({"node": n.value.node.name, "last_heartbeat": seen}),
+                    now,
+                );
+            } else {
+                self.resolve(&key, now);
+            }
+        }
+    }
+}
+
+/// Whose results an id stands for: a prober's, or a probing node's.
+fn caller_of(c: &Config, id: i64) -> Option<Caller> {
+    if c.probers.contains_key(&id) {
+        Some(Caller::Prober(vantage_core::ids::ProberId(id)))
+    } else if c.nodes.contains_key(&id) {
+        Some(Caller::Node(NodeId(id)))
+    } else {
+        None
+    }
+}
+
+/// What a cluster's view is built from: its lines, rules, nodes with their latest results,
+/// and the prober table the results index (every prober, then every node that probes).
+struct Parts {
+    lines: Vec<LineSpec>,
+    rules: Vec<(RuleId, Rule)>,
+    nodes: Vec<NodeView>,
+    probers: Vec<ProberView>,
+}
+
+impl Parts {
+    fn gather(c: &Config, obs: &Observations, policy: AddressPolicy, id: ClusterId) -> Parts {
+        let mut probers = Vec::new();
+        let mut index: HashMap<Caller, u32> = HashMap::new();
+        let mut add = |caller: Caller, view: ProberView| {
+            index.insert(caller, u32::try_from(probers.len()).unwrap_or(u32::MAX));
+            probers.push(view);
+        };
+        for (pid, p) in &c.probers {
+            add(
+                Caller::Prober(vantage_core::ids::ProberId(*pid)),
+                ProberView { region: p.value.region, active: p.value.enabled },
+            );
+        }
+        for (nid, n) in &c.nodes {
+            let Some(region) = c.groups.get(&n.value.node.group.0).and_then(|g| g.value.group.region) else {
+                continue;
+            };
+            add(Caller::Node(NodeId(*nid)), ProberView { region, active: c.node_probes(NodeId(*nid)) });
+        }
+        let lines = c
+            .lines_of(id)
+            .map(|(lid, l)| LineSpec {
+                id: lid,
+                group: Some(l.value.line.group),
+                backup_groups: l.value.line.backup_groups.clone(),
+                min_healthy: l.value.line.min_healthy,
+            })
+            .collect();
+        let rules = c.rules_of(id).map(|(rid, r)| (rid, r.value.rule.clone())).collect();
+        let listeners = c.clusters.get(&id.0).map(|cl| cl.value.listeners.clone()).unwrap_or_default();
+        let nodes = c
+            .nodes_of(id)
+            .map(|(nid, n)| {
+                let agent = obs.nodes.get(&nid);
+                let addresses =
+                    addresses_in_use(&n.value.addresses, agent.map(|a| a.addresses.as_slice()), policy)
+                        .as_slice()
+                        .iter()
+                        .map(|a| {
+                            let mut seen = Vec::new();
+                            for l in &listeners {
+                                let Some(per) =
+                                    obs.results.get(&TargetKey { node: nid, ip: a.ip, port: l.port })
+                                else {
+                                    continue;
+                                };
+                                for (caller, latest) in per {
+                                    let Some(&p) = index.get(caller) else { continue };
+                                    seen.push(Observation {
+                                        prober: p,
+                                        sent: latest.sent,
+                                        lost: latest.lost,
+                                        rtt_ms: latest.rtt_us.map(|us| us as f32 / 1000.0),
+                                        reported_at: latest.at,
+                                    });
+                                }
+                            }
+                            AddressView { address: *a, observations: Seen::new(seen) }
+                        })
+                        .collect();
+                NodeView {
+                    id: nid,
+                    name: n.value.node.name.clone(),
+                    group: n.value.node.group,
+                    enabled: n.value.node.enabled,
+                    last_heartbeat: agent.and_then(|a| a.last_heartbeat),
+                    links: agent.map(|a| a.links.clone()).unwrap_or_default(),
+                    metrics: agent.and_then(|a| a.metrics),
+                    addresses,
+                }
+            })
+            .collect();
+        Parts { lines, rules, nodes, probers }
+    }
+
+    fn view<'a>(
+        &'a self,
+        c: &'a Config,
+        cluster: &'a vantage_core::model::Cluster,
+        reason: Option<&'a str>,
+    ) -> ClusterView<'a> {
+        ClusterView {
+            settings: &c.settings,
+            cluster,
+            lines: &self.lines,
+            nodes: &self.nodes,
+            probers: &self.probers,
+            rules: &self.rules,
+            reason,
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! The control core of `vantage serve`: the configuration snapshot, what probers and agents
+//! observed, every cluster's decision state, the alert book, and the snapshots DNS and the API
+//! read — one state machine ([`Control`]) driven by events with the time passed in. It holds
+//! no socket, no file, no task and no clock, so every decision of the control plane is tested
+//! step by step on a virtual clock; `vantage-server` is its driver.
+
+pub mod alerts;
+pub mod config;
+mod control;
+pub mod effects;
+pub mod identity;
+pub mod observe;
+pub mod snapshot;
+pub mod target;
+pub mod work;
+
+pub use control::{AuditEntry, Control, Output, ReportError, Revision, Start, StoredRevision, Timing};

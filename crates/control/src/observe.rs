@@ -1,0 +1,232 @@
+//! What the control plane has observed besides its configuration: the latest result of every
+//! (prober, target) with its window register, what each prober and node agent last said, and
+//! the targets each prober was given. Online status is decided here, in one place.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+use vantage_core::Timestamp;
+use vantage_core::address::{AddressPolicy, is_unicast};
+use vantage_core::evaluate::{AGENT_ONLINE_S, LinkState, NodeMetrics};
+use vantage_core::result::{ErrorCode, HlsDetail, ProbeResult};
+use vantage_core::settings::ProbeSettings;
+use vantage_core::window::WindowRegister;
+
+use crate::identity::Caller;
+use crate::target::TargetKey;
+
+/// The latest result of one (prober, target).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Latest {
+    /// When reported.
+    pub at: Timestamp,
+    /// Attempts sent.
+    pub sent: u32,
+    /// Attempts lost.
+    pub lost: u32,
+    /// Median RTT of good attempts, µs.
+    pub rtt_us: Option<u32>,
+    /// Last error code.
+    pub error: Option<ErrorCode>,
+    /// The window register, advanced by every attempt since the target was first seen.
+    pub register: WindowRegister,
+    /// HLS tuple.
+    pub hls: Option<HlsDetail>,
+}
+
+impl Latest {
+    /// The latest after `r`, reported at `at`: the register continues from `prev`, or starts
+    /// with the check's `initial` good attempts assumed when the target is new (SPEC §3.4).
+    pub fn after(r: &ProbeResult, at: Timestamp, prev: Option<&Latest>, initial: u8) -> Latest {
+        let mut register = prev.map_or_else(|| WindowRegister::new(initial), |l| l.register);
+        for a in &r.attempts {
+            register.push(a);
+        }
+        Latest {
+            at,
+            sent: r.sent(),
+            lost: r.lost(),
+            rtt_us: r.median_rtt_ms().map(|ms| (ms * 1000.0).round() as u32),
+            error: r.last_error(),
+            register,
+            hls: r.hls,
+        }
+    }
+}
+
+/// A prober's last round, as the prober list shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct RoundSummary {
+    /// When the round started.
+    pub started_at: Timestamp,
+    /// Loss over every target, %.
+    pub loss_pct: f64,
+    /// Mean RTT of the answering targets, ms.
+    pub mean_rtt_ms: Option<f64>,
+    /// Targets that lost every attempt.
+    pub unreachable: u32,
+    /// Targets in the round.
+    pub targets: u32,
+}
+
+impl RoundSummary {
+    /// The summary of `results`; reports of one round (same start as `prev`) add up,
+    /// weighted by targets.
+    pub fn of(prev: Option<RoundSummary>, started_at: Timestamp, results: &[ProbeResult]) -> RoundSummary {
+        let (mut sent, mut lost, mut rtt_sum, mut rtt_n, mut unreachable) = (0u64, 0u64, 0.0, 0u32, 0u32);
+        for r in results {
+            sent += u64::from(r.sent());
+            lost += u64::from(r.lost());
+            if let Some(ms) = r.median_rtt_ms() {
+                rtt_sum += ms;
+                rtt_n += 1;
+            }
+            unreachable += u32::from(r.sent() > 0 && r.lost() == r.sent());
+        }
+        let targets = u32::try_from(results.len()).unwrap_or(u32::MAX);
+        let this_loss = (sent > 0).then(|| lost as f64 * 100.0 / sent as f64);
+        let this_rtt = (rtt_n > 0).then(|| rtt_sum / f64::from(rtt_n));
+        let Some(p) = prev.filter(|p| p.started_at == started_at) else {
+            return RoundSummary {
+                started_at,
+                loss_pct: this_loss.unwrap_or(0.0),
+                mean_rtt_ms: this_rtt,
+                unreachable,
+                targets,
+            };
+        };
+        let all_targets = p.targets + targets;
+        let loss = this_loss.map_or(p.loss_pct, |l| {
+            (p.loss_pct * f64::from(p.targets) + l * f64::from(targets)) / f64::from(all_targets.max(1))
+        });
+        let rtt =
+            this_rtt.map_or(p.mean_rtt_ms, |this| Some(p.mean_rtt_ms.map_or(this, |a| (a + this) / 2.0)));
+        RoundSummary {
+            started_at,
+            loss_pct: loss,
+            mean_rtt_ms: rtt,
+            unreachable: p.unreachable + unreachable,
+            targets: all_targets,
+        }
+    }
+}
+
+/// What a prober (or a node that probes) last said.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ProberRuntime {
+    /// Last request of any kind.
+    pub last_seen: Option<Timestamp>,
+    /// Agent version.
+    pub version: Option<String>,
+    /// Host name given at enrollment.
+    pub hostname: Option<String>,
+    /// The last round.
+    pub last_round: Option<RoundSummary>,
+    /// Targets in its last work.
+    pub targets: u32,
+    /// Target keys of its last work: reports may only carry these.
+    pub issued: BTreeSet<TargetKey>,
+}
+
+/// What a node agent last said.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NodeRuntime {
+    /// Last heartbeat.
+    pub last_heartbeat: Option<Timestamp>,
+    /// Agent version.
+    pub version: Option<String>,
+    /// Host name.
+    pub hostname: Option<String>,
+    /// Metrics of the last heartbeat.
+    pub metrics: Option<NodeMetrics>,
+    /// Addresses it reported (already filtered to the reportable ones).
+    pub addresses: Vec<IpAddr>,
+    /// Capabilities.
+    pub capabilities: Vec<String>,
+    /// Links.
+    pub links: Vec<LinkState>,
+    /// Where its last heartbeat came from.
+    pub connects_from: Option<IpAddr>,
+}
+
+/// A prober's status in the prober list (SPEC §3.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProberStatus {
+    /// Asked for targets or reported within its online window.
+    Online,
+    /// Silent for longer.
+    Offline,
+    /// Disabled by the operator.
+    Disabled,
+}
+
+/// The one definition of a prober being online: it asked or reported within 3 intervals (at
+/// least 30 s).
+pub fn prober_status(
+    enabled: bool,
+    last_seen: Option<Timestamp>,
+    s: &ProbeSettings,
+    now: Timestamp,
+) -> ProberStatus {
+    if !enabled {
+        ProberStatus::Disabled
+    } else if last_seen.is_some_and(|t| t.within_secs_of(now, s.prober_online_s())) {
+        ProberStatus::Online
+    } else {
+        ProberStatus::Offline
+    }
+}
+
+/// The one definition of a node agent being connected: a heartbeat within 3 × 15 s.
+pub fn agent_online(last_heartbeat: Option<Timestamp>, now: Timestamp) -> bool {
+    last_heartbeat.is_some_and(|t| t.within_secs_of(now, AGENT_ONLINE_S))
+}
+
+/// Addresses a heartbeat may report: unicast, and public unless the server runs in lab mode.
+pub fn reportable(ip: IpAddr, policy: AddressPolicy) -> bool {
+    if !is_unicast(ip, policy) {
+        return false;
+    }
+    if policy.allow_loopback {
+        return true;
+    }
+    match ip {
+        IpAddr::V4(v4) => !(v4.is_private() || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64)),
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) != 0xfc00,
+    }
+}
+
+/// Every observation, in memory.
+#[derive(Debug, Default)]
+pub struct Observations {
+    /// Latest results by target, then by the caller that probed it.
+    pub results: HashMap<TargetKey, HashMap<Caller, Latest>>,
+    /// Probers and probing nodes.
+    pub probers: HashMap<Caller, ProberRuntime>,
+    /// Node agents.
+    pub nodes: HashMap<vantage_core::ids::NodeId, NodeRuntime>,
+}
+
+impl Observations {
+    /// Drops every result of `caller`.
+    pub fn forget(&mut self, caller: Caller) {
+        for per in self.results.values_mut() {
+            per.remove(&caller);
+        }
+        self.results.retain(|_, per| !per.is_empty());
+    }
+
+    /// Drops results not updated since `before`; returns how many.
+    pub fn expire(&mut self, before: Timestamp) -> usize {
+        let mut n = 0;
+        for per in self.results.values_mut() {
+            let len = per.len();
+            per.retain(|_, l| l.at >= before);
+            n += len - per.len();
+        }
+        self.results.retain(|_, per| !per.is_empty());
+        n
+    }
+}

@@ -1,0 +1,209 @@
+//! A control core with a small configuration, fed events on a virtual clock.
+
+use std::net::IpAddr;
+
+use vantage_control::config::{GroupRecord, NodeRecord, Object, ProberRecord, RuleRecord};
+use vantage_control::identity::Caller;
+use vantage_control::{Control, Output, Start, Timing};
+use vantage_core::Timestamp;
+use vantage_core::address::{AddressInput, AddressList, AddressPolicy, Level};
+use vantage_core::ids::{ClusterId, GroupId, NodeId, ProberId, RegionId};
+use vantage_core::model::{Cluster, Node, NodeGroup, Region};
+use vantage_core::result::{Attempt, ErrorCode, ProbeResult, Stages};
+use vantage_core::wire;
+
+pub const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+pub fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// A control core and its clock.
+pub struct Lab {
+    pub control: Control,
+    pub now: Timestamp,
+    next_id: i64,
+    /// Everything the core asked for since the last [`Lab::take`].
+    pub outputs: Vec<Output>,
+}
+
+impl Lab {
+    /// An empty configuration, started at `T0`.
+    pub fn new() -> Lab {
+        Lab::with_start(Start::default())
+    }
+
+    pub fn with_start(start: Start) -> Lab {
+        let start = Start { policy: AddressPolicy::default(), timing: Timing::default(), ..start };
+        let control = Control::new(start, T0);
+        Lab { control, now: T0, next_id: 1000, outputs: Vec::new() }
+    }
+
+    /// Saves a new object (as a committed change) and returns its id.
+    pub fn put(&mut self, o: Object) -> i64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.replace(id, o);
+        id
+    }
+
+    /// Replaces object `id`.
+    pub fn replace(&mut self, id: i64, o: Object) {
+        self.control.handle_change(vec![(id, o)], Vec::new(), self.now);
+        self.collect();
+    }
+
+    pub fn delete(&mut self, id: i64) {
+        self.control.handle_change(Vec::new(), vec![id], self.now);
+        self.collect();
+    }
+
+    pub fn region(&mut self, code: &str) -> RegionId {
+        let r: Region = serde_json::from_value(serde_json::json!({"code": code, "name": code})).unwrap();
+        RegionId(self.put(Object::Region(r)))
+    }
+
+    pub fn prober(&mut self, name: &str, region: RegionId) -> Caller {
+        let rec = ProberRecord {
+            name: name.into(),
+            region,
+            enabled: true,
+            cert_sha256: Some(format!("fp-{name}")),
+            cert_issued_at: Some(self.now),
+        };
+        Caller::Prober(ProberId(self.put(Object::Prober(rec))))
+    }
+
+    pub fn cluster(&mut self, json: &str) -> ClusterId {
+        let c: Cluster = serde_json::from_str(json).unwrap();
+        ClusterId(self.put(Object::Cluster(c)))
+    }
+
+    pub fn group(&mut self, cluster: ClusterId, name: &str, region: Option<RegionId>) -> GroupId {
+        let group: NodeGroup =
+            serde_json::from_value(serde_json::json!({"name": name, "region": region})).unwrap();
+        GroupId(self.put(Object::Group(GroupRecord { cluster, group })))
+    }
+
+    pub fn node(
+        &mut self,
+        cluster: ClusterId,
+        group: GroupId,
+        name: &str,
+        addresses: &[(&str, Level)],
+    ) -> NodeId {
+        let rows: Vec<AddressInput> =
+            addresses.iter().map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level }).collect();
+        let rec = NodeRecord {
+            cluster,
+            node: serde_json::from_value::<Node>(serde_json::json!({"group": group, "name": name})).unwrap(),
+            addresses: AddressList::parse(&rows, AddressPolicy::default()).unwrap(),
+            cert_sha256: None,
+            cert_issued_at: None,
+        };
+        NodeId(self.put(Object::Node(rec)))
+    }
+
+    pub fn rule(&mut self, cluster: ClusterId, json: &str) -> i64 {
+        self.put(Object::Rule(RuleRecord { cluster, rule: serde_json::from_str(json).unwrap() }))
+    }
+
+    /// The smallest fleet: region `eu`, prober `fra`, the cluster [`CLUSTER`] with group
+    /// `fra-1` in that region, and node `edge-1` on 203.0.113.10.
+    pub fn one_node(&mut self) -> (Caller, ClusterId, GroupId, NodeId) {
+        let r = self.region("eu");
+        let p = self.prober("fra", r);
+        let c = self.cluster(CLUSTER);
+        let g = self.group(c, "fra-1", Some(r));
+        let n = self.node(c, g, "edge-1", &[("203.0.113.10", Level::Primary)]);
+        (p, c, g, n)
+    }
+
+    fn collect(&mut self) {
+        while let Some(o) = self.control.poll_output() {
+            self.outputs.push(o);
+        }
+    }
+
+    /// Takes the outputs collected so far.
+    pub fn take(&mut self) -> Vec<Output> {
+        self.collect();
+        std::mem::take(&mut self.outputs)
+    }
+
+    /// Runs every timer that is due now.
+    pub fn tick(&mut self) {
+        self.control.handle_timeout(self.now);
+        self.collect();
+    }
+
+    /// Moves the clock forward by `ms`, waking the core at each timer on the way, as the driver
+    /// does.
+    pub fn advance_ms(&mut self, ms: i64) {
+        let until = self.now.plus_millis(ms);
+        while let Some(t) = self.control.poll_timeout().filter(|t| *t <= until) {
+            self.now = t.max(self.now);
+            self.tick();
+        }
+        self.now = until;
+        self.tick();
+    }
+
+    pub fn advance(&mut self, s: i64) {
+        self.advance_ms(s * 1000);
+    }
+
+    /// `caller` fetches its work and reports every target: good on the addresses not in
+    /// `failing`, refused on those in it.
+    pub fn round(&mut self, caller: Caller, failing: &[&str]) -> wire::Work {
+        let work = self.control.handle_work(caller, self.now);
+        let failing: Vec<IpAddr> = failing.iter().map(|s| ip(s)).collect();
+        let results = work
+            .targets
+            .iter()
+            .map(|t| ProbeResult {
+                target: t.key.clone(),
+                attempts: (0..3).map(|_| attempt(!failing.contains(&t.ip))).collect(),
+                hls: None,
+            })
+            .collect();
+        let report =
+            wire::Report { started_at: self.now, finished_at: self.now, version: "test".into(), results };
+        self.control.handle_report(caller, &report, self.now).unwrap();
+        self.collect();
+        work
+    }
+}
+
+pub fn attempt(good: bool) -> Attempt {
+    if good {
+        Attempt { stages: Stages::ALL, rtt_us: 12_000, error: None }
+    } else {
+        Attempt { stages: Stages::empty(), rtt_us: 0, error: Some(ErrorCode::Refused) }
+    }
+}
+
+/// The revisions among `outputs`: (number, reason).
+pub fn revisions(outputs: &[Output]) -> Vec<(u32, String)> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Revision(r) => Some((r.published.number, r.reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The alerts among `outputs`: (key, firing).
+pub fn alerts(outputs: &[Output]) -> Vec<(String, bool)> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Alert(a) => Some((a.key.clone(), a.state == vantage_control::alerts::AlertState::Firing)),
+            _ => None,
+        })
+        .collect()
+}
+
+pub const CLUSTER: &str =
+    r#"{"name":"video","domain":"cdn.example.net","listeners":[{"port":80,"protocol":"http"}]}"#;

@@ -1,0 +1,12 @@
+//! The control core on a virtual clock: every decision that moved out of the server's drivers,
+//! scenario by scenario (SPEC §3.2, §3.4, §3.5, §5.5, §9).
+#![allow(clippy::unwrap_used)]
+
+mod lab;
+
+mod changes;
+mod identity;
+mod online;
+mod publish;
+mod reports;
+mod schedule;

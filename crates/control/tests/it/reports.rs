@@ -1,0 +1,132 @@
+//! What each prober is given and what its reports may carry (SPEC §3.2, §3.4).
+
+use vantage_control::config::Object;
+use vantage_control::identity::Caller;
+use vantage_core::address::Level::{Backup1, Primary};
+use vantage_core::wire;
+
+use crate::lab::{CLUSTER, Lab, attempt, ip};
+
+fn keys(w: &wire::Work) -> Vec<String> {
+    let mut k: Vec<String> = w.targets.iter().map(|t| t.key.clone()).collect();
+    k.sort();
+    k
+}
+
+#[test]
+fn work_is_every_address_of_every_enabled_node_times_every_listener() {
+    let mut lab = Lab::new();
+    let r = lab.region("eu");
+    let p = lab.prober("fra", r);
+    let c = lab.cluster(
+        r#"{"name":"video","domain":"cdn.example.net","listeners":[{"port":80,"protocol":"http"},{"port":443,"protocol":"https"}]}"#,
+    );
+    let g = lab.group(c, "fra-1", Some(r));
+    let n1 = lab.node(c, g, "edge-1", &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
+    let n2 = lab.node(c, g, "edge-2", &[("203.0.113.20", Primary)]);
+    let w = lab.control.handle_work(p, lab.now);
+    assert_eq!(w.targets.len(), 6, "3 addresses × 2 listeners");
+    assert!(keys(&w).contains(&format!("n{n1}/198.51.100.10/443")));
+    // A disabled node is not probed.
+    let mut rec = lab.control.config().nodes[&n2.0].value.clone();
+    rec.node.enabled = false;
+    lab.replace(n2.0, Object::Node(rec));
+    assert_eq!(lab.control.handle_work(p, lab.now).targets.len(), 4);
+}
+
+#[test]
+fn a_node_that_probes_skips_itself_and_reported_addresses_count_while_none_are_configured() {
+    let mut lab = Lab::new();
+    let r = lab.region("eu");
+    let p = lab.prober("fra", r);
+    let c = lab.cluster(CLUSTER);
+    let g = lab.group(c, "fra-1", Some(r));
+    let n1 = lab.node(c, g, "edge-1", &[]);
+    let n2 = lab.node(c, g, "edge-2", &[("203.0.113.20", Primary)]);
+    let mut rec = lab.control.config().nodes[&n1.0].value.clone();
+    rec.node.also_probes = true;
+    lab.replace(n1.0, Object::Node(rec));
+    let hb = wire::Heartbeat {
+        version: "1".into(),
+        hostname: "edge-1".into(),
+        metrics: None,
+        // A private address is not reportable; the public one is.
+        addresses: vec![ip("10.0.0.5"), ip("203.0.113.10")],
+        capabilities: Vec::new(),
+        links: Vec::new(),
+    };
+    let reply = lab.control.handle_heartbeat(n1, hb, ip("203.0.113.10"), lab.now);
+    assert!(reply.also_probes);
+    assert_eq!(
+        keys(&lab.control.handle_work(p, lab.now)),
+        vec![format!("n{n1}/203.0.113.10/80"), format!("n{n2}/203.0.113.20/80")]
+    );
+    assert_eq!(
+        keys(&lab.control.handle_work(Caller::Node(n1), lab.now)),
+        vec![format!("n{n2}/203.0.113.20/80")],
+        "a node that probes skips itself"
+    );
+}
+
+#[test]
+fn a_report_may_carry_only_targets_given_and_one_to_ten_attempts() {
+    let mut lab = Lab::new();
+    let (p, _, _, n) = lab.one_node();
+    let report = |target: String, attempts: usize| wire::Report {
+        started_at: lab.now,
+        finished_at: lab.now,
+        version: "t".into(),
+        results: vec![vantage_core::result::ProbeResult {
+            target,
+            attempts: vec![attempt(true); attempts],
+            hls: None,
+        }],
+    };
+    let given = format!("n{n}/203.0.113.10/80");
+    let e = lab.control.handle_report(p, &report(given.clone(), 3), lab.now).unwrap_err();
+    assert_eq!(e.field(), "results[0].target", "nothing given yet: {e}");
+    lab.control.handle_work(p, lab.now);
+    for bad in ["n999/203.0.113.10/80", "garbage"] {
+        let e = lab.control.handle_report(p, &report(bad.into(), 3), lab.now).unwrap_err();
+        assert_eq!(e.field(), "results[0].target", "{bad}: {e}");
+    }
+    for n in [0, 11] {
+        let e = lab.control.handle_report(p, &report(given.clone(), n), lab.now).unwrap_err();
+        assert_eq!(e.field(), "results[0].attempts");
+    }
+    assert!(lab.control.observations().results.is_empty(), "a refused report changes nothing");
+    assert_eq!(lab.control.handle_report(p, &report(given, 3), lab.now).unwrap().len(), 1);
+}
+
+/// The window register of a new target starts with the check's `initial` good attempts
+/// assumed (SPEC §3.4): with window 8 / threshold 3 / initial 2 the target is healthy after
+/// its first good probe.
+#[test]
+fn a_new_target_starts_with_the_checks_initial_good_attempts() {
+    let mut lab = Lab::new();
+    let r = lab.region("eu");
+    let p = lab.prober("fra", r);
+    let c = lab.cluster(
+        r#"{"name":"video","domain":"cdn.example.net","listeners":[{"port":80,"protocol":"http"}],"check":{"window":8,"threshold":3,"initial":2}}"#,
+    );
+    let g = lab.group(c, "fra-1", Some(r));
+    lab.node(c, g, "edge-1", &[("203.0.113.10", Primary)]);
+    let work = lab.control.handle_work(p, lab.now);
+    let report = wire::Report {
+        started_at: lab.now,
+        finished_at: lab.now,
+        version: "t".into(),
+        results: vec![vantage_core::result::ProbeResult {
+            target: work.targets[0].key.clone(),
+            attempts: vec![attempt(true)],
+            hls: None,
+        }],
+    };
+    let rows = lab.control.handle_report(p, &report, lab.now).unwrap();
+    let register = rows[0].1.register;
+    assert_eq!(register.good_in(8), 3, "2 assumed + 1 good");
+    assert!(register.good_in(8) >= 3, "healthy after the first good probe");
+    // The next report continues the same register.
+    let rows = lab.control.handle_report(p, &report, lab.now).unwrap();
+    assert_eq!(rows[0].1.register.good_in(8), 4);
+}

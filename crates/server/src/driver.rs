@@ -1,0 +1,163 @@
+//! The control core's driver: wakes the core when its next timer runs out or an event was fed,
+//! and carries out what it decided — revisions stored then pushed to the publishers, the DNS
+//! answer table rebuilt, alerts delivered and saved, audit entries, evaluator states and
+//! result expiry written. It decides nothing; the one thing it keeps is the I/O concern of
+//! revisions the store refused, which wait in memory and are stored, in order, once it takes
+//! writes again.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+use vantage_control::{Output, Revision};
+use vantage_core::ids::ClusterId;
+use vantage_store::{NewAudit, RevisionRow};
+
+use crate::alerts::Notice;
+use crate::app::App;
+use crate::support::{now, stopped};
+
+/// At most this many unsaved revisions are kept per cluster; the oldest go first.
+const MAX_UNSAVED: usize = 1_000;
+
+/// Runs until `stop`.
+pub async fn run(app: Arc<App>, notices: mpsc::UnboundedSender<Notice>, mut stop: watch::Receiver<bool>) {
+    let mut unsaved: BTreeMap<ClusterId, Vec<RevisionRow>> = BTreeMap::new();
+    loop {
+        let (outputs, next) = {
+            let mut c = app.control();
+            c.handle_timeout(now());
+            let mut outputs = Vec::new();
+            while let Some(o) = c.poll_output() {
+                outputs.push(o);
+            }
+            (outputs, c.poll_timeout())
+        };
+        let busy = !outputs.is_empty();
+        for o in outputs {
+            execute(&app, o, &notices, &mut unsaved).await;
+        }
+        if busy {
+            for rows in unsaved.values_mut() {
+                store_unsaved(&app, rows).await;
+            }
+            unsaved.retain(|_, rows| !rows.is_empty());
+        }
+        let wait = next.map_or(10_000, |t| t.millis_since(now()).clamp(0, 60_000));
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))) => {}
+            _ = app.woken() => {}
+            _ = stopped(&mut stop) => return,
+        }
+    }
+}
+
+async fn execute(
+    app: &App,
+    o: Output,
+    notices: &mpsc::UnboundedSender<Notice>,
+    unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>,
+) {
+    let store = app.store();
+    match o {
+        Output::Revision(r) => revision(app, r, unsaved).await,
+        Output::Answers => crate::publishing::rebuild(app.answers(), app.dns(), &app.control().snapshots()),
+        Output::Alert(a) => {
+            match a.state {
+                vantage_control::alerts::AlertState::Firing => {
+                    tracing::warn!(kind = %a.kind, summary = %a.summary, "alert firing")
+                }
+                vantage_control::alerts::AlertState::Resolved => {
+                    tracing::info!(kind = %a.kind, summary = %a.summary, "alert resolved")
+                }
+            }
+            // Delivery stops only at shutdown; an alert then has nowhere to go.
+            let _ = notices.send(Notice(a));
+        }
+        Output::SaveAlerts(json) => {
+            if let Err(e) = store.put_state("alerts", &json, now()).await {
+                tracing::warn!(error = %e, "cannot save alerts");
+            }
+        }
+        Output::Audit(entries) => {
+            let audit: Vec<NewAudit> = entries
+                .into_iter()
+                .map(|e| NewAudit {
+                    actor: "system".into(),
+                    action: e.action,
+                    object: e.object,
+                    metadata: e.metadata,
+                })
+                .collect();
+            if let Err(e) = store.commit(&[], &audit, now()).await {
+                tracing::error!(error = %e, "cannot audit scheduling events");
+            }
+        }
+        Output::SaveState { cluster, json } => {
+            if let Err(e) = store.put_state(&format!("cluster:{cluster}"), &json, now()).await {
+                tracing::warn!(cluster = cluster.0, error = %e, "cannot save evaluator state");
+            }
+        }
+        Output::ForgetResults(caller) => {
+            if let Err(e) = store.delete_latest_of(caller.id()).await {
+                tracing::warn!(prober = caller.id(), error = %e, "cannot delete the results of a prober");
+            }
+        }
+        Output::ExpireResults { before } => match store.delete_latest_before(before).await {
+            Ok(n) if n > 0 => tracing::info!(dropped = n, "expired latest results not updated for an hour"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot expire latest results"),
+        },
+        Output::RollUpHistory { before, daily_before } => {
+            match store.roll_up_history(before).await {
+                Ok(n) if n > 0 => tracing::info!(rows = n, "rolled up history"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot roll up history"),
+            }
+            if let Err(e) = store.delete_daily_before(daily_before).await {
+                tracing::warn!(error = %e, "cannot delete old daily roll-ups");
+            }
+        }
+    }
+}
+
+/// Stores a revision (after any that wait before it), then hands it to the cluster's
+/// publishers, which record their outcome on it. While storage is down the answer still
+/// changes (DNS serves from memory) and the revision waits to be stored.
+async fn revision(app: &App, r: Revision, unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>) {
+    let p = &r.published;
+    tracing::info!(cluster = %p.zone.name, revision = p.number, reason = %r.reason, records = ?p.records.all, "revision");
+    let rows = unsaved.entry(p.cluster).or_default();
+    rows.push(RevisionRow {
+        cluster: p.cluster.0,
+        number: p.number,
+        at: p.at,
+        reason: r.reason.clone(),
+        records: serde_json::to_value(&p.records).unwrap_or_default(),
+        held: serde_json::to_value(&r.held).unwrap_or_default(),
+        publish: json!([]),
+    });
+    store_unsaved(app, rows).await;
+    app.publishers().push(app.store(), &app.config(), p);
+}
+
+/// Stores the waiting revisions, oldest first, and stops at the first one storage refuses
+/// (keeping at most [`MAX_UNSAVED`]).
+async fn store_unsaved(app: &App, unsaved: &mut Vec<RevisionRow>) {
+    let mut stored = 0;
+    for row in unsaved.iter() {
+        if let Err(e) = app.store().insert_revision(row).await {
+            tracing::error!(cluster = row.cluster, revision = row.number, waiting = unsaved.len() - stored, error = %e, "cannot store revision; it is kept to be stored later");
+            break;
+        }
+        stored += 1;
+    }
+    unsaved.drain(..stored);
+    if unsaved.len() > MAX_UNSAVED {
+        let dropped = unsaved.len() - MAX_UNSAVED;
+        tracing::error!(dropped, "storage down too long: the oldest unsaved revisions are dropped");
+        unsaved.drain(..dropped);
+    }
+}
