@@ -130,6 +130,31 @@ pub struct EnrollToken {
     pub used_at: Option<Timestamp>,
 }
 
+/// Where an enrollment token stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenState {
+    /// It may still be used.
+    Valid,
+    /// It was used (tokens are single use).
+    Used,
+    /// Its validity ran out unused.
+    Expired,
+}
+
+impl EnrollToken {
+    /// Where the token stands at `now`.
+    pub fn state(&self, now: Timestamp) -> TokenState {
+        if self.used_at.is_some() {
+            TokenState::Used
+        } else if self.expires_at < now {
+            TokenState::Expired
+        } else {
+            TokenState::Valid
+        }
+    }
+}
+
 /// Every kind of stored object.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Object {

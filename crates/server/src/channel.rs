@@ -13,7 +13,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde_json::json;
 use tokio::sync::watch;
-use vantage_control::config::{Config, Object, ProberRecord};
+use vantage_control::config::{Config, Object, ProberRecord, TokenState};
 use vantage_control::identity::{Caller, Refused};
 use vantage_core::ids::{NodeId, ProberId};
 use vantage_core::wire::{self, Role};
@@ -152,11 +152,15 @@ async fn enroll(
                 .find(|(_, t)| t.value.sha256 == hash)
                 .map(|(i, t)| (*i, t.value.clone()))
                 .ok_or_else(|| ApiError::Unauthorized("unknown enrollment token".into()))?;
-            if let Some(used) = token.used_at {
-                return Err(ApiError::Unauthorized(format!("this enrollment token was already used at {used}")));
-            }
-            if token.expires_at < at {
-                return Err(ApiError::Unauthorized(format!("this enrollment token expired at {}", token.expires_at)));
+            match token.state(at) {
+                TokenState::Valid => {}
+                TokenState::Used => {
+                    let used = token.used_at.unwrap_or(at);
+                    return Err(ApiError::Unauthorized(format!("this enrollment token was already used at {used}")));
+                }
+                TokenState::Expired => {
+                    return Err(ApiError::Unauthorized(format!("this enrollment token expired at {}", token.expires_at)));
+                }
             }
             let mut ch = Change::default();
             let (id, role, name, object, pem) = match token.role {

@@ -58,6 +58,10 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
         .await;
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("name")), "{v}");
 
+    // A token for "P1" made before any prober exists: names compare without case, so it
+    // cannot enroll beside "p1" later.
+    let upper = s.create("/v1/probers/tokens", json!({"name": "P1", "region": region})).await;
+
     // A wrong CA fingerprint: the prober refuses to send its token.
     let t = s.create("/v1/probers/tokens", json!({"name": "p1", "region": region})).await;
     assert!(t["token"].as_str().unwrap().starts_with("vtp_"));
@@ -110,6 +114,25 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
     assert_ne!(again.wait(Duration::from_secs(20)).await, Some(0));
     let log = std::fs::read_to_string(temp.path().join("p1b.log")).unwrap();
     assert!(log.contains("already used"), "{log}");
+
+    // "P1" is "p1": no new token for it, and the earlier one does not enroll.
+    let (st, v) =
+        s.call(Method::POST, "/v1/probers/tokens", Some(json!({"name": "P1", "region": region}))).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("name")), "{v}");
+    let twin = AgentProcess::start(
+        "probe",
+        &agent_url,
+        upper["token"].as_str().unwrap(),
+        &ca,
+        &temp.path().join("p1-upper"),
+        &[],
+        &temp.path().join("p1-upper.log"),
+    );
+    assert_ne!(twin.wait(Duration::from_secs(20)).await, Some(0));
+    let log = std::fs::read_to_string(temp.path().join("p1-upper.log")).unwrap();
+    assert!(log.contains("already exists"), "{log}");
+    let (_, probers) = s.call(Method::GET, "/v1/probers", None).await;
+    assert_eq!(probers["items"].as_array().map(Vec::len), Some(1), "{probers}");
 
     // A node: cluster, group with a region, node, token, `vantage agent` with a metrics file.
     let cluster = s.create("/v1/clusters", json!({"name": "c", "domain": "cdn.test.example"})).await["id"]

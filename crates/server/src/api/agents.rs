@@ -236,7 +236,7 @@ fn list_tokens(c: &Config, role: Role) -> Json<Value> {
         .iter()
         .filter(|(_, t)| t.value.role == role)
         .map(|(id, t)| {
-            let state = if t.value.used_at.is_some() { "used" } else if t.value.expires_at < at { "expired" } else { "valid" };
+            let state = t.value.state(at);
             json!({"id": id, "prefix": t.value.prefix, "name": t.value.name, "region": t.value.region, "node": t.value.node,
                    "expires_at": t.value.expires_at, "used_at": t.value.used_at, "state": state, "created_at": t.created_at})
         })

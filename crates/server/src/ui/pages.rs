@@ -1284,3 +1284,45 @@ pub async fn alerts(Extension(ui): Extension<Arc<Ui>>, Extension(v): Extension<V
     };
     Ok(render(&page))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(json: serde_json::Value) -> views::Node {
+        let mut base = serde_json::json!({
+            "id": 7, "name": "sin-1a", "cluster": 1, "group": 2, "enabled": true,
+            "last_heartbeat": null, "version": null, "hostname": null, "connects_from": null,
+            "metrics": null, "serving": true,
+        });
+        if let (Some(b), Some(extra)) = (base.as_object_mut(), json.as_object()) {
+            b.extend(extra.clone());
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    /// A node that a backup-IP rule holds on backup 1 after its primary recovered: the page
+    /// says which rule holds it, not "Unreachable:" with nothing after it.
+    #[test]
+    fn a_node_held_on_backup_by_a_rule_names_the_rule() {
+        let n = node(serde_json::json!({
+            "level": "backup1",
+            "held_by": {"rule": 3, "name": "egress"},
+            "addresses": [
+                {"ip": "203.0.113.10", "level": "primary", "source": "configured", "reachability": "reachable", "in_use": false},
+                {"ip": "198.51.100.10", "level": "backup1", "source": "configured", "reachability": "reachable", "in_use": true},
+            ],
+        }));
+        let h = health(&n);
+        assert_eq!(h.label, "On Backup 1");
+        assert_eq!(h.detail, "Held by rule egress");
+        let down = node(serde_json::json!({
+            "level": "backup1",
+            "addresses": [
+                {"ip": "203.0.113.10", "level": "primary", "source": "configured", "reachability": "unreachable"},
+                {"ip": "198.51.100.10", "level": "backup1", "source": "configured", "reachability": "reachable", "in_use": true},
+            ],
+        }));
+        assert_eq!(health(&down).detail, "Unreachable: 203.0.113.10");
+    }
+}
