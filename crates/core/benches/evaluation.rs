@@ -1,5 +1,7 @@
 //! One evaluation pass of a large cluster: 10,000 nodes × 3 addresses × 2 listeners seen by
 //! 50 probers, with 20 rules. `cargo bench -p vantage-core --bench evaluation`.
+// A benchmark stops at its first failure.
+#![allow(clippy::expect_used)]
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};

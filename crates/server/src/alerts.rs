@@ -11,10 +11,10 @@ use vantage_control::alerts::{Alert, AlertState, Webhook, WebhookFormat};
 
 /// A change to deliver.
 #[derive(Debug, Clone)]
-pub struct Notice(pub Alert);
+pub(crate) struct Notice(pub Alert);
 
 /// The body a sink receives for `a`.
-pub fn payload(a: &Alert, format: WebhookFormat) -> Value {
+pub(crate) fn payload(a: &Alert, format: WebhookFormat) -> Value {
     let status = match a.state {
         AlertState::Firing => "firing",
         AlertState::Resolved => "resolved",
@@ -73,7 +73,7 @@ const ATTEMPTS: u32 = 6;
 
 /// Delivers notices to the enabled sinks `sinks()` returns, each with retries and back-off
 /// (0.5 s doubling), each sink on its own task.
-pub async fn deliver(
+pub(crate) async fn deliver(
     mut notices: mpsc::UnboundedReceiver<Notice>,
     sinks: Arc<dyn Fn() -> Vec<Webhook> + Send + Sync>,
 ) {

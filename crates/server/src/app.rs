@@ -19,18 +19,18 @@ use crate::support::{lock, now};
 
 /// Who made a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Actor(pub String);
+pub(crate) struct Actor(pub String);
 
 impl Actor {
     /// The system itself (enrollment, expiry).
-    pub fn system() -> Self {
+    pub(crate) fn system() -> Self {
         Actor("system".into())
     }
 }
 
 /// A change to the configuration: objects to save, objects to delete, audit entries.
 #[derive(Debug, Default)]
-pub struct Change {
+pub(crate) struct Change {
     /// Objects to create or replace, by id.
     pub puts: Vec<(i64, Object)>,
     /// Objects to delete.
@@ -41,7 +41,7 @@ pub struct Change {
 
 impl Change {
     /// Adds an audit entry: action, object, metadata.
-    pub fn audit(
+    pub(crate) fn audit(
         &mut self,
         action: impl Into<String>,
         object: impl Into<String>,
@@ -53,7 +53,7 @@ impl Change {
 
 /// Shared state of the control plane.
 #[derive(Debug)]
-pub struct App {
+pub(crate) struct App {
     control: Mutex<Control>,
     /// The control core's configuration, copied after every change so that authentication and
     /// reads never wait for an evaluation pass.
@@ -72,7 +72,7 @@ pub struct App {
 
 /// What [`App::new`] is made of.
 #[derive(Debug)]
-pub struct Parts {
+pub(crate) struct Parts {
     /// What the control core starts from.
     pub start: Start,
     /// Store.
@@ -87,7 +87,7 @@ pub struct Parts {
 
 impl App {
     /// State over what was loaded.
-    pub fn new(p: Parts) -> Self {
+    pub(crate) fn new(p: Parts) -> Self {
         p.metrics.set_objects(&p.start.config);
         let control = Control::new(p.start, now());
         let dns = vantage_dns::DnsSettings::default();
@@ -108,69 +108,69 @@ impl App {
     }
 
     /// The control core, to read it. Hold the guard briefly and never across an `.await`.
-    pub fn control(&self) -> MutexGuard<'_, Control> {
+    pub(crate) fn control(&self) -> MutexGuard<'_, Control> {
         lock(&self.control)
     }
 
     /// Feeds the control core an event, then wakes the driver to carry out what it decided.
-    pub fn feed<T>(&self, f: impl FnOnce(&mut Control) -> T) -> T {
+    pub(crate) fn feed<T>(&self, f: impl FnOnce(&mut Control) -> T) -> T {
         let out = f(&mut self.control());
         self.wake.notify_one();
         out
     }
 
     /// Resolves when an event was fed since the driver last looked.
-    pub async fn woken(&self) {
+    pub(crate) async fn woken(&self) {
         self.wake.notified().await;
     }
 
     /// The current configuration.
-    pub fn config(&self) -> Arc<Config> {
+    pub(crate) fn config(&self) -> Arc<Config> {
         self.config.load_full()
     }
 
     /// The store.
-    pub fn store(&self) -> &Store {
+    pub(crate) fn store(&self) -> &Store {
         &self.store
     }
 
     /// Group commit of results.
-    pub fn results(&self) -> &ResultWriter {
+    pub(crate) fn results(&self) -> &ResultWriter {
         &self.results
     }
 
     /// The Prometheus registry.
-    pub fn metrics(&self) -> &Metrics {
+    pub(crate) fn metrics(&self) -> &Metrics {
         &self.metrics
     }
 
     /// What the server runs with.
-    pub fn settings(&self) -> &ServeConfig {
+    pub(crate) fn settings(&self) -> &ServeConfig {
         &self.settings
     }
 
     /// The agent channel's CA.
-    pub fn ca(&self) -> &Ca {
+    pub(crate) fn ca(&self) -> &Ca {
         &self.ca
     }
 
     /// The built-in DNS server's answers.
-    pub fn answers(&self) -> &Arc<vantage_dns::Answers> {
+    pub(crate) fn answers(&self) -> &Arc<vantage_dns::Answers> {
         &self.answers
     }
 
     /// DNS settings (SOA, NS).
-    pub fn dns(&self) -> &vantage_dns::DnsSettings {
+    pub(crate) fn dns(&self) -> &vantage_dns::DnsSettings {
         &self.dns
     }
 
     /// Publisher tasks.
-    pub fn publishers(&self) -> &Publishers {
+    pub(crate) fn publishers(&self) -> &Publishers {
         &self.publishers
     }
 
     /// Which scheduling addresses are accepted.
-    pub fn address_policy(&self) -> AddressPolicy {
+    pub(crate) fn address_policy(&self) -> AddressPolicy {
         AddressPolicy { allow_loopback: self.settings.allow_loopback_addresses }
     }
 
@@ -178,7 +178,7 @@ impl App {
     /// returns the change and a value. The change is written with its audit entries in one
     /// transaction, then handed to the control core. Changes are serialised; a failure
     /// changes nothing.
-    pub async fn change<T>(
+    pub(crate) async fn change<T>(
         &self,
         actor: &Actor,
         f: impl FnOnce(&mut Config) -> Result<(Change, T), ApiError>,

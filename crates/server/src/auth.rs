@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 
 /// A freshly made token.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewToken {
+pub(crate) struct NewToken {
     /// The token, to show once.
     pub token: String,
     /// Its first characters, stored to recognise it.
@@ -16,7 +16,7 @@ pub struct NewToken {
 }
 
 /// Makes a token with `kind` (`vta`, `vtp`, `vtn`) and 32 random bytes.
-pub fn new_token(kind: &str) -> NewToken {
+pub(crate) fn new_token(kind: &str) -> NewToken {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     let token = format!("{kind}_{}", hex::encode(bytes));
@@ -24,7 +24,7 @@ pub fn new_token(kind: &str) -> NewToken {
 }
 
 /// SHA-256 of `data`, hex.
-pub fn sha256_hex(data: &[u8]) -> String {
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
 

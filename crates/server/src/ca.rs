@@ -38,7 +38,7 @@ pub enum CaError {
 }
 
 /// The loaded CA.
-pub struct Ca {
+pub(crate) struct Ca {
     cert_pem: String,
     cert_der: CertificateDer<'static>,
     issuer: Issuer<'static, KeyPair>,
@@ -69,7 +69,7 @@ fn random_serial() -> SerialNumber {
 
 impl Ca {
     /// Loads the CA from `dir`, creating it (10 years) when absent.
-    pub fn load_or_create(dir: &Path) -> Result<Ca, CaError> {
+    pub(crate) fn load_or_create(dir: &Path) -> Result<Ca, CaError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let cert_path = dir.join("ca.pem");
         let key_path = dir.join("ca.key");
@@ -100,14 +100,14 @@ impl Ca {
     }
 
     /// The CA certificate, PEM.
-    pub fn cert_pem(&self) -> &str {
+    pub(crate) fn cert_pem(&self) -> &str {
         &self.cert_pem
     }
 
     /// A rustls server configuration for the channel: a fresh server certificate for
     /// [`SERVER_NAME`] (1 year), the chain with the CA, and client certificates signed by the
     /// CA accepted but not required (enrollment comes without one).
-    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, CaError> {
+    pub(crate) fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, CaError> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(vec![SERVER_NAME.to_owned(), "localhost".to_owned()])?;
         params.distinguished_name.push(DnType::CommonName, SERVER_NAME);
@@ -134,7 +134,12 @@ impl Ca {
 
     /// Signs a client certificate for the public key of `csr_pem`: `CN=<id>`, organisation by
     /// role, client authentication only, 30 days. Returns (PEM, SHA-256 of the DER).
-    pub fn issue_client(&self, csr_pem: &str, id: i64, role: Role) -> Result<(String, String), CaError> {
+    pub(crate) fn issue_client(
+        &self,
+        csr_pem: &str,
+        id: i64,
+        role: Role,
+    ) -> Result<(String, String), CaError> {
         let csr = CertificateSigningRequestParams::from_pem(csr_pem)?;
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
@@ -158,7 +163,7 @@ impl Ca {
 }
 
 /// The DER of the first certificate in a PEM text.
-pub fn pem_der(pem: &str) -> Option<Vec<u8>> {
+pub(crate) fn pem_der(pem: &str) -> Option<Vec<u8>> {
     use rustls::pki_types::pem::PemObject;
     CertificateDer::from_pem_slice(pem.as_bytes()).ok().map(|c| c.to_vec())
 }

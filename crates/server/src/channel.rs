@@ -32,7 +32,7 @@ struct Peer {
 }
 
 /// Serves the channel on `listener` until `stop` turns true.
-pub async fn serve(app: Arc<App>, listener: tokio::net::TcpListener, mut stop: watch::Receiver<bool>) {
+pub(crate) async fn serve(app: Arc<App>, listener: tokio::net::TcpListener, mut stop: watch::Receiver<bool>) {
     let tls = match app.ca().server_config() {
         Ok(c) => tokio_rustls::TlsAcceptor::from(c),
         Err(e) => {

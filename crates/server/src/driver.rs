@@ -23,7 +23,11 @@ use crate::support::{now, stopped};
 const MAX_UNSAVED: usize = 1_000;
 
 /// Runs until `stop`.
-pub async fn run(app: Arc<App>, notices: mpsc::UnboundedSender<Notice>, mut stop: watch::Receiver<bool>) {
+pub(crate) async fn run(
+    app: Arc<App>,
+    notices: mpsc::UnboundedSender<Notice>,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut unsaved: BTreeMap<ClusterId, Vec<RevisionRow>> = BTreeMap::new();
     loop {
         let (outputs, next) = {

@@ -9,7 +9,7 @@ use serde::Serialize;
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// Bad input: a field and the reason (400).
     #[error("{field}: {reason}")]
     Invalid {
@@ -43,12 +43,12 @@ pub enum ApiError {
 
 impl ApiError {
     /// A bad-input error.
-    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
         ApiError::Invalid { field: field.into(), reason: reason.into() }
     }
 
     /// The HTTP status.
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             ApiError::Invalid { .. } => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
@@ -102,7 +102,7 @@ impl IntoResponse for ApiError {
 }
 
 /// Parses a JSON body into `T`, naming the field of a type error or unknown key.
-pub fn parse_json<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();

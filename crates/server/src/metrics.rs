@@ -15,7 +15,7 @@ use vantage_control::config::Config;
 
 /// Labels of an HTTP request.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
+pub(crate) struct RequestLabels {
     /// Route template (`/v1/nodes/{id}`).
     pub route: String,
     /// Method.
@@ -26,14 +26,14 @@ pub struct RequestLabels {
 
 /// One label: a kind or an operation.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
+pub(crate) struct KindLabel {
     /// Kind.
     pub kind: String,
 }
 
 /// Store operation label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OpLabel {
+pub(crate) struct OpLabel {
     /// Operation.
     pub op: String,
 }
@@ -44,7 +44,7 @@ fn latency_histogram() -> Histogram {
 
 /// The control plane's metrics.
 #[derive(Debug)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Mutex<Registry>,
     requests: Family<RequestLabels, Counter>,
     objects: Family<KindLabel, Gauge>,
@@ -59,7 +59,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Creates and registers every metric.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -76,26 +76,26 @@ impl Metrics {
     }
 
     /// Registers the DNS server's metrics with the same registry.
-    pub fn register_dns(&self, dns: &vantage_dns::DnsMetrics) {
+    pub(crate) fn register_dns(&self, dns: &vantage_dns::DnsMetrics) {
         if let Ok(mut r) = self.registry.lock() {
             dns.register(&mut r);
         }
     }
 
     /// Counts one request.
-    pub fn request(&self, route: &str, method: &str, status: u16) {
+    pub(crate) fn request(&self, route: &str, method: &str, status: u16) {
         self.requests
             .get_or_create(&RequestLabels { route: route.into(), method: method.into(), status })
             .inc();
     }
 
     /// Records a store operation's duration.
-    pub fn store_op(&self, op: &str, d: Duration) {
+    pub(crate) fn store_op(&self, op: &str, d: Duration) {
         self.store_latency.get_or_create(&OpLabel { op: op.into() }).observe(d.as_secs_f64());
     }
 
     /// Sets the object gauges from a configuration.
-    pub fn set_objects(&self, c: &Config) {
+    pub(crate) fn set_objects(&self, c: &Config) {
         for (kind, n) in c.counts() {
             self.objects
                 .get_or_create(&KindLabel { kind: kind.into() })
@@ -104,7 +104,7 @@ impl Metrics {
     }
 
     /// The text exposition.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         if let Ok(r) = self.registry.lock() {
             // Writing to a String cannot fail.

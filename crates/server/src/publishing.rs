@@ -42,7 +42,7 @@ fn zone(p: &Published) -> ZoneAnswers {
 }
 
 /// Rebuilds the answer table from the revisions the snapshots publish (and nothing else).
-pub fn rebuild(answers: &Answers, settings: &DnsSettings, snapshots: &Snapshots) {
+pub(crate) fn rebuild(answers: &Answers, settings: &DnsSettings, snapshots: &Snapshots) {
     let zones = snapshots.values().filter_map(|s| s.published.as_deref()).map(zone).collect();
     let table = AnswerTable::build(zones, settings);
     for p in table.problems() {
@@ -76,7 +76,7 @@ type Workers = Mutex<HashMap<(ClusterId, String), (PublisherSpec, watch::Sender<
 
 /// Publisher tasks, one per (cluster, publisher).
 #[derive(Debug, Default)]
-pub struct Publishers {
+pub(crate) struct Publishers {
     workers: Workers,
     outcomes: Outcomes,
 }
@@ -84,7 +84,7 @@ pub struct Publishers {
 impl Publishers {
     /// Hands a cluster's newest revision to each of its publishers (starting, replacing or
     /// stopping workers as the cluster's publisher list says).
-    pub fn push(&self, store: &Store, c: &Config, p: &Published) {
+    pub(crate) fn push(&self, store: &Store, c: &Config, p: &Published) {
         let id = p.cluster;
         let Some(cluster) = c.clusters.get(&id.0) else { return };
         let z = zone(p);

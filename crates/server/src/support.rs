@@ -16,18 +16,18 @@ pub fn now() -> Timestamp {
 
 /// Resolves once `stop` is true. (The guard `wait_for` returns is dropped here, so a task
 /// that awaits this stays `Send`.)
-pub async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+pub(crate) async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
 /// Locks a mutex, recovering the data of a holder that panicked: every critical section here
 /// leaves the data consistent.
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Writes `text` to `path` readable by the owner only.
-pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;

@@ -1,6 +1,8 @@
 //! Writing results the way reports arrive: 50 probers × 10,000 results per round into the
 //! latest table and the history, on SQLite. Prints results per second and bytes on disk per
 //! million history rows. `cargo bench -p vantage-store --bench results`.
+// A benchmark stops at its first failure.
+#![allow(clippy::expect_used)]
 
 use std::time::Instant;
 

@@ -12,6 +12,8 @@
 //!
 //! This crate is a dev-dependency only. It never binds or connects outside 127.0.0.0/8 and
 //! ::1: callers hand it loopback addresses, and [`EdgeServer::start_with`] refuses others.
+// Test support: a fixture that cannot start stops the test.
+#![allow(clippy::expect_used)]
 
 mod dns;
 mod hls;

@@ -1,6 +1,6 @@
 //! Integration tests of the agent channel client against a real HTTPS server on 127.0.0.1
 //! (tests/it/support.rs) and of the host metrics readers. Nothing here leaves 127.0.0.0/8.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod agent;
 mod channel;

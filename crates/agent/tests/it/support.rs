@@ -34,12 +34,12 @@ use vantage_core::wire::{
 };
 
 /// A certificate authority.
-pub struct TestCa {
+pub(crate) struct TestCa {
     issuer: CertifiedIssuer<'static, KeyPair>,
 }
 
 impl TestCa {
-    pub fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, name);
@@ -53,20 +53,20 @@ impl TestCa {
         TestCa { issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap() }
     }
 
-    pub fn der(&self) -> CertificateDer<'static> {
+    pub(crate) fn der(&self) -> CertificateDer<'static> {
         self.issuer.der().clone()
     }
 
-    pub fn pem(&self) -> String {
+    pub(crate) fn pem(&self) -> String {
         self.issuer.pem()
     }
 
-    pub fn fingerprint(&self) -> Fingerprint {
+    pub(crate) fn fingerprint(&self) -> Fingerprint {
         Fingerprint::of(self.issuer.der())
     }
 
     /// A server certificate for `name` and its key.
-    pub fn server_cert(&self, name: &str) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
+    pub(crate) fn server_cert(&self, name: &str) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
         let mut params = CertificateParams::new(vec![name.to_owned()]).unwrap();
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let now = time::OffsetDateTime::now_utc();
@@ -79,7 +79,7 @@ impl TestCa {
 
     /// A client certificate (`CN=<id>`, client auth only) for the CSR's key, valid from
     /// `now - age` for `life`.
-    pub fn sign_csr(&self, csr_pem: &str, id: i64, age: Duration, life: Duration) -> String {
+    pub(crate) fn sign_csr(&self, csr_pem: &str, id: i64, age: Duration, life: Duration) -> String {
         let csr = CertificateSigningRequestParams::from_pem(csr_pem).unwrap();
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
@@ -99,7 +99,7 @@ impl TestCa {
 
 /// One HTTP request the server received.
 #[derive(Debug, Clone)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub method: Method,
     pub path: String,
     /// Fingerprint of the client certificate of the connection, when it showed one.
@@ -108,7 +108,7 @@ pub struct Seen {
 }
 
 /// What the server answers; tests change it while agents run.
-pub struct Script {
+pub(crate) struct Script {
     /// The one token that enrolls (single use).
     pub token: Option<String>,
     pub role: Role,
@@ -124,7 +124,7 @@ pub struct Script {
 
 /// Everything the server saw.
 #[derive(Default)]
-pub struct Log {
+pub(crate) struct Log {
     pub connections: AtomicU64,
     pub requests: Mutex<Vec<Seen>>,
     pub reports: Mutex<Vec<(String, Report)>>,
@@ -132,7 +132,7 @@ pub struct Log {
     pub enroll_requests: Mutex<Vec<EnrollRequest>>,
 }
 
-pub struct ChannelServer {
+pub(crate) struct ChannelServer {
     pub addr: SocketAddr,
     pub ca: Arc<TestCa>,
     pub script: Arc<Mutex<Script>>,
@@ -147,7 +147,7 @@ impl Drop for ChannelServer {
 }
 
 /// Work with the default settings and no targets.
-pub fn empty_work(id: i64) -> Work {
+pub(crate) fn empty_work(id: i64) -> Work {
     Work {
         id,
         settings: ProbeSettings::default(),
@@ -159,7 +159,7 @@ pub fn empty_work(id: i64) -> Work {
 
 impl ChannelServer {
     /// A server with its own CA, presenting `[leaf for agent.vantage.invalid, CA]`.
-    pub async fn start(role: Role, token: &str) -> ChannelServer {
+    pub(crate) async fn start(role: Role, token: &str) -> ChannelServer {
         let ca = Arc::new(TestCa::new("Vantage test channel CA"));
         let (leaf, key) = ca.server_cert(wire::SERVER_NAME);
         let chain = vec![leaf, ca.der()];
@@ -167,7 +167,7 @@ impl ChannelServer {
     }
 
     /// A server presenting `chain` (leaf first) and trusting client certificates of `ca`.
-    pub async fn start_with(
+    pub(crate) async fn start_with(
         ca: Arc<TestCa>,
         chain: Vec<CertificateDer<'static>>,
         key: PrivateKeyDer<'static>,
@@ -208,23 +208,23 @@ impl ChannelServer {
     }
 
     /// `https://127.0.0.1:PORT`: an address, not the channel's name, as agents behind NAT see it.
-    pub fn url(&self) -> Url {
+    pub(crate) fn url(&self) -> Url {
         Url::parse(&format!("https://{}", self.addr)).unwrap()
     }
 
-    pub fn requests(&self) -> Vec<Seen> {
+    pub(crate) fn requests(&self) -> Vec<Seen> {
         self.log.requests.lock().unwrap().clone()
     }
 
-    pub fn requests_to(&self, path: &str) -> Vec<Seen> {
+    pub(crate) fn requests_to(&self, path: &str) -> Vec<Seen> {
         self.requests().into_iter().filter(|s| s.path == path).collect()
     }
 
-    pub fn connections(&self) -> u64 {
+    pub(crate) fn connections(&self) -> u64 {
         self.log.connections.load(Ordering::SeqCst)
     }
 
-    pub fn script(&self) -> std::sync::MutexGuard<'_, Script> {
+    pub(crate) fn script(&self) -> std::sync::MutexGuard<'_, Script> {
         self.script.lock().unwrap()
     }
 }
@@ -329,7 +329,7 @@ async fn handle(
 }
 
 /// Waits until `cond` holds, at most `secs` seconds.
-pub async fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+pub(crate) async fn eventually(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     while !cond() {
         assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");

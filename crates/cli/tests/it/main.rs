@@ -1,6 +1,6 @@
 //! Integration tests of the `vantage` binary: each module runs the built binary against real
 //! local servers (vantage-testkit). Nothing here sends traffic outside 127.0.0.0/8.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod channel;
 mod check;

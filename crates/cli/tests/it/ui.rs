@@ -74,7 +74,7 @@ impl Browser {
             "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args},
             "timeouts": {"pageLoad": 30_000, "script": 30_000, "implicit": 0},
         });
-        let serde_json::Value::Object(caps) = caps else { unreachable!() };
+        let Value::Object(caps) = caps else { unreachable!() };
         let client = tokio::time::timeout(
             Duration::from_secs(60),
             ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())

@@ -12,14 +12,14 @@ use vantage_core::model::{Cluster, Node, NodeGroup, Region};
 use vantage_core::result::{Attempt, ErrorCode, ProbeResult, Stages};
 use vantage_core::wire;
 
-pub const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
+pub(crate) const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 
-pub fn ip(s: &str) -> IpAddr {
+pub(crate) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
 /// A control core and its clock.
-pub struct Lab {
+pub(crate) struct Lab {
     pub control: Control,
     pub now: Timestamp,
     next_id: i64,
@@ -29,18 +29,18 @@ pub struct Lab {
 
 impl Lab {
     /// An empty configuration, started at `T0`.
-    pub fn new() -> Lab {
+    pub(crate) fn new() -> Lab {
         Lab::with_start(Start::default())
     }
 
-    pub fn with_start(start: Start) -> Lab {
+    pub(crate) fn with_start(start: Start) -> Lab {
         let start = Start { policy: AddressPolicy::default(), timing: Timing::default(), ..start };
         let control = Control::new(start, T0);
         Lab { control, now: T0, next_id: 1000, outputs: Vec::new() }
     }
 
     /// Saves a new object (as a committed change) and returns its id.
-    pub fn put(&mut self, o: Object) -> i64 {
+    pub(crate) fn put(&mut self, o: Object) -> i64 {
         self.next_id += 1;
         let id = self.next_id;
         self.replace(id, o);
@@ -48,22 +48,22 @@ impl Lab {
     }
 
     /// Replaces object `id`.
-    pub fn replace(&mut self, id: i64, o: Object) {
+    pub(crate) fn replace(&mut self, id: i64, o: Object) {
         self.control.handle_change(vec![(id, o)], Vec::new(), self.now);
         self.collect();
     }
 
-    pub fn delete(&mut self, id: i64) {
+    pub(crate) fn delete(&mut self, id: i64) {
         self.control.handle_change(Vec::new(), vec![id], self.now);
         self.collect();
     }
 
-    pub fn region(&mut self, code: &str) -> RegionId {
+    pub(crate) fn region(&mut self, code: &str) -> RegionId {
         let r: Region = serde_json::from_value(serde_json::json!({"code": code, "name": code})).unwrap();
         RegionId(self.put(Object::Region(r)))
     }
 
-    pub fn prober(&mut self, name: &str, region: RegionId) -> Caller {
+    pub(crate) fn prober(&mut self, name: &str, region: RegionId) -> Caller {
         let rec = ProberRecord {
             name: name.into(),
             region,
@@ -74,18 +74,18 @@ impl Lab {
         Caller::Prober(ProberId(self.put(Object::Prober(rec))))
     }
 
-    pub fn cluster(&mut self, json: &str) -> ClusterId {
+    pub(crate) fn cluster(&mut self, json: &str) -> ClusterId {
         let c: Cluster = serde_json::from_str(json).unwrap();
         ClusterId(self.put(Object::Cluster(c)))
     }
 
-    pub fn group(&mut self, cluster: ClusterId, name: &str, region: Option<RegionId>) -> GroupId {
+    pub(crate) fn group(&mut self, cluster: ClusterId, name: &str, region: Option<RegionId>) -> GroupId {
         let group: NodeGroup =
             serde_json::from_value(serde_json::json!({"name": name, "region": region})).unwrap();
         GroupId(self.put(Object::Group(GroupRecord { cluster, group })))
     }
 
-    pub fn node(
+    pub(crate) fn node(
         &mut self,
         cluster: ClusterId,
         group: GroupId,
@@ -104,13 +104,13 @@ impl Lab {
         NodeId(self.put(Object::Node(rec)))
     }
 
-    pub fn rule(&mut self, cluster: ClusterId, json: &str) -> i64 {
+    pub(crate) fn rule(&mut self, cluster: ClusterId, json: &str) -> i64 {
         self.put(Object::Rule(RuleRecord { cluster, rule: serde_json::from_str(json).unwrap() }))
     }
 
     /// The smallest fleet: region `eu`, prober `fra`, the cluster [`CLUSTER`] with group
     /// `fra-1` in that region, and node `edge-1` on 203.0.113.10.
-    pub fn one_node(&mut self) -> (Caller, ClusterId, GroupId, NodeId) {
+    pub(crate) fn one_node(&mut self) -> (Caller, ClusterId, GroupId, NodeId) {
         let r = self.region("eu");
         let p = self.prober("fra", r);
         let c = self.cluster(CLUSTER);
@@ -126,20 +126,20 @@ impl Lab {
     }
 
     /// Takes the outputs collected so far.
-    pub fn take(&mut self) -> Vec<Output> {
+    pub(crate) fn take(&mut self) -> Vec<Output> {
         self.collect();
         std::mem::take(&mut self.outputs)
     }
 
     /// Runs every timer that is due now.
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         self.control.handle_timeout(self.now);
         self.collect();
     }
 
     /// Moves the clock forward by `ms`, waking the core at each timer on the way, as the driver
     /// does.
-    pub fn advance_ms(&mut self, ms: i64) {
+    pub(crate) fn advance_ms(&mut self, ms: i64) {
         let until = self.now.plus_millis(ms);
         while let Some(t) = self.control.poll_timeout().filter(|t| *t <= until) {
             self.now = t.max(self.now);
@@ -149,13 +149,13 @@ impl Lab {
         self.tick();
     }
 
-    pub fn advance(&mut self, s: i64) {
+    pub(crate) fn advance(&mut self, s: i64) {
         self.advance_ms(s * 1000);
     }
 
     /// `caller` fetches its work and reports every target: good on the addresses not in
     /// `failing`, refused on those in it.
-    pub fn round(&mut self, caller: Caller, failing: &[&str]) -> wire::Work {
+    pub(crate) fn round(&mut self, caller: Caller, failing: &[&str]) -> wire::Work {
         let work = self.control.handle_work(caller, self.now);
         let failing: Vec<IpAddr> = failing.iter().map(|s| ip(s)).collect();
         let results = work
@@ -175,7 +175,7 @@ impl Lab {
     }
 }
 
-pub fn attempt(good: bool) -> Attempt {
+pub(crate) fn attempt(good: bool) -> Attempt {
     if good {
         Attempt { stages: Stages::ALL, rtt_us: 12_000, error: None }
     } else {
@@ -184,7 +184,7 @@ pub fn attempt(good: bool) -> Attempt {
 }
 
 /// The revisions among `outputs`: (number, reason).
-pub fn revisions(outputs: &[Output]) -> Vec<(u32, String)> {
+pub(crate) fn revisions(outputs: &[Output]) -> Vec<(u32, String)> {
     outputs
         .iter()
         .filter_map(|o| match o {
@@ -195,7 +195,7 @@ pub fn revisions(outputs: &[Output]) -> Vec<(u32, String)> {
 }
 
 /// The alerts among `outputs`: (key, firing).
-pub fn alerts(outputs: &[Output]) -> Vec<(String, bool)> {
+pub(crate) fn alerts(outputs: &[Output]) -> Vec<(String, bool)> {
     outputs
         .iter()
         .filter_map(|o| match o {
@@ -205,5 +205,5 @@ pub fn alerts(outputs: &[Output]) -> Vec<(String, bool)> {
         .collect()
 }
 
-pub const CLUSTER: &str =
+pub(crate) const CLUSTER: &str =
     r#"{"name":"video","domain":"cdn.example.net","listeners":[{"port":80,"protocol":"http"}]}"#;

@@ -1,6 +1,6 @@
 //! The control core on a virtual clock: every decision that moved out of the server's drivers,
 //! scenario by scenario (SPEC §3.2, §3.4, §3.5, §5.5, §9).
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod lab;
 

@@ -15,18 +15,18 @@ use vantage_core::reachability::{Observation, Observations, ProberView};
 use vantage_core::rules::Rule;
 use vantage_core::settings::{ProbeSettings, ProbeSettingsInput};
 
-pub const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
+pub(crate) const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 
-pub fn ip(s: &str) -> IpAddr {
+pub(crate) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-pub fn ips(list: &[&str]) -> Vec<IpAddr> {
+pub(crate) fn ips(list: &[&str]) -> Vec<IpAddr> {
     list.iter().map(|s| ip(s)).collect()
 }
 
 /// A cluster under test with its own state and clock.
-pub struct Fleet {
+pub(crate) struct Fleet {
     pub settings: ProbeSettings,
     pub cluster: Cluster,
     pub lines: Vec<LineSpec>,
@@ -40,7 +40,7 @@ pub struct Fleet {
 
 impl Fleet {
     /// A cluster with `probers` probers in regions 1, 2, 3, … and default settings.
-    pub fn new(probers: usize) -> Self {
+    pub(crate) fn new(probers: usize) -> Self {
         Fleet {
             settings: ProbeSettings::default(),
             cluster: serde_json::from_str(r#"{"name":"video","domain":"cdn.example.net"}"#).unwrap(),
@@ -56,7 +56,7 @@ impl Fleet {
         }
     }
 
-    pub fn fast(mut self) -> Self {
+    pub(crate) fn fast(mut self) -> Self {
         self.settings = ProbeSettings::parse(ProbeSettingsInput {
             interval_s: 5,
             timeout_ms: 1000,
@@ -68,12 +68,12 @@ impl Fleet {
         self
     }
 
-    pub fn cluster_json(mut self, json: &str) -> Self {
+    pub(crate) fn cluster_json(mut self, json: &str) -> Self {
         self.cluster = serde_json::from_str(json).unwrap();
         self
     }
 
-    pub fn line(mut self, id: i64, group: i64, backups: &[i64], min: u32) -> Self {
+    pub(crate) fn line(mut self, id: i64, group: i64, backups: &[i64], min: u32) -> Self {
         self.lines.push(LineSpec {
             id: LineId(id),
             group: Some(GroupId(group)),
@@ -84,7 +84,7 @@ impl Fleet {
     }
 
     /// Adds a node with addresses `(ip, level)`.
-    pub fn node(mut self, id: i64, group: i64, addresses: &[(&str, Level)]) -> Self {
+    pub(crate) fn node(mut self, id: i64, group: i64, addresses: &[(&str, Level)]) -> Self {
         self.nodes.push(NodeView {
             id: NodeId(id),
             name: format!("edge-{id}"),
@@ -104,18 +104,18 @@ impl Fleet {
         self
     }
 
-    pub fn rule(mut self, id: i64, json: &str) -> Self {
+    pub(crate) fn rule(mut self, id: i64, json: &str) -> Self {
         self.rules.push((RuleId(id), serde_json::from_str(json).unwrap()));
         self
     }
 
-    pub fn node_mut(&mut self, id: i64) -> &mut NodeView {
+    pub(crate) fn node_mut(&mut self, id: i64) -> &mut NodeView {
         self.nodes.iter_mut().find(|n| n.id == NodeId(id)).unwrap()
     }
 
     /// Every prober in `failing` loses every attempt to `addr`; the others lose none. All
     /// report now, on every listener.
-    pub fn report(&mut self, addr: &str, failing: &[usize]) {
+    pub(crate) fn report(&mut self, addr: &str, failing: &[usize]) {
         let now = self.now;
         let attempts = self.settings.attempts();
         let listeners = self.listeners;
@@ -145,7 +145,7 @@ impl Fleet {
     }
 
     /// Every prober reports every address of the fleet answering, except those listed.
-    pub fn report_all_ok(&mut self) {
+    pub(crate) fn report_all_ok(&mut self) {
         let all: Vec<String> =
             self.nodes.iter().flat_map(|n| n.addresses.iter().map(|a| a.address.ip.to_string())).collect();
         for a in all {
@@ -153,7 +153,7 @@ impl Fleet {
         }
     }
 
-    pub fn metrics(&mut self, node: i64, cpu: f64) {
+    pub(crate) fn metrics(&mut self, node: i64, cpu: f64) {
         let now = self.now;
         let n = self.node_mut(node);
         n.last_heartbeat = Some(now);
@@ -167,7 +167,7 @@ impl Fleet {
     }
 
     /// The view of the fleet as it is.
-    pub fn view(&self) -> ClusterView<'_> {
+    pub(crate) fn view(&self) -> ClusterView<'_> {
         ClusterView {
             settings: &self.settings,
             cluster: &self.cluster,
@@ -180,7 +180,7 @@ impl Fleet {
     }
 
     /// Runs one pass now.
-    pub fn eval(&mut self) -> Evaluation {
+    pub(crate) fn eval(&mut self) -> Evaluation {
         let mut state = std::mem::take(&mut self.state);
         let e = evaluate(&self.view(), &mut state, self.now);
         self.state = state;
@@ -188,12 +188,12 @@ impl Fleet {
     }
 
     /// Advances the clock by `s` seconds.
-    pub fn advance(&mut self, s: u64) {
+    pub(crate) fn advance(&mut self, s: u64) {
         self.now = self.now.plus_secs(s);
     }
 
     /// Published records of a line.
-    pub fn line_records(&self, line: i64) -> Vec<IpAddr> {
+    pub(crate) fn line_records(&self, line: i64) -> Vec<IpAddr> {
         self.state.published.as_ref().and_then(|r| r.lines.get(&LineId(line)).cloned()).unwrap_or_default()
     }
 }

@@ -1,5 +1,5 @@
 //! Scenario and property tests of the decision core, driven by a virtual clock.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod evaluation;
 mod fleet;

@@ -3,7 +3,7 @@
 
 // Setup that fails should stop the test loudly; clippy.toml allows unwrap inside #[test]
 // functions, and this extends it to the helpers of this test binary.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod knot;
 mod server;

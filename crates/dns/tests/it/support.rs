@@ -6,17 +6,17 @@ use std::time::{Duration, Instant};
 use vantage_dns::{LineAnswers, ZoneAnswers};
 
 /// Runs `dig @server -p port ARGS` and returns its output.
-pub fn dig(server: SocketAddr, args: &[&str]) -> String {
+pub(crate) fn dig(server: SocketAddr, args: &[&str]) -> String {
     vantage_testkit::dig(server, args).expect("dig runs (Debian package bind9-dnsutils)")
 }
 
 /// `dig +short`, sorted.
-pub fn short(server: SocketAddr, args: &[&str]) -> Vec<String> {
+pub(crate) fn short(server: SocketAddr, args: &[&str]) -> Vec<String> {
     vantage_testkit::dig_short(server, args)
 }
 
 /// Polls `f` until it is true or `limit` passes.
-pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < limit {
         if f() {
@@ -27,11 +27,11 @@ pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
-pub fn ip(s: &str) -> IpAddr {
+pub(crate) fn ip(s: &str) -> IpAddr {
     s.parse().expect("IP address")
 }
 
-pub fn line(name: &str, nets: &[&str], records: &[&str]) -> LineAnswers {
+pub(crate) fn line(name: &str, nets: &[&str], records: &[&str]) -> LineAnswers {
     LineAnswers {
         name: name.into(),
         client_networks: nets.iter().map(|n| n.parse().expect("network")).collect(),
@@ -41,7 +41,7 @@ pub fn line(name: &str, nets: &[&str], records: &[&str]) -> LineAnswers {
 
 /// The cluster most tests serve: a line for loopback clients (so `dig` from 127.0.0.1 picks
 /// it), a line for 198.51.100.0/24 (reached with `+subnet`), and a default line.
-pub fn video(serial: u32, local: &[&str]) -> ZoneAnswers {
+pub(crate) fn video(serial: u32, local: &[&str]) -> ZoneAnswers {
     let mut all: Vec<IpAddr> = local.iter().map(|r| ip(r)).collect();
     all.extend(["192.0.2.2", "192.0.2.3", "2001:db8::2", "2001:db8::3"].iter().map(|r| ip(r)));
     ZoneAnswers {

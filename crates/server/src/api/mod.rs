@@ -95,7 +95,7 @@ fn method_name(m: &HttpMethod) -> &'static str {
 }
 
 /// The whole HTTP application: `/v1` (authenticated), `/metrics`, `/healthz`, `/readyz`.
-pub fn router(app: Arc<App>) -> Router {
+pub(crate) fn router(app: Arc<App>) -> Router {
     let mut api = Api::new();
     objects::routes(&mut api);
     admin::routes(&mut api);

@@ -15,11 +15,11 @@ const RIGHT: f64 = 10.0;
 const TOP: f64 = 10.0;
 const BOTTOM: f64 = 26.0;
 /// Distinct colours in the style sheet.
-pub const COLOURS: usize = 8;
+pub(super) const COLOURS: usize = 8;
 
 /// One line of a chart.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Line {
+pub(super) struct Line {
     /// Legend text.
     pub label: String,
     /// Points, oldest first; `None` values are left out.
@@ -28,7 +28,7 @@ pub struct Line {
 
 /// What a chart shows.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Chart<'a> {
+pub(super) struct Chart<'a> {
     /// Title (also the SVG's accessible name).
     pub title: &'a str,
     /// Unit after each value (`%`, `ms`).
@@ -78,7 +78,7 @@ fn time_label(t: Timestamp, span_ms: i64) -> String {
 
 impl Chart<'_> {
     /// The chart as an `<svg>` element, or a short note when there is nothing to draw.
-    pub fn render(&self) -> Markup {
+    pub(super) fn render(&self) -> Markup {
         let values = self.lines.iter().flat_map(|l| l.points.iter().filter_map(|(_, v)| *v));
         let data_max = values.clone().fold(f64::NAN, f64::max);
         if data_max.is_nan() {

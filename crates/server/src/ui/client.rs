@@ -16,14 +16,14 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// The API as one visitor sees it.
 #[derive(Debug, Clone)]
-pub struct Client {
+pub(super) struct Client {
     api: Router,
     cookie: String,
 }
 
 /// Why a page cannot be shown.
 #[derive(Debug)]
-pub enum PageError {
+pub(super) enum PageError {
     /// The session ended: log in again.
     LoggedOut,
     /// An object does not exist (404).
@@ -34,12 +34,12 @@ pub enum PageError {
 
 impl Client {
     /// A client for the visitor with session `session`.
-    pub fn new(api: Router, session: &str) -> Self {
+    pub(super) fn new(api: Router, session: &str) -> Self {
         Client { api, cookie: format!("{COOKIE}={session}") }
     }
 
     /// `GET path`, as JSON of type `T`.
-    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, PageError> {
+    pub(super) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, PageError> {
         let (status, body) = self.call(path).await?;
         if !status.is_success() {
             return Err(error(status, &body));
@@ -50,7 +50,7 @@ impl Client {
     }
 
     /// `GET path` where a missing route or object is not an error.
-    pub async fn get_optional<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, PageError> {
+    pub(super) async fn get_optional<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, PageError> {
         match self.get(path).await {
             Ok(v) => Ok(Some(v)),
             Err(PageError::NotFound(_)) => Ok(None),

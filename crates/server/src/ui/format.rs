@@ -7,7 +7,7 @@ use vantage_core::Timestamp;
 
 /// HTML that this module built (every text in it escaped); the templates print it as it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Markup(pub String);
+pub(super) struct Markup(pub String);
 
 impl fmt::Display for Markup {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -18,7 +18,7 @@ impl fmt::Display for Markup {
 impl askama::filters::HtmlSafe for Markup {}
 
 /// Escapes text for HTML content and attribute values.
-pub fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -34,13 +34,13 @@ pub fn esc(s: &str) -> String {
 }
 
 /// `2026-11-30 04:30:45 UTC`.
-pub fn absolute(t: Timestamp) -> String {
+pub(super) fn absolute(t: Timestamp) -> String {
     let s = t.to_string();
     format!("{} {} UTC", &s[..10], &s[11..19])
 }
 
 /// `just now`, `12 s ago`, `3 min ago`, `5 h ago`, `2 d ago`, or `in 4 min` for the future.
-pub fn relative(t: Timestamp, now: Timestamp) -> String {
+pub(super) fn relative(t: Timestamp, now: Timestamp) -> String {
     let d = now.millis_since(t) / 1000;
     let (n, future) = if d < 0 { (-d, true) } else { (d, false) };
     if n < 5 {
@@ -57,12 +57,12 @@ pub fn relative(t: Timestamp, now: Timestamp) -> String {
 
 /// A `<time>` element: relative text, absolute on hover; the page's script keeps the relative
 /// text current.
-pub fn time(t: Timestamp, now: Timestamp) -> Markup {
+pub(super) fn time(t: Timestamp, now: Timestamp) -> Markup {
     Markup(format!("<time datetime=\"{}\" title=\"{}\">{}</time>", t, absolute(t), esc(&relative(t, now))))
 }
 
 /// A time, or `never`.
-pub fn time_or(t: Option<Timestamp>, now: Timestamp, none: &str) -> Markup {
+pub(super) fn time_or(t: Option<Timestamp>, now: Timestamp, none: &str) -> Markup {
     match t {
         Some(t) => time(t, now),
         None => Markup(format!("<span class=\"muted\">{}</span>", esc(none))),
@@ -70,7 +70,7 @@ pub fn time_or(t: Option<Timestamp>, now: Timestamp, none: &str) -> Markup {
 }
 
 /// `12.3 ms`, or `—` without a value.
-pub fn ms(v: Option<f64>) -> String {
+pub(super) fn ms(v: Option<f64>) -> String {
     match v {
         Some(v) if v >= 100.0 => format!("{v:.0} ms"),
         Some(v) => format!("{v:.1} ms"),
@@ -79,18 +79,18 @@ pub fn ms(v: Option<f64>) -> String {
 }
 
 /// `0 %`, `33.3 %`.
-pub fn pct(v: f64) -> String {
+pub(super) fn pct(v: f64) -> String {
     if (v - v.round()).abs() < 0.05 { format!("{v:.0} %") } else { format!("{v:.1} %") }
 }
 
 /// A number without needless decimals.
-pub fn num(v: f64) -> String {
+pub(super) fn num(v: f64) -> String {
     if (v - v.round()).abs() < 1e-9 { format!("{v:.0}") } else { format!("{v:.2}") }
 }
 
 /// The colour of a status word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tone {
+pub(super) enum Tone {
     /// Healthy, online, reachable.
     Good,
     /// Worth a look: on a backup, pending, held.
@@ -113,12 +113,12 @@ impl Tone {
 }
 
 /// A status word in its colour.
-pub fn badge(tone: Tone, text: &str) -> Markup {
+pub(super) fn badge(tone: Tone, text: &str) -> Markup {
     Markup(format!("<span class=\"badge {}\">{}</span>", tone.class(), esc(text)))
 }
 
 /// A prober's status (`online`, `offline`, `disabled`).
-pub fn prober_status(s: &str) -> Markup {
+pub(super) fn prober_status(s: &str) -> Markup {
     match s {
         "online" => badge(Tone::Good, "Online"),
         "offline" => badge(Tone::Bad, "Offline"),
@@ -128,7 +128,7 @@ pub fn prober_status(s: &str) -> Markup {
 }
 
 /// An address's reachability.
-pub fn reachability(r: Option<&str>) -> Markup {
+pub(super) fn reachability(r: Option<&str>) -> Markup {
     match r {
         Some("reachable") => badge(Tone::Good, "Reachable"),
         Some("unreachable") => badge(Tone::Bad, "Unreachable"),
@@ -138,7 +138,7 @@ pub fn reachability(r: Option<&str>) -> Markup {
 }
 
 /// A rule's state for a node.
-pub fn rule_status(s: &str) -> Markup {
+pub(super) fn rule_status(s: &str) -> Markup {
     match s {
         "idle" => badge(Tone::Neutral, "Idle"),
         "pending" => badge(Tone::Warn, "Pending"),
@@ -149,7 +149,7 @@ pub fn rule_status(s: &str) -> Markup {
 }
 
 /// `primary`, `backup1`, `backup2` as people say them.
-pub fn level(l: &str) -> String {
+pub(super) fn level(l: &str) -> String {
     match l {
         "primary" => "Primary".into(),
         "backup1" => "Backup 1".into(),
@@ -159,7 +159,7 @@ pub fn level(l: &str) -> String {
 }
 
 /// A rule action as people say it.
-pub fn action(a: &str) -> String {
+pub(super) fn action(a: &str) -> String {
     match a {
         "remove_node" => "Remove the node".into(),
         "backup_groups" => "Switch to backup groups".into(),
@@ -169,7 +169,7 @@ pub fn action(a: &str) -> String {
 }
 
 /// A rule metric's label and unit.
-pub fn metric(m: &str) -> (&str, &'static str) {
+pub(super) fn metric(m: &str) -> (&str, &'static str) {
     match m {
         "cpu" => ("CPU", " %"),
         "load1" => ("Load (1 min)", ""),
@@ -183,7 +183,7 @@ pub fn metric(m: &str) -> (&str, &'static str) {
 }
 
 /// `≥` for `>=`, and so on.
-pub fn comparison(c: &str) -> &str {
+pub(super) fn comparison(c: &str) -> &str {
     match c {
         ">=" => "≥",
         "<=" => "≤",

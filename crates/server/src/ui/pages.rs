@@ -28,7 +28,7 @@ type PageResult = Result<Response, PageError>;
 /// What every page's frame shows: the title, which tab is current, who is logged in, and how
 /// often the page refreshes itself (0: never).
 #[derive(Debug, Clone)]
-pub struct Frame {
+pub(super) struct Frame {
     title: String,
     active: &'static str,
     user: String,
@@ -46,7 +46,7 @@ fn client(ui: &Ui, v: &Visitor) -> Client {
 }
 
 /// Percent-encodes a query value or path.
-pub fn urlencode(s: &str) -> String {
+pub(super) fn urlencode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
@@ -68,7 +68,7 @@ struct LoginPage<'a> {
 }
 
 /// The login form, with an error when the last try failed.
-pub fn login_page(next: &str, error: Option<&str>, status: StatusCode) -> Response {
+pub(super) fn login_page(next: &str, error: Option<&str>, status: StatusCode) -> Response {
     let mut r = render(&LoginPage { next, error });
     if r.status() == StatusCode::OK {
         *r.status_mut() = status;
@@ -84,7 +84,7 @@ struct ErrorPage<'a> {
 }
 
 /// A page that says what went wrong.
-pub fn error_page(status: StatusCode, message: &str) -> Html<String> {
+pub(super) fn error_page(status: StatusCode, message: &str) -> Html<String> {
     Html(
         ErrorPage { status: status.as_u16(), message }
             .render()
@@ -93,7 +93,7 @@ pub fn error_page(status: StatusCode, message: &str) -> Html<String> {
 }
 
 /// No such page.
-pub fn not_found() -> Response {
+pub(super) fn not_found() -> Response {
     (StatusCode::NOT_FOUND, error_page(StatusCode::NOT_FOUND, "There is no such page.")).into_response()
 }
 
@@ -355,7 +355,10 @@ fn listeners_text(c: &views::Cluster) -> String {
         .join(", ")
 }
 
-pub async fn overview(Extension(ui): Extension<Arc<Ui>>, Extension(v): Extension<Visitor>) -> PageResult {
+pub(super) async fn overview(
+    Extension(ui): Extension<Arc<Ui>>,
+    Extension(v): Extension<Visitor>,
+) -> PageResult {
     let api = client(&ui, &v);
     let at = now();
     let clusters: Items<views::Cluster> = api.get("/v1/clusters").await?;
@@ -443,7 +446,10 @@ struct RegionsPage {
     regions: Vec<RegionRow>,
 }
 
-pub async fn regions(Extension(ui): Extension<Arc<Ui>>, Extension(v): Extension<Visitor>) -> PageResult {
+pub(super) async fn regions(
+    Extension(ui): Extension<Arc<Ui>>,
+    Extension(v): Extension<Visitor>,
+) -> PageResult {
     let regions: Items<views::Region> = client(&ui, &v).get("/v1/regions").await?;
     let page = RegionsPage {
         frame: Frame::new(&v, "Regions", "regions", 0),
@@ -515,7 +521,10 @@ struct ProbersPage {
     tokens: Vec<TokenRow>,
 }
 
-pub async fn probers(Extension(ui): Extension<Arc<Ui>>, Extension(v): Extension<Visitor>) -> PageResult {
+pub(super) async fn probers(
+    Extension(ui): Extension<Arc<Ui>>,
+    Extension(v): Extension<Visitor>,
+) -> PageResult {
     let api = client(&ui, &v);
     let at = now();
     let probers: Items<views::Prober> = api.get("/v1/probers").await?;
@@ -567,7 +576,7 @@ struct ProberPage {
     results_by_prober: bool,
 }
 
-pub async fn prober(
+pub(super) async fn prober(
     Extension(ui): Extension<Arc<Ui>>,
     Extension(v): Extension<Visitor>,
     Path(id): Path<i64>,
@@ -608,7 +617,10 @@ struct ClustersPage {
     clusters: Vec<ClusterRow>,
 }
 
-pub async fn clusters(Extension(ui): Extension<Arc<Ui>>, Extension(v): Extension<Visitor>) -> PageResult {
+pub(super) async fn clusters(
+    Extension(ui): Extension<Arc<Ui>>,
+    Extension(v): Extension<Visitor>,
+) -> PageResult {
     let api = client(&ui, &v);
     let at = now();
     let clusters: Items<views::Cluster> = api.get("/v1/clusters").await?;
@@ -822,7 +834,7 @@ fn preview_view(v: Value) -> PreviewView {
     )
 }
 
-pub async fn cluster(
+pub(super) async fn cluster(
     Extension(ui): Extension<Arc<Ui>>,
     Extension(v): Extension<Visitor>,
     Path(id): Path<i64>,
@@ -991,7 +1003,7 @@ struct NodePage {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct RangeQuery {
+pub(super) struct RangeQuery {
     range: Option<String>,
 }
 
@@ -1068,7 +1080,7 @@ fn node_charts(h: &views::History, range: &str) -> Vec<(String, ChartView)> {
     ]
 }
 
-pub async fn node(
+pub(super) async fn node(
     Extension(ui): Extension<Arc<Ui>>,
     Extension(v): Extension<Visitor>,
     Path(id): Path<i64>,
@@ -1163,7 +1175,7 @@ pub async fn node(
 // ---------------------------------------------------------------- audit
 
 #[derive(Debug, Deserialize, Default)]
-pub struct AuditQuery {
+pub(super) struct AuditQuery {
     #[serde(default)]
     action: String,
     #[serde(default)]
@@ -1208,7 +1220,7 @@ fn object_href(object: &str) -> String {
     }
 }
 
-pub async fn audit(
+pub(super) async fn audit(
     Extension(ui): Extension<Arc<Ui>>,
     Extension(v): Extension<Visitor>,
     Query(q): Query<AuditQuery>,
@@ -1272,7 +1284,10 @@ struct AlertsPage {
     recent: Vec<AlertRow>,
 }
 
-pub async fn alerts(Extension(ui): Extension<Arc<Ui>>, Extension(v): Extension<Visitor>) -> PageResult {
+pub(super) async fn alerts(
+    Extension(ui): Extension<Arc<Ui>>,
+    Extension(v): Extension<Visitor>,
+) -> PageResult {
     let at = now();
     let a: views::Alerts = client(&ui, &v).get("/v1/alerts").await?;
     let mut recent = a.recent;
@@ -1289,7 +1304,7 @@ pub async fn alerts(Extension(ui): Extension<Arc<Ui>>, Extension(v): Extension<V
 mod tests {
     use super::*;
 
-    fn node(json: serde_json::Value) -> views::Node {
+    fn node(json: Value) -> views::Node {
         let mut base = serde_json::json!({
             "id": 7, "name": "sin-1a", "cluster": 1, "group": 2, "enabled": true,
             "last_heartbeat": null, "version": null, "hostname": null, "connects_from": null,

@@ -13,9 +13,9 @@ use crate::support::lock;
 use vantage_control::config::Config;
 
 /// The cookie's name.
-pub const COOKIE: &str = "vantage_session";
+pub(crate) const COOKIE: &str = "vantage_session";
 /// The header that must accompany the cookie on `/v1` (a cross-site form cannot set it).
-pub const UI_HEADER: &str = "x-vantage-ui";
+pub(crate) const UI_HEADER: &str = "x-vantage-ui";
 /// A session unused this long ends.
 const IDLE: Duration = Duration::from_secs(24 * 3600);
 /// A session ends this long after login, used or not.
@@ -32,13 +32,13 @@ struct Session {
 
 /// Every open session.
 #[derive(Debug, Default)]
-pub struct Sessions {
+pub(crate) struct Sessions {
     map: Mutex<HashMap<String, Session>>,
 }
 
 /// Who a valid session belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionUser {
+pub(crate) struct SessionUser {
     /// The admin token's id.
     pub token: i64,
     /// The admin token's name (the audit actor is `admin:<name>`, as with bearer tokens).
@@ -47,7 +47,7 @@ pub struct SessionUser {
 
 impl Sessions {
     /// Opens a session for the admin token `token`; returns its id (64 hex digits).
-    pub fn open(&self, token: i64) -> String {
+    pub(crate) fn open(&self, token: i64) -> String {
         let mut bytes = [0u8; 32];
         rand::rng().fill_bytes(&mut bytes);
         let id = hex::encode(bytes);
@@ -65,7 +65,7 @@ impl Sessions {
 
     /// The user of session `id`, when it is open and its token still exists; marks it used.
     /// A session whose token was revoked or that expired is closed here.
-    pub fn resolve(&self, id: &str, config: &Config) -> Option<SessionUser> {
+    pub(crate) fn resolve(&self, id: &str, config: &Config) -> Option<SessionUser> {
         let at = Instant::now();
         let mut map = lock(&self.map);
         let s = map.get_mut(id)?;
@@ -83,7 +83,7 @@ impl Sessions {
     }
 
     /// Closes session `id`.
-    pub fn close(&self, id: &str) {
+    pub(crate) fn close(&self, id: &str) {
         lock(&self.map).remove(id);
     }
 
@@ -99,7 +99,7 @@ fn alive(s: &Session, at: Instant) -> bool {
 }
 
 /// The session id from the `Cookie` headers, if any.
-pub fn cookie(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn cookie(headers: &HeaderMap) -> Option<&str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -112,17 +112,17 @@ pub fn cookie(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// The `Set-Cookie` value that hands out session `id`.
-pub fn set_cookie(id: &str) -> String {
+pub(crate) fn set_cookie(id: &str) -> String {
     format!("{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}", LIFETIME.as_secs())
 }
 
 /// The `Set-Cookie` value that removes the session cookie.
-pub fn clear_cookie() -> String {
+pub(crate) fn clear_cookie() -> String {
     format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")
 }
 
 /// True when the request carries `X-Vantage-UI: 1`.
-pub fn has_ui_header(headers: &HeaderMap) -> bool {
+pub(crate) fn has_ui_header(headers: &HeaderMap) -> bool {
     headers.get(UI_HEADER).is_some_and(|v| v.as_bytes() == b"1")
 }
 

@@ -10,12 +10,12 @@ use vantage_core::evaluate::NodeMetrics;
 
 /// `{"items": [...]}`.
 #[derive(Debug, Deserialize)]
-pub struct Items<T> {
+pub(super) struct Items<T> {
     pub items: Vec<T>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Region {
+pub(super) struct Region {
     pub id: i64,
     pub code: String,
     pub name: String,
@@ -24,14 +24,14 @@ pub struct Region {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Round {
+pub(super) struct Round {
     pub loss_pct: f64,
     pub mean_rtt_ms: Option<f64>,
     pub unreachable: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Prober {
+pub(super) struct Prober {
     pub id: i64,
     pub name: String,
     pub region: i64,
@@ -46,7 +46,7 @@ pub struct Prober {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Listener {
+pub(super) struct Listener {
     pub port: u16,
     pub protocol: String,
     #[serde(default)]
@@ -54,7 +54,7 @@ pub struct Listener {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Cluster {
+pub(super) struct Cluster {
     pub id: i64,
     pub name: String,
     pub domain: String,
@@ -71,14 +71,14 @@ pub struct Cluster {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Group {
+pub(super) struct Group {
     pub id: i64,
     pub name: String,
     pub region: Option<i64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Line {
+pub(super) struct Line {
     pub id: i64,
     pub name: String,
     pub group: i64,
@@ -90,13 +90,13 @@ pub struct Line {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Verdict {
+pub(super) struct Verdict {
     pub counting: u32,
     pub failing: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Address {
+pub(super) struct Address {
     pub ip: String,
     pub level: String,
     pub source: String,
@@ -107,7 +107,7 @@ pub struct Address {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Node {
+pub(super) struct Node {
     pub id: i64,
     pub name: String,
     pub cluster: i64,
@@ -134,12 +134,12 @@ pub struct Node {
 
 /// The rule that holds a node on a backup level.
 #[derive(Debug, Clone, Deserialize)]
-pub struct HeldBy {
+pub(super) struct HeldBy {
     pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Window {
+pub(super) struct Window {
     pub good: u32,
     pub threshold: u32,
     pub window: u32,
@@ -147,7 +147,7 @@ pub struct Window {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct ResultRow {
+pub(super) struct ResultRow {
     pub node: Option<i64>,
     pub node_name: Option<String>,
     pub address: Option<String>,
@@ -168,7 +168,7 @@ pub struct ResultRow {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct DnsLine {
+pub(super) struct DnsLine {
     pub name: Option<String>,
     #[serde(default)]
     pub client_networks: Option<Vec<String>>,
@@ -177,7 +177,7 @@ pub struct DnsLine {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Dns {
+pub(super) struct Dns {
     pub revision: Option<u32>,
     pub at: Option<Timestamp>,
     #[serde(default)]
@@ -187,12 +187,12 @@ pub struct Dns {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct LineName {
+pub(super) struct LineName {
     pub name: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Revision {
+pub(super) struct Revision {
     pub number: u32,
     pub at: Timestamp,
     pub reason: String,
@@ -205,14 +205,14 @@ pub struct Revision {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct Revisions {
+pub(super) struct Revisions {
     pub items: Vec<Revision>,
     #[serde(default)]
     pub lines: BTreeMap<String, LineName>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Condition {
+pub(super) struct Condition {
     pub metric: String,
     pub comparison: String,
     pub threshold: f64,
@@ -223,7 +223,7 @@ pub struct Condition {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Rule {
+pub(super) struct Rule {
     pub name: String,
     pub line: Option<i64>,
     pub action: String,
@@ -239,7 +239,7 @@ pub struct Rule {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct PreviewCondition {
+pub(super) struct PreviewCondition {
     pub metric: String,
     pub value: Option<f64>,
     pub comparison: String,
@@ -249,7 +249,7 @@ pub struct PreviewCondition {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct PreviewRow {
+pub(super) struct PreviewRow {
     pub rule_name: String,
     pub node: i64,
     pub node_name: String,
@@ -262,7 +262,7 @@ pub struct PreviewRow {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Alert {
+pub(super) struct Alert {
     pub kind: String,
     pub summary: String,
     pub fired_at: Timestamp,
@@ -270,13 +270,13 @@ pub struct Alert {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct Alerts {
+pub(super) struct Alerts {
     pub open: Vec<Alert>,
     pub recent: Vec<Alert>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct AuditEntry {
+pub(super) struct AuditEntry {
     pub at: Timestamp,
     pub actor: String,
     pub action: String,
@@ -286,27 +286,27 @@ pub struct AuditEntry {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct HistoryPoint {
+pub(super) struct HistoryPoint {
     pub at: Timestamp,
     pub loss_pct: f64,
     pub rtt_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct AddressSeries {
+pub(super) struct AddressSeries {
     pub ip: String,
     pub points: Vec<HistoryPoint>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct RegionSeries {
+pub(super) struct RegionSeries {
     pub code: Option<String>,
     pub name: Option<String>,
     pub points: Vec<HistoryPoint>,
 }
 
 #[derive(Debug, Deserialize)]
-pub struct History {
+pub(super) struct History {
     pub since: Timestamp,
     pub until: Timestamp,
     pub bucket_s: i64,

@@ -1,5 +1,5 @@
 //! The store against real SQLite files in temporary directories.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use vantage_core::Timestamp;
 use vantage_core::result::{Attempt, ErrorCode, Stages};
