@@ -13,6 +13,7 @@ const RECENT: usize = 500;
 
 /// Firing or resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AlertState {
     /// Open.
@@ -23,6 +24,7 @@ pub enum AlertState {
 
 /// One alert.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct Alert {
     /// Sequence number.
     pub id: u64,
@@ -106,6 +108,7 @@ impl AlertBook {
 
 /// A webhook sink.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Webhook {
     /// Name, unique.
@@ -126,6 +129,7 @@ fn yes() -> bool {
 
 /// Payload of a webhook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum WebhookFormat {
     /// Vantage's JSON: one alert per request.

@@ -132,6 +132,7 @@ pub struct EnrollToken {
 
 /// Where an enrollment token stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TokenState {
     /// It may still be used.

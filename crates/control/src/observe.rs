@@ -57,6 +57,7 @@ impl Latest {
 
 /// A prober's last round, as the prober list shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct RoundSummary {
     /// When the round started.
     pub started_at: Timestamp,
@@ -152,6 +153,7 @@ pub struct NodeRuntime {
 
 /// A prober's status in the prober list (SPEC §3.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ProberStatus {
     /// Asked for targets or reported within its online window.

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 
 /// Level of a scheduling address. Lower levels are preferred.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
     /// Used while reachable.
@@ -53,6 +54,7 @@ impl std::str::FromStr for Level {
 
 /// Where a node's scheduling addresses come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AddressSource {
     /// The public addresses in the node's heartbeat, all primary.
@@ -63,8 +65,10 @@ pub enum AddressSource {
 
 /// One scheduling address of a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct SchedulingAddress {
     /// A single unicast IP.
+    #[cfg_attr(feature = "schema", schema(value_type = String))]
     pub ip: IpAddr,
     /// Its level.
     pub level: Level,
@@ -88,6 +92,7 @@ pub struct AddressList(Vec<SchedulingAddress>);
 
 /// One row of an address list as entered by an operator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct AddressInput {
     /// The address text.
     pub ip: String,

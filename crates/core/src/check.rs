@@ -9,6 +9,7 @@ use crate::error::{Error, Result, in_range};
 
 /// One probe method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
     /// Open a TCP connection and close it.
@@ -54,6 +55,7 @@ impl std::str::FromStr for Method {
 
 /// The protocol of a cluster listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Protocol {
     /// Plain HTTP: probed with `http`.
@@ -77,6 +79,7 @@ impl Protocol {
 
 /// A listener of a cluster: what every node serves on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Listener {
     /// TCP port (1–65535).
@@ -114,6 +117,7 @@ pub struct Check {
 
 /// A check as entered; every attribute is optional (the Varnish probe model).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct CheckInput {
     /// Method; for cluster targets the listener's protocol decides when absent.

@@ -30,6 +30,7 @@ pub const DEFAULT_LINE: LineId = LineId(0);
 
 /// Host metrics from a node's heartbeat.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct NodeMetrics {
     /// When the server received them.
     pub at: Timestamp,
@@ -68,6 +69,7 @@ impl NodeMetrics {
 
 /// A link a node agent reports (a tunnel, for example).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct LinkState {
     /// Name.
     pub name: String,
@@ -127,10 +129,13 @@ pub struct ClusterView<'a> {
 
 /// A cluster's published records: per line, and `all` (the union).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct Records {
-    /// Per line, sorted.
+    /// Per line (by line id), sorted.
+    #[cfg_attr(feature = "schema", schema(value_type = BTreeMap<String, Vec<String>>))]
     pub lines: BTreeMap<LineId, Vec<IpAddr>>,
     /// The union of every line.
+    #[cfg_attr(feature = "schema", schema(value_type = Vec<String>))]
     pub all: Vec<IpAddr>,
 }
 
@@ -673,6 +678,7 @@ fn step_rules(
 
 /// One row of the preview: a rule against a node it looks at.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct PreviewRow {
     /// Rule.
     pub rule: RuleId,

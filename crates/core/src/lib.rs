@@ -26,3 +26,5 @@ pub mod wire;
 
 pub use error::{Error, Result};
 pub use time::Timestamp;
+#[cfg(feature = "schema")]
+mod schema;

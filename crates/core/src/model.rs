@@ -47,6 +47,7 @@ pub fn dns_name(field: &str, text: &str) -> Result<String> {
 
 /// A region: a geographic label for probers and node groups.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(try_from = "RegionInput")]
 #[non_exhaustive]
 pub struct Region {
@@ -58,6 +59,7 @@ pub struct Region {
 
 /// A region as entered.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RegionInput {
     /// Code.
@@ -89,6 +91,7 @@ impl TryFrom<RegionInput> for Region {
 
 /// How a cluster's DNS records are made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DnsMode {
     /// Records follow reachability, levels, backup groups and rules.
@@ -100,6 +103,7 @@ pub enum DnsMode {
 
 /// A cluster: nodes serving one DNS domain on a set of listeners.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(try_from = "ClusterInput")]
 #[non_exhaustive]
 pub struct Cluster {
@@ -129,6 +133,7 @@ pub struct Cluster {
 
 /// TSIG algorithms a publisher may sign with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub enum TsigAlgorithm {
     /// HMAC-SHA256.
     #[serde(rename = "hmac-sha256")]
@@ -162,11 +167,13 @@ pub struct PublisherSpec {
 
 /// A publisher as entered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PublisherInput {
     /// Name.
     pub name: String,
     /// Server address.
+    #[cfg_attr(feature = "schema", schema(value_type = String, example = "192.0.2.53:53"))]
     pub server: std::net::SocketAddr,
     /// Zone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -231,6 +238,7 @@ impl TryFrom<PublisherInput> for PublisherSpec {
 
 /// A cluster as entered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterInput {
     /// Name.
@@ -365,6 +373,7 @@ impl Cluster {
 
 /// A node group: nodes of one cluster in one place.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(try_from = "GroupInput")]
 #[non_exhaustive]
 pub struct NodeGroup {
@@ -376,6 +385,7 @@ pub struct NodeGroup {
 
 /// A node group as entered.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct GroupInput {
     /// Name.
@@ -393,6 +403,7 @@ impl TryFrom<GroupInput> for NodeGroup {
 
 /// A line: one DNS answer set of a cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(try_from = "LineInput")]
 #[non_exhaustive]
 pub struct Line {
@@ -410,6 +421,7 @@ pub struct Line {
 
 /// A line as entered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct LineInput {
     /// Name.
@@ -458,6 +470,7 @@ impl TryFrom<LineInput> for Line {
 
 /// A node: an edge server of a cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(try_from = "NodeInput")]
 #[non_exhaustive]
 pub struct Node {
@@ -473,6 +486,7 @@ pub struct Node {
 
 /// A node as entered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct NodeInput {
     /// Group.

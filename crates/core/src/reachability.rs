@@ -120,6 +120,7 @@ impl ProberTally {
 
 /// How the counting probers see an address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct Verdict {
     /// Probers whose results count.
     pub counting: u32,
@@ -166,6 +167,7 @@ pub fn verdict(
 
 /// Reachability of an address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Reachability {
     /// DNS may use it.

@@ -9,6 +9,7 @@ use crate::error::Error;
 
 /// Why an attempt failed. Every failed attempt has exactly one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// The attempt exceeded its timeout.

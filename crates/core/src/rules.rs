@@ -11,6 +11,7 @@ use crate::time::Timestamp;
 
 /// A metric a condition compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// Whole-host CPU usage, %.
@@ -51,6 +52,7 @@ impl Metric {
 
 /// How a value is compared with the threshold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub enum Comparison {
     /// `>`
     #[serde(rename = ">")]
@@ -90,6 +92,7 @@ impl Comparison {
 
 /// How the probers' values of a probe metric combine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Aggregate {
     /// Mean.
@@ -128,6 +131,7 @@ impl Aggregate {
 
 /// What an active rule does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     /// The node leaves the records of the rule's line (every line for all lines).
@@ -158,6 +162,7 @@ impl fmt::Display for Action {
 
 /// AND or OR between conditions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum MatchMode {
     /// Every condition.
@@ -199,6 +204,7 @@ pub struct Condition {
 /// A condition as entered; absent fields take the defaults of a new condition
 /// (cpu > 90 for 60 s, average over all regions).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct ConditionInput {
     /// Metric.
@@ -281,6 +287,7 @@ impl TryFrom<ConditionInput> for Condition {
 
 /// A validated scheduling rule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(try_from = "RuleInput")]
 #[non_exhaustive]
 pub struct Rule {
@@ -305,6 +312,7 @@ pub struct Rule {
 
 /// A rule as entered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct RuleInput {
     /// Name.
@@ -410,6 +418,7 @@ pub struct Behaviour {
 
 /// State of one rule for one node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// The comparisons do not hold.
@@ -531,6 +540,7 @@ impl RuleState {
 
 /// One condition in a preview.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct ConditionPreview {
     /// Metric.
     pub metric: Metric,
@@ -548,6 +558,7 @@ pub struct ConditionPreview {
 
 /// What the next evaluation will do for one rule and node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Outcome {
     /// The conditions match; the next evaluation starts the action.
@@ -581,6 +592,7 @@ impl fmt::Display for Outcome {
 
 /// A preview row: the state now and what the next evaluation would do. Writes nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct Preview {
     /// Stored status.
     pub status: Status,

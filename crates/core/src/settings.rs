@@ -6,6 +6,7 @@ use crate::error::{Error, Result, in_range};
 
 /// Validated probe settings. Build with [`ProbeSettings::parse`] or deserialise (which validates).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(try_from = "ProbeSettingsInput")]
 pub struct ProbeSettings {
     interval_s: u32,
@@ -18,6 +19,7 @@ pub struct ProbeSettings {
 
 /// Probe settings as entered; absent fields take their defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct ProbeSettingsInput {
     /// Seconds between the starts of two rounds (5–60, 10).

@@ -4,7 +4,8 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+
+use crate::views::{ErrorBody, ErrorDetail};
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
@@ -68,20 +69,6 @@ impl From<vantage_core::Error> for ApiError {
     }
 }
 
-/// The body of an error answer.
-#[derive(Debug, Serialize)]
-struct Body<'a> {
-    error: Detail<'a>,
-}
-
-#[derive(Debug, Serialize)]
-struct Detail<'a> {
-    status: u16,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    field: Option<&'a str>,
-    reason: String,
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
@@ -89,11 +76,11 @@ impl IntoResponse for ApiError {
             tracing::warn!(error = %self, "request failed");
         }
         let (field, reason) = match &self {
-            ApiError::Invalid { field, reason } => (Some(field.as_str()), reason.clone()),
+            ApiError::Invalid { field, reason } => (Some(field.clone()), reason.clone()),
             other => (None, other.to_string()),
         };
-        let mut r =
-            (status, Json(Body { error: Detail { status: status.as_u16(), field, reason } })).into_response();
+        let body = ErrorBody { error: ErrorDetail { status: status.as_u16(), field, reason } };
+        let mut r = (status, Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {
             r.headers_mut().insert("www-authenticate", axum::http::HeaderValue::from_static("Bearer"));
         }

@@ -16,6 +16,7 @@ mod publishing;
 mod server;
 mod support;
 mod ui;
+pub mod views;
 
 pub use config::{LogFormat, ServeConfig};
 pub use server::{Server, StartError};

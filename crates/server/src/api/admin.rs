@@ -7,52 +7,52 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::{Extension, Json};
-use serde::Deserialize;
 use serde_json::{Value, json};
-use utoipa::openapi::path::HttpMethod;
 use vantage_core::Timestamp;
 use vantage_store::AuditFilter;
 
-use super::Api;
+use super::{Api, Op};
 use crate::app::{Actor, App, Change};
 use crate::auth::new_token;
 use crate::error::{ApiError, parse_json};
+use crate::views::{AdminTokenBody, AdminTokenView, Alerts, AuditView, Items, NewAdminToken};
 use vantage_control::config::{AdminToken, Object};
 
 pub(super) fn routes(api: &mut Api) {
-    api.add(HttpMethod::Get, "/v1/admin-tokens", "admin", "List admin tokens", get(tokens_list));
     api.add(
-        HttpMethod::Post,
-        "/v1/admin-tokens",
-        "admin",
-        "Create an admin token (shown once)",
+        Op::get("/v1/admin-tokens", "admin", "List admin tokens").lists::<AdminTokenView>(),
+        get(tokens_list),
+    );
+    api.add(
+        Op::post("/v1/admin-tokens", "admin", "Create an admin token (shown once)")
+            .takes::<AdminTokenBody>()
+            .creates::<NewAdminToken>(),
         post(tokens_create),
     );
+    api.add(Op::delete("/v1/admin-tokens/{id}", "admin", "Revoke an admin token"), delete(tokens_delete));
     api.add(
-        HttpMethod::Delete,
-        "/v1/admin-tokens/{id}",
-        "admin",
-        "Revoke an admin token",
-        delete(tokens_delete),
+        Op::get("/v1/audit", "admin", "List audit entries (newest first)").lists::<AuditView>(),
+        get(audit),
     );
-    api.add(HttpMethod::Get, "/v1/audit", "admin", "List audit entries (newest first)", get(audit));
-    api.add(HttpMethod::Get, "/v1/alerts", "alerts", "Open and recently resolved alerts", get(alerts));
+    api.add(
+        Op::get("/v1/alerts", "alerts", "Open and recently resolved alerts").answers::<Alerts>(),
+        get(alerts),
+    );
 }
 
-async fn tokens_list(State(app): State<Arc<App>>) -> Json<Value> {
+async fn tokens_list(State(app): State<Arc<App>>) -> Json<Items<AdminTokenView>> {
     let c = app.config();
-    let items: Vec<Value> = c
+    let items = c
         .admin_tokens
         .iter()
-        .map(|(id, t)| json!({"id": id, "name": t.value.name, "prefix": t.value.prefix, "created_at": t.created_at}))
-        .collect();
-    Json(json!({ "items": items }))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TokenBody {
-    name: String,
+        .map(|(id, t)| AdminTokenView {
+            id: *id,
+            name: t.value.name.clone(),
+            prefix: t.value.prefix.clone(),
+            created_at: t.created_at,
+        })
+        .collect::<Vec<_>>();
+    Json(items.into())
 }
 
 /// Creates an admin token for `name`; returns (id, token).
@@ -64,7 +64,7 @@ pub(crate) async fn create_admin_token(
     let name = vantage_core::model::display_name("name", name)?;
     let t = new_token("vta");
     app.change(actor, |c| {
-        if c.admin_tokens.values().any(|x| x.value.name == name) {
+        if c.admin_tokens.values().any(|x| x.value.name.eq_ignore_ascii_case(&name)) {
             return Err(ApiError::invalid("name", format!("an admin token named {name:?} already exists")));
         }
         let id = c.allocate();
@@ -92,10 +92,10 @@ async fn tokens_create(
     State(app): State<Arc<App>>,
     Extension(actor): Extension<Actor>,
     Json(body): Json<Value>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let body: TokenBody = parse_json(body)?;
+) -> Result<(StatusCode, Json<NewAdminToken>), ApiError> {
+    let body: AdminTokenBody = parse_json(body)?;
     let (id, token) = create_admin_token(&app, &actor, &body.name).await?;
-    Ok((StatusCode::CREATED, Json(json!({"id": id, "name": body.name.trim(), "token": token}))))
+    Ok((StatusCode::CREATED, Json(NewAdminToken { id, name: body.name.trim().to_owned(), token })))
 }
 
 async fn tokens_delete(
@@ -133,7 +133,7 @@ fn time(field: &str, v: Option<&String>) -> Result<Option<Timestamp>, ApiError> 
 async fn audit(
     State(app): State<Arc<App>>,
     Query(q): Query<BTreeMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Items<AuditView>>, ApiError> {
     const KNOWN: [&str; 6] = ["action", "actor", "object", "since", "until", "limit"];
     if let Some(k) = q.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return Err(ApiError::invalid(k.clone(), format!("unknown filter; use {}", KNOWN.join(", "))));
@@ -154,10 +154,23 @@ async fn audit(
         limit,
     };
     let items = app.store().audit(&filter).await?;
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(
+        items
+            .into_iter()
+            .map(|e| AuditView {
+                id: e.id,
+                at: e.at,
+                actor: e.actor,
+                action: e.action,
+                object: e.object,
+                metadata: e.metadata,
+            })
+            .collect::<Vec<_>>()
+            .into(),
+    ))
 }
 
-async fn alerts(State(app): State<Arc<App>>) -> Json<Value> {
+async fn alerts(State(app): State<Arc<App>>) -> Json<Alerts> {
     let (open, recent) = app.control().alerts().list();
-    Json(json!({ "open": open, "recent": recent }))
+    Json(Alerts { open, recent })
 }

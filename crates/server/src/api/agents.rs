@@ -9,71 +9,64 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::{get, post};
 use axum::{Extension, Json};
-use serde::Deserialize;
 use serde_json::{Value, json};
-use utoipa::openapi::path::HttpMethod;
-use vantage_core::ids::{ClusterId, NodeId, RegionId};
+use vantage_core::Timestamp;
+use vantage_core::address::AddressSource;
+use vantage_core::ids::{ClusterId, NodeId, ProberId};
 use vantage_core::window::strip;
 
-use super::Api;
+use super::{Api, Op};
 use crate::app::{Actor, App, Change};
 use crate::auth::new_token;
 use crate::error::{ApiError, parse_json};
 use crate::support::now;
-use vantage_control::config::{Config, EnrollToken, NodeRecord, Object, Role};
+use crate::views::{
+    AddressView, DnsLine, DnsView, EnrollTokenView, HeldBy, Items, LineName, NewEnrollToken, NodeTokenBody,
+    NodeView, ProberKind, ProberTokenBody, ProberView, ResultView, RevisionView, Revisions, WindowView,
+};
+use vantage_control::config::{Config, EnrollToken, NodeRecord, Object, ProberRecord, Role, Stored};
 use vantage_control::identity::Caller;
 use vantage_control::observe::{Latest, agent_online};
 use vantage_control::target::TargetKey;
 
 pub(super) fn routes(api: &mut Api) {
     api.add(
-        HttpMethod::Get,
-        "/v1/probers/tokens",
-        "probers",
-        "List prober enrollment tokens",
+        Op::get("/v1/probers/tokens", "probers", "List prober enrollment tokens").lists::<EnrollTokenView>(),
         get(prober_tokens),
     );
     api.add(
-        HttpMethod::Post,
-        "/v1/probers/tokens",
-        "probers",
-        "Create a prober enrollment token (shown once)",
+        Op::post("/v1/probers/tokens", "probers", "Create a prober enrollment token (shown once)")
+            .takes::<ProberTokenBody>()
+            .creates::<NewEnrollToken>(),
         post(prober_token),
     );
-    api.add(HttpMethod::Get, "/v1/nodes/tokens", "nodes", "List node enrollment tokens", get(node_tokens));
     api.add(
-        HttpMethod::Post,
-        "/v1/nodes/tokens",
-        "nodes",
-        "Create a node enrollment token (shown once)",
+        Op::get("/v1/nodes/tokens", "nodes", "List node enrollment tokens").lists::<EnrollTokenView>(),
+        get(node_tokens),
+    );
+    api.add(
+        Op::post("/v1/nodes/tokens", "nodes", "Create a node enrollment token (shown once)")
+            .takes::<NodeTokenBody>()
+            .creates::<NewEnrollToken>(),
         post(node_token),
     );
     api.add(
-        HttpMethod::Get,
-        "/v1/probers/{id}/results",
-        "probers",
-        "A prober's latest results",
+        Op::get("/v1/probers/{id}/results", "probers", "A prober's latest results").lists::<ResultView>(),
         get(prober_results),
     );
     api.add(
-        HttpMethod::Get,
-        "/v1/nodes/{id}/results",
-        "nodes",
-        "Every prober's latest results for a node",
+        Op::get("/v1/nodes/{id}/results", "nodes", "Every prober's latest results for a node")
+            .lists::<ResultView>(),
         get(node_results),
     );
     api.add(
-        HttpMethod::Get,
-        "/v1/clusters/{id}/revisions",
-        "clusters",
-        "A cluster's revisions, newest first",
+        Op::get("/v1/clusters/{id}/revisions", "clusters", "A cluster's revisions, newest first")
+            .answers::<Revisions>(),
         get(revisions),
     );
     api.add(
-        HttpMethod::Get,
-        "/v1/clusters/{id}/dns",
-        "clusters",
-        "A cluster's current records per line",
+        Op::get("/v1/clusters/{id}/dns", "clusters", "What DNS answers for a cluster now, per line")
+            .answers::<DnsView>(),
         get(dns),
     );
 }
@@ -102,21 +95,6 @@ fn agent_url(app: &App, headers: &HeaderMap) -> String {
         })
         .unwrap_or_else(|| "localhost".into());
     app.settings().agent_url(&host)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProberTokenBody {
-    name: String,
-    region: Option<RegionId>,
-    valid_for_s: Option<i64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NodeTokenBody {
-    node: NodeId,
-    valid_for_s: Option<i64>,
 }
 
 async fn make_token(
@@ -155,18 +133,21 @@ fn token_answer(
     headers: &HeaderMap,
     id: i64,
     token: String,
-    expires: vantage_core::Timestamp,
+    expires: Timestamp,
     command: &str,
-) -> Value {
+) -> NewEnrollToken {
     let server = agent_url(app, headers);
-    json!({
-        "id": id,
-        "token": token,
-        "expires_at": expires,
-        "server": server,
-        "ca_sha256": app.ca().fingerprint,
-        "command": format!("vantage {command} --server {server} --token {token} --ca-sha256 {} --state-dir /var/lib/vantage-{command}", app.ca().fingerprint),
-    })
+    let ca = app.ca().fingerprint.clone();
+    NewEnrollToken {
+        id,
+        command: format!(
+            "vantage {command} --server {server} --token {token} --ca-sha256 {ca} --state-dir /var/lib/vantage-{command}"
+        ),
+        token,
+        expires_at: expires,
+        server,
+        ca_sha256: ca,
+    }
 }
 
 async fn prober_token(
@@ -174,7 +155,7 @@ async fn prober_token(
     Extension(actor): Extension<Actor>,
     headers: HeaderMap,
     Json(body): Json<Value>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<NewEnrollToken>), ApiError> {
     let b: ProberTokenBody = parse_json(body)?;
     let c = app.config();
     if c.regions.is_empty() {
@@ -209,7 +190,7 @@ async fn node_token(
     Extension(actor): Extension<Actor>,
     headers: HeaderMap,
     Json(body): Json<Value>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<NewEnrollToken>), ApiError> {
     let b: NodeTokenBody = parse_json(body)?;
     let c = app.config();
     let node =
@@ -229,83 +210,115 @@ async fn node_token(
     Ok((StatusCode::CREATED, Json(token_answer(&app, &headers, id, t, expires_at, "agent"))))
 }
 
-fn list_tokens(c: &Config, role: Role) -> Json<Value> {
+fn list_tokens(c: &Config, role: Role) -> Json<Items<EnrollTokenView>> {
     let at = now();
-    let items: Vec<Value> = c
+    let items = c
         .enroll_tokens
         .iter()
         .filter(|(_, t)| t.value.role == role)
-        .map(|(id, t)| {
-            let state = t.value.state(at);
-            json!({"id": id, "prefix": t.value.prefix, "name": t.value.name, "region": t.value.region, "node": t.value.node,
-                   "expires_at": t.value.expires_at, "used_at": t.value.used_at, "state": state, "created_at": t.created_at})
+        .map(|(id, t)| EnrollTokenView {
+            id: *id,
+            prefix: t.value.prefix.clone(),
+            name: t.value.name.clone(),
+            region: t.value.region,
+            node: t.value.node,
+            expires_at: t.value.expires_at,
+            used_at: t.value.used_at,
+            state: t.value.state(at),
+            created_at: t.created_at,
         })
-        .collect();
-    Json(json!({ "items": items }))
+        .collect::<Vec<_>>();
+    Json(items.into())
 }
 
-async fn prober_tokens(State(app): State<Arc<App>>) -> Json<Value> {
+async fn prober_tokens(State(app): State<Arc<App>>) -> Json<Items<EnrollTokenView>> {
     list_tokens(&app.config(), Role::Prober)
 }
 
-async fn node_tokens(State(app): State<Arc<App>>) -> Json<Value> {
+async fn node_tokens(State(app): State<Arc<App>>) -> Json<Items<EnrollTokenView>> {
     list_tokens(&app.config(), Role::Node)
 }
 
-/// Adds the prober list's columns (§3.5) to a prober's view.
-pub(super) fn prober_runtime(app: &App, c: &Config, caller: Caller, v: &mut Value) {
+/// A prober with the prober list's columns (§3.5).
+pub(super) fn prober_view(app: &App, c: &Config, id: i64, s: &Stored<ProberRecord>) -> ProberView {
+    let rec = &s.value;
+    let caller = Caller::Prober(ProberId(id));
     let control = app.control();
     let r = control.observations().probers.get(&caller);
-    v["status"] = json!(control.prober_status(caller, now()));
-    v["last_seen"] = json!(r.and_then(|r| r.last_seen));
-    v["version"] = json!(r.and_then(|r| r.version.clone()));
-    v["hostname"] = json!(r.and_then(|r| r.hostname.clone()));
-    v["targets"] = json!(r.map_or(0, |r| r.targets));
-    v["last_round"] = json!(r.and_then(|r| r.last_round));
-    v["region_code"] =
-        json!(c.regions.get(&v["region"].as_i64().unwrap_or_default()).map(|r| r.value.code.clone()));
+    ProberView {
+        name: rec.name.clone(),
+        region: rec.region,
+        region_code: c.regions.get(&rec.region.0).map(|r| r.value.code.clone()),
+        enabled: rec.enabled,
+        status: control.prober_status(caller, now()),
+        last_seen: r.and_then(|r| r.last_seen),
+        version: r.and_then(|r| r.version.clone()),
+        hostname: r.and_then(|r| r.hostname.clone()),
+        targets: r.map_or(0, |r| r.targets),
+        last_round: r.and_then(|r| r.last_round),
+        id,
+        created_at: s.created_at,
+        updated_at: s.updated_at,
+    }
 }
 
-/// Adds what the agent and the last pass know to a node's view: connection, metrics, reported
+/// A node with what its agent and the last pass know: connection, metrics, reported
 /// addresses, and each scheduling address with its source, reachability and use; the level DNS
 /// uses and the rule that holds it there.
-pub(super) fn node_runtime(app: &App, id: i64, rec: &NodeRecord, v: &mut Value) {
+pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>) -> NodeView {
+    let rec = &s.value;
+    let id = NodeId(node);
     let control = app.control();
-    let agent = control.observations().nodes.get(&NodeId(id));
-    v["online"] = json!(agent_online(agent.and_then(|a| a.last_heartbeat), now()));
-    v["last_heartbeat"] = json!(agent.and_then(|a| a.last_heartbeat));
-    v["version"] = json!(agent.and_then(|a| a.version.clone()));
-    v["hostname"] = json!(agent.and_then(|a| a.hostname.clone()));
-    v["connects_from"] = json!(agent.and_then(|a| a.connects_from));
-    v["capabilities"] = json!(agent.map(|a| a.capabilities.clone()).unwrap_or_default());
-    v["metrics"] = json!(agent.and_then(|a| a.metrics));
-    v["reported_addresses"] = json!(agent.map(|a| a.addresses.clone()).unwrap_or_default());
-    let source = if rec.addresses.is_empty() { "reported" } else { "configured" };
-    let in_use = control.addresses_of(NodeId(id)).unwrap_or_default();
-    let status = control.node_status(NodeId(id));
-    let rows: Vec<Value> = in_use
+    let agent = control.observations().nodes.get(&id);
+    let source = if rec.addresses.is_empty() { AddressSource::Reported } else { AddressSource::Configured };
+    let status = control.node_status(id);
+    let addresses = control
+        .addresses_of(id)
+        .unwrap_or_default()
         .as_slice()
         .iter()
         .map(|a| {
             let s = status.and_then(|s| s.addresses.iter().find(|x| x.ip == a.ip));
-            json!({"ip": a.ip, "level": a.level, "source": source,
-                   "reachability": s.map(|s| s.reachability), "in_use": s.is_some_and(|s| s.in_use),
-                   "probers": s.map(|s| s.verdict)})
+            AddressView {
+                ip: a.ip,
+                level: a.level,
+                source,
+                reachability: s.map(|s| s.reachability),
+                in_use: s.is_some_and(|s| s.in_use),
+                probers: s.map(|s| s.verdict),
+            }
         })
         .collect();
-    v["addresses"] = json!(rows);
-    v["level"] = json!(status.and_then(|s| s.level));
-    v["serving"] = json!(status.map(|s| s.serving));
-    let held_by = status.and_then(|s| s.held_by);
-    let c = app.config();
-    v["held_by"] = json!(held_by.map(|r| json!({
-        "rule": r,
-        "name": c.rules.get(&r.0).map(|x| x.value.rule.name.clone()),
-    })));
+    NodeView {
+        id: node,
+        created_at: s.created_at,
+        updated_at: s.updated_at,
+        cluster: rec.cluster,
+        group: rec.node.group,
+        name: rec.node.name.clone(),
+        enabled: rec.node.enabled,
+        also_probes: rec.node.also_probes,
+        enrolled: rec.cert_sha256.is_some(),
+        online: agent_online(agent.and_then(|a| a.last_heartbeat), now()),
+        last_heartbeat: agent.and_then(|a| a.last_heartbeat),
+        version: agent.and_then(|a| a.version.clone()),
+        hostname: agent.and_then(|a| a.hostname.clone()),
+        connects_from: agent.and_then(|a| a.connects_from),
+        capabilities: agent.map(|a| a.capabilities.clone()).unwrap_or_default(),
+        metrics: agent.and_then(|a| a.metrics),
+        links: agent.map(|a| a.links.clone()).unwrap_or_default(),
+        reported_addresses: agent.map(|a| a.addresses.clone()).unwrap_or_default(),
+        addresses,
+        level: status.and_then(|s| s.level),
+        serving: status.map(|s| s.serving),
+        held_by: status
+            .and_then(|s| s.held_by)
+            .map(|r| HeldBy { rule: r, name: c.rules.get(&r.0).map(|x| x.value.rule.name.clone()) }),
+    }
 }
 
 /// One result row with its window strip.
-fn result_row(c: &Config, key: TargetKey, caller: Caller, l: &Latest) -> Value {
+fn result_row(c: &Config, key: TargetKey, caller: Caller, l: &Latest) -> ResultView {
     let node = c.nodes.get(&key.node.0);
     let cluster = node.and_then(|n| c.clusters.get(&n.value.cluster.0));
     let listener = cluster.and_then(|cl| cl.value.listeners.iter().find(|x| x.port == key.port));
@@ -313,60 +326,65 @@ fn result_row(c: &Config, key: TargetKey, caller: Caller, l: &Latest) -> Value {
         cluster.map_or((8, 3), |cl| (cl.value.check.window(), cl.value.check.threshold()));
     let ipv6 = key.ip.is_ipv6();
     let prober = caller.id();
-    let (prober_name, region) = match caller {
+    let (prober_name, region, prober_kind) = match caller {
         Caller::Prober(p) => match c.probers.get(&p.0) {
-            Some(p) => (p.value.name.clone(), Some(p.value.region)),
-            None => (format!("prober {prober}"), None),
+            Some(p) => (p.value.name.clone(), Some(p.value.region), ProberKind::Prober),
+            None => (format!("prober {prober}"), None, ProberKind::Prober),
         },
-        Caller::Node(n) => {
-            (c.nodes.get(&n.0).map_or_else(|| format!("node {n}"), |n| n.value.node.name.clone()), None)
-        }
+        Caller::Node(n) => (
+            c.nodes.get(&n.0).map_or_else(|| format!("node {n}"), |n| n.value.node.name.clone()),
+            None,
+            ProberKind::Node,
+        ),
     };
-    json!({
-        "target": key.to_string(),
-        "node": key.node,
-        "node_name": node.map(|n| n.value.node.name.clone()),
-        "address": key.ip,
-        "port": key.port,
-        "method": listener.map(|x| x.protocol.method()),
-        "prober": prober,
-        "prober_name": prober_name,
-        "prober_kind": caller.kind(),
-        "region": region,
-        "sent": l.sent,
-        "lost": l.lost,
-        "loss_pct": if l.sent == 0 { 0.0 } else { f64::from(l.lost) * 100.0 / f64::from(l.sent) },
-        "rtt_ms": l.rtt_us.map(|us| f64::from(us) / 1000.0),
-        "error": l.error,
-        "checked": l.at,
-        "window": {
-            "good": l.register.good_in(window),
-            "threshold": threshold,
-            "window": window,
-            "avg_rtt_ms": l.register.avg_rtt_ms,
-            "connected": strip(l.register.connected, if ipv6 { '6' } else { '4' }),
-            "sent": strip(l.register.sent, 'X'),
-            "received": strip(l.register.received, 'R'),
-            "good_strip": strip(l.register.good, 'H'),
-            "text": l.register.render(window, threshold, ipv6),
+    ResultView {
+        target: key.to_string(),
+        node: key.node,
+        node_name: node.map(|n| n.value.node.name.clone()),
+        address: key.ip,
+        port: key.port,
+        method: listener.map(|x| x.protocol.method().to_string()),
+        prober,
+        prober_name,
+        prober_kind,
+        region,
+        sent: l.sent,
+        lost: l.lost,
+        loss_pct: if l.sent == 0 { 0.0 } else { f64::from(l.lost) * 100.0 / f64::from(l.sent) },
+        rtt_ms: l.rtt_us.map(|us| f64::from(us) / 1000.0),
+        error: l.error,
+        checked: l.at,
+        window: WindowView {
+            good: l.register.good_in(window),
+            threshold: u32::from(threshold),
+            window: u32::from(window),
+            avg_rtt_ms: l.register.avg_rtt_ms,
+            connected: strip(l.register.connected, if ipv6 { '6' } else { '4' }),
+            sent: strip(l.register.sent, 'X'),
+            received: strip(l.register.received, 'R'),
+            good_strip: strip(l.register.good, 'H'),
+            text: l.register.render(window, threshold, ipv6),
         },
-    })
+    }
 }
 
 /// The caller behind an id of the prober list: a prober, or a node that probes.
 fn caller_of(c: &Config, id: i64) -> Option<Caller> {
     if c.probers.contains_key(&id) {
-        Some(Caller::Prober(vantage_core::ids::ProberId(id)))
+        Some(Caller::Prober(ProberId(id)))
     } else {
         c.nodes.contains_key(&id).then_some(Caller::Node(NodeId(id)))
     }
 }
 
-async fn prober_results(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Value>, ApiError> {
+async fn prober_results(
+    State(app): State<Arc<App>>,
+    Path(id): Path<i64>,
+) -> Result<Json<Items<ResultView>>, ApiError> {
     let c = app.config();
     let caller = caller_of(&c, id).ok_or_else(|| ApiError::NotFound(format!("Prober {id} not found")))?;
     let control = app.control();
-    let mut rows: Vec<(TargetKey, Value)> = control
+    let mut rows: Vec<(TargetKey, ResultView)> = control
         .observations()
         .results
         .iter()
@@ -374,16 +392,19 @@ async fn prober_results(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Res
         .collect();
     drop(control);
     rows.sort_by_key(|(k, _)| k.to_string());
-    Ok(Json(json!({ "items": rows.into_iter().map(|(_, v)| v).collect::<Vec<_>>() })))
+    Ok(Json(rows.into_iter().map(|(_, v)| v).collect::<Vec<_>>().into()))
 }
 
-async fn node_results(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Value>, ApiError> {
+async fn node_results(
+    State(app): State<Arc<App>>,
+    Path(id): Path<i64>,
+) -> Result<Json<Items<ResultView>>, ApiError> {
     let c = app.config();
     if !c.nodes.contains_key(&id) {
         return Err(ApiError::NotFound(format!("Node {id} not found")));
     }
     let control = app.control();
-    let mut rows: Vec<((String, i64), Value)> = control
+    let mut rows: Vec<((String, i64), ResultView)> = control
         .observations()
         .results
         .iter()
@@ -392,21 +413,23 @@ async fn node_results(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Resul
         .collect();
     drop(control);
     rows.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(Json(json!({ "items": rows.into_iter().map(|(_, v)| v).collect::<Vec<_>>() })))
+    Ok(Json(rows.into_iter().map(|(_, v)| v).collect::<Vec<_>>().into()))
 }
 
-fn line_names(c: &Config, cluster: ClusterId) -> BTreeMap<String, Value> {
-    let mut m: BTreeMap<String, Value> = c
+/// The names of a cluster's lines (and of the implicit default line), by id.
+fn line_names(c: &Config, cluster: ClusterId) -> BTreeMap<String, LineName> {
+    let mut m: BTreeMap<String, LineName> = c
         .lines_of(cluster)
         .map(|(id, l)| {
-            (
-                id.0.to_string(),
-                json!({"name": l.value.line.name, "client_networks": l.value.line.client_networks}),
-            )
+            let name = LineName {
+                name: l.value.line.name.clone(),
+                client_networks: l.value.line.client_networks.clone(),
+            };
+            (id.0.to_string(), name)
         })
         .collect();
     m.entry(vantage_core::evaluate::DEFAULT_LINE.0.to_string())
-        .or_insert(json!({"name": "default", "client_networks": []}));
+        .or_insert_with(|| LineName { name: "default".into(), client_networks: Vec::new() });
     m
 }
 
@@ -414,7 +437,7 @@ async fn revisions(
     State(app): State<Arc<App>>,
     Path(id): Path<i64>,
     Query(q): Query<BTreeMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Revisions>, ApiError> {
     let c = app.config();
     if !c.clusters.contains_key(&id) {
         return Err(ApiError::NotFound(format!("Cluster {id} not found")));
@@ -426,19 +449,35 @@ async fn revisions(
         None => 50,
     };
     let rows = app.store().revisions(id, limit.min(1000)).await?;
-    Ok(Json(json!({ "items": rows, "lines": line_names(&c, ClusterId(id)) })))
+    let items = rows
+        .into_iter()
+        .map(|r| RevisionView {
+            cluster: ClusterId(r.cluster),
+            number: r.number,
+            at: r.at,
+            reason: r.reason,
+            // Written by this server from these types; a row that no longer reads shows empty.
+            records: serde_json::from_value(r.records).unwrap_or_default(),
+            held: serde_json::from_value(r.held).unwrap_or_default(),
+            publish: serde_json::from_value(r.publish).unwrap_or_default(),
+        })
+        .collect();
+    Ok(Json(Revisions { items, lines: line_names(&c, ClusterId(id)) }))
 }
 
-async fn dns(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Value>, ApiError> {
+async fn dns(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<DnsView>, ApiError> {
     let c = app.config();
     let cluster = c.clusters.get(&id).ok_or_else(|| ApiError::NotFound(format!("Cluster {id} not found")))?;
     let snapshot = app.control().snapshots().get(&ClusterId(id)).cloned();
     let p = snapshot.as_ref().and_then(|s| s.published.as_deref());
-    let lines: Vec<Value> = p
+    let lines = p
         .map(|p| {
             p.lines()
-                .map(|(lid, line, records)| {
-                    json!({"id": lid, "name": line.name, "client_networks": line.client_networks, "records": records})
+                .map(|(id, line, records)| DnsLine {
+                    id,
+                    name: line.name.clone(),
+                    client_networks: line.client_networks.clone(),
+                    records: records.to_vec(),
                 })
                 .collect()
         })
@@ -448,13 +487,13 @@ async fn dns(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Va
         || (&cluster.value.domain, &cluster.value.aliases, cluster.value.ttl),
         |p| (&p.zone.domain, &p.zone.aliases, p.zone.ttl),
     );
-    Ok(Json(json!({
-        "domain": domain,
-        "aliases": aliases,
-        "ttl": ttl,
-        "revision": p.map(|p| p.number),
-        "at": p.map(|p| p.at),
-        "lines": lines,
-        "all": p.map(|p| p.records.all.clone()).unwrap_or_default(),
-    })))
+    Ok(Json(DnsView {
+        domain: domain.clone(),
+        aliases: aliases.clone(),
+        ttl,
+        revision: p.map(|p| p.number),
+        at: p.map(|p| p.at),
+        lines,
+        all: p.map(|p| p.records.all.clone()).unwrap_or_default(),
+    }))
 }

@@ -8,26 +8,27 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
-use serde_json::{Value, json};
-use utoipa::openapi::path::HttpMethod;
 use vantage_core::Timestamp;
 use vantage_core::ids::RegionId;
 use vantage_store::{DailyPoint, HistoryPoint};
 
-use super::Api;
+use super::{Api, Op};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::support::now;
+use crate::views::{AddressSeries, History, RegionSeries, SeriesPoint};
 use vantage_control::config::Config;
 use vantage_control::target::TargetKey;
 use vantage_core::ids::NodeId;
 
 pub(super) fn routes(api: &mut Api) {
     api.add(
-        HttpMethod::Get,
-        "/v1/nodes/{id}/history",
-        "nodes",
-        "Loss and RTT of a node over time (range=1h|24h|14d), per address and per prober region",
+        Op::get(
+            "/v1/nodes/{id}/history",
+            "nodes",
+            "Loss and RTT of a node over time (range=1h|24h|14d), per address and per prober region",
+        )
+        .answers::<History>(),
         get(history),
     );
 }
@@ -139,7 +140,7 @@ impl Series {
     }
 
     /// The buckets with attempts, as points.
-    fn points(&self) -> Vec<Value> {
+    fn points(&self) -> Vec<SeriesPoint> {
         self.buckets
             .iter()
             .enumerate()
@@ -147,7 +148,12 @@ impl Series {
             .map(|(i, a)| {
                 let at = Timestamp::from_millis(self.start + i64::try_from(i).unwrap_or(0) * self.width);
                 let rtt = (a.rtt_n > 0.0).then(|| round(a.rtt_us / a.rtt_n / 1000.0, 3));
-                json!({"at": at, "loss_pct": round(a.lost * 100.0 / a.sent, 2), "rtt_ms": rtt, "attempts": a.sent.round()})
+                SeriesPoint {
+                    at,
+                    loss_pct: round(a.lost * 100.0 / a.sent, 2),
+                    rtt_ms: rtt,
+                    attempts: a.sent.round(),
+                }
             })
             .collect()
     }
@@ -209,7 +215,7 @@ async fn history(
     State(app): State<Arc<App>>,
     Path(id): Path<i64>,
     Query(q): Query<BTreeMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<History>, ApiError> {
     if let Some(k) = q.keys().find(|k| k.as_str() != "range") {
         return Err(ApiError::invalid(k.clone(), "unknown parameter; use range=1h|24h|14d"));
     }
@@ -234,9 +240,9 @@ async fn history(
             let daily = app.store().history_daily(&key, since, until).await?;
             add_target(&c, &raw, &daily, &mut series, &mut regions, &fresh);
         }
-        per_address.push(json!({"ip": a.ip, "level": a.level, "points": series.points()}));
+        per_address.push(AddressSeries { ip: a.ip, level: a.level, points: series.points() });
     }
-    let mut per_region: Vec<(String, Value)> = regions
+    let mut per_region: Vec<(String, RegionSeries)> = regions
         .iter()
         .map(|(r, s)| {
             let region = r.and_then(|r| c.regions.get(&r.0));
@@ -244,20 +250,25 @@ async fn history(
             let sort = code.clone().unwrap_or_else(|| "\u{10FFFF}".into());
             (
                 sort,
-                json!({"region": r, "code": code, "name": region.map(|x| x.value.name.clone()), "points": s.points()}),
+                RegionSeries {
+                    region: *r,
+                    code,
+                    name: region.map(|x| x.value.name.clone()),
+                    points: s.points(),
+                },
             )
         })
         .collect();
     per_region.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(Json(json!({
-        "node": id,
-        "range": range.name(),
-        "since": since,
-        "until": until,
-        "bucket_s": range.bucket_ms() / 1000,
-        "addresses": per_address,
-        "regions": per_region.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
-    })))
+    Ok(Json(History {
+        node: NodeId(id),
+        range: range.name().to_owned(),
+        since,
+        until,
+        bucket_s: range.bucket_ms() / 1000,
+        addresses: per_address,
+        regions: per_region.into_iter().map(|(_, v)| v).collect(),
+    }))
 }
 
 #[cfg(test)]
@@ -298,11 +309,11 @@ mod tests {
         add_target(&c, &raw, &[], &mut address, &mut regions, &fresh);
         let p = address.points();
         assert_eq!(p.len(), 2, "{p:?}");
-        assert_eq!(p[0]["loss_pct"], 50.0);
-        assert_eq!(p[0]["rtt_ms"], 2.0);
-        assert_eq!(p[0]["attempts"], 6.0);
-        assert_eq!(p[1]["loss_pct"], 33.33);
-        assert_eq!(p[1]["at"], json!(Timestamp::from_millis(s0 + 20_000)));
+        assert_eq!(p[0].loss_pct, 50.0);
+        assert_eq!(p[0].rtt_ms, Some(2.0));
+        assert_eq!(p[0].attempts, 6.0);
+        assert_eq!(p[1].loss_pct, 33.33);
+        assert_eq!(p[1].at, Timestamp::from_millis(s0 + 20_000));
         // Unknown probers fall in the region `None`.
         assert_eq!(regions.len(), 1);
     }
@@ -330,9 +341,9 @@ mod tests {
         add_target(&c, &raw, &daily, &mut address, &mut regions, &fresh);
         let p = address.points();
         assert_eq!(p.len(), 13, "12 hourly shares and one raw bucket");
-        assert_eq!(p[0]["loss_pct"], 10.0);
-        assert_eq!(p[0]["rtt_ms"], 10.0);
-        assert_eq!(p[0]["attempts"], 60.0);
-        assert_eq!(p[12]["rtt_ms"], 1.0);
+        assert_eq!(p[0].loss_pct, 10.0);
+        assert_eq!(p[0].rtt_ms, Some(10.0));
+        assert_eq!(p[0].attempts, 60.0);
+        assert_eq!(p[12].rtt_ms, Some(1.0));
     }
 }

@@ -19,53 +19,159 @@ use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
+use utoipa::ToSchema;
 use utoipa::openapi::path::{HttpMethod, OperationBuilder};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Schema};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
-use utoipa::openapi::{ComponentsBuilder, InfoBuilder, OpenApi, OpenApiBuilder, Paths};
+use utoipa::openapi::{
+    ComponentsBuilder, ContentBuilder, InfoBuilder, OpenApi, OpenApiBuilder, Paths, Ref, RefOr, Required,
+    ResponseBuilder,
+};
 
 use crate::app::{Actor, App};
 use crate::auth::sha256_hex;
 use crate::error::ApiError;
 use crate::ui::{Sessions, session};
+use crate::views::ErrorBody;
 
-/// The route table: axum routes and their documentation side by side.
+/// The route table: axum routes and their documentation side by side, with the schema of
+/// every body each operation takes and answers.
 struct Api {
     router: Router<Arc<App>>,
     paths: Paths,
+    schemas: Schemas,
+}
+
+/// What one operation takes and answers, for the document.
+pub(super) struct Op {
+    method: HttpMethod,
+    path: &'static str,
+    tag: &'static str,
+    summary: String,
+    takes: Option<Body>,
+    answers: (&'static str, Body),
+}
+
+/// The document's named schemas, as they are collected.
+type Schemas = Vec<(String, RefOr<Schema>)>;
+
+/// Registers a type's schema and answers a reference to it.
+type Component = fn(&mut Schemas) -> RefOr<Schema>;
+
+/// A body's schema: a named component, a list of one, or nothing.
+enum Body {
+    Named(Component),
+    List(Component),
+    Empty,
+}
+
+/// Registers `T` (and what it refers to) as components; returns a reference to it.
+fn component<T: ToSchema>(schemas: &mut Schemas) -> RefOr<Schema> {
+    schemas.push((T::name().into_owned(), T::schema()));
+    T::schemas(schemas);
+    RefOr::Ref(Ref::from_schema_name(T::name()))
+}
+
+impl Body {
+    fn schema(&self, schemas: &mut Schemas) -> Option<RefOr<Schema>> {
+        match self {
+            Body::Named(f) => Some(f(schemas)),
+            Body::List(f) => Some(
+                ObjectBuilder::new()
+                    .property("items", ArrayBuilder::new().items(f(schemas)))
+                    .required("items")
+                    .into(),
+            ),
+            Body::Empty => None,
+        }
+    }
+}
+
+impl Op {
+    fn new(method: HttpMethod, path: &'static str, tag: &'static str, summary: impl Into<String>) -> Op {
+        Op { method, path, tag, summary: summary.into(), takes: None, answers: ("200", Body::Empty) }
+    }
+    pub(super) fn get(path: &'static str, tag: &'static str, summary: impl Into<String>) -> Op {
+        Op::new(HttpMethod::Get, path, tag, summary)
+    }
+    pub(super) fn post(path: &'static str, tag: &'static str, summary: impl Into<String>) -> Op {
+        Op::new(HttpMethod::Post, path, tag, summary)
+    }
+    pub(super) fn put(path: &'static str, tag: &'static str, summary: impl Into<String>) -> Op {
+        Op::new(HttpMethod::Put, path, tag, summary)
+    }
+    pub(super) fn patch(path: &'static str, tag: &'static str, summary: impl Into<String>) -> Op {
+        Op::new(HttpMethod::Patch, path, tag, summary)
+    }
+    pub(super) fn delete(path: &'static str, tag: &'static str, summary: impl Into<String>) -> Op {
+        Op { answers: ("204", Body::Empty), ..Op::new(HttpMethod::Delete, path, tag, summary) }
+    }
+    /// It takes a JSON body of type `T`.
+    pub(super) fn takes<T: ToSchema>(self) -> Op {
+        Op { takes: Some(Body::Named(component::<T>)), ..self }
+    }
+    /// It answers 200 with a `T`.
+    pub(super) fn answers<T: ToSchema>(self) -> Op {
+        Op { answers: ("200", Body::Named(component::<T>)), ..self }
+    }
+    /// It answers 200 with `{"items": [T…]}`.
+    pub(super) fn lists<T: ToSchema>(self) -> Op {
+        Op { answers: ("200", Body::List(component::<T>)), ..self }
+    }
+    /// It answers 201 with the `T` it created.
+    pub(super) fn creates<T: ToSchema>(self) -> Op {
+        Op { answers: ("201", Body::Named(component::<T>)), ..self }
+    }
+}
+
+fn json_content(schema: RefOr<Schema>) -> utoipa::openapi::Content {
+    ContentBuilder::new().schema(Some(schema)).build()
 }
 
 impl Api {
     fn new() -> Self {
-        Api { router: Router::new(), paths: Paths::new() }
+        Api { router: Router::new(), paths: Paths::new(), schemas: Vec::new() }
     }
 
-    /// Adds one route with its method, summary and tag.
-    fn add(
-        &mut self,
-        method: HttpMethod,
-        path: &'static str,
-        tag: &str,
-        summary: &str,
-        route: MethodRouter<Arc<App>>,
-    ) {
+    /// Adds one route with its documentation.
+    fn add(&mut self, op: Op, route: MethodRouter<Arc<App>>) {
         let router = std::mem::take(&mut self.router);
-        self.router = router.route(path, route);
-        let op = OperationBuilder::new()
-            .summary(Some(summary))
-            .tag(tag)
+        self.router = router.route(op.path, route);
+        let mut b = OperationBuilder::new()
+            .summary(Some(op.summary.clone()))
+            .tag(op.tag)
             .operation_id(Some(format!(
                 "{}_{}",
-                method_name(&method),
-                path.trim_start_matches("/v1/").replace(['/', '{', '}', '-'], "_")
+                method_name(&op.method),
+                op.path.trim_start_matches("/v1/").replace(['/', '{', '}', '-'], "_")
             )))
-            .security(SecurityRequirement::new("bearer", Vec::<String>::new()))
+            .security(SecurityRequirement::new("bearer", Vec::<String>::new()));
+        if let Some(schema) = op.takes.as_ref().and_then(|t| t.schema(&mut self.schemas)) {
+            let body = RequestBodyBuilder::new()
+                .content("application/json", json_content(schema))
+                .required(Some(Required::True))
+                .build();
+            b = b.request_body(Some(body));
+        }
+        let (status, answer) = &op.answers;
+        let mut ok = ResponseBuilder::new().description(if *status == "204" { "Done" } else { "Success" });
+        if let Some(schema) = answer.schema(&mut self.schemas) {
+            ok = ok.content("application/json", json_content(schema));
+        }
+        let error = component::<ErrorBody>(&mut self.schemas);
+        let refused = ResponseBuilder::new()
+            .description("Refused: the error names the field and the reason")
+            .content("application/json", json_content(error))
             .build();
-        self.paths.add_path_operation(path, vec![method], op);
+        b = b.response(*status, ok.build()).response("4XX", refused);
+        self.paths.add_path_operation(op.path, vec![op.method], b.build());
     }
 
-    fn openapi(paths: Paths) -> OpenApi {
+    fn openapi(paths: Paths, schemas: Schemas) -> OpenApi {
         let components = ComponentsBuilder::new()
             .security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)))
+            .schemas_from_iter(schemas)
             .build();
         OpenApiBuilder::new()
             .info(
@@ -96,12 +202,8 @@ fn method_name(m: &HttpMethod) -> &'static str {
 
 /// The whole HTTP application: `/v1` (authenticated), `/metrics`, `/healthz`, `/readyz`.
 pub(crate) fn router(app: Arc<App>) -> Router {
-    let mut api = Api::new();
-    objects::routes(&mut api);
-    admin::routes(&mut api);
-    rules::routes(&mut api);
-    history::routes(&mut api);
-    let doc = Arc::new(Api::openapi(std::mem::take(&mut api.paths)));
+    let mut api = table();
+    let doc = Arc::new(Api::openapi(std::mem::take(&mut api.paths), std::mem::take(&mut api.schemas)));
     let sessions = Arc::new(Sessions::default());
     let auth = Auth { app: app.clone(), sessions: sessions.clone() };
     let v1 = std::mem::take(&mut api.router)
@@ -118,6 +220,16 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(middleware::from_fn_with_state(app.clone(), count_requests))
         .with_state(app)
+}
+
+/// Every `/v1` route with its documentation.
+fn table() -> Api {
+    let mut api = Api::new();
+    objects::routes(&mut api);
+    admin::routes(&mut api);
+    rules::routes(&mut api);
+    history::routes(&mut api);
+    api
 }
 
 /// What `require_admin` checks against.
@@ -190,5 +302,68 @@ async fn ready(State(app): State<Arc<App>>) -> Response {
     match app.store().ping().await {
         Ok(()) => (StatusCode::OK, "ready\n").into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("store unavailable: {e}\n")).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    /// Every `$ref` in `v`.
+    fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r);
+                }
+                m.values().for_each(|x| refs(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+
+    /// The document has a schema for the body of every operation that takes one and for every
+    /// answer with a body, and every reference in it resolves.
+    #[test]
+    fn every_operation_has_schemas_and_every_reference_resolves() {
+        let mut api = table();
+        let doc = serde_json::to_value(Api::openapi(
+            std::mem::take(&mut api.paths),
+            std::mem::take(&mut api.schemas),
+        ))
+        .unwrap();
+        let mut operations = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                operations += 1;
+                let responses = op["responses"].as_object().unwrap();
+                let (status, ok) = responses.iter().find(|(s, _)| s.starts_with('2')).unwrap();
+                if status != "204" {
+                    assert!(ok["content"]["application/json"]["schema"].is_object(), "{method} {path}: {ok}");
+                }
+                assert!(
+                    responses["4XX"]["content"]["application/json"]["schema"].is_object(),
+                    "{method} {path}"
+                );
+                if ["post", "put", "patch"].contains(&method.as_str()) {
+                    let body = &op["requestBody"]["content"]["application/json"]["schema"];
+                    assert!(body.is_object(), "{method} {path} takes a body without a schema");
+                }
+            }
+        }
+        assert!(operations >= 55, "{operations} operations");
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        let mut all = Vec::new();
+        refs(&doc, &mut all);
+        for r in all {
+            let name = r.strip_prefix("#/components/schemas/").unwrap();
+            assert!(schemas.contains_key(name), "{r} does not resolve");
+        }
+        for name in ["NodeView", "ProberView", "ResultView", "ClusterInput", "ErrorBody", "DnsView"] {
+            assert!(schemas.contains_key(name), "{name} is in the components");
+        }
     }
 }

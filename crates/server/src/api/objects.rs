@@ -13,16 +13,23 @@ use axum::{Extension, Json};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use utoipa::openapi::path::HttpMethod;
-use vantage_core::address::{AddressInput, AddressList};
+use utoipa::ToSchema;
+use vantage_core::address::{AddressInput, AddressList, AddressSource};
 use vantage_core::ids::{ClusterId, GroupId, LineId, RegionId};
-use vantage_core::model::{Cluster, Line, Node, NodeGroup, NodeInput, Region};
-use vantage_core::rules::Rule;
-use vantage_core::settings::ProbeSettings;
+use vantage_core::model::{
+    Cluster, ClusterInput, GroupInput, Line, LineInput, Node, NodeGroup, NodeInput, PublisherInput, Region,
+    RegionInput,
+};
+use vantage_core::rules::{Rule, RuleInput};
+use vantage_core::settings::{ProbeSettings, ProbeSettingsInput};
 
-use super::Api;
+use super::{Api, Op};
 use crate::app::{Actor, App, Change};
 use crate::error::{ApiError, parse_json};
+use crate::views::{
+    Addresses, ClusterView, GroupView, Items, LineView, NodeCreate, NodeView, ProberBody, ProberView,
+    RegionView, RuleView, WebhookView,
+};
 use vantage_control::alerts::Webhook;
 use vantage_control::config::{
     Config, GroupRecord, LineRecord, NodeRecord, Object, ProberRecord, RuleRecord, Stored, plural,
@@ -30,6 +37,10 @@ use vantage_control::config::{
 
 /// A kind of configuration object, as the generic handlers see it.
 trait Kind: Clone + Serialize + Send + Sync + Sized + 'static {
+    /// What the API answers for one object.
+    type View: Serialize + ToSchema + Send + 'static;
+    /// What a create body holds (a change is a JSON merge patch of it).
+    type Input: ToSchema;
     /// Kind name in audit actions and object references (`region`).
     const NAME: &'static str;
     /// Label in messages (`Region`).
@@ -51,27 +62,11 @@ trait Kind: Clone + Serialize + Send + Sync + Sized + 'static {
     /// Checks that it may be deleted; returns objects deleted with it.
     fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError>;
     /// The API representation (with what the runtime knows, for probers and nodes).
-    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> Value {
-        let _ = (c, app);
-        let mut v = with_meta(id, s, s.value.doc());
-        if let Some(cluster) = s.value.cluster() {
-            v["cluster"] = json!(cluster);
-        }
-        v
-    }
+    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> Self::View;
     /// Audit action for `op` (`create`, `update`, `delete`).
     fn action(op: &str) -> String {
         format!("{}.{op}", Self::NAME)
     }
-}
-
-fn with_meta<T>(id: i64, s: &Stored<T>, mut doc: Value) -> Value {
-    if let Value::Object(m) = &mut doc {
-        m.insert("id".into(), json!(id));
-        m.insert("created_at".into(), json!(s.created_at));
-        m.insert("updated_at".into(), json!(s.updated_at));
-    }
-    doc
 }
 
 fn to_doc<T: Serialize>(v: &T) -> Value {
@@ -97,6 +92,8 @@ fn unique<'a>(
 }
 
 impl Kind for Region {
+    type View = RegionView;
+    type Input = RegionInput;
     const NAME: &'static str = "region";
     const LABEL: &'static str = "Region";
     fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
@@ -144,14 +141,22 @@ impl Kind for Region {
         }
         Ok(Vec::new())
     }
-    fn view(id: i64, s: &Stored<Self>, c: &Config, _: &App) -> Value {
-        let mut v = with_meta(id, s, s.value.doc());
-        v["probers"] = json!(c.probers.values().filter(|p| p.value.region == RegionId(id)).count());
-        v
+    fn view(id: i64, s: &Stored<Self>, c: &Config, _: &App) -> RegionView {
+        let probers = c.probers.values().filter(|p| p.value.region == RegionId(id)).count();
+        RegionView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            code: s.value.code.clone(),
+            name: s.value.name.clone(),
+            probers,
+        }
     }
 }
 
 impl Kind for Cluster {
+    type View = ClusterView;
+    type Input = ClusterInput;
     const NAME: &'static str = "cluster";
     const LABEL: &'static str = "Cluster";
     fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
@@ -188,15 +193,29 @@ impl Kind for Cluster {
         }
         Ok(())
     }
-    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> Value {
-        let mut v = with_meta(id, s, s.value.doc());
-        // TSIG secrets are written, never read back.
-        if let Some(ps) = v.get_mut("publishers").and_then(Value::as_array_mut) {
-            for p in ps {
-                p["key_secret"] = json!("(hidden)");
-            }
+    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> ClusterView {
+        let c = ClusterInput::from(s.value.clone());
+        ClusterView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            name: c.name,
+            domain: c.domain,
+            aliases: c.aliases,
+            dns_mode: c.dns_mode,
+            ttl: c.ttl,
+            listeners: c.listeners,
+            check: c.check,
+            mass_removal_pct: c.mass_removal_pct,
+            agent_required: c.agent_required,
+            required_links: c.required_links,
+            // TSIG secrets are written, never read back.
+            publishers: c
+                .publishers
+                .into_iter()
+                .map(|p| PublisherInput { key_secret: "(hidden)".into(), ..PublisherInput::from(p) })
+                .collect(),
         }
-        v
     }
     fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError> {
         let nodes = c.nodes_of(ClusterId(id)).count();
@@ -250,9 +269,21 @@ macro_rules! child_kind {
 }
 
 impl Kind for GroupRecord {
+    type View = GroupView;
+    type Input = GroupInput;
     const NAME: &'static str = "group";
     const LABEL: &'static str = "Node group";
     child_kind!(groups, Group, group, NodeGroup);
+    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> GroupView {
+        GroupView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            cluster: s.value.cluster,
+            name: s.value.group.name.clone(),
+            region: s.value.group.region,
+        }
+    }
     fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
         let siblings = c.groups_of(self.cluster).map(|(i, g)| (i.0, g.value.group.name.as_str()));
         unique("A node group named", "name", &self.group.name, id, siblings)?;
@@ -303,9 +334,25 @@ impl Kind for GroupRecord {
 }
 
 impl Kind for LineRecord {
+    type View = LineView;
+    type Input = LineInput;
     const NAME: &'static str = "line";
     const LABEL: &'static str = "Line";
     child_kind!(lines, Line, line, Line);
+    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> LineView {
+        let l = &s.value.line;
+        LineView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            cluster: s.value.cluster,
+            name: l.name.clone(),
+            group: l.group,
+            backup_groups: l.backup_groups.clone(),
+            min_healthy: l.min_healthy,
+            client_networks: l.client_networks.clone(),
+        }
+    }
     fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
         let siblings = c.lines_of(self.cluster).map(|(i, l)| (i.0, l.value.line.name.as_str()));
         unique("A line named", "name", &self.line.name, id, siblings)?;
@@ -342,6 +389,8 @@ impl Kind for LineRecord {
 }
 
 impl Kind for RuleRecord {
+    type View = RuleView;
+    type Input = RuleInput;
     const NAME: &'static str = "rule";
     const LABEL: &'static str = "Rule";
     child_kind!(rules, Rule, rule, Rule);
@@ -360,11 +409,15 @@ impl Kind for RuleRecord {
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
         Ok(Vec::new())
     }
-    fn view(id: i64, s: &Stored<Self>, _: &Config, app: &App) -> Value {
-        let mut v = with_meta(id, s, s.value.doc());
-        v["cluster"] = json!(s.value.cluster);
-        v["acting_on"] = json!(super::rules::acting_on(app, s.value.cluster, id));
-        v
+    fn view(id: i64, s: &Stored<Self>, _: &Config, app: &App) -> RuleView {
+        RuleView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            cluster: s.value.cluster,
+            rule: s.value.rule.clone(),
+            acting_on: super::rules::acting_on(app, s.value.cluster, id),
+        }
     }
     fn action(op: &str) -> String {
         format!("scheduling.rule_{op}")
@@ -380,6 +433,8 @@ struct NodeBody {
 }
 
 impl Kind for NodeRecord {
+    type View = NodeView;
+    type Input = NodeCreate;
     const NAME: &'static str = "node";
     const LABEL: &'static str = "Node";
     fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
@@ -434,24 +489,14 @@ impl Kind for NodeRecord {
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
         Ok(Vec::new())
     }
-    fn view(id: i64, s: &Stored<Self>, _: &Config, app: &App) -> Value {
-        let mut v = with_meta(id, s, s.value.doc());
-        v["enrolled"] = json!(s.value.cert_sha256.is_some());
-        super::agents::node_runtime(app, id, &s.value, &mut v);
-        v
+    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> NodeView {
+        super::agents::node_view(app, c, id, s)
     }
 }
 
-/// The fields of a prober an operator may change.
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProberBody {
-    name: String,
-    region: RegionId,
-    enabled: bool,
-}
-
 impl Kind for ProberRecord {
+    type View = ProberView;
+    type Input = ProberBody;
     const NAME: &'static str = "prober";
     const LABEL: &'static str = "Prober";
     fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
@@ -490,19 +535,14 @@ impl Kind for ProberRecord {
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
         Ok(Vec::new())
     }
-    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> Value {
-        let mut v = with_meta(id, s, s.value.doc());
-        super::agents::prober_runtime(
-            app,
-            c,
-            vantage_control::identity::Caller::Prober(vantage_core::ids::ProberId(id)),
-            &mut v,
-        );
-        v
+    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> ProberView {
+        super::agents::prober_view(app, c, id, s)
     }
 }
 
 impl Kind for Webhook {
+    type View = WebhookView;
+    type Input = Webhook;
     const NAME: &'static str = "webhook";
     const LABEL: &'static str = "Webhook";
     fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
@@ -529,6 +569,9 @@ impl Kind for Webhook {
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
         Ok(Vec::new())
     }
+    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> WebhookView {
+        WebhookView { id, created_at: s.created_at, updated_at: s.updated_at, webhook: s.value.clone() }
+    }
 }
 
 impl KeepPrivate for Webhook {
@@ -549,20 +592,20 @@ fn find<K: Kind>(c: &Config, id: i64, cluster: Option<ClusterId>) -> Result<&Sto
         .ok_or_else(|| not_found::<K>(id))
 }
 
-fn list<K: Kind>(app: &App, cluster: Option<ClusterId>) -> Result<Json<Value>, ApiError> {
+fn list<K: Kind>(app: &App, cluster: Option<ClusterId>) -> Result<Json<Items<K::View>>, ApiError> {
     let c = app.config();
     if let Some(cl) = cluster {
         find::<Cluster>(&c, cl.0, None)?;
     }
-    let items: Vec<Value> = K::map(&c)
+    let items: Vec<K::View> = K::map(&c)
         .iter()
         .filter(|(_, s)| cluster.is_none_or(|cl| s.value.cluster() == Some(cl)))
         .map(|(id, s)| K::view(*id, s, &c, app))
         .collect();
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(items.into()))
 }
 
-fn one<K: Kind>(app: &App, id: i64, cluster: Option<ClusterId>) -> Result<Json<Value>, ApiError> {
+fn one<K: Kind>(app: &App, id: i64, cluster: Option<ClusterId>) -> Result<Json<K::View>, ApiError> {
     let c = app.config();
     let s = find::<K>(&c, id, cluster)?;
     Ok(Json(K::view(id, s, &c, app)))
@@ -573,7 +616,7 @@ async fn create<K: Kind>(
     actor: &Actor,
     body: Value,
     cluster: Option<ClusterId>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<K::View>), ApiError> {
     if let Some(cl) = cluster {
         find::<Cluster>(&app.config(), cl.0, None)?;
     }
@@ -616,7 +659,7 @@ async fn change<K: Kind>(
     patch: Value,
     cluster: Option<ClusterId>,
     keep: impl FnOnce(&K, K) -> K,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<K::View>, ApiError> {
     if !patch.is_object() {
         return Err(ApiError::invalid("body", "a JSON object with the fields to change"));
     }
@@ -658,45 +701,39 @@ async fn remove<K: Kind>(
     Ok(StatusCode::NO_CONTENT)
 }
 
-type Res = Result<Json<Value>, ApiError>;
 type Ctx = (State<Arc<App>>, Extension<Actor>);
 
 /// Top-level kinds: `/v1/<plural>` and `/v1/<plural>/{id}`.
 macro_rules! top_level {
     ($api:ident, $kind:ty, $path:literal, $tag:literal, $label:literal, create: $create:literal) => {{
-        $api.add(HttpMethod::Get, $path, $tag, concat!("List ", $label, "s"), get(|State(app): State<Arc<App>>| async move { list::<$kind>(&app, None) }));
+        $api.add(
+            Op::get($path, $tag, concat!("List ", $label, "s")).lists::<<$kind as Kind>::View>(),
+            get(|State(app): State<Arc<App>>| async move { list::<$kind>(&app, None) }),
+        );
         if $create {
             $api.add(
-                HttpMethod::Post,
-                $path,
-                $tag,
-                concat!("Create a ", $label),
+                Op::post($path, $tag, concat!("Create a ", $label))
+                    .takes::<<$kind as Kind>::Input>()
+                    .creates::<<$kind as Kind>::View>(),
                 post(|(State(app), Extension(actor)): Ctx, Json(body): Json<Value>| async move {
                     create::<$kind>(&app, &actor, body, None).await
                 }),
             );
         }
         $api.add(
-            HttpMethod::Get,
-            concat!($path, "/{id}"),
-            $tag,
-            concat!("Get a ", $label),
+            Op::get(concat!($path, "/{id}"), $tag, concat!("Get a ", $label)).answers::<<$kind as Kind>::View>(),
             get(|State(app): State<Arc<App>>, Path(id): Path<i64>| async move { one::<$kind>(&app, id, None) }),
         );
         $api.add(
-            HttpMethod::Patch,
-            concat!($path, "/{id}"),
-            $tag,
-            concat!("Change a ", $label, " (JSON merge patch)"),
+            Op::patch(concat!($path, "/{id}"), $tag, concat!("Change a ", $label, " (JSON merge patch of its fields)"))
+                .takes::<<$kind as Kind>::Input>()
+                .answers::<<$kind as Kind>::View>(),
             patch(|(State(app), Extension(actor)): Ctx, Path(id): Path<i64>, Json(body): Json<Value>| async move {
                 change::<$kind>(&app, &actor, id, body, None, keep_private).await
             }),
         );
         $api.add(
-            HttpMethod::Delete,
-            concat!($path, "/{id}"),
-            $tag,
-            concat!("Delete a ", $label),
+            Op::delete(concat!($path, "/{id}"), $tag, concat!("Delete a ", $label)),
             delete(|(State(app), Extension(actor)): Ctx, Path(id): Path<i64>| async move {
                 remove::<$kind>(&app, &actor, id, None).await
             }),
@@ -708,44 +745,39 @@ macro_rules! top_level {
 macro_rules! children {
     ($api:ident, $kind:ty, $path:literal, $tag:literal, $label:literal) => {{
         $api.add(
-            HttpMethod::Get,
-            concat!("/v1/clusters/{id}/", $path),
-            $tag,
-            concat!("List a cluster's ", $label, "s"),
+            Op::get(concat!("/v1/clusters/{id}/", $path), $tag, concat!("List a cluster's ", $label, "s"))
+                .lists::<<$kind as Kind>::View>(),
             get(|State(app): State<Arc<App>>, Path(id): Path<i64>| async move { list::<$kind>(&app, Some(ClusterId(id))) }),
         );
         $api.add(
-            HttpMethod::Post,
-            concat!("/v1/clusters/{id}/", $path),
-            $tag,
-            concat!("Create a ", $label),
+            Op::post(concat!("/v1/clusters/{id}/", $path), $tag, concat!("Create a ", $label))
+                .takes::<<$kind as Kind>::Input>()
+                .creates::<<$kind as Kind>::View>(),
             post(|(State(app), Extension(actor)): Ctx, Path(id): Path<i64>, Json(body): Json<Value>| async move {
                 create::<$kind>(&app, &actor, body, Some(ClusterId(id))).await
             }),
         );
         $api.add(
-            HttpMethod::Get,
-            concat!("/v1/clusters/{id}/", $path, "/{child}"),
-            $tag,
-            concat!("Get a ", $label),
+            Op::get(concat!("/v1/clusters/{id}/", $path, "/{child}"), $tag, concat!("Get a ", $label))
+                .answers::<<$kind as Kind>::View>(),
             get(|State(app): State<Arc<App>>, Path((id, child)): Path<(i64, i64)>| async move {
                 one::<$kind>(&app, child, Some(ClusterId(id)))
             }),
         );
         $api.add(
-            HttpMethod::Patch,
-            concat!("/v1/clusters/{id}/", $path, "/{child}"),
-            $tag,
-            concat!("Change a ", $label, " (JSON merge patch)"),
+            Op::patch(
+                concat!("/v1/clusters/{id}/", $path, "/{child}"),
+                $tag,
+                concat!("Change a ", $label, " (JSON merge patch of its fields)"),
+            )
+            .takes::<<$kind as Kind>::Input>()
+            .answers::<<$kind as Kind>::View>(),
             patch(|(State(app), Extension(actor)): Ctx, Path((id, child)): Path<(i64, i64)>, Json(body): Json<Value>| async move {
                 change::<$kind>(&app, &actor, child, body, Some(ClusterId(id)), keep_private).await
             }),
         );
         $api.add(
-            HttpMethod::Delete,
-            concat!("/v1/clusters/{id}/", $path, "/{child}"),
-            $tag,
-            concat!("Delete a ", $label),
+            Op::delete(concat!("/v1/clusters/{id}/", $path, "/{child}"), $tag, concat!("Delete a ", $label)),
             delete(|(State(app), Extension(actor)): Ctx, Path((id, child)): Path<(i64, i64)>| async move {
                 remove::<$kind>(&app, &actor, child, Some(ClusterId(id))).await
             }),
@@ -814,26 +846,29 @@ pub(super) fn routes(api: &mut Api) {
     children!(api, GroupRecord, "groups", "clusters", "node group");
     children!(api, LineRecord, "lines", "clusters", "line");
     children!(api, RuleRecord, "rules", "rules", "rule");
-    api.add(HttpMethod::Get, "/v1/settings/probes", "settings", "Get the probe settings", get(settings_get));
     api.add(
-        HttpMethod::Put,
-        "/v1/settings/probes",
-        "settings",
-        "Replace the probe settings",
+        Op::get("/v1/settings/probes", "settings", "Get the probe settings").answers::<ProbeSettings>(),
+        get(settings_get),
+    );
+    api.add(
+        Op::put("/v1/settings/probes", "settings", "Replace the probe settings")
+            .takes::<ProbeSettingsInput>()
+            .answers::<ProbeSettings>(),
         put(settings_put),
     );
     api.add(
-        HttpMethod::Get,
-        "/v1/nodes/{id}/addresses",
-        "nodes",
-        "Get a node's scheduling addresses",
+        Op::get("/v1/nodes/{id}/addresses", "nodes", "Get a node's scheduling addresses")
+            .answers::<Addresses>(),
         get(addresses_get),
     );
     api.add(
-        HttpMethod::Put,
-        "/v1/nodes/{id}/addresses",
-        "nodes",
-        "Set a node's scheduling addresses",
+        Op::put(
+            "/v1/nodes/{id}/addresses",
+            "nodes",
+            "Set a node's scheduling addresses (empty: use the reported ones)",
+        )
+        .takes::<Vec<AddressInput>>()
+        .answers::<Addresses>(),
         put(addresses_put),
     );
 }
@@ -865,19 +900,22 @@ async fn settings_put(
     Ok(Json(app.config().settings))
 }
 
-async fn addresses_get(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Res {
+async fn addresses_get(
+    State(app): State<Arc<App>>,
+    Path(id): Path<i64>,
+) -> Result<Json<Addresses>, ApiError> {
     let c = app.config();
     let n = find::<NodeRecord>(&c, id, None)?;
-    Ok(Json(
-        json!({"source": if n.value.addresses.is_empty() { "reported" } else { "configured" }, "configured": n.value.addresses}),
-    ))
+    let source =
+        if n.value.addresses.is_empty() { AddressSource::Reported } else { AddressSource::Configured };
+    Ok(Json(Addresses { source, configured: n.value.addresses.as_slice().to_vec() }))
 }
 
 async fn addresses_put(
     (State(app), Extension(actor)): Ctx,
     Path(id): Path<i64>,
     Json(body): Json<Value>,
-) -> Res {
+) -> Result<Json<Addresses>, ApiError> {
     let rows: Vec<AddressInput> = parse_json(body)?;
     let list = AddressList::parse(&rows, app.address_policy())?;
     app.change(&actor, |c| {

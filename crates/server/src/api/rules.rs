@@ -6,40 +6,37 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::routing::get;
-use serde_json::{Value, json};
-use utoipa::openapi::path::HttpMethod;
 use vantage_core::ids::{ClusterId, RuleId};
 
-use super::Api;
+use super::{Api, Op};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::support::now;
+use crate::views::{Preview, PreviewItem};
 
 pub(super) fn routes(api: &mut Api) {
     api.add(
-        HttpMethod::Get,
-        "/v1/clusters/{id}/preview",
-        "rules",
-        "Preview every rule against every node it looks at (writes nothing)",
+        Op::get(
+            "/v1/clusters/{id}/preview",
+            "rules",
+            "Preview every rule against every node it looks at (writes nothing)",
+        )
+        .answers::<Preview>(),
         get(preview_route),
     );
 }
 
-async fn preview_route(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Value>, ApiError> {
+async fn preview_route(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Preview>, ApiError> {
     let at = now();
     let rows = app
         .control()
         .preview(ClusterId(id), at)
         .ok_or_else(|| ApiError::NotFound(format!("Cluster {id} not found")))?;
-    let items: Vec<Value> = rows
+    let items = rows
         .into_iter()
-        .map(|row| {
-            let mut v = serde_json::to_value(&row).unwrap_or_default();
-            v["outcome_text"] = json!(row.preview.outcome.to_string());
-            v
-        })
+        .map(|row| PreviewItem { outcome_text: row.preview.outcome.to_string(), row })
         .collect();
-    Ok(Json(json!({ "at": at, "items": items })))
+    Ok(Json(Preview { at, items }))
 }
 
 /// The nodes a rule acts on now (active or recovering), by name, from its cluster's last pass.

@@ -80,17 +80,12 @@ impl Client {
 
 /// The API's error answer as a page error.
 fn error(status: StatusCode, body: &[u8]) -> PageError {
-    let reason = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| {
-            let e = &v["error"];
-            let reason = e["reason"].as_str()?.to_owned();
-            Some(match e["field"].as_str() {
-                Some(f) => format!("{f}: {reason}"),
-                None => reason,
-            })
+    let reason = serde_json::from_slice::<crate::views::ErrorBody>(body)
+        .map(|b| match b.error.field {
+            Some(f) => format!("{f}: {}", b.error.reason),
+            None => b.error.reason,
         })
-        .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_owned());
+        .unwrap_or_else(|_| status.canonical_reason().unwrap_or("error").to_owned());
     match status {
         StatusCode::UNAUTHORIZED => PageError::LoggedOut,
         StatusCode::NOT_FOUND => PageError::NotFound(reason),

@@ -191,6 +191,16 @@ pub(super) fn comparison(c: &str) -> &str {
     }
 }
 
+/// A value's word on the wire (`backup1`, `online`, `remove_node`), for the helpers that
+/// read words.
+pub(super) fn word<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

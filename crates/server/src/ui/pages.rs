@@ -17,11 +17,18 @@ use vantage_core::Timestamp;
 use super::chart::{self, Chart};
 use super::client::{Client, PageError};
 use super::format::{
-    self, Markup, Tone, action, badge, comparison, esc, level, metric, ms, num, pct, time, time_or,
+    self, Markup, Tone, action, badge, comparison, esc, level, metric, ms, num, pct, time, time_or, word,
 };
 use super::views::{self, Items};
 use super::{Ui, Visitor, render};
 use crate::support::now;
+use crate::views::{ProberKind, PublishState};
+use vantage_control::config::TokenState;
+use vantage_control::observe::ProberStatus;
+use vantage_core::address::AddressSource;
+use vantage_core::ids::{GroupId, LineId, RegionId};
+use vantage_core::reachability::Reachability;
+use vantage_core::rules::{Aggregate, MatchMode};
 
 type PageResult = Result<Response, PageError>;
 
@@ -136,13 +143,13 @@ fn health(n: &views::Node) -> Health {
             "Left out of DNS: its agent or a required link is not fresh".into(),
         );
     }
-    let down: Vec<&str> = n
+    let down: Vec<String> = n
         .addresses
         .iter()
-        .filter(|a| a.reachability.as_deref() == Some("unreachable"))
-        .map(|a| a.ip.as_str())
+        .filter(|a| a.reachability == Some(Reachability::Unreachable))
+        .map(|a| a.ip.to_string())
         .collect();
-    match n.level.as_deref() {
+    match n.level.map(|l| word(&l)).as_deref() {
         None => h(Tone::Bad, "Unreachable", format!("Every address is unreachable: {}", down.join(", "))),
         Some(l) if l != "primary" => {
             let mut why = Vec::new();
@@ -160,8 +167,8 @@ fn health(n: &views::Node) -> Health {
 }
 
 /// Region names by id: `Singapore (ap-sg)`.
-fn region_names(regions: &[views::Region]) -> HashMap<i64, String> {
-    regions.iter().map(|r| (r.id, format!("{} ({})", r.name, r.code))).collect()
+fn region_names(regions: &[views::Region]) -> HashMap<RegionId, String> {
+    regions.iter().map(|r| (RegionId(r.id), format!("{} ({})", r.name, r.code))).collect()
 }
 
 /// One probe result with its window strip, for the node and prober pages.
@@ -199,12 +206,12 @@ fn error_label(code: &str) -> &str {
 fn result_view(
     r: &views::ResultRow,
     by_prober: bool,
-    regions: &HashMap<i64, String>,
+    regions: &HashMap<RegionId, String>,
     at: Timestamp,
 ) -> ResultView {
     let (who, who_href, who_note) = if by_prober {
-        let note = if r.prober_kind == "node" { "node that probes" } else { "" };
-        let href = if r.prober_kind == "node" {
+        let note = if r.prober_kind == ProberKind::Node { "node that probes" } else { "" };
+        let href = if r.prober_kind == ProberKind::Node {
             format!("/ui/nodes/{}", r.prober)
         } else {
             format!("/ui/probers/{}", r.prober)
@@ -212,12 +219,12 @@ fn result_view(
         (r.prober_name.clone(), href, note.to_owned())
     } else {
         let name = r.node_name.clone().unwrap_or_else(|| r.target.clone());
-        (name, r.node.map(|n| format!("/ui/nodes/{n}")).unwrap_or_default(), String::new())
+        (name, format!("/ui/nodes/{}", r.node), String::new())
     };
-    let address = match (&r.address, r.port) {
-        (Some(a), Some(p)) if a.contains(':') => format!("[{a}]:{p}"),
-        (Some(a), Some(p)) => format!("{a}:{p}"),
-        _ => r.target.clone(),
+    let address = if r.address.is_ipv6() {
+        format!("[{}]:{}", r.address, r.port)
+    } else {
+        format!("{}:{}", r.address, r.port)
     };
     let address = match &r.method {
         Some(m) => format!("{address} {m}"),
@@ -242,7 +249,7 @@ fn result_view(
             &format!("{} ({}/{})", pct(r.loss_pct), r.lost, r.sent),
         ),
         rtt: ms(r.rtt_ms),
-        error: r.error.as_deref().map(|e| format!("{} ({e})", error_label(e))).unwrap_or_default(),
+        error: r.error.map(|e| format!("{} ({})", error_label(e.as_str()), e.as_str())).unwrap_or_default(),
         checked: time(r.checked, at),
         window: badge(
             if ok { Tone::Good } else { Tone::Bad },
@@ -284,7 +291,7 @@ impl ClusterRow {
             id: c.id,
             name: c.name.clone(),
             domain: c.domain.clone(),
-            mode: c.dns_mode.clone(),
+            mode: word(&c.dns_mode),
             listeners: listeners_text(c),
             nodes,
             healthy,
@@ -350,7 +357,9 @@ struct OverviewPage {
 fn listeners_text(c: &views::Cluster) -> String {
     c.listeners
         .iter()
-        .map(|l| format!("{} {}{}", l.port, l.protocol, if l.proxy_protocol { " (PROXY)" } else { "" }))
+        .map(|l| {
+            format!("{} {}{}", l.port, word(&l.protocol), if l.proxy_protocol { " (PROXY)" } else { "" })
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -381,7 +390,7 @@ pub(super) async fn overview(
         let latest = revs.items.first();
         rows.push(ClusterRow::new(
             c,
-            healths.iter().filter(|(n, _)| n.cluster == c.id).map(|(_, h)| h),
+            healths.iter().filter(|(n, _)| n.cluster.0 == c.id).map(|(_, h)| h),
             latest.map(|r| format!("#{} {}", r.number, r.reason)).unwrap_or_else(|| "none yet".into()),
             time_or(latest.map(|r| r.at), at, ""),
         ));
@@ -405,12 +414,12 @@ pub(super) async fn overview(
         .map(|(n, h)| ProblemRow {
             id: n.id,
             name: n.name.clone(),
-            cluster: cluster_names.get(&n.cluster).cloned().unwrap_or_default(),
+            cluster: cluster_names.get(&n.cluster.0).cloned().unwrap_or_default(),
             health: h.badge(),
             detail: h.detail.clone(),
         })
         .collect();
-    let count = |s: &str| probers.items.iter().filter(|p| p.status == s).count();
+    let count = |s: ProberStatus| probers.items.iter().filter(|p| p.status == s).count();
     let page = OverviewPage {
         frame: Frame::new(&v, "Overview", "overview", 10),
         nodes_total: healths.len(),
@@ -418,9 +427,9 @@ pub(super) async fn overview(
         nodes_disabled: healths.iter().filter(|(n, _)| !n.enabled).count(),
         nodes_unhealthy: healths.iter().filter(|(n, h)| n.enabled && !h.healthy()).count(),
         probers_total: probers.items.len(),
-        probers_online: count("online"),
-        probers_offline: count("offline"),
-        probers_disabled: count("disabled"),
+        probers_online: count(ProberStatus::Online),
+        probers_offline: count(ProberStatus::Offline),
+        probers_disabled: count(ProberStatus::Disabled),
         alerts: alerts.open.iter().map(|a| alert_row(a, at)).collect(),
         clusters: rows,
         revisions,
@@ -503,15 +512,6 @@ struct TokenRow {
     expires: Markup,
 }
 
-#[derive(Debug, Deserialize)]
-struct EnrollToken {
-    name: String,
-    prefix: String,
-    region: Option<i64>,
-    state: String,
-    expires_at: Timestamp,
-}
-
 #[derive(Template)]
 #[template(path = "probers.html")]
 struct ProbersPage {
@@ -529,7 +529,7 @@ pub(super) async fn probers(
     let at = now();
     let probers: Items<views::Prober> = api.get("/v1/probers").await?;
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
-    let tokens: Items<EnrollToken> = api.get("/v1/probers/tokens").await?;
+    let tokens: Items<views::EnrollToken> = api.get("/v1/probers/tokens").await?;
     let names = region_names(&regions.items);
     let rows = probers
         .items
@@ -539,7 +539,7 @@ pub(super) async fn probers(
             name: p.name.clone(),
             hostname: p.hostname.clone().filter(|h| *h != p.name).unwrap_or_default(),
             region: names.get(&p.region).cloned().unwrap_or_else(|| format!("region {}", p.region)),
-            status: format::prober_status(&p.status),
+            status: format::prober_status(&word(&p.status)),
             last_seen: time_or(p.last_seen, at, "never"),
             version: p.version.clone().unwrap_or_else(|| "—".into()),
             last_round: p.last_round.as_ref().map(round_view),
@@ -550,7 +550,7 @@ pub(super) async fn probers(
     let tokens = tokens
         .items
         .into_iter()
-        .filter(|t| t.state == "valid")
+        .filter(|t| t.state == TokenState::Valid)
         .map(|t| TokenRow {
             name: t.name,
             prefix: t.prefix,
@@ -592,7 +592,7 @@ pub(super) async fn prober(
         name: p.name.clone(),
         hostname: p.hostname.clone().unwrap_or_default(),
         region: names.get(&p.region).cloned().unwrap_or_default(),
-        status: format::prober_status(&p.status),
+        status: format::prober_status(&word(&p.status)),
         last_seen: time_or(p.last_seen, at, "never"),
         version: p.version.clone().unwrap_or_else(|| "—".into()),
         last_round: p.last_round.as_ref().map(round_view),
@@ -628,7 +628,7 @@ pub(super) async fn clusters(
     let mut rows = Vec::new();
     for c in &clusters.items {
         let dns: views::Dns = api.get(&format!("/v1/clusters/{}/dns", c.id)).await?;
-        let mine: Vec<Health> = nodes.items.iter().filter(|n| n.cluster == c.id).map(health).collect();
+        let mine: Vec<Health> = nodes.items.iter().filter(|n| n.cluster.0 == c.id).map(health).collect();
         rows.push(ClusterRow::new(
             c,
             mine.iter(),
@@ -718,6 +718,7 @@ enum PreviewView {
 struct ClusterPage {
     frame: Frame,
     c: views::Cluster,
+    dns_mode: String,
     listeners: String,
     dns_revision: String,
     dns_at: Markup,
@@ -731,8 +732,9 @@ struct ClusterPage {
     preview: PreviewView,
 }
 
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+/// Each value as text.
+fn strings<T: ToString>(v: &[T]) -> Vec<String> {
+    v.iter().map(ToString::to_string).collect()
 }
 
 fn revision_view(
@@ -740,94 +742,80 @@ fn revision_view(
     line_names: &BTreeMap<String, views::LineName>,
     at: Timestamp,
 ) -> RevisionView {
-    let name = |id: &str| line_names.get(id).map_or_else(|| format!("line {id}"), |l| l.name.clone());
-    let lines = r
-        .records
-        .get("lines")
-        .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(id, recs)| (name(id), strings(recs).join(" "))).collect())
-        .unwrap_or_default();
-    let held = r
-        .held
-        .as_object()
-        .map(|m| m.iter().map(|(id, why)| (name(id), why.as_str().unwrap_or_default().to_owned())).collect())
-        .unwrap_or_default();
+    let name =
+        |id: LineId| line_names.get(&id.to_string()).map_or_else(|| format!("line {id}"), |l| l.name.clone());
+    let lines = r.records.lines.iter().map(|(id, recs)| (name(*id), strings(recs).join(" "))).collect();
+    let held = r.held.iter().map(|(id, why)| (name(*id), why.clone())).collect();
     let publish = r
         .publish
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|p| {
-                    let status = p["status"].as_str().unwrap_or("unknown");
-                    let tone = if status == "published" { Tone::Good } else { Tone::Bad };
-                    let reason = p["reason"].as_str().map(|r| format!(": {r}")).unwrap_or_default();
-                    (
-                        p["target"].as_str().unwrap_or("?").to_owned(),
-                        badge(tone, &format!("{status}{reason}")),
-                    )
-                })
-                .collect()
+        .iter()
+        .map(|p| {
+            let tone = if p.status == PublishState::Published { Tone::Good } else { Tone::Bad };
+            let reason = p.reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default();
+            (p.target.clone(), badge(tone, &format!("{}{reason}", word(&p.status))))
         })
-        .unwrap_or_default();
+        .collect();
     RevisionView { number: r.number, at: time(r.at, at), reason: r.reason, lines, held, publish }
 }
 
-fn condition_text(c: &views::Condition, regions: &HashMap<i64, String>) -> String {
-    let (label, unit) = metric(&c.metric);
+fn condition_text(c: &views::Condition, regions: &HashMap<RegionId, String>) -> String {
+    let name = word(&c.metric);
+    let (label, unit) = metric(&name);
     let mut scope = Vec::new();
-    if c.metric.starts_with("probe_") {
-        scope.push(match c.aggregate.as_deref() {
-            Some("max") => "maximum".to_owned(),
-            Some("min") => "minimum".to_owned(),
-            _ => "average".to_owned(),
-        });
+    if c.metric.is_probe() {
+        scope.push(
+            match c.aggregate {
+                Aggregate::Max => "maximum",
+                Aggregate::Min => "minimum",
+                Aggregate::Avg => "average",
+            }
+            .to_owned(),
+        );
         scope.push(c.region.and_then(|r| regions.get(&r).cloned()).unwrap_or_else(|| "all regions".into()));
     }
     let scope = if scope.is_empty() { String::new() } else { format!(" ({})", scope.join(" · ")) };
-    format!("{label}{scope} {} {}{unit} for {} s", comparison(&c.comparison), num(c.threshold), c.for_s)
+    format!(
+        "{label}{scope} {} {}{unit} for {} s",
+        comparison(&word(&c.comparison)),
+        num(c.threshold),
+        c.for_s
+    )
 }
 
 fn preview_view(v: Value) -> PreviewView {
-    let rows: Items<views::PreviewRow> = match serde_json::from_value(v) {
+    let preview: views::Preview = match serde_json::from_value(v) {
         Ok(r) => r,
         Err(e) => return PreviewView::Unreadable(e.to_string()),
     };
     PreviewView::Rows(
-        rows.items
+        preview
+            .items
             .into_iter()
-            .map(|r| {
-                let status = r.status.as_str().map_or_else(|| r.status.to_string(), str::to_owned);
-                let outcome = r.outcome_text.clone().unwrap_or_else(|| match &r.outcome {
-                    Value::String(s) => s.clone(),
-                    Value::Object(m) => {
-                        m.get("kind").and_then(Value::as_str).unwrap_or_default().replace('_', " ")
-                    }
-                    other => other.to_string(),
-                });
+            .map(|item| {
+                let r = item.row;
                 PreviewRowView {
                     rule: r.rule_name,
                     node: r.node_name,
-                    node_id: r.node,
-                    status: format::rule_status(&status),
+                    node_id: r.node.0,
+                    status: format::rule_status(&word(&r.preview.status)),
                     conditions: r
+                        .preview
                         .conditions
                         .iter()
                         .map(|c| {
-                            let (label, unit) = metric(&c.metric);
+                            let name = word(&c.metric);
+                            let (label, unit) = metric(&name);
                             let value =
                                 c.value.map_or_else(|| "No data".to_owned(), |v| format!("{}{unit}", num(v)));
-                            let held = match (c.held_s, c.required_s) {
-                                (Some(h), Some(r)) => format!("; held {} of {} s", num(h), num(r)),
-                                _ => String::new(),
-                            };
+                            let held = format!("; held {} of {} s", c.held_s, c.required_s);
                             format!(
                                 "{label}: {value} (needs {} {}{unit}{held})",
-                                comparison(&c.comparison),
+                                comparison(&word(&c.comparison)),
                                 num(c.threshold)
                             )
                         })
                         .collect(),
-                    outcome,
+                    outcome: item.outcome_text,
                 }
             })
             .collect(),
@@ -851,9 +839,11 @@ pub(super) async fn cluster(
     let preview: Option<Value> = api.get_optional(&format!("/v1/clusters/{id}/preview")).await?;
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
     let region_names = region_names(&regions.items);
-    let group_names: HashMap<i64, String> = groups.items.iter().map(|g| (g.id, g.name.clone())).collect();
-    let line_names: HashMap<i64, String> = lines.items.iter().map(|l| (l.id, l.name.clone())).collect();
-    let nodes: Vec<&views::Node> = nodes.items.iter().filter(|n| n.cluster == id).collect();
+    let group_names: HashMap<GroupId, String> =
+        groups.items.iter().map(|g| (GroupId(g.id), g.name.clone())).collect();
+    let line_names: HashMap<LineId, String> =
+        lines.items.iter().map(|l| (LineId(l.id), l.name.clone())).collect();
+    let nodes: Vec<&views::Node> = nodes.items.iter().filter(|n| n.cluster.0 == id).collect();
     let node_rows = nodes
         .iter()
         .map(|n| {
@@ -869,9 +859,9 @@ pub(super) async fn cluster(
                     .iter()
                     .map(|a| {
                         (
-                            a.ip.clone(),
-                            level(&a.level),
-                            format::reachability(a.reachability.as_deref()),
+                            a.ip.to_string(),
+                            level(&word(&a.level)),
+                            format::reachability(a.reachability.map(|r| word(&r)).as_deref()),
                             a.in_use,
                         )
                     })
@@ -895,22 +885,22 @@ pub(super) async fn cluster(
             .lines
             .iter()
             .map(|l| {
-                let nets = l.client_networks.clone().unwrap_or_default();
+                let nets = strings(&l.client_networks);
                 DnsRow {
-                    line: l.name.clone().unwrap_or_else(|| "default".into()),
+                    line: l.name.clone(),
                     networks: if nets.is_empty() { "every other client".into() } else { nets.join(", ") },
-                    records: l.records.clone(),
+                    records: strings(&l.records),
                 }
             })
             .collect(),
-        all: dns.all.clone(),
+        all: strings(&dns.all),
         groups: groups
             .items
             .iter()
             .map(|g| GroupRow {
                 name: g.name.clone(),
                 region: g.region.and_then(|r| region_names.get(&r).cloned()).unwrap_or_else(|| "—".into()),
-                nodes: nodes.iter().filter(|n| n.group == g.id).count(),
+                nodes: nodes.iter().filter(|n| n.group.0 == g.id).count(),
             })
             .collect(),
         lines: lines
@@ -929,7 +919,7 @@ pub(super) async fn cluster(
                 networks: if l.client_networks.is_empty() {
                     "default line".into()
                 } else {
-                    l.client_networks.join(", ")
+                    strings(&l.client_networks).join(", ")
                 },
             })
             .collect(),
@@ -938,25 +928,27 @@ pub(super) async fn cluster(
         rules: rules
             .items
             .iter()
-            .map(|r| RuleRow {
+            .map(|view| (view, &view.rule))
+            .map(|(view, r)| RuleRow {
                 name: r.name.clone(),
                 line: r
                     .line
                     .map(|l| line_names.get(&l).cloned().unwrap_or_else(|| format!("line {l}")))
                     .unwrap_or_else(|| "All lines".into()),
-                action: action(&r.action),
+                action: action(&word(&r.action)),
                 conditions: r.conditions.iter().map(|c| condition_text(c, &region_names)).collect(),
                 timing: format!(
                     "{} · hold ≥ {} s · recover after {} s",
-                    if r.match_mode == "any" { "any condition" } else { "all conditions" },
+                    if r.match_mode == MatchMode::Any { "any condition" } else { "all conditions" },
                     r.hold_s,
                     r.recover_s
                 ),
                 enabled: r.enabled,
-                acting_on: r.acting_on.join(", "),
+                acting_on: view.acting_on.join(", "),
             })
             .collect(),
         preview: preview.map_or(PreviewView::Missing, preview_view),
+        dns_mode: word(&c.dns_mode),
         c,
     };
     Ok(render(&page))
@@ -1037,7 +1029,7 @@ fn node_charts(h: &views::History, range: &str) -> Vec<(String, ChartView)> {
         h.addresses
             .iter()
             .map(|a| chart::Line {
-                label: a.ip.clone(),
+                label: a.ip.to_string(),
                 points: a
                     .points
                     .iter()
@@ -1132,7 +1124,7 @@ pub(super) async fn node(
     let page = NodePage {
         frame: Frame::new(&v, format!("Node {}", n.name), "clusters", 10),
         cluster: c.name,
-        group: groups.items.iter().find(|g| g.id == n.group).map(|g| g.name.clone()).unwrap_or_default(),
+        group: groups.items.iter().find(|g| g.id == n.group.0).map(|g| g.name.clone()).unwrap_or_default(),
         health: h.badge(),
         health_detail: h.detail,
         agent: if n.online {
@@ -1145,15 +1137,19 @@ pub(super) async fn node(
         heartbeat: time_or(n.last_heartbeat, at, "no heartbeat"),
         metrics_at: time_or(n.metrics.as_ref().map(|m| m.at), at, "No metrics"),
         metrics,
-        level: n.level.as_deref().map_or_else(|| "none".into(), level),
+        level: n.level.map_or_else(|| "none".into(), |l| level(&word(&l))),
         addresses: n
             .addresses
             .iter()
             .map(|a| AddressRow {
-                ip: a.ip.clone(),
-                level: level(&a.level),
-                source: if a.source == "configured" { "Configured".into() } else { "Reported".into() },
-                reachability: format::reachability(a.reachability.as_deref()),
+                ip: a.ip.to_string(),
+                level: level(&word(&a.level)),
+                source: if a.source == AddressSource::Configured {
+                    "Configured".into()
+                } else {
+                    "Reported".into()
+                },
+                reachability: format::reachability(a.reachability.map(|r| word(&r)).as_deref()),
                 in_use: a.in_use,
                 probers: a
                     .probers
@@ -1306,9 +1302,11 @@ mod tests {
 
     fn node(json: Value) -> views::Node {
         let mut base = serde_json::json!({
-            "id": 7, "name": "sin-1a", "cluster": 1, "group": 2, "enabled": true,
-            "last_heartbeat": null, "version": null, "hostname": null, "connects_from": null,
-            "metrics": null, "serving": true,
+            "id": 7, "created_at": "2026-12-01T09:00:00Z", "updated_at": "2026-12-01T09:00:00Z",
+            "name": "sin-1a", "cluster": 1, "group": 2, "enabled": true, "also_probes": false,
+            "enrolled": false, "online": false, "last_heartbeat": null, "version": null, "hostname": null,
+            "connects_from": null, "capabilities": [], "metrics": null, "links": [], "reported_addresses": [],
+            "serving": true, "held_by": null,
         });
         if let (Some(b), Some(extra)) = (base.as_object_mut(), json.as_object()) {
             b.extend(extra.clone());
@@ -1334,7 +1332,7 @@ mod tests {
         let down = node(serde_json::json!({
             "level": "backup1",
             "addresses": [
-                {"ip": "203.0.113.10", "level": "primary", "source": "configured", "reachability": "unreachable"},
+                {"ip": "203.0.113.10", "level": "primary", "source": "configured", "reachability": "unreachable", "in_use": false},
                 {"ip": "198.51.100.10", "level": "backup1", "source": "configured", "reachability": "reachable", "in_use": true},
             ],
         }));

@@ -1,0 +1,236 @@
+//! The words of `vantage ctl`: its flags, resources and actions.
+
+use std::path::PathBuf;
+
+/// Connection flags of `vantage ctl`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Server URL [default: from the local data directory's serve.json].
+    #[arg(long, env = "VANTAGE_URL", global = true)]
+    pub(super) server: Option<String>,
+    /// Admin token [default: the local data directory's admin-token file].
+    #[arg(long, env = "VANTAGE_ADMIN_TOKEN", global = true, hide_env_values = true)]
+    pub(super) token: Option<String>,
+    /// Data directory to find the local server and token in.
+    #[arg(long, env = "VANTAGE_DATA_DIR", default_value = "./vantage-data", global = true)]
+    pub(super) data_dir: PathBuf,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    pub(super) json: bool,
+    #[command(subcommand)]
+    pub(super) command: Resource,
+}
+
+/// What to act on.
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum Resource {
+    /// Regions (code, name).
+    Regions(Plain),
+    /// Clusters (name, domain, aliases, dns_mode, ttl, listeners, check, publishers…), their
+    /// revisions and current records.
+    Clusters(ClusterArgs),
+    /// Node groups of a cluster (name, region).
+    Groups(InCluster),
+    /// Lines of a cluster (name, group, backup_groups, min_healthy, client_networks).
+    Lines(InCluster),
+    /// Scheduling rules of a cluster, and their preview.
+    Rules(RuleArgs),
+    /// Nodes (cluster, group, name, enabled, also_probes) and their scheduling addresses.
+    Nodes(NodeArgs),
+    /// Probers (list, get, update name/enabled, delete), enrollment tokens, results.
+    Probers(ProberArgs),
+    /// Webhook sinks for alerts (name, url, format json|alertmanager, enabled).
+    Webhooks(Plain),
+    /// Open and recently resolved alerts.
+    Alerts,
+    /// Probe settings.
+    Settings {
+        #[command(subcommand)]
+        action: SettingsAction,
+    },
+    /// Admin API tokens.
+    AdminTokens {
+        #[command(subcommand)]
+        action: TokenAction,
+    },
+    /// The audit log.
+    Audit(AuditArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct Plain {
+    #[command(subcommand)]
+    pub(super) action: Action,
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct InCluster {
+    /// The cluster id.
+    #[arg(long)]
+    pub(super) cluster: i64,
+    #[command(subcommand)]
+    pub(super) action: Action,
+}
+
+/// The usual actions. FIELD=VALUE sets a field: VALUE is JSON when it parses as JSON
+/// (`ttl=60`, `enabled=false`, `listeners='[{"port":443,"protocol":"https"}]'`), text
+/// otherwise; `a.b=…` sets a nested field.
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum Action {
+    /// List them.
+    List,
+    /// Show one.
+    Get { id: i64 },
+    /// Create one from FIELD=VALUE pairs (or --file).
+    Create {
+        fields: Vec<String>,
+        /// JSON body file (`-` for standard input).
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+    /// Change fields of one.
+    Update {
+        id: i64,
+        fields: Vec<String>,
+        /// JSON merge-patch file (`-` for standard input).
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+    /// Delete one.
+    Delete { id: i64 },
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct ClusterArgs {
+    #[command(subcommand)]
+    pub(super) action: ClusterAction,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum ClusterAction {
+    #[command(flatten)]
+    Common(Action),
+    /// A cluster's revisions, newest first.
+    Revisions {
+        id: i64,
+        /// At most this many (50).
+        #[arg(long)]
+        limit: Option<u32>,
+    },
+    /// A cluster's current records per line.
+    Dns { id: i64 },
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct ProberArgs {
+    #[command(subcommand)]
+    pub(super) action: ProberAction,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum ProberAction {
+    #[command(flatten)]
+    Common(Action),
+    /// Create an enrollment token (shown once) and print the start command.
+    Token {
+        /// The new prober's name.
+        #[arg(long)]
+        name: String,
+        /// Its region id.
+        #[arg(long)]
+        region: i64,
+        /// Validity in seconds (300–604800, 3600).
+        #[arg(long)]
+        valid_for: Option<i64>,
+    },
+    /// List enrollment tokens.
+    Tokens,
+    /// A prober's latest results with window strips.
+    Results { id: i64 },
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct RuleArgs {
+    /// The cluster id.
+    #[arg(long)]
+    pub(super) cluster: i64,
+    #[command(subcommand)]
+    pub(super) action: RuleAction,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum RuleAction {
+    #[command(flatten)]
+    Common(Action),
+    /// Every rule against every node it looks at now: status, conditions, what happens next.
+    Preview,
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct NodeArgs {
+    #[command(subcommand)]
+    pub(super) action: NodeAction,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum NodeAction {
+    #[command(flatten)]
+    Common(Action),
+    /// Show a node's scheduling addresses.
+    Addresses { id: i64 },
+    /// Set a node's scheduling addresses: IP[:LEVEL]… (level primary, backup1 or backup2;
+    /// primary when absent). No address: use the reported ones again.
+    SetAddresses { id: i64, addresses: Vec<String> },
+    /// Create an enrollment token for a node's agent (shown once) and print the start command.
+    Token {
+        /// The node id.
+        id: i64,
+        /// Validity in seconds (300–604800, 3600).
+        #[arg(long)]
+        valid_for: Option<i64>,
+    },
+    /// List node enrollment tokens.
+    Tokens,
+    /// Every prober's latest results for a node, with window strips.
+    Results { id: i64 },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum SettingsAction {
+    /// Show the probe settings.
+    Get,
+    /// Change probe settings: FIELD=VALUE… (others keep their value).
+    Set { fields: Vec<String> },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum TokenAction {
+    /// List tokens (never the tokens themselves).
+    List,
+    /// Create a token; it is printed once.
+    Create { name: String },
+    /// Revoke a token.
+    Revoke { id: i64 },
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct AuditArgs {
+    /// Action, or a prefix ending in a dot (`scheduling.`).
+    #[arg(long)]
+    pub(super) action: Option<String>,
+    /// Actor (`admin:bootstrap`, `system`).
+    #[arg(long)]
+    pub(super) actor: Option<String>,
+    /// Object (`node:12`).
+    #[arg(long)]
+    pub(super) object: Option<String>,
+    /// At or after (RFC 3339).
+    #[arg(long)]
+    pub(super) since: Option<String>,
+    /// Before (RFC 3339).
+    #[arg(long)]
+    pub(super) until: Option<String>,
+    /// At most this many (100).
+    #[arg(long)]
+    pub(super) limit: Option<u32>,
+}

@@ -1,0 +1,179 @@
+//! How the API's types print as tables: each row type names its columns and gives its cells.
+
+use serde::Serialize;
+use serde_json::Value;
+use vantage_control::alerts::Alert;
+use vantage_server::views::{
+    AdminTokenView, AuditView, ClusterView, DnsLine, EnrollTokenView, GroupView, LineView, NodeView,
+    PreviewItem, ProberView, RegionView, ResultView, RevisionView, RuleView, WebhookView,
+};
+
+/// A value in one cell: text as is, numbers and booleans printed, lists of plain values joined
+/// with commas, nothing as `-`, the rest as compact JSON.
+pub(super) fn cell<T: Serialize>(v: &T) -> String {
+    fn text(v: &Value) -> String {
+        match v {
+            Value::Null => "-".into(),
+            Value::String(s) => s.clone(),
+            Value::Array(a) if a.iter().all(|x| !x.is_object()) => {
+                a.iter().map(text).collect::<Vec<_>>().join(",")
+            }
+            other => other.to_string(),
+        }
+    }
+    serde_json::to_value(v).map_or_else(|_| "-".into(), |v| text(&v))
+}
+
+/// One line of a table.
+pub(super) trait Row {
+    /// The column names, in order.
+    const COLUMNS: &'static [&'static str];
+    /// The cells, one per column.
+    fn cells(&self) -> Vec<String>;
+}
+
+/// Prints rows as an aligned table with a header.
+pub(super) fn table<R: Row>(rows: &[R]) {
+    let cells: Vec<Vec<String>> = rows.iter().map(Row::cells).collect();
+    let widths: Vec<usize> = R::COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(n, c)| cells.iter().map(|r| r[n].chars().count()).chain([c.len()]).max().unwrap_or(0))
+        .collect();
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        println!("{}", padded.join("  ").trim_end());
+    };
+    line(R::COLUMNS.iter().map(|c| c.to_uppercase()).collect());
+    for r in cells {
+        line(r);
+    }
+}
+
+/// Prints one object as FIELD  VALUE lines.
+pub(super) fn record<T: Serialize>(v: &T) {
+    match serde_json::to_value(v) {
+        Ok(Value::Object(m)) => {
+            let w = m.keys().map(String::len).max().unwrap_or(0);
+            for (k, x) in &m {
+                println!("{k:<w$}  {}", cell(x));
+            }
+        }
+        _ => println!("{}", cell(v)),
+    }
+}
+
+/// Rows whose cells are their fields as they are.
+macro_rules! rows {
+    ($($ty:ty: [$($col:literal => |$r:ident| $cell:expr),* $(,)?]);* $(;)?) => {$(
+        impl Row for $ty {
+            const COLUMNS: &'static [&'static str] = &[$($col),*];
+            fn cells(&self) -> Vec<String> {
+                vec![$({ let $r = self; cell(&$cell) }),*]
+            }
+        }
+    )*};
+}
+
+rows! {
+    RegionView: ["id" => |r| r.id, "code" => |r| r.code, "name" => |r| r.name, "probers" => |r| r.probers];
+    ClusterView: [
+        "id" => |r| r.id, "name" => |r| r.name, "domain" => |r| r.domain, "dns_mode" => |r| r.dns_mode,
+        "ttl" => |r| r.ttl, "aliases" => |r| r.aliases,
+    ];
+    GroupView: ["id" => |r| r.id, "name" => |r| r.name, "region" => |r| r.region];
+    LineView: [
+        "id" => |r| r.id, "name" => |r| r.name, "group" => |r| r.group, "backup_groups" => |r| r.backup_groups,
+        "min_healthy" => |r| r.min_healthy, "client_networks" => |r| r.client_networks,
+    ];
+    RuleView: [
+        "id" => |r| r.id, "name" => |r| r.rule.name, "line" => |r| r.rule.line, "action" => |r| r.rule.action,
+        "match" => |r| r.rule.match_mode, "enabled" => |r| r.rule.enabled, "hold_s" => |r| r.rule.hold_s,
+        "recover_s" => |r| r.rule.recover_s,
+    ];
+    NodeView: [
+        "id" => |r| r.id, "cluster" => |r| r.cluster, "group" => |r| r.group, "name" => |r| r.name,
+        "enabled" => |r| r.enabled, "also_probes" => |r| r.also_probes, "enrolled" => |r| r.enrolled,
+    ];
+    WebhookView: [
+        "id" => |r| r.id, "name" => |r| r.webhook.name, "url" => |r| r.webhook.url,
+        "format" => |r| r.webhook.format, "enabled" => |r| r.webhook.enabled,
+    ];
+    AdminTokenView: ["id" => |r| r.id, "name" => |r| r.name, "prefix" => |r| r.prefix, "created_at" => |r| r.created_at];
+    AuditView: ["at" => |r| r.at, "actor" => |r| r.actor, "action" => |r| r.action, "object" => |r| r.object];
+    EnrollTokenView: [
+        "id" => |r| r.id, "prefix" => |r| r.prefix, "name" => |r| r.name, "region" => |r| r.region,
+        "node" => |r| r.node, "state" => |r| r.state, "expires_at" => |r| r.expires_at, "used_at" => |r| r.used_at,
+    ];
+    ResultView: [
+        "prober_name" => |r| r.prober_name, "node_name" => |r| r.node_name, "address" => |r| r.address,
+        "port" => |r| r.port, "method" => |r| r.method, "loss_pct" => |r| r.loss_pct, "rtt_ms" => |r| r.rtt_ms,
+        "error" => |r| r.error, "checked" => |r| r.checked, "good" => |r| r.window.good_strip,
+    ];
+    RevisionView: ["number" => |r| r.number, "at" => |r| r.at, "reason" => |r| r.reason, "records" => |r| r.records.all];
+    DnsLine: ["name" => |r| r.name, "client_networks" => |r| r.client_networks, "records" => |r| r.records];
+    Alert: [
+        "id" => |r| r.id, "state" => |r| r.state, "kind" => |r| r.kind, "summary" => |r| r.summary,
+        "fired_at" => |r| r.fired_at, "resolved_at" => |r| r.resolved_at,
+    ];
+}
+
+impl Row for ProberView {
+    const COLUMNS: &'static [&'static str] =
+        &["id", "name", "region_code", "enabled", "status", "last_seen", "version", "targets", "last_round"];
+    fn cells(&self) -> Vec<String> {
+        // The last round as one phrase.
+        let round = self.last_round.map_or_else(
+            || "-".to_owned(),
+            |lr| {
+                let rtt = lr.mean_rtt_ms.map_or_else(|| "-".to_owned(), |v| format!("{v:.1} ms"));
+                format!("loss {:.1} %, {rtt}, {} unreachable", lr.loss_pct, lr.unreachable)
+            },
+        );
+        vec![
+            cell(&self.id),
+            cell(&self.name),
+            cell(&self.region_code),
+            cell(&self.enabled),
+            cell(&self.status),
+            cell(&self.last_seen),
+            cell(&self.version),
+            cell(&self.targets),
+            round,
+        ]
+    }
+}
+
+impl Row for PreviewItem {
+    const COLUMNS: &'static [&'static str] = &["rule", "node", "status", "conditions", "outcome"];
+    fn cells(&self) -> Vec<String> {
+        // The conditions in one cell: `cpu 95.2 > 90 (held 30/60 s)`, `cpu No data`.
+        let conditions = self
+            .row
+            .preview
+            .conditions
+            .iter()
+            .map(|c| {
+                let metric = cell(&c.metric);
+                match c.value {
+                    None => format!("{metric} No data"),
+                    Some(v) => format!(
+                        "{metric} {v:.1} {} {} (held {}/{} s)",
+                        cell(&c.comparison),
+                        cell(&c.threshold),
+                        c.held_s,
+                        c.required_s
+                    ),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        vec![
+            self.row.rule_name.clone(),
+            self.row.node_name.clone(),
+            cell(&self.row.preview.status),
+            conditions,
+            self.outcome_text.clone(),
+        ]
+    }
+}

@@ -1,0 +1,689 @@
+//! The admin API's bodies as Rust types: what every `/v1` handler answers and accepts, with
+//! the OpenAPI schema each derives. The handlers build these and nothing else; the document at
+//! `/v1/openapi.json` is made from the same types, so it cannot drift from what is served.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use vantage_control::alerts::{Alert, Webhook};
+use vantage_control::config::TokenState;
+use vantage_control::observe::{ProberStatus, RoundSummary};
+use vantage_core::Timestamp;
+use vantage_core::address::{AddressSource, Level, SchedulingAddress};
+use vantage_core::check::{Check, Listener};
+use vantage_core::evaluate::{LinkState, NodeMetrics, PreviewRow, Records};
+use vantage_core::ids::{ClusterId, GroupId, LineId, NodeId, RegionId, RuleId};
+use vantage_core::model::{DnsMode, PublisherInput};
+use vantage_core::net::IpNet;
+use vantage_core::reachability::{Reachability, Verdict};
+use vantage_core::result::ErrorCode;
+use vantage_core::rules::Rule;
+
+/// A list: `{"items": [...]}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Items<T> {
+    /// The items, in the route's order.
+    pub items: Vec<T>,
+}
+
+impl<T> From<Vec<T>> for Items<T> {
+    fn from(items: Vec<T>) -> Self {
+        Items { items }
+    }
+}
+
+/// An error: `{"error": {"status", "field", "reason"}}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong, in plain words, naming the field at fault when there is one.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// The HTTP status.
+    pub status: u16,
+    /// The field at fault (`results[3].target`), when one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// Why, in plain words.
+    pub reason: String,
+}
+
+/// A region, with how many probers it has.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RegionView {
+    /// Server-assigned id.
+    pub id: i64,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// Code (`ap-sg`), unique.
+    pub code: String,
+    /// Name (`Singapore`), unique.
+    pub name: String,
+    /// Probers in it.
+    pub probers: usize,
+}
+
+/// A cluster. TSIG secrets are written, never read back: they show as `(hidden)`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ClusterView {
+    /// Server-assigned id.
+    pub id: i64,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// Name, unique.
+    pub name: String,
+    /// The DNS domain it serves.
+    pub domain: String,
+    /// Further domains with the same answers.
+    pub aliases: Vec<String>,
+    /// `automatic` (reachability and rules) or `manual` (primaries only).
+    pub dns_mode: DnsMode,
+    /// TTL of its answers, s.
+    pub ttl: u32,
+    /// Listeners every node is probed on.
+    pub listeners: Vec<Listener>,
+    /// How its targets are checked.
+    pub check: Check,
+    /// The most of a line's records one revision may remove, %.
+    pub mass_removal_pct: u32,
+    /// Only nodes whose agent is connected are answered.
+    pub agent_required: bool,
+    /// Links that must be fresh for a node to be answered.
+    pub required_links: Vec<String>,
+    /// External DNS servers it is pushed to (RFC 2136).
+    pub publishers: Vec<PublisherInput>,
+}
+
+/// A node group of a cluster.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GroupView {
+    /// Server-assigned id.
+    pub id: i64,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// Its cluster.
+    pub cluster: ClusterId,
+    /// Name, unique in the cluster.
+    pub name: String,
+    /// The region it is in (needed for its nodes to probe).
+    pub region: Option<RegionId>,
+}
+
+/// A line of a cluster.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LineView {
+    /// Server-assigned id.
+    pub id: i64,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// Its cluster.
+    pub cluster: ClusterId,
+    /// Name, unique in the cluster.
+    pub name: String,
+    /// The node group it answers with.
+    pub group: GroupId,
+    /// Groups to fall back to, in order, below the minimum.
+    pub backup_groups: Vec<GroupId>,
+    /// The fewest healthy addresses before a backup group is used.
+    pub min_healthy: u32,
+    /// Client networks it answers (empty: the default line).
+    pub client_networks: Vec<IpNet>,
+}
+
+/// A scheduling rule, with the nodes it acts on now.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RuleView {
+    /// Server-assigned id.
+    pub id: i64,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// Its cluster.
+    pub cluster: ClusterId,
+    /// Its fields.
+    #[serde(flatten)]
+    pub rule: Rule,
+    /// Names of the nodes it acts on now (active or recovering).
+    pub acting_on: Vec<String>,
+}
+
+/// A webhook sink for alerts.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WebhookView {
+    /// Server-assigned id.
+    pub id: i64,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// Its fields.
+    #[serde(flatten)]
+    pub webhook: Webhook,
+}
+
+/// A prober with the prober list's columns (SPEC §3.5).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ProberView {
+    /// Server-assigned id.
+    pub id: i64,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// Name, unique (compared without case).
+    pub name: String,
+    /// Its region.
+    pub region: RegionId,
+    /// The region's code.
+    pub region_code: Option<String>,
+    /// Disabled probers are refused and their results do not count.
+    pub enabled: bool,
+    /// Online, offline or disabled.
+    pub status: ProberStatus,
+    /// Last request of any kind.
+    pub last_seen: Option<Timestamp>,
+    /// Its version.
+    pub version: Option<String>,
+    /// Host name given at enrollment.
+    pub hostname: Option<String>,
+    /// Targets in its last work.
+    pub targets: u32,
+    /// Its last round.
+    pub last_round: Option<RoundSummary>,
+}
+
+/// The rule that holds a node on a backup level.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HeldBy {
+    /// The rule.
+    pub rule: RuleId,
+    /// Its name (`None` once deleted).
+    pub name: Option<String>,
+}
+
+/// One scheduling address of a node, as the last pass saw it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AddressView {
+    /// The address.
+    #[schema(value_type = String)]
+    pub ip: std::net::IpAddr,
+    /// Its level.
+    pub level: Level,
+    /// Configured by the operator, or reported by the agent.
+    pub source: AddressSource,
+    /// Reachable or unreachable (`None`: not evaluated yet).
+    pub reachability: Option<Reachability>,
+    /// DNS answers it now.
+    pub in_use: bool,
+    /// How the counting probers see it.
+    pub probers: Option<Verdict>,
+}
+
+/// A node with what its agent and the last pass know.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NodeView {
+    /// Server-assigned id.
+    pub id: i64,
+    /// Created.
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// Its cluster.
+    pub cluster: ClusterId,
+    /// Its group.
+    pub group: GroupId,
+    /// Name, unique in the cluster.
+    pub name: String,
+    /// Probed and answered.
+    pub enabled: bool,
+    /// Its agent probes too.
+    pub also_probes: bool,
+    /// Its agent has enrolled.
+    pub enrolled: bool,
+    /// Its agent is connected (a heartbeat within 45 s).
+    pub online: bool,
+    /// Last heartbeat.
+    pub last_heartbeat: Option<Timestamp>,
+    /// Agent version.
+    pub version: Option<String>,
+    /// Host name.
+    pub hostname: Option<String>,
+    /// Where its last heartbeat came from.
+    #[schema(value_type = Option<String>)]
+    pub connects_from: Option<std::net::IpAddr>,
+    /// Capabilities of its agent.
+    pub capabilities: Vec<String>,
+    /// Host metrics of its last heartbeat.
+    pub metrics: Option<NodeMetrics>,
+    /// Links its agent reported.
+    pub links: Vec<LinkState>,
+    /// Addresses its agent reported.
+    #[schema(value_type = Vec<String>)]
+    pub reported_addresses: Vec<std::net::IpAddr>,
+    /// Scheduling addresses in use, with reachability.
+    pub addresses: Vec<AddressView>,
+    /// The level DNS uses (`None`: no address, or not evaluated yet).
+    pub level: Option<Level>,
+    /// Answered by DNS (`None`: not evaluated yet).
+    pub serving: Option<bool>,
+    /// The rule holding it on a backup level, while one does.
+    pub held_by: Option<HeldBy>,
+}
+
+/// A node as created: its cluster and its fields.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NodeCreate {
+    /// Its cluster.
+    pub cluster: ClusterId,
+    /// Its group in that cluster.
+    pub group: GroupId,
+    /// Name, unique in the cluster.
+    pub name: String,
+    /// Probed and answered (default true).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Its agent probes too (its group needs a region).
+    #[serde(default)]
+    pub also_probes: Option<bool>,
+}
+
+/// The fields of a prober an operator may change.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProberBody {
+    /// Name, unique (compared without case).
+    pub name: String,
+    /// Region.
+    pub region: RegionId,
+    /// Disabled probers are refused and their results do not count.
+    pub enabled: bool,
+}
+
+/// A node's configured scheduling addresses.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Addresses {
+    /// `configured` while any are set, else `reported` (the agent's, all primary).
+    pub source: AddressSource,
+    /// The configured addresses.
+    pub configured: Vec<SchedulingAddress>,
+}
+
+/// An enrollment token as listed (the token itself is shown once, at creation).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EnrollTokenView {
+    /// Id.
+    pub id: i64,
+    /// Its first characters.
+    pub prefix: String,
+    /// Prober to create, or node to enroll.
+    pub name: String,
+    /// Region of the prober to create.
+    pub region: Option<RegionId>,
+    /// Node it enrolls.
+    pub node: Option<NodeId>,
+    /// Not valid after.
+    pub expires_at: Timestamp,
+    /// When it was used.
+    pub used_at: Option<Timestamp>,
+    /// Valid, used or expired.
+    pub state: TokenState,
+    /// Created.
+    pub created_at: Timestamp,
+}
+
+/// A prober enrollment token to create.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProberTokenBody {
+    /// Name of the prober it creates.
+    pub name: String,
+    /// Its region.
+    pub region: Option<RegionId>,
+    /// Seconds it is valid: 300 to 604800 (default 3600).
+    pub valid_for_s: Option<i64>,
+}
+
+/// A node enrollment token to create.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeTokenBody {
+    /// The node it enrolls.
+    pub node: NodeId,
+    /// Seconds it is valid: 300 to 604800 (default 3600).
+    pub valid_for_s: Option<i64>,
+}
+
+/// A new enrollment token: shown once, with the command that uses it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NewEnrollToken {
+    /// Id.
+    pub id: i64,
+    /// The token (`vtp_…` or `vtn_…`).
+    pub token: String,
+    /// Not valid after.
+    pub expires_at: Timestamp,
+    /// The agent channel's URL.
+    pub server: String,
+    /// SHA-256 of the channel's CA certificate, to pin.
+    pub ca_sha256: String,
+    /// The command to run on the host.
+    pub command: String,
+}
+
+/// The window register of one (prober, target) as strips (SPEC §3.4).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WindowView {
+    /// Good attempts among the last `window`.
+    pub good: u32,
+    /// Good attempts needed.
+    pub threshold: u32,
+    /// Attempts looked at.
+    pub window: u32,
+    /// Mean RTT of good attempts, ms (0 before the first).
+    pub avg_rtt_ms: f64,
+    /// Connected strip.
+    pub connected: String,
+    /// Request-sent strip.
+    pub sent: String,
+    /// Response-received strip.
+    pub received: String,
+    /// Good strip.
+    pub good_strip: String,
+    /// As `varnishadm backend.list -p` prints it.
+    pub text: String,
+}
+
+/// Whose result: a prober, or a node that probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProberKind {
+    /// A `vantage probe` process.
+    Prober,
+    /// A node agent that also probes.
+    Node,
+}
+
+/// One prober's latest result for one target, with its window strip.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ResultView {
+    /// The target key (`n{node}/{ip}/{port}`).
+    pub target: String,
+    /// Node.
+    pub node: NodeId,
+    /// Node name.
+    pub node_name: Option<String>,
+    /// Address.
+    #[schema(value_type = String)]
+    pub address: std::net::IpAddr,
+    /// Port.
+    pub port: u16,
+    /// Check method of that port (`http`…).
+    pub method: Option<String>,
+    /// Prober (or probing node) id.
+    pub prober: i64,
+    /// Its name.
+    pub prober_name: String,
+    /// Prober or node.
+    pub prober_kind: ProberKind,
+    /// Its region (probers only).
+    pub region: Option<RegionId>,
+    /// Attempts sent.
+    pub sent: u32,
+    /// Attempts lost.
+    pub lost: u32,
+    /// Loss, %.
+    pub loss_pct: f64,
+    /// Median RTT of good attempts, ms.
+    pub rtt_ms: Option<f64>,
+    /// Last error code.
+    pub error: Option<ErrorCode>,
+    /// When it was reported.
+    pub checked: Timestamp,
+    /// The window register.
+    pub window: WindowView,
+}
+
+/// One line's records as DNS answers them now.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DnsLine {
+    /// Line id (0: the implicit default line).
+    pub id: LineId,
+    /// Line name.
+    pub name: String,
+    /// Client networks it answers (empty: the default line).
+    pub client_networks: Vec<IpNet>,
+    /// Its records.
+    #[schema(value_type = Vec<String>)]
+    pub records: Vec<std::net::IpAddr>,
+}
+
+/// What DNS answers for a cluster now: the published revision.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DnsView {
+    /// Domain, as of the revision.
+    pub domain: String,
+    /// Aliases, as of the revision.
+    pub aliases: Vec<String>,
+    /// TTL, as of the revision.
+    pub ttl: u32,
+    /// The revision (SOA serial); `None` before the first.
+    pub revision: Option<u32>,
+    /// When it was cut.
+    pub at: Option<Timestamp>,
+    /// Records per line.
+    pub lines: Vec<DnsLine>,
+    /// `all.<domain>`: the union of every line.
+    #[schema(value_type = Vec<String>)]
+    pub all: Vec<std::net::IpAddr>,
+}
+
+/// One revision of a cluster's records.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RevisionView {
+    /// Cluster.
+    pub cluster: ClusterId,
+    /// Number (the SOA serial).
+    pub number: u32,
+    /// When it was cut.
+    pub at: Timestamp,
+    /// Why.
+    pub reason: String,
+    /// Its records.
+    pub records: Records,
+    /// Lines whose previous records were kept, and why.
+    pub held: BTreeMap<LineId, String>,
+    /// Each publisher's outcome, once it tried.
+    pub publish: Vec<PublishView>,
+}
+
+/// Whether a publisher's push went through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PublishState {
+    /// The external server took the update.
+    Published,
+    /// It did not, after every retry.
+    Failed,
+}
+
+/// One publisher's outcome for a revision.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PublishView {
+    /// The external server (`rfc2136 192.0.2.53:53 zone cdn.example.net`).
+    pub target: String,
+    /// Published or failed.
+    pub status: PublishState,
+    /// Why it failed.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// When it finished.
+    pub finished_at: Timestamp,
+}
+
+/// A line's name, for reading revisions.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LineName {
+    /// Name.
+    pub name: String,
+    /// Client networks.
+    pub client_networks: Vec<IpNet>,
+}
+
+/// A cluster's revisions, newest first, and the names of the lines they mention.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Revisions {
+    /// Revisions, newest first.
+    pub items: Vec<RevisionView>,
+    /// Lines by id (as a string key).
+    pub lines: BTreeMap<String, LineName>,
+}
+
+/// One row of the rule preview, with the outcome in words.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PreviewItem {
+    /// The rule against the node.
+    #[serde(flatten)]
+    pub row: PreviewRow,
+    /// What the next evaluation does, in words.
+    pub outcome_text: String,
+}
+
+/// The preview of every rule against every node it looks at (writes nothing).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Preview {
+    /// When it was computed.
+    pub at: Timestamp,
+    /// One row per rule and node.
+    pub items: Vec<PreviewItem>,
+}
+
+/// Open and recently resolved alerts.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Alerts {
+    /// Open, oldest first.
+    pub open: Vec<Alert>,
+    /// Resolved, newest first.
+    pub recent: Vec<Alert>,
+}
+
+/// One audit entry.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AuditView {
+    /// Sequence number.
+    pub id: i64,
+    /// When.
+    pub at: Timestamp,
+    /// Who (`admin:<token name>`, `system`, `prober:<id>`).
+    pub actor: String,
+    /// What (`cluster.create`).
+    pub action: String,
+    /// On what (`cluster:3`).
+    pub object: String,
+    /// Details (never a secret).
+    pub metadata: Value,
+}
+
+/// An admin token as listed.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AdminTokenView {
+    /// Id.
+    pub id: i64,
+    /// Name, unique.
+    pub name: String,
+    /// Its first characters.
+    pub prefix: String,
+    /// Created.
+    pub created_at: Timestamp,
+}
+
+/// An admin token to create.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdminTokenBody {
+    /// Name, unique.
+    pub name: String,
+}
+
+/// A new admin token: shown once.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NewAdminToken {
+    /// Id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// The token (`vta_…`).
+    pub token: String,
+}
+
+/// One bucket of a history series.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SeriesPoint {
+    /// Start of the bucket.
+    pub at: Timestamp,
+    /// Loss, %.
+    pub loss_pct: f64,
+    /// Mean RTT of good attempts, ms.
+    pub rtt_ms: Option<f64>,
+    /// Attempts in the bucket.
+    pub attempts: f64,
+}
+
+/// One address's series.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AddressSeries {
+    /// The address.
+    #[schema(value_type = String)]
+    pub ip: std::net::IpAddr,
+    /// Its level.
+    pub level: Level,
+    /// Buckets with attempts.
+    pub points: Vec<SeriesPoint>,
+}
+
+/// One region's series over every address of the node.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RegionSeries {
+    /// Region (`None`: probing nodes without a region).
+    pub region: Option<RegionId>,
+    /// Its code.
+    pub code: Option<String>,
+    /// Its name.
+    pub name: Option<String>,
+    /// Buckets with attempts.
+    pub points: Vec<SeriesPoint>,
+}
+
+/// A node's probe history: loss and RTT per address and per region.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct History {
+    /// Node.
+    pub node: NodeId,
+    /// `1h`, `24h` or `14d`.
+    pub range: String,
+    /// From.
+    pub since: Timestamp,
+    /// To.
+    pub until: Timestamp,
+    /// Bucket width, s.
+    pub bucket_s: i64,
+    /// Per address.
+    pub addresses: Vec<AddressSeries>,
+    /// Per region.
+    pub regions: Vec<RegionSeries>,
+}
