@@ -1,6 +1,6 @@
 //! One attempt against one target (§3.1): connect (and PROXY header, and TLS), send the
-//! check's request through hyper, judge the answer; for `hls`, the manifest, the newest
-//! segment and its age. Every failure becomes exactly one [`ErrorCode`]; the stages reached
+//! check's request, judge the answer (the [`health`](crate::health) exchange for `http` and
+//! `https`); for `hls`, through hyper, the manifest, the newest segment and its age. Every failure becomes exactly one [`ErrorCode`]; the stages reached
 //! and the time of each stage are kept even when the timeout cuts the attempt short.
 
 use std::net::SocketAddr;
@@ -13,7 +13,7 @@ use hyper::client::conn::http1;
 use hyper::{HeaderMap, Request};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use url::Url;
 use vantage_core::check::{Method, RequestSpec};
@@ -21,13 +21,12 @@ use vantage_core::result::{Attempt, ErrorCode, HlsDetail, Stages};
 
 use crate::classify::{Phase, code_for_hyper, code_for_io, io_source};
 use crate::error::Error;
+use crate::health;
 use crate::hls::{self, Next};
 use crate::target::{ProbeTarget, authority, resolve};
 use crate::tls;
 use crate::wire::{Counted, Stream, Wire};
 
-/// Body bytes of a health answer kept (enough for any block-page pattern).
-const HEALTH_BODY_LIMIT: usize = 64 * 1024;
 /// Largest manifest read; a live playlist is a few KiB.
 const MANIFEST_LIMIT: usize = 4 * 1024 * 1024;
 /// The part of the newest segment fetched: enough to prove the edge serves it.
@@ -96,10 +95,11 @@ pub async fn attempt(target: &ProbeTarget, timeout: Duration) -> AttemptReport {
     attempt_with(target, None, timeout).await
 }
 
-/// The request of an `http`/`https` target, built once for all its attempts of a round.
-pub(crate) fn prepare(target: &ProbeTarget) -> Option<Request<Empty<Bytes>>> {
+/// The request of an `http`/`https` target as bytes on the wire, encoded once for all its
+/// attempts of a round.
+pub(crate) fn prepare(target: &ProbeTarget) -> Option<Bytes> {
     match target.method {
-        Method::Http | Method::Https => build_request(&target.request_spec(), &[]).ok(),
+        Method::Http | Method::Https => health::encode(&target.request_spec()).ok(),
         Method::Tcp | Method::Hls => None,
     }
 }
@@ -107,7 +107,7 @@ pub(crate) fn prepare(target: &ProbeTarget) -> Option<Request<Empty<Bytes>>> {
 /// [`attempt`], with the request already built by [`prepare`] when there is one.
 pub(crate) async fn attempt_with(
     target: &ProbeTarget,
-    prepared: Option<&Request<Empty<Bytes>>>,
+    prepared: Option<&Bytes>,
     timeout: Duration,
 ) -> AttemptReport {
     let wire = Wire::new();
@@ -174,17 +174,17 @@ impl Progress {
 
 /// A failed attempt: its one code and what happened.
 #[derive(Debug)]
-struct Failure {
-    code: ErrorCode,
+pub(crate) struct Failure {
+    pub(crate) code: ErrorCode,
     detail: String,
 }
 
 impl Failure {
-    fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
         Failure { code, detail: detail.into() }
     }
 
-    fn io(e: &std::io::Error, phase: Phase, what: &str) -> Self {
+    pub(crate) fn io(e: &std::io::Error, phase: Phase, what: &str) -> Self {
         Failure::new(code_for_io(e, phase), format!("{what}: {e}"))
     }
 
@@ -235,7 +235,7 @@ impl Endpoint {
 
 async fn run(
     t: &ProbeTarget,
-    prepared: Option<&Request<Empty<Bytes>>>,
+    prepared: Option<&Bytes>,
     p: &mut Progress,
     wire: &Wire,
 ) -> Result<(), Failure> {
@@ -250,21 +250,25 @@ async fn run(
 
 async fn http(
     t: &ProbeTarget,
-    prepared: Option<&Request<Empty<Bytes>>>,
+    prepared: Option<&Bytes>,
     ep: &Endpoint,
     p: &mut Progress,
     wire: &Wire,
 ) -> Result<(), Failure> {
     let expected = t.check.expected_response();
-    let req = match prepared {
-        Some(req) => req.clone(),
-        None => build_request(&t.request_spec(), &[]).map_err(invalid_request)?,
+    let encoded;
+    let request = match prepared {
+        Some(req) => req,
+        None => {
+            encoded = health::encode(&t.request_spec()).map_err(invalid_request)?;
+            &encoded
+        }
     };
-    let stream = connect(ep, p).await?;
+    let mut stream = connect(ep, p).await?;
     let close_on = t.check.expect_close().then_some(expected);
-    let reply = exchange(stream, req, HEALTH_BODY_LIMIT, close_on, &mut p.doing, &mut p.status, wire).await?;
-    if reply.status != expected {
-        return Err(Failure::new(ErrorCode::Status, format!("status {}, expected {expected}", reply.status)));
+    let status = health::exchange(&mut stream, request, close_on, &mut p.doing, &mut p.status, wire).await?;
+    if status != expected {
+        return Err(Failure::new(ErrorCode::Status, format!("status {status}, expected {expected}")));
     }
     Ok(())
 }
@@ -281,7 +285,7 @@ async fn hls(t: &ProbeTarget, ep: &Endpoint, p: &mut Progress, wire: &Wire) -> R
     })?;
     let stream = connect(ep, p).await?;
     p.hls().reachable = true;
-    let reply = exchange(stream, req, MANIFEST_LIMIT, None, &mut p.doing, &mut p.status, wire).await?;
+    let reply = exchange(stream, req, MANIFEST_LIMIT, &mut p.doing, &mut p.status, wire).await?;
     p.hls().ttfb_ms = wire.first_read().map(ms);
     if reply.status != expected {
         return Err(Failure::new(
@@ -412,7 +416,7 @@ async fn fetch(
     let req = build_request(&spec, extra).map_err(invalid_request)?;
     let mut p = Progress::default();
     let stream = connect(&ep, &mut p).await?;
-    exchange(stream, req, limit, None, doing, status, wire).await
+    exchange(stream, req, limit, doing, status, wire).await
 }
 
 /// Opens the connection: TCP, then the PROXY v1 header when asked, then TLS when asked.
@@ -477,14 +481,11 @@ fn client() -> http1::Builder {
     b
 }
 
-/// Sends `req` over `stream` and reads the answer (up to `limit` body bytes). With
-/// `close_on = Some(status)` and that status, waits for the peer to close the connection, as
-/// Varnish's `expect_close` does; a peer that keeps it open runs into the timeout.
+/// Sends `req` over `stream` through hyper and reads the answer (up to `limit` body bytes).
 async fn exchange(
     stream: Stream,
     req: Request<Empty<Bytes>>,
     limit: usize,
-    close_on: Option<u16>,
     doing: &mut &'static str,
     status: &mut Option<u16>,
     wire: &Wire,
@@ -494,9 +495,9 @@ async fn exchange(
     let (mut sender, conn) =
         client().handshake::<_, Empty<Bytes>>(io).await.map_err(|e| Failure::hyper(&e))?;
     // The connection is driven here, not spawned, so that dropping the attempt (timeout)
-    // drops the socket with it, and so that it can be taken back to watch for the close.
-    let mut conn = pin!(conn.without_shutdown());
-    let (reply, finished) = {
+    // drops the socket with it.
+    let mut conn = pin!(conn);
+    let reply = {
         let mut response = pin!(async {
             *doing = "waiting for the response";
             let resp = sender.send_request(req).await?;
@@ -524,34 +525,16 @@ async fn exchange(
                 truncated,
             })
         });
-        let mut finished = None;
-        let reply = loop {
+        let mut finished = false;
+        loop {
             tokio::select! {
                 r = &mut response => break r,
-                c = &mut conn, if finished.is_none() => finished = Some(c),
-            }
-        };
-        (reply, finished)
-    };
-    let reply = reply.map_err(|e| Failure::hyper(&e))?;
-    if close_on == Some(reply.status) && !reply.truncated {
-        *doing = "waiting for the peer to close the connection";
-        let parts = match finished {
-            Some(c) => c,
-            None => conn.await,
-        };
-        // An error after a complete answer also ends the connection: that is a close.
-        if let Ok(parts) = parts {
-            let mut io = parts.io.into_inner();
-            let mut scratch = [0u8; 256];
-            while let Ok(n) = io.read(&mut scratch).await {
-                if n == 0 {
-                    break;
-                }
+                // A connection that ends first leaves the response to report why.
+                _ = &mut conn, if !finished => finished = true,
             }
         }
-    }
-    Ok(reply)
+    };
+    reply.map_err(|e| Failure::hyper(&e))
 }
 
 /// The HTTP request of a spec, with `extra` headers the spec does not already have.

@@ -13,14 +13,17 @@
 //! - [`raise_nofile_limit`] lifts the open-file limit that bounds a round; call it once at
 //!   start.
 //!
-//! HTTP is spoken by hyper over sockets opened here (so connect, TLS and first byte are timed
-//! apart), TLS by rustls with the aws-lc-rs provider. Decisions about the results (loss,
+//! Sockets are opened here (so connect, TLS and first byte are timed apart). A health check
+//! (`http`, `https`) is one request per connection, spoken by a small state machine with
+//! `httparse` for the response head (the `health` module says why); `hls` speaks HTTP through
+//! hyper. TLS is rustls with the aws-lc-rs provider. Decisions about the results (loss,
 //! reachability, window registers) belong to `vantage-core`, not here.
 
 mod admission;
 mod attempt;
 mod classify;
 mod error;
+mod health;
 mod hls;
 mod limit;
 mod round;
