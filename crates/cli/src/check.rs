@@ -6,14 +6,14 @@
 //! more of the attempts are lost.
 
 use std::fmt::Write as _;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use vantage_core::check::{Check, CheckInput, Method};
 use vantage_core::result::{ErrorCode, ProbeResult, Stages};
-use vantage_probe::{AttemptReport, ProbeTarget, attempt};
+use vantage_probe::{AttemptReport, ProbeTarget, SourceAddresses, attempt_from};
 
 /// Loss (%) at which the verdict is unhealthy: the default of the probe settings.
 const LOSS_PCT: u32 = 50;
@@ -48,6 +48,9 @@ pub(crate) struct Args {
     /// Expected HTTP status.
     #[arg(long, value_name = "STATUS", default_value_t = 200)]
     expect: u16,
+    /// Local address to connect from, at most one per family (repeat, or comma-separated).
+    #[arg(long = "source-address", value_name = "IP", value_delimiter = ',')]
+    source_addresses: Vec<IpAddr>,
 }
 
 /// A refusal of the arguments: printed as it is, exit status 2.
@@ -180,6 +183,13 @@ async fn host_port(s: &str) -> Result<SocketAddr, BadArgument> {
 
 async fn probe(args: &Args, target: &ProbeTarget) -> ExitCode {
     vantage_probe::install_crypto_provider();
+    let source = match SourceAddresses::from_list(&args.source_addresses) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: --source-address: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let spec = target.request_spec();
     let host_header =
         spec.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("host")).map_or("-", |(_, v)| v.as_str());
@@ -194,13 +204,16 @@ async fn probe(args: &Args, target: &ProbeTarget) -> ExitCode {
     if target.proxy_v1 {
         head.push_str(", PROXY v1");
     }
+    if let Some(ip) = source.for_peer(target.addr) {
+        let _ = write!(head, ", from {ip}");
+    }
     let _ = write!(head, ", {} attempt(s), timeout {} ms", args.attempts, args.timeout.as_millis());
     println!("{head}");
 
     let mut attempts = Vec::new();
     let mut last_hls = None;
     for n in 1..=args.attempts {
-        let report = attempt(target, args.timeout).await;
+        let report = attempt_from(target, args.timeout, source).await;
         println!("{}", describe(n, &report, target.addr.is_ipv6()));
         if report.hls.is_some() {
             last_hls = Some(report.clone());

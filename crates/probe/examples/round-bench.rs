@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 
 use vantage_core::check::Check;
 use vantage_core::result::{ErrorCode, ProbeResult, Stages};
-use vantage_probe::{Method, ProbeTarget, RoundConfig, effective_concurrency, raise_nofile_limit, run_round};
+use vantage_probe::{
+    Method, ProbeTarget, RoundConfig, SourceAddresses, effective_concurrency, raise_nofile_limit, run_round,
+};
 
 /// Addresses per server: 127.1.0.1–100 (nginx) and 127.2.0.1–100 (silent).
 const ADDRESSES: u8 = 100;
@@ -90,7 +92,12 @@ fn targets_over(listeners: &[SocketAddr], n: usize) -> Vec<ProbeTarget> {
 }
 
 /// The silent rounds' configuration; the HTTP round differs in timeout and bound only.
-const SILENT: RoundConfig = RoundConfig { attempts: 3, timeout: Duration::from_secs(1), concurrency: 10_000 };
+const SILENT: RoundConfig = RoundConfig {
+    attempts: 3,
+    timeout: Duration::from_secs(1),
+    concurrency: 10_000,
+    source: SourceAddresses::NONE,
+};
 
 async fn bench(o: &Options) -> Result<(), BoxError> {
     if std::env::var_os("RUST_LOG").is_some() {

@@ -14,7 +14,7 @@ use hyper::{HeaderMap, Request};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use url::Url;
 use vantage_core::check::{Method, RequestSpec};
 use vantage_core::result::{Attempt, ErrorCode, HlsDetail, Stages};
@@ -23,6 +23,7 @@ use crate::classify::{Phase, code_for_hyper, code_for_io, io_source};
 use crate::error::Error;
 use crate::health;
 use crate::hls::{self, Next};
+use crate::source::SourceAddresses;
 use crate::target::{ProbeTarget, authority, resolve};
 use crate::tls;
 use crate::wire::{Counted, Stream, Wire};
@@ -90,9 +91,15 @@ impl AttemptReport {
     }
 }
 
-/// Makes one attempt against `target`, bounded by `timeout` as a whole.
+/// Makes one attempt against `target`, bounded by `timeout` as a whole, from the addresses
+/// the kernel picks.
 pub async fn attempt(target: &ProbeTarget, timeout: Duration) -> AttemptReport {
-    attempt_with(target, None, timeout).await
+    attempt_from(target, timeout, SourceAddresses::default()).await
+}
+
+/// [`attempt`], leaving from `source` for the target's family when it has one.
+pub async fn attempt_from(target: &ProbeTarget, timeout: Duration, source: SourceAddresses) -> AttemptReport {
+    attempt_with(target, None, timeout, source).await
 }
 
 /// The request of an `http`/`https` target as bytes on the wire, encoded once for all its
@@ -109,6 +116,7 @@ pub(crate) async fn attempt_with(
     target: &ProbeTarget,
     prepared: Option<&Bytes>,
     timeout: Duration,
+    source: SourceAddresses,
 ) -> AttemptReport {
     let wire = Wire::new();
     let mut p = Progress {
@@ -116,7 +124,7 @@ pub(crate) async fn attempt_with(
         hls: (target.method == Method::Hls).then(HlsDetail::default),
         ..Progress::default()
     };
-    let outcome = tokio::time::timeout(timeout, run(target, prepared, &mut p, &wire)).await;
+    let outcome = tokio::time::timeout(timeout, run(target, prepared, source, &mut p, &wire)).await;
     let total = wire.start().elapsed();
     let failure = match outcome {
         Ok(Ok(())) => None,
@@ -221,14 +229,17 @@ struct Endpoint {
     proxy_v1: bool,
     /// TLS with this SNI.
     tls: Option<ServerName<'static>>,
+    /// Where connections leave from (for this and any other host an attempt reaches).
+    sources: SourceAddresses,
 }
 
 impl Endpoint {
-    fn of(t: &ProbeTarget) -> Self {
+    fn of(t: &ProbeTarget, sources: SourceAddresses) -> Self {
         Endpoint {
             addr: t.addr,
             proxy_v1: t.proxy_v1,
             tls: t.uses_tls().then(|| tls::server_name(t.host(), t.addr.ip())),
+            sources,
         }
     }
 }
@@ -236,10 +247,11 @@ impl Endpoint {
 async fn run(
     t: &ProbeTarget,
     prepared: Option<&Bytes>,
+    sources: SourceAddresses,
     p: &mut Progress,
     wire: &Wire,
 ) -> Result<(), Failure> {
-    let ep = Endpoint::of(t);
+    let ep = Endpoint::of(t, sources);
     match t.method {
         Method::Tcp => connect(&ep, p).await.map(drop),
         Method::Http | Method::Https => http(t, prepared, &ep, p, wire).await,
@@ -307,7 +319,7 @@ async fn hls(t: &ProbeTarget, ep: &Endpoint, p: &mut Progress, wire: &Wire) -> R
             p.doing = "fetching the variant playlist";
             let mut status = None;
             let reply = fetch(
-                t,
+                ep,
                 &manifest_url,
                 &variant_url,
                 &[("Cache-Control", "no-cache")],
@@ -342,7 +354,7 @@ async fn hls(t: &ProbeTarget, ep: &Endpoint, p: &mut Progress, wire: &Wire) -> R
     p.segment = Some(SegmentReport { url: segment_url.to_string(), status: None });
     let mut status = None;
     let result = fetch(
-        t,
+        ep,
         &manifest_url,
         &segment_url,
         &[("Range", SEGMENT_RANGE)],
@@ -377,11 +389,11 @@ async fn hls(t: &ProbeTarget, ep: &Endpoint, p: &mut Progress, wire: &Wire) -> R
     Ok(())
 }
 
-/// `GET url` for the HLS steps after the manifest: at the target when `url` has the
+/// `GET url` for the HLS steps after the manifest: at the target (`ep`) when `url` has the
 /// manifest's origin, else at the URL's own host (no PROXY header there).
 #[allow(clippy::too_many_arguments)]
 async fn fetch(
-    t: &ProbeTarget,
+    ep: &Endpoint,
     origin: &Url,
     url: &Url,
     extra: &[(&str, &str)],
@@ -391,7 +403,7 @@ async fn fetch(
     wire: &Wire,
 ) -> Result<Reply, Failure> {
     let ep = if same_origin(origin, url) {
-        Endpoint::of(t)
+        ep.clone()
     } else {
         let host = url.host_str().unwrap_or_default();
         let port = url.port_or_known_default().unwrap_or(80);
@@ -402,6 +414,7 @@ async fn fetch(
             addr,
             proxy_v1: false,
             tls: (url.scheme() == "https").then(|| tls::server_name(host, addr.ip())),
+            sources: ep.sources,
         }
     };
     let spec = RequestSpec {
@@ -423,8 +436,7 @@ async fn fetch(
 async fn connect(ep: &Endpoint, p: &mut Progress) -> Result<Stream, Failure> {
     p.doing = "connecting";
     let started = Instant::now();
-    let mut tcp =
-        TcpStream::connect(ep.addr).await.map_err(|e| Failure::io(&e, Phase::Connect, "connect"))?;
+    let mut tcp = open(ep).await?;
     p.connect.get_or_insert(started.elapsed());
     // The attempt ends by closing with an RST rather than a FIN: no TIME_WAIT is left on the
     // prober for each attempt of each round (30,000 a round at 10,000 targets), and the close
@@ -460,6 +472,24 @@ async fn connect(ep: &Endpoint, p: &mut Progress) -> Result<Stream, Failure> {
     };
     p.connected = true;
     Ok(stream)
+}
+
+/// The TCP connection, from the source address of the peer's family when there is one.
+async fn open(ep: &Endpoint) -> Result<TcpStream, Failure> {
+    let connect = |e: std::io::Error| Failure::io(&e, Phase::Connect, "connect");
+    let socket =
+        if ep.addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }.map_err(connect)?;
+    if let Some(source) = ep.sources.for_peer(ep.addr) {
+        // Bind the address only: the kernel then picks the port at connect time, per
+        // destination, so 10,000 bound sockets do not use up the ephemeral ports as a plain
+        // bind to port 0 would. Without it (older kernels) the bind still works.
+        #[cfg(target_os = "linux")]
+        let _ = nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::IpBindAddressNoPort, &true);
+        socket
+            .bind(SocketAddr::new(source, 0))
+            .map_err(|e| Failure::io(&e, Phase::Connect, &format!("binding the source address {source}")))?;
+    }
+    socket.connect(ep.addr).await.map_err(connect)
 }
 
 /// An answer.

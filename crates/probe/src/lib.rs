@@ -10,6 +10,8 @@
 //!   A round starts 256 targets at once and opens up to the bound while the targets are slow
 //!   or dead, so a round of dead targets takes about `attempts × timeout` whatever its size,
 //!   while fast targets are not drowned in thousands of connections at once.
+//! - [`SourceAddresses`] (in [`RoundConfig`], or [`attempt_from`]) binds connections to one
+//!   local address per family, for multi-homed probe hosts.
 //! - [`raise_nofile_limit`] lifts the open-file limit that bounds a round; call it once at
 //!   start.
 //!
@@ -27,14 +29,16 @@ mod health;
 mod hls;
 mod limit;
 mod round;
+mod source;
 mod target;
 mod tls;
 mod wire;
 
-pub use attempt::{AttemptReport, SegmentReport, Timings, attempt};
+pub use attempt::{AttemptReport, SegmentReport, Timings, attempt, attempt_from};
 pub use error::{Error, Result};
 pub use limit::{NofileLimit, nofile_limit, raise_nofile_limit};
 pub use round::{RoundConfig, effective_concurrency, run_round};
+pub use source::{SourceAddresses, SourceAddressesError};
 pub use target::ProbeTarget;
 pub use tls::install_crypto_provider;
 pub use url::Url;

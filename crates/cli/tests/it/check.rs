@@ -130,3 +130,16 @@ async fn bad_arguments_exit_2_naming_the_argument() {
         assert!(stdout.is_empty(), "{args:?}: nothing probed: {stdout}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_address_is_where_the_connection_comes_from() {
+    let server = EdgeServer::start(any_loopback()).await.unwrap();
+    let addr = server.addr().to_string();
+    let out = vantage(&["check", &addr, "--source-address", "127.0.0.2", "--attempts", "1"]).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("from 127.0.0.2"), "{stdout}");
+    assert_eq!(server.peers().iter().map(|p| p.ip().to_string()).collect::<Vec<_>>(), ["127.0.0.2"]);
+    let out = vantage(&["check", &addr, "--source-address", "127.0.0.2,127.0.0.3"]).await;
+    assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
+}

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use vantage_core::check::CheckInput;
 use vantage_core::result::{ErrorCode, Stages};
-use vantage_probe::{Method, ProbeTarget, attempt};
+use vantage_probe::{Method, ProbeTarget, RoundConfig, SourceAddresses, attempt, attempt_from, run_round};
 use vantage_testkit::{Behavior, EdgeOptions, EdgeServer, any_loopback, closed_port};
 
 use crate::{check, target};
@@ -259,4 +259,41 @@ async fn a_stopped_server_refuses_and_a_restarted_one_answers() {
     server.restart().await.unwrap();
     assert!(server.is_running());
     assert!(attempt(&t, T).await.good());
+}
+
+#[tokio::test]
+async fn connections_leave_from_the_source_address_of_their_family() {
+    let server = EdgeServer::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let source: SourceAddresses = "127.0.0.2,::1".parse().unwrap();
+    for method in [Method::Tcp, Method::Http] {
+        let r = attempt_from(&target(&server, method), T, source).await;
+        assert_eq!(r.error, None, "{method}: {r:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let peers = server.peers();
+    assert_eq!(peers.len(), 2);
+    assert!(peers.iter().all(|p| p.ip() == "127.0.0.2".parse::<std::net::IpAddr>().unwrap()), "{peers:?}");
+    // Without one the kernel picks the target's own address on loopback.
+    assert!(attempt(&target(&server, Method::Http), T).await.good());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(server.peers()[2].ip(), server.addr().ip());
+
+    // A round passes it down too.
+    let cfg = RoundConfig { attempts: 2, source, ..RoundConfig::default() };
+    let results = run_round(&[target(&server, Method::Http)], &cfg).await;
+    assert_eq!(results[0].lost(), 0, "{results:?}");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(server.peers()[3..].iter().all(|p| p.ip().to_string() == "127.0.0.2"));
+}
+
+#[tokio::test]
+async fn a_source_address_not_of_this_host_is_unreachable_and_sends_nothing() {
+    let server = EdgeServer::start(any_loopback()).await.unwrap();
+    // TEST-NET-1: no interface has it, so the bind fails before any packet leaves.
+    let source: SourceAddresses = "192.0.2.1".parse().unwrap();
+    let r = attempt_from(&target(&server, Method::Http), T, source).await;
+    assert_eq!(r.error, Some(ErrorCode::Unreachable), "{r:?}");
+    assert_eq!(r.stages, Stages::empty());
+    assert!(r.detail.unwrap().contains("192.0.2.1"));
+    assert_eq!(server.connections(), 0);
 }
