@@ -270,7 +270,12 @@ mod tests {
 
     #[test]
     fn reports_hold_at_most_max_results() {
-        let r = |i: usize| ProbeResult { target: i.to_string(), attempts: Vec::new(), hls: None };
+        let r = |i: usize| ProbeResult {
+            target: i.to_string(),
+            attempts: Vec::new(),
+            hls: None,
+            cert_not_after: None,
+        };
         let (t0, t1) = (vantage_core::Timestamp::from_secs(1), vantage_core::Timestamp::from_secs(2));
         let out = reports(t0, t1, (0..wire::MAX_RESULTS * 2 + 1).map(r).collect());
         assert_eq!(

@@ -48,6 +48,10 @@ pub(crate) struct Args {
     /// Expected HTTP status.
     #[arg(long, value_name = "STATUS", default_value_t = 200)]
     expect: u16,
+    /// TLS: verify the certificate against the host name and the system's trusted roots
+    /// (`SSL_CERT_FILE`/`SSL_CERT_DIR` name others) instead of accepting any.
+    #[arg(long)]
+    verify: bool,
     /// Local address to connect from, at most one per family (repeat, or comma-separated).
     #[arg(long = "source-address", value_name = "IP", value_delimiter = ',')]
     source_addresses: Vec<IpAddr>,
@@ -119,6 +123,7 @@ async fn prepare(args: &Args) -> Result<ProbeTarget, BadArgument> {
         expected_response: Some(args.expect),
         timeout_ms: Some(timeout_ms),
         max_age_s: args.max_age,
+        verify: args.verify.then_some(true),
         ..CheckInput::default()
     };
     let check =
@@ -211,19 +216,23 @@ async fn probe(args: &Args, target: &ProbeTarget) -> ExitCode {
     println!("{head}");
 
     let mut attempts = Vec::new();
-    let mut last_hls = None;
+    let (mut last_hls, mut cert_not_after) = (None, None);
     for n in 1..=args.attempts {
         let report = attempt_from(target, args.timeout, source).await;
         println!("{}", describe(n, &report, target.addr.is_ipv6()));
         if report.hls.is_some() {
             last_hls = Some(report.clone());
         }
+        cert_not_after = report.cert_not_after.or(cert_not_after);
         attempts.push(report.attempt());
     }
     if let Some(r) = last_hls {
         println!("{}", describe_hls(&r));
     }
-    let result = ProbeResult { target: args.target.clone(), attempts, hls: None };
+    if let Some(at) = cert_not_after {
+        println!("certificate: not after {at}");
+    }
+    let result = ProbeResult { target: args.target.clone(), attempts, hls: None, cert_not_after };
     let (sent, lost) = (result.sent(), result.lost());
     let healthy = lost * 100 < LOSS_PCT * sent;
     let mut verdict = format!(

@@ -16,6 +16,7 @@ use rustls::pki_types::ServerName;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 use url::Url;
+use vantage_core::Timestamp;
 use vantage_core::check::{Method, RequestSpec};
 use vantage_core::result::{Attempt, ErrorCode, HlsDetail, Stages};
 
@@ -73,6 +74,8 @@ pub struct AttemptReport {
     pub hls: Option<HlsDetail>,
     /// The newest segment, for `hls` targets that got that far.
     pub segment: Option<SegmentReport>,
+    /// TLS targets: when the certificate of the (first) completed handshake expires.
+    pub cert_not_after: Option<Timestamp>,
 }
 
 impl AttemptReport {
@@ -157,6 +160,7 @@ pub(crate) async fn attempt_with(
         status: p.status,
         hls: p.hls,
         segment: p.segment,
+        cert_not_after: p.cert_not_after,
     }
 }
 
@@ -170,6 +174,7 @@ struct Progress {
     status: Option<u16>,
     hls: Option<HlsDetail>,
     segment: Option<SegmentReport>,
+    cert_not_after: Option<Timestamp>,
     /// What the attempt is doing, for the timeout's detail.
     doing: &'static str,
 }
@@ -229,6 +234,8 @@ struct Endpoint {
     proxy_v1: bool,
     /// TLS with this SNI.
     tls: Option<ServerName<'static>>,
+    /// Verify the certificate (the check's `verify`).
+    verify: bool,
     /// Where connections leave from (for this and any other host an attempt reaches).
     sources: SourceAddresses,
 }
@@ -239,6 +246,7 @@ impl Endpoint {
             addr: t.addr,
             proxy_v1: t.proxy_v1,
             tls: t.uses_tls().then(|| tls::server_name(t.host(), t.addr.ip())),
+            verify: t.check.verify(),
             sources,
         }
     }
@@ -414,6 +422,7 @@ async fn fetch(
             addr,
             proxy_v1: false,
             tls: (url.scheme() == "https").then(|| tls::server_name(host, addr.ip())),
+            verify: ep.verify,
             sources: ep.sources,
         }
     };
@@ -460,13 +469,16 @@ async fn connect(ep: &Endpoint, p: &mut Progress) -> Result<Stream, Failure> {
         None => Stream::Plain(tcp),
         Some(name) => {
             p.doing = "in the TLS handshake";
-            let connector = tls::connector().map_err(|e| Failure::new(ErrorCode::Tls, e))?;
+            let connector = tls::connector(ep.verify).map_err(|e| Failure::new(ErrorCode::Tls, e))?;
             let started = Instant::now();
             // Boxed: a handshake's state is large and plain connections should not carry it.
             let tls = Box::pin(connector.connect(name.clone(), tcp))
                 .await
                 .map_err(|e| Failure::io(&e, Phase::Tls, "TLS handshake"))?;
             p.tls.get_or_insert(started.elapsed());
+            if p.cert_not_after.is_none() {
+                p.cert_not_after = tls::not_after(tls.get_ref().1);
+            }
             Stream::Tls(Box::new(tls))
         }
     };
@@ -666,6 +678,7 @@ mod tests {
             status: Some(200),
             hls: None,
             segment: None,
+            cert_not_after: None,
         };
         let a = r.attempt();
         assert!(a.good());

@@ -129,7 +129,12 @@ pub async fn run_round(targets: &[ProbeTarget], cfg: &RoundConfig) -> Vec<ProbeR
         .into_iter()
         .zip(targets)
         .map(|(r, t)| {
-            r.unwrap_or_else(|| ProbeResult { target: t.key.clone(), attempts: Vec::new(), hls: None })
+            r.unwrap_or_else(|| ProbeResult {
+                target: t.key.clone(),
+                attempts: Vec::new(),
+                hls: None,
+                cert_not_after: None,
+            })
         })
         .collect()
 }
@@ -142,7 +147,7 @@ async fn probe_target(
     completed: &AtomicU64,
 ) -> ProbeResult {
     let mut out = Vec::with_capacity(usize::try_from(attempts).unwrap_or(0));
-    let mut hls = None;
+    let (mut hls, mut cert_not_after) = (None, None);
     let request = prepare(target);
     for _ in 0..attempts {
         let report = attempt_with(target, request.as_ref(), timeout, source).await;
@@ -151,6 +156,9 @@ async fn probe_target(
         if report.hls.is_some() {
             hls = report.hls;
         }
+        if report.cert_not_after.is_some() {
+            cert_not_after = report.cert_not_after;
+        }
     }
-    ProbeResult { target: target.key.clone(), attempts: out, hls }
+    ProbeResult { target: target.key.clone(), attempts: out, hls, cert_not_after }
 }

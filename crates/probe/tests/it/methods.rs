@@ -297,3 +297,34 @@ async fn a_source_address_not_of_this_host_is_unreachable_and_sends_nothing() {
     assert!(r.detail.unwrap().contains("192.0.2.1"));
     assert_eq!(server.connections(), 0);
 }
+
+#[tokio::test]
+async fn https_reports_the_certificate_expiry_and_verifies_only_when_asked() {
+    let identity = vantage_testkit::TlsIdentity::self_signed(&["edge.vantage.test"]).unwrap();
+    let expiry = vantage_core::Timestamp::from_secs(identity.not_after_s);
+    let server =
+        EdgeServer::start_with(any_loopback(), EdgeOptions::new(Behavior::Health).with_tls(identity))
+            .await
+            .unwrap();
+    // Not verified (the default): the self-signed certificate is accepted, its expiry kept.
+    let r = attempt(&target(&server, Method::Https), T).await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(r.cert_not_after, Some(expiry));
+    let results = vantage_probe::run_round(&[target(&server, Method::Https)], &RoundConfig::default()).await;
+    assert_eq!(results[0].cert_not_after, Some(expiry), "the result carries it");
+    // Plain HTTP has none.
+    let plain = EdgeServer::start(any_loopback()).await.unwrap();
+    assert_eq!(attempt(&target(&plain, Method::Http), T).await.cert_not_after, None);
+
+    // Verified: no trusted root issued it, so the handshake fails as `tls`, before any request.
+    let c = check(CheckInput {
+        verify: Some(true),
+        host: Some("edge.vantage.test".into()),
+        ..Default::default()
+    });
+    let r = attempt(&ProbeTarget::new("t", server.addr(), Method::Https, c), T).await;
+    assert_eq!(r.error, Some(ErrorCode::Tls), "{r:?}");
+    assert_eq!(r.stages, Stages::empty(), "the handshake is part of connecting");
+    assert!(r.detail.as_deref().unwrap().to_lowercase().contains("certificate"), "{r:?}");
+    assert_eq!(server.requests().len(), 1 + 3, "only the unverified attempts got through");
+}
