@@ -1,7 +1,8 @@
 //! Vantage's probe engine (§3.1–3.2): every check method, and rounds over many targets.
 //!
 //! - [`attempt`] makes one attempt against a [`ProbeTarget`] — `tcp`, `http`, `https` (SNI =
-//!   the check's host, certificate not verified) or `hls` (manifest, newest segment, its age),
+//!   the check's host, certificate verified only for checks with `verify`, its expiry
+//!   reported) or `hls` (manifest, newest segment, its age),
 //!   with a PROXY v1 header first on listeners that require one — and returns an
 //!   [`AttemptReport`]: the stages reached, the time of each, and on failure exactly one
 //!   [`ErrorCode`](vantage_core::result::ErrorCode).

@@ -328,3 +328,68 @@ async fn https_reports_the_certificate_expiry_and_verifies_only_when_asked() {
     assert!(r.detail.as_deref().unwrap().to_lowercase().contains("certificate"), "{r:?}");
     assert_eq!(server.requests().len(), 1 + 3, "only the unverified attempts got through");
 }
+
+/// A one-connection server on loopback that reads the request head, writes `chunks` with a
+/// pause between them, then closes (or holds the connection until the client goes).
+async fn scripted(chunks: &'static [&'static [u8]], close: bool) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        for chunk in chunks {
+            if s.write_all(chunk).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if !close {
+            while let Ok(n) = s.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn health_answers_in_pieces_interim_answers_garbage_and_cut_heads() {
+    let all = stages(&[Stages::CONNECTED, Stages::SENT, Stages::RECEIVED]);
+    let run = |addr, expect_close| async move {
+        let c = check(CheckInput { expect_close: Some(expect_close), ..Default::default() });
+        attempt(&ProbeTarget::new("t", addr, Method::Http, c), Duration::from_millis(500)).await
+    };
+    // A head split across reads, after an interim 100: good, either way of closing.
+    const PIECES: &[&[u8]] =
+        &[b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 2", b"00 OK\r\nContent-Len", b"gth: 3\r\n\r\nok\n"];
+    let r = run(scripted(PIECES, true).await, true).await;
+    assert_eq!((r.error, r.status, r.stages), (None, Some(200), Stages::ALL), "{r:?}");
+    // expect_close = false: the verdict is the head, even if the peer then holds on.
+    let r = run(scripted(PIECES, false).await, false).await;
+    assert_eq!((r.error, r.status), (None, Some(200)), "{r:?}");
+    assert!(r.timings.total < Duration::from_millis(400), "{r:?}");
+    // Not HTTP: status.
+    let r = run(scripted(&[b"SSH-2.0-OpenSSH_9.6\r\n"], true).await, true).await;
+    assert_eq!((r.error, r.stages), (Some(ErrorCode::Status), all), "{r:?}");
+    // A close within the head: reset, with what was received.
+    let r = run(scripted(&[b"HTTP/1.1 200 OK\r\nContent-"], true).await, true).await;
+    assert_eq!((r.error, r.stages), (Some(ErrorCode::Reset), all), "{r:?}");
+    // A close without a byte: reset, nothing received.
+    let r = run(scripted(&[], true).await, true).await;
+    assert_eq!(r.error, Some(ErrorCode::Reset), "{r:?}");
+    assert_eq!(r.stages, stages(&[Stages::CONNECTED, Stages::SENT]));
+    // A wrong status does not wait for the close.
+    let r = run(scripted(&[b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n"], false).await, true).await;
+    assert_eq!((r.error, r.status), (Some(ErrorCode::Status), Some(503)), "{r:?}");
+    assert!(r.timings.total < Duration::from_millis(400), "{r:?}");
+}
