@@ -1,7 +1,8 @@
-//! One attempt against one target (§3.1): connect (and PROXY header, and TLS), send the
-//! check's request, judge the answer (the [`health`](crate::health) exchange for `http` and
-//! `https`); for `hls`, through hyper, the manifest, the newest segment and its age. Every failure becomes exactly one [`ErrorCode`]; the stages reached
-//! and the time of each stage are kept even when the timeout cuts the attempt short.
+//! One attempt against one target (§3.1): connect (from the source address, then PROXY
+//! header, then TLS), send the check's request, judge the answer (the `health` exchange for
+//! `http` and `https`); for `hls`, through hyper, the manifest, the newest segment and its
+//! age. Every failure becomes exactly one [`ErrorCode`]; the stages reached and the time of
+//! each stage are kept even when the timeout cuts the attempt short.
 
 use std::net::SocketAddr;
 use std::pin::pin;
