@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use vantage_core::evaluate::LinkState;
 use vantage_core::wire::{self, Heartbeat, HeartbeatReply, Role};
+use vantage_probe::SourceAddresses;
 
 use crate::client::ChannelClient;
 use crate::enroll::ChannelOptions;
@@ -40,6 +41,8 @@ pub struct AgentOptions {
     pub heartbeat_interval: Duration,
     /// Targets probed at once at most while the node also probes.
     pub concurrency: usize,
+    /// Where probe connections leave from while the node also probes.
+    pub source: SourceAddresses,
 }
 
 impl AgentOptions {
@@ -52,6 +55,7 @@ impl AgentOptions {
             links: Vec::new(),
             heartbeat_interval: Duration::from_secs(wire::HEARTBEAT_S),
             concurrency: DEFAULT_CONCURRENCY,
+            source: SourceAddresses::NONE,
         }
     }
 }
@@ -73,7 +77,8 @@ struct Probing {
 }
 
 impl Probing {
-    async fn set(&mut self, on: bool, client: &Arc<ChannelClient>, concurrency: usize) {
+    async fn set(&mut self, on: bool, client: &Arc<ChannelClient>, opts: &AgentOptions) {
+        let concurrency = opts.concurrency;
         // A loop that ended (it only ends by panicking) is started again below.
         while let Some(done) = self.task.try_join_next() {
             if let Err(e) = done {
@@ -87,7 +92,7 @@ impl Probing {
                     self.limit_logged = true;
                 }
                 tracing::info!("the server asks this node to probe too: prober loop started");
-                self.task.spawn(prober_loop(client.clone(), Endpoints::NODE, concurrency));
+                self.task.spawn(prober_loop(client.clone(), Endpoints::NODE, concurrency, opts.source));
             }
             (false, false) => {
                 self.task.abort_all();
@@ -123,7 +128,7 @@ async fn heartbeat_loop(client: Arc<ChannelClient>, opts: &AgentOptions) {
                     );
                 }
                 (refusals, accepted_once) = (0, true);
-                probing.set(reply.also_probes, &client, opts.concurrency).await;
+                probing.set(reply.also_probes, &client, opts).await;
                 if let Err(e) = client.renew_if_due(Some(reply.renew_in_s)).await {
                     tracing::warn!(error = %e, "certificate renewal failed; trying again next heartbeat");
                 }

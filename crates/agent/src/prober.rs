@@ -14,7 +14,7 @@ use vantage_core::check::Check;
 use vantage_core::result::ProbeResult;
 use vantage_core::settings::ProbeSettings;
 use vantage_core::wire::{self, Report, Role, Work};
-use vantage_probe::{ProbeTarget, RoundConfig, run_round};
+use vantage_probe::{ProbeTarget, RoundConfig, SourceAddresses, run_round};
 
 use crate::client::{ChannelClient, now};
 use crate::enroll::{ChannelOptions, connect_with_retry};
@@ -32,12 +32,14 @@ pub struct ProberOptions {
     pub channel: ChannelOptions,
     /// Targets probed at once at most.
     pub concurrency: usize,
+    /// Where probe connections leave from (one address per family; none: the kernel picks).
+    pub source: SourceAddresses,
 }
 
 impl ProberOptions {
-    /// Default concurrency.
+    /// Default concurrency, no source addresses.
     pub fn new(channel: ChannelOptions) -> Self {
-        ProberOptions { channel, concurrency: DEFAULT_CONCURRENCY }
+        ProberOptions { channel, concurrency: DEFAULT_CONCURRENCY, source: SourceAddresses::NONE }
     }
 }
 
@@ -70,8 +72,13 @@ impl Endpoints {
 /// directory). A server that is down is waited for.
 pub async fn run_prober(opts: ProberOptions, shutdown: impl Future<Output = ()>) -> Result<()> {
     log_nofile_limit(opts.concurrency);
-    run_until(&opts.channel, Role::Prober, |c| prober_loop(c, Endpoints::PROBER, opts.concurrency), shutdown)
-        .await
+    run_until(
+        &opts.channel,
+        Role::Prober,
+        |c| prober_loop(c, Endpoints::PROBER, opts.concurrency, opts.source),
+        shutdown,
+    )
+    .await
 }
 
 /// Joins the channel as `role` (waiting for a server that is down) and runs `work` with the
@@ -123,13 +130,18 @@ struct RoundSummary {
 }
 
 /// Round after round, forever; the caller stops it by dropping (or aborting) it.
-pub(crate) async fn prober_loop(client: Arc<ChannelClient>, ep: Endpoints, concurrency: usize) {
+pub(crate) async fn prober_loop(
+    client: Arc<ChannelClient>,
+    ep: Endpoints,
+    concurrency: usize,
+    source: SourceAddresses,
+) {
     let mut interval = Duration::from_secs(u64::from(ProbeSettings::default().interval_s()));
     let mut refusals: u32 = 0;
     let mut last_targets: Option<usize> = None;
     loop {
         let started = Instant::now();
-        let wait = match round(&client, ep, concurrency).await {
+        let wait = match round(&client, ep, concurrency, source).await {
             Ok(s) => {
                 interval = s.interval;
                 if refusals > 0 {
@@ -182,10 +194,15 @@ fn backoff(interval: Duration, n: u32) -> Duration {
     interval.saturating_mul(1 << n.min(6)).min(MAX_BACKOFF).max(interval)
 }
 
-async fn round(client: &ChannelClient, ep: Endpoints, concurrency: usize) -> Result<RoundSummary> {
+async fn round(
+    client: &ChannelClient,
+    ep: Endpoints,
+    concurrency: usize,
+    source: SourceAddresses,
+) -> Result<RoundSummary> {
     let work: Work = client.get(ep.work).await?;
     let targets = targets(&work);
-    let cfg = RoundConfig::from_settings(&work.settings, concurrency);
+    let cfg = RoundConfig::from_settings(&work.settings, concurrency, source);
     let (t0, started_at) = (Instant::now(), now());
     let results = run_round(&targets, &cfg).await;
     let (took, finished_at) = (t0.elapsed(), now());
@@ -253,7 +270,12 @@ mod tests {
 
     #[test]
     fn reports_hold_at_most_max_results() {
-        let r = |i: usize| ProbeResult { target: i.to_string(), attempts: Vec::new(), hls: None };
+        let r = |i: usize| ProbeResult {
+            target: i.to_string(),
+            attempts: Vec::new(),
+            hls: None,
+            cert_not_after: None,
+        };
         let (t0, t1) = (vantage_core::Timestamp::from_secs(1), vantage_core::Timestamp::from_secs(2));
         let out = reports(t0, t1, (0..wire::MAX_RESULTS * 2 + 1).map(r).collect());
         assert_eq!(

@@ -75,6 +75,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         links,
         heartbeat_interval: args.heartbeat_interval,
         concurrency: resolved.concurrency,
+        source: resolved.source,
         ..AgentOptions::new(resolved.channel)
     };
     run_until_stopped(move |stop| vantage_agent::run_agent(opts, stop))

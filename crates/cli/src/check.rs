@@ -6,14 +6,14 @@
 //! more of the attempts are lost.
 
 use std::fmt::Write as _;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use vantage_core::check::{Check, CheckInput, Method};
 use vantage_core::result::{ErrorCode, ProbeResult, Stages};
-use vantage_probe::{AttemptReport, ProbeTarget, attempt};
+use vantage_probe::{AttemptReport, ProbeTarget, SourceAddresses, attempt_from};
 
 /// Loss (%) at which the verdict is unhealthy: the default of the probe settings.
 const LOSS_PCT: u32 = 50;
@@ -48,6 +48,13 @@ pub(crate) struct Args {
     /// Expected HTTP status.
     #[arg(long, value_name = "STATUS", default_value_t = 200)]
     expect: u16,
+    /// TLS: verify the certificate against the host name and the system's trusted roots
+    /// (`SSL_CERT_FILE`/`SSL_CERT_DIR` name others) instead of accepting any.
+    #[arg(long)]
+    verify: bool,
+    /// Local address to connect from, at most one per family (repeat, or comma-separated).
+    #[arg(long = "source-address", value_name = "IP", value_delimiter = ',')]
+    source_addresses: Vec<IpAddr>,
 }
 
 /// A refusal of the arguments: printed as it is, exit status 2.
@@ -116,6 +123,7 @@ async fn prepare(args: &Args) -> Result<ProbeTarget, BadArgument> {
         expected_response: Some(args.expect),
         timeout_ms: Some(timeout_ms),
         max_age_s: args.max_age,
+        verify: args.verify.then_some(true),
         ..CheckInput::default()
     };
     let check =
@@ -180,6 +188,13 @@ async fn host_port(s: &str) -> Result<SocketAddr, BadArgument> {
 
 async fn probe(args: &Args, target: &ProbeTarget) -> ExitCode {
     vantage_probe::install_crypto_provider();
+    let source = match SourceAddresses::from_list(&args.source_addresses) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: --source-address: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let spec = target.request_spec();
     let host_header =
         spec.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("host")).map_or("-", |(_, v)| v.as_str());
@@ -194,23 +209,30 @@ async fn probe(args: &Args, target: &ProbeTarget) -> ExitCode {
     if target.proxy_v1 {
         head.push_str(", PROXY v1");
     }
+    if let Some(ip) = source.for_peer(target.addr) {
+        let _ = write!(head, ", from {ip}");
+    }
     let _ = write!(head, ", {} attempt(s), timeout {} ms", args.attempts, args.timeout.as_millis());
     println!("{head}");
 
     let mut attempts = Vec::new();
-    let mut last_hls = None;
+    let (mut last_hls, mut cert_not_after) = (None, None);
     for n in 1..=args.attempts {
-        let report = attempt(target, args.timeout).await;
+        let report = attempt_from(target, args.timeout, source).await;
         println!("{}", describe(n, &report, target.addr.is_ipv6()));
         if report.hls.is_some() {
             last_hls = Some(report.clone());
         }
+        cert_not_after = report.cert_not_after.or(cert_not_after);
         attempts.push(report.attempt());
     }
     if let Some(r) = last_hls {
         println!("{}", describe_hls(&r));
     }
-    let result = ProbeResult { target: args.target.clone(), attempts, hls: None };
+    if let Some(at) = cert_not_after {
+        println!("certificate: not after {at}");
+    }
+    let result = ProbeResult { target: args.target.clone(), attempts, hls: None, cert_not_after };
     let (sent, lost) = (result.sent(), result.lost());
     let healthy = lost * 100 < LOSS_PCT * sent;
     let mut verdict = format!(

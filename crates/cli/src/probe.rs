@@ -13,6 +13,7 @@ use std::pin::Pin;
 use std::process::ExitCode;
 
 use vantage_agent::{ChannelOptions, Fingerprint, ProberOptions, Url};
+use vantage_probe::SourceAddresses;
 use vantage_server::LogFormat;
 
 /// Settings of `vantage probe` and `vantage agent` as a TOML file holds them (every key
@@ -26,6 +27,7 @@ pub(crate) struct FileSettings {
     hostname: Option<String>,
     state_dir: Option<PathBuf>,
     concurrency: Option<usize>,
+    source_addresses: Option<Vec<IpAddr>>,
     log_format: Option<String>,
     log_level: Option<String>,
     // `vantage agent` only.
@@ -66,6 +68,15 @@ pub(crate) struct ChannelArgs {
     /// Targets probed at once at most; the open-file limit may lower it [default: 10000].
     #[arg(long, env = "VANTAGE_CONCURRENCY")]
     concurrency: Option<String>,
+    /// Local address probe connections leave from, at most one per family (repeat, or
+    /// comma-separated): for multi-homed hosts [default: the kernel picks].
+    #[arg(
+        long = "source-address",
+        value_name = "IP",
+        env = "VANTAGE_SOURCE_ADDRESSES",
+        value_delimiter = ','
+    )]
+    source_addresses: Vec<IpAddr>,
     /// Log format: text or json [default: text].
     #[arg(long, env = "VANTAGE_LOG_FORMAT")]
     log_format: Option<String>,
@@ -79,6 +90,7 @@ pub(crate) struct ChannelArgs {
 pub(crate) struct Resolved {
     pub(crate) channel: ChannelOptions,
     pub(crate) concurrency: usize,
+    pub(crate) source: SourceAddresses,
     pub(crate) file: FileSettings,
     log_format: LogFormat,
     log_level: String,
@@ -114,6 +126,12 @@ impl ChannelArgs {
             (None, Some(n)) => parse_concurrency(&n.to_string())?,
             (None, None) => vantage_agent::DEFAULT_CONCURRENCY,
         };
+        let source = if self.source_addresses.is_empty() {
+            file.source_addresses.as_deref().unwrap_or_default()
+        } else {
+            &self.source_addresses
+        };
+        let source = SourceAddresses::from_list(source).map_err(|e| format!("source-address: {e}"))?;
         let log_format = match pick(&self.log_format, &file.log_format).as_deref() {
             None | Some("text") => LogFormat::Text,
             Some("json") => LogFormat::Json,
@@ -129,7 +147,7 @@ impl ChannelArgs {
             hostname: pick(&self.hostname, &file.hostname),
         };
         let log_level = pick(&self.log_level, &file.log_level).unwrap_or_else(|| "info".to_owned());
-        Ok(Resolved { channel, concurrency, file, log_format, log_level })
+        Ok(Resolved { channel, concurrency, source, file, log_format, log_level })
     }
 }
 
@@ -191,7 +209,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         ));
     }
     resolved.init_logs();
-    let opts = ProberOptions { concurrency: resolved.concurrency, ..ProberOptions::new(resolved.channel) };
+    let opts = ProberOptions {
+        concurrency: resolved.concurrency,
+        source: resolved.source,
+        ..ProberOptions::new(resolved.channel)
+    };
     run_until_stopped(move |stop| vantage_agent::run_prober(opts, stop))
 }
 
@@ -226,6 +248,7 @@ mod tests {
         assert_eq!(r.channel.ca_sha256.unwrap().to_string(), PIN);
         assert_eq!(r.channel.state_dir, PathBuf::from("/srv/probe"));
         assert_eq!((r.concurrency, r.log_format), (50, LogFormat::Json));
+        assert!(r.source.is_empty());
         let r = t.channel.resolve(Some("/flag".into()), "/var/lib/x").unwrap();
         assert_eq!(r.channel.state_dir, PathBuf::from("/flag"));
 
@@ -235,6 +258,21 @@ mod tests {
             (r.channel.state_dir, r.concurrency),
             (PathBuf::from("/var/lib/x"), vantage_agent::DEFAULT_CONCURRENCY)
         );
+    }
+
+    #[test]
+    fn source_addresses_from_the_file_or_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("probe.toml");
+        std::fs::write(&file, "source_addresses = [\"192.0.2.7\", \"2001:db8::7\"]\n").unwrap();
+        let config = file.to_str().unwrap();
+        let r = T::try_parse_from(["t", "--config", config]).unwrap().channel.resolve(None, "/x").unwrap();
+        assert_eq!(r.source.to_string(), "192.0.2.7,2001:db8::7");
+        let t = T::try_parse_from(["t", "--config", config, "--source-address", "198.51.100.1"]).unwrap();
+        let r = t.channel.resolve(None, "/x").unwrap();
+        assert_eq!(r.source.to_string(), "198.51.100.1", "the flag replaces the file's list");
+        let t = T::try_parse_from(["t", "--source-address", "198.51.100.1,::1"]).unwrap();
+        assert_eq!(t.channel.resolve(None, "/x").unwrap().source.to_string(), "198.51.100.1,::1");
     }
 
     #[test]
@@ -248,6 +286,7 @@ mod tests {
             ("--ca-sha256", "abc", "ca-sha256"),
             ("--concurrency", "0", "concurrency"),
             ("--log-format", "xml", "log-format"),
+            ("--source-address", "10.0.0.1,10.0.0.2", "source-address"),
         ] {
             let t = T::try_parse_from(["t", flag, value]).unwrap();
             assert!(t.channel.resolve(None, "/x").unwrap_err().starts_with(name), "{flag}");

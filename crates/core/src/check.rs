@@ -16,7 +16,8 @@ pub enum Method {
     Tcp,
     /// `GET <path>` with `Host: <host>`; good when the status is the expected one.
     Http,
-    /// TLS with SNI = host (certificate not verified), then as `http`.
+    /// TLS with SNI = host (certificate verified only when the check says `verify`), then as
+    /// `http`.
     Https,
     /// An HLS manifest, its newest media segment and that segment's age.
     Hls,
@@ -113,6 +114,7 @@ pub struct Check {
     initial: u8,
     max_age_s: Option<u32>,
     block_pattern: Option<String>,
+    verify: bool,
 }
 
 /// A check as entered; every attribute is optional (the Varnish probe model).
@@ -159,6 +161,11 @@ pub struct CheckInput {
     /// A text whose presence in a response body marks a block page (`blocked-inferred`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block_pattern: Option<String>,
+    /// TLS targets: verify the certificate against the host name and the prober's trusted
+    /// roots (false: any certificate is accepted, as health endpoints often have
+    /// self-signed ones). A failed verification is a `tls` error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<bool>,
 }
 
 impl TryFrom<CheckInput> for Check {
@@ -184,6 +191,9 @@ impl From<Check> for CheckInput {
             initial: Some(c.initial),
             max_age_s: c.max_age_s,
             block_pattern: c.block_pattern,
+            // Written only when on, so checks that do not use it read the same as before to
+            // agents that do not know the attribute (they refuse unknown fields).
+            verify: c.verify.then_some(true),
         }
     }
 }
@@ -239,6 +249,7 @@ impl Check {
             initial,
             max_age_s,
             block_pattern: i.block_pattern,
+            verify: i.verify.unwrap_or(false),
         })
     }
 
@@ -293,6 +304,10 @@ impl Check {
     /// Block-page pattern.
     pub fn block_pattern(&self) -> Option<&str> {
         self.block_pattern.as_deref()
+    }
+    /// Whether TLS targets verify the certificate.
+    pub fn verify(&self) -> bool {
+        self.verify
     }
 
     /// The request of an attempt: the raw lines when given, else `GET <path>` with `Host`,
@@ -429,6 +444,12 @@ mod tests {
         assert_eq!(back, c);
         let e = serde_json::from_str::<Check>(r#"{"windw": 3}"#).unwrap_err();
         assert!(e.to_string().contains("windw"));
+        assert!(!serde_json::to_string(&c).unwrap().contains("verify"), "absent unless on");
+        let v = Check::parse(CheckInput { verify: Some(true), ..Default::default() }).unwrap();
+        let json = serde_json::to_string(&v).unwrap();
+        assert!(json.contains(r#""verify":true"#), "{json}");
+        assert!(serde_json::from_str::<Check>(&json).unwrap().verify());
+        assert!(!Check::default().verify(), "off by default");
     }
 
     #[test]

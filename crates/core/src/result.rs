@@ -6,6 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+use crate::time::Timestamp;
 
 /// Why an attempt failed. Every failed attempt has exactly one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -178,6 +179,11 @@ pub struct ProbeResult {
     /// HLS tuple of the last attempt, for `hls` checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hls: Option<HlsDetail>,
+    /// TLS targets: when the certificate the edge showed in the round's last completed
+    /// handshake expires (its `notAfter`). Absent without a handshake, and in reports of
+    /// probers that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_not_after: Option<Timestamp>,
 }
 
 impl ProbeResult {
@@ -231,15 +237,33 @@ mod tests {
             target: "t".into(),
             attempts: vec![a(true, 3000), a(false, 100), a(true, 1000), a(true, 2000)],
             hls: None,
+            cert_not_after: None,
         };
         assert_eq!((r.sent(), r.lost()), (4, 1));
         assert_eq!(r.median_rtt_ms(), Some(2.0));
         assert_eq!(r.last_error(), Some(ErrorCode::Status));
-        let even =
-            ProbeResult { target: "t".into(), attempts: vec![a(true, 1000), a(true, 2000)], hls: None };
+        let even = ProbeResult {
+            target: "t".into(),
+            attempts: vec![a(true, 1000), a(true, 2000)],
+            hls: None,
+            cert_not_after: None,
+        };
         assert_eq!(even.median_rtt_ms(), Some(1.5));
-        let none = ProbeResult { target: "t".into(), attempts: vec![a(false, 1)], hls: None };
+        let none =
+            ProbeResult { target: "t".into(), attempts: vec![a(false, 1)], hls: None, cert_not_after: None };
         assert_eq!(none.median_rtt_ms(), None);
+    }
+
+    #[test]
+    fn certificate_expiry_is_optional_on_the_wire() {
+        let old = r#"{"target":"t","attempts":[{"stages":15,"rtt_us":10}]}"#;
+        let r: ProbeResult = serde_json::from_str(old).unwrap();
+        assert_eq!(r.cert_not_after, None, "reports of older probers still parse");
+        assert_eq!(serde_json::to_string(&r).unwrap(), old, "and are written the same");
+        let with = ProbeResult { cert_not_after: Some(Timestamp::from_secs(1_900_000_000)), ..r };
+        let json = serde_json::to_string(&with).unwrap();
+        assert!(json.contains(r#""cert_not_after":"2030-03-17T17:46:40.000Z""#), "{json}");
+        assert_eq!(serde_json::from_str::<ProbeResult>(&json).unwrap(), with);
     }
 
     #[test]

@@ -7,14 +7,18 @@
 //! 1. 10,000 `http` targets (over 100 addresses 127.1.0.x × 2 ports) served by a local nginx
 //!    started here with its own temporary configuration; 3 attempts each. Round wall time,
 //!    attempts per second, peak RSS of this (the probing) process.
-//! 2. `wrk -H 'Connection: close'` against the same nginx: our attempts/s as a share of its
-//!    requests/s.
+//! 2. Peers against the same nginx, in the same run: `wrk -H 'Connection: close'` (a new
+//!    connection per request, the ceiling of this machine) and `prometheus-blackbox-exporter`
+//!    (another prober: its `/probe` endpoint driven by wrk with 100 probes in flight; every
+//!    probe opens a new connection to nginx). Our attempts/s as a share of each, and the
+//!    exporter's peak RSS.
 //! 3. 1,000 and 10,000 targets that accept and never answer (listeners on 127.2.0.x whose
 //!    kernel completes the handshake and queues the request, like a hung server), 3 attempts,
 //!    1 s timeout: round wall time, which must not grow with the count.
 //!
 //! Every load is bounded: a round by its targets × attempts × timeout, wrk by `-d`, and each
-//! phase by a watchdog. Options: `--targets N` (10000), `--wrk-seconds N` (10),
+//! phase by a watchdog. The exporter is skipped when it is not installed. Options:
+//! `--targets N` (10000), `--wrk-seconds N` (10),
 //! `--http-concurrency N` (10000, the round bound of phase 1), `--phases http,silent` (both);
 //! `RUST_LOG=debug` shows the round concurrency changing.
 
@@ -26,7 +30,9 @@ use std::time::{Duration, Instant};
 
 use vantage_core::check::Check;
 use vantage_core::result::{ErrorCode, ProbeResult, Stages};
-use vantage_probe::{Method, ProbeTarget, RoundConfig, effective_concurrency, raise_nofile_limit, run_round};
+use vantage_probe::{
+    Method, ProbeTarget, RoundConfig, SourceAddresses, effective_concurrency, raise_nofile_limit, run_round,
+};
 
 /// Addresses per server: 127.1.0.1–100 (nginx) and 127.2.0.1–100 (silent).
 const ADDRESSES: u8 = 100;
@@ -34,6 +40,8 @@ const ADDRESSES: u8 = 100;
 const PORTS: u16 = 2;
 const NGINX_PORT: u16 = 40_080;
 const SILENT_PORT: u16 = 40_090;
+/// Where the blackbox exporter listens.
+const BLACKBOX: &str = "127.0.0.1:40115";
 /// Longest any phase may take.
 const WATCHDOG: Duration = Duration::from_secs(180);
 
@@ -90,7 +98,12 @@ fn targets_over(listeners: &[SocketAddr], n: usize) -> Vec<ProbeTarget> {
 }
 
 /// The silent rounds' configuration; the HTTP round differs in timeout and bound only.
-const SILENT: RoundConfig = RoundConfig { attempts: 3, timeout: Duration::from_secs(1), concurrency: 10_000 };
+const SILENT: RoundConfig = RoundConfig {
+    attempts: 3,
+    timeout: Duration::from_secs(1),
+    concurrency: 10_000,
+    source: SourceAddresses::NONE,
+};
 
 async fn bench(o: &Options) -> Result<(), BoxError> {
     if std::env::var_os("RUST_LOG").is_some() {
@@ -152,11 +165,97 @@ async fn http_phase(o: &Options) -> Result<(), BoxError> {
     println!("attempts/s: {ours:.0}");
     println!("peak RSS of the probing process: {:.1} MiB", peak as f64 / 1024.0);
 
-    let wrk_rps = wrk(&nginx.listeners[0], o.wrk_seconds)?;
+    let health = format!("http://{}/.vantage/health", nginx.listeners[0]);
+    let wrk_rps = wrk(&health, &["-H", "Connection: close"], o.wrk_seconds)?;
     println!("\n## wrk -t2 -c100 -d{}s -H 'Connection: close' (same nginx)", o.wrk_seconds);
     println!("wrk requests/s: {wrk_rps:.0}");
     println!("ratio ours/wrk: {:.2}", ours / wrk_rps);
+
+    match Blackbox::start()? {
+        None => println!("\n## prometheus-blackbox-exporter: not installed, skipped"),
+        Some(bb) => {
+            let probe = format!("http://{BLACKBOX}/probe?module=http_2xx&target={health}");
+            bb.check(&probe)?;
+            let rps = wrk(&probe, &[], o.wrk_seconds)?;
+            println!("\n## {} via wrk -t2 -c100 -d{}s on /probe (same nginx)", bb.version, o.wrk_seconds);
+            println!("blackbox probes/s: {rps:.0}");
+            println!("peak RSS of the exporter: {:.1} MiB", bb.peak_rss_kib() as f64 / 1024.0);
+            println!("ratio ours/blackbox: {:.2}", ours / rps);
+        }
+    }
     Ok(())
+}
+
+/// A `prometheus-blackbox-exporter` on [`BLACKBOX`] with an `http_2xx` module (a GET, 2xx
+/// expected, IPv4), its configuration in a temporary directory; killed on drop.
+struct Blackbox {
+    dir: PathBuf,
+    child: Child,
+    version: String,
+}
+
+impl Blackbox {
+    fn start() -> Result<Option<Self>, BoxError> {
+        let Some(bin) = which("prometheus-blackbox-exporter") else {
+            return Ok(None);
+        };
+        let dir = std::env::temp_dir().join(format!("vantage-bench-blackbox-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let conf = dir.join("blackbox.yml");
+        std::fs::write(
+            &conf,
+            "modules:\n  http_2xx:\n    prober: http\n    timeout: 3s\n    http:\n      preferred_ip_protocol: ip4\n",
+        )?;
+        let version = Command::new(&bin).arg("--version").output()?;
+        let version = [&version.stdout, &version.stderr]
+            .iter()
+            .find_map(|o| String::from_utf8_lossy(o).lines().next().map(str::to_owned))
+            .unwrap_or_else(|| "?".into());
+        let child = Command::new(&bin)
+            .arg(format!("--config.file={}", conf.display()))
+            .arg(format!("--web.listen-address={BLACKBOX}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let bb = Blackbox { dir, child, version };
+        let addr: SocketAddr = BLACKBOX.parse()?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            if Instant::now() > deadline {
+                return Err("the blackbox exporter did not start listening within 10 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(Some(bb))
+    }
+
+    /// One probe through the exporter must succeed, or its rate means nothing.
+    fn check(&self, url: &str) -> Result<(), BoxError> {
+        use std::io::{Read, Write};
+        let path = url.split_once(BLACKBOX).map(|(_, p)| p).ok_or("not a blackbox URL")?;
+        let mut s = std::net::TcpStream::connect(BLACKBOX)?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        write!(s, "GET {path} HTTP/1.1\r\nHost: {BLACKBOX}\r\nConnection: close\r\n\r\n")?;
+        let mut body = String::new();
+        s.read_to_string(&mut body)?;
+        if !body.lines().any(|l| l == "probe_success 1") {
+            return Err(format!("the exporter's probe failed: {body}").into());
+        }
+        Ok(())
+    }
+
+    fn peak_rss_kib(&self) -> u64 {
+        vm_hwm_kib(&format!("/proc/{}/status", self.child.id()))
+    }
+}
+
+impl Drop for Blackbox {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// Phase 3: silent targets.
@@ -188,14 +287,14 @@ async fn silent_phase(o: &Options) -> Result<(), BoxError> {
 }
 
 /// Runs `f` under the watchdog; its output, wall time and this process's CPU seconds.
-async fn measured<T>(f: impl std::future::Future<Output = T>) -> Result<(T, Duration, f64), BoxError> {
+async fn measured<T>(f: impl Future<Output = T>) -> Result<(T, Duration, f64), BoxError> {
     let started = Instant::now();
     let cpu = cpu_seconds();
     let out = phase(f).await?;
     Ok((out, started.elapsed(), cpu_seconds() - cpu))
 }
 
-async fn phase<T>(f: impl std::future::Future<Output = T>) -> Result<T, BoxError> {
+async fn phase<T>(f: impl Future<Output = T>) -> Result<T, BoxError> {
     tokio::time::timeout(WATCHDOG, f).await.map_err(|_| "a phase ran past the watchdog".into())
 }
 
@@ -293,13 +392,11 @@ impl Drop for Nginx {
     }
 }
 
-/// Runs wrk against `addr` and returns its requests/s.
-fn wrk(addr: &SocketAddr, seconds: u64) -> Result<f64, BoxError> {
+/// Runs wrk (2 threads, 100 connections) against `url` and returns its requests/s.
+fn wrk(url: &str, extra: &[&str], seconds: u64) -> Result<f64, BoxError> {
     let bin = which("wrk").ok_or("wrk is not installed (apt-get install wrk)")?;
-    let out = Command::new(bin)
-        .args(["-t2", "-c100", &format!("-d{seconds}s"), "-H", "Connection: close"])
-        .arg(format!("http://{addr}/.vantage/health"))
-        .output()?;
+    let out =
+        Command::new(bin).args(["-t2", "-c100", &format!("-d{seconds}s")]).args(extra).arg(url).output()?;
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines()
         .find_map(|l| l.strip_prefix("Requests/sec:"))
@@ -362,7 +459,12 @@ fn cpu_seconds() -> f64 {
 
 /// Peak resident set of this process since start or the last reset (VmHWM), KiB.
 fn peak_rss_kib() -> u64 {
-    read_trim("/proc/self/status")
+    vm_hwm_kib("/proc/self/status")
+}
+
+/// VmHWM of the process whose status file is `status`, KiB.
+fn vm_hwm_kib(status: &str) -> u64 {
+    read_trim(status)
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())

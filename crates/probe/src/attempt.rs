@@ -1,7 +1,8 @@
-//! One attempt against one target (§3.1): connect (and PROXY header, and TLS), send the
-//! check's request through hyper, judge the answer; for `hls`, the manifest, the newest
-//! segment and its age. Every failure becomes exactly one [`ErrorCode`]; the stages reached
-//! and the time of each stage are kept even when the timeout cuts the attempt short.
+//! One attempt against one target (§3.1): connect (from the source address, then PROXY
+//! header, then TLS), send the check's request, judge the answer (the `health` exchange for
+//! `http` and `https`); for `hls`, through hyper, the manifest, the newest segment and its
+//! age. Every failure becomes exactly one [`ErrorCode`]; the stages reached and the time of
+//! each stage are kept even when the timeout cuts the attempt short.
 
 use std::net::SocketAddr;
 use std::pin::pin;
@@ -13,21 +14,22 @@ use hyper::client::conn::http1;
 use hyper::{HeaderMap, Request};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpSocket, TcpStream};
 use url::Url;
+use vantage_core::Timestamp;
 use vantage_core::check::{Method, RequestSpec};
 use vantage_core::result::{Attempt, ErrorCode, HlsDetail, Stages};
 
 use crate::classify::{Phase, code_for_hyper, code_for_io, io_source};
 use crate::error::Error;
+use crate::health;
 use crate::hls::{self, Next};
+use crate::source::SourceAddresses;
 use crate::target::{ProbeTarget, authority, resolve};
 use crate::tls;
 use crate::wire::{Counted, Stream, Wire};
 
-/// Body bytes of a health answer kept (enough for any block-page pattern).
-const HEALTH_BODY_LIMIT: usize = 64 * 1024;
 /// Largest manifest read; a live playlist is a few KiB.
 const MANIFEST_LIMIT: usize = 4 * 1024 * 1024;
 /// The part of the newest segment fetched: enough to prove the edge serves it.
@@ -73,6 +75,8 @@ pub struct AttemptReport {
     pub hls: Option<HlsDetail>,
     /// The newest segment, for `hls` targets that got that far.
     pub segment: Option<SegmentReport>,
+    /// TLS targets: when the certificate of the (first) completed handshake expires.
+    pub cert_not_after: Option<Timestamp>,
 }
 
 impl AttemptReport {
@@ -91,15 +95,22 @@ impl AttemptReport {
     }
 }
 
-/// Makes one attempt against `target`, bounded by `timeout` as a whole.
+/// Makes one attempt against `target`, bounded by `timeout` as a whole, from the addresses
+/// the kernel picks.
 pub async fn attempt(target: &ProbeTarget, timeout: Duration) -> AttemptReport {
-    attempt_with(target, None, timeout).await
+    attempt_from(target, timeout, SourceAddresses::default()).await
 }
 
-/// The request of an `http`/`https` target, built once for all its attempts of a round.
-pub(crate) fn prepare(target: &ProbeTarget) -> Option<Request<Empty<Bytes>>> {
+/// [`attempt`], leaving from `source` for the target's family when it has one.
+pub async fn attempt_from(target: &ProbeTarget, timeout: Duration, source: SourceAddresses) -> AttemptReport {
+    attempt_with(target, None, timeout, source).await
+}
+
+/// The request of an `http`/`https` target as bytes on the wire, encoded once for all its
+/// attempts of a round.
+pub(crate) fn prepare(target: &ProbeTarget) -> Option<Bytes> {
     match target.method {
-        Method::Http | Method::Https => build_request(&target.request_spec(), &[]).ok(),
+        Method::Http | Method::Https => health::encode(&target.request_spec()).ok(),
         Method::Tcp | Method::Hls => None,
     }
 }
@@ -107,8 +118,9 @@ pub(crate) fn prepare(target: &ProbeTarget) -> Option<Request<Empty<Bytes>>> {
 /// [`attempt`], with the request already built by [`prepare`] when there is one.
 pub(crate) async fn attempt_with(
     target: &ProbeTarget,
-    prepared: Option<&Request<Empty<Bytes>>>,
+    prepared: Option<&Bytes>,
     timeout: Duration,
+    source: SourceAddresses,
 ) -> AttemptReport {
     let wire = Wire::new();
     let mut p = Progress {
@@ -116,7 +128,7 @@ pub(crate) async fn attempt_with(
         hls: (target.method == Method::Hls).then(HlsDetail::default),
         ..Progress::default()
     };
-    let outcome = tokio::time::timeout(timeout, run(target, prepared, &mut p, &wire)).await;
+    let outcome = tokio::time::timeout(timeout, run(target, prepared, source, &mut p, &wire)).await;
     let total = wire.start().elapsed();
     let failure = match outcome {
         Ok(Ok(())) => None,
@@ -149,6 +161,7 @@ pub(crate) async fn attempt_with(
         status: p.status,
         hls: p.hls,
         segment: p.segment,
+        cert_not_after: p.cert_not_after,
     }
 }
 
@@ -162,6 +175,7 @@ struct Progress {
     status: Option<u16>,
     hls: Option<HlsDetail>,
     segment: Option<SegmentReport>,
+    cert_not_after: Option<Timestamp>,
     /// What the attempt is doing, for the timeout's detail.
     doing: &'static str,
 }
@@ -174,17 +188,17 @@ impl Progress {
 
 /// A failed attempt: its one code and what happened.
 #[derive(Debug)]
-struct Failure {
-    code: ErrorCode,
+pub(crate) struct Failure {
+    pub(crate) code: ErrorCode,
     detail: String,
 }
 
 impl Failure {
-    fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
         Failure { code, detail: detail.into() }
     }
 
-    fn io(e: &std::io::Error, phase: Phase, what: &str) -> Self {
+    pub(crate) fn io(e: &std::io::Error, phase: Phase, what: &str) -> Self {
         Failure::new(code_for_io(e, phase), format!("{what}: {e}"))
     }
 
@@ -221,25 +235,32 @@ struct Endpoint {
     proxy_v1: bool,
     /// TLS with this SNI.
     tls: Option<ServerName<'static>>,
+    /// Verify the certificate (the check's `verify`).
+    verify: bool,
+    /// Where connections leave from (for this and any other host an attempt reaches).
+    sources: SourceAddresses,
 }
 
 impl Endpoint {
-    fn of(t: &ProbeTarget) -> Self {
+    fn of(t: &ProbeTarget, sources: SourceAddresses) -> Self {
         Endpoint {
             addr: t.addr,
             proxy_v1: t.proxy_v1,
             tls: t.uses_tls().then(|| tls::server_name(t.host(), t.addr.ip())),
+            verify: t.check.verify(),
+            sources,
         }
     }
 }
 
 async fn run(
     t: &ProbeTarget,
-    prepared: Option<&Request<Empty<Bytes>>>,
+    prepared: Option<&Bytes>,
+    sources: SourceAddresses,
     p: &mut Progress,
     wire: &Wire,
 ) -> Result<(), Failure> {
-    let ep = Endpoint::of(t);
+    let ep = Endpoint::of(t, sources);
     match t.method {
         Method::Tcp => connect(&ep, p).await.map(drop),
         Method::Http | Method::Https => http(t, prepared, &ep, p, wire).await,
@@ -250,21 +271,25 @@ async fn run(
 
 async fn http(
     t: &ProbeTarget,
-    prepared: Option<&Request<Empty<Bytes>>>,
+    prepared: Option<&Bytes>,
     ep: &Endpoint,
     p: &mut Progress,
     wire: &Wire,
 ) -> Result<(), Failure> {
     let expected = t.check.expected_response();
-    let req = match prepared {
-        Some(req) => req.clone(),
-        None => build_request(&t.request_spec(), &[]).map_err(invalid_request)?,
+    let encoded;
+    let request = match prepared {
+        Some(req) => req,
+        None => {
+            encoded = health::encode(&t.request_spec()).map_err(invalid_request)?;
+            &encoded
+        }
     };
-    let stream = connect(ep, p).await?;
+    let mut stream = connect(ep, p).await?;
     let close_on = t.check.expect_close().then_some(expected);
-    let reply = exchange(stream, req, HEALTH_BODY_LIMIT, close_on, &mut p.doing, &mut p.status, wire).await?;
-    if reply.status != expected {
-        return Err(Failure::new(ErrorCode::Status, format!("status {}, expected {expected}", reply.status)));
+    let status = health::exchange(&mut stream, request, close_on, &mut p.doing, &mut p.status, wire).await?;
+    if status != expected {
+        return Err(Failure::new(ErrorCode::Status, format!("status {status}, expected {expected}")));
     }
     Ok(())
 }
@@ -281,7 +306,7 @@ async fn hls(t: &ProbeTarget, ep: &Endpoint, p: &mut Progress, wire: &Wire) -> R
     })?;
     let stream = connect(ep, p).await?;
     p.hls().reachable = true;
-    let reply = exchange(stream, req, MANIFEST_LIMIT, None, &mut p.doing, &mut p.status, wire).await?;
+    let reply = exchange(stream, req, MANIFEST_LIMIT, &mut p.doing, &mut p.status, wire).await?;
     p.hls().ttfb_ms = wire.first_read().map(ms);
     if reply.status != expected {
         return Err(Failure::new(
@@ -303,7 +328,7 @@ async fn hls(t: &ProbeTarget, ep: &Endpoint, p: &mut Progress, wire: &Wire) -> R
             p.doing = "fetching the variant playlist";
             let mut status = None;
             let reply = fetch(
-                t,
+                ep,
                 &manifest_url,
                 &variant_url,
                 &[("Cache-Control", "no-cache")],
@@ -338,7 +363,7 @@ async fn hls(t: &ProbeTarget, ep: &Endpoint, p: &mut Progress, wire: &Wire) -> R
     p.segment = Some(SegmentReport { url: segment_url.to_string(), status: None });
     let mut status = None;
     let result = fetch(
-        t,
+        ep,
         &manifest_url,
         &segment_url,
         &[("Range", SEGMENT_RANGE)],
@@ -373,11 +398,11 @@ async fn hls(t: &ProbeTarget, ep: &Endpoint, p: &mut Progress, wire: &Wire) -> R
     Ok(())
 }
 
-/// `GET url` for the HLS steps after the manifest: at the target when `url` has the
+/// `GET url` for the HLS steps after the manifest: at the target (`ep`) when `url` has the
 /// manifest's origin, else at the URL's own host (no PROXY header there).
 #[allow(clippy::too_many_arguments)]
 async fn fetch(
-    t: &ProbeTarget,
+    ep: &Endpoint,
     origin: &Url,
     url: &Url,
     extra: &[(&str, &str)],
@@ -387,7 +412,7 @@ async fn fetch(
     wire: &Wire,
 ) -> Result<Reply, Failure> {
     let ep = if same_origin(origin, url) {
-        Endpoint::of(t)
+        ep.clone()
     } else {
         let host = url.host_str().unwrap_or_default();
         let port = url.port_or_known_default().unwrap_or(80);
@@ -398,6 +423,8 @@ async fn fetch(
             addr,
             proxy_v1: false,
             tls: (url.scheme() == "https").then(|| tls::server_name(host, addr.ip())),
+            verify: ep.verify,
+            sources: ep.sources,
         }
     };
     let spec = RequestSpec {
@@ -412,15 +439,14 @@ async fn fetch(
     let req = build_request(&spec, extra).map_err(invalid_request)?;
     let mut p = Progress::default();
     let stream = connect(&ep, &mut p).await?;
-    exchange(stream, req, limit, None, doing, status, wire).await
+    exchange(stream, req, limit, doing, status, wire).await
 }
 
 /// Opens the connection: TCP, then the PROXY v1 header when asked, then TLS when asked.
 async fn connect(ep: &Endpoint, p: &mut Progress) -> Result<Stream, Failure> {
     p.doing = "connecting";
     let started = Instant::now();
-    let mut tcp =
-        TcpStream::connect(ep.addr).await.map_err(|e| Failure::io(&e, Phase::Connect, "connect"))?;
+    let mut tcp = open(ep).await?;
     p.connect.get_or_insert(started.elapsed());
     // The attempt ends by closing with an RST rather than a FIN: no TIME_WAIT is left on the
     // prober for each attempt of each round (30,000 a round at 10,000 targets), and the close
@@ -444,18 +470,39 @@ async fn connect(ep: &Endpoint, p: &mut Progress) -> Result<Stream, Failure> {
         None => Stream::Plain(tcp),
         Some(name) => {
             p.doing = "in the TLS handshake";
-            let connector = tls::connector().map_err(|e| Failure::new(ErrorCode::Tls, e))?;
+            let connector = tls::connector(ep.verify).map_err(|e| Failure::new(ErrorCode::Tls, e))?;
             let started = Instant::now();
             // Boxed: a handshake's state is large and plain connections should not carry it.
             let tls = Box::pin(connector.connect(name.clone(), tcp))
                 .await
                 .map_err(|e| Failure::io(&e, Phase::Tls, "TLS handshake"))?;
             p.tls.get_or_insert(started.elapsed());
+            if p.cert_not_after.is_none() {
+                p.cert_not_after = tls::not_after(tls.get_ref().1);
+            }
             Stream::Tls(Box::new(tls))
         }
     };
     p.connected = true;
     Ok(stream)
+}
+
+/// The TCP connection, from the source address of the peer's family when there is one.
+async fn open(ep: &Endpoint) -> Result<TcpStream, Failure> {
+    let connect = |e: std::io::Error| Failure::io(&e, Phase::Connect, "connect");
+    let socket =
+        if ep.addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }.map_err(connect)?;
+    if let Some(source) = ep.sources.for_peer(ep.addr) {
+        // Bind the address only: the kernel then picks the port at connect time, per
+        // destination, so 10,000 bound sockets do not use up the ephemeral ports as a plain
+        // bind to port 0 would. Without it (older kernels) the bind still works.
+        #[cfg(target_os = "linux")]
+        let _ = nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::IpBindAddressNoPort, &true);
+        socket
+            .bind(SocketAddr::new(source, 0))
+            .map_err(|e| Failure::io(&e, Phase::Connect, &format!("binding the source address {source}")))?;
+    }
+    socket.connect(ep.addr).await.map_err(connect)
 }
 
 /// An answer.
@@ -477,14 +524,11 @@ fn client() -> http1::Builder {
     b
 }
 
-/// Sends `req` over `stream` and reads the answer (up to `limit` body bytes). With
-/// `close_on = Some(status)` and that status, waits for the peer to close the connection, as
-/// Varnish's `expect_close` does; a peer that keeps it open runs into the timeout.
+/// Sends `req` over `stream` through hyper and reads the answer (up to `limit` body bytes).
 async fn exchange(
     stream: Stream,
     req: Request<Empty<Bytes>>,
     limit: usize,
-    close_on: Option<u16>,
     doing: &mut &'static str,
     status: &mut Option<u16>,
     wire: &Wire,
@@ -494,9 +538,9 @@ async fn exchange(
     let (mut sender, conn) =
         client().handshake::<_, Empty<Bytes>>(io).await.map_err(|e| Failure::hyper(&e))?;
     // The connection is driven here, not spawned, so that dropping the attempt (timeout)
-    // drops the socket with it, and so that it can be taken back to watch for the close.
-    let mut conn = pin!(conn.without_shutdown());
-    let (reply, finished) = {
+    // drops the socket with it.
+    let mut conn = pin!(conn);
+    let reply = {
         let mut response = pin!(async {
             *doing = "waiting for the response";
             let resp = sender.send_request(req).await?;
@@ -524,34 +568,16 @@ async fn exchange(
                 truncated,
             })
         });
-        let mut finished = None;
-        let reply = loop {
+        let mut finished = false;
+        loop {
             tokio::select! {
                 r = &mut response => break r,
-                c = &mut conn, if finished.is_none() => finished = Some(c),
-            }
-        };
-        (reply, finished)
-    };
-    let reply = reply.map_err(|e| Failure::hyper(&e))?;
-    if close_on == Some(reply.status) && !reply.truncated {
-        *doing = "waiting for the peer to close the connection";
-        let parts = match finished {
-            Some(c) => c,
-            None => conn.await,
-        };
-        // An error after a complete answer also ends the connection: that is a close.
-        if let Ok(parts) = parts {
-            let mut io = parts.io.into_inner();
-            let mut scratch = [0u8; 256];
-            while let Ok(n) = io.read(&mut scratch).await {
-                if n == 0 {
-                    break;
-                }
+                // A connection that ends first leaves the response to report why.
+                _ = &mut conn, if !finished => finished = true,
             }
         }
-    }
-    Ok(reply)
+    };
+    reply.map_err(|e| Failure::hyper(&e))
 }
 
 /// The HTTP request of a spec, with `extra` headers the spec does not already have.
@@ -653,6 +679,7 @@ mod tests {
             status: Some(200),
             hls: None,
             segment: None,
+            cert_not_after: None,
         };
         let a = r.attempt();
         assert!(a.good());

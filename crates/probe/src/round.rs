@@ -14,6 +14,7 @@ use vantage_core::settings::ProbeSettings;
 use crate::admission::{self, Admission};
 use crate::attempt::{attempt_with, prepare};
 use crate::limit::nofile_limit;
+use crate::source::SourceAddresses;
 use crate::target::ProbeTarget;
 
 /// How a round runs.
@@ -27,22 +28,30 @@ pub struct RoundConfig {
     /// while the targets are slow (see [`run_round`]); the open-file limit lowers it when it
     /// must (see [`effective_concurrency`]).
     pub concurrency: usize,
+    /// Where the round's connections leave from.
+    pub source: SourceAddresses,
 }
 
 impl Default for RoundConfig {
     /// The defaults of §3.3 (3 attempts of at most 3 s), 10,000 targets at once.
     fn default() -> Self {
-        RoundConfig { attempts: 3, timeout: Duration::from_millis(3000), concurrency: 10_000 }
+        RoundConfig {
+            attempts: 3,
+            timeout: Duration::from_millis(3000),
+            concurrency: 10_000,
+            source: SourceAddresses::default(),
+        }
     }
 }
 
 impl RoundConfig {
-    /// The round of the probe settings, with `concurrency` targets at once.
-    pub fn from_settings(settings: &ProbeSettings, concurrency: usize) -> Self {
+    /// The round of the probe settings, with `concurrency` targets at once, from `source`.
+    pub fn from_settings(settings: &ProbeSettings, concurrency: usize, source: SourceAddresses) -> Self {
         RoundConfig {
             attempts: settings.attempts(),
             timeout: Duration::from_millis(u64::from(settings.timeout_ms())),
             concurrency,
+            source,
         }
     }
 }
@@ -85,8 +94,10 @@ pub async fn run_round(targets: &[ProbeTarget], cfg: &RoundConfig) -> Vec<ProbeR
         while next < targets.len() && tasks.len() < admission.limit() {
             let target = targets[next].clone();
             let (attempts, timeout) = (cfg.attempts, target.timeout.unwrap_or(cfg.timeout));
-            let (i, completed) = (next, completed.clone());
-            tasks.spawn(async move { (i, probe_target(&target, attempts, timeout, &completed).await) });
+            let (i, completed, source) = (next, completed.clone(), cfg.source);
+            tasks.spawn(
+                async move { (i, probe_target(&target, attempts, timeout, source, &completed).await) },
+            );
             next += 1;
         }
         if tasks.is_empty() {
@@ -118,7 +129,12 @@ pub async fn run_round(targets: &[ProbeTarget], cfg: &RoundConfig) -> Vec<ProbeR
         .into_iter()
         .zip(targets)
         .map(|(r, t)| {
-            r.unwrap_or_else(|| ProbeResult { target: t.key.clone(), attempts: Vec::new(), hls: None })
+            r.unwrap_or_else(|| ProbeResult {
+                target: t.key.clone(),
+                attempts: Vec::new(),
+                hls: None,
+                cert_not_after: None,
+            })
         })
         .collect()
 }
@@ -127,18 +143,22 @@ async fn probe_target(
     target: &ProbeTarget,
     attempts: u32,
     timeout: Duration,
+    source: SourceAddresses,
     completed: &AtomicU64,
 ) -> ProbeResult {
     let mut out = Vec::with_capacity(usize::try_from(attempts).unwrap_or(0));
-    let mut hls = None;
+    let (mut hls, mut cert_not_after) = (None, None);
     let request = prepare(target);
     for _ in 0..attempts {
-        let report = attempt_with(target, request.as_ref(), timeout).await;
+        let report = attempt_with(target, request.as_ref(), timeout, source).await;
         out.push(report.attempt());
         completed.fetch_add(1, Ordering::Relaxed);
         if report.hls.is_some() {
             hls = report.hls;
         }
+        if report.cert_not_after.is_some() {
+            cert_not_after = report.cert_not_after;
+        }
     }
-    ProbeResult { target: target.key.clone(), attempts: out, hls }
+    ProbeResult { target: target.key.clone(), attempts: out, hls, cert_not_after }
 }

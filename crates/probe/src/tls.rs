@@ -1,16 +1,22 @@
-//! TLS for `https` and HTTPS `hls` targets: SNI = the check's host, the certificate accepted
-//! whatever it is (a health probe asks "does the listener answer", not "is its certificate
-//! valid"), no session resumption so that every attempt measures a full handshake.
+//! TLS for `https` and HTTPS `hls` targets: SNI = the check's host, no session resumption so
+//! that every attempt measures a full handshake. By default the certificate is accepted
+//! whatever it is (a health probe asks "does the listener answer", and health endpoints often
+//! have self-signed certificates); a check with `verify` has it verified against the host name
+//! and the system's trusted roots (rustls-native-certs: the platform store, or the files
+//! `SSL_CERT_FILE`/`SSL_CERT_DIR` name, as OpenSSL clients read them). Either way the
+//! certificate's expiry is read after the handshake, for the result.
 
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
 use rustls::client::Resumption;
+use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_rustls::TlsConnector;
+use vantage_core::Timestamp;
 
 /// Installs aws-lc-rs as the process's rustls crypto provider unless one is installed
 /// already. Safe to call any number of times, from any thread.
@@ -21,28 +27,61 @@ pub fn install_crypto_provider() {
     }
 }
 
-/// The connector every attempt shares (built once; a failure is kept and reported by each
+/// The connector every attempt shares, verifying certificates or not (each built once, the
+/// verifying one only when a check asks for it; a failure is kept and reported by each
 /// attempt as a `tls` error).
-pub(crate) fn connector() -> Result<TlsConnector, String> {
-    static CONFIG: OnceLock<Result<Arc<ClientConfig>, String>> = OnceLock::new();
-    CONFIG.get_or_init(build_config).as_ref().map(|c| TlsConnector::from(c.clone())).map_err(Clone::clone)
+pub(crate) fn connector(verify: bool) -> Result<TlsConnector, String> {
+    static ANY: OnceLock<Result<Arc<ClientConfig>, String>> = OnceLock::new();
+    static VERIFYING: OnceLock<Result<Arc<ClientConfig>, String>> = OnceLock::new();
+    let cell = if verify { &VERIFYING } else { &ANY };
+    cell.get_or_init(|| build_config(verify))
+        .as_ref()
+        .map(|c| TlsConnector::from(c.clone()))
+        .map_err(Clone::clone)
 }
 
-fn build_config() -> Result<Arc<ClientConfig>, String> {
+fn build_config(verify: bool) -> Result<Arc<ClientConfig>, String> {
     install_crypto_provider();
     let provider = CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
-    let verifier = AcceptAnyCertificate { algorithms: provider.signature_verification_algorithms };
-    let mut cfg = ClientConfig::builder_with_provider(provider)
+    let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS configuration: {e}"))?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
+        .map_err(|e| format!("TLS configuration: {e}"))?;
+    let builder = if verify {
+        let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(system_roots()?), provider)
+            .build()
+            .map_err(|e| format!("TLS certificate verifier: {e}"))?;
+        builder.with_webpki_verifier(verifier)
+    } else {
+        let verifier = AcceptAnyCertificate { algorithms: provider.signature_verification_algorithms };
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier))
+    };
+    let mut cfg = builder.with_no_client_auth();
     cfg.resumption = Resumption::disabled();
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
+}
+
+/// The system's trusted roots. Certificates of the store that do not parse are skipped (a
+/// store often holds a few); no root at all makes every verifying attempt fail.
+fn system_roots() -> Result<RootCertStore, String> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = RootCertStore::empty();
+    let (added, _skipped) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        let why = found.errors.first().map(|e| format!(" ({e})")).unwrap_or_default();
+        return Err(format!("no trusted root certificates to verify against{why}"));
+    }
+    Ok(roots)
+}
+
+/// When the certificate the peer showed expires (its `notAfter`), when it showed one that
+/// parses.
+pub(crate) fn not_after(conn: &ClientConnection) -> Option<Timestamp> {
+    let der = conn.peer_certificates()?.first()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some(Timestamp::from_secs(cert.validity().not_after.timestamp()))
 }
 
 /// The name to send as SNI: the host when it is a DNS name or an IP literal (rustls sends no
@@ -117,6 +156,6 @@ mod tests {
         install_crypto_provider();
         install_crypto_provider();
         assert!(CryptoProvider::get_default().is_some());
-        assert!(connector().is_ok());
+        assert!(connector(false).is_ok());
     }
 }

@@ -70,6 +70,18 @@ impl AsyncWrite for Stream {
     }
 }
 
+impl Stream {
+    /// Waits until a plain connection has something to read (bytes, a close or an error), so
+    /// that a read buffer can be allocated only then. A TLS stream returns at once: its
+    /// readiness is rustls's, and its buffers exist anyway.
+    pub(crate) async fn readable(&self) {
+        if let Stream::Plain(s) = self {
+            // An error shows again, with its detail, in the read that follows.
+            let _ = s.readable().await;
+        }
+    }
+}
+
 /// What crossed the wire in one attempt.
 #[derive(Debug)]
 pub(crate) struct Wire {
@@ -115,6 +127,16 @@ impl Wire {
         Some(at(&self.first_read)?.saturating_sub(at(&self.first_write)?))
     }
 
+    /// Counts `n` request bytes written.
+    pub(crate) fn wrote(&self, n: usize) {
+        self.mark(&self.written, &self.first_write, n);
+    }
+
+    /// Counts `n` response bytes read.
+    pub(crate) fn got(&self, n: usize) {
+        self.mark(&self.read, &self.first_read, n);
+    }
+
     fn mark(&self, counter: &AtomicU64, first: &AtomicU64, n: usize) {
         if n == 0 {
             return;
@@ -152,7 +174,7 @@ impl AsyncRead for Counted<'_> {
         let r = Pin::new(&mut this.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = r {
             let n = buf.filled().len() - before;
-            this.wire.mark(&this.wire.read, &this.wire.first_read, n);
+            this.wire.got(n);
         }
         r
     }
@@ -163,7 +185,7 @@ impl AsyncWrite for Counted<'_> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = r {
-            this.wire.mark(&this.wire.written, &this.wire.first_write, n);
+            this.wire.wrote(n);
         }
         r
     }
@@ -176,7 +198,7 @@ impl AsyncWrite for Counted<'_> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         if let Poll::Ready(Ok(n)) = r {
-            this.wire.mark(&this.wire.written, &this.wire.first_write, n);
+            this.wire.wrote(n);
         }
         r
     }

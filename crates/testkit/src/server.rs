@@ -118,14 +118,24 @@ pub struct ProxySeen {
     pub destination: SocketAddr,
 }
 
-/// Requests kept for [`EdgeServer::requests`]; older ones are dropped.
+/// Requests (and peers) kept for [`EdgeServer::requests`]; older ones are dropped.
 const KEPT_REQUESTS: usize = 10_000;
+
+/// Appends to a record, dropping the oldest past [`KEPT_REQUESTS`].
+fn keep<T>(record: &Mutex<Vec<T>>, seen: T) {
+    let mut record = lock(record);
+    if record.len() >= KEPT_REQUESTS {
+        record.remove(0);
+    }
+    record.push(seen);
+}
 
 struct Shared {
     opts: EdgeOptions,
     acceptor: Option<TlsAcceptor>,
     status: AtomicU16,
     connections: AtomicU64,
+    peers: Mutex<Vec<SocketAddr>>,
     rejected: AtomicU64,
     requests: Mutex<Vec<SeenRequest>>,
     proxy: Mutex<Vec<ProxySeen>>,
@@ -170,6 +180,7 @@ impl EdgeServer {
             opts,
             acceptor,
             connections: AtomicU64::new(0),
+            peers: Mutex::new(Vec::new()),
             rejected: AtomicU64::new(0),
             requests: Mutex::new(Vec::new()),
             proxy: Mutex::new(Vec::new()),
@@ -198,6 +209,11 @@ impl EdgeServer {
     /// Connections accepted since start.
     pub fn connections(&self) -> u64 {
         self.shared.connections.load(Ordering::Relaxed)
+    }
+
+    /// The peer address of each connection accepted, oldest first (the newest 10,000).
+    pub fn peers(&self) -> Vec<SocketAddr> {
+        lock(&self.shared.peers).clone()
     }
 
     /// Connections closed for lacking a valid PROXY v1 header.
@@ -287,6 +303,7 @@ async fn serve(listener: TcpListener, shared: Arc<Shared>) {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     shared.connections.fetch_add(1, Ordering::Relaxed);
+                    keep(&shared.peers, peer);
                     conns.spawn(handle(stream, peer, shared.clone()));
                 }
                 Err(e) => {
@@ -433,13 +450,7 @@ fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             .map(|(k, v)| (k.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
             .collect(),
     };
-    {
-        let mut requests = lock(&shared.requests);
-        if requests.len() >= KEPT_REQUESTS {
-            requests.remove(0);
-        }
-        requests.push(seen);
-    }
+    keep(&shared.requests, seen);
     match shared.opts.behavior {
         Behavior::Hls => {
             let range = req.headers().get(hyper::header::RANGE).and_then(|v| v.to_str().ok());

@@ -7,12 +7,17 @@ use std::time::Duration;
 use rustls::ServerConfig;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-/// A self-signed certificate and its key. Probers do not verify certificates, so the names
-/// matter only to people reading a capture.
+/// A self-signed certificate and its key. Probers verify certificates only for checks that
+/// ask; such a test trusts the certificate itself (as its own root, [`TlsIdentity::cert_pem`]),
+/// and then the names matter.
 #[derive(Debug, Clone)]
 pub struct TlsIdentity {
     /// The certificate, DER.
     pub cert: CertificateDer<'static>,
+    /// The certificate, PEM (for a trust store file such as `SSL_CERT_FILE`).
+    pub cert_pem: String,
+    /// When the certificate expires, seconds since the Unix epoch.
+    pub not_after_s: i64,
     key: Arc<PrivatePkcs8KeyDer<'static>>,
 }
 
@@ -25,10 +30,13 @@ impl TlsIdentity {
         let now = time::OffsetDateTime::now_utc();
         params.not_before = now - Duration::from_secs(86_400);
         params.not_after = now + Duration::from_secs(30 * 86_400);
+        let not_after_s = params.not_after.unix_timestamp();
         let key = rcgen::KeyPair::generate().map_err(io::Error::other)?;
         let cert = params.self_signed(&key).map_err(io::Error::other)?;
         Ok(TlsIdentity {
             cert: cert.der().clone(),
+            cert_pem: cert.pem(),
+            not_after_s,
             key: Arc::new(PrivatePkcs8KeyDer::from(key.serialize_der())),
         })
     }

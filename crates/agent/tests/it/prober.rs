@@ -83,8 +83,10 @@ async fn rounds_probe_the_work_report_and_keep_the_pace() {
     let server = ChannelServer::start(Role::Prober, "vtp_good").await;
     server.script().work = work_for(&[("up", edge.addr().port()), ("down", closed.port())]);
     let dir = tempfile::tempdir().unwrap();
+    // Probes leave from 127.0.0.2 (the edge and the targets are on 127.0.0.1).
     let opts = ProberOptions {
         concurrency: 64,
+        source: "127.0.0.2".parse().unwrap(),
         ..ProberOptions::new(options(dir.path(), server.url(), "vtp_good", server.ca.fingerprint()))
     };
     let running = Running::start(move |stop| run_prober(opts, stop));
@@ -100,6 +102,8 @@ async fn rounds_probe_the_work_report_and_keep_the_pace() {
     assert_eq!((down.sent(), down.lost()), (2, 2), "{down:?}");
     assert_eq!(down.last_error(), Some(ErrorCode::Refused));
     assert_eq!(edge.requests().len(), 2, "the edge saw the round's attempts");
+    let peers = edge.peers();
+    assert!(peers.iter().all(|p| p.ip().to_string() == "127.0.0.2"), "{peers:?}");
 
     // The next round starts one interval (5 s) after the first one started.
     eventually(10, "a second round", || server.requests_to(wire::PROBER_WORK).len() >= 2).await;

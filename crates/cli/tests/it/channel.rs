@@ -26,6 +26,7 @@ fn result(target: &str) -> ProbeResult {
         target: target.into(),
         attempts: vec![Attempt { stages: Stages::ALL, rtt_us: 900, error: None }],
         hls: None,
+        cert_not_after: None,
     }
 }
 

@@ -2,7 +2,7 @@
 
 use vantage_testkit::{Behavior, EdgeOptions, EdgeServer, any_loopback, closed_port, hls_paths};
 
-use crate::{text, vantage};
+use crate::{text, vantage, vantage_env};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthy_url_exits_0_and_prints_every_attempt() {
@@ -129,4 +129,47 @@ async fn bad_arguments_exit_2_naming_the_argument() {
         assert!(stderr.contains(named), "{args:?} should name {named}: {stderr}");
         assert!(stdout.is_empty(), "{args:?}: nothing probed: {stdout}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_address_is_where_the_connection_comes_from() {
+    let server = EdgeServer::start(any_loopback()).await.unwrap();
+    let addr = server.addr().to_string();
+    let out = vantage(&["check", &addr, "--source-address", "127.0.0.2", "--attempts", "1"]).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("from 127.0.0.2"), "{stdout}");
+    assert_eq!(server.peers().iter().map(|p| p.ip().to_string()).collect::<Vec<_>>(), ["127.0.0.2"]);
+    let out = vantage(&["check", &addr, "--source-address", "127.0.0.2,127.0.0.3"]).await;
+    assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_checks_the_certificate_against_the_trusted_roots_and_the_name() {
+    let identity = vantage_testkit::TlsIdentity::self_signed(&["localhost"]).unwrap();
+    let roots = tempfile::tempdir().unwrap();
+    let ca = roots.path().join("roots.pem");
+    std::fs::write(&ca, &identity.cert_pem).unwrap();
+    let server =
+        EdgeServer::start_with(any_loopback(), EdgeOptions::new(Behavior::Health).with_tls(identity))
+            .await
+            .unwrap();
+    let url = format!("https://localhost:{}/", server.addr().port());
+    let env = [("SSL_CERT_FILE", ca.to_str().unwrap())];
+    // Trusted, and issued to the name: good, with the expiry printed.
+    let out = vantage_env(&["check", &url, "--verify", "--attempts", "1"], &env).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("certificate: not after 20"), "{stdout}");
+    // Another name: the certificate does not cover it.
+    let addr = server.addr().to_string();
+    let out =
+        vantage_env(&["check", &addr, "--method", "https", "--host", "edge.other.test", "--verify"], &env)
+            .await;
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("error: tls"), "{stdout}");
+    // Without --verify the same name is fine.
+    let out = vantage_env(&["check", &addr, "--method", "https", "--host", "edge.other.test"], &env).await;
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
 }

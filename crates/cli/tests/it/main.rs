@@ -17,8 +17,14 @@ use std::process::Output;
 
 /// Runs `vantage ARGS…` to completion.
 pub(crate) async fn vantage(args: &[&str]) -> Output {
+    vantage_env(args, &[]).await
+}
+
+/// [`vantage`] with extra environment variables.
+pub(crate) async fn vantage_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_vantage"))
         .args(args)
+        .envs(env.iter().copied())
         .kill_on_drop(true)
         .output()
         .await

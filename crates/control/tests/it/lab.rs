@@ -165,6 +165,7 @@ impl Lab {
                 target: t.key.clone(),
                 attempts: (0..3).map(|_| attempt(!failing.contains(&t.ip))).collect(),
                 hls: None,
+                cert_not_after: None,
             })
             .collect();
         let report =

@@ -80,6 +80,7 @@ fn a_report_may_carry_only_targets_given_and_one_to_ten_attempts() {
             target,
             attempts: vec![attempt(true); attempts],
             hls: None,
+            cert_not_after: None,
         }],
     };
     let given = format!("n{n}/203.0.113.10/80");
@@ -120,6 +121,7 @@ fn a_new_target_starts_with_the_checks_initial_good_attempts() {
             target: work.targets[0].key.clone(),
             attempts: vec![attempt(true)],
             hls: None,
+            cert_not_after: None,
         }],
     };
     let rows = lab.control.handle_report(p, &report, lab.now).unwrap();

@@ -1,6 +1,6 @@
 //! Integration tests of the probe engine against real servers on loopback (vantage-testkit).
 //! Nothing here sends traffic outside 127.0.0.0/8.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod hls;
 mod methods;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use vantage_core::check::CheckInput;
 use vantage_core::result::{ErrorCode, Stages};
-use vantage_probe::{Method, ProbeTarget, attempt};
+use vantage_probe::{Method, ProbeTarget, RoundConfig, SourceAddresses, attempt, attempt_from, run_round};
 use vantage_testkit::{Behavior, EdgeOptions, EdgeServer, any_loopback, closed_port};
 
 use crate::{check, target};
@@ -259,4 +259,137 @@ async fn a_stopped_server_refuses_and_a_restarted_one_answers() {
     server.restart().await.unwrap();
     assert!(server.is_running());
     assert!(attempt(&t, T).await.good());
+}
+
+#[tokio::test]
+async fn connections_leave_from_the_source_address_of_their_family() {
+    let server = EdgeServer::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let source: SourceAddresses = "127.0.0.2,::1".parse().unwrap();
+    for method in [Method::Tcp, Method::Http] {
+        let r = attempt_from(&target(&server, method), T, source).await;
+        assert_eq!(r.error, None, "{method}: {r:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let peers = server.peers();
+    assert_eq!(peers.len(), 2);
+    assert!(peers.iter().all(|p| p.ip() == "127.0.0.2".parse::<std::net::IpAddr>().unwrap()), "{peers:?}");
+    // Without one the kernel picks the target's own address on loopback.
+    assert!(attempt(&target(&server, Method::Http), T).await.good());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(server.peers()[2].ip(), server.addr().ip());
+
+    // A round passes it down too.
+    let cfg = RoundConfig { attempts: 2, source, ..RoundConfig::default() };
+    let results = run_round(&[target(&server, Method::Http)], &cfg).await;
+    assert_eq!(results[0].lost(), 0, "{results:?}");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(server.peers()[3..].iter().all(|p| p.ip().to_string() == "127.0.0.2"));
+}
+
+#[tokio::test]
+async fn a_source_address_not_of_this_host_is_unreachable_and_sends_nothing() {
+    let server = EdgeServer::start(any_loopback()).await.unwrap();
+    // TEST-NET-1: no interface has it, so the bind fails before any packet leaves.
+    let source: SourceAddresses = "192.0.2.1".parse().unwrap();
+    let r = attempt_from(&target(&server, Method::Http), T, source).await;
+    assert_eq!(r.error, Some(ErrorCode::Unreachable), "{r:?}");
+    assert_eq!(r.stages, Stages::empty());
+    assert!(r.detail.unwrap().contains("192.0.2.1"));
+    assert_eq!(server.connections(), 0);
+}
+
+#[tokio::test]
+async fn https_reports_the_certificate_expiry_and_verifies_only_when_asked() {
+    let identity = vantage_testkit::TlsIdentity::self_signed(&["edge.vantage.test"]).unwrap();
+    let expiry = vantage_core::Timestamp::from_secs(identity.not_after_s);
+    let server =
+        EdgeServer::start_with(any_loopback(), EdgeOptions::new(Behavior::Health).with_tls(identity))
+            .await
+            .unwrap();
+    // Not verified (the default): the self-signed certificate is accepted, its expiry kept.
+    let r = attempt(&target(&server, Method::Https), T).await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(r.cert_not_after, Some(expiry));
+    let results = run_round(&[target(&server, Method::Https)], &RoundConfig::default()).await;
+    assert_eq!(results[0].cert_not_after, Some(expiry), "the result carries it");
+    // Plain HTTP has none.
+    let plain = EdgeServer::start(any_loopback()).await.unwrap();
+    assert_eq!(attempt(&target(&plain, Method::Http), T).await.cert_not_after, None);
+
+    // Verified: no trusted root issued it, so the handshake fails as `tls`, before any request.
+    let c = check(CheckInput {
+        verify: Some(true),
+        host: Some("edge.vantage.test".into()),
+        ..Default::default()
+    });
+    let r = attempt(&ProbeTarget::new("t", server.addr(), Method::Https, c), T).await;
+    assert_eq!(r.error, Some(ErrorCode::Tls), "{r:?}");
+    assert_eq!(r.stages, Stages::empty(), "the handshake is part of connecting");
+    assert!(r.detail.as_deref().unwrap().to_lowercase().contains("certificate"), "{r:?}");
+    assert_eq!(server.requests().len(), 1 + 3, "only the unverified attempts got through");
+}
+
+/// A one-connection server on loopback that reads the request head, writes `chunks` with a
+/// pause between them, then closes (or holds the connection until the client goes).
+async fn scripted(chunks: &'static [&'static [u8]], close: bool) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        for chunk in chunks {
+            if s.write_all(chunk).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if !close {
+            while let Ok(n) = s.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn health_answers_in_pieces_interim_answers_garbage_and_cut_heads() {
+    let all = stages(&[Stages::CONNECTED, Stages::SENT, Stages::RECEIVED]);
+    let run = |addr, expect_close| async move {
+        let c = check(CheckInput { expect_close: Some(expect_close), ..Default::default() });
+        attempt(&ProbeTarget::new("t", addr, Method::Http, c), Duration::from_millis(500)).await
+    };
+    // A head split across reads, after an interim 100: good, either way of closing.
+    const PIECES: &[&[u8]] =
+        &[b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 2", b"00 OK\r\nContent-Len", b"gth: 3\r\n\r\nok\n"];
+    let r = run(scripted(PIECES, true).await, true).await;
+    assert_eq!((r.error, r.status, r.stages), (None, Some(200), Stages::ALL), "{r:?}");
+    // expect_close = false: the verdict is the head, even if the peer then holds on.
+    let r = run(scripted(PIECES, false).await, false).await;
+    assert_eq!((r.error, r.status), (None, Some(200)), "{r:?}");
+    assert!(r.timings.total < Duration::from_millis(400), "{r:?}");
+    // Not HTTP: status.
+    let r = run(scripted(&[b"SSH-2.0-OpenSSH_9.6\r\n"], true).await, true).await;
+    assert_eq!((r.error, r.stages), (Some(ErrorCode::Status), all), "{r:?}");
+    // A close within the head: reset, with what was received.
+    let r = run(scripted(&[b"HTTP/1.1 200 OK\r\nContent-"], true).await, true).await;
+    assert_eq!((r.error, r.stages), (Some(ErrorCode::Reset), all), "{r:?}");
+    // A close without a byte: reset, nothing received.
+    let r = run(scripted(&[], true).await, true).await;
+    assert_eq!(r.error, Some(ErrorCode::Reset), "{r:?}");
+    assert_eq!(r.stages, stages(&[Stages::CONNECTED, Stages::SENT]));
+    // A wrong status does not wait for the close.
+    let r = run(scripted(&[b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n"], false).await, true).await;
+    assert_eq!((r.error, r.status), (Some(ErrorCode::Status), Some(503)), "{r:?}");
+    assert!(r.timings.total < Duration::from_millis(400), "{r:?}");
 }

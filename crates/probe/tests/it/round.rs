@@ -25,7 +25,12 @@ async fn each_target_gets_its_attempts_and_one_result_in_order() {
     ];
     targets[0].key = "good".into();
     targets[2].key = "bad".into();
-    let cfg = RoundConfig { attempts: 3, timeout: Duration::from_secs(2), concurrency: 2 };
+    let cfg = RoundConfig {
+        attempts: 3,
+        timeout: Duration::from_secs(2),
+        concurrency: 2,
+        ..RoundConfig::default()
+    };
     let results = run_round(&targets, &cfg).await;
     let keys: Vec<&str> = results.iter().map(|r| r.target.as_str()).collect();
     assert_eq!(keys, ["good", "closed", "bad", "hls"]);
@@ -51,7 +56,7 @@ async fn silent_targets_run_at_once_so_the_round_takes_attempts_times_timeout() 
             .unwrap();
     let targets: Vec<ProbeTarget> = (0..200).map(|_| target(&silent, Method::Http)).collect();
     let timeout = Duration::from_millis(250);
-    let cfg = RoundConfig { attempts: 2, timeout, concurrency: 1000 };
+    let cfg = RoundConfig { attempts: 2, timeout, concurrency: 1000, ..RoundConfig::default() };
     let started = Instant::now();
     let results = run_round(&targets, &cfg).await;
     let took = started.elapsed();
@@ -74,7 +79,7 @@ async fn the_concurrency_bound_holds() {
         })
         .collect();
     let timeout = Duration::from_millis(200);
-    let cfg = RoundConfig { attempts: 1, timeout, concurrency: 2 };
+    let cfg = RoundConfig { attempts: 1, timeout, concurrency: 2, ..RoundConfig::default() };
     let started = Instant::now();
     let results = run_round(&targets, &cfg).await;
     let took = started.elapsed();
@@ -88,7 +93,12 @@ async fn an_endpoint_target_is_timed_by_its_check() {
     let silent = EdgeServer::start_with(any_loopback(), EdgeOptions::new(Behavior::Silent)).await.unwrap();
     let c = check(CheckInput { timeout_ms: Some(200), ..Default::default() });
     let t = ProbeTarget::from_url("e", &silent.url("/"), c).await.unwrap();
-    let cfg = RoundConfig { attempts: 2, timeout: Duration::from_secs(10), concurrency: 10 };
+    let cfg = RoundConfig {
+        attempts: 2,
+        timeout: Duration::from_secs(10),
+        concurrency: 10,
+        ..RoundConfig::default()
+    };
     let started = Instant::now();
     let results = run_round(&[t], &cfg).await;
     assert_eq!(results[0].last_error(), Some(ErrorCode::Timeout));
