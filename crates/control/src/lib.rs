@@ -9,6 +9,7 @@ pub mod config;
 mod control;
 pub mod effects;
 pub mod identity;
+pub mod invariants;
 pub mod observe;
 pub mod snapshot;
 pub mod target;

@@ -69,6 +69,17 @@ impl From<vantage_core::Error> for ApiError {
     }
 }
 
+impl From<vantage_control::invariants::Refusal> for ApiError {
+    fn from(r: vantage_control::invariants::Refusal) -> Self {
+        match r {
+            vantage_control::invariants::Refusal::Invalid { field, reason } => {
+                ApiError::Invalid { field, reason }
+            }
+            vantage_control::invariants::Refusal::Conflict(m) => ApiError::Conflict(m),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();

@@ -6,6 +6,7 @@ mod lab;
 
 mod changes;
 mod identity;
+mod invariants;
 mod online;
 mod publish;
 mod reports;

@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 use vantage_core::address::{AddressInput, AddressList, AddressSource};
-use vantage_core::ids::{ClusterId, GroupId, LineId, RegionId};
+use vantage_core::ids::{ClusterId, RegionId};
 use vantage_core::model::{
     Cluster, ClusterInput, GroupInput, Line, LineInput, Node, NodeGroup, NodeInput, PublisherInput, Region,
     RegionInput,
@@ -32,11 +32,12 @@ use crate::views::{
 };
 use vantage_control::alerts::Webhook;
 use vantage_control::config::{
-    Config, GroupRecord, LineRecord, NodeRecord, Object, ProberRecord, RuleRecord, Stored, plural,
+    Config, GroupRecord, LineRecord, NodeRecord, Object, ProberRecord, RuleRecord, Stored,
 };
+use vantage_control::invariants::Invariants;
 
 /// A kind of configuration object, as the generic handlers see it.
-trait Kind: Clone + Serialize + Send + Sync + Sized + 'static {
+trait Kind: Clone + Serialize + Send + Sync + Sized + Invariants + 'static {
     /// What the API answers for one object.
     type View: Serialize + ToSchema + Send + 'static;
     /// What a create body holds (a change is a JSON merge patch of it).
@@ -57,10 +58,6 @@ trait Kind: Clone + Serialize + Send + Sync + Sized + 'static {
     fn doc(&self) -> Value;
     /// Validates a document. `cluster` is the parent of a child object.
     fn parse(doc: Value, cluster: Option<ClusterId>, app: &App) -> Result<Self, ApiError>;
-    /// Checks names and references against the other objects; `id` is its own id.
-    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError>;
-    /// Checks that it may be deleted; returns objects deleted with it.
-    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError>;
     /// The API representation (with what the runtime knows, for probers and nodes).
     fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> Self::View;
     /// Audit action for `op` (`create`, `update`, `delete`).
@@ -75,20 +72,6 @@ fn to_doc<T: Serialize>(v: &T) -> Value {
 
 fn parse_as<T: DeserializeOwned>(doc: Value) -> Result<T, ApiError> {
     parse_json(doc)
-}
-
-/// Names must be unique among `siblings` (other than `id` itself).
-fn unique<'a>(
-    label: &str,
-    field: &str,
-    name: &str,
-    id: i64,
-    siblings: impl Iterator<Item = (i64, &'a str)>,
-) -> Result<(), ApiError> {
-    if siblings.filter(|(i, _)| *i != id).any(|(_, n)| n.eq_ignore_ascii_case(name)) {
-        return Err(ApiError::invalid(field, format!("{label} {name:?} already exists")));
-    }
-    Ok(())
 }
 
 impl Kind for Region {
@@ -107,39 +90,6 @@ impl Kind for Region {
     }
     fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
         parse_as(doc)
-    }
-    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
-        unique(
-            "A region with code",
-            "code",
-            &self.code,
-            id,
-            c.regions.iter().map(|(i, r)| (*i, r.value.code.as_str())),
-        )?;
-        unique(
-            "A region named",
-            "name",
-            &self.name,
-            id,
-            c.regions.iter().map(|(i, r)| (*i, r.value.name.as_str())),
-        )
-    }
-    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError> {
-        let probers = c.probers.values().filter(|p| p.value.region == RegionId(id)).count();
-        if probers > 0 {
-            return Err(ApiError::Conflict(format!(
-                "{} still belong to this region",
-                plural(probers, "prober", "probers")
-            )));
-        }
-        let groups = c.groups.values().filter(|g| g.value.group.region == Some(RegionId(id))).count();
-        if groups > 0 {
-            return Err(ApiError::Conflict(format!(
-                "{} still use this region",
-                plural(groups, "node group", "node groups")
-            )));
-        }
-        Ok(Vec::new())
     }
     fn view(id: i64, s: &Stored<Self>, c: &Config, _: &App) -> RegionView {
         let probers = c.probers.values().filter(|p| p.value.region == RegionId(id)).count();
@@ -171,28 +121,6 @@ impl Kind for Cluster {
     fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
         parse_as(doc)
     }
-    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
-        unique(
-            "A cluster named",
-            "name",
-            &self.name,
-            id,
-            c.clusters.iter().map(|(i, x)| (*i, x.value.name.as_str())),
-        )?;
-        for (field, zone) in std::iter::once(("domain".to_owned(), self.domain.as_str()))
-            .chain(self.aliases.iter().enumerate().map(|(n, a)| (format!("aliases[{n}]"), a.as_str())))
-        {
-            if let Some((_, other)) =
-                c.clusters.iter().find(|(i, x)| **i != id && x.value.zones().any(|z| z == zone))
-            {
-                return Err(ApiError::invalid(
-                    field,
-                    format!("{zone} is already served by cluster {:?}", other.value.name),
-                ));
-            }
-        }
-        Ok(())
-    }
     fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> ClusterView {
         let c = ClusterInput::from(s.value.clone());
         ClusterView {
@@ -217,33 +145,10 @@ impl Kind for Cluster {
                 .collect(),
         }
     }
-    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError> {
-        let nodes = c.nodes_of(ClusterId(id)).count();
-        if nodes > 0 {
-            return Err(ApiError::Conflict(format!(
-                "{} still belong to this cluster",
-                plural(nodes, "node", "nodes")
-            )));
-        }
-        // Its groups, lines and rules go with it.
-        let cid = ClusterId(id);
-        Ok(c.groups_of(cid)
-            .map(|(g, _)| g.0)
-            .chain(c.lines_of(cid).map(|(l, _)| l.0))
-            .chain(c.rules_of(cid).map(|(r, _)| r.0))
-            .collect())
-    }
 }
 
 fn parent(cluster: Option<ClusterId>) -> Result<ClusterId, ApiError> {
     cluster.ok_or_else(|| ApiError::Internal("child object without a cluster".into()))
-}
-
-fn group_in(c: &Config, cluster: ClusterId, g: GroupId, field: &str) -> Result<(), ApiError> {
-    match c.groups.get(&g.0) {
-        Some(x) if x.value.cluster == cluster => Ok(()),
-        _ => Err(ApiError::invalid(field, format!("no node group {g} in this cluster"))),
-    }
 }
 
 /// The parts every child of a cluster has alike: where it is kept, its variant, and its
@@ -284,53 +189,6 @@ impl Kind for GroupRecord {
             region: s.value.group.region,
         }
     }
-    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
-        let siblings = c.groups_of(self.cluster).map(|(i, g)| (i.0, g.value.group.name.as_str()));
-        unique("A node group named", "name", &self.group.name, id, siblings)?;
-        if let Some(r) = self.group.region
-            && !c.regions.contains_key(&r.0)
-        {
-            return Err(ApiError::invalid("region", format!("no region {r}")));
-        }
-        if self.group.region.is_none() {
-            let probing = c
-                .nodes
-                .values()
-                .filter(|n| n.value.node.group == GroupId(id) && n.value.node.also_probes)
-                .count();
-            if probing > 0 {
-                return Err(ApiError::invalid(
-                    "region",
-                    format!(
-                        "{} of this group probe; a group whose nodes probe needs a region",
-                        plural(probing, "node", "nodes")
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError> {
-        let nodes = c.nodes.values().filter(|n| n.value.node.group == GroupId(id)).count();
-        if nodes > 0 {
-            return Err(ApiError::Conflict(format!(
-                "{} still belong to this node group",
-                plural(nodes, "node", "nodes")
-            )));
-        }
-        let lines: Vec<&str> = c
-            .lines
-            .values()
-            .filter(|l| {
-                l.value.line.group == GroupId(id) || l.value.line.backup_groups.contains(&GroupId(id))
-            })
-            .map(|l| l.value.line.name.as_str())
-            .collect();
-        if !lines.is_empty() {
-            return Err(ApiError::Conflict(format!("lines still use this node group: {}", lines.join(", "))));
-        }
-        Ok(Vec::new())
-    }
 }
 
 impl Kind for LineRecord {
@@ -353,39 +211,6 @@ impl Kind for LineRecord {
             client_networks: l.client_networks.clone(),
         }
     }
-    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
-        let siblings = c.lines_of(self.cluster).map(|(i, l)| (i.0, l.value.line.name.as_str()));
-        unique("A line named", "name", &self.line.name, id, siblings)?;
-        group_in(c, self.cluster, self.line.group, "group")?;
-        for (n, g) in self.line.backup_groups.iter().enumerate() {
-            group_in(c, self.cluster, *g, &format!("backup_groups[{n}]"))?;
-        }
-        if self.line.client_networks.is_empty()
-            && let Some((_, other)) =
-                c.lines_of(self.cluster).find(|(i, l)| i.0 != id && l.value.line.client_networks.is_empty())
-        {
-            return Err(ApiError::invalid(
-                "client_networks",
-                format!(
-                    "line {:?} is already the default line (no client networks); give this one networks",
-                    other.value.line.name
-                ),
-            ));
-        }
-        Ok(())
-    }
-    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, ApiError> {
-        let rules: Vec<&str> = c
-            .rules
-            .values()
-            .filter(|r| r.value.rule.line == Some(LineId(id)))
-            .map(|r| r.value.rule.name.as_str())
-            .collect();
-        if !rules.is_empty() {
-            return Err(ApiError::Conflict(format!("rules still use this line: {}", rules.join(", "))));
-        }
-        Ok(Vec::new())
-    }
 }
 
 impl Kind for RuleRecord {
@@ -394,21 +219,6 @@ impl Kind for RuleRecord {
     const NAME: &'static str = "rule";
     const LABEL: &'static str = "Rule";
     child_kind!(rules, Rule, rule, Rule);
-    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
-        let siblings = c.rules_of(self.cluster).map(|(i, r)| (i.0, r.value.rule.name.as_str()));
-        unique("A rule named", "name", &self.rule.name, id, siblings)?;
-        let lines: Vec<LineId> = c.lines_of(self.cluster).map(|(l, _)| l).collect();
-        self.rule.check_line(&lines)?;
-        for (n, cond) in self.rule.conditions.iter().enumerate() {
-            if let Some(r) = cond.region.filter(|r| !c.regions.contains_key(&r.0)) {
-                return Err(ApiError::invalid(format!("conditions[{n}].region"), format!("no region {r}")));
-            }
-        }
-        Ok(())
-    }
-    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
-        Ok(Vec::new())
-    }
     fn view(id: i64, s: &Stored<Self>, _: &Config, app: &App) -> RuleView {
         RuleView {
             id,
@@ -468,27 +278,6 @@ impl Kind for NodeRecord {
             cert_issued_at: None,
         })
     }
-    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
-        if !c.clusters.contains_key(&self.cluster.0) {
-            return Err(ApiError::invalid("cluster", format!("no cluster {}", self.cluster)));
-        }
-        let siblings = c.nodes_of(self.cluster).map(|(i, n)| (i.0, n.value.node.name.as_str()));
-        unique("A node named", "name", &self.node.name, id, siblings)?;
-        group_in(c, self.cluster, self.node.group, "group")?;
-        if self.node.also_probes {
-            let region = c.groups.get(&self.node.group.0).and_then(|g| g.value.group.region);
-            if region.is_none() {
-                return Err(ApiError::invalid(
-                    "also_probes",
-                    "Give the node's group a region before the node probes",
-                ));
-            }
-        }
-        Ok(())
-    }
-    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
-        Ok(Vec::new())
-    }
     fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> NodeView {
         super::agents::node_view(app, c, id, s)
     }
@@ -519,22 +308,6 @@ impl Kind for ProberRecord {
             cert_issued_at: None,
         })
     }
-    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
-        unique(
-            "A prober named",
-            "name",
-            &self.name,
-            id,
-            c.probers.iter().map(|(i, p)| (*i, p.value.name.as_str())),
-        )?;
-        if !c.regions.contains_key(&self.region.0) {
-            return Err(ApiError::invalid("region", format!("no region {}", self.region)));
-        }
-        Ok(())
-    }
-    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
-        Ok(Vec::new())
-    }
     fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> ProberView {
         super::agents::prober_view(app, c, id, s)
     }
@@ -556,18 +329,6 @@ impl Kind for Webhook {
     }
     fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
         Ok(parse_as::<Webhook>(doc)?.check()?)
-    }
-    fn check(&self, id: i64, c: &Config) -> Result<(), ApiError> {
-        unique(
-            "A webhook named",
-            "name",
-            &self.name,
-            id,
-            c.webhooks.iter().map(|(i, w)| (*i, w.value.name.as_str())),
-        )
-    }
-    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, ApiError> {
-        Ok(Vec::new())
     }
     fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> WebhookView {
         WebhookView { id, created_at: s.created_at, updated_at: s.updated_at, webhook: s.value.clone() }

@@ -1,0 +1,305 @@
+//! The rules that span objects, checked against the configuration snapshot before a change is
+//! stored: names unique (compared without case) among their siblings, references that exist
+//! and belong to the same cluster, and what may be deleted (with what goes with it). The admin
+//! API asks these; it decides none of them itself.
+
+use vantage_core::ids::{ClusterId, GroupId, LineId, RegionId};
+use vantage_core::model::{Cluster, Region};
+
+use crate::alerts::Webhook;
+use crate::config::{Config, GroupRecord, LineRecord, NodeRecord, ProberRecord, RuleRecord, plural};
+
+/// Why the configuration refuses a change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// A field names something that clashes or does not exist.
+    Invalid {
+        /// Dotted path of the field.
+        field: String,
+        /// Why, in plain words.
+        reason: String,
+    },
+    /// The object is still needed by others.
+    Conflict(String),
+}
+
+impl Refusal {
+    /// A refusal of one field.
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Refusal::Invalid { field: field.into(), reason: reason.into() }
+    }
+}
+
+impl From<vantage_core::Error> for Refusal {
+    fn from(e: vantage_core::Error) -> Self {
+        Refusal::invalid(e.field(), e.reason())
+    }
+}
+
+/// The cross-object rules of one kind of object.
+pub trait Invariants: Sized {
+    /// Checks names and references against the other objects; `id` is its own id.
+    fn check(&self, id: i64, c: &Config) -> Result<(), Refusal>;
+    /// Checks that object `id` may be deleted; returns the objects deleted with it.
+    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, Refusal>;
+}
+
+/// Names must be unique among `siblings` (other than `id` itself).
+fn unique<'a>(
+    label: &str,
+    field: &str,
+    name: &str,
+    id: i64,
+    siblings: impl Iterator<Item = (i64, &'a str)>,
+) -> Result<(), Refusal> {
+    if siblings.filter(|(i, _)| *i != id).any(|(_, n)| n.eq_ignore_ascii_case(name)) {
+        return Err(Refusal::invalid(field, format!("{label} {name:?} already exists")));
+    }
+    Ok(())
+}
+
+fn group_in(c: &Config, cluster: ClusterId, g: GroupId, field: &str) -> Result<(), Refusal> {
+    match c.groups.get(&g.0) {
+        Some(x) if x.value.cluster == cluster => Ok(()),
+        _ => Err(Refusal::invalid(field, format!("no node group {g} in this cluster"))),
+    }
+}
+
+impl Invariants for Region {
+    fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
+        unique(
+            "A region with code",
+            "code",
+            &self.code,
+            id,
+            c.regions.iter().map(|(i, r)| (*i, r.value.code.as_str())),
+        )?;
+        unique(
+            "A region named",
+            "name",
+            &self.name,
+            id,
+            c.regions.iter().map(|(i, r)| (*i, r.value.name.as_str())),
+        )
+    }
+    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, Refusal> {
+        let probers = c.probers.values().filter(|p| p.value.region == RegionId(id)).count();
+        if probers > 0 {
+            return Err(Refusal::Conflict(format!(
+                "{} still belong to this region",
+                plural(probers, "prober", "probers")
+            )));
+        }
+        let groups = c.groups.values().filter(|g| g.value.group.region == Some(RegionId(id))).count();
+        if groups > 0 {
+            return Err(Refusal::Conflict(format!(
+                "{} still use this region",
+                plural(groups, "node group", "node groups")
+            )));
+        }
+        Ok(Vec::new())
+    }
+}
+
+impl Invariants for Cluster {
+    fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
+        unique(
+            "A cluster named",
+            "name",
+            &self.name,
+            id,
+            c.clusters.iter().map(|(i, x)| (*i, x.value.name.as_str())),
+        )?;
+        for (field, zone) in std::iter::once(("domain".to_owned(), self.domain.as_str()))
+            .chain(self.aliases.iter().enumerate().map(|(n, a)| (format!("aliases[{n}]"), a.as_str())))
+        {
+            if let Some((_, other)) =
+                c.clusters.iter().find(|(i, x)| **i != id && x.value.zones().any(|z| z == zone))
+            {
+                return Err(Refusal::invalid(
+                    field,
+                    format!("{zone} is already served by cluster {:?}", other.value.name),
+                ));
+            }
+        }
+        Ok(())
+    }
+    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, Refusal> {
+        let nodes = c.nodes_of(ClusterId(id)).count();
+        if nodes > 0 {
+            return Err(Refusal::Conflict(format!(
+                "{} still belong to this cluster",
+                plural(nodes, "node", "nodes")
+            )));
+        }
+        // Its groups, lines and rules go with it.
+        let cid = ClusterId(id);
+        Ok(c.groups_of(cid)
+            .map(|(g, _)| g.0)
+            .chain(c.lines_of(cid).map(|(l, _)| l.0))
+            .chain(c.rules_of(cid).map(|(r, _)| r.0))
+            .collect())
+    }
+}
+
+impl Invariants for GroupRecord {
+    fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
+        let siblings = c.groups_of(self.cluster).map(|(i, g)| (i.0, g.value.group.name.as_str()));
+        unique("A node group named", "name", &self.group.name, id, siblings)?;
+        if let Some(r) = self.group.region
+            && !c.regions.contains_key(&r.0)
+        {
+            return Err(Refusal::invalid("region", format!("no region {r}")));
+        }
+        if self.group.region.is_none() {
+            let probing = c
+                .nodes
+                .values()
+                .filter(|n| n.value.node.group == GroupId(id) && n.value.node.also_probes)
+                .count();
+            if probing > 0 {
+                return Err(Refusal::invalid(
+                    "region",
+                    format!(
+                        "{} of this group probe; a group whose nodes probe needs a region",
+                        plural(probing, "node", "nodes")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, Refusal> {
+        let nodes = c.nodes.values().filter(|n| n.value.node.group == GroupId(id)).count();
+        if nodes > 0 {
+            return Err(Refusal::Conflict(format!(
+                "{} still belong to this node group",
+                plural(nodes, "node", "nodes")
+            )));
+        }
+        let lines: Vec<&str> = c
+            .lines
+            .values()
+            .filter(|l| {
+                l.value.line.group == GroupId(id) || l.value.line.backup_groups.contains(&GroupId(id))
+            })
+            .map(|l| l.value.line.name.as_str())
+            .collect();
+        if !lines.is_empty() {
+            return Err(Refusal::Conflict(format!("lines still use this node group: {}", lines.join(", "))));
+        }
+        Ok(Vec::new())
+    }
+}
+
+impl Invariants for LineRecord {
+    fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
+        let siblings = c.lines_of(self.cluster).map(|(i, l)| (i.0, l.value.line.name.as_str()));
+        unique("A line named", "name", &self.line.name, id, siblings)?;
+        group_in(c, self.cluster, self.line.group, "group")?;
+        for (n, g) in self.line.backup_groups.iter().enumerate() {
+            group_in(c, self.cluster, *g, &format!("backup_groups[{n}]"))?;
+        }
+        if self.line.client_networks.is_empty()
+            && let Some((_, other)) =
+                c.lines_of(self.cluster).find(|(i, l)| i.0 != id && l.value.line.client_networks.is_empty())
+        {
+            return Err(Refusal::invalid(
+                "client_networks",
+                format!(
+                    "line {:?} is already the default line (no client networks); give this one networks",
+                    other.value.line.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, Refusal> {
+        let rules: Vec<&str> = c
+            .rules
+            .values()
+            .filter(|r| r.value.rule.line == Some(LineId(id)))
+            .map(|r| r.value.rule.name.as_str())
+            .collect();
+        if !rules.is_empty() {
+            return Err(Refusal::Conflict(format!("rules still use this line: {}", rules.join(", "))));
+        }
+        Ok(Vec::new())
+    }
+}
+
+impl Invariants for RuleRecord {
+    fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
+        let siblings = c.rules_of(self.cluster).map(|(i, r)| (i.0, r.value.rule.name.as_str()));
+        unique("A rule named", "name", &self.rule.name, id, siblings)?;
+        let lines: Vec<LineId> = c.lines_of(self.cluster).map(|(l, _)| l).collect();
+        self.rule.check_line(&lines)?;
+        for (n, cond) in self.rule.conditions.iter().enumerate() {
+            if let Some(r) = cond.region.filter(|r| !c.regions.contains_key(&r.0)) {
+                return Err(Refusal::invalid(format!("conditions[{n}].region"), format!("no region {r}")));
+            }
+        }
+        Ok(())
+    }
+    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {
+        Ok(Vec::new())
+    }
+}
+
+impl Invariants for NodeRecord {
+    fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
+        if !c.clusters.contains_key(&self.cluster.0) {
+            return Err(Refusal::invalid("cluster", format!("no cluster {}", self.cluster)));
+        }
+        let siblings = c.nodes_of(self.cluster).map(|(i, n)| (i.0, n.value.node.name.as_str()));
+        unique("A node named", "name", &self.node.name, id, siblings)?;
+        group_in(c, self.cluster, self.node.group, "group")?;
+        if self.node.also_probes {
+            let region = c.groups.get(&self.node.group.0).and_then(|g| g.value.group.region);
+            if region.is_none() {
+                return Err(Refusal::invalid(
+                    "also_probes",
+                    "Give the node's group a region before the node probes",
+                ));
+            }
+        }
+        Ok(())
+    }
+    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {
+        Ok(Vec::new())
+    }
+}
+
+impl Invariants for ProberRecord {
+    fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
+        unique(
+            "A prober named",
+            "name",
+            &self.name,
+            id,
+            c.probers.iter().map(|(i, p)| (*i, p.value.name.as_str())),
+        )?;
+        if !c.regions.contains_key(&self.region.0) {
+            return Err(Refusal::invalid("region", format!("no region {}", self.region)));
+        }
+        Ok(())
+    }
+    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {
+        Ok(Vec::new())
+    }
+}
+
+impl Invariants for Webhook {
+    fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
+        unique(
+            "A webhook named",
+            "name",
+            &self.name,
+            id,
+            c.webhooks.iter().map(|(i, w)| (*i, w.value.name.as_str())),
+        )
+    }
+    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {
+        Ok(Vec::new())
+    }
+}
