@@ -49,7 +49,6 @@ const LIMIT: Duration = Duration::from_secs(300);
 enum Preset {
     /// The fastest settings §3.3 allows.
     Fast,
-    /// The defaults.
     Default,
 }
 

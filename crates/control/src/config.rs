@@ -21,7 +21,6 @@ use crate::alerts::Webhook;
 pub struct Stored<T> {
     /// The object.
     pub value: T,
-    /// Created.
     pub created_at: Timestamp,
     /// Last changed.
     pub updated_at: Timestamp,
@@ -30,36 +29,28 @@ pub struct Stored<T> {
 /// A node group and its cluster.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupRecord {
-    /// Cluster.
     pub cluster: ClusterId,
-    /// Group.
     pub group: NodeGroup,
 }
 
 /// A line and its cluster.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LineRecord {
-    /// Cluster.
     pub cluster: ClusterId,
-    /// Line.
     pub line: Line,
 }
 
 /// A rule and its cluster.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuleRecord {
-    /// Cluster.
     pub cluster: ClusterId,
-    /// Rule.
     pub rule: Rule,
 }
 
 /// A node, its cluster and its configured scheduling addresses.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeRecord {
-    /// Cluster.
     pub cluster: ClusterId,
-    /// Node.
     pub node: Node,
     /// Configured addresses (empty: the reported ones are used).
     pub addresses: AddressList,
@@ -71,12 +62,10 @@ pub struct NodeRecord {
     pub cert_issued_at: Option<Timestamp>,
 }
 
-/// A prober.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProberRecord {
     /// Name (at most 64 characters), unique.
     pub name: String,
-    /// Region.
     pub region: RegionId,
     /// Disabled probers are refused by the channel and their results do not count.
     pub enabled: bool,
@@ -161,19 +150,13 @@ impl EnrollToken {
 pub enum Object {
     /// The probe settings (one).
     Settings(ProbeSettings),
-    /// A region.
     Region(Region),
-    /// A cluster.
     Cluster(Cluster),
     /// A node group.
     Group(GroupRecord),
-    /// A line.
     Line(LineRecord),
-    /// A node.
     Node(NodeRecord),
-    /// A rule.
     Rule(RuleRecord),
-    /// A prober.
     Prober(ProberRecord),
     /// An admin token.
     AdminToken(AdminToken),
@@ -288,19 +271,13 @@ pub struct Row<'a> {
 pub struct Config {
     /// Probe settings.
     pub settings: ProbeSettings,
-    /// Regions.
     pub regions: BTreeMap<i64, Stored<Region>>,
-    /// Clusters.
     pub clusters: BTreeMap<i64, Stored<Cluster>>,
     /// Node groups.
     pub groups: BTreeMap<i64, Stored<GroupRecord>>,
-    /// Lines.
     pub lines: BTreeMap<i64, Stored<LineRecord>>,
-    /// Nodes.
     pub nodes: BTreeMap<i64, Stored<NodeRecord>>,
-    /// Rules.
     pub rules: BTreeMap<i64, Stored<RuleRecord>>,
-    /// Probers.
     pub probers: BTreeMap<i64, Stored<ProberRecord>>,
     /// Admin tokens.
     pub admin_tokens: BTreeMap<i64, Stored<AdminToken>>,

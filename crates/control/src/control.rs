@@ -64,9 +64,7 @@ impl Default for Timing {
 /// A revision the store had, as loaded at start.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredRevision {
-    /// Cluster.
     pub cluster: ClusterId,
-    /// Number.
     pub number: u32,
     /// When it was cut.
     pub at: Timestamp,
@@ -131,7 +129,6 @@ pub enum Output {
     Audit(Vec<AuditEntry>),
     /// A cluster's evaluator state to save (JSON).
     SaveState {
-        /// Cluster.
         cluster: ClusterId,
         /// The state as JSON.
         json: String,

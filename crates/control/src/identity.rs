@@ -43,7 +43,6 @@ pub enum Refused {
     NoCertificate,
     /// The certificate is a disabled prober's (it may still renew, to come back when enabled).
     Disabled {
-        /// The prober.
         prober: ProberId,
         /// Its name, for the message.
         name: String,

@@ -143,9 +143,7 @@ pub struct NodeRuntime {
     pub metrics: Option<NodeMetrics>,
     /// Addresses it reported (already filtered to the reportable ones).
     pub addresses: Vec<IpAddr>,
-    /// Capabilities.
     pub capabilities: Vec<String>,
-    /// Links.
     pub links: Vec<LinkState>,
     /// Where its last heartbeat came from.
     pub connects_from: Option<IpAddr>,

@@ -28,7 +28,6 @@ pub struct ZoneLine {
 pub struct Zone {
     /// Cluster name.
     pub name: String,
-    /// Domain.
     pub domain: String,
     /// Alias domains.
     pub aliases: Vec<String>,
@@ -75,7 +74,6 @@ impl Zone {
 /// A published revision: its number, records and zone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Published {
-    /// The cluster.
     pub cluster: ClusterId,
     /// Revision number (the SOA serial).
     pub number: u32,

@@ -11,7 +11,6 @@ use vantage_core::ids::NodeId;
 /// One scheduling address × listener port of a cluster node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TargetKey {
-    /// The node.
     pub node: NodeId,
     /// The scheduling address.
     pub ip: IpAddr,

@@ -45,7 +45,6 @@ pub fn in_use(addresses: &[(SchedulingAddress, bool)], backup_ip: bool, mode: Dn
 /// Where a rule's effect applies.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Scope {
-    /// Nowhere.
     #[default]
     Nowhere,
     /// Every line.
@@ -149,10 +148,7 @@ pub enum Source {
     /// The line's own group.
     Group,
     /// A backup group (below the minimum, or a switch-to-backup-groups action).
-    BackupGroup {
-        /// The group.
-        group: GroupId,
-    },
+    BackupGroup { group: GroupId },
     /// The previous records were kept.
     Held {
         /// Why.

@@ -85,7 +85,6 @@ impl Protocol {
 pub struct Listener {
     /// TCP port (1–65535).
     pub port: u16,
-    /// Protocol.
     pub protocol: Protocol,
     /// Whether the listener requires a PROXY v1 header first.
     #[serde(default)]

@@ -27,11 +27,9 @@ macro_rules! id_type {
 }
 
 id_type!(
-    /// A region.
     RegionId,
     /// A prober (a `vantage probe` process).
     ProberId,
-    /// A cluster.
     ClusterId,
     /// A node group of a cluster.
     GroupId,
@@ -43,6 +41,5 @@ id_type!(
     RuleId,
     /// A target a prober checks.
     TargetId,
-    /// A monitor.
     MonitorId,
 );

@@ -40,7 +40,6 @@ impl RegionStatus {
 /// One region's latest measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RegionObservation {
-    /// Status.
     pub status: RegionStatus,
     /// Latency, ms (0 when none).
     pub latency: u32,
@@ -134,9 +133,7 @@ pub struct Mirror {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct MirrorInput {
-    /// Host.
     pub host: String,
-    /// Tenants.
     pub tenants: Vec<String>,
     /// Weight (1).
     pub weight: i64,
@@ -200,7 +197,6 @@ pub struct DoorQuery {
 pub struct Candidate<'a> {
     /// Record.
     pub mirror: &'a Mirror,
-    /// Verdict.
     pub verdict: MirrorVerdict,
     /// Region statuses.
     pub regions: &'a BTreeMap<String, RegionObservation>,

@@ -62,9 +62,7 @@ pub struct Region {
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RegionInput {
-    /// Code.
     pub code: String,
-    /// Name.
     pub name: String,
 }
 
@@ -135,13 +133,10 @@ pub struct Cluster {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub enum TsigAlgorithm {
-    /// HMAC-SHA256.
     #[serde(rename = "hmac-sha256")]
     HmacSha256,
-    /// HMAC-SHA384.
     #[serde(rename = "hmac-sha384")]
     HmacSha384,
-    /// HMAC-SHA512.
     #[serde(rename = "hmac-sha512")]
     HmacSha512,
 }
@@ -170,12 +165,10 @@ pub struct PublisherSpec {
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PublisherInput {
-    /// Name.
     pub name: String,
     /// Server address.
     #[cfg_attr(feature = "schema", schema(value_type = String, example = "192.0.2.53:53"))]
     pub server: std::net::SocketAddr,
-    /// Zone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
     /// TSIG key name.
@@ -241,19 +234,14 @@ impl TryFrom<PublisherInput> for PublisherSpec {
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterInput {
-    /// Name.
     pub name: String,
-    /// Domain.
     pub domain: String,
-    /// Aliases.
     pub aliases: Vec<String>,
     /// DNS mode.
     pub dns_mode: DnsMode,
     /// TTL, s.
     pub ttl: u32,
-    /// Listeners.
     pub listeners: Vec<Listener>,
-    /// Check.
     pub check: Check,
     /// Mass-removal limit, %.
     pub mass_removal_pct: u32,
@@ -261,7 +249,6 @@ pub struct ClusterInput {
     pub agent_required: bool,
     /// Links required fresh.
     pub required_links: Vec<String>,
-    /// Publishers.
     pub publishers: Vec<PublisherSpec>,
 }
 
@@ -388,9 +375,7 @@ pub struct NodeGroup {
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct GroupInput {
-    /// Name.
     pub name: String,
-    /// Region.
     pub region: Option<RegionId>,
 }
 
@@ -424,9 +409,7 @@ pub struct Line {
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct LineInput {
-    /// Name.
     pub name: String,
-    /// Group.
     pub group: GroupId,
     /// Backup groups in order.
     pub backup_groups: Vec<GroupId>,
@@ -489,11 +472,8 @@ pub struct Node {
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct NodeInput {
-    /// Group.
     pub group: GroupId,
-    /// Name.
     pub name: String,
-    /// Enabled.
     pub enabled: bool,
     /// Also probes.
     pub also_probes: bool,

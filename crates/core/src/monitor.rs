@@ -40,11 +40,9 @@ pub struct MonitorRegion {
 #[serde(try_from = "MonitorInput")]
 #[non_exhaustive]
 pub struct Monitor {
-    /// Name.
     pub name: String,
     /// Check for the endpoints (`hls` or `http`/`https`).
     pub check: Check,
-    /// Regions.
     pub regions: Vec<MonitorRegion>,
     /// N: failing probes among the last M that make a region down.
     pub failure_quorum: u32,
@@ -62,11 +60,9 @@ pub struct Monitor {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MonitorInput {
-    /// Name.
     pub name: String,
     /// Check (`hls` by default).
     pub check: Option<Check>,
-    /// Regions.
     pub regions: Vec<MonitorRegion>,
     /// N (3).
     pub failure_quorum: u32,

@@ -187,9 +187,7 @@ impl MatchMode {
 #[serde(try_from = "ConditionInput", into = "ConditionInput")]
 #[non_exhaustive]
 pub struct Condition {
-    /// Metric.
     pub metric: Metric,
-    /// Comparison.
     pub comparison: Comparison,
     /// Threshold in the metric's unit (0–10¹²).
     pub threshold: f64,
@@ -207,11 +205,8 @@ pub struct Condition {
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct ConditionInput {
-    /// Metric.
     pub metric: Metric,
-    /// Comparison.
     pub comparison: Comparison,
-    /// Threshold.
     pub threshold: f64,
     /// For, s.
     pub for_s: u32,
@@ -295,7 +290,6 @@ pub struct Rule {
     pub name: String,
     /// The line it applies to; `None` = all lines.
     pub line: Option<LineId>,
-    /// Action.
     pub action: Action,
     /// AND / OR.
     #[serde(rename = "match")]
@@ -315,22 +309,17 @@ pub struct Rule {
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct RuleInput {
-    /// Name.
     pub name: String,
     /// Line (`None`: all lines).
     pub line: Option<LineId>,
-    /// Action.
     pub action: Action,
-    /// Match.
     #[serde(rename = "match")]
     pub match_mode: MatchMode,
     /// Hold at least, s.
     pub hold_s: u32,
     /// Recover after, s.
     pub recover_s: u32,
-    /// Enabled.
     pub enabled: bool,
-    /// Conditions.
     pub conditions: Vec<ConditionInput>,
 }
 
@@ -542,13 +531,10 @@ impl RuleState {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct ConditionPreview {
-    /// Metric.
     pub metric: Metric,
     /// Current value; `None` shows as No data.
     pub value: Option<f64>,
-    /// Comparison.
     pub comparison: Comparison,
-    /// Threshold.
     pub threshold: f64,
     /// Seconds the comparison has held.
     pub held_s: u64,

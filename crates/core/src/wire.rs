@@ -65,7 +65,6 @@ pub struct EnrollRequest {
 pub struct EnrollResponse {
     /// Prober or node id (the certificate's CN).
     pub id: i64,
-    /// Role.
     pub role: Role,
     /// Prober or node name.
     pub name: String,
@@ -111,7 +110,6 @@ pub struct Work {
     pub settings: ProbeSettings,
     /// Checks, shared by targets.
     pub checks: Vec<Check>,
-    /// Targets.
     pub targets: Vec<Target>,
     /// Seconds before the certificate should be renewed (0: now).
     pub renew_in_s: u64,
@@ -126,7 +124,6 @@ pub struct Report {
     pub finished_at: Timestamp,
     /// The agent's version.
     pub version: String,
-    /// Results.
     pub results: Vec<ProbeResult>,
 }
 
@@ -148,14 +145,12 @@ pub struct HostMetrics {
     pub memory_total_bytes: u64,
     /// Egress rate of the non-loopback interfaces, Mbit/s.
     pub egress_mbps: f64,
-    /// Connections.
     pub connections: u64,
 }
 
 /// A node agent's heartbeat (every 15 s).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Heartbeat {
-    /// Version.
     pub version: String,
     /// Host name.
     pub hostname: String,
@@ -185,7 +180,6 @@ pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
-/// An error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorDetail {
     /// HTTP status.

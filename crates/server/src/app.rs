@@ -75,13 +75,9 @@ pub(crate) struct App {
 pub(crate) struct Parts {
     /// What the control core starts from.
     pub start: Start,
-    /// Store.
     pub store: Store,
-    /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Settings.
     pub settings: ServeConfig,
-    /// CA.
     pub ca: Ca,
 }
 
@@ -129,7 +125,6 @@ impl App {
         self.config.load_full()
     }
 
-    /// The store.
     pub(crate) fn store(&self) -> &Store {
         &self.store
     }

@@ -24,7 +24,6 @@ pub enum CaError {
     /// A CA file.
     #[error("{path}: {source}")]
     Io {
-        /// Path.
         path: String,
         /// Cause.
         source: std::io::Error,

@@ -16,7 +16,6 @@ pub(crate) enum ApiError {
     Invalid {
         /// Field path.
         field: String,
-        /// Reason.
         reason: String,
     },
     /// The object does not exist (404).

@@ -18,7 +18,6 @@ use vantage_control::config::Config;
 pub(crate) struct RequestLabels {
     /// Route template (`/v1/nodes/{id}`).
     pub route: String,
-    /// Method.
     pub method: String,
     /// Status code.
     pub status: u16,
@@ -27,7 +26,6 @@ pub(crate) struct RequestLabels {
 /// One label: a kind or an operation.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct KindLabel {
-    /// Kind.
     pub kind: String,
 }
 

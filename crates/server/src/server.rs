@@ -28,7 +28,6 @@ pub enum StartError {
     /// A file or directory of the data directory.
     #[error("{path}: {source}")]
     Io {
-        /// Path.
         path: PathBuf,
         /// Cause.
         source: std::io::Error,

@@ -58,7 +58,6 @@ pub struct ErrorDetail {
 pub struct RegionView {
     /// Server-assigned id.
     pub id: i64,
-    /// Created.
     pub created_at: Timestamp,
     /// Last changed.
     pub updated_at: Timestamp,
@@ -75,7 +74,6 @@ pub struct RegionView {
 pub struct ClusterView {
     /// Server-assigned id.
     pub id: i64,
-    /// Created.
     pub created_at: Timestamp,
     /// Last changed.
     pub updated_at: Timestamp,
@@ -108,7 +106,6 @@ pub struct ClusterView {
 pub struct GroupView {
     /// Server-assigned id.
     pub id: i64,
-    /// Created.
     pub created_at: Timestamp,
     /// Last changed.
     pub updated_at: Timestamp,
@@ -125,7 +122,6 @@ pub struct GroupView {
 pub struct LineView {
     /// Server-assigned id.
     pub id: i64,
-    /// Created.
     pub created_at: Timestamp,
     /// Last changed.
     pub updated_at: Timestamp,
@@ -148,7 +144,6 @@ pub struct LineView {
 pub struct RuleView {
     /// Server-assigned id.
     pub id: i64,
-    /// Created.
     pub created_at: Timestamp,
     /// Last changed.
     pub updated_at: Timestamp,
@@ -166,7 +161,6 @@ pub struct RuleView {
 pub struct WebhookView {
     /// Server-assigned id.
     pub id: i64,
-    /// Created.
     pub created_at: Timestamp,
     /// Last changed.
     pub updated_at: Timestamp,
@@ -180,7 +174,6 @@ pub struct WebhookView {
 pub struct ProberView {
     /// Server-assigned id.
     pub id: i64,
-    /// Created.
     pub created_at: Timestamp,
     /// Last changed.
     pub updated_at: Timestamp,
@@ -209,7 +202,6 @@ pub struct ProberView {
 /// The rule that holds a node on a backup level.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct HeldBy {
-    /// The rule.
     pub rule: RuleId,
     /// Its name (`None` once deleted).
     pub name: Option<String>,
@@ -238,7 +230,6 @@ pub struct AddressView {
 pub struct NodeView {
     /// Server-assigned id.
     pub id: i64,
-    /// Created.
     pub created_at: Timestamp,
     /// Last changed.
     pub updated_at: Timestamp,
@@ -307,7 +298,6 @@ pub struct NodeCreate {
 pub struct ProberBody {
     /// Name, unique (compared without case).
     pub name: String,
-    /// Region.
     pub region: RegionId,
     /// Disabled probers are refused and their results do not count.
     pub enabled: bool,
@@ -325,7 +315,6 @@ pub struct Addresses {
 /// An enrollment token as listed (the token itself is shown once, at creation).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct EnrollTokenView {
-    /// Id.
     pub id: i64,
     /// Its first characters.
     pub prefix: String,
@@ -341,7 +330,6 @@ pub struct EnrollTokenView {
     pub used_at: Option<Timestamp>,
     /// Valid, used or expired.
     pub state: TokenState,
-    /// Created.
     pub created_at: Timestamp,
 }
 
@@ -370,7 +358,6 @@ pub struct NodeTokenBody {
 /// A new enrollment token: shown once, with the command that uses it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct NewEnrollToken {
-    /// Id.
     pub id: i64,
     /// The token (`vtp_…` or `vtn_…`).
     pub token: String,
@@ -422,14 +409,11 @@ pub enum ProberKind {
 pub struct ResultView {
     /// The target key (`n{node}/{ip}/{port}`).
     pub target: String,
-    /// Node.
     pub node: NodeId,
     /// Node name.
     pub node_name: Option<String>,
-    /// Address.
     #[schema(value_type = String)]
     pub address: std::net::IpAddr,
-    /// Port.
     pub port: u16,
     /// Check method of that port (`http`…).
     pub method: Option<String>,
@@ -494,7 +478,6 @@ pub struct DnsView {
 /// One revision of a cluster's records.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RevisionView {
-    /// Cluster.
     pub cluster: ClusterId,
     /// Number (the SOA serial).
     pub number: u32,
@@ -539,7 +522,6 @@ pub struct PublishView {
 /// A line's name, for reading revisions.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct LineName {
-    /// Name.
     pub name: String,
     /// Client networks.
     pub client_networks: Vec<IpNet>,
@@ -602,13 +584,11 @@ pub struct AuditView {
 /// An admin token as listed.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AdminTokenView {
-    /// Id.
     pub id: i64,
     /// Name, unique.
     pub name: String,
     /// Its first characters.
     pub prefix: String,
-    /// Created.
     pub created_at: Timestamp,
 }
 
@@ -623,9 +603,7 @@ pub struct AdminTokenBody {
 /// A new admin token: shown once.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct NewAdminToken {
-    /// Id.
     pub id: i64,
-    /// Name.
     pub name: String,
     /// The token (`vta_…`).
     pub token: String,
@@ -672,7 +650,6 @@ pub struct RegionSeries {
 /// A node's probe history: loss and RTT per address and per region.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct History {
-    /// Node.
     pub node: NodeId,
     /// `1h`, `24h` or `14d`.
     pub range: String,

@@ -57,11 +57,9 @@ pub struct ObjectRow {
     pub kind: String,
     /// Parent object (a cluster for its groups), if any.
     pub parent: Option<i64>,
-    /// Name.
     pub name: String,
     /// The object as JSON.
     pub body: String,
-    /// Created.
     pub created_at: Timestamp,
     /// Last changed.
     pub updated_at: Timestamp,
@@ -72,22 +70,15 @@ pub struct ObjectRow {
 pub enum Write {
     /// Create or replace the object `id` (ids are assigned by the caller, unique across kinds).
     Put {
-        /// Id.
         id: i64,
-        /// Kind.
         kind: String,
-        /// Parent.
         parent: Option<i64>,
-        /// Name.
         name: String,
         /// JSON body.
         body: String,
     },
     /// Remove an object.
-    Delete {
-        /// Id.
-        id: i64,
-    },
+    Delete { id: i64 },
 }
 
 /// An audit entry to write.
@@ -125,9 +116,7 @@ pub struct AuditEntry {
 pub struct AuditFilter {
     /// Action, or an action prefix ending in `.` (`scheduling.`).
     pub action: Option<String>,
-    /// Actor.
     pub actor: Option<String>,
-    /// Object.
     pub object: Option<String>,
     /// At or after.
     pub since: Option<Timestamp>,
@@ -184,7 +173,6 @@ pub struct DailyPoint {
     pub day: Timestamp,
     /// Which prober.
     pub prober: i64,
-    /// Rounds.
     pub rounds: u32,
     /// Attempts sent.
     pub sent: u64,

@@ -94,7 +94,6 @@ impl EdgeOptions {
 /// One request as the server saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeenRequest {
-    /// Method.
     pub method: String,
     /// Path and query.
     pub target: String,

@@ -40,7 +40,6 @@ pub(super) struct Chart<'a> {
     pub bucket_s: i64,
     /// A fixed top of the value axis (100 for loss), else from the data.
     pub max: Option<f64>,
-    /// The lines.
     pub lines: &'a [Line],
 }
 

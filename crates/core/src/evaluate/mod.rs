@@ -19,6 +19,15 @@ use crate::rules::{Action, Aggregate, Metric, Rule, RuleState, Status, Transitio
 use crate::settings::ProbeSettings;
 use crate::time::Timestamp;
 
+mod probe;
+mod rules;
+mod stage;
+
+use probe::{ProbeSummary, Scratch, probe_summary};
+pub use rules::{PreviewRow, preview};
+use rules::{end_changed_rules, step_rules};
+use stage::Stage;
+
 /// Seconds after which an agent without a heartbeat is offline (3 × 15 s).
 pub const AGENT_ONLINE_S: u64 = 45;
 /// Seconds after which a link without a handshake is stale.
@@ -71,7 +80,6 @@ impl NodeMetrics {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct LinkState {
-    /// Name.
     pub name: String,
     /// Last handshake.
     pub last_handshake: Option<Timestamp>,
@@ -80,7 +88,6 @@ pub struct LinkState {
 /// One scheduling address of a node with its latest results.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AddressView {
-    /// The address.
     pub address: SchedulingAddress,
     /// Every prober's latest result on every port.
     pub observations: Observations,
@@ -89,13 +96,10 @@ pub struct AddressView {
 /// A node as the evaluator sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeView {
-    /// Id.
     pub id: NodeId,
     /// Name (for revision reasons).
     pub name: String,
-    /// Group.
     pub group: GroupId,
-    /// Enabled.
     pub enabled: bool,
     /// Last heartbeat from its agent.
     pub last_heartbeat: Option<Timestamp>,
@@ -112,7 +116,6 @@ pub struct NodeView {
 pub struct ClusterView<'a> {
     /// Probe settings.
     pub settings: &'a ProbeSettings,
-    /// The cluster.
     pub cluster: &'a Cluster,
     /// Its lines; empty: an implicit default line over every group.
     pub lines: &'a [LineSpec],
@@ -156,14 +159,12 @@ pub struct RevisionDraft {
 pub enum Event {
     /// An address became unreachable.
     AddressUnreachable {
-        /// Node.
         node: NodeId,
         /// Address.
         ip: IpAddr,
     },
     /// An address is reachable again.
     AddressReachable {
-        /// Node.
         node: NodeId,
         /// Address.
         ip: IpAddr,
@@ -174,7 +175,6 @@ pub enum Event {
     RuleRecovered(RuleEvent),
     /// A rule was changed, disabled or deleted: its actions ended at once.
     RuleEnded {
-        /// Rule.
         rule: RuleId,
         /// Nodes it was acting on.
         nodes: Vec<NodeId>,
@@ -183,30 +183,23 @@ pub enum Event {
     },
     /// A line's records are held by the protection.
     Held {
-        /// Line.
         line: LineId,
         /// Why.
         reason: String,
     },
     /// A line's records are no longer held.
-    HoldReleased {
-        /// Line.
-        line: LineId,
-    },
+    HoldReleased { line: LineId },
 }
 
 /// A rule activation or recovery.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuleEvent {
-    /// Rule.
     pub rule: RuleId,
     /// Rule name.
     pub rule_name: String,
-    /// Node.
     pub node: NodeId,
     /// Node name.
     pub node_name: String,
-    /// Action.
     pub action: Action,
     /// Line (`None`: all lines).
     pub line: Option<LineId>,
@@ -223,9 +216,7 @@ pub struct RuleEvent {
 pub struct AddressStatus {
     /// Address.
     pub ip: IpAddr,
-    /// Level.
     pub level: Level,
-    /// Reachability.
     pub reachability: Reachability,
     /// How the counting probers see it.
     pub verdict: Verdict,
@@ -237,7 +228,6 @@ pub struct AddressStatus {
 /// A node's state after a pass.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeStatus {
-    /// Node.
     pub node: NodeId,
     /// Agent connected.
     pub online: bool,
@@ -249,18 +239,14 @@ pub struct NodeStatus {
     /// when several do).
     #[serde(default)]
     pub held_by: Option<RuleId>,
-    /// Addresses.
     pub addresses: Vec<AddressStatus>,
 }
 
 /// A rule's state for one node after a pass.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuleNodeStatus {
-    /// Rule.
     pub rule: RuleId,
-    /// Node.
     pub node: NodeId,
-    /// Status.
     pub status: Status,
 }
 
@@ -538,414 +524,6 @@ fn reachability(
         state.addresses.retain(|k, _| current.contains(k));
     }
     (facts, statuses)
-}
-
-/// Rules whose behaviour changed, or that are disabled or gone: their states start over.
-/// Returns (name, rule, nodes it was acting on) for those that were acting.
-fn end_changed_rules(view: &ClusterView<'_>, state: &mut ClusterState) -> Vec<(String, RuleId, Vec<NodeId>)> {
-    let current: FastMap<RuleId, &Rule> =
-        view.rules.iter().filter(|(_, r)| r.enabled).map(|(id, r)| (*id, r)).collect();
-    let mut stale: Vec<RuleId> = state
-        .behaviours
-        .iter()
-        .filter(|(id, b)| current.get(id).is_none_or(|r| r.behaviour() != **b))
-        .map(|(id, _)| *id)
-        .collect();
-    stale.sort();
-    let mut ended = Vec::new();
-    for id in stale {
-        let mut nodes: Vec<NodeId> = state
-            .rules
-            .iter()
-            .filter(|((r, _), s)| *r == id && s.status.in_effect())
-            .map(|((_, n), _)| *n)
-            .collect();
-        nodes.sort();
-        state.rules.retain(|(r, _), _| *r != id);
-        state.behaviours.remove(&id);
-        if !nodes.is_empty() {
-            let name = view
-                .rules
-                .iter()
-                .find(|(r, _)| *r == id)
-                .map_or_else(|| format!("rule {id}"), |(_, r)| r.name.clone());
-            ended.push((name, id, nodes));
-        }
-    }
-    for (id, r) in &current {
-        state.behaviours.entry(*id).or_insert_with(|| r.behaviour());
-    }
-    ended
-}
-
-/// The nodes a rule looks at: every enabled node for all lines; for one line the enabled
-/// nodes of its group, and for remove-node and backup-IP also those of its backup groups.
-fn in_scope(rule: &Rule, lines: &[LineSpec]) -> Option<Vec<GroupId>> {
-    let l = rule.line?;
-    let Some(line) = lines.iter().find(|x| x.id == l) else { return Some(Vec::new()) };
-    let mut g: Vec<GroupId> = line.group.into_iter().collect();
-    if rule.action != Action::BackupGroups {
-        g.extend(&line.backup_groups);
-    }
-    Some(g)
-}
-
-/// Calls `f` for every enabled rule × every enabled node it looks at, with each condition's
-/// current value (`None`: no data).
-fn for_each_rule_node(
-    view: &ClusterView<'_>,
-    lines: &[LineSpec],
-    now: Timestamp,
-    mut f: impl FnMut(RuleId, &Rule, &NodeView, &[Option<f64>]),
-) {
-    let mut summaries: Vec<Option<ProbeSummary>> = vec![None; view.nodes.len()];
-    let mut scratch = Scratch::new(view.probers.len());
-    let mut values: Vec<Option<f64>> = Vec::new();
-    for (id, rule) in view.rules.iter().filter(|(_, r)| r.enabled) {
-        let groups = in_scope(rule, lines);
-        for (i, node) in view.nodes.iter().enumerate() {
-            if !node.enabled || groups.as_ref().is_some_and(|g| !g.contains(&node.group)) {
-                continue;
-            }
-            values.clear();
-            for c in &rule.conditions {
-                let v = if c.metric.is_probe() {
-                    let s = summaries[i].get_or_insert_with(|| probe_summary(view, node, now, &mut scratch));
-                    s.value(c.metric, c.aggregate, c.region)
-                } else {
-                    node.metrics
-                        .filter(|m| m.at.within_secs_of(now, METRICS_FRESH_S))
-                        .and_then(|m| m.value(c.metric))
-                };
-                values.push(v);
-            }
-            f(*id, rule, node, &values);
-        }
-    }
-}
-
-/// States worth keeping: not idle, or a comparison holding (its for-time is running).
-fn worth_keeping(s: &RuleState) -> bool {
-    s.status != Status::Idle || s.held_since.iter().any(Option::is_some)
-}
-
-fn step_rules(
-    view: &ClusterView<'_>,
-    lines: &[LineSpec],
-    state: &mut ClusterState,
-    now: Timestamp,
-) -> Vec<(RuleEvent, Transition)> {
-    let mut transitions = Vec::new();
-    // Keys of kept states visited this pass; a state not visited lost its node or scope.
-    let mut visited: FastSet<(RuleId, NodeId)> = FastSet::default();
-    for_each_rule_node(view, lines, now, |id, rule, node, values| {
-        let key = (id, node.id);
-        let transition = match state.rules.get_mut(&key) {
-            Some(st) => {
-                visited.insert(key);
-                st.step(rule, values, now)
-            }
-            None => {
-                let mut st = RuleState::default();
-                let t = st.step(rule, values, now);
-                if worth_keeping(&st) {
-                    visited.insert(key);
-                    state.rules.insert(key, st);
-                }
-                t
-            }
-        };
-        if let Some(t) = transition {
-            transitions.push((
-                RuleEvent {
-                    rule: id,
-                    rule_name: rule.name.clone(),
-                    node: node.id,
-                    node_name: node.name.clone(),
-                    action: rule.action,
-                    line: rule.line,
-                    values: values.to_vec(),
-                    no_effect: None,
-                    revision: 0,
-                },
-                t,
-            ));
-        }
-    });
-    state.rules.retain(|k, s| visited.contains(k) && worth_keeping(s));
-    transitions
-}
-
-/// One row of the preview: a rule against a node it looks at.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
-pub struct PreviewRow {
-    /// Rule.
-    pub rule: RuleId,
-    /// Rule name.
-    pub rule_name: String,
-    /// Node.
-    pub node: NodeId,
-    /// Node name.
-    pub node_name: String,
-    /// Status, conditions and what the next evaluation will do.
-    #[serde(flatten)]
-    pub preview: crate::rules::Preview,
-}
-
-/// The preview (§5.4): every enabled rule against every node it looks at, under the current
-/// values, from the states of `state`. Writes nothing. A rule whose behaviour changed since
-/// its states were built is previewed from a fresh state, as the next pass will.
-pub fn preview(view: &ClusterView<'_>, state: &ClusterState, now: Timestamp) -> Vec<PreviewRow> {
-    let lines = effective_lines(view.lines);
-    let fresh = RuleState::default();
-    let mut rows = Vec::new();
-    for_each_rule_node(view, &lines, now, |id, rule, node, values| {
-        let current = state.behaviours.get(&id).is_some_and(|b| *b == rule.behaviour());
-        let st = state.rules.get(&(id, node.id)).filter(|_| current).unwrap_or(&fresh);
-        rows.push(PreviewRow {
-            rule: id,
-            rule_name: rule.name.clone(),
-            node: node.id,
-            node_name: node.name.clone(),
-            preview: st.preview(rule, values, now),
-        });
-    });
-    rows
-}
-
-/// Aggregates of one value over probers.
-#[derive(Debug, Clone, Copy)]
-struct Stats {
-    sum: f64,
-    min: f64,
-    max: f64,
-    n: u32,
-}
-
-impl Default for Stats {
-    fn default() -> Self {
-        Stats { sum: 0.0, min: f64::INFINITY, max: f64::NEG_INFINITY, n: 0 }
-    }
-}
-
-impl Stats {
-    fn add(&mut self, v: f64) {
-        self.sum += v;
-        self.min = self.min.min(v);
-        self.max = self.max.max(v);
-        self.n += 1;
-    }
-
-    fn get(&self, a: Aggregate) -> Option<f64> {
-        (self.n > 0).then(|| match a {
-            Aggregate::Avg => self.sum / f64::from(self.n),
-            Aggregate::Max => self.max,
-            Aggregate::Min => self.min,
-        })
-    }
-}
-
-/// A node's probe metrics over its counting probers, overall and per region:
-/// (loss %, latency ms) statistics.
-#[derive(Debug, Clone, Default)]
-struct ProbeSummary {
-    all: (Stats, Stats),
-    regions: Vec<(RegionId, Stats, Stats)>,
-}
-
-impl ProbeSummary {
-    fn value(&self, metric: Metric, aggregate: Aggregate, region: Option<RegionId>) -> Option<f64> {
-        let (loss, latency) = match region {
-            None => (&self.all.0, &self.all.1),
-            Some(r) => {
-                let (_, l, t) = self.regions.iter().find(|(x, _, _)| *x == r)?;
-                (l, t)
-            }
-        };
-        if metric == Metric::ProbeLoss { loss.get(aggregate) } else { latency.get(aggregate) }
-    }
-}
-
-/// Per-prober sums, indexed by prober, reused across nodes.
-struct Scratch {
-    sent: Vec<u32>,
-    lost: Vec<u32>,
-    rtt_sum: Vec<f64>,
-    rtt_n: Vec<u32>,
-    touched: Vec<u32>,
-}
-
-impl Scratch {
-    fn new(n: usize) -> Self {
-        Scratch {
-            sent: vec![0; n],
-            lost: vec![0; n],
-            rtt_sum: vec![0.0; n],
-            rtt_n: vec![0; n],
-            touched: Vec::new(),
-        }
-    }
-}
-
-/// Each counting prober's loss (share of lost attempts) and latency (mean of its median RTTs)
-/// over every port of the node's lowest-level addresses, summarised.
-fn probe_summary(view: &ClusterView<'_>, node: &NodeView, now: Timestamp, s: &mut Scratch) -> ProbeSummary {
-    let mut out = ProbeSummary::default();
-    let Some(lowest) = node.addresses.iter().map(|a| a.address.level).min() else { return out };
-    for a in node.addresses.iter().filter(|a| a.address.level == lowest) {
-        for t in a.observations.per_prober(view.probers, view.settings, now) {
-            let p = t.prober as usize;
-            if s.sent[p] == 0 {
-                s.touched.push(t.prober);
-            }
-            s.sent[p] += t.sent;
-            s.lost[p] += t.lost;
-            s.rtt_sum[p] += t.rtt_sum_ms;
-            s.rtt_n[p] += t.rtt_n;
-        }
-    }
-    for &p in &s.touched {
-        let i = p as usize;
-        let loss = f64::from(s.lost[i]) * 100.0 / f64::from(s.sent[i]);
-        let latency = (s.rtt_n[i] > 0).then(|| s.rtt_sum[i] / f64::from(s.rtt_n[i]));
-        let region = view.probers[i].region;
-        let slot = match out.regions.iter().position(|(r, _, _)| *r == region) {
-            Some(k) => k,
-            None => {
-                out.regions.push((region, Stats::default(), Stats::default()));
-                out.regions.len() - 1
-            }
-        };
-        out.all.0.add(loss);
-        out.regions[slot].1.add(loss);
-        if let Some(l) = latency {
-            out.all.1.add(l);
-            out.regions[slot].2.add(l);
-        }
-        s.sent[i] = 0;
-        s.lost[i] = 0;
-        s.rtt_sum[i] = 0.0;
-        s.rtt_n[i] = 0;
-    }
-    s.touched.clear();
-    out
-}
-
-/// The records of one stage, and what the answers said.
-struct StageResult {
-    records: Records,
-    held: BTreeMap<LineId, String>,
-    answers: BTreeMap<LineId, LineAnswer>,
-}
-
-impl StageResult {
-    fn draft(&self, mut reason: String) -> RevisionDraft {
-        for (line, why) in &self.held {
-            reason.push_str(&format!("; line {line} held: {why}"));
-        }
-        RevisionDraft { reason, records: self.records.clone(), held: self.held.clone() }
-    }
-}
-
-/// The rule-effect-dependent part of a pass.
-struct Stage<'a> {
-    view: &'a ClusterView<'a>,
-    lines: &'a [LineSpec],
-    facts: &'a [NodeFacts],
-    groups: &'a GroupIndex,
-}
-
-impl Stage<'_> {
-    /// Each node's effects (aligned with the facts) from the `(rule, node)` pairs in effect.
-    fn effects(&self, in_effect: &FastSet<(RuleId, NodeId)>) -> Vec<Effects> {
-        let mut effects = Vec::new();
-        if in_effect.is_empty() {
-            return effects;
-        }
-        effects.resize(self.facts.len(), Effects::default());
-        let index: FastMap<NodeId, usize> = self.facts.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
-        let rules: FastMap<RuleId, &Rule> = self.view.rules.iter().map(|(id, r)| (*id, r)).collect();
-        for (rule_id, node) in in_effect {
-            let (Some(rule), Some(&i)) = (rules.get(rule_id), index.get(node)) else { continue };
-            match rule.action {
-                Action::RemoveNode => effects[i].removed.add(rule.line),
-                Action::BackupIp => effects[i].backup_ip.add(rule.line),
-                Action::BackupGroups => {}
-            }
-        }
-        effects
-    }
-
-    /// Records with the effects of the `(rule, node)` pairs in effect; `force_held` lines keep
-    /// their `previous` records with the given reason.
-    fn records(
-        &self,
-        in_effect: &FastSet<(RuleId, NodeId)>,
-        previous: Option<&Records>,
-        force_held: &BTreeMap<LineId, String>,
-    ) -> StageResult {
-        let effects = self.effects(in_effect);
-        let rules: FastMap<RuleId, &Rule> = self.view.rules.iter().map(|(id, r)| (*id, r)).collect();
-        let backup_lines: FastSet<LineId> = in_effect
-            .iter()
-            .filter_map(|(r, _)| rules.get(r))
-            .filter(|r| r.action == Action::BackupGroups)
-            .filter_map(|r| r.line)
-            .collect();
-        let ctx = LineContext {
-            nodes: self.facts,
-            groups: self.groups,
-            effects: &effects,
-            mode: self.view.cluster.dns_mode,
-            mass_removal_pct: self.view.cluster.mass_removal_pct,
-        };
-        let mut out =
-            StageResult { records: Records::default(), held: BTreeMap::new(), answers: BTreeMap::new() };
-        for line in self.lines {
-            let prev = previous.and_then(|p| p.lines.get(&line.id)).map(Vec::as_slice);
-            let mut a = ctx.answer(line, backup_lines.contains(&line.id), prev);
-            if let (Some(reason), Some(prev)) = (force_held.get(&line.id), prev) {
-                a.records = prev.to_vec();
-                a.source = Source::Held { reason: reason.clone() };
-            }
-            if let Source::Held { reason } = &a.source {
-                out.held.insert(line.id, reason.clone());
-            }
-            out.records.lines.insert(line.id, a.records.clone());
-            out.answers.insert(line.id, a);
-        }
-        let mut all: Vec<IpAddr> = out.records.lines.values().flatten().copied().collect();
-        all.sort_unstable();
-        all.dedup();
-        out.records.all = all;
-        out
-    }
-
-    /// Why an activation changed nothing, if it did not.
-    fn no_effect(&self, ev: &RuleEvent, result: &StageResult) -> Option<String> {
-        if self.view.cluster.dns_mode == DnsMode::Manual {
-            return Some("manual DNS mode".into());
-        }
-        let covered = |l: &LineId| ev.line.is_none_or(|x| x == *l);
-        match ev.action {
-            Action::RemoveNode => {
-                result.held.keys().any(covered).then(|| "the mass-removal protection held it".into())
-            }
-            Action::BackupGroups => result
-                .answers
-                .iter()
-                .any(|(l, a)| covered(l) && a.backup_groups_unavailable)
-                .then(|| "no backup group with the minimum of healthy addresses".into()),
-            Action::BackupIp => {
-                let f = self.facts.iter().find(|f| f.id == ev.node)?;
-                // The action holds a backup level whenever one is reachable, even when the
-                // node is already on it because its primary is down.
-                let on_backup = f.in_use_backup.level.is_some_and(|l| l != Level::Primary);
-                (!on_backup).then(|| "no reachable backup address".into())
-            }
-        }
-    }
 }
 
 fn deadline(view: &ClusterView<'_>, state: &ClusterState) -> Option<Timestamp> {

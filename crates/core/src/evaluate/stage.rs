@@ -1,0 +1,120 @@
+//! The records of one stage of a pass: the rule effects in force, each line's answer, the
+//! protection's holds, and why an activation changed nothing.
+
+use super::*;
+
+/// The records of one stage, and what the answers said.
+pub(super) struct StageResult {
+    pub(super) records: Records,
+    pub(super) held: BTreeMap<LineId, String>,
+    pub(super) answers: BTreeMap<LineId, LineAnswer>,
+}
+
+impl StageResult {
+    pub(super) fn draft(&self, mut reason: String) -> RevisionDraft {
+        for (line, why) in &self.held {
+            reason.push_str(&format!("; line {line} held: {why}"));
+        }
+        RevisionDraft { reason, records: self.records.clone(), held: self.held.clone() }
+    }
+}
+
+/// The rule-effect-dependent part of a pass.
+pub(super) struct Stage<'a> {
+    pub(super) view: &'a ClusterView<'a>,
+    pub(super) lines: &'a [LineSpec],
+    pub(super) facts: &'a [NodeFacts],
+    pub(super) groups: &'a GroupIndex,
+}
+
+impl Stage<'_> {
+    /// Each node's effects (aligned with the facts) from the `(rule, node)` pairs in effect.
+    pub(super) fn effects(&self, in_effect: &FastSet<(RuleId, NodeId)>) -> Vec<Effects> {
+        let mut effects = Vec::new();
+        if in_effect.is_empty() {
+            return effects;
+        }
+        effects.resize(self.facts.len(), Effects::default());
+        let index: FastMap<NodeId, usize> = self.facts.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
+        let rules: FastMap<RuleId, &Rule> = self.view.rules.iter().map(|(id, r)| (*id, r)).collect();
+        for (rule_id, node) in in_effect {
+            let (Some(rule), Some(&i)) = (rules.get(rule_id), index.get(node)) else { continue };
+            match rule.action {
+                Action::RemoveNode => effects[i].removed.add(rule.line),
+                Action::BackupIp => effects[i].backup_ip.add(rule.line),
+                Action::BackupGroups => {}
+            }
+        }
+        effects
+    }
+
+    /// Records with the effects of the `(rule, node)` pairs in effect; `force_held` lines keep
+    /// their `previous` records with the given reason.
+    pub(super) fn records(
+        &self,
+        in_effect: &FastSet<(RuleId, NodeId)>,
+        previous: Option<&Records>,
+        force_held: &BTreeMap<LineId, String>,
+    ) -> StageResult {
+        let effects = self.effects(in_effect);
+        let rules: FastMap<RuleId, &Rule> = self.view.rules.iter().map(|(id, r)| (*id, r)).collect();
+        let backup_lines: FastSet<LineId> = in_effect
+            .iter()
+            .filter_map(|(r, _)| rules.get(r))
+            .filter(|r| r.action == Action::BackupGroups)
+            .filter_map(|r| r.line)
+            .collect();
+        let ctx = LineContext {
+            nodes: self.facts,
+            groups: self.groups,
+            effects: &effects,
+            mode: self.view.cluster.dns_mode,
+            mass_removal_pct: self.view.cluster.mass_removal_pct,
+        };
+        let mut out =
+            StageResult { records: Records::default(), held: BTreeMap::new(), answers: BTreeMap::new() };
+        for line in self.lines {
+            let prev = previous.and_then(|p| p.lines.get(&line.id)).map(Vec::as_slice);
+            let mut a = ctx.answer(line, backup_lines.contains(&line.id), prev);
+            if let (Some(reason), Some(prev)) = (force_held.get(&line.id), prev) {
+                a.records = prev.to_vec();
+                a.source = Source::Held { reason: reason.clone() };
+            }
+            if let Source::Held { reason } = &a.source {
+                out.held.insert(line.id, reason.clone());
+            }
+            out.records.lines.insert(line.id, a.records.clone());
+            out.answers.insert(line.id, a);
+        }
+        let mut all: Vec<IpAddr> = out.records.lines.values().flatten().copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        out.records.all = all;
+        out
+    }
+
+    /// Why an activation changed nothing, if it did not.
+    pub(super) fn no_effect(&self, ev: &RuleEvent, result: &StageResult) -> Option<String> {
+        if self.view.cluster.dns_mode == DnsMode::Manual {
+            return Some("manual DNS mode".into());
+        }
+        let covered = |l: &LineId| ev.line.is_none_or(|x| x == *l);
+        match ev.action {
+            Action::RemoveNode => {
+                result.held.keys().any(covered).then(|| "the mass-removal protection held it".into())
+            }
+            Action::BackupGroups => result
+                .answers
+                .iter()
+                .any(|(l, a)| covered(l) && a.backup_groups_unavailable)
+                .then(|| "no backup group with the minimum of healthy addresses".into()),
+            Action::BackupIp => {
+                let f = self.facts.iter().find(|f| f.id == ev.node)?;
+                // The action holds a backup level whenever one is reachable, even when the
+                // node is already on it because its primary is down.
+                let on_backup = f.in_use_backup.level.is_some_and(|l| l != Level::Primary);
+                (!on_backup).then(|| "no reachable backup address".into())
+            }
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Each kind of configuration object as the generic handlers see it: where it is kept, how its
+//! document parses, and what the API answers for it.
+
+use super::*;
+
+impl Kind for Region {
+    type View = RegionView;
+    type Input = RegionInput;
+    const NAME: &'static str = "region";
+    const LABEL: &'static str = "Region";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.regions
+    }
+    fn wrap(self) -> Object {
+        Object::Region(self)
+    }
+    fn doc(&self) -> Value {
+        to_doc(self)
+    }
+    fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        parse_as(doc)
+    }
+    fn view(id: i64, s: &Stored<Self>, c: &Config, _: &App) -> RegionView {
+        let probers = c.probers.values().filter(|p| p.value.region == RegionId(id)).count();
+        RegionView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            code: s.value.code.clone(),
+            name: s.value.name.clone(),
+            probers,
+        }
+    }
+}
+
+impl Kind for Cluster {
+    type View = ClusterView;
+    type Input = ClusterInput;
+    const NAME: &'static str = "cluster";
+    const LABEL: &'static str = "Cluster";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.clusters
+    }
+    fn wrap(self) -> Object {
+        Object::Cluster(self)
+    }
+    fn doc(&self) -> Value {
+        to_doc(self)
+    }
+    fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        parse_as(doc)
+    }
+    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> ClusterView {
+        let c = ClusterInput::from(s.value.clone());
+        ClusterView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            name: c.name,
+            domain: c.domain,
+            aliases: c.aliases,
+            dns_mode: c.dns_mode,
+            ttl: c.ttl,
+            listeners: c.listeners,
+            check: c.check,
+            mass_removal_pct: c.mass_removal_pct,
+            agent_required: c.agent_required,
+            required_links: c.required_links,
+            // TSIG secrets are written, never read back.
+            publishers: c
+                .publishers
+                .into_iter()
+                .map(|p| PublisherInput { key_secret: "(hidden)".into(), ..PublisherInput::from(p) })
+                .collect(),
+        }
+    }
+}
+
+fn parent(cluster: Option<ClusterId>) -> Result<ClusterId, ApiError> {
+    cluster.ok_or_else(|| ApiError::Internal("child object without a cluster".into()))
+}
+
+/// The parts every child of a cluster has alike: where it is kept, its variant, and its
+/// document (the inner value, with the cluster from the path).
+macro_rules! child_kind {
+    ($map:ident, $variant:ident, $field:ident, $inner:ty) => {
+        fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+            &c.$map
+        }
+        fn wrap(self) -> Object {
+            Object::$variant(self)
+        }
+        fn cluster(&self) -> Option<ClusterId> {
+            Some(self.cluster)
+        }
+        fn doc(&self) -> Value {
+            to_doc(&self.$field)
+        }
+        fn parse(doc: Value, cluster: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+            Ok(Self { cluster: parent(cluster)?, $field: parse_as::<$inner>(doc)? })
+        }
+    };
+}
+
+impl Kind for GroupRecord {
+    type View = GroupView;
+    type Input = GroupInput;
+    const NAME: &'static str = "group";
+    const LABEL: &'static str = "Node group";
+    child_kind!(groups, Group, group, NodeGroup);
+    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> GroupView {
+        GroupView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            cluster: s.value.cluster,
+            name: s.value.group.name.clone(),
+            region: s.value.group.region,
+        }
+    }
+}
+
+impl Kind for LineRecord {
+    type View = LineView;
+    type Input = LineInput;
+    const NAME: &'static str = "line";
+    const LABEL: &'static str = "Line";
+    child_kind!(lines, Line, line, Line);
+    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> LineView {
+        let l = &s.value.line;
+        LineView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            cluster: s.value.cluster,
+            name: l.name.clone(),
+            group: l.group,
+            backup_groups: l.backup_groups.clone(),
+            min_healthy: l.min_healthy,
+            client_networks: l.client_networks.clone(),
+        }
+    }
+}
+
+impl Kind for RuleRecord {
+    type View = RuleView;
+    type Input = RuleInput;
+    const NAME: &'static str = "rule";
+    const LABEL: &'static str = "Rule";
+    child_kind!(rules, Rule, rule, Rule);
+    fn view(id: i64, s: &Stored<Self>, _: &Config, app: &App) -> RuleView {
+        RuleView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            cluster: s.value.cluster,
+            rule: s.value.rule.clone(),
+            acting_on: crate::api::rules::acting_on(app, s.value.cluster, id),
+        }
+    }
+    fn action(op: &str) -> String {
+        format!("scheduling.rule_{op}")
+    }
+}
+
+/// A node as created: its cluster and the node's fields (checked by the core's `NodeInput`).
+#[derive(Debug, serde::Deserialize)]
+struct NodeBody {
+    cluster: ClusterId,
+    #[serde(flatten)]
+    node: BTreeMap<String, Value>,
+}
+
+impl Kind for NodeRecord {
+    type View = NodeView;
+    type Input = NodeCreate;
+    const NAME: &'static str = "node";
+    const LABEL: &'static str = "Node";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.nodes
+    }
+    fn wrap(self) -> Object {
+        Object::Node(self)
+    }
+    fn cluster(&self) -> Option<ClusterId> {
+        Some(self.cluster)
+    }
+    fn doc(&self) -> Value {
+        let mut v = to_doc(&self.node);
+        v["cluster"] = json!(self.cluster);
+        v
+    }
+    fn parse(doc: Value, existing: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        let body: NodeBody = parse_as(doc)?;
+        if existing.is_some_and(|c| c != body.cluster) {
+            return Err(ApiError::invalid(
+                "cluster",
+                "a node cannot move to another cluster; delete it and create it there",
+            ));
+        }
+        let node: Node = parse_as::<NodeInput>(Value::Object(body.node.into_iter().collect()))?.try_into()?;
+        Ok(NodeRecord {
+            cluster: body.cluster,
+            node,
+            addresses: AddressList::default(),
+            cert_sha256: None,
+            cert_issued_at: None,
+        })
+    }
+    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> NodeView {
+        crate::api::agents::node_view(app, c, id, s)
+    }
+}
+
+impl Kind for ProberRecord {
+    type View = ProberView;
+    type Input = ProberBody;
+    const NAME: &'static str = "prober";
+    const LABEL: &'static str = "Prober";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.probers
+    }
+    fn wrap(self) -> Object {
+        Object::Prober(self)
+    }
+    fn doc(&self) -> Value {
+        json!({"name": self.name, "region": self.region, "enabled": self.enabled})
+    }
+    fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        let b: ProberBody = parse_as(doc)?;
+        let name = vantage_core::model::display_name("name", &b.name)?;
+        Ok(ProberRecord {
+            name,
+            region: b.region,
+            enabled: b.enabled,
+            cert_sha256: None,
+            cert_issued_at: None,
+        })
+    }
+    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> ProberView {
+        crate::api::agents::prober_view(app, c, id, s)
+    }
+}
+
+impl Kind for Webhook {
+    type View = WebhookView;
+    type Input = Webhook;
+    const NAME: &'static str = "webhook";
+    const LABEL: &'static str = "Webhook";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.webhooks
+    }
+    fn wrap(self) -> Object {
+        Object::Webhook(self)
+    }
+    fn doc(&self) -> Value {
+        to_doc(self)
+    }
+    fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        Ok(parse_as::<Webhook>(doc)?.check()?)
+    }
+    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> WebhookView {
+        WebhookView { id, created_at: s.created_at, updated_at: s.updated_at, webhook: s.value.clone() }
+    }
+}
+
+impl KeepPrivate for Webhook {
+    fn keep_from(self, _: &Self) -> Self {
+        self
+    }
+}

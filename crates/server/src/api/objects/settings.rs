@@ -1,0 +1,62 @@
+//! The probe settings and a node's scheduling addresses: objects without a collection of their
+//! own.
+
+use super::*;
+
+pub(super) async fn settings_get(State(app): State<Arc<App>>) -> Json<ProbeSettings> {
+    Json(app.config().settings)
+}
+
+pub(super) async fn settings_put(
+    (State(app), Extension(actor)): Ctx,
+    Json(body): Json<Value>,
+) -> Result<Json<ProbeSettings>, ApiError> {
+    let settings: ProbeSettings = parse_json(body)?;
+    app.change(&actor, |c| {
+        let id = match c.settings_id {
+            Some(id) => id,
+            None => c.allocate(),
+        };
+        let mut ch = Change::default();
+        ch.audit(
+            "settings.probes_update",
+            "settings:probes",
+            json!({"before": c.settings, "after": settings}),
+        );
+        ch.puts.push((id, Object::Settings(settings)));
+        Ok((ch, ()))
+    })
+    .await?;
+    Ok(Json(app.config().settings))
+}
+
+pub(super) async fn addresses_get(
+    State(app): State<Arc<App>>,
+    Path(id): Path<i64>,
+) -> Result<Json<Addresses>, ApiError> {
+    let c = app.config();
+    let n = find::<NodeRecord>(&c, id, None)?;
+    let source =
+        if n.value.addresses.is_empty() { AddressSource::Reported } else { AddressSource::Configured };
+    Ok(Json(Addresses { source, configured: n.value.addresses.as_slice().to_vec() }))
+}
+
+pub(super) async fn addresses_put(
+    (State(app), Extension(actor)): Ctx,
+    Path(id): Path<i64>,
+    Json(body): Json<Value>,
+) -> Result<Json<Addresses>, ApiError> {
+    let rows: Vec<AddressInput> = parse_json(body)?;
+    let list = AddressList::parse(&rows, app.address_policy())?;
+    app.change(&actor, |c| {
+        let mut n = find::<NodeRecord>(c, id, None)?.value.clone();
+        let before = n.addresses.clone();
+        n.addresses = list.clone();
+        let mut ch = Change::default();
+        ch.audit("node.set_addresses", format!("node:{id}"), json!({"before": before, "after": list}));
+        ch.puts.push((id, Object::Node(n)));
+        Ok((ch, ()))
+    })
+    .await?;
+    addresses_get(State(app), Path(id)).await
+}

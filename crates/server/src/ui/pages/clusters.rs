@@ -1,0 +1,347 @@
+//! The cluster list and one cluster: DNS answers, groups, lines, nodes, revisions, rules and their preview.
+
+use super::*;
+
+#[derive(Template)]
+#[template(path = "clusters.html")]
+struct ClustersPage {
+    frame: Frame,
+    clusters: Vec<ClusterRow>,
+}
+
+pub(in crate::ui) async fn clusters(
+    Extension(ui): Extension<Arc<Ui>>,
+    Extension(v): Extension<Visitor>,
+) -> PageResult {
+    let api = client(&ui, &v);
+    let at = now();
+    let clusters: Items<views::Cluster> = api.get("/v1/clusters").await?;
+    let nodes: Items<views::Node> = api.get("/v1/nodes").await?;
+    let mut rows = Vec::new();
+    for c in &clusters.items {
+        let dns: views::Dns = api.get(&format!("/v1/clusters/{}/dns", c.id)).await?;
+        let mine: Vec<Health> = nodes.items.iter().filter(|n| n.cluster.0 == c.id).map(health).collect();
+        rows.push(ClusterRow::new(
+            c,
+            mine.iter(),
+            dns.revision.map(|n| format!("#{n}")).unwrap_or_else(|| "none yet".into()),
+            time_or(dns.at, at, ""),
+        ));
+    }
+    let page = ClustersPage { frame: Frame::new(&v, "Clusters", "clusters", 10), clusters: rows };
+    Ok(render(&page))
+}
+
+#[derive(Debug)]
+struct GroupRow {
+    name: String,
+    region: String,
+    nodes: usize,
+}
+
+#[derive(Debug)]
+struct LineRow {
+    name: String,
+    group: String,
+    backups: String,
+    min_healthy: u32,
+    networks: String,
+}
+
+#[derive(Debug)]
+struct DnsRow {
+    line: String,
+    networks: String,
+    records: Vec<String>,
+}
+
+#[derive(Debug)]
+struct NodeRow {
+    id: i64,
+    name: String,
+    group: String,
+    health: Markup,
+    detail: String,
+    addresses: Vec<(String, String, Markup, bool)>,
+    agent: Markup,
+}
+
+#[derive(Debug)]
+struct RevisionView {
+    number: u32,
+    at: Markup,
+    reason: String,
+    lines: Vec<(String, String)>,
+    held: Vec<(String, String)>,
+    publish: Vec<(String, Markup)>,
+}
+
+#[derive(Debug)]
+struct RuleRow {
+    name: String,
+    line: String,
+    action: String,
+    conditions: Vec<String>,
+    timing: String,
+    enabled: bool,
+    acting_on: String,
+}
+
+#[derive(Debug)]
+struct PreviewRowView {
+    rule: String,
+    node: String,
+    node_id: i64,
+    status: Markup,
+    conditions: Vec<String>,
+    outcome: String,
+}
+
+/// The preview section: not offered by this server, or rows, or why it could not be read.
+#[derive(Debug)]
+enum PreviewView {
+    Missing,
+    Rows(Vec<PreviewRowView>),
+    Unreadable(String),
+}
+
+#[derive(Template)]
+#[template(path = "cluster.html")]
+struct ClusterPage {
+    frame: Frame,
+    c: views::Cluster,
+    dns_mode: String,
+    listeners: String,
+    dns_revision: String,
+    dns_at: Markup,
+    dns: Vec<DnsRow>,
+    all: Vec<String>,
+    groups: Vec<GroupRow>,
+    lines: Vec<LineRow>,
+    nodes: Vec<NodeRow>,
+    revisions: Vec<RevisionView>,
+    rules: Vec<RuleRow>,
+    preview: PreviewView,
+}
+
+/// Each value as text.
+fn strings<T: ToString>(v: &[T]) -> Vec<String> {
+    v.iter().map(ToString::to_string).collect()
+}
+
+fn revision_view(
+    r: views::Revision,
+    line_names: &BTreeMap<String, views::LineName>,
+    at: Timestamp,
+) -> RevisionView {
+    let name =
+        |id: LineId| line_names.get(&id.to_string()).map_or_else(|| format!("line {id}"), |l| l.name.clone());
+    let lines = r.records.lines.iter().map(|(id, recs)| (name(*id), strings(recs).join(" "))).collect();
+    let held = r.held.iter().map(|(id, why)| (name(*id), why.clone())).collect();
+    let publish = r
+        .publish
+        .iter()
+        .map(|p| {
+            let tone = if p.status == PublishState::Published { Tone::Good } else { Tone::Bad };
+            let reason = p.reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default();
+            (p.target.clone(), badge(tone, &format!("{}{reason}", word(&p.status))))
+        })
+        .collect();
+    RevisionView { number: r.number, at: time(r.at, at), reason: r.reason, lines, held, publish }
+}
+
+fn condition_text(c: &views::Condition, regions: &HashMap<RegionId, String>) -> String {
+    let name = word(&c.metric);
+    let (label, unit) = metric(&name);
+    let mut scope = Vec::new();
+    if c.metric.is_probe() {
+        scope.push(
+            match c.aggregate {
+                Aggregate::Max => "maximum",
+                Aggregate::Min => "minimum",
+                Aggregate::Avg => "average",
+            }
+            .to_owned(),
+        );
+        scope.push(c.region.and_then(|r| regions.get(&r).cloned()).unwrap_or_else(|| "all regions".into()));
+    }
+    let scope = if scope.is_empty() { String::new() } else { format!(" ({})", scope.join(" · ")) };
+    format!(
+        "{label}{scope} {} {}{unit} for {} s",
+        comparison(&word(&c.comparison)),
+        num(c.threshold),
+        c.for_s
+    )
+}
+
+fn preview_view(v: Value) -> PreviewView {
+    let preview: views::Preview = match serde_json::from_value(v) {
+        Ok(r) => r,
+        Err(e) => return PreviewView::Unreadable(e.to_string()),
+    };
+    PreviewView::Rows(
+        preview
+            .items
+            .into_iter()
+            .map(|item| {
+                let r = item.row;
+                PreviewRowView {
+                    rule: r.rule_name,
+                    node: r.node_name,
+                    node_id: r.node.0,
+                    status: format::rule_status(&word(&r.preview.status)),
+                    conditions: r
+                        .preview
+                        .conditions
+                        .iter()
+                        .map(|c| {
+                            let name = word(&c.metric);
+                            let (label, unit) = metric(&name);
+                            let value =
+                                c.value.map_or_else(|| "No data".to_owned(), |v| format!("{}{unit}", num(v)));
+                            let held = format!("; held {} of {} s", c.held_s, c.required_s);
+                            format!(
+                                "{label}: {value} (needs {} {}{unit}{held})",
+                                comparison(&word(&c.comparison)),
+                                num(c.threshold)
+                            )
+                        })
+                        .collect(),
+                    outcome: item.outcome_text,
+                }
+            })
+            .collect(),
+    )
+}
+
+pub(in crate::ui) async fn cluster(
+    Extension(ui): Extension<Arc<Ui>>,
+    Extension(v): Extension<Visitor>,
+    Path(id): Path<i64>,
+) -> PageResult {
+    let api = client(&ui, &v);
+    let at = now();
+    let c: views::Cluster = api.get(&format!("/v1/clusters/{id}")).await?;
+    let groups: Items<views::Group> = api.get(&format!("/v1/clusters/{id}/groups")).await?;
+    let lines: Items<views::Line> = api.get(&format!("/v1/clusters/{id}/lines")).await?;
+    let nodes: Items<views::Node> = api.get("/v1/nodes").await?;
+    let dns: views::Dns = api.get(&format!("/v1/clusters/{id}/dns")).await?;
+    let revisions: views::Revisions = api.get(&format!("/v1/clusters/{id}/revisions?limit=20")).await?;
+    let rules: Items<views::Rule> = api.get(&format!("/v1/clusters/{id}/rules")).await?;
+    let preview: Option<Value> = api.get_optional(&format!("/v1/clusters/{id}/preview")).await?;
+    let regions: Items<views::Region> = api.get("/v1/regions").await?;
+    let region_names = region_names(&regions.items);
+    let group_names: HashMap<GroupId, String> =
+        groups.items.iter().map(|g| (GroupId(g.id), g.name.clone())).collect();
+    let line_names: HashMap<LineId, String> =
+        lines.items.iter().map(|l| (LineId(l.id), l.name.clone())).collect();
+    let nodes: Vec<&views::Node> = nodes.items.iter().filter(|n| n.cluster.0 == id).collect();
+    let node_rows = nodes
+        .iter()
+        .map(|n| {
+            let h = health(n);
+            NodeRow {
+                id: n.id,
+                name: n.name.clone(),
+                group: group_names.get(&n.group).cloned().unwrap_or_default(),
+                health: h.badge(),
+                detail: h.detail,
+                addresses: n
+                    .addresses
+                    .iter()
+                    .map(|a| {
+                        (
+                            a.ip.to_string(),
+                            level(&word(&a.level)),
+                            format::reachability(a.reachability.map(|r| word(&r)).as_deref()),
+                            a.in_use,
+                        )
+                    })
+                    .collect(),
+                agent: if n.online {
+                    badge(Tone::Good, "Agent online")
+                } else if n.enrolled {
+                    badge(Tone::Bad, "Agent offline")
+                } else {
+                    badge(Tone::Neutral, "No agent")
+                },
+            }
+        })
+        .collect();
+    let page = ClusterPage {
+        frame: Frame::new(&v, format!("Cluster {}", c.name), "clusters", 10),
+        listeners: listeners_text(&c),
+        dns_revision: dns.revision.map(|n| format!("#{n}")).unwrap_or_else(|| "none yet".into()),
+        dns_at: time_or(dns.at, at, ""),
+        dns: dns
+            .lines
+            .iter()
+            .map(|l| {
+                let nets = strings(&l.client_networks);
+                DnsRow {
+                    line: l.name.clone(),
+                    networks: if nets.is_empty() { "every other client".into() } else { nets.join(", ") },
+                    records: strings(&l.records),
+                }
+            })
+            .collect(),
+        all: strings(&dns.all),
+        groups: groups
+            .items
+            .iter()
+            .map(|g| GroupRow {
+                name: g.name.clone(),
+                region: g.region.and_then(|r| region_names.get(&r).cloned()).unwrap_or_else(|| "—".into()),
+                nodes: nodes.iter().filter(|n| n.group.0 == g.id).count(),
+            })
+            .collect(),
+        lines: lines
+            .items
+            .iter()
+            .map(|l| LineRow {
+                name: l.name.clone(),
+                group: group_names.get(&l.group).cloned().unwrap_or_default(),
+                backups: l
+                    .backup_groups
+                    .iter()
+                    .map(|g| group_names.get(g).cloned().unwrap_or_else(|| format!("group {g}")))
+                    .collect::<Vec<_>>()
+                    .join(" → "),
+                min_healthy: l.min_healthy,
+                networks: if l.client_networks.is_empty() {
+                    "default line".into()
+                } else {
+                    strings(&l.client_networks).join(", ")
+                },
+            })
+            .collect(),
+        nodes: node_rows,
+        revisions: revisions.items.into_iter().map(|r| revision_view(r, &revisions.lines, at)).collect(),
+        rules: rules
+            .items
+            .iter()
+            .map(|view| (view, &view.rule))
+            .map(|(view, r)| RuleRow {
+                name: r.name.clone(),
+                line: r
+                    .line
+                    .map(|l| line_names.get(&l).cloned().unwrap_or_else(|| format!("line {l}")))
+                    .unwrap_or_else(|| "All lines".into()),
+                action: action(&word(&r.action)),
+                conditions: r.conditions.iter().map(|c| condition_text(c, &region_names)).collect(),
+                timing: format!(
+                    "{} · hold ≥ {} s · recover after {} s",
+                    if r.match_mode == MatchMode::Any { "any condition" } else { "all conditions" },
+                    r.hold_s,
+                    r.recover_s
+                ),
+                enabled: r.enabled,
+                acting_on: view.acting_on.join(", "),
+            })
+            .collect(),
+        preview: preview.map_or(PreviewView::Missing, preview_view),
+        dns_mode: word(&c.dns_mode),
+        c,
+    };
+    Ok(render(&page))
+}

@@ -1,0 +1,86 @@
+//! The pages: each reads the admin API (in process, as the visitor), shapes what it read into
+//! rows of text for its template, and renders. Nothing here decides anything the API has not
+//! already decided; the only judgement is how a node's state reads at a glance ([`health`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use askama::Template;
+use axum::Extension;
+use axum::extract::{Path, Query};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::Value;
+use vantage_core::Timestamp;
+
+use super::chart::{self, Chart};
+use super::client::{Client, PageError};
+use super::format::{
+    self, Markup, Tone, action, badge, comparison, esc, level, metric, ms, num, pct, time, time_or, word,
+};
+use super::views::{self, Items};
+use super::{Ui, Visitor, render};
+use crate::support::now;
+use crate::views::{ProberKind, PublishState};
+use vantage_control::config::TokenState;
+use vantage_control::observe::ProberStatus;
+use vantage_core::address::AddressSource;
+use vantage_core::ids::{GroupId, LineId, RegionId};
+use vantage_core::reachability::Reachability;
+use vantage_core::rules::{Aggregate, MatchMode};
+
+type PageResult = Result<Response, PageError>;
+
+/// What every page's frame shows: the title, which tab is current, who is logged in, and how
+/// often the page refreshes itself (0: never).
+#[derive(Debug, Clone)]
+pub(in crate::ui) struct Frame {
+    title: String,
+    active: &'static str,
+    user: String,
+    refresh: u32,
+}
+
+impl Frame {
+    fn new(v: &Visitor, title: impl Into<String>, active: &'static str, refresh: u32) -> Self {
+        Frame { title: title.into(), active, user: v.user.name.clone(), refresh }
+    }
+}
+
+fn client(ui: &Ui, v: &Visitor) -> Client {
+    Client::new(ui.api.clone(), &v.session)
+}
+
+/// Percent-encodes a query value or path.
+pub(in crate::ui) fn urlencode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+mod alerts;
+mod audit;
+mod clusters;
+mod login;
+mod node;
+mod overview;
+mod probers;
+mod regions;
+mod shapes;
+
+pub(super) use alerts::alerts;
+pub(super) use audit::audit;
+pub(super) use clusters::{cluster, clusters};
+pub(super) use login::{error_page, login_page, not_found};
+pub(super) use node::node;
+pub(super) use overview::overview;
+pub(super) use probers::{prober, probers};
+pub(super) use regions::regions;
+use shapes::*;

@@ -1,0 +1,113 @@
+//! The overview: what is broken, recent revisions, open alerts.
+
+use super::*;
+
+#[derive(Debug)]
+struct RevisionRow {
+    cluster: String,
+    cluster_id: i64,
+    number: u32,
+    at: Markup,
+    reason: String,
+}
+
+#[derive(Debug)]
+struct ProblemRow {
+    id: i64,
+    name: String,
+    cluster: String,
+    health: Markup,
+    detail: String,
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+struct OverviewPage {
+    frame: Frame,
+    clusters: Vec<ClusterRow>,
+    nodes_total: usize,
+    nodes_healthy: usize,
+    nodes_unhealthy: usize,
+    nodes_disabled: usize,
+    probers_total: usize,
+    probers_online: usize,
+    probers_offline: usize,
+    probers_disabled: usize,
+    alerts: Vec<AlertRow>,
+    revisions: Vec<RevisionRow>,
+    problems: Vec<ProblemRow>,
+}
+
+pub(in crate::ui) async fn overview(
+    Extension(ui): Extension<Arc<Ui>>,
+    Extension(v): Extension<Visitor>,
+) -> PageResult {
+    let api = client(&ui, &v);
+    let at = now();
+    let clusters: Items<views::Cluster> = api.get("/v1/clusters").await?;
+    let nodes: Items<views::Node> = api.get("/v1/nodes").await?;
+    let probers: Items<views::Prober> = api.get("/v1/probers").await?;
+    let alerts: views::Alerts = api.get("/v1/alerts").await?;
+    let healths: Vec<(views::Node, Health)> = nodes
+        .items
+        .into_iter()
+        .map(|n| {
+            let h = health(&n);
+            (n, h)
+        })
+        .collect();
+    let cluster_names: HashMap<i64, String> = clusters.items.iter().map(|c| (c.id, c.name.clone())).collect();
+    let mut rows = Vec::new();
+    let mut revisions = Vec::new();
+    for c in &clusters.items {
+        let revs: views::Revisions = api.get(&format!("/v1/clusters/{}/revisions?limit=5", c.id)).await?;
+        let latest = revs.items.first();
+        rows.push(ClusterRow::new(
+            c,
+            healths.iter().filter(|(n, _)| n.cluster.0 == c.id).map(|(_, h)| h),
+            latest.map(|r| format!("#{} {}", r.number, r.reason)).unwrap_or_else(|| "none yet".into()),
+            time_or(latest.map(|r| r.at), at, ""),
+        ));
+        revisions.extend(revs.items.into_iter().map(|r| (r.at, c.id, r)));
+    }
+    revisions.sort_by_key(|r| std::cmp::Reverse(r.0));
+    let revisions = revisions
+        .into_iter()
+        .take(10)
+        .map(|(_, cid, r)| RevisionRow {
+            cluster: cluster_names.get(&cid).cloned().unwrap_or_default(),
+            cluster_id: cid,
+            number: r.number,
+            at: time(r.at, at),
+            reason: r.reason,
+        })
+        .collect();
+    let problems = healths
+        .iter()
+        .filter(|(n, h)| n.enabled && !h.healthy())
+        .map(|(n, h)| ProblemRow {
+            id: n.id,
+            name: n.name.clone(),
+            cluster: cluster_names.get(&n.cluster.0).cloned().unwrap_or_default(),
+            health: h.badge(),
+            detail: h.detail.clone(),
+        })
+        .collect();
+    let count = |s: ProberStatus| probers.items.iter().filter(|p| p.status == s).count();
+    let page = OverviewPage {
+        frame: Frame::new(&v, "Overview", "overview", 10),
+        nodes_total: healths.len(),
+        nodes_healthy: healths.iter().filter(|(_, h)| h.healthy()).count(),
+        nodes_disabled: healths.iter().filter(|(n, _)| !n.enabled).count(),
+        nodes_unhealthy: healths.iter().filter(|(n, h)| n.enabled && !h.healthy()).count(),
+        probers_total: probers.items.len(),
+        probers_online: count(ProberStatus::Online),
+        probers_offline: count(ProberStatus::Offline),
+        probers_disabled: count(ProberStatus::Disabled),
+        alerts: alerts.open.iter().map(|a| alert_row(a, at)).collect(),
+        clusters: rows,
+        revisions,
+        problems,
+    };
+    Ok(render(&page))
+}

@@ -1,0 +1,138 @@
+//! The prober list (with enrollment tokens) and one prober with its results.
+
+use super::*;
+
+#[derive(Debug)]
+struct ProberRow {
+    id: i64,
+    name: String,
+    hostname: String,
+    region: String,
+    status: Markup,
+    last_seen: Markup,
+    version: String,
+    last_round: Option<RoundView>,
+    targets: u32,
+    enabled: bool,
+}
+
+/// A prober's last round: loss, mean RTT, and how many targets lost every attempt.
+#[derive(Debug)]
+struct RoundView {
+    loss: String,
+    rtt: String,
+    unreachable: Markup,
+}
+
+fn round_view(r: &views::Round) -> RoundView {
+    let unreachable = match r.unreachable {
+        0 => badge(Tone::Good, "every target answered"),
+        1 => badge(Tone::Bad, "1 target unreachable"),
+        n => badge(Tone::Bad, &format!("{n} targets unreachable")),
+    };
+    RoundView { loss: pct(r.loss_pct), rtt: ms(r.mean_rtt_ms), unreachable }
+}
+
+#[derive(Debug)]
+struct TokenRow {
+    name: String,
+    prefix: String,
+    region: String,
+    expires: Markup,
+}
+
+#[derive(Template)]
+#[template(path = "probers.html")]
+struct ProbersPage {
+    frame: Frame,
+    probers: Vec<ProberRow>,
+    regions: Vec<(i64, String)>,
+    tokens: Vec<TokenRow>,
+}
+
+pub(in crate::ui) async fn probers(
+    Extension(ui): Extension<Arc<Ui>>,
+    Extension(v): Extension<Visitor>,
+) -> PageResult {
+    let api = client(&ui, &v);
+    let at = now();
+    let probers: Items<views::Prober> = api.get("/v1/probers").await?;
+    let regions: Items<views::Region> = api.get("/v1/regions").await?;
+    let tokens: Items<views::EnrollToken> = api.get("/v1/probers/tokens").await?;
+    let names = region_names(&regions.items);
+    let rows = probers
+        .items
+        .iter()
+        .map(|p| ProberRow {
+            id: p.id,
+            name: p.name.clone(),
+            hostname: p.hostname.clone().filter(|h| *h != p.name).unwrap_or_default(),
+            region: names.get(&p.region).cloned().unwrap_or_else(|| format!("region {}", p.region)),
+            status: format::prober_status(&word(&p.status)),
+            last_seen: time_or(p.last_seen, at, "never"),
+            version: p.version.clone().unwrap_or_else(|| "—".into()),
+            last_round: p.last_round.as_ref().map(round_view),
+            targets: p.targets,
+            enabled: p.enabled,
+        })
+        .collect();
+    let tokens = tokens
+        .items
+        .into_iter()
+        .filter(|t| t.state == TokenState::Valid)
+        .map(|t| TokenRow {
+            name: t.name,
+            prefix: t.prefix,
+            region: t.region.and_then(|r| names.get(&r).cloned()).unwrap_or_default(),
+            expires: time(t.expires_at, at),
+        })
+        .collect();
+    let page = ProbersPage {
+        frame: Frame::new(&v, "Probers", "probers", 10),
+        probers: rows,
+        regions: regions.items.iter().map(|r| (r.id, format!("{} ({})", r.name, r.code))).collect(),
+        tokens,
+    };
+    Ok(render(&page))
+}
+
+#[derive(Template)]
+#[template(path = "prober.html")]
+struct ProberPage {
+    frame: Frame,
+    row: ProberRow,
+    results: Vec<ResultView>,
+    results_by_prober: bool,
+}
+
+pub(in crate::ui) async fn prober(
+    Extension(ui): Extension<Arc<Ui>>,
+    Extension(v): Extension<Visitor>,
+    Path(id): Path<i64>,
+) -> PageResult {
+    let api = client(&ui, &v);
+    let at = now();
+    let p: views::Prober = api.get(&format!("/v1/probers/{id}")).await?;
+    let regions: Items<views::Region> = api.get("/v1/regions").await?;
+    let results: Items<views::ResultRow> = api.get(&format!("/v1/probers/{id}/results")).await?;
+    let names = region_names(&regions.items);
+    let row = ProberRow {
+        id: p.id,
+        name: p.name.clone(),
+        hostname: p.hostname.clone().unwrap_or_default(),
+        region: names.get(&p.region).cloned().unwrap_or_default(),
+        status: format::prober_status(&word(&p.status)),
+        last_seen: time_or(p.last_seen, at, "never"),
+        version: p.version.clone().unwrap_or_else(|| "—".into()),
+        last_round: p.last_round.as_ref().map(round_view),
+        targets: p.targets,
+        enabled: p.enabled,
+    };
+    let page = ProberPage {
+        frame: Frame::new(&v, format!("Prober {}", p.name), "probers", 10),
+        row,
+        results: results.items.iter().map(|r| result_view(r, false, &names, at)).collect(),
+        results_by_prober: false,
+    };
+    Ok(render(&page))
+}

@@ -1,0 +1,34 @@
+//! The regions page.
+
+use super::*;
+
+#[derive(Debug)]
+struct RegionRow {
+    id: i64,
+    code: String,
+    name: String,
+    probers: usize,
+}
+
+#[derive(Template)]
+#[template(path = "regions.html")]
+struct RegionsPage {
+    frame: Frame,
+    regions: Vec<RegionRow>,
+}
+
+pub(in crate::ui) async fn regions(
+    Extension(ui): Extension<Arc<Ui>>,
+    Extension(v): Extension<Visitor>,
+) -> PageResult {
+    let regions: Items<views::Region> = client(&ui, &v).get("/v1/regions").await?;
+    let page = RegionsPage {
+        frame: Frame::new(&v, "Regions", "regions", 0),
+        regions: regions
+            .items
+            .into_iter()
+            .map(|r| RegionRow { id: r.id, code: r.code, name: r.name, probers: r.probers })
+            .collect(),
+    };
+    Ok(render(&page))
+}

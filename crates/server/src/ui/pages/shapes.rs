@@ -1,0 +1,267 @@
+//! What several pages show alike: how a node reads at a glance, region names, a probe result with its window strip.
+
+use super::*;
+
+/// How a node reads at a glance.
+#[derive(Debug, Clone)]
+pub(super) struct Health {
+    pub(super) tone: Tone,
+    pub(super) label: String,
+    pub(super) detail: String,
+}
+
+impl Health {
+    pub(super) fn badge(&self) -> Markup {
+        badge(self.tone, &self.label)
+    }
+    pub(super) fn healthy(&self) -> bool {
+        self.tone == Tone::Good
+    }
+}
+
+/// A node is healthy when it is in service on its primary addresses and none of its
+/// addresses is unreachable; the API's fields say all of that.
+pub(super) fn health(n: &views::Node) -> Health {
+    let h = |tone, label: &str, detail: String| Health { tone, label: label.to_owned(), detail };
+    if !n.enabled {
+        return h(Tone::Neutral, "Disabled", "Not probed and not answered".into());
+    }
+    if n.addresses.is_empty() {
+        return h(Tone::Bad, "No address", "No scheduling address: configure one or start its agent".into());
+    }
+    let Some(serving) = n.serving else {
+        return h(Tone::Neutral, "Not evaluated", "Waiting for the first evaluation".into());
+    };
+    if !serving {
+        return h(
+            Tone::Bad,
+            "Not answered",
+            "Left out of DNS: its agent or a required link is not fresh".into(),
+        );
+    }
+    let down: Vec<String> = n
+        .addresses
+        .iter()
+        .filter(|a| a.reachability == Some(Reachability::Unreachable))
+        .map(|a| a.ip.to_string())
+        .collect();
+    match n.level.map(|l| word(&l)).as_deref() {
+        None => h(Tone::Bad, "Unreachable", format!("Every address is unreachable: {}", down.join(", "))),
+        Some(l) if l != "primary" => {
+            let mut why = Vec::new();
+            if let Some(r) = &n.held_by {
+                why.push(format!("Held by rule {}", r.name.as_deref().unwrap_or("(deleted)")));
+            }
+            if !down.is_empty() {
+                why.push(format!("Unreachable: {}", down.join(", ")));
+            }
+            h(Tone::Warn, &format!("On {}", level(l)), why.join(" · "))
+        }
+        Some(_) if !down.is_empty() => h(Tone::Warn, "Degraded", format!("Unreachable: {}", down.join(", "))),
+        Some(_) => h(Tone::Good, "Healthy", String::new()),
+    }
+}
+
+/// Region names by id: `Singapore (ap-sg)`.
+pub(super) fn region_names(regions: &[views::Region]) -> HashMap<RegionId, String> {
+    regions.iter().map(|r| (RegionId(r.id), format!("{} ({})", r.name, r.code))).collect()
+}
+
+/// One probe result with its window strip, for the node and prober pages.
+#[derive(Debug)]
+pub(super) struct ResultView {
+    /// The other side: the prober on a node page, the node on a prober page.
+    pub(super) who: String,
+    pub(super) who_href: String,
+    pub(super) who_note: String,
+    pub(super) region: String,
+    pub(super) address: String,
+    pub(super) loss: Markup,
+    pub(super) rtt: String,
+    pub(super) error: String,
+    pub(super) checked: Markup,
+    pub(super) window: Markup,
+    pub(super) strip: String,
+}
+
+pub(super) fn error_label(code: &str) -> &str {
+    match code {
+        "timeout" => "Timed out",
+        "refused" => "Connection refused",
+        "reset" => "Connection reset",
+        "tls" => "TLS handshake failed",
+        "status" => "Unexpected status",
+        "unreachable" => "Network unreachable",
+        "manifest" => "Bad manifest",
+        "segment" => "Segment failed",
+        "stale" => "Stale segment",
+        other => other,
+    }
+}
+
+pub(super) fn result_view(
+    r: &views::ResultRow,
+    by_prober: bool,
+    regions: &HashMap<RegionId, String>,
+    at: Timestamp,
+) -> ResultView {
+    let (who, who_href, who_note) = if by_prober {
+        let note = if r.prober_kind == ProberKind::Node { "node that probes" } else { "" };
+        let href = if r.prober_kind == ProberKind::Node {
+            format!("/ui/nodes/{}", r.prober)
+        } else {
+            format!("/ui/probers/{}", r.prober)
+        };
+        (r.prober_name.clone(), href, note.to_owned())
+    } else {
+        let name = r.node_name.clone().unwrap_or_else(|| r.target.clone());
+        (name, format!("/ui/nodes/{}", r.node), String::new())
+    };
+    let address = if r.address.is_ipv6() {
+        format!("[{}]:{}", r.address, r.port)
+    } else {
+        format!("{}:{}", r.address, r.port)
+    };
+    let address = match &r.method {
+        Some(m) => format!("{address} {m}"),
+        None => address,
+    };
+    let w = &r.window;
+    let ok = w.good >= w.threshold;
+    ResultView {
+        who,
+        who_href,
+        who_note,
+        region: r.region.and_then(|id| regions.get(&id).cloned()).unwrap_or_else(|| "—".into()),
+        address,
+        loss: badge(
+            if r.lost == 0 {
+                Tone::Good
+            } else if r.lost >= r.sent {
+                Tone::Bad
+            } else {
+                Tone::Warn
+            },
+            &format!("{} ({}/{})", pct(r.loss_pct), r.lost, r.sent),
+        ),
+        rtt: ms(r.rtt_ms),
+        error: r.error.map(|e| format!("{} ({})", error_label(e.as_str()), e.as_str())).unwrap_or_default(),
+        checked: time(r.checked, at),
+        window: badge(
+            if ok { Tone::Good } else { Tone::Bad },
+            &format!("good {} of {} (threshold {})", w.good, w.window, w.threshold),
+        ),
+        strip: w.text.trim_end().to_owned(),
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct ClusterRow {
+    pub(super) id: i64,
+    pub(super) name: String,
+    pub(super) domain: String,
+    pub(super) mode: String,
+    pub(super) listeners: String,
+    pub(super) nodes: usize,
+    pub(super) healthy: usize,
+    pub(super) revision: String,
+    pub(super) revision_at: Markup,
+}
+
+impl ClusterRow {
+    /// A cluster with the health of its nodes and its newest revision (number, time).
+    pub(super) fn new<'a>(
+        c: &views::Cluster,
+        healths: impl Iterator<Item = &'a Health>,
+        revision: String,
+        revision_at: Markup,
+    ) -> Self {
+        let (mut nodes, mut healthy) = (0, 0);
+        for h in healths {
+            nodes += 1;
+            healthy += usize::from(h.healthy());
+        }
+        ClusterRow {
+            id: c.id,
+            name: c.name.clone(),
+            domain: c.domain.clone(),
+            mode: word(&c.dns_mode),
+            listeners: listeners_text(c),
+            nodes,
+            healthy,
+            revision,
+            revision_at,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct AlertRow {
+    pub(super) kind: String,
+    pub(super) summary: String,
+    pub(super) fired: Markup,
+    pub(super) resolved: Markup,
+}
+
+pub(super) fn alert_row(a: &views::Alert, at: Timestamp) -> AlertRow {
+    AlertRow {
+        kind: a.kind.replace('_', " "),
+        summary: a.summary.clone(),
+        fired: time(a.fired_at, at),
+        resolved: time_or(a.resolved_at, at, "open"),
+    }
+}
+
+pub(super) fn listeners_text(c: &views::Cluster) -> String {
+    c.listeners
+        .iter()
+        .map(|l| {
+            format!("{} {}{}", l.port, word(&l.protocol), if l.proxy_protocol { " (PROXY)" } else { "" })
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(json: Value) -> views::Node {
+        let mut base = serde_json::json!({
+            "id": 7, "created_at": "2026-12-01T09:00:00Z", "updated_at": "2026-12-01T09:00:00Z",
+            "name": "sin-1a", "cluster": 1, "group": 2, "enabled": true, "also_probes": false,
+            "enrolled": false, "online": false, "last_heartbeat": null, "version": null, "hostname": null,
+            "connects_from": null, "capabilities": [], "metrics": null, "links": [], "reported_addresses": [],
+            "serving": true, "held_by": null,
+        });
+        if let (Some(b), Some(extra)) = (base.as_object_mut(), json.as_object()) {
+            b.extend(extra.clone());
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    /// A node that a backup-IP rule holds on backup 1 after its primary recovered: the page
+    /// says which rule holds it, not "Unreachable:" with nothing after it.
+    #[test]
+    fn a_node_held_on_backup_by_a_rule_names_the_rule() {
+        let n = node(serde_json::json!({
+            "level": "backup1",
+            "held_by": {"rule": 3, "name": "egress"},
+            "addresses": [
+                {"ip": "203.0.113.10", "level": "primary", "source": "configured", "reachability": "reachable", "in_use": false},
+                {"ip": "198.51.100.10", "level": "backup1", "source": "configured", "reachability": "reachable", "in_use": true},
+            ],
+        }));
+        let h = health(&n);
+        assert_eq!(h.label, "On Backup 1");
+        assert_eq!(h.detail, "Held by rule egress");
+        let down = node(serde_json::json!({
+            "level": "backup1",
+            "addresses": [
+                {"ip": "203.0.113.10", "level": "primary", "source": "configured", "reachability": "unreachable", "in_use": false},
+                {"ip": "198.51.100.10", "level": "backup1", "source": "configured", "reachability": "reachable", "in_use": true},
+            ],
+        }));
+        assert_eq!(health(&down).detail, "Unreachable: 203.0.113.10");
+    }
+}
