@@ -67,6 +67,15 @@ impl Config {
         Err(Refused::Unknown)
     }
 
+    /// Who may renew with this certificate: anyone [`identify`](Self::identify) accepts, and a
+    /// disabled prober too, so that it can come back when it is enabled again.
+    pub fn renewer(&self, fingerprint: Option<&str>) -> Result<Caller, Refused> {
+        match self.identify(fingerprint) {
+            Err(Refused::Disabled { prober, .. }) => Ok(Caller::Prober(prober)),
+            other => other,
+        }
+    }
+
     /// When the current certificate of `caller` was issued.
     pub fn cert_issued_at(&self, caller: Caller) -> Option<Timestamp> {
         match caller {

@@ -229,12 +229,7 @@ async fn renew(
     Json(req): Json<wire::RenewRequest>,
 ) -> Result<Json<wire::RenewResponse>, ApiError> {
     let c = app.config();
-    // Renewal stays open to a disabled prober, so that it can come back when re-enabled.
-    let caller = match c.identify(peer.fingerprint.as_deref()) {
-        Ok(caller) => caller,
-        Err(Refused::Disabled { prober, .. }) => Caller::Prober(prober),
-        Err(r) => return Err(refusal(r)),
-    };
+    let caller = c.renewer(peer.fingerprint.as_deref()).map_err(refusal)?;
     let id = caller.id();
     let kind = caller.kind();
     let pem = app

@@ -32,4 +32,6 @@ fn a_certificate_names_an_enabled_prober_a_node_or_nobody() {
         lab.control.config().identify(Some("fp-tokyo")),
         Err(Refused::Disabled { prober: id, name: "tokyo".into() })
     );
+    assert_eq!(lab.control.config().renewer(Some("fp-tokyo")), Ok(p), "a disabled prober may still renew");
+    assert_eq!(lab.control.config().renewer(Some("fp-other")), Err(Refused::Unknown));
 }
