@@ -53,11 +53,13 @@ pub struct Timing {
     pub evaluation_interval_s: u64,
     /// History older than this is rolled up per day and deleted.
     pub history_retention_days: u64,
+    /// An edge certificate expiring within this many days alerts.
+    pub certificate_warning_days: u64,
 }
 
 impl Default for Timing {
     fn default() -> Self {
-        Timing { evaluation_interval_s: 10, history_retention_days: 14 }
+        Timing { evaluation_interval_s: 10, history_retention_days: 14, certificate_warning_days: 14 }
     }
 }
 
@@ -268,6 +270,18 @@ impl Control {
         Some(addresses_in_use(&rec.addresses, reported, self.policy))
     }
 
+    /// When each HTTPS target's certificate expires, as the probers last saw it (the earliest
+    /// any of them saw, so that an edge serving an old certificate to some is not hidden).
+    pub fn certificate_expiries(&self) -> BTreeMap<TargetKey, Timestamp> {
+        let mut out = BTreeMap::new();
+        for (key, per) in &self.obs.results {
+            if let Some(t) = per.values().filter_map(|l| l.cert_not_after).min() {
+                out.insert(*key, t);
+            }
+        }
+        out
+    }
+
     /// A prober's status now (SPEC §3.5).
     pub fn prober_status(&self, caller: Caller, now: Timestamp) -> crate::observe::ProberStatus {
         let enabled = match caller {
@@ -467,6 +481,7 @@ impl Control {
             let before = now.plus_millis(-LATEST_KEPT_MS);
             self.obs.expire(before);
             self.outputs.push_back(Output::ExpireResults { before });
+            self.certificates(now);
             self.next_expiry = now.plus_secs(EXPIRE_EVERY_S);
         }
         if now >= self.next_roll_up {
@@ -708,6 +723,48 @@ impl Control {
                 self.resolve(&format!("revision_held/cluster:{cluster_id}/line:{line}"), now);
                 None
             }
+        }
+    }
+
+    /// Certificates that expire within the warning window alert until they are renewed (or the
+    /// target is gone); one alert per target.
+    fn certificates(&mut self, now: Timestamp) {
+        let c = self.config.clone();
+        let window_ms = i64::try_from(self.timing.certificate_warning_days * 86_400_000).unwrap_or(i64::MAX);
+        let expiring = self.certificate_expiries();
+        for (key, not_after) in &expiring {
+            let alert = format!("certificate_expiring/{key}");
+            if not_after.millis_since(now) > window_ms {
+                self.resolve(&alert, now);
+                continue;
+            }
+            let node = c
+                .nodes
+                .get(&key.node.0)
+                .map_or_else(|| format!("node {}", key.node), |n| n.value.node.name.clone());
+            let days = not_after.millis_since(now).div_euclid(86_400_000);
+            let summary = if days < 0 {
+                format!("certificate of {node} ({}:{}) expired at {not_after}", key.ip, key.port)
+            } else {
+                format!(
+                    "certificate of {node} ({}:{}) expires in {days} days, at {not_after}",
+                    key.ip, key.port
+                )
+            };
+            let details = json!({"node": node, "address": key.ip.to_string(), "port": key.port, "not_after": not_after});
+            self.fire(alert, "certificate_expiring", summary, details, now);
+        }
+        let gone: Vec<String> = self
+            .alerts
+            .list()
+            .0
+            .into_iter()
+            .filter(|a| a.kind == "certificate_expiring")
+            .filter(|a| !expiring.keys().any(|k| a.key == format!("certificate_expiring/{k}")))
+            .map(|a| a.key)
+            .collect();
+        for key in gone {
+            self.resolve(&key, now);
         }
     }
 

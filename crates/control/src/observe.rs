@@ -33,6 +33,8 @@ pub struct Latest {
     pub register: WindowRegister,
     /// HLS tuple.
     pub hls: Option<HlsDetail>,
+    /// When the edge's TLS certificate expires (HTTPS targets).
+    pub cert_not_after: Option<Timestamp>,
 }
 
 impl Latest {
@@ -51,6 +53,7 @@ impl Latest {
             error: r.last_error(),
             register,
             hls: r.hls,
+            cert_not_after: r.cert_not_after,
         }
     }
 }

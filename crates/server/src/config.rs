@@ -44,6 +44,8 @@ pub struct ServeConfig {
     pub evaluation_interval_s: u64,
     /// Days of result history kept before the daily roll-up.
     pub history_retention_days: u64,
+    /// An edge certificate that expires within this many days alerts.
+    pub certificate_warning_days: u64,
 }
 
 impl Default for ServeConfig {
@@ -59,12 +61,13 @@ impl Default for ServeConfig {
             allow_loopback_addresses: false,
             evaluation_interval_s: 10,
             history_retention_days: 14,
+            certificate_warning_days: 14,
         }
     }
 }
 
 /// The keys a configuration may set (and the environment variables `VANTAGE_<KEY>`).
-pub const KEYS: [&str; 10] = [
+pub const KEYS: [&str; 11] = [
     "data_dir",
     "api_listen",
     "agent_listen",
@@ -75,6 +78,7 @@ pub const KEYS: [&str; 10] = [
     "allow_loopback_addresses",
     "evaluation_interval_s",
     "history_retention_days",
+    "certificate_warning_days",
 ];
 
 /// Why the settings could not be read.
@@ -179,6 +183,16 @@ mod tests {
         assert!(c.allow_loopback_addresses);
         assert_eq!(c.evaluation_interval_s, 5);
         assert_eq!(c.dns_listen, ServeConfig::default().dns_listen);
+    }
+
+    /// The file `deploy/` ships reads as it is, with every key it sets.
+    #[test]
+    fn the_shipped_configuration_file_reads() {
+        let file = include_str!("../../../deploy/vantage.toml");
+        let c = ServeConfig::load(Some(("deploy/vantage.toml", file)), &BTreeMap::new(), &BTreeMap::new())
+            .unwrap();
+        assert_eq!(c.certificate_warning_days, 14);
+        assert_eq!(c.history_retention_days, 14);
     }
 
     #[test]

@@ -29,6 +29,12 @@ pub(crate) struct KindLabel {
     pub kind: String,
 }
 
+/// A target label (`n{node}/{ip}/{port}`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct TargetLabel {
+    pub target: String,
+}
+
 /// Store operation label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct OpLabel {
@@ -47,6 +53,7 @@ pub(crate) struct Metrics {
     requests: Family<RequestLabels, Counter>,
     objects: Family<KindLabel, Gauge>,
     store_latency: Family<OpLabel, Histogram, fn() -> Histogram>,
+    certificates: Family<TargetLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -70,7 +77,13 @@ impl Metrics {
         let store_latency =
             Family::<OpLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
         registry.register("vantage_store_latency_seconds", "Store operation latency", store_latency.clone());
-        Metrics { registry: Mutex::new(registry), requests, objects, store_latency }
+        let certificates = Family::<TargetLabel, Gauge>::default();
+        registry.register(
+            "vantage_certificate_expiry_seconds",
+            "Seconds until an HTTPS target's certificate expires (negative: expired), as probers last saw it",
+            certificates.clone(),
+        );
+        Metrics { registry: Mutex::new(registry), requests, objects, store_latency, certificates }
     }
 
     /// Registers the DNS server's metrics with the same registry.
@@ -101,6 +114,19 @@ impl Metrics {
         }
     }
 
+    /// Sets the certificate gauges: one per HTTPS target with a known expiry, at `now`.
+    pub(crate) fn set_certificates(
+        &self,
+        expiries: &std::collections::BTreeMap<vantage_control::target::TargetKey, vantage_core::Timestamp>,
+        now: vantage_core::Timestamp,
+    ) {
+        self.certificates.clear();
+        for (key, not_after) in expiries {
+            let left = not_after.millis_since(now) / 1000;
+            self.certificates.get_or_create(&TargetLabel { target: key.to_string() }).set(left);
+        }
+    }
+
     /// The text exposition.
     pub(crate) fn render(&self) -> String {
         let mut out = String::new();
@@ -109,5 +135,31 @@ impl Metrics {
             let _ = prometheus_client::encoding::text::encode(&mut out, &r);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use vantage_control::target::TargetKey;
+    use vantage_core::Timestamp;
+    use vantage_core::ids::NodeId;
+
+    use super::*;
+
+    #[test]
+    fn certificate_expiry_is_one_gauge_per_target_and_gone_targets_go() {
+        let m = Metrics::new();
+        let key = TargetKey { node: NodeId(7), ip: "203.0.113.10".parse().unwrap(), port: 443 };
+        let now = Timestamp::from_secs(1_800_000_000);
+        m.set_certificates(&BTreeMap::from([(key, now.plus_secs(86_400))]), now);
+        let text = m.render();
+        assert!(
+            text.contains(r#"vantage_certificate_expiry_seconds{target="n7/203.0.113.10/443"} 86400"#),
+            "{text}"
+        );
+        m.set_certificates(&BTreeMap::new(), now);
+        assert!(!m.render().contains("n7/203.0.113.10/443"));
     }
 }

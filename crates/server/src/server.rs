@@ -239,6 +239,8 @@ async fn load(
                 error: r.error,
                 register: r.register,
                 hls: r.hls,
+                // Not stored: the next HTTPS round brings it back.
+                cert_not_after: None,
             };
             Some((r.prober, key, latest))
         })
@@ -276,6 +278,7 @@ async fn load(
         timing: Timing {
             evaluation_interval_s: settings.evaluation_interval_s,
             history_retention_days: settings.history_retention_days,
+            certificate_warning_days: settings.certificate_warning_days,
         },
         latest,
         states,

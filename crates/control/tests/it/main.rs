@@ -4,6 +4,7 @@
 
 mod lab;
 
+mod certificates;
 mod changes;
 mod identity;
 mod invariants;

@@ -292,6 +292,8 @@ async fn count_requests(State(app): State<Arc<App>>, req: Request, next: Next) -
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
+    let expiries = app.control().certificate_expiries();
+    app.metrics().set_certificates(&expiries, crate::support::now());
     (
         [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
         app.metrics().render(),
