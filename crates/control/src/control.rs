@@ -3,7 +3,7 @@
 //! time (`handle_*`), ask when to wake it (`poll_timeout`), and carry out what it decided
 //! (`poll_output`); it never reads a clock, touches a socket or a file, or waits.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -12,8 +12,8 @@ use vantage_core::Timestamp;
 use vantage_core::address::AddressPolicy;
 use vantage_core::answer::LineSpec;
 use vantage_core::evaluate::{
-    AddressView, ClusterState, ClusterView, Event, NodeMetrics, NodeView, PreviewRow, Records, evaluate,
-    preview,
+    AddressView, ClusterState, ClusterView, Event, FastMap, NodeMetrics, NodeView, PreviewRow, Records,
+    evaluate, preview,
 };
 use vantage_core::ids::{ClusterId, NodeId, RuleId};
 use vantage_core::reachability::{Observation, Observations as Seen, ProberView};
@@ -837,7 +837,7 @@ struct Parts {
 impl Parts {
     fn gather(c: &Config, obs: &Observations, policy: AddressPolicy, id: ClusterId) -> Parts {
         let mut probers = Vec::new();
-        let mut index: HashMap<Caller, u32> = HashMap::new();
+        let mut index: FastMap<Caller, u32> = FastMap::default();
         let mut add = |caller: Caller, view: ProberView| {
             index.insert(caller, u32::try_from(probers.len()).unwrap_or(u32::MAX));
             probers.push(view);

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 use vantage_core::Timestamp;
 use vantage_core::address::{AddressPolicy, is_unicast};
-use vantage_core::evaluate::{AGENT_ONLINE_S, LinkState, NodeMetrics};
+use vantage_core::evaluate::{AGENT_ONLINE_S, FastMap, LinkState, NodeMetrics};
 use vantage_core::result::{ErrorCode, HlsDetail, ProbeResult};
 use vantage_core::settings::ProbeSettings;
 use vantage_core::window::WindowRegister;
@@ -204,8 +204,10 @@ pub fn reportable(ip: IpAddr, policy: AddressPolicy) -> bool {
 /// Every observation, in memory.
 #[derive(Debug, Default)]
 pub struct Observations {
-    /// Latest results by target, then by the caller that probed it.
-    pub results: HashMap<TargetKey, HashMap<Caller, Latest>>,
+    /// Latest results by target, then by the caller that probed it. The core's fast hasher:
+    /// keys are ids and addresses the server handed out, never chosen by a peer (a report may
+    /// carry only issued targets), and every pass looks up millions of them.
+    pub results: FastMap<TargetKey, FastMap<Caller, Latest>>,
     /// Probers and probing nodes.
     pub probers: HashMap<Caller, ProberRuntime>,
     /// Node agents.
