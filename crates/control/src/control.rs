@@ -282,6 +282,11 @@ impl Control {
         out
     }
 
+    /// The lines of a cluster whose records the protection holds, and why.
+    pub fn held(&self, cluster: ClusterId) -> Option<&BTreeMap<vantage_core::ids::LineId, String>> {
+        self.slots.get(&cluster).map(|s| &s.state.held)
+    }
+
     /// A prober's status now (SPEC §3.5).
     pub fn prober_status(&self, caller: Caller, now: Timestamp) -> crate::observe::ProberStatus {
         let enabled = match caller {

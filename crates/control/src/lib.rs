@@ -8,6 +8,7 @@ pub mod alerts;
 pub mod config;
 mod control;
 pub mod effects;
+pub mod fleet;
 pub mod identity;
 pub mod invariants;
 pub mod observe;

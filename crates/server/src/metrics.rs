@@ -35,6 +35,42 @@ pub(crate) struct TargetLabel {
     pub target: String,
 }
 
+/// An address of a node.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct AddressLabels {
+    pub cluster: String,
+    pub node: String,
+    pub address: String,
+    pub level: String,
+}
+
+/// A node of a cluster.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct NodeLabels {
+    pub cluster: String,
+    pub node: String,
+}
+
+/// A line of a cluster.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct LineLabels {
+    pub cluster: String,
+    pub line: String,
+}
+
+/// A prober and its region.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ProberLabels {
+    pub prober: String,
+    pub region: String,
+}
+
+/// This build.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct BuildLabels {
+    pub version: String,
+}
+
 /// Store operation label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct OpLabel {
@@ -54,6 +90,59 @@ pub(crate) struct Metrics {
     objects: Family<KindLabel, Gauge>,
     store_latency: Family<OpLabel, Histogram, fn() -> Histogram>,
     certificates: Family<TargetLabel, Gauge>,
+    fleet: FleetFamilies,
+}
+
+/// The families `/metrics` fills from the control core's figures at every scrape.
+#[derive(Debug, Default)]
+struct FleetFamilies {
+    reachable: Family<AddressLabels, Gauge>,
+    failing: Family<AddressLabels, Gauge>,
+    counting: Family<AddressLabels, Gauge>,
+    level: Family<NodeLabels, Gauge>,
+    records: Family<LineLabels, Gauge>,
+    held: Family<LineLabels, Gauge>,
+    prober_online: Family<ProberLabels, Gauge>,
+    prober_age: Family<ProberLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    alerts: Family<KindLabel, Gauge>,
+}
+
+impl FleetFamilies {
+    fn register(&self, r: &mut Registry) {
+        r.register(
+            "vantage_address_reachable",
+            "1 while an address is reachable (hysteresis applied)",
+            self.reachable.clone(),
+        );
+        r.register(
+            "vantage_address_probers_failing",
+            "Counting probers whose latest round failed the address",
+            self.failing.clone(),
+        );
+        r.register(
+            "vantage_address_probers_counting",
+            "Probers whose results count for the address",
+            self.counting.clone(),
+        );
+        r.register(
+            "vantage_node_level",
+            "The level DNS uses for a node: 0 primary, 1 backup1, 2 backup2, -1 none",
+            self.level.clone(),
+        );
+        r.register("vantage_line_records", "Records a line answers now", self.records.clone());
+        r.register(
+            "vantage_revision_held",
+            "1 while the protection holds a line's previous records",
+            self.held.clone(),
+        );
+        r.register("vantage_prober_online", "1 while a prober is online", self.prober_online.clone());
+        r.register(
+            "vantage_prober_last_report_age_seconds",
+            "Seconds since a prober last asked or reported",
+            self.prober_age.clone(),
+        );
+        r.register("vantage_alerts_firing", "Alerts firing, by kind", self.alerts.clone());
+    }
 }
 
 impl Default for Metrics {
@@ -83,7 +172,12 @@ impl Metrics {
             "Seconds until an HTTPS target's certificate expires (negative: expired), as probers last saw it",
             certificates.clone(),
         );
-        Metrics { registry: Mutex::new(registry), requests, objects, store_latency, certificates }
+        let fleet = FleetFamilies::default();
+        fleet.register(&mut registry);
+        let build = Family::<BuildLabels, Gauge>::default();
+        build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION").into() }).set(1);
+        registry.register("vantage_build", "This build (value 1)", build);
+        Metrics { registry: Mutex::new(registry), requests, objects, store_latency, certificates, fleet }
     }
 
     /// Registers the DNS server's metrics with the same registry.
@@ -124,6 +218,63 @@ impl Metrics {
         for (key, not_after) in expiries {
             let left = not_after.millis_since(now) / 1000;
             self.certificates.get_or_create(&TargetLabel { target: key.to_string() }).set(left);
+        }
+    }
+
+    /// Sets the fleet's families from the control core's figures (series of nodes, lines and
+    /// probers that are gone go too).
+    pub(crate) fn set_fleet(&self, f: &vantage_control::fleet::Fleet) {
+        let m = &self.fleet;
+        for family in [&m.reachable, &m.failing, &m.counting] {
+            family.clear();
+        }
+        m.level.clear();
+        m.records.clear();
+        m.held.clear();
+        m.prober_online.clear();
+        m.prober_age.clear();
+        m.alerts.clear();
+        let word = |l: vantage_core::address::Level| match l {
+            vantage_core::address::Level::Primary => "primary",
+            vantage_core::address::Level::Backup1 => "backup1",
+            vantage_core::address::Level::Backup2 => "backup2",
+        };
+        for a in &f.addresses {
+            let labels = AddressLabels {
+                cluster: a.cluster.clone(),
+                node: a.node.clone(),
+                address: a.address.clone(),
+                level: word(a.level).into(),
+            };
+            m.reachable.get_or_create(&labels).set(i64::from(a.reachable));
+            m.failing.get_or_create(&labels).set(i64::from(a.failing));
+            m.counting.get_or_create(&labels).set(i64::from(a.counting));
+        }
+        for (cluster, node, level) in &f.nodes {
+            let value = match level {
+                None => -1,
+                Some(vantage_core::address::Level::Primary) => 0,
+                Some(vantage_core::address::Level::Backup1) => 1,
+                Some(vantage_core::address::Level::Backup2) => 2,
+            };
+            m.level.get_or_create(&NodeLabels { cluster: cluster.clone(), node: node.clone() }).set(value);
+        }
+        for (cluster, line, records, held) in &f.lines {
+            let labels = LineLabels { cluster: cluster.clone(), line: line.clone() };
+            m.records.get_or_create(&labels).set(i64::try_from(*records).unwrap_or(i64::MAX));
+            m.held.get_or_create(&labels).set(i64::from(*held));
+        }
+        for p in &f.probers {
+            let labels = ProberLabels { prober: p.name.clone(), region: p.region.clone() };
+            m.prober_online.get_or_create(&labels).set(i64::from(p.online));
+            if let Some(age) = p.last_seen_age_s {
+                m.prober_age.get_or_create(&labels).set(age);
+            }
+        }
+        for (kind, n) in &f.alerts_firing {
+            m.alerts
+                .get_or_create(&KindLabel { kind: kind.clone() })
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
         }
     }
 

@@ -54,6 +54,29 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
         "{alerts}"
     );
 
+    // `/metrics` says the same.
+    let text = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    let series = |name: &str, address: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name) && l.contains(&format!("address=\"{address}\"")))
+            .unwrap_or_else(|| panic!("no {name} for {address} in:\n{text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(series("vantage_address_reachable{", "127.0.0.10"), "0");
+    assert_eq!(series("vantage_address_reachable{", "127.0.0.11"), "1");
+    assert_eq!(series("vantage_address_probers_failing{", "127.0.0.10"), "3");
+    assert!(
+        text.lines().any(|l| l.starts_with("vantage_node_level{")
+            && l.contains("node=\"edge-0\"")
+            && l.ends_with(" 1")),
+        "{text}"
+    );
+    assert!(text.contains("vantage_alerts_firing{kind=\"address_unreachable\"} 1"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("vantage_prober_online{") && l.ends_with(" 1")), "{text}");
+
     // It comes back: primary again after answering-before-reachable.
     edges[0].restart().await.unwrap();
     let recovery = s

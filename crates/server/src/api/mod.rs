@@ -292,8 +292,13 @@ async fn count_requests(State(app): State<Arc<App>>, req: Request, next: Next) -
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
-    let expiries = app.control().certificate_expiries();
-    app.metrics().set_certificates(&expiries, crate::support::now());
+    let now = crate::support::now();
+    let (expiries, fleet) = {
+        let c = app.control();
+        (c.certificate_expiries(), c.fleet(now))
+    };
+    app.metrics().set_certificates(&expiries, now);
+    app.metrics().set_fleet(&fleet);
     (
         [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
         app.metrics().render(),

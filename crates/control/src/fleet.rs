@@ -1,0 +1,108 @@
+//! The fleet as numbers for `/metrics`: every address's reachability and failing probers, every
+//! node's level, every line's record count and hold, every prober's liveness, and the alerts
+//! firing by kind — read from the snapshots and observations, so the figures are the ones DNS
+//! and the API use.
+
+use std::collections::BTreeMap;
+
+use vantage_core::Timestamp;
+use vantage_core::address::Level;
+use vantage_core::reachability::Reachability;
+
+use crate::control::Control;
+use crate::identity::Caller;
+use crate::observe::ProberStatus;
+
+/// One scheduling address as the last pass saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AddressFigure {
+    /// Cluster name.
+    pub cluster: String,
+    /// Node name.
+    pub node: String,
+    /// The address.
+    pub address: String,
+    /// Its level.
+    pub level: Level,
+    /// Reachable (as the hysteresis decided).
+    pub reachable: bool,
+    /// Probers whose latest round failed it.
+    pub failing: u32,
+    /// Probers whose results count for it.
+    pub counting: u32,
+}
+
+/// A prober's liveness.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProberFigure {
+    /// Name.
+    pub name: String,
+    /// Region code.
+    pub region: String,
+    /// Online now.
+    pub online: bool,
+    /// Seconds since it last asked or reported (`None`: never).
+    pub last_seen_age_s: Option<f64>,
+}
+
+/// Everything `/metrics` says about the fleet.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Fleet {
+    /// Every evaluated address.
+    pub addresses: Vec<AddressFigure>,
+    /// (cluster, node, level DNS uses: `None` when it has none).
+    pub nodes: Vec<(String, String, Option<Level>)>,
+    /// (cluster, line, records it answers, held by the protection).
+    pub lines: Vec<(String, String, usize, bool)>,
+    /// Every prober.
+    pub probers: Vec<ProberFigure>,
+    /// Alerts firing, by kind.
+    pub alerts_firing: BTreeMap<String, usize>,
+}
+
+impl Control {
+    /// The fleet's figures at `now`.
+    pub fn fleet(&self, now: Timestamp) -> Fleet {
+        let c = self.config();
+        let mut f = Fleet::default();
+        for (cid, snap) in self.snapshots().iter() {
+            let Some(cluster) = c.clusters.get(&cid.0) else { continue };
+            let cname = &cluster.value.name;
+            for (nid, s) in &snap.nodes {
+                let node = c.nodes.get(&nid.0).map_or_else(|| nid.to_string(), |n| n.value.node.name.clone());
+                for a in &s.addresses {
+                    f.addresses.push(AddressFigure {
+                        cluster: cname.clone(),
+                        node: node.clone(),
+                        address: a.ip.to_string(),
+                        level: a.level,
+                        reachable: a.reachability == Reachability::Reachable,
+                        failing: a.verdict.failing,
+                        counting: a.verdict.counting,
+                    });
+                }
+                f.nodes.push((cname.clone(), node, s.level));
+            }
+            if let Some(p) = &snap.published {
+                for (lid, line, records) in p.lines() {
+                    let held = self.held(*cid).is_some_and(|h| h.contains_key(&lid));
+                    f.lines.push((cname.clone(), line.name.clone(), records.len(), held));
+                }
+            }
+        }
+        for (id, p) in &c.probers {
+            let caller = Caller::Prober(vantage_core::ids::ProberId(*id));
+            let seen = self.observations().probers.get(&caller).and_then(|r| r.last_seen);
+            f.probers.push(ProberFigure {
+                name: p.value.name.clone(),
+                region: c.regions.get(&p.value.region.0).map_or_else(String::new, |r| r.value.code.clone()),
+                online: self.prober_status(caller, now) == ProberStatus::Online,
+                last_seen_age_s: seen.map(|t| now.millis_since(t) as f64 / 1000.0),
+            });
+        }
+        for a in self.alerts().list().0 {
+            *f.alerts_firing.entry(a.kind).or_default() += 1;
+        }
+        f
+    }
+}
