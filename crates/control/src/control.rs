@@ -104,6 +104,19 @@ pub struct Revision {
     pub held: BTreeMap<vantage_core::ids::LineId, String>,
 }
 
+impl Revision {
+    /// Why it was cut, as a word for counting: `health`, `scheduling` or `configuration`.
+    pub fn cause(&self) -> &'static str {
+        if self.reason.starts_with("Scheduling:") {
+            "scheduling"
+        } else if self.reason.starts_with("Node health changed") {
+            "health"
+        } else {
+            "configuration"
+        }
+    }
+}
+
 /// An audit entry the control core makes (actor `system`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditEntry {

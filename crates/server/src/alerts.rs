@@ -76,6 +76,7 @@ const ATTEMPTS: u32 = 6;
 pub(crate) async fn deliver(
     mut notices: mpsc::UnboundedReceiver<Notice>,
     sinks: Arc<dyn Fn() -> Vec<Webhook> + Send + Sync>,
+    metrics: Arc<crate::metrics::Metrics>,
 ) {
     let client = match reqwest::Client::builder().timeout(Duration::from_secs(10)).build() {
         Ok(c) => c,
@@ -88,11 +89,15 @@ pub(crate) async fn deliver(
         for sink in sinks().into_iter().filter(|s| s.enabled) {
             let body = payload(&alert, sink.format);
             let client = client.clone();
+            let metrics = metrics.clone();
             tokio::spawn(async move {
                 let mut wait = Duration::from_millis(500);
                 for attempt in 1..=ATTEMPTS {
                     match client.post(&sink.url).json(&body).send().await {
-                        Ok(r) if r.status().is_success() => return,
+                        Ok(r) if r.status().is_success() => {
+                            metrics.delivery(&sink.name, true);
+                            return;
+                        }
                         Ok(r) => {
                             tracing::warn!(sink = %sink.name, status = r.status().as_u16(), attempt, "webhook refused the alert")
                         }
@@ -104,6 +109,7 @@ pub(crate) async fn deliver(
                     wait *= 2;
                 }
                 tracing::error!(sink = %sink.name, "webhook delivery gave up");
+                metrics.delivery(&sink.name, false);
             });
         }
     }

@@ -86,6 +86,7 @@ impl App {
     pub(crate) fn new(p: Parts) -> Self {
         p.metrics.set_objects(&p.start.config);
         let control = Control::new(p.start, now());
+        let publishers = Publishers::new(p.metrics.clone());
         let dns = vantage_dns::DnsSettings::default();
         App {
             config: ArcSwap::new(control.config()),
@@ -98,7 +99,7 @@ impl App {
             ca: p.ca,
             answers: Arc::new(vantage_dns::Answers::new(vantage_dns::AnswerTable::empty(&dns))),
             dns,
-            publishers: Publishers::default(),
+            publishers,
             write_lock: tokio::sync::Mutex::new(()),
         }
     }

@@ -133,6 +133,7 @@ async fn execute(
 async fn revision(app: &App, r: Revision, unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>) {
     let p = &r.published;
     tracing::info!(cluster = %p.zone.name, revision = p.number, reason = %r.reason, records = ?p.records.all, "revision");
+    app.metrics().revision(&p.zone.name, r.cause());
     let rows = unsaved.entry(p.cluster).or_default();
     rows.push(RevisionRow {
         cluster: p.cluster.0,

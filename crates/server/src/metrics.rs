@@ -65,6 +65,28 @@ pub(crate) struct ProberLabels {
     pub region: String,
 }
 
+/// A revision's cluster and cause.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RevisionLabels {
+    pub cluster: String,
+    pub cause: String,
+}
+
+/// A push to an external DNS server and how it ended.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct PublicationLabels {
+    pub cluster: String,
+    pub target: String,
+    pub outcome: String,
+}
+
+/// An alert's delivery to a webhook and how it ended.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct DeliveryLabels {
+    pub webhook: String,
+    pub outcome: String,
+}
+
 /// This build.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct BuildLabels {
@@ -91,6 +113,9 @@ pub(crate) struct Metrics {
     store_latency: Family<OpLabel, Histogram, fn() -> Histogram>,
     certificates: Family<TargetLabel, Gauge>,
     fleet: FleetFamilies,
+    revisions: Family<RevisionLabels, Counter>,
+    publications: Family<PublicationLabels, Counter>,
+    deliveries: Family<DeliveryLabels, Counter>,
 }
 
 /// The families `/metrics` fills from the control core's figures at every scrape.
@@ -177,7 +202,31 @@ impl Metrics {
         let build = Family::<BuildLabels, Gauge>::default();
         build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION").into() }).set(1);
         registry.register("vantage_build", "This build (value 1)", build);
-        Metrics { registry: Mutex::new(registry), requests, objects, store_latency, certificates, fleet }
+        let revisions = Family::<RevisionLabels, Counter>::default();
+        registry.register("vantage_revisions", "Revisions cut, by cluster and cause", revisions.clone());
+        let publications = Family::<PublicationLabels, Counter>::default();
+        registry.register(
+            "vantage_publications",
+            "Pushes of revisions to external DNS servers, by outcome (published, failed)",
+            publications.clone(),
+        );
+        let deliveries = Family::<DeliveryLabels, Counter>::default();
+        registry.register(
+            "vantage_webhook_deliveries",
+            "Alert deliveries to webhooks, by outcome (delivered, failed after every retry)",
+            deliveries.clone(),
+        );
+        Metrics {
+            registry: Mutex::new(registry),
+            requests,
+            objects,
+            store_latency,
+            certificates,
+            fleet,
+            revisions,
+            publications,
+            deliveries,
+        }
     }
 
     /// Registers the DNS server's metrics with the same registry.
@@ -191,6 +240,27 @@ impl Metrics {
     pub(crate) fn request(&self, route: &str, method: &str, status: u16) {
         self.requests
             .get_or_create(&RequestLabels { route: route.into(), method: method.into(), status })
+            .inc();
+    }
+
+    /// Counts a revision of `cluster`.
+    pub(crate) fn revision(&self, cluster: &str, cause: &str) {
+        self.revisions.get_or_create(&RevisionLabels { cluster: cluster.into(), cause: cause.into() }).inc();
+    }
+
+    /// Counts a push to an external DNS server.
+    pub(crate) fn publication(&self, cluster: &str, target: &str, published: bool) {
+        let outcome = if published { "published" } else { "failed" };
+        let labels =
+            PublicationLabels { cluster: cluster.into(), target: target.into(), outcome: outcome.into() };
+        self.publications.get_or_create(&labels).inc();
+    }
+
+    /// Counts an alert's delivery to a webhook.
+    pub(crate) fn delivery(&self, webhook: &str, delivered: bool) {
+        let outcome = if delivered { "delivered" } else { "failed" };
+        self.deliveries
+            .get_or_create(&DeliveryLabels { webhook: webhook.into(), outcome: outcome.into() })
             .inc();
     }
 

@@ -18,6 +18,7 @@ use vantage_dns::{
 };
 use vantage_store::Store;
 
+use crate::metrics::Metrics;
 use crate::support::lock;
 
 /// The zone answers of a published revision: records, names and TTL all as of that revision,
@@ -75,13 +76,19 @@ type Outcomes = Arc<Mutex<HashMap<(ClusterId, u32), Vec<PublishOutcome>>>>;
 type Workers = Mutex<HashMap<(ClusterId, String), (PublisherSpec, watch::Sender<Job>)>>;
 
 /// Publisher tasks, one per (cluster, publisher).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Publishers {
     workers: Workers,
     outcomes: Outcomes,
+    metrics: Arc<Metrics>,
 }
 
 impl Publishers {
+    /// No publisher yet; outcomes are counted in `metrics`.
+    pub(crate) fn new(metrics: Arc<Metrics>) -> Self {
+        Publishers { workers: Workers::default(), outcomes: Outcomes::default(), metrics }
+    }
+
     /// Hands a cluster's newest revision to each of its publishers (starting, replacing or
     /// stopping workers as the cluster's publisher list says).
     pub(crate) fn push(&self, store: &Store, c: &Config, p: &Published) {
@@ -98,7 +105,14 @@ impl Publishers {
                 match publisher(spec) {
                     Ok(pb) => {
                         let (tx, rx) = watch::channel(None);
-                        tokio::spawn(work(Box::new(pb), rx, store.clone(), id, self.outcomes.clone()));
+                        tokio::spawn(work(
+                            Box::new(pb),
+                            rx,
+                            store.clone(),
+                            id,
+                            self.outcomes.clone(),
+                            self.metrics.clone(),
+                        ));
                         workers.insert(key.clone(), (spec.clone(), tx));
                     }
                     Err(e) => {
@@ -121,10 +135,13 @@ async fn work(
     store: Store,
     cluster: ClusterId,
     outcomes: Outcomes,
+    metrics: Arc<Metrics>,
 ) {
     while rx.changed().await.is_ok() {
         let Some((number, zone)) = rx.borrow_and_update().clone() else { continue };
         let outcome = publisher.publish(&zone).await;
+        let published = matches!(outcome.status, vantage_dns::PublishStatus::Published);
+        metrics.publication(&zone.cluster, &outcome.target, published);
         tracing::info!(cluster = %zone.cluster, revision = number, target = %outcome.target, status = ?outcome.status, attempts = outcome.attempts, "publish");
         let all = {
             let mut o = lock(&outcomes);

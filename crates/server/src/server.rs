@@ -80,6 +80,7 @@ impl Server {
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
         let metrics = Arc::new(Metrics::new());
         let observer = metrics.clone();
+        let delivery_metrics = metrics.clone();
         let store = vantage_store::Store::open_sqlite(&dir.join("vantage.db"))
             .await?
             .with_observer(Arc::new(move |op, d| observer.store_op(op, d)));
@@ -151,7 +152,7 @@ impl Server {
         tracing::info!(addr = %dns_addr, "DNS listening (UDP and TCP)");
         let sinks_app = app.clone();
         let sinks = Arc::new(move || sinks_app.config().webhooks.values().map(|w| w.value.clone()).collect());
-        let delivery = tokio::spawn(crate::alerts::deliver(notice_rx, sinks));
+        let delivery = tokio::spawn(crate::alerts::deliver(notice_rx, sinks, delivery_metrics));
 
         let local = |a: SocketAddr| {
             if a.ip().is_unspecified() { SocketAddr::from(([127, 0, 0, 1], a.port())) } else { a }

@@ -125,6 +125,17 @@ async fn revisions_reach_the_built_in_server_and_knot_with_outcomes_recorded() {
         v["items"][0]["publish"][0]["status"] == "published"
     })
     .await;
+    // The push is counted before its outcome is recorded on the revision.
+    let metrics = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.lines().any(|l| l.starts_with("vantage_publications_total{cluster=\"video\"")
+            && l.contains("outcome=\"published\"")),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"vantage_revisions_total{cluster="video",cause="configuration"}"#),
+        "{metrics}"
+    );
     let p = publish_status(&s, cluster).await;
     assert_eq!(p[0]["target"], format!("rfc2136://{}", knot.addr()), "{p}");
 

@@ -181,6 +181,22 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
             })
         })
         .await;
+    // Deliveries and the revision are counted in `/metrics`.
+    let started = Instant::now();
+    loop {
+        let m = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+        let delivered = |hook: &str| {
+            m.contains(&format!(
+                "vantage_webhook_deliveries_total{{webhook=\"{hook}\",outcome=\"delivered\"}}"
+            ))
+        };
+        if delivered("json") && delivered("am") {
+            assert!(m.contains(r#"cause="scheduling"}"#), "{m}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "{m}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let (_, p) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/preview"), None).await;
     let row = p["items"].as_array().unwrap().iter().find(|r| r["node"] == nodes[0]).unwrap().clone();
     assert_eq!(
