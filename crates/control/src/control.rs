@@ -204,7 +204,7 @@ impl Control {
         let config = Arc::new(start.config);
         let mut obs = Observations::default();
         for (id, key, latest) in start.latest {
-            if let Some(caller) = caller_of(&config, id) {
+            if let Some(caller) = config.caller(id) {
                 obs.results.entry(key).or_default().insert(caller, latest);
             }
         }
@@ -829,17 +829,6 @@ impl Control {
                 self.resolve(&key, now);
             }
         }
-    }
-}
-
-/// Whose results an id stands for: a prober's, or a probing node's.
-fn caller_of(c: &Config, id: i64) -> Option<Caller> {
-    if c.probers.contains_key(&id) {
-        Some(Caller::Prober(vantage_core::ids::ProberId(id)))
-    } else if c.nodes.contains_key(&id) {
-        Some(Caller::Node(NodeId(id)))
-    } else {
-        None
     }
 }
 

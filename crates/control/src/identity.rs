@@ -76,6 +76,15 @@ impl Config {
         }
     }
 
+    /// Whose results an id stands for: a prober's, or a probing node's (ids are global).
+    pub fn caller(&self, id: i64) -> Option<Caller> {
+        if self.probers.contains_key(&id) {
+            Some(Caller::Prober(ProberId(id)))
+        } else {
+            self.nodes.contains_key(&id).then_some(Caller::Node(NodeId(id)))
+        }
+    }
+
     /// When the current certificate of `caller` was issued.
     pub fn cert_issued_at(&self, caller: Caller) -> Option<Timestamp> {
         match caller {

@@ -368,21 +368,12 @@ fn result_row(c: &Config, key: TargetKey, caller: Caller, l: &Latest) -> ResultV
     }
 }
 
-/// The caller behind an id of the prober list: a prober, or a node that probes.
-fn caller_of(c: &Config, id: i64) -> Option<Caller> {
-    if c.probers.contains_key(&id) {
-        Some(Caller::Prober(ProberId(id)))
-    } else {
-        c.nodes.contains_key(&id).then_some(Caller::Node(NodeId(id)))
-    }
-}
-
 async fn prober_results(
     State(app): State<Arc<App>>,
     Path(id): Path<i64>,
 ) -> Result<Json<Items<ResultView>>, ApiError> {
     let c = app.config();
-    let caller = caller_of(&c, id).ok_or_else(|| ApiError::NotFound(format!("Prober {id} not found")))?;
+    let caller = c.caller(id).ok_or_else(|| ApiError::NotFound(format!("Prober {id} not found")))?;
     let control = app.control();
     let mut rows: Vec<(TargetKey, ResultView)> = control
         .observations()
