@@ -317,6 +317,8 @@ mod tests {
             settings: ProbeSettings::default(),
             checks: vec![Check::parse(CheckInput::default()).unwrap()],
             targets: vec![t("a", 0), t("b", 1)],
+            endpoints: Vec::new(),
+            check_now: false,
             renew_in_s: 100,
         };
         let out = targets(&work);

@@ -379,6 +379,8 @@ impl Control {
             settings: c.settings,
             checks,
             targets,
+            endpoints: Vec::new(),
+            check_now: false,
             renew_in_s: c.renew_in_s(caller, now),
         }
     }

@@ -31,11 +31,14 @@ pub enum ErrorCode {
     Segment,
     /// HLS: the newest segment is older than the maximum age.
     Stale,
+    /// The response matched the check's block-page pattern: a censor's or a provider's page
+    /// answered instead of the service (a mirror's `blocked-inferred`).
+    Blocked,
 }
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 9] = [
+    pub const ALL: [ErrorCode; 10] = [
         ErrorCode::Timeout,
         ErrorCode::Refused,
         ErrorCode::Reset,
@@ -45,6 +48,7 @@ impl ErrorCode {
         ErrorCode::Manifest,
         ErrorCode::Segment,
         ErrorCode::Stale,
+        ErrorCode::Blocked,
     ];
 
     /// The code as it appears in the API.
@@ -59,6 +63,7 @@ impl ErrorCode {
             ErrorCode::Manifest => "manifest",
             ErrorCode::Segment => "segment",
             ErrorCode::Stale => "stale",
+            ErrorCode::Blocked => "blocked",
         }
     }
 
@@ -74,6 +79,7 @@ impl ErrorCode {
             ErrorCode::Manifest => "Invalid manifest",
             ErrorCode::Segment => "Segment not fetchable",
             ErrorCode::Stale => "Stale segment",
+            ErrorCode::Blocked => "Block page",
         }
     }
 }

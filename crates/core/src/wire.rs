@@ -2,7 +2,7 @@
 //! what it answers, as plain serde types shared by both sides. The channel is HTTPS with
 //! mutual TLS; paths are under [`PREFIX`].
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
@@ -101,6 +101,23 @@ pub struct Target {
     pub check: u32,
 }
 
+/// One endpoint target (a mirror host, a video edge): a URL probed on its own check's
+/// interval, one attempt each time, independently of the cluster round. One prober's opinion
+/// of it is the window register the server keeps over those attempts (SPEC §3.4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointTarget {
+    /// Key to report the result under.
+    pub key: String,
+    /// `http://` or `https://` URL: scheme, `Host` header and SNI, path and query.
+    pub url: String,
+    /// Where to connect instead of resolving the URL's host (an operator's pinned address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<SocketAddr>,
+    /// Index into [`Work::checks`]; its interval spaces the attempts and its timeout bounds
+    /// each one.
+    pub check: u32,
+}
+
 /// What to probe this round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Work {
@@ -111,6 +128,14 @@ pub struct Work {
     /// Checks, shared by targets.
     pub checks: Vec<Check>,
     pub targets: Vec<Target>,
+    /// Endpoint targets, each probed on its own check's interval. Absent from the work of
+    /// servers that predate them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointTarget>,
+    /// An operator asked for a check run: probe every endpoint target now rather than when
+    /// its interval is due. Set in one work answer per prober and run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check_now: bool,
     /// Seconds before the certificate should be renewed (0: now).
     pub renew_in_s: u64,
 }

@@ -121,6 +121,8 @@ async fn also_probes_starts_and_stops_the_prober_loop() {
             listener: Listener { port: edge.addr().port(), protocol: Protocol::Http, proxy_protocol: false },
             check: 0,
         }],
+        endpoints: Vec::new(),
+        check_now: false,
         renew_in_s: 86_400,
     };
     server.script().reply.also_probes = true;

@@ -71,6 +71,8 @@ fn work_for(targets: &[(&str, u16)]) -> Work {
                 check: 0,
             })
             .collect(),
+        endpoints: Vec::new(),
+        check_now: false,
         renew_in_s: 86_400,
     }
 }

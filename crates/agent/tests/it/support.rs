@@ -153,6 +153,8 @@ pub(crate) fn empty_work(id: i64) -> Work {
         settings: ProbeSettings::default(),
         checks: Vec::new(),
         targets: Vec::new(),
+        endpoints: Vec::new(),
+        check_now: false,
         renew_in_s: 86_400,
     }
 }
