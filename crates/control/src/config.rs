@@ -5,16 +5,20 @@
 //! handed to the control core, which owns the snapshot.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use vantage_core::Timestamp;
 use vantage_core::address::AddressList;
+use vantage_core::check::Check;
 use vantage_core::ids::{ClusterId, GroupId, LineId, NodeId, RegionId};
+use vantage_core::mirror::MirrorSettings;
 use vantage_core::model::{Cluster, Line, Node, NodeGroup, Region};
 use vantage_core::rules::Rule;
 use vantage_core::settings::ProbeSettings;
 
 use crate::alerts::Webhook;
+use crate::mirrors::Registry;
 
 /// A stored object with its times.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,6 +90,15 @@ pub struct AdminToken {
     pub prefix: String,
     /// SHA-256 of the token, hex.
     pub sha256: String,
+}
+
+/// A named check (SPEC §3.1): how endpoint targets that name it are probed. The one named
+/// `default` applies where none is named.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NamedCheck {
+    /// Name (at most 64 characters), unique.
+    pub name: String,
+    pub check: Check,
 }
 
 /// Who an enrollment token is for.
@@ -164,6 +177,10 @@ pub enum Object {
     EnrollToken(EnrollToken),
     /// A webhook sink for alerts.
     Webhook(Webhook),
+    /// A named check.
+    Check(NamedCheck),
+    /// The mirror and door settings (one).
+    MirrorSettings(MirrorSettings),
 }
 
 impl Object {
@@ -181,6 +198,8 @@ impl Object {
             Object::AdminToken(_) => "admin_token",
             Object::EnrollToken(_) => "enroll_token",
             Object::Webhook(_) => "webhook",
+            Object::Check(_) => "check",
+            Object::MirrorSettings(_) => "mirror_settings",
         }
     }
 
@@ -198,6 +217,8 @@ impl Object {
             Object::AdminToken(t) => t.name.clone(),
             Object::EnrollToken(t) => t.prefix.clone(),
             Object::Webhook(w) => w.name.clone(),
+            Object::Check(c) => c.name.clone(),
+            Object::MirrorSettings(_) => "mirrors".into(),
         }
     }
 
@@ -227,6 +248,8 @@ impl Object {
             Object::AdminToken(v) => serde_json::to_string(v),
             Object::EnrollToken(v) => serde_json::to_string(v),
             Object::Webhook(v) => serde_json::to_string(v),
+            Object::Check(v) => serde_json::to_string(v),
+            Object::MirrorSettings(v) => serde_json::to_string(v),
         }
     }
 
@@ -244,6 +267,8 @@ impl Object {
             "admin_token" => Object::AdminToken(serde_json::from_str(body).map_err(e)?),
             "enroll_token" => Object::EnrollToken(serde_json::from_str(body).map_err(e)?),
             "webhook" => Object::Webhook(serde_json::from_str(body).map_err(e)?),
+            "check" => Object::Check(serde_json::from_str(body).map_err(e)?),
+            "mirror_settings" => Object::MirrorSettings(serde_json::from_str(body).map_err(e)?),
             other => return Err(format!("unknown kind {other:?}")),
         })
     }
@@ -285,8 +310,17 @@ pub struct Config {
     pub enroll_tokens: BTreeMap<i64, Stored<EnrollToken>>,
     /// Webhook sinks.
     pub webhooks: BTreeMap<i64, Stored<Webhook>>,
+    /// Named checks of endpoint targets.
+    pub checks: BTreeMap<i64, Stored<NamedCheck>>,
+    /// Mirror and door settings.
+    pub mirror_settings: MirrorSettings,
+    /// The mirror registry, from its files (not from the store): swapped whole by a reload
+    /// that passed.
+    pub mirrors: Arc<Registry>,
     /// Id of the stored settings object, once saved.
     pub settings_id: Option<i64>,
+    /// Id of the stored mirror settings, once saved.
+    pub mirror_settings_id: Option<i64>,
     /// The next id to assign.
     pub next_id: i64,
 }
@@ -342,6 +376,11 @@ impl Config {
             Object::AdminToken(v) => upsert(&mut self.admin_tokens, id, v, created, now),
             Object::EnrollToken(v) => upsert(&mut self.enroll_tokens, id, v, created, now),
             Object::Webhook(v) => upsert(&mut self.webhooks, id, v, created, now),
+            Object::Check(v) => upsert(&mut self.checks, id, v, created, now),
+            Object::MirrorSettings(v) => {
+                self.mirror_settings = v;
+                self.mirror_settings_id = Some(id);
+            }
         }
         self.next_id = self.next_id.max(id + 1);
     }
@@ -358,10 +397,11 @@ impl Config {
         self.admin_tokens.remove(&id);
         self.enroll_tokens.remove(&id);
         self.webhooks.remove(&id);
+        self.checks.remove(&id);
     }
 
     /// Objects per kind, for the metrics.
-    pub fn counts(&self) -> [(&'static str, usize); 10] {
+    pub fn counts(&self) -> [(&'static str, usize); 11] {
         [
             ("region", self.regions.len()),
             ("cluster", self.clusters.len()),
@@ -373,6 +413,7 @@ impl Config {
             ("admin_token", self.admin_tokens.len()),
             ("enroll_token", self.enroll_tokens.len()),
             ("webhook", self.webhooks.len()),
+            ("check", self.checks.len()),
         ]
     }
 
@@ -380,6 +421,23 @@ impl Config {
     /// `tokyo` cannot enroll beside `Tokyo`.
     pub fn prober_named(&self, name: &str) -> Option<i64> {
         self.probers.iter().find(|(_, p)| p.value.name.eq_ignore_ascii_case(name)).map(|(id, _)| *id)
+    }
+
+    /// The check an endpoint naming `name` is probed with (`None`: `default`): the named
+    /// check, else the built-in defaults when the name is `default` and no such check exists.
+    /// `None` for a name that is not a check.
+    pub fn check_named(&self, name: Option<&str>) -> Option<Check> {
+        let name = name.unwrap_or("default");
+        match self.checks.values().find(|c| c.value.name.eq_ignore_ascii_case(name)) {
+            Some(c) => Some(c.value.check.clone()),
+            None if name.eq_ignore_ascii_case("default") => Some(Check::default()),
+            None => None,
+        }
+    }
+
+    /// The region a prober probes from, by code.
+    pub fn region_code(&self, region: RegionId) -> Option<&str> {
+        self.regions.get(&region.0).map(|r| r.value.code.as_str())
     }
 
     /// The groups of a cluster.

@@ -24,6 +24,9 @@ use crate::alerts::{Alert, AlertBook};
 use crate::config::{Config, Object};
 use crate::effects::Effects;
 use crate::identity::Caller;
+use crate::mirrors::book::VerdictChange;
+use crate::mirrors::registry::Changes;
+use crate::mirrors::{CheckRefused, CheckRun, LoadError, Mirrors, endpoint_targets, host_of_key};
 use crate::observe::{Latest, Observations, RoundSummary, agent_online, prober_status, reportable};
 use crate::snapshot::{ClusterSnapshot, Published, Snapshots, Zone};
 use crate::target::TargetKey;
@@ -91,6 +94,10 @@ pub struct Start {
     pub revisions: Vec<StoredRevision>,
     /// The saved alert book.
     pub alerts: Option<AlertBook>,
+    /// The mirror registry's files: (file name, text).
+    pub mirror_files: Vec<(String, String)>,
+    /// The saved derived state of the mirrors (JSON).
+    pub mirror_states: Option<String>,
 }
 
 /// A revision to store, then to push to the cluster's external DNS servers.
@@ -155,6 +162,10 @@ pub enum Output {
         /// Cut-off.
         before: Timestamp,
     },
+    /// The mirrors' derived state changed: save it (JSON).
+    SaveMirrors(String),
+    /// What doors choose from changed: swap in [`Control::doors`].
+    Doors,
     /// Roll history up per day before `before`, and delete daily roll-ups before `daily_before`.
     RollUpHistory {
         /// History cut-off.
@@ -190,6 +201,7 @@ pub struct Control {
     snapshots: Arc<Snapshots>,
     alerts: AlertBook,
     alerts_dirty: bool,
+    mirrors: Mirrors,
     outputs: VecDeque<Output>,
     next_silence: Timestamp,
     next_expiry: Timestamp,
@@ -239,12 +251,16 @@ impl Control {
             snapshots: Arc::new(snapshots),
             alerts: start.alerts.unwrap_or_default(),
             alerts_dirty: false,
+            mirrors: Mirrors::new(start.mirror_states.as_deref()),
             outputs: VecDeque::from([Output::Answers]),
             next_silence: now,
             next_expiry: now,
             next_roll_up: now,
         };
         c.sync_slots(now);
+        // A registry that fails at start leaves it empty, with the failure in the reload
+        // status; the saved states stay until a reload passes.
+        let _ = c.handle_registry(&start.mirror_files, now);
         c
     }
 
@@ -268,6 +284,16 @@ impl Control {
     /// The alert book.
     pub fn alerts(&self) -> &AlertBook {
         &self.alerts
+    }
+
+    /// Mirrors: what probers saw, the reloads, the check run.
+    pub fn mirrors(&self) -> &Mirrors {
+        &self.mirrors
+    }
+
+    /// What doors choose from.
+    pub fn doors(&self) -> Arc<crate::mirrors::doors::Doors> {
+        self.mirrors.doors()
     }
 
     /// The status of a node from its cluster's last pass.
@@ -342,9 +368,13 @@ impl Control {
         for caller in effects.forget {
             self.obs.forget(caller);
             self.obs.probers.remove(&caller);
+            self.mirrors.forget(caller);
             self.outputs.push_back(Output::ForgetResults(caller));
         }
         self.sync_slots(now);
+        let changes = self.mirrors.follow(&self.config, now);
+        self.verdicts(changes, now);
+        self.flush_doors();
         if effects.all {
             self.trigger_all(now);
         }
@@ -368,19 +398,25 @@ impl Control {
     pub fn handle_work(&mut self, caller: Caller, now: Timestamp) -> wire::Work {
         let c = self.config.clone();
         let nodes = &self.obs.nodes;
-        let (checks, targets, keys) =
+        let (mut checks, targets, keys) =
             targets(&c, caller, |n| nodes.get(&n).map(|r| r.addresses.clone()), self.policy);
+        // Mirrors are probed from every region by the probers there; node agents probe their
+        // cluster only.
+        let endpoints =
+            if matches!(caller, Caller::Prober(_)) { endpoint_targets(&c, &mut checks) } else { Vec::new() };
+        let check_now = !endpoints.is_empty() && self.mirrors.tell(&c, caller);
         let r = self.obs.probers.entry(caller).or_default();
         r.last_seen = Some(now);
-        r.targets = u32::try_from(targets.len()).unwrap_or(u32::MAX);
+        r.targets = u32::try_from(targets.len() + endpoints.len()).unwrap_or(u32::MAX);
         r.issued = keys;
+        r.issued_endpoints = c.mirrors.mirrors.keys().filter(|_| !endpoints.is_empty()).cloned().collect();
         wire::Work {
             id: caller.id(),
             settings: c.settings,
             checks,
             targets,
-            endpoints: Vec::new(),
-            check_now: false,
+            endpoints,
+            check_now,
             renew_in_s: c.renew_in_s(caller, now),
         }
     }
@@ -394,10 +430,21 @@ impl Control {
         report: &wire::Report,
         now: Timestamp,
     ) -> Result<Vec<(TargetKey, Latest)>, ReportError> {
-        let issued = self.obs.probers.get(&caller).map(|r| &r.issued);
+        let runtime = self.obs.probers.get(&caller);
+        let issued = runtime.map(|r| &r.issued);
+        let issued_hosts = runtime.map(|r| &r.issued_endpoints);
         let mut keys = Vec::with_capacity(report.results.len());
         for (i, r) in report.results.iter().enumerate() {
-            let key = r.target.parse::<TargetKey>().ok().filter(|k| issued.is_some_and(|s| s.contains(k)));
+            let key = match host_of_key(&r.target) {
+                Some(host) if issued_hosts.is_some_and(|s| s.contains(host)) => Some(Key::Mirror(host)),
+                Some(_) => None,
+                None => r
+                    .target
+                    .parse::<TargetKey>()
+                    .ok()
+                    .filter(|k| issued.is_some_and(|s| s.contains(k)))
+                    .map(Key::Cluster),
+            };
             let Some(key) = key else {
                 return Err(vantage_core::Error::invalid(
                     format!("results[{i}].target"),
@@ -414,7 +461,16 @@ impl Control {
         }
         let mut rows = Vec::with_capacity(keys.len());
         let mut clusters = BTreeSet::new();
+        let mut verdicts = Vec::new();
+        let c = self.config.clone();
         for (key, r) in keys.into_iter().zip(&report.results) {
+            let key = match key {
+                Key::Cluster(k) => k,
+                Key::Mirror(host) => {
+                    verdicts.extend(self.mirrors.record(&c, host, caller, r, now));
+                    continue;
+                }
+            };
             let per = self.obs.results.entry(key).or_default();
             let latest = Latest::after(r, now, per.get(&caller), self.config.initial_of(key));
             per.insert(caller, latest.clone());
@@ -430,7 +486,40 @@ impl Control {
         for cl in clusters {
             self.trigger(cl, None, now, false);
         }
+        self.verdicts(verdicts, now);
+        self.flush_doors();
         Ok(rows)
+    }
+
+    /// The registry's files changed (or the server starts): every file is validated as one
+    /// set, and only a set that passes is swapped in; otherwise the registry stays as it was
+    /// and the reload status says why.
+    pub fn handle_registry(
+        &mut self,
+        files: &[(String, String)],
+        now: Timestamp,
+    ) -> Result<Changes, LoadError> {
+        let (registry, changes) = self.mirrors.reload(&self.config, files, now)?;
+        if changes.is_empty() {
+            return Ok(changes);
+        }
+        let mut next = Config::clone(&self.config);
+        next.mirrors = Arc::new(registry);
+        self.config = Arc::new(next);
+        let verdicts = self.mirrors.follow(&self.config, now);
+        self.verdicts(verdicts, now);
+        self.flush_doors();
+        Ok(changes)
+    }
+
+    /// An operator asks for a check run now (SPEC §6: one per minute across all callers).
+    pub fn handle_check_run(
+        &mut self,
+        regions: Option<Vec<String>>,
+        now: Timestamp,
+    ) -> Result<CheckRun, CheckRefused> {
+        let c = self.config.clone();
+        self.mirrors.start_check(&c, regions, now).cloned()
     }
 
     /// A node agent's heartbeat from `from`. A change of the reported addresses of a node
@@ -495,7 +584,14 @@ impl Control {
         }
         if now >= self.next_silence {
             self.silence(now);
+            let c = self.config.clone();
+            let verdicts = self.mirrors.sweep(&c, now);
+            self.verdicts(verdicts, now);
+            self.flush_doors();
             self.next_silence = now.plus_secs(SILENCE_EVERY_S);
+        }
+        if let Some(json) = self.mirrors.take_save(now, false) {
+            self.outputs.push_back(Output::SaveMirrors(json));
         }
         if now >= self.next_expiry {
             let before = now.plus_millis(-LATEST_KEPT_MS);
@@ -625,6 +721,47 @@ impl Control {
             .collect();
         if !audit.is_empty() {
             self.outputs.push_back(Output::Audit(audit));
+        }
+    }
+
+    /// Verdict changes become audit entries, a `mirror_blocked` alert while the probers (not
+    /// an operator) block a mirror, a new doors snapshot and a save.
+    fn verdicts(&mut self, changes: Vec<VerdictChange>, now: Timestamp) {
+        if changes.is_empty() {
+            return;
+        }
+        let mut audit = Vec::new();
+        for ch in changes {
+            let key = format!("mirror_blocked/{}", ch.host);
+            let failing = self.mirrors.book().state(&ch.host).map(|s| {
+                s.regions
+                    .iter()
+                    .filter(|(_, o)| o.status.is_failing())
+                    .map(|(r, _)| r.clone())
+                    .collect::<Vec<_>>()
+            });
+            if ch.to == vantage_core::mirror::MirrorVerdict::Blocked && !ch.manual {
+                let summary = format!("mirror {} is blocked", ch.host);
+                self.fire(key, "mirror_blocked", summary, json!({"host": ch.host, "regions": failing}), now);
+            } else {
+                self.resolve(&key, now);
+            }
+            audit.push(AuditEntry {
+                action: "mirror.verdict".into(),
+                object: format!("mirror:{}", ch.host),
+                metadata: json!({"from": ch.from, "to": ch.to, "manual": ch.manual, "failing_regions": failing}),
+            });
+        }
+        self.outputs.push_back(Output::Audit(audit));
+        if let Some(json) = self.mirrors.take_save(now, true) {
+            self.outputs.push_back(Output::SaveMirrors(json));
+        }
+    }
+
+    /// A rebuilt doors snapshot is announced once, after the event that rebuilt it.
+    fn flush_doors(&mut self) {
+        if self.mirrors.take_doors_changed() {
+            self.outputs.push_back(Output::Doors);
         }
     }
 
@@ -832,6 +969,13 @@ impl Control {
             }
         }
     }
+}
+
+/// What a reported result is about.
+enum Key<'a> {
+    Cluster(TargetKey),
+    /// A mirror, by host.
+    Mirror(&'a str),
 }
 
 /// What a cluster's view is built from: its lines, rules, nodes with their latest results,

@@ -52,7 +52,12 @@ impl Effects {
                         .get(id)
                         .is_some_and(|old| old.value.node.also_probes != n.node.also_probes);
                 }
-                Object::Region(_) | Object::AdminToken(_) | Object::EnrollToken(_) | Object::Webhook(_) => {}
+                Object::Region(_)
+                | Object::AdminToken(_)
+                | Object::EnrollToken(_)
+                | Object::Webhook(_)
+                | Object::Check(_)
+                | Object::MirrorSettings(_) => {}
             }
         }
         for id in deletes {

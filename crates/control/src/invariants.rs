@@ -7,7 +7,9 @@ use vantage_core::ids::{ClusterId, GroupId, LineId, RegionId};
 use vantage_core::model::{Cluster, Region};
 
 use crate::alerts::Webhook;
-use crate::config::{Config, GroupRecord, LineRecord, NodeRecord, ProberRecord, RuleRecord, plural};
+use crate::config::{
+    Config, GroupRecord, LineRecord, NamedCheck, NodeRecord, ProberRecord, RuleRecord, plural,
+};
 
 /// Why the configuration refuses a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -300,6 +302,38 @@ impl Invariants for Webhook {
         )
     }
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {
+        Ok(Vec::new())
+    }
+}
+
+impl Invariants for NamedCheck {
+    fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
+        unique(
+            "A check named",
+            "name",
+            &self.name,
+            id,
+            c.checks.iter().map(|(i, x)| (*i, x.value.name.as_str())),
+        )
+    }
+    fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, Refusal> {
+        let Some(name) = c.checks.get(&id).map(|x| x.value.name.as_str()) else { return Ok(Vec::new()) };
+        // Mirrors without a check use `default`, and fall back to the built-in defaults when it
+        // goes; a mirror naming a check by name would be left without one.
+        let users: Vec<&str> = c
+            .mirrors
+            .mirrors
+            .values()
+            .filter(|m| m.check.as_deref().is_some_and(|n| n.eq_ignore_ascii_case(name)))
+            .map(|m| m.host.as_str())
+            .collect();
+        if !users.is_empty() && !name.eq_ignore_ascii_case("default") {
+            return Err(Refusal::Conflict(format!(
+                "{} still use this check ({})",
+                plural(users.len(), "mirror", "mirrors"),
+                users.join(", ")
+            )));
+        }
         Ok(Vec::new())
     }
 }

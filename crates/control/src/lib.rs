@@ -11,6 +11,7 @@ pub mod effects;
 pub mod fleet;
 pub mod identity;
 pub mod invariants;
+pub mod mirrors;
 pub mod observe;
 pub mod snapshot;
 pub mod target;

@@ -131,6 +131,8 @@ pub struct ProberRuntime {
     pub targets: u32,
     /// Target keys of its last work: reports may only carry these.
     pub issued: BTreeSet<TargetKey>,
+    /// Mirror hosts of its last work's endpoint targets.
+    pub issued_endpoints: BTreeSet<String>,
 }
 
 /// What a node agent last said.

@@ -82,3 +82,27 @@ pub(crate) fn name(field: &str, value: &str, max: usize) -> Result<String> {
     }
     Ok(v.to_owned())
 }
+
+/// Parses a document into `T`, naming the field of a type error or an unknown key, so that
+/// the API and the file loaders answer alike.
+pub fn from_value<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // Validation inside a type (`TryFrom`) reports "field: reason" itself.
+        if let Some((field, reason)) = inner.split_once(": ").filter(|(f, _)| is_field_path(f)) {
+            let field = if path == "." { field.to_owned() } else { format!("{path}.{field}") };
+            return Error::invalid(field, reason);
+        }
+        if let Some(unknown) = inner.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
+            // The path already ends with the unknown key.
+            let field = if path == "." { unknown.to_owned() } else { path };
+            return Error::invalid(field, "unknown field");
+        }
+        Error::invalid(if path == "." { "body".to_owned() } else { path }, inner)
+    })
+}
+
+fn is_field_path(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'))
+}

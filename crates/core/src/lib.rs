@@ -24,7 +24,7 @@ pub mod time;
 pub mod window;
 pub mod wire;
 
-pub use error::{Error, Result};
+pub use error::{Error, Result, from_value};
 pub use time::Timestamp;
 #[cfg(feature = "schema")]
 mod schema;

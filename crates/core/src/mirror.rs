@@ -3,15 +3,19 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result, name};
+use crate::error::{Error, Result, in_range, name};
 use crate::model::dns_name;
+use crate::net::IpNet;
+use crate::result::ErrorCode;
 use crate::time::Timestamp;
 
 /// The latest status of a mirror seen from one region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub enum RegionStatus {
     /// An HTTP response arrived within the timeout.
     #[serde(rename = "ok")]
@@ -35,10 +39,77 @@ impl RegionStatus {
     pub fn is_failing(self) -> bool {
         matches!(self, RegionStatus::Timeout | RegionStatus::Refused | RegionStatus::BlockedInferred)
     }
+
+    /// The API word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RegionStatus::Ok => "ok",
+            RegionStatus::Timeout => "timeout",
+            RegionStatus::Refused => "refused",
+            RegionStatus::Error => "error",
+            RegionStatus::BlockedInferred => "blocked-inferred",
+        }
+    }
+
+    /// One prober's opinion of a mirror: `ok` while its window register is healthy (the
+    /// window's hysteresis absorbs a single lost probe), else what its last failure says.
+    /// A reset counts as a refusal (middleboxes that block a host commonly inject one), and
+    /// so do a wrong status or a failed TLS handshake: the mirror was reached and did not
+    /// serve. An unreachable network is the prober's own trouble: `error`, which counts
+    /// neither way.
+    pub fn opinion(healthy: bool, last_error: Option<ErrorCode>) -> RegionStatus {
+        if healthy {
+            return RegionStatus::Ok;
+        }
+        match last_error {
+            Some(ErrorCode::Timeout) => RegionStatus::Timeout,
+            Some(ErrorCode::Blocked) => RegionStatus::BlockedInferred,
+            Some(ErrorCode::Unreachable) | None => RegionStatus::Error,
+            Some(
+                ErrorCode::Refused
+                | ErrorCode::Reset
+                | ErrorCode::Status
+                | ErrorCode::Tls
+                | ErrorCode::Manifest
+                | ErrorCode::Segment
+                | ErrorCode::Stale,
+            ) => RegionStatus::Refused,
+        }
+    }
+}
+
+impl fmt::Display for RegionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A region's status from its probers' opinions: the status a strict majority of the
+/// conclusive ones (not `error`) holds, else `error` (no majority, or nothing conclusive).
+/// The latency is the median of the probers' latencies (ms; 0 when none has one).
+pub fn region_status(opinions: &[(RegionStatus, Option<u32>)]) -> (RegionStatus, u32) {
+    let conclusive: Vec<RegionStatus> =
+        opinions.iter().map(|(s, _)| *s).filter(|s| *s != RegionStatus::Error).collect();
+    let mut status = RegionStatus::Error;
+    for candidate in &conclusive {
+        if conclusive.iter().filter(|s| *s == candidate).count() * 2 > conclusive.len() {
+            status = *candidate;
+            break;
+        }
+    }
+    let mut latencies: Vec<u32> = opinions.iter().filter_map(|(_, l)| *l).collect();
+    latencies.sort_unstable();
+    let latency = match latencies.len() {
+        0 => 0,
+        n if n % 2 == 1 => latencies[n / 2],
+        n => (latencies[n / 2 - 1] + latencies[n / 2]) / 2,
+    };
+    (status, latency)
 }
 
 /// One region's latest measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct RegionObservation {
     pub status: RegionStatus,
     /// Latency, ms (0 when none).
@@ -49,6 +120,7 @@ pub struct RegionObservation {
 
 /// A mirror's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum MirrorVerdict {
     /// No usable measurement.
@@ -127,20 +199,35 @@ pub struct Mirror {
     pub manual_block: bool,
     /// Note with a manual block (< 256 bytes).
     pub manual_note: String,
+    /// The named check that probes it (`None`: the check named `default`).
+    pub check: Option<String>,
+    /// Where probers connect instead of resolving the host (a pinned address, as with
+    /// `curl --resolve`).
+    pub address: Option<SocketAddr>,
 }
 
-/// A mirror as entered.
+/// A mirror as entered: the operator's fields only (the derived ones are refused).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(default, deny_unknown_fields)]
 pub struct MirrorInput {
+    /// Public host name (a DNS name of at least two labels), unique.
     pub host: String,
+    /// Tenants it may serve (each must exist); empty = all.
     pub tenants: Vec<String>,
-    /// Weight (1).
+    /// Selection weight, a whole number ≥ 0 (1); 0 keeps it out of doors.
     pub weight: i64,
-    /// Manual block.
+    /// The operator's hard block: the verdict is `blocked` whatever the probers see.
     pub manual_block: bool,
-    /// Manual note.
+    /// Why it is blocked (under 256 bytes).
     pub manual_note: String,
+    /// Named check that probes it (`default` when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+    /// `ip:port` to connect to instead of resolving the host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schema(value_type = Option<String>))]
+    pub address: Option<SocketAddr>,
 }
 
 impl Default for MirrorInput {
@@ -151,6 +238,22 @@ impl Default for MirrorInput {
             weight: 1,
             manual_block: false,
             manual_note: String::new(),
+            check: None,
+            address: None,
+        }
+    }
+}
+
+impl From<Mirror> for MirrorInput {
+    fn from(m: Mirror) -> Self {
+        MirrorInput {
+            host: m.host,
+            tenants: m.tenants,
+            weight: i64::from(m.weight),
+            manual_block: m.manual_block,
+            manual_note: m.manual_note,
+            check: m.check,
+            address: m.address,
         }
     }
 }
@@ -172,7 +275,153 @@ impl TryFrom<MirrorInput> for Mirror {
         for (n, t) in i.tenants.iter().enumerate() {
             tenants.push(name(&format!("tenants[{n}]"), t, 253)?);
         }
-        Ok(Mirror { host, tenants, weight, manual_block: i.manual_block, manual_note: i.manual_note })
+        tenants.sort();
+        tenants.dedup();
+        let check = i.check.map(|c| name("check", &c, 64)).transpose()?;
+        Ok(Mirror {
+            host,
+            tenants,
+            weight,
+            manual_block: i.manual_block,
+            manual_note: i.manual_note,
+            check,
+            address: i.address,
+        })
+    }
+}
+
+/// How redirects name the chosen mirror.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Scheme {
+    /// `https://host/path` (the default: mirrors are public HTTPS hosts).
+    #[default]
+    Https,
+    /// `http://host/path`.
+    Http,
+}
+
+impl Scheme {
+    /// The URL scheme.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Https => "https",
+            Scheme::Http => "http",
+        }
+    }
+}
+
+/// Settings of mirrors and doors (`/v1/settings/mirrors`). Build with
+/// [`MirrorSettings::parse`] or deserialise (which validates).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "MirrorSettingsInput", into = "MirrorSettingsInput")]
+pub struct MirrorSettings {
+    threshold_pct: u32,
+    scheme: Scheme,
+    exclude_client_region: bool,
+    trusted_proxies: Vec<IpNet>,
+}
+
+/// Mirror settings as entered; absent fields take their defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(default, deny_unknown_fields)]
+pub struct MirrorSettingsInput {
+    /// Share of conclusive regions failing that blocks a mirror, % (1–100, 50).
+    pub threshold_pct: u32,
+    /// Scheme of door redirects (`https`).
+    pub scheme: Scheme,
+    /// Doors keep a visitor away from mirrors failing in the visitor's own region (true).
+    pub exclude_client_region: bool,
+    /// Peers whose `X-Forwarded-For` is believed when mapping a visitor to a region (none).
+    pub trusted_proxies: Vec<IpNet>,
+}
+
+impl Default for MirrorSettingsInput {
+    fn default() -> Self {
+        MirrorSettingsInput {
+            threshold_pct: DEFAULT_THRESHOLD_PCT,
+            scheme: Scheme::Https,
+            exclude_client_region: true,
+            trusted_proxies: Vec::new(),
+        }
+    }
+}
+
+impl Default for MirrorSettings {
+    fn default() -> Self {
+        MirrorSettings {
+            threshold_pct: DEFAULT_THRESHOLD_PCT,
+            scheme: Scheme::Https,
+            exclude_client_region: true,
+            trusted_proxies: Vec::new(),
+        }
+    }
+}
+
+impl TryFrom<MirrorSettingsInput> for MirrorSettings {
+    type Error = Error;
+    fn try_from(i: MirrorSettingsInput) -> Result<Self> {
+        MirrorSettings::parse(i)
+    }
+}
+
+impl From<MirrorSettings> for MirrorSettingsInput {
+    fn from(s: MirrorSettings) -> Self {
+        MirrorSettingsInput {
+            threshold_pct: s.threshold_pct,
+            scheme: s.scheme,
+            exclude_client_region: s.exclude_client_region,
+            trusted_proxies: s.trusted_proxies,
+        }
+    }
+}
+
+impl MirrorSettings {
+    /// Validates settings.
+    pub fn parse(i: MirrorSettingsInput) -> Result<Self> {
+        let mut trusted_proxies = i.trusted_proxies;
+        trusted_proxies.sort();
+        trusted_proxies.dedup();
+        Ok(MirrorSettings {
+            threshold_pct: in_range("threshold_pct", i.threshold_pct, 1, 100)?,
+            scheme: i.scheme,
+            exclude_client_region: i.exclude_client_region,
+            trusted_proxies,
+        })
+    }
+    /// Share of failing regions that blocks, %.
+    pub fn threshold_pct(&self) -> u32 {
+        self.threshold_pct
+    }
+    /// Scheme of redirects.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+    /// Whether doors exclude mirrors failing in the visitor's region by default.
+    pub fn exclude_client_region(&self) -> bool {
+        self.exclude_client_region
+    }
+
+    /// The visitor behind a request from `peer`: the peer itself, unless it is a trusted
+    /// proxy, in which case the nearest `X-Forwarded-For` hop that is not one (read from the
+    /// right, since only trusted proxies' appends can be believed).
+    pub fn client(&self, peer: IpAddr, forwarded_for: Option<&str>) -> IpAddr {
+        let trusted = |ip: IpAddr| self.trusted_proxies.iter().any(|n| n.contains(ip));
+        if !trusted(peer) {
+            return peer;
+        }
+        let Some(list) = forwarded_for else { return peer };
+        let mut client = peer;
+        for hop in list.rsplit(',') {
+            let Ok(ip) = hop.trim().parse::<IpAddr>() else { break };
+            client = ip;
+            if !trusted(ip) {
+                break;
+            }
+        }
+        client
     }
 }
 
@@ -324,6 +573,8 @@ mod tests {
             weight,
             manual_block: false,
             manual_note: String::new(),
+            check: None,
+            address: None,
         };
         let ms = [
             mk("a.example.net", &[], 1),
@@ -365,5 +616,43 @@ mod tests {
         assert_eq!(counts, [100, 0, 300]);
         assert_eq!(choose_weighted(&[0, 0], 5), None);
         assert_eq!(choose_weighted(&[], 5), None);
+    }
+
+    #[test]
+    fn one_probers_opinion() {
+        assert_eq!(RegionStatus::opinion(true, Some(ErrorCode::Timeout)), Ok, "the window decides");
+        assert_eq!(RegionStatus::opinion(false, Some(ErrorCode::Timeout)), Timeout);
+        assert_eq!(RegionStatus::opinion(false, Some(ErrorCode::Reset)), Refused);
+        assert_eq!(RegionStatus::opinion(false, Some(ErrorCode::Refused)), Refused);
+        assert_eq!(RegionStatus::opinion(false, Some(ErrorCode::Blocked)), BlockedInferred);
+        assert_eq!(RegionStatus::opinion(false, Some(ErrorCode::Unreachable)), Error);
+        assert_eq!(RegionStatus::opinion(false, None), Error);
+    }
+
+    #[test]
+    fn a_region_is_its_probers_strict_majority() {
+        assert_eq!(region_status(&[(Ok, Some(10)), (Ok, Some(30)), (Timeout, None)]), (Ok, 20));
+        assert_eq!(region_status(&[(Ok, Some(10)), (Timeout, None)]).0, Error, "a tie is no majority");
+        assert_eq!(region_status(&[(Refused, None), (Error, None)]).0, Refused, "error does not vote");
+        assert_eq!(region_status(&[(Error, Some(5)), (Error, None)]), (Error, 5));
+        assert_eq!(region_status(&[]), (Error, 0));
+        assert_eq!(region_status(&[(Ok, Some(1)), (Ok, Some(2)), (Ok, Some(9))]), (Ok, 2));
+    }
+
+    #[test]
+    fn the_visitor_behind_trusted_proxies() {
+        let s = MirrorSettings::parse(MirrorSettingsInput {
+            trusted_proxies: vec!["10.0.0.0/8".parse().unwrap()],
+            ..Default::default()
+        })
+        .unwrap();
+        let ip = |t: &str| t.parse::<IpAddr>().unwrap();
+        assert_eq!(s.client(ip("198.51.100.7"), Some("203.0.113.1")), ip("198.51.100.7"), "untrusted peer");
+        assert_eq!(s.client(ip("10.1.1.1"), Some("203.0.113.1, 10.2.2.2")), ip("203.0.113.1"));
+        assert_eq!(s.client(ip("10.1.1.1"), Some("6.6.6.6, 203.0.113.1")), ip("203.0.113.1"), "spoofed hop");
+        assert_eq!(s.client(ip("10.1.1.1"), None), ip("10.1.1.1"));
+        assert_eq!(s.client(ip("10.1.1.1"), Some("junk")), ip("10.1.1.1"));
+        let e = MirrorSettings::parse(MirrorSettingsInput { threshold_pct: 0, ..Default::default() });
+        assert_eq!(e.unwrap_err().field(), "threshold_pct");
     }
 }

@@ -55,6 +55,9 @@ pub struct Region {
     pub code: String,
     /// Name like "Singapore".
     pub name: String,
+    /// Networks whose clients are in this region: a door keeps them away from mirrors that
+    /// fail here. Empty: no client maps to the region.
+    pub client_networks: Vec<IpNet>,
 }
 
 /// A region as entered.
@@ -64,6 +67,15 @@ pub struct Region {
 pub struct RegionInput {
     pub code: String,
     pub name: String,
+    /// Client networks (none by default; regions stored before they existed have none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_networks: Vec<IpNet>,
+}
+
+impl From<Region> for RegionInput {
+    fn from(r: Region) -> Self {
+        RegionInput { code: r.code, name: r.name, client_networks: r.client_networks }
+    }
 }
 
 impl TryFrom<RegionInput> for Region {
@@ -83,7 +95,10 @@ impl TryFrom<RegionInput> for Region {
                 ),
             ));
         }
-        Ok(Region { code, name: name("name", &i.name, MAX_NAME)? })
+        let mut client_networks = i.client_networks;
+        client_networks.sort();
+        client_networks.dedup();
+        Ok(Region { code, name: name("name", &i.name, MAX_NAME)?, client_networks })
     }
 }
 
@@ -515,9 +530,13 @@ mod tests {
     fn region_code_and_name() {
         let r: Region = serde_json::from_str(r#"{"code":"ap-sg","name":"Singapore"}"#).unwrap();
         assert_eq!(r.code, "ap-sg");
-        let e = Region::try_from(RegionInput { code: "AP SG".into(), name: "x".into() }).unwrap_err();
+        let e =
+            Region::try_from(RegionInput { code: "AP SG".into(), name: "x".into(), ..Default::default() })
+                .unwrap_err();
         assert_eq!(e.field(), "code");
-        let e = Region::try_from(RegionInput { code: "eu".into(), name: "x".repeat(65) }).unwrap_err();
+        let e =
+            Region::try_from(RegionInput { code: "eu".into(), name: "x".repeat(65), ..Default::default() })
+                .unwrap_err();
         assert_eq!(e.to_string(), "name: must be at most 64 characters, got 65");
     }
 

@@ -71,4 +71,5 @@ as_input!(
     crate::check::Check => crate::check::CheckInput,
     crate::model::PublisherSpec => crate::model::PublisherInput,
     crate::rules::Condition => crate::rules::ConditionInput,
+    crate::mirror::MirrorSettings => crate::mirror::MirrorSettingsInput,
 );

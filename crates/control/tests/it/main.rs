@@ -9,6 +9,7 @@ mod changes;
 mod fleet;
 mod identity;
 mod invariants;
+mod mirrors;
 mod online;
 mod publish;
 mod reports;

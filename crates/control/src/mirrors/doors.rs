@@ -1,0 +1,204 @@
+//! Doors (SPEC §6): which mirror a visitor is sent to. A [`Doors`] snapshot holds what a
+//! choice needs — each mirror's record, verdict and failing regions, the regions' client
+//! networks and the settings — so that the redirect endpoint chooses without the control
+//! core's lock; the control core rebuilds it whenever any of that changes.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use vantage_core::mirror::{Candidate, DoorQuery, Mirror, MirrorSettings, MirrorVerdict, RegionObservation};
+use vantage_core::net::IpNet;
+
+use std::collections::BTreeMap;
+
+/// One mirror as a door sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DoorMirror {
+    /// The record.
+    pub mirror: Mirror,
+    pub verdict: MirrorVerdict,
+    /// Region statuses.
+    pub regions: BTreeMap<String, RegionObservation>,
+}
+
+/// What every door choice reads.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Doors {
+    /// Every mirror, by host.
+    pub mirrors: Vec<DoorMirror>,
+    /// Tenants that exist.
+    pub tenants: BTreeSet<String>,
+    /// Client networks and their region codes, longest prefix first.
+    pub networks: Vec<(IpNet, String)>,
+    /// Mirror settings (scheme, trusted proxies, the client-region default).
+    pub settings: MirrorSettings,
+}
+
+/// Why no mirror was chosen. The words reveal nothing of the registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoMirror {
+    /// The tenant does not exist.
+    UnknownTenant,
+    /// No mirror passes the filters.
+    NoneEligible,
+}
+
+impl NoMirror {
+    /// What the visitor is told.
+    pub fn reason(self) -> &'static str {
+        match self {
+            // The same words: a door does not tell which tenants exist.
+            NoMirror::UnknownTenant | NoMirror::NoneEligible => "no mirror is available for this tenant now",
+        }
+    }
+}
+
+/// A visitor's request at a door.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Visit {
+    /// The tenant asked for (`None`: any mirror).
+    pub tenant: Option<String>,
+    /// Regions in which the chosen mirror must not be failing.
+    pub exclude_regions: Vec<String>,
+    /// The visitor's address, when known.
+    pub client: Option<IpAddr>,
+}
+
+impl Doors {
+    /// The region whose client networks hold `ip` (the longest prefix wins).
+    pub fn region_of(&self, ip: IpAddr) -> Option<&str> {
+        self.networks.iter().find(|(n, _)| n.contains(ip)).map(|(_, r)| r.as_str())
+    }
+
+    /// The filter stack in its order — verdict live, tenant allowed, weight above 0, not
+    /// failing in an excluded region (with the visitor's own region added unless the
+    /// settings say otherwise) — then a weighted choice by `roll` (any uniform u64).
+    pub fn choose(&self, v: &Visit, roll: u64) -> Result<&Mirror, NoMirror> {
+        if let Some(t) = &v.tenant
+            && !self.tenants.contains(t)
+        {
+            return Err(NoMirror::UnknownTenant);
+        }
+        let mut exclude = v.exclude_regions.clone();
+        if self.settings.exclude_client_region()
+            && let Some(r) = v.client.and_then(|ip| self.region_of(ip))
+        {
+            exclude.push(r.to_owned());
+        }
+        let candidates: Vec<Candidate<'_>> = self
+            .mirrors
+            .iter()
+            .map(|m| Candidate { mirror: &m.mirror, verdict: m.verdict, regions: &m.regions })
+            .collect();
+        let q = DoorQuery { tenant: v.tenant.clone(), exclude_regions: exclude };
+        let survivors = vantage_core::mirror::door_filter(&candidates, &q);
+        let weights: Vec<u32> = survivors.iter().map(|i| candidates[*i].mirror.weight).collect();
+        let pick = vantage_core::mirror::choose_weighted(&weights, roll).ok_or(NoMirror::NoneEligible)?;
+        Ok(candidates[survivors[pick]].mirror)
+    }
+
+    /// Where a redirect sends the visitor: the mirror with `path` (and the query) appended.
+    pub fn location(&self, m: &Mirror, path: &str, query: Option<&str>) -> String {
+        let mut url =
+            format!("{}://{}/{}", self.settings.scheme().as_str(), m.host, path.trim_start_matches('/'));
+        if let Some(q) = query.filter(|q| !q.is_empty()) {
+            url.push('?');
+            url.push_str(q);
+        }
+        url
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vantage_core::Timestamp;
+    use vantage_core::mirror::{MirrorInput, RegionStatus};
+
+    fn mirror(host: &str, tenants: &[&str], weight: i64) -> Mirror {
+        Mirror::try_from(MirrorInput {
+            host: host.into(),
+            tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
+            weight,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    fn regions(list: &[(&str, RegionStatus)]) -> BTreeMap<String, RegionObservation> {
+        list.iter()
+            .map(|(r, s)| {
+                ((*r).to_owned(), RegionObservation { status: *s, latency: 10, at: Timestamp::EPOCH })
+            })
+            .collect()
+    }
+
+    fn doors() -> Doors {
+        let ok = regions(&[("us1", RegionStatus::Ok), ("ru1", RegionStatus::Ok)]);
+        let live = |m: Mirror, r: &BTreeMap<String, RegionObservation>| DoorMirror {
+            mirror: m,
+            verdict: MirrorVerdict::Live,
+            regions: r.clone(),
+        };
+        Doors {
+            mirrors: vec![
+                live(mirror("a.example.net", &[], 1), &ok),
+                live(mirror("b.example.net", &["t2"], 1), &ok),
+                live(mirror("c.example.net", &[], 0), &ok),
+                live(
+                    mirror("d.example.net", &[], 3),
+                    &regions(&[("us1", RegionStatus::Ok), ("ru1", RegionStatus::Refused)]),
+                ),
+                DoorMirror { verdict: MirrorVerdict::Degraded, ..live(mirror("e.example.net", &[], 5), &ok) },
+            ],
+            tenants: ["t1".to_owned(), "t2".to_owned()].into(),
+            networks: vec![("198.51.100.0/24".parse().unwrap(), "ru1".to_owned())],
+            settings: MirrorSettings::default(),
+        }
+    }
+
+    fn hosts(d: &Doors, v: &Visit) -> BTreeSet<String> {
+        (0..64).filter_map(|roll| d.choose(v, roll).ok()).map(|m| m.host.clone()).collect()
+    }
+
+    #[test]
+    fn the_filter_stack_and_the_visitors_region() {
+        let d = doors();
+        let t1 = Visit { tenant: Some("t1".into()), ..Visit::default() };
+        assert_eq!(hosts(&d, &t1), ["a.example.net".to_owned(), "d.example.net".to_owned()].into());
+        let from_ru = Visit { client: Some("198.51.100.9".parse().unwrap()), ..t1.clone() };
+        assert_eq!(
+            hosts(&d, &from_ru),
+            ["a.example.net".to_owned()].into(),
+            "d fails in the visitor's region"
+        );
+        let excluded = Visit { exclude_regions: vec!["ru1".into()], ..t1.clone() };
+        assert_eq!(hosts(&d, &excluded), ["a.example.net".to_owned()].into());
+        assert_eq!(
+            d.choose(&Visit { tenant: Some("nobody".into()), ..Visit::default() }, 0),
+            Err(NoMirror::UnknownTenant)
+        );
+        let off = Doors {
+            settings: MirrorSettings::parse(vantage_core::mirror::MirrorSettingsInput {
+                exclude_client_region: false,
+                ..Default::default()
+            })
+            .unwrap(),
+            ..d.clone()
+        };
+        assert_eq!(hosts(&off, &from_ru).len(), 2, "the default can be turned off");
+        let none = Doors { mirrors: Vec::new(), ..d };
+        assert_eq!(none.choose(&t1, 0), Err(NoMirror::NoneEligible));
+    }
+
+    #[test]
+    fn the_redirect_appends_path_and_query() {
+        let d = doors();
+        let m = &d.mirrors[0].mirror;
+        assert_eq!(
+            d.location(m, "pool/main/x.deb", Some("a=1")),
+            "https://a.example.net/pool/main/x.deb?a=1"
+        );
+        assert_eq!(d.location(m, "", None), "https://a.example.net/");
+    }
+}

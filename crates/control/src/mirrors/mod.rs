@@ -1,0 +1,114 @@
+//! Mirrors and doors (SPEC §6) inside the control core: the registry loaded from files, what
+//! the probers saw of each mirror, the check runs operators ask for, the endpoint targets
+//! probers are given, and the snapshot doors choose from.
+
+pub mod book;
+mod core;
+pub mod doors;
+pub mod registry;
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use vantage_core::Timestamp;
+use vantage_core::check::{Check, Method};
+use vantage_core::wire::EndpointTarget;
+
+pub use self::core::Mirrors;
+use crate::config::Config;
+use crate::identity::Caller;
+pub use registry::{LoadError, Registry, Tenant};
+
+/// Operators may start one check run this often, across all callers (SPEC §6).
+pub const CHECK_RUN_EVERY_S: i64 = 60;
+
+/// The prefix of mirror endpoint keys on the agent channel.
+const KEY_PREFIX: &str = "m/";
+
+/// The outcome of the registry's reloads.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct ReloadStatus {
+    /// The last reload, successful or not.
+    pub at: Option<Timestamp>,
+    /// The last reload that swapped the registry in.
+    pub loaded_at: Option<Timestamp>,
+    /// Why the last reload failed; `None` when it passed.
+    pub error: Option<LoadError>,
+    /// Failed reloads since the start.
+    pub failures: u64,
+}
+
+/// A check run an operator asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckRun {
+    /// When it was asked for.
+    pub at: Timestamp,
+    /// The regions it asks (`None`: all).
+    pub regions: Option<BTreeSet<String>>,
+    /// Probers told so far (each is told once).
+    pub told: BTreeSet<Caller>,
+}
+
+/// Why a check run was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckRefused {
+    /// The last run is younger than [`CHECK_RUN_EVERY_S`].
+    TooSoon {
+        /// Seconds until one may start.
+        retry_after_s: u64,
+    },
+    /// The request named something that does not exist.
+    Invalid(vantage_core::Error),
+}
+
+impl CheckRun {
+    /// Whether `caller`, in `region`, should be told to probe now (once per run).
+    pub(crate) fn tell(&mut self, caller: Caller, region: Option<&str>) -> bool {
+        let asked = match (&self.regions, region) {
+            (None, Some(_)) => true,
+            (Some(set), Some(r)) => set.contains(r),
+            (_, None) => false,
+        };
+        asked && self.told.insert(caller)
+    }
+}
+
+/// The agent-channel key of a mirror's endpoint target.
+pub fn endpoint_key(host: &str) -> String {
+    format!("{KEY_PREFIX}{host}")
+}
+
+/// The mirror host an endpoint key names.
+pub fn host_of_key(key: &str) -> Option<&str> {
+    key.strip_prefix(KEY_PREFIX)
+}
+
+/// The URL a mirror is probed at: the scheme of its check's method (`https` unless the check
+/// says `http`), its host, the check's path.
+pub fn probe_url(host: &str, check: &Check) -> String {
+    let scheme = if check.method() == Some(Method::Http) { "http" } else { "https" };
+    format!("{scheme}://{host}{}", check.path())
+}
+
+/// Every mirror as an endpoint target, with the checks they index appended to `checks`.
+pub fn endpoint_targets(c: &Config, checks: &mut Vec<Check>) -> Vec<EndpointTarget> {
+    let mut out = Vec::with_capacity(c.mirrors.mirrors.len());
+    for m in c.mirrors.mirrors.values() {
+        let check = book::check_of(c, &m.host);
+        let index = match checks.iter().position(|x| *x == check) {
+            Some(i) => i,
+            None => {
+                checks.push(check.clone());
+                checks.len() - 1
+            }
+        };
+        out.push(EndpointTarget {
+            key: endpoint_key(&m.host),
+            url: probe_url(&m.host, &check),
+            address: m.address,
+            check: u32::try_from(index).unwrap_or(u32::MAX),
+        });
+    }
+    out
+}

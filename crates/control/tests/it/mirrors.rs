@@ -1,0 +1,333 @@
+//! Mirrors on the virtual clock: the registry's reloads, endpoint targets in the work, the
+//! window register of each prober, region majorities, verdicts, check runs and doors.
+
+use vantage_control::Output;
+use vantage_control::config::{NamedCheck, Object};
+use vantage_control::identity::Caller;
+use vantage_control::mirrors::CheckRefused;
+use vantage_control::mirrors::doors::{NoMirror, Visit};
+use vantage_core::check::{Check, CheckInput};
+use vantage_core::mirror::{MirrorVerdict, RegionStatus};
+use vantage_core::result::{Attempt, ErrorCode, ProbeResult, Stages};
+use vantage_core::wire;
+
+use crate::lab::{Lab, alerts};
+
+fn files(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter().map(|(f, t)| ((*f).to_owned(), (*t).to_owned())).collect()
+}
+
+/// Four regions with one prober each (two in `ru1`), and mirrors m1 and m2 for tenant `t`.
+fn fleet() -> (Lab, Vec<(&'static str, Caller)>) {
+    let mut lab = Lab::new();
+    let mut probers = Vec::new();
+    for (code, names) in
+        [("us1", &["us-a"][..]), ("de1", &["de-a"]), ("ru1", &["ru-a", "ru-b"]), ("cn1", &["cn-a"])]
+    {
+        let r = lab.region(code);
+        for n in names {
+            probers.push((code, lab.prober(n, r)));
+        }
+    }
+    let check = Check::parse(CheckInput { interval_s: Some(5), ..CheckInput::default() }).unwrap();
+    lab.put(Object::Check(NamedCheck { name: "default".into(), check }));
+    lab.control
+        .handle_registry(
+            &files(&[
+                ("tenants.yaml", "- name: t\n"),
+                ("m1.example.net.yaml", "host: m1.example.net\ntenants: [t]\n"),
+                ("m2.example.net.yaml", "host: m2.example.net\nweight: 3\naddress: 127.0.0.1:8080\n"),
+            ]),
+            lab.now,
+        )
+        .unwrap();
+    lab.take();
+    (lab, probers)
+}
+
+fn attempt(outcome: Option<ErrorCode>) -> Attempt {
+    match outcome {
+        None => Attempt { stages: Stages::ALL, rtt_us: 40_000, error: None },
+        Some(e) => Attempt { stages: Stages::empty(), rtt_us: 0, error: Some(e) },
+    }
+}
+
+/// `caller` fetches its work and reports one attempt for `host` (and a good one for the rest).
+fn probe(lab: &mut Lab, caller: Caller, host: &str, outcome: Option<ErrorCode>) -> wire::Work {
+    let work = lab.control.handle_work(caller, lab.now);
+    let results = work
+        .endpoints
+        .iter()
+        .map(|e| ProbeResult {
+            target: e.key.clone(),
+            attempts: vec![attempt(if e.key.ends_with(host) { outcome } else { None })],
+            hls: None,
+            cert_not_after: None,
+        })
+        .collect();
+    let report = wire::Report { started_at: lab.now, finished_at: lab.now, version: "t".into(), results };
+    lab.control.handle_report(caller, &report, lab.now).unwrap();
+    work
+}
+
+fn verdict(lab: &Lab, host: &str) -> MirrorVerdict {
+    lab.control.mirrors().book().state(host).map(|s| s.verdict).unwrap_or_default()
+}
+
+fn status(lab: &Lab, host: &str, region: &str) -> Option<RegionStatus> {
+    lab.control.mirrors().book().state(host)?.regions.get(region).map(|o| o.status)
+}
+
+#[test]
+fn probers_get_every_mirror_as_an_endpoint_target_with_its_check() {
+    let (mut lab, probers) = fleet();
+    let work = lab.control.handle_work(probers[0].1, lab.now);
+    let urls: Vec<(&str, Option<String>)> =
+        work.endpoints.iter().map(|e| (e.url.as_str(), e.address.map(|a| a.to_string()))).collect();
+    assert_eq!(
+        urls,
+        [
+            ("https://m1.example.net/.vantage/health", None),
+            ("https://m2.example.net/.vantage/health", Some("127.0.0.1:8080".into()))
+        ]
+    );
+    assert_eq!(work.checks[work.endpoints[0].check as usize].interval_s(), 5);
+    assert!(!work.check_now);
+}
+
+#[test]
+fn the_window_register_decides_one_probers_opinion() {
+    let (mut lab, probers) = fleet();
+    let us = probers[0].1;
+    // window 8 / threshold 3 / initial 2: healthy after the first good probe.
+    probe(&mut lab, us, "m1.example.net", None);
+    assert_eq!(status(&lab, "m1.example.net", "us1"), Some(RegionStatus::Ok));
+    // The window's hysteresis: it stays healthy until six failures push the good attempts
+    // (one seen, two assumed) below three of the last eight.
+    for n in 1..=6 {
+        lab.advance(5);
+        probe(&mut lab, us, "m1.example.net", Some(ErrorCode::Timeout));
+        let expect = if n < 6 { RegionStatus::Ok } else { RegionStatus::Timeout };
+        assert_eq!(status(&lab, "m1.example.net", "us1"), Some(expect), "after {n} failures");
+    }
+}
+
+#[test]
+fn a_window_of_60_with_threshold_45_and_initial_43_is_healthy_after_two_good_probes() {
+    let (mut lab, probers) = fleet();
+    let check = Check::parse(CheckInput {
+        window: Some(60),
+        threshold: Some(45),
+        initial: Some(43),
+        ..CheckInput::default()
+    })
+    .unwrap();
+    lab.put(Object::Check(NamedCheck { name: "slow".into(), check }));
+    lab.control
+        .handle_registry(
+            &files(&[
+                ("tenants.yaml", "- name: t\n"),
+                ("m1.example.net.yaml", "host: m1.example.net\ncheck: slow\n"),
+            ]),
+            lab.now,
+        )
+        .unwrap();
+    let us = probers[0].1;
+    probe(&mut lab, us, "m1.example.net", None);
+    assert_eq!(status(&lab, "m1.example.net", "us1"), Some(RegionStatus::Error), "44 of 45: not yet");
+    lab.advance(5);
+    probe(&mut lab, us, "m1.example.net", None);
+    assert_eq!(status(&lab, "m1.example.net", "us1"), Some(RegionStatus::Ok));
+}
+
+/// Every region reports once: `outcomes` by region code (absent: good).
+fn all_regions(lab: &mut Lab, probers: &[(&str, Caller)], host: &str, outcomes: &[(&str, ErrorCode)]) {
+    for (region, caller) in probers {
+        let outcome = outcomes.iter().find(|(r, _)| r == region).map(|(_, e)| *e);
+        // Enough failures to empty a window of 8 with threshold 3 and initial 2.
+        let times = if outcome.is_some() { 8 } else { 1 };
+        for _ in 0..times {
+            probe(lab, *caller, host, outcome);
+        }
+    }
+}
+
+#[test]
+fn verdicts_from_four_regions() {
+    let (mut lab, probers) = fleet();
+    all_regions(&mut lab, &probers, "m1.example.net", &[]);
+    assert_eq!(verdict(&lab, "m1.example.net"), MirrorVerdict::Live);
+    all_regions(&mut lab, &probers, "m1.example.net", &[("cn1", ErrorCode::Timeout)]);
+    assert_eq!(verdict(&lab, "m1.example.net"), MirrorVerdict::Degraded, "one timeout of four");
+    all_regions(
+        &mut lab,
+        &probers,
+        "m1.example.net",
+        &[("cn1", ErrorCode::Timeout), ("ru1", ErrorCode::Reset)],
+    );
+    assert_eq!(status(&lab, "m1.example.net", "ru1"), Some(RegionStatus::Refused));
+    assert_eq!(verdict(&lab, "m1.example.net"), MirrorVerdict::Blocked, "two of four");
+    let out = lab.take();
+    assert!(alerts(&out).contains(&("mirror_blocked/m1.example.net".into(), true)), "{:?}", alerts(&out));
+    assert!(
+        out.iter().any(|o| matches!(o, Output::Audit(a) if a.iter().any(|e| e.action == "mirror.verdict")))
+    );
+    assert!(out.iter().any(|o| matches!(o, Output::Doors)));
+    let s = lab.control.mirrors().book().state("m1.example.net").unwrap();
+    assert!(s.blocked_count > 0 && s.total_checked > s.blocked_count && s.last_check == Some(lab.now));
+}
+
+#[test]
+fn only_errors_are_unknown_and_a_block_page_is_blocked_inferred() {
+    let (mut lab, probers) = fleet();
+    let all: Vec<(&str, ErrorCode)> =
+        ["us1", "de1", "ru1", "cn1"].iter().map(|r| (*r, ErrorCode::Unreachable)).collect();
+    all_regions(&mut lab, &probers, "m1.example.net", &all);
+    assert_eq!(verdict(&lab, "m1.example.net"), MirrorVerdict::Unknown);
+    all_regions(
+        &mut lab,
+        &probers,
+        "m1.example.net",
+        &[("ru1", ErrorCode::Blocked), ("cn1", ErrorCode::Blocked)],
+    );
+    assert_eq!(status(&lab, "m1.example.net", "cn1"), Some(RegionStatus::BlockedInferred));
+    assert_eq!(verdict(&lab, "m1.example.net"), MirrorVerdict::Blocked);
+}
+
+#[test]
+fn a_region_is_the_strict_majority_of_its_probers() {
+    let (mut lab, probers) = fleet();
+    let ru: Vec<Caller> = probers.iter().filter(|(r, _)| *r == "ru1").map(|(_, c)| *c).collect();
+    probe(&mut lab, ru[0], "m1.example.net", None);
+    for _ in 0..8 {
+        probe(&mut lab, ru[1], "m1.example.net", Some(ErrorCode::Timeout));
+    }
+    assert_eq!(
+        status(&lab, "m1.example.net", "ru1"),
+        Some(RegionStatus::Error),
+        "one against one: no majority"
+    );
+}
+
+#[test]
+fn silent_probers_leave_their_regions_inconclusive() {
+    let (mut lab, probers) = fleet();
+    all_regions(&mut lab, &probers, "m1.example.net", &[]);
+    assert_eq!(verdict(&lab, "m1.example.net"), MirrorVerdict::Live);
+    // Opinions count for three intervals (at least 30 s); the sweep runs every 10 s.
+    lab.advance(25);
+    assert_eq!(status(&lab, "m1.example.net", "us1"), Some(RegionStatus::Ok));
+    lab.advance(15);
+    assert_eq!(status(&lab, "m1.example.net", "us1"), Some(RegionStatus::Error));
+    assert_eq!(verdict(&lab, "m1.example.net"), MirrorVerdict::Unknown);
+}
+
+#[test]
+fn a_broken_file_keeps_the_previous_registry() {
+    let (mut lab, _) = fleet();
+    let e = lab
+        .control
+        .handle_registry(
+            &files(&[
+                ("tenants.yaml", "- name: t\n"),
+                ("m1.example.net.yaml", "host: m1.example.net\ntenants: [t]\n"),
+                ("m3.example.net.yaml", "host: m3.example.net\nweight: heavy\n"),
+            ]),
+            lab.now,
+        )
+        .unwrap_err();
+    assert_eq!((e.file.as_str(), e.field.as_str()), ("m3.example.net.yaml", "weight"));
+    let c = lab.control.config();
+    assert_eq!(c.mirrors.mirrors.keys().collect::<Vec<_>>(), ["m1.example.net", "m2.example.net"]);
+    let status = lab.control.mirrors().reload_status();
+    assert_eq!(
+        (status.failures, status.error.as_ref().map(|e| e.file.as_str())),
+        (1, Some("m3.example.net.yaml"))
+    );
+}
+
+#[test]
+fn a_manual_block_is_blocked_whatever_the_probers_see() {
+    let (mut lab, probers) = fleet();
+    all_regions(&mut lab, &probers, "m1.example.net", &[]);
+    lab.control
+        .handle_registry(
+            &files(&[
+                ("tenants.yaml", "- name: t\n"),
+                (
+                    "m1.example.net.yaml",
+                    "host: m1.example.net\ntenants: [t]\nmanual_block: true\nmanual_note: ticket 7\n",
+                ),
+            ]),
+            lab.now,
+        )
+        .unwrap();
+    assert_eq!(verdict(&lab, "m1.example.net"), MirrorVerdict::Blocked);
+    let out = lab.take();
+    assert!(
+        !alerts(&out).iter().any(|(k, firing)| k.starts_with("mirror_blocked") && *firing),
+        "an operator's block does not page"
+    );
+}
+
+#[test]
+fn one_check_run_per_minute_told_once_to_each_prober_asked() {
+    let (mut lab, probers) = fleet();
+    let e = lab.control.handle_check_run(Some(vec!["mars".into()]), lab.now).unwrap_err();
+    assert!(matches!(e, CheckRefused::Invalid(ref e) if e.field() == "regions[0]"), "{e:?}");
+    lab.control.handle_check_run(Some(vec!["us1".into()]), lab.now).unwrap();
+    assert!(lab.control.handle_work(probers[0].1, lab.now).check_now);
+    assert!(!lab.control.handle_work(probers[0].1, lab.now).check_now, "once per run");
+    assert!(!lab.control.handle_work(probers[1].1, lab.now).check_now, "de1 was not asked");
+    lab.advance(59);
+    assert_eq!(
+        lab.control.handle_check_run(None, lab.now).unwrap_err(),
+        CheckRefused::TooSoon { retry_after_s: 1 }
+    );
+    lab.advance(1);
+    lab.control.handle_check_run(None, lab.now).unwrap();
+    assert!(lab.control.handle_work(probers[1].1, lab.now).check_now);
+}
+
+#[test]
+fn reports_may_carry_only_the_mirrors_given_out() {
+    let (mut lab, probers) = fleet();
+    let caller = probers[0].1;
+    let report = |target: &str| wire::Report {
+        started_at: lab.now,
+        finished_at: lab.now,
+        version: "t".into(),
+        results: vec![ProbeResult {
+            target: target.into(),
+            attempts: vec![attempt(None)],
+            hls: None,
+            cert_not_after: None,
+        }],
+    };
+    let e = lab.control.handle_report(caller, &report("m/m1.example.net"), lab.now).unwrap_err();
+    assert_eq!(e.field(), "results[0].target", "work first");
+    lab.control.handle_work(caller, lab.now);
+    assert!(lab.control.handle_report(caller, &report("m/m1.example.net"), lab.now).is_ok());
+    assert!(lab.control.handle_report(caller, &report("m/nope.example.net"), lab.now).is_err());
+}
+
+#[test]
+fn doors_choose_by_weight_among_the_live() {
+    let (mut lab, probers) = fleet();
+    all_regions(&mut lab, &probers, "m1.example.net", &[]);
+    let doors = lab.control.doors();
+    let v = Visit { tenant: Some("t".into()), ..Visit::default() };
+    // m2 serves every tenant but has no verdict yet (its probes were good only in the rounds
+    // of m1's reports, which report every endpoint).
+    let mut counts = std::collections::BTreeMap::new();
+    for roll in 0..10_000u64 {
+        let m = doors.choose(&v, roll.wrapping_mul(0x9e37_79b9_7f4a_7c15)).unwrap();
+        *counts.entry(m.host.clone()).or_insert(0u32) += 1;
+    }
+    let m1 = f64::from(counts["m1.example.net"]) / 10_000.0;
+    assert!((m1 - 0.25).abs() < 0.02, "weights 1 and 3: {counts:?}");
+    assert_eq!(
+        doors.choose(&Visit { tenant: Some("other".into()), ..Visit::default() }, 1),
+        Err(NoMirror::UnknownTenant)
+    );
+}
