@@ -2,10 +2,12 @@
 //! copy of its configuration for readers that must not wait on a pass, the store, the DNS
 //! answer table, and the one path by which configuration changes.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
 use vantage_control::config::{Config, Object};
+use vantage_control::mirrors::doors::Doors;
 use vantage_control::{Control, Start};
 use vantage_core::address::AddressPolicy;
 use vantage_store::{NewAudit, ResultWriter, Store, Write};
@@ -68,6 +70,11 @@ pub(crate) struct App {
     dns: vantage_dns::DnsSettings,
     publishers: Publishers,
     write_lock: tokio::sync::Mutex<()>,
+    /// What doors choose from, swapped whenever the control core rebuilds it, so redirects
+    /// never wait on the core's lock.
+    doors: ArcSwap<Doors>,
+    /// Serialises writes to the mirror registry's files.
+    mirrors_lock: tokio::sync::Mutex<()>,
 }
 
 /// What [`App::new`] is made of.
@@ -90,6 +97,8 @@ impl App {
         let dns = vantage_dns::DnsSettings::default();
         App {
             config: ArcSwap::new(control.config()),
+            doors: ArcSwap::new(control.doors()),
+            mirrors_lock: tokio::sync::Mutex::new(()),
             control: Mutex::new(control),
             wake: tokio::sync::Notify::new(),
             results: ResultWriter::spawn(p.store.clone()),
@@ -124,6 +133,53 @@ impl App {
     /// The current configuration.
     pub(crate) fn config(&self) -> Arc<Config> {
         self.config.load_full()
+    }
+
+    /// Copies the control core's configuration and doors after an event that may have changed
+    /// them outside [`App::change`] (a registry reload).
+    pub(crate) fn sync_config(&self) {
+        let (config, doors) = {
+            let c = self.control();
+            (c.config(), c.doors())
+        };
+        self.metrics.set_objects(&config);
+        self.config.store(config);
+        self.doors.store(doors);
+    }
+
+    /// Swaps in the control core's doors snapshot.
+    pub(crate) fn sync_doors(&self) {
+        let doors = self.control().doors();
+        self.doors.store(doors);
+    }
+
+    /// What doors choose from.
+    pub(crate) fn doors(&self) -> Arc<Doors> {
+        self.doors.load_full()
+    }
+
+    /// The mirror registry's directory.
+    pub(crate) fn mirrors_dir(&self) -> PathBuf {
+        self.settings.data_dir.join("mirrors")
+    }
+
+    /// Serialises a write to the registry's files and its reload.
+    pub(crate) async fn mirrors_write(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.mirrors_lock.lock().await
+    }
+
+    /// Audits something `actor` did outside the configuration store (the registry's files).
+    pub(crate) async fn audit(&self, actor: &Actor, action: &str, object: &str, metadata: serde_json::Value) {
+        let entry =
+            NewAudit { actor: actor.0.clone(), action: action.into(), object: object.into(), metadata };
+        if let Err(e) = self.store.commit(&[], &[entry], now()).await {
+            tracing::error!(action, object, error = %e, "cannot write audit entry");
+        }
+    }
+
+    /// Audits what the system itself did.
+    pub(crate) async fn audit_system(&self, action: &str, object: &str, metadata: serde_json::Value) {
+        self.audit(&Actor::system(), action, object, metadata).await;
     }
 
     pub(crate) fn store(&self) -> &Store {

@@ -307,6 +307,14 @@ async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<Statu
         )));
     }
     let latest = app.feed(|c| c.handle_report(caller, &report, now()))?;
+    // Accepted: every mirror it names was given out.
+    for r in &report.results {
+        if let Some(host) = vantage_control::mirrors::host_of_key(&r.target) {
+            for a in &r.attempts {
+                app.metrics().mirrors().check_took(host, f64::from(a.rtt_us) / 1e6);
+            }
+        }
+    }
     let rows: Vec<ResultRow> = latest
         .into_iter()
         .map(|(key, l)| ResultRow {

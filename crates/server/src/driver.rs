@@ -99,6 +99,12 @@ async fn execute(
                 tracing::error!(error = %e, "cannot audit scheduling events");
             }
         }
+        Output::SaveMirrors(json) => {
+            if let Err(e) = store.put_state("mirrors", &json, now()).await {
+                tracing::warn!(error = %e, "cannot save the mirrors' state");
+            }
+        }
+        Output::Doors => app.sync_doors(),
         Output::SaveState { cluster, json } => {
             if let Err(e) = store.put_state(&format!("cluster:{cluster}"), &json, now()).await {
                 tracing::warn!(cluster = cluster.0, error = %e, "cannot save evaluator state");

@@ -33,6 +33,17 @@ pub(crate) enum ApiError {
     /// The request is too large (413).
     #[error("{0}")]
     TooLarge(String),
+    /// Asked again too soon (429); may be tried after this many seconds.
+    #[error("{reason}")]
+    TooSoon {
+        /// Why.
+        reason: String,
+        /// Seconds to wait (the `Retry-After` header).
+        retry_after_s: u64,
+    },
+    /// Nothing can serve the request now (503), e.g. no mirror is eligible.
+    #[error("{0}")]
+    Unavailable(String),
     /// The store failed (503): the change was not made.
     #[error("storage unavailable: {0}")]
     Store(#[from] vantage_store::Error),
@@ -56,7 +67,8 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::TooSoon { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Store(_) | ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -91,6 +103,10 @@ impl IntoResponse for ApiError {
         };
         let body = ErrorBody { error: ErrorDetail { status: status.as_u16(), field, reason } };
         let mut r = (status, Json(body)).into_response();
+        if let ApiError::TooSoon { retry_after_s, .. } = &self {
+            r.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(*retry_after_s));
+        }
         if status == StatusCode::UNAUTHORIZED {
             r.headers_mut().insert("www-authenticate", axum::http::HeaderValue::from_static("Bearer"));
         }
@@ -100,25 +116,7 @@ impl IntoResponse for ApiError {
 
 /// Parses a JSON body into `T`, naming the field of a type error or unknown key.
 pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
-        // Validation inside a type (`TryFrom`) reports "field: reason" itself.
-        if let Some((field, reason)) = inner.split_once(": ").filter(|(f, _)| is_field_path(f)) {
-            let field = if path == "." { field.to_owned() } else { format!("{path}.{field}") };
-            return ApiError::invalid(field, reason);
-        }
-        if let Some(unknown) = inner.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
-            // The path already ends with the unknown key.
-            let field = if path == "." { unknown.to_owned() } else { path };
-            return ApiError::invalid(field, "unknown field");
-        }
-        ApiError::invalid(if path == "." { "body".to_owned() } else { path }, inner)
-    })
-}
-
-fn is_field_path(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'))
+    Ok(vantage_core::from_value(value)?)
 }
 
 #[cfg(test)]

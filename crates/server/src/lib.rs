@@ -12,6 +12,7 @@ pub mod config;
 mod driver;
 mod error;
 mod metrics;
+mod mirrors;
 mod publishing;
 mod server;
 mod support;

@@ -13,6 +13,8 @@ use prometheus_client::registry::Registry;
 
 use vantage_control::config::Config;
 
+mod mirrors;
+
 /// Labels of an HTTP request.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct RequestLabels {
@@ -116,6 +118,7 @@ pub(crate) struct Metrics {
     revisions: Family<RevisionLabels, Counter>,
     publications: Family<PublicationLabels, Counter>,
     deliveries: Family<DeliveryLabels, Counter>,
+    mirrors: mirrors::MirrorFamilies,
 }
 
 /// The families `/metrics` fills from the control core's figures at every scrape.
@@ -216,7 +219,9 @@ impl Metrics {
             "Alert deliveries to webhooks, by outcome (delivered, failed after every retry)",
             deliveries.clone(),
         );
+        let mirrors = mirrors::MirrorFamilies::new(&mut registry);
         Metrics {
+            mirrors,
             registry: Mutex::new(registry),
             requests,
             objects,
@@ -262,6 +267,16 @@ impl Metrics {
         self.deliveries
             .get_or_create(&DeliveryLabels { webhook: webhook.into(), outcome: outcome.into() })
             .inc();
+    }
+
+    /// Mirror and door metrics.
+    pub(crate) fn mirrors(&self) -> &mirrors::MirrorFamilies {
+        &self.mirrors
+    }
+
+    /// Counts a refused reload of the mirror registry.
+    pub(crate) fn mirror_reload_failed(&self) {
+        self.mirrors.reload_failed();
     }
 
     /// Records a store operation's duration.

@@ -95,6 +95,8 @@ impl Server {
         }))
         .map_err(StartError::Config)?;
         let ca = Ca::load_or_create(&dir.join("ca"))?;
+        let mirrors_dir = dir.join("mirrors");
+        std::fs::create_dir_all(&mirrors_dir).map_err(io(&mirrors_dir))?;
         let start = load(&store, config, &settings).await?;
         // The agent channel is bound first: start commands name the port it really got.
         let agent_listener = tokio::net::TcpListener::bind(settings.agent_listen)
@@ -106,6 +108,10 @@ impl Server {
         let mut settings = settings;
         settings.agent_listen = agent_addr;
         let app = Arc::new(App::new(Parts { start, store, metrics, settings: settings.clone(), ca }));
+        if let Some(e) = &app.control().mirrors().reload_status().error {
+            app.metrics().mirror_reload_failed();
+            tracing::error!(file = %e.file, field = %e.field, reason = %e.reason, "mirror registry refused at start; serving no mirrors until it is fixed");
+        }
         // DNS answers the stored revisions from its first query.
         crate::publishing::rebuild(app.answers(), app.dns(), &app.control().snapshots());
 
@@ -129,7 +135,9 @@ impl Server {
         let router = crate::api::router(app.clone());
         let mut api_stopped = stopped.clone();
         let api = tokio::spawn(async move {
-            let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
+            // Doors map visitors to regions by their address.
+            let service = router.into_make_service_with_connect_info::<SocketAddr>();
+            let serve = axum::serve(listener, service).with_graceful_shutdown(async move {
                 let _ = api_stopped.wait_for(|s| *s).await;
             });
             if let Err(e) = serve.await {
@@ -142,6 +150,7 @@ impl Server {
         let channel = tokio::spawn(crate::channel::serve(app.clone(), agent_listener, stopped.clone()));
         tracing::info!(addr = %agent_addr, ca_sha256 = %app.ca().fingerprint, "agent channel listening");
         let driver = tokio::spawn(crate::driver::run(app.clone(), notices, stopped.clone()));
+        let watcher = tokio::spawn(crate::mirrors::watch(app.clone(), stopped.clone()));
         let dns_metrics = Arc::new(vantage_dns::DnsMetrics::new());
         app.metrics().register_dns(&dns_metrics);
         let dns_config =
@@ -171,7 +180,7 @@ impl Server {
             ca_fingerprint: app.ca().fingerprint.clone(),
             admin_token_file,
             stop,
-            tasks: vec![api, channel, driver],
+            tasks: vec![api, channel, driver, watcher],
             delivery,
             dns: Some(dns),
             dns_addr,
@@ -267,6 +276,15 @@ async fn load(
             records: serde_json::from_value::<Records>(r.records).unwrap_or_default(),
         })
         .collect();
+    let mirror_files = match crate::mirrors::read_dir(&settings.data_dir.join("mirrors")) {
+        Ok(files) => files,
+        Err(e) => {
+            tracing::error!(file = %e.file, reason = %e.reason, "cannot read the mirror registry");
+            Vec::new()
+        }
+    };
+    let mirror_states =
+        store.states("mirrors").await?.into_iter().find(|(k, _)| k == "mirrors").map(|(_, v)| v);
     let alerts =
         store.states("alerts").await?.into_iter().find(|(k, _)| k == "alerts").and_then(|(_, json)| {
             serde_json::from_str::<AlertBook>(&json)
@@ -285,5 +303,7 @@ async fn load(
         states,
         revisions,
         alerts,
+        mirror_files,
+        mirror_states,
     })
 }

@@ -21,6 +21,9 @@ use vantage_core::reachability::{Reachability, Verdict};
 use vantage_core::result::ErrorCode;
 use vantage_core::rules::Rule;
 
+mod mirrors;
+pub use mirrors::*;
+
 /// A list: `{"items": [...]}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Items<T> {
@@ -65,6 +68,8 @@ pub struct RegionView {
     pub code: String,
     /// Name (`Singapore`), unique.
     pub name: String,
+    /// Networks whose clients are in this region (doors keep them from mirrors failing here).
+    pub client_networks: Vec<IpNet>,
     /// Probers in it.
     pub probers: usize,
 }
@@ -392,6 +397,30 @@ pub struct WindowView {
     pub good_strip: String,
     /// As `varnishadm backend.list -p` prints it.
     pub text: String,
+}
+
+impl WindowView {
+    /// The strips of `r` under a check's window and threshold; `ipv6` picks the digit of the
+    /// connected strip.
+    pub(crate) fn of(
+        r: &vantage_core::window::WindowRegister,
+        window: u8,
+        threshold: u8,
+        ipv6: bool,
+    ) -> Self {
+        use vantage_core::window::strip;
+        WindowView {
+            good: r.good_in(window),
+            threshold: u32::from(threshold),
+            window: u32::from(window),
+            avg_rtt_ms: r.avg_rtt_ms,
+            connected: strip(r.connected, if ipv6 { '6' } else { '4' }),
+            sent: strip(r.sent, 'X'),
+            received: strip(r.received, 'R'),
+            good_strip: strip(r.good, 'H'),
+            text: r.render(window, threshold, ipv6),
+        }
+    }
 }
 
 /// Whose result: a prober, or a node that probes.

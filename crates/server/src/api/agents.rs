@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 use vantage_core::Timestamp;
 use vantage_core::address::AddressSource;
 use vantage_core::ids::{ClusterId, NodeId, ProberId};
-use vantage_core::window::strip;
 
 use super::{Api, Op};
 use crate::app::{Actor, App, Change};
@@ -354,17 +353,7 @@ fn result_row(c: &Config, key: TargetKey, caller: Caller, l: &Latest) -> ResultV
         rtt_ms: l.rtt_us.map(|us| f64::from(us) / 1000.0),
         error: l.error,
         checked: l.at,
-        window: WindowView {
-            good: l.register.good_in(window),
-            threshold: u32::from(threshold),
-            window: u32::from(window),
-            avg_rtt_ms: l.register.avg_rtt_ms,
-            connected: strip(l.register.connected, if ipv6 { '6' } else { '4' }),
-            sent: strip(l.register.sent, 'X'),
-            received: strip(l.register.received, 'R'),
-            good_strip: strip(l.register.good, 'H'),
-            text: l.register.render(window, threshold, ipv6),
-        },
+        window: WindowView::of(&l.register, window, threshold, ipv6),
     }
 }
 

@@ -6,7 +6,9 @@ mod admin;
 mod agents;
 
 pub(crate) use admin::create_admin_token;
+mod doors;
 mod history;
+pub(crate) mod mirrors;
 mod objects;
 mod rules;
 
@@ -214,6 +216,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new()
         .merge(v1)
         .merge(ui)
+        .merge(doors::public())
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
@@ -229,6 +232,8 @@ fn table() -> Api {
     admin::routes(&mut api);
     rules::routes(&mut api);
     history::routes(&mut api);
+    mirrors::routes(&mut api);
+    doors::routes(&mut api);
     api
 }
 
@@ -295,6 +300,7 @@ async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
     let now = crate::support::now();
     let (expiries, fleet) = {
         let c = app.control();
+        app.metrics().mirrors().set(&c.config(), c.mirrors().book());
         (c.certificate_expiries(), c.fleet(now))
     };
     app.metrics().set_certificates(&expiries, now);

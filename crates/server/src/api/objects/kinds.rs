@@ -28,6 +28,7 @@ impl Kind for Region {
             updated_at: s.updated_at,
             code: s.value.code.clone(),
             name: s.value.name.clone(),
+            client_networks: s.value.client_networks.clone(),
             probers,
         }
     }
@@ -265,6 +266,58 @@ impl Kind for Webhook {
 }
 
 impl KeepPrivate for Webhook {
+    fn keep_from(self, _: &Self) -> Self {
+        self
+    }
+}
+
+impl Kind for NamedCheck {
+    type View = CheckView;
+    type Input = CheckCreate;
+    const NAME: &'static str = "check";
+    const LABEL: &'static str = "Check";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.checks
+    }
+    fn wrap(self) -> Object {
+        Object::Check(self)
+    }
+    fn doc(&self) -> Value {
+        let mut v = to_doc(&self.check);
+        v["name"] = json!(self.name);
+        v
+    }
+    fn parse(mut doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        let name = doc.as_object_mut().and_then(|o| o.remove("name"));
+        let Some(Value::String(name)) = name else {
+            return Err(ApiError::invalid(
+                "name",
+                "a check needs a name (`default` applies where none is named)",
+            ));
+        };
+        let name = vantage_core::model::display_name("name", &name)?;
+        Ok(NamedCheck { name, check: parse_as(doc)? })
+    }
+    fn view(id: i64, s: &Stored<Self>, c: &Config, _: &App) -> CheckView {
+        let name = &s.value.name;
+        let mirrors = c
+            .mirrors
+            .mirrors
+            .values()
+            .filter(|m| m.check.as_deref().unwrap_or("default").eq_ignore_ascii_case(name))
+            .count();
+        CheckView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            name: name.clone(),
+            check: s.value.check.clone(),
+            mirrors,
+        }
+    }
+}
+
+impl KeepPrivate for NamedCheck {
     fn keep_from(self, _: &Self) -> Self {
         self
     }

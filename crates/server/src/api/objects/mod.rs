@@ -30,13 +30,13 @@ use super::{Api, Op};
 use crate::app::{Actor, App, Change};
 use crate::error::{ApiError, parse_json};
 use crate::views::{
-    Addresses, ClusterView, GroupView, Items, LineView, NodeCreate, NodeView, ProberBody, ProberView,
-    RegionView, RuleView, WebhookView,
+    Addresses, CheckCreate, CheckView, ClusterView, GroupView, Items, LineView, NodeCreate, NodeView,
+    ProberBody, ProberView, RegionView, RuleView, WebhookView,
 };
 use settings::{addresses_get, addresses_put, settings_get, settings_put};
 use vantage_control::alerts::Webhook;
 use vantage_control::config::{
-    Config, GroupRecord, LineRecord, NodeRecord, Object, ProberRecord, RuleRecord, Stored,
+    Config, GroupRecord, LineRecord, NamedCheck, NodeRecord, Object, ProberRecord, RuleRecord, Stored,
 };
 use vantage_control::invariants::Invariants;
 
@@ -341,6 +341,7 @@ pub(super) fn routes(api: &mut Api) {
     top_level!(api, NodeRecord, "/v1/nodes", "nodes", "node", create: true);
     top_level!(api, ProberRecord, "/v1/probers", "probers", "prober", create: false);
     top_level!(api, Webhook, "/v1/webhooks", "alerts", "webhook", create: true);
+    top_level!(api, NamedCheck, "/v1/checks", "checks", "check", create: true);
     children!(api, GroupRecord, "groups", "clusters", "node group");
     children!(api, LineRecord, "lines", "clusters", "line");
     children!(api, RuleRecord, "rules", "rules", "rule");

@@ -1,0 +1,420 @@
+//! Mirrors and tenants over HTTP (SPEC §6). Their records live in the registry's files: a
+//! write is validated against the registry, written to its file, and the whole directory is
+//! reloaded through the control core before the answer, so the answer is what now serves.
+//! Writes are serialised and audited.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post, put};
+use axum::{Extension, Json};
+use serde_json::{Value, json};
+use vantage_control::Control;
+use vantage_control::config::Config;
+use vantage_control::identity::Caller;
+use vantage_control::mirrors::book::check_of;
+use vantage_control::mirrors::registry::{
+    TENANTS_FILE, document, file_of, mirror_from_api, mirror_yaml, tenants_yaml,
+};
+use vantage_control::mirrors::{CheckRefused, Tenant};
+use vantage_core::mirror::{Mirror, MirrorInput, MirrorSettings, MirrorSettingsInput, RegionStatus};
+
+use super::{Api, Op};
+use crate::app::{Actor, App, Change};
+use crate::error::{ApiError, parse_json};
+use crate::views::{
+    BlockRequest, CheckRunRequest, CheckRunView, Items, MirrorList, MirrorProberView, MirrorView, TenantView,
+    WindowView,
+};
+
+/// Largest record body: a registry file is at most this big.
+const MAX_BODY: usize = 64 * 1024;
+
+type Ctx = (State<Arc<App>>, Extension<Actor>);
+
+pub(super) fn routes(api: &mut Api) {
+    api.add(
+        Op::get("/v1/mirrors", "mirrors", "List mirrors with their verdicts and the last reload")
+            .answers::<MirrorList>(),
+        get(list),
+    );
+    api.add(
+        Op::post(
+            "/v1/mirrors/check",
+            "mirrors",
+            "Ask the probers to check every mirror now (one run per 60 s)",
+        )
+        .takes::<CheckRunRequest>()
+        .answers::<CheckRunView>(),
+        post(check_run),
+    );
+    api.add(Op::get("/v1/mirrors/{host}", "mirrors", "Get a mirror").answers::<MirrorView>(), get(one));
+    api.add(
+        Op::put(
+            "/v1/mirrors/{host}",
+            "mirrors",
+            "Register or replace a mirror (YAML or JSON, without derived fields)",
+        )
+        .takes::<MirrorInput>()
+        .answers::<MirrorView>(),
+        put(put_mirror),
+    );
+    api.add(
+        Op::delete("/v1/mirrors/{host}", "mirrors", "Deregister a mirror (its file goes)"),
+        axum::routing::delete(delete_mirror),
+    );
+    api.add(
+        Op::post("/v1/mirrors/{host}/force-block", "mirrors", "Block a mirror by hand, with a note")
+            .takes::<BlockRequest>()
+            .answers::<MirrorView>(),
+        post(force_block),
+    );
+    api.add(
+        Op::post(
+            "/v1/mirrors/{host}/unblock",
+            "mirrors",
+            "Remove a manual block (the note, optional, is audited)",
+        )
+        .takes::<BlockRequest>()
+        .answers::<MirrorView>(),
+        post(unblock),
+    );
+    api.add(Op::get("/v1/tenants", "mirrors", "List tenants").lists::<TenantView>(), get(tenants));
+    api.add(
+        Op::put("/v1/tenants/{name}", "mirrors", "Create or replace a tenant")
+            .takes::<Tenant>()
+            .answers::<TenantView>(),
+        put(put_tenant),
+    );
+    api.add(
+        Op::delete("/v1/tenants/{name}", "mirrors", "Delete a tenant no mirror names"),
+        axum::routing::delete(delete_tenant),
+    );
+    api.add(
+        Op::get("/v1/settings/mirrors", "settings", "Get the mirror and door settings")
+            .answers::<MirrorSettings>(),
+        get(settings_get),
+    );
+    api.add(
+        Op::put("/v1/settings/mirrors", "settings", "Replace the mirror and door settings")
+            .takes::<MirrorSettingsInput>()
+            .answers::<MirrorSettings>(),
+        put(settings_put),
+    );
+}
+
+/// One mirror as the API shows it, with every prober's opinion.
+pub(crate) fn view(c: &Config, control: &Control, m: &Mirror) -> MirrorView {
+    let book = control.mirrors().book();
+    let state = book.state(&m.host);
+    let check = check_of(c, &m.host);
+    let ipv6 = m.address.is_some_and(|a| a.is_ipv6());
+    let mut probers: Vec<MirrorProberView> = book
+        .latest_of(&m.host)
+        .filter_map(|(caller, l)| {
+            let Caller::Prober(p) = caller else { return None };
+            let rec = c.probers.get(&p.0)?;
+            let healthy = l.register.healthy(check.window(), check.threshold());
+            Some(MirrorProberView {
+                prober: p.0,
+                name: rec.value.name.clone(),
+                region: c.region_code(rec.value.region).unwrap_or("?").to_owned(),
+                status: RegionStatus::opinion(healthy, l.error),
+                error: l.error,
+                rtt_ms: l.rtt_us.map(|us| f64::from(us) / 1000.0),
+                checked: l.at,
+                window: WindowView::of(&l.register, check.window(), check.threshold(), ipv6),
+            })
+        })
+        .collect();
+    probers.sort_by(|a, b| (&a.region, &a.name).cmp(&(&b.region, &b.name)));
+    MirrorView {
+        host: m.host.clone(),
+        tenants: m.tenants.clone(),
+        weight: m.weight,
+        manual_block: m.manual_block,
+        manual_note: m.manual_note.clone(),
+        check: m.check.clone(),
+        address: m.address.map(|a| a.to_string()),
+        verdict: state.map(|s| s.verdict).unwrap_or_default(),
+        verdict_since: state.and_then(|s| s.verdict_since),
+        last_check: state.and_then(|s| s.last_check),
+        blocked_count: state.map_or(0, |s| s.blocked_count),
+        total_checked: state.map_or(0, |s| s.total_checked),
+        regions: state.map(|s| s.regions.clone()).unwrap_or_default(),
+        probers,
+    }
+}
+
+/// Every mirror and the reload status, as one consistent reading.
+pub(crate) fn mirror_list(app: &App) -> MirrorList {
+    let control = app.control();
+    let c = control.config();
+    let mirrors: Vec<MirrorView> = c.mirrors.mirrors.values().map(|m| view(&c, &control, m)).collect();
+    MirrorList { count: mirrors.len(), mirrors, reload: control.mirrors().reload_status().clone() }
+}
+
+async fn list(State(app): State<Arc<App>>) -> Json<MirrorList> {
+    Json(mirror_list(&app))
+}
+
+fn not_found(host: &str) -> ApiError {
+    ApiError::NotFound(format!("no mirror {host:?}"))
+}
+
+/// The mirror `host` names (compared as the registry stores hosts: lower-case).
+fn find(c: &Config, host: &str) -> Result<Mirror, ApiError> {
+    c.mirrors.mirrors.get(&host.to_ascii_lowercase()).cloned().ok_or_else(|| not_found(host))
+}
+
+fn answer(app: &App, host: &str) -> Result<Json<MirrorView>, ApiError> {
+    let control = app.control();
+    let c = control.config();
+    let m = c.mirrors.mirrors.get(host).ok_or_else(|| not_found(host))?;
+    Ok(Json(view(&c, &control, m)))
+}
+
+async fn one(State(app): State<Arc<App>>, Path(host): Path<String>) -> Result<Json<MirrorView>, ApiError> {
+    answer(&app, &host.to_ascii_lowercase())
+}
+
+/// Reloads after a write; a reload the rest of the directory breaks is a conflict (the file
+/// was written, the previous registry keeps serving until the directory is fixed).
+fn reload_after_write(app: &App) -> Result<(), ApiError> {
+    crate::mirrors::reload(app).map(|_| ()).map_err(|e| {
+        ApiError::Conflict(format!(
+            "written, but the registry did not reload because of another file, so the previous one keeps serving: {e}"
+        ))
+    })
+}
+
+fn io_error(e: std::io::Error) -> ApiError {
+    ApiError::Internal(format!("cannot write the mirror registry: {e}"))
+}
+
+/// Writes `m`'s file after checking it against the registry, reloads, and audits.
+async fn save(app: &App, actor: &Actor, m: &Mirror, action: &str, metadata: Value) -> Result<(), ApiError> {
+    let _one_at_a_time = app.mirrors_write().await;
+    let c = app.config();
+    c.mirrors.admits(m, &c)?;
+    crate::mirrors::write_file(&app.mirrors_dir(), &file_of(&m.host), &mirror_yaml(m)).map_err(io_error)?;
+    reload_after_write(app)?;
+    app.audit(actor, action, &format!("mirror:{}", m.host), metadata).await;
+    Ok(())
+}
+
+async fn put_mirror(
+    (State(app), Extension(actor)): Ctx,
+    Path(host): Path<String>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<MirrorView>), ApiError> {
+    if body.len() > MAX_BODY {
+        return Err(ApiError::TooLarge(format!("a mirror record is at most {MAX_BODY} bytes")));
+    }
+    let text = std::str::from_utf8(&body).map_err(|_| ApiError::invalid("body", "must be UTF-8 text"))?;
+    let mut doc = document(text)?;
+    let Some(obj) = doc.as_object_mut() else {
+        return Err(ApiError::invalid("body", "must be a mirror record (a map of fields)"));
+    };
+    let path_host = vantage_core::model::dns_name("host", &host)?;
+    match obj.get("host").and_then(Value::as_str) {
+        Some(h) if !h.trim().trim_end_matches('.').eq_ignore_ascii_case(&path_host) => {
+            return Err(ApiError::invalid("host", format!("{h:?} does not match the path ({path_host})")));
+        }
+        _ => {
+            obj.insert("host".into(), Value::String(path_host.clone()));
+        }
+    }
+    let m = mirror_from_api(doc)?;
+    let existed = app.config().mirrors.mirrors.contains_key(&m.host);
+    let action = if existed { "mirror.update" } else { "mirror.create" };
+    save(&app, &actor, &m, action, serde_json::to_value(MirrorInput::from(m.clone())).unwrap_or_default())
+        .await?;
+    let status = if existed { StatusCode::OK } else { StatusCode::CREATED };
+    Ok((status, answer(&app, &m.host)?))
+}
+
+async fn delete_mirror(
+    (State(app), Extension(actor)): Ctx,
+    Path(host): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let _one_at_a_time = app.mirrors_write().await;
+    let m = find(&app.config(), &host)?;
+    crate::mirrors::remove_file(&app.mirrors_dir(), &file_of(&m.host)).map_err(io_error)?;
+    reload_after_write(&app)?;
+    app.audit(&actor, "mirror.delete", &format!("mirror:{}", m.host), json!({})).await;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A copy of `m` with a manual block set or lifted (validated like any record).
+fn with_block(m: Mirror, block: bool, note: String) -> Result<Mirror, ApiError> {
+    let input = MirrorInput { manual_block: block, manual_note: note, ..MirrorInput::from(m) };
+    Ok(Mirror::try_from(input)?)
+}
+
+async fn force_block(
+    (State(app), Extension(actor)): Ctx,
+    Path(host): Path<String>,
+    Json(body): Json<Value>,
+) -> Result<Json<MirrorView>, ApiError> {
+    let req: BlockRequest = parse_json(body)?;
+    let m = with_block(find(&app.config(), &host)?, true, req.note.clone()).map_err(|e| match e {
+        ApiError::Invalid { reason, .. } => ApiError::invalid("note", reason),
+        other => other,
+    })?;
+    save(&app, &actor, &m, "mirror.force_block", json!({"note": req.note})).await?;
+    answer(&app, &m.host)
+}
+
+async fn unblock(
+    (State(app), Extension(actor)): Ctx,
+    Path(host): Path<String>,
+) -> Result<Json<MirrorView>, ApiError> {
+    let m = with_block(find(&app.config(), &host)?, false, String::new())?;
+    save(&app, &actor, &m, "mirror.unblock", json!({})).await?;
+    answer(&app, &m.host)
+}
+
+async fn check_run(
+    (State(app), Extension(actor)): Ctx,
+    body: Bytes,
+) -> Result<(StatusCode, Json<CheckRunView>), ApiError> {
+    if body.len() > MAX_BODY {
+        return Err(ApiError::TooLarge(format!("at most {MAX_BODY} bytes")));
+    }
+    let req: CheckRunRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        CheckRunRequest::default()
+    } else {
+        let v: Value =
+            serde_json::from_slice(&body).map_err(|e| ApiError::invalid("body", format!("not JSON: {e}")))?;
+        parse_json(v)?
+    };
+    let run = app.feed(|c| c.handle_check_run(req.regions, crate::support::now())).map_err(|e| match e {
+        CheckRefused::TooSoon { retry_after_s } => ApiError::TooSoon {
+            reason: format!("a check run started less than 60 s ago; try again in {retry_after_s} s"),
+            retry_after_s,
+        },
+        CheckRefused::Invalid(e) => e.into(),
+    })?;
+    let c = app.config();
+    let probers = c
+        .probers
+        .values()
+        .filter(|p| p.value.enabled)
+        .filter(|p| {
+            run.regions
+                .as_ref()
+                .is_none_or(|set| c.region_code(p.value.region).is_some_and(|r| set.contains(r)))
+        })
+        .count();
+    let regions: Option<Vec<String>> = run.regions.map(|s| s.into_iter().collect());
+    app.audit(&actor, "mirror.check", "mirrors", json!({"regions": regions})).await;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(CheckRunView { started_at: run.at, regions, probers, mirrors: c.mirrors.mirrors.len() }),
+    ))
+}
+
+fn tenant_view(c: &Config, t: &Tenant) -> TenantView {
+    TenantView { name: t.name.clone(), note: t.note.clone(), mirrors: c.mirrors.serving(&t.name).count() }
+}
+
+async fn tenants(State(app): State<Arc<App>>) -> Json<Items<TenantView>> {
+    let c = app.config();
+    Json(c.mirrors.tenants.values().map(|t| tenant_view(&c, t)).collect::<Vec<_>>().into())
+}
+
+/// Writes the tenant file with `f` applied to the current tenants, reloads, and audits.
+async fn save_tenants(
+    app: &App,
+    actor: &Actor,
+    action: &str,
+    name: &str,
+    f: impl FnOnce(&Config, &mut std::collections::BTreeMap<String, Tenant>) -> Result<(), ApiError>,
+) -> Result<(), ApiError> {
+    let _one_at_a_time = app.mirrors_write().await;
+    let c = app.config();
+    let mut tenants = c.mirrors.tenants.clone();
+    f(&c, &mut tenants)?;
+    crate::mirrors::write_file(&app.mirrors_dir(), TENANTS_FILE, &tenants_yaml(&tenants))
+        .map_err(io_error)?;
+    reload_after_write(app)?;
+    app.audit(actor, action, &format!("tenant:{name}"), json!({"note": tenants.get(name).map(|t| &t.note)}))
+        .await;
+    Ok(())
+}
+
+async fn put_tenant(
+    (State(app), Extension(actor)): Ctx,
+    Path(name): Path<String>,
+    Json(body): Json<Value>,
+) -> Result<Json<TenantView>, ApiError> {
+    let mut body = body;
+    if let Some(obj) = body.as_object_mut() {
+        match obj.get("name").and_then(Value::as_str) {
+            Some(n) if n != name => {
+                return Err(ApiError::invalid("name", format!("{n:?} does not match the path ({name})")));
+            }
+            _ => {
+                obj.insert("name".into(), Value::String(name.clone()));
+            }
+        }
+    }
+    let t = parse_json::<Tenant>(body)?.parse()?;
+    let key = t.name.clone();
+    save_tenants(&app, &actor, "tenant.put", &key, |_, tenants| {
+        tenants.insert(t.name.clone(), t);
+        Ok(())
+    })
+    .await?;
+    let c = app.config();
+    let t = c.mirrors.tenants.get(&key).ok_or_else(|| ApiError::NotFound(format!("no tenant {key:?}")))?;
+    Ok(Json(tenant_view(&c, t)))
+}
+
+async fn delete_tenant(
+    (State(app), Extension(actor)): Ctx,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    save_tenants(&app, &actor, "tenant.delete", &name, |c, tenants| {
+        if tenants.remove(&name).is_none() {
+            return Err(ApiError::NotFound(format!("no tenant {name:?}")));
+        }
+        let users: Vec<&str> = c.mirrors.serving(&name).map(|m| m.host.as_str()).collect();
+        if !users.is_empty() {
+            return Err(ApiError::Conflict(format!("mirrors still name this tenant: {}", users.join(", "))));
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn settings_get(State(app): State<Arc<App>>) -> Json<MirrorSettings> {
+    Json(app.config().mirror_settings.clone())
+}
+
+async fn settings_put(
+    (State(app), Extension(actor)): Ctx,
+    Json(body): Json<Value>,
+) -> Result<Json<MirrorSettings>, ApiError> {
+    let settings: MirrorSettings = parse_json(body)?;
+    app.change(&actor, |c| {
+        let id = match c.mirror_settings_id {
+            Some(id) => id,
+            None => c.allocate(),
+        };
+        let mut ch = Change::default();
+        ch.audit(
+            "settings.mirrors_update",
+            "settings:mirrors",
+            json!({"before": c.mirror_settings, "after": settings}),
+        );
+        ch.puts.push((id, vantage_control::config::Object::MirrorSettings(settings)));
+        Ok((ch, ()))
+    })
+    .await?;
+    Ok(Json(app.config().mirror_settings.clone()))
+}
