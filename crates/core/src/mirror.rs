@@ -453,11 +453,21 @@ pub struct Candidate<'a> {
 
 /// The filter stack: verdict live; tenant allowed; weight > 0; not failing in an excluded
 /// region. Returns the indices of the survivors.
+///
+/// When no live mirror survives, degraded ones are admitted through the same filters: a
+/// mirror failing in some regions still serves the others, and a visitor from a region where
+/// it works is better sent there than refused. This is where excluding regions (and the
+/// visitor's own) matters: a live mirror fails nowhere.
 pub fn door_filter(candidates: &[Candidate<'_>], q: &DoorQuery) -> Vec<usize> {
+    let live = door_pass(candidates, q, MirrorVerdict::Live);
+    if live.is_empty() { door_pass(candidates, q, MirrorVerdict::Degraded) } else { live }
+}
+
+fn door_pass(candidates: &[Candidate<'_>], q: &DoorQuery, verdict: MirrorVerdict) -> Vec<usize> {
     candidates
         .iter()
         .enumerate()
-        .filter(|(_, c)| c.verdict == MirrorVerdict::Live)
+        .filter(|(_, c)| c.verdict == verdict)
         .filter(|(_, c)| q.tenant.as_deref().is_none_or(|t| c.mirror.serves(t)))
         .filter(|(_, c)| c.mirror.weight > 0)
         .filter(|(_, c)| {
@@ -604,6 +614,16 @@ mod tests {
             ),
             vec![0, 1]
         );
+        // Without a live mirror, the degraded ones that pass the other filters serve.
+        let ru_timeout = regions(&[("us1", Ok), ("ru1", Timeout)]);
+        let degraded = [
+            Candidate { mirror: &ms[0], verdict: MirrorVerdict::Degraded, regions: &ok },
+            Candidate { mirror: &ms[3], verdict: MirrorVerdict::Degraded, regions: &ru_timeout },
+            Candidate { mirror: &ms[4], verdict: MirrorVerdict::Blocked, regions: &ok },
+        ];
+        assert_eq!(door_filter(&degraded, &DoorQuery::default()), vec![0, 1]);
+        let from_ru = DoorQuery { tenant: None, exclude_regions: vec!["ru1".into()] };
+        assert_eq!(door_filter(&degraded, &from_ru), vec![0], "failing where the visitor is");
     }
 
     #[test]
