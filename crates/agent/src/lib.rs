@@ -11,7 +11,8 @@
 //!   certificate verified for [`wire::SERVER_NAME`](vantage_core::wire::SERVER_NAME)
 //!   whatever host the URL names; renewal once less than a third of the certificate's life
 //!   remains.
-//! - [`run_prober`]: rounds of work → probe → report, paced by the probe settings.
+//! - [`run_prober`]: rounds of work → probe → report, paced by the probe settings, and beside
+//!   them the work's endpoint targets, each on its own check's interval.
 //! - [`run_agent`]: heartbeats with [`metrics`], addresses, capabilities and links; probing
 //!   too while the server says so.
 //!
@@ -20,6 +21,7 @@
 
 mod cert;
 mod client;
+mod endpoint;
 mod enroll;
 mod error;
 mod fingerprint;

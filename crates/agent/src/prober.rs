@@ -1,6 +1,8 @@
 //! The prober loop (§3.2), for `vantage probe` and for nodes that also probe: ask for work,
 //! probe every target, report in chunks of at most [`wire::MAX_RESULTS`], and start the next
-//! round one interval after this one started (at once when the round ran longer).
+//! round one interval after this one started (at once when the round ran longer). The
+//! endpoint targets of each work answer go to the endpoint loop (`crate::endpoint`), a task
+//! beside the rounds that probes them on their own intervals: neither waits for the other.
 //!
 //! The loop never ends by itself: a failed round is logged and the next one tries again; a
 //! refusal of this identity (401/403: revoked, disabled) is retried less and less often,
@@ -10,6 +12,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 use vantage_core::check::Check;
 use vantage_core::result::ProbeResult;
 use vantage_core::settings::ProbeSettings;
@@ -17,6 +21,7 @@ use vantage_core::wire::{self, Report, Role, Work};
 use vantage_probe::{ProbeTarget, RoundConfig, SourceAddresses, run_round};
 
 use crate::client::{ChannelClient, now};
+use crate::endpoint::{EndpointWork, endpoint_loop};
 use crate::enroll::{ChannelOptions, connect_with_retry};
 use crate::error::{Error, Result};
 
@@ -129,19 +134,44 @@ struct RoundSummary {
     renew_in_s: u64,
 }
 
-/// Round after round, forever; the caller stops it by dropping (or aborting) it.
+/// Round after round, with the endpoint loop beside, forever; the caller stops both by
+/// dropping (or aborting) it.
 pub(crate) async fn prober_loop(
     client: Arc<ChannelClient>,
     ep: Endpoints,
     concurrency: usize,
     source: SourceAddresses,
 ) {
+    let (endpoints, updates) = mpsc::unbounded_channel();
+    // A task of its own, so that neither loop waits for the other; the set aborts it when
+    // this future is dropped.
+    let mut beside = JoinSet::new();
+    beside.spawn(endpoint_loop(client.clone(), ep.report, concurrency, source, updates));
+    tokio::select! {
+        () = rounds(&client, ep, concurrency, source, &endpoints) => {}
+        // The endpoint loop ends only by a panic (a bug) while the rounds go on: pass it on.
+        Some(Err(e)) = beside.join_next() => {
+            if e.is_panic() {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+    }
+}
+
+/// Round after round, forever, handing each work answer's endpoints to `endpoints`.
+async fn rounds(
+    client: &ChannelClient,
+    ep: Endpoints,
+    concurrency: usize,
+    source: SourceAddresses,
+    endpoints: &mpsc::UnboundedSender<EndpointWork>,
+) {
     let mut interval = Duration::from_secs(u64::from(ProbeSettings::default().interval_s()));
     let mut refusals: u32 = 0;
     let mut last_targets: Option<usize> = None;
     loop {
         let started = Instant::now();
-        let wait = match round(&client, ep, concurrency, source).await {
+        let wait = match round(client, ep, concurrency, source, endpoints).await {
             Ok(s) => {
                 interval = s.interval;
                 if refusals > 0 {
@@ -199,8 +229,12 @@ async fn round(
     ep: Endpoints,
     concurrency: usize,
     source: SourceAddresses,
+    endpoints: &mpsc::UnboundedSender<EndpointWork>,
 ) -> Result<RoundSummary> {
     let work: Work = client.get(ep.work).await?;
+    // First, so that the endpoints do not wait for this round. The endpoint loop outlives
+    // the rounds but for a panic, which `prober_loop` passes on.
+    let _ = endpoints.send(EndpointWork::of(&work));
     let targets = targets(&work);
     let cfg = RoundConfig::from_settings(&work.settings, concurrency, source);
     let (t0, started_at) = (Instant::now(), now());

@@ -286,8 +286,12 @@ async fn http(
         }
     };
     let mut stream = connect(ep, p).await?;
-    let close_on = t.check.expect_close().then_some(expected);
-    let status = health::exchange(&mut stream, request, close_on, &mut p.doing, &mut p.status, wire).await?;
+    let expect = health::Expect {
+        status: expected,
+        close: t.check.expect_close(),
+        block_pattern: t.check.block_pattern().map(str::as_bytes).filter(|p| !p.is_empty()),
+    };
+    let status = health::exchange(&mut stream, request, &expect, &mut p.doing, &mut p.status, wire).await?;
     if status != expected {
         return Err(Failure::new(ErrorCode::Status, format!("status {status}, expected {expected}")));
     }

@@ -1,7 +1,8 @@
 //! The exchange of an `http` or `https` health check: one request per connection, so no
 //! HTTP client is needed, only a small state machine over the stream — write the request
-//! (encoded once per target), read until `httparse` sees a complete response head, and, with
-//! `expect_close`, read on until the peer closes.
+//! (encoded once per target), read until `httparse` sees a complete response head; then, for
+//! an answer of the expected status, search its body when the check has a block-page pattern
+//! (the `block` module) and, with `expect_close`, read on until the peer closes.
 //!
 //! Why not hyper here: a hyper connection carries read and write buffers and a dispatch
 //! channel (about 24 KiB in flight per connection), which at 10,000 silent targets is most of
@@ -16,6 +17,7 @@ use vantage_core::check::RequestSpec;
 use vantage_core::result::ErrorCode;
 
 use crate::attempt::{Failure, build_request};
+use crate::block::{Framing, Scan, Scanned};
 use crate::classify::Phase;
 use crate::error::Error;
 use crate::wire::{Stream, Wire};
@@ -53,15 +55,29 @@ pub(crate) fn encode(spec: &RequestSpec) -> Result<Bytes, Error> {
     Ok(Bytes::from(out))
 }
 
-/// Sends `request` over `stream` and reads the answer's status into `status`. With
-/// `close_on = Some(s)` and an answer of status `s`, reads on (discarding) until the peer
-/// closes the connection, as Varnish's `expect_close` does; a peer that keeps it open runs
-/// into the attempt's timeout. Without it the verdict is taken at the end of the head: the
-/// body of a health answer says nothing the status does not.
+/// What a health check expects of the answer beyond its head.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Expect<'a> {
+    /// The expected status: only an answer of it is read past its head.
+    pub(crate) status: u16,
+    /// Read on until the peer closes (the check's `expect_close`).
+    pub(crate) close: bool,
+    /// The check's block-page pattern (never empty).
+    pub(crate) block_pattern: Option<&'a [u8]>,
+}
+
+/// Sends `request` over `stream` and reads the answer's status into `status`.
+///
+/// An answer of the expected status is read on: with a block-page pattern, its body (within
+/// the `block` module's bound), and a body containing the pattern fails as `blocked` at once;
+/// with `expect_close`, until the peer closes the connection, as Varnish's `expect_close`
+/// does (a peer that keeps it open runs into the attempt's timeout). Without either the
+/// verdict is taken at the end of the head: the body of a health answer says nothing the
+/// status does not.
 pub(crate) async fn exchange(
     stream: &mut Stream,
     request: &[u8],
-    close_on: Option<u16>,
+    expect: &Expect<'_>,
     doing: &mut &'static str,
     status: &mut Option<u16>,
     wire: &Wire,
@@ -107,7 +123,40 @@ pub(crate) async fn exchange(
         wire.got(n);
     };
     *status = Some(code);
-    if close_on == Some(code) {
+    if code != expect.status {
+        return Ok(code);
+    }
+    let mut closed = false;
+    if let Some(pattern) = expect.block_pattern {
+        *doing = "reading the response body";
+        let (head_len, framing) = body_start(&buf, request.starts_with(b"HEAD "));
+        let mut scan = Scan::new(pattern, framing);
+        let mut scanned = scan.feed(buf.get(head_len..).unwrap_or_default());
+        while scanned == Scanned::More {
+            buf.clear();
+            match read_some(stream, &mut buf).await {
+                Ok(n) if n > 0 => {
+                    wire.got(n);
+                    scanned = scan.feed(&buf);
+                }
+                // A close ends the body; so does an error after a complete head, as below.
+                Ok(_) | Err(_) => {
+                    closed = true;
+                    break;
+                }
+            }
+        }
+        if scanned == Scanned::Found {
+            return Err(Failure::new(
+                ErrorCode::Blocked,
+                format!(
+                    "the response body contains the block-page pattern {:?}",
+                    String::from_utf8_lossy(pattern)
+                ),
+            ));
+        }
+    }
+    if expect.close && !closed {
         *doing = "waiting for the peer to close the connection";
         buf.clear();
         // An error after a complete answer also ends the connection: that is a close.
@@ -145,28 +194,50 @@ enum Head {
 /// mean something other than the expected listener answers: `status`, as for any answer
 /// that is not the expected one.
 fn parse_head(buf: &[u8]) -> Result<Head, Failure> {
-    let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
-    match parse_with(buf, &mut stack) {
-        Err(httparse::Error::TooManyHeaders) => {
-            let mut heap = vec![httparse::EMPTY_HEADER; MAX_HEADERS];
-            parse_with(buf, &mut heap)
-        }
-        other => other,
-    }
+    parse(buf, |parsed, response| match parsed {
+        httparse::Status::Partial => Ok(Head::Partial),
+        httparse::Status::Complete(len) => match response.code {
+            Some(code) if (100..200).contains(&code) && code != 101 => Ok(Head::Interim(len)),
+            Some(code) => Ok(Head::Final(code)),
+            // A complete parse always has a status; treat the impossible as not HTTP.
+            None => Err(httparse::Error::Status),
+        },
+    })
+    .and_then(std::convert::identity)
     .map_err(|e| Failure::new(ErrorCode::Status, format!("not an HTTP response: {e}")))
 }
 
-fn parse_with<'b>(buf: &'b [u8], headers: &mut [httparse::Header<'b>]) -> Result<Head, httparse::Error> {
-    let mut response = httparse::Response::new(headers);
-    Ok(match response.parse(buf)? {
-        httparse::Status::Partial => Head::Partial,
-        httparse::Status::Complete(len) => match response.code {
-            Some(code) if (100..200).contains(&code) && code != 101 => Head::Interim(len),
-            Some(code) => Head::Final(code),
-            // A complete parse always has a status; treat the impossible as not HTTP.
-            None => return Err(httparse::Error::Status),
-        },
-    })
+/// Where the body of the final head at the start of `buf` begins, and how it ends. Parsed
+/// again rather than kept from [`parse_head`], so that checks without a block-page pattern
+/// never look at the headers.
+fn body_start(buf: &[u8], head_request: bool) -> (usize, Framing) {
+    let parsed = parse(buf, |parsed, response| match parsed {
+        httparse::Status::Complete(len) => {
+            Some((len, Framing::of(response.code.unwrap_or_default(), response.headers, head_request)))
+        }
+        httparse::Status::Partial => None,
+    });
+    // The head parsed complete a moment ago; should it not now, no byte of it is body.
+    parsed.ok().flatten().unwrap_or((buf.len(), Framing::UntilClose))
+}
+
+/// Parses a response head with its headers on the stack, or on the heap when there are more,
+/// and reads it with `read`.
+fn parse<T>(
+    buf: &[u8],
+    read: impl Fn(httparse::Status<usize>, &httparse::Response<'_, '_>) -> T,
+) -> Result<T, httparse::Error> {
+    let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut response = httparse::Response::new(&mut stack);
+    match response.parse(buf) {
+        Err(httparse::Error::TooManyHeaders) => {
+            let mut heap = vec![httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut response = httparse::Response::new(&mut heap);
+            let parsed = response.parse(buf)?;
+            Ok(read(parsed, &response))
+        }
+        other => other.map(|parsed| read(parsed, &response)),
+    }
 }
 
 #[cfg(test)]

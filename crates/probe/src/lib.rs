@@ -3,7 +3,8 @@
 //! - [`attempt`] makes one attempt against a [`ProbeTarget`] — `tcp`, `http`, `https` (SNI =
 //!   the check's host, certificate verified only for checks with `verify`, its expiry
 //!   reported) or `hls` (manifest, newest segment, its age),
-//!   with a PROXY v1 header first on listeners that require one — and returns an
+//!   with a PROXY v1 header first on listeners that require one, and for `http`/`https`
+//!   checks with a block-page pattern the body searched for it — and returns an
 //!   [`AttemptReport`]: the stages reached, the time of each, and on failure exactly one
 //!   [`ErrorCode`](vantage_core::result::ErrorCode).
 //! - [`run_round`] gives every target its attempts in a row, many targets at once under a
@@ -24,6 +25,7 @@
 
 mod admission;
 mod attempt;
+mod block;
 mod classify;
 mod error;
 mod health;

@@ -3,9 +3,10 @@
 //!
 //! Every server is an [`EdgeServer`]: it binds a loopback address, serves one
 //! [`Behavior`] (a health endpoint, an HLS origin, a peer that resets, one that never
-//! answers, one that does not speak TLS, one that never closes), optionally behind TLS with a
-//! self-signed certificate and behind a required PROXY v1 header, and can be stopped and
-//! restarted on the same address to script failures.
+//! answers, one that does not speak TLS, one that never closes, one with a chunked body),
+//! optionally behind TLS with a self-signed certificate and behind a required PROXY v1
+//! header, and can be stopped and restarted on the same address to script failures. Health
+//! answers carry a body of the test's choosing (a block page, say).
 //!
 //! [`KnotServer`] runs a real Knot DNS that accepts RFC 2136 updates, and [`dig`] queries
 //! any DNS server the way an operator would.

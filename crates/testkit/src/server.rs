@@ -28,7 +28,8 @@ use crate::tls::TlsIdentity;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Behavior {
     /// A health endpoint: every request gets the current status (see
-    /// [`EdgeServer::set_status`]) and the body `ok`.
+    /// [`EdgeServer::set_status`]) and the current body (`ok` unless set, see
+    /// [`EdgeServer::set_body`]) with a `Content-Length`.
     Health,
     /// An HLS origin: the playlists of [`crate::hls_paths`] and their segments.
     Hls,
@@ -42,6 +43,10 @@ pub enum Behavior {
     /// Answers `200 ok` with a `Content-Length` and then keeps the connection open, ignoring
     /// `Connection: close`.
     KeepOpen,
+    /// Answers the current status and body as [`Behavior::Health`] does, but chunked
+    /// (`Transfer-Encoding: chunked`): the body in two chunks split at its middle, written
+    /// apart with a pause between so that they arrive in separate reads; then closes.
+    Chunked,
 }
 
 /// How an [`EdgeServer`] is set up.
@@ -58,12 +63,21 @@ pub struct EdgeOptions {
     pub proxy_v1: bool,
     /// Listen backlog (the kernel caps it at `net.core.somaxconn`).
     pub backlog: u32,
+    /// Body of [`Behavior::Health`] and [`Behavior::Chunked`] answers at start.
+    pub body: Bytes,
 }
 
 impl EdgeOptions {
-    /// Plain TCP, status 200, no PROXY header, backlog 1024.
+    /// Plain TCP, status 200, body `ok`, no PROXY header, backlog 1024.
     pub fn new(behavior: Behavior) -> Self {
-        EdgeOptions { behavior, status: 200, tls: None, proxy_v1: false, backlog: 1024 }
+        EdgeOptions {
+            behavior,
+            status: 200,
+            tls: None,
+            proxy_v1: false,
+            backlog: 1024,
+            body: Bytes::from_static(b"ok\n"),
+        }
     }
     /// With TLS.
     pub fn with_tls(mut self, identity: TlsIdentity) -> Self {
@@ -87,6 +101,11 @@ impl EdgeOptions {
     /// With a listen backlog.
     pub fn with_backlog(mut self, backlog: u32) -> Self {
         self.backlog = backlog;
+        self
+    }
+    /// With a first body (a block page, say).
+    pub fn with_body(mut self, body: impl Into<Bytes>) -> Self {
+        self.body = body.into();
         self
     }
 }
@@ -133,6 +152,7 @@ struct Shared {
     opts: EdgeOptions,
     acceptor: Option<TlsAcceptor>,
     status: AtomicU16,
+    body: Mutex<Bytes>,
     connections: AtomicU64,
     peers: Mutex<Vec<SocketAddr>>,
     rejected: AtomicU64,
@@ -176,6 +196,7 @@ impl EdgeServer {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             status: AtomicU16::new(opts.status),
+            body: Mutex::new(opts.body.clone()),
             opts,
             acceptor,
             connections: AtomicU64::new(0),
@@ -203,6 +224,11 @@ impl EdgeServer {
     /// Changes the status of [`Behavior::Health`] answers from now on.
     pub fn set_status(&self, status: u16) {
         self.shared.status.store(status, Ordering::Relaxed);
+    }
+
+    /// Changes the body of [`Behavior::Health`] and [`Behavior::Chunked`] answers from now on.
+    pub fn set_body(&self, body: impl Into<Bytes>) {
+        *lock(&self.shared.body) = body.into();
     }
 
     /// Connections accepted since start.
@@ -364,7 +390,34 @@ async fn handle(mut stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
                 drain(&mut stream).await;
             }
         }
+        Behavior::Chunked => {
+            if read_head(&mut stream).await.is_ok() {
+                let _ = write_chunked(&mut stream, &shared).await;
+            }
+        }
     }
+}
+
+/// The current status and body in two chunks, flushed apart (see [`Behavior::Chunked`]).
+async fn write_chunked(stream: &mut TcpStream, shared: &Shared) -> io::Result<()> {
+    let status = shared.status.load(Ordering::Relaxed);
+    let body = lock(&shared.body).clone();
+    let head = format!("HTTP/1.1 {status} X\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await?;
+    let (first, second) = body.split_at(body.len() / 2);
+    for chunk in [first, second] {
+        if chunk.is_empty() {
+            continue;
+        }
+        // A chunk extension, as a chunked body may carry.
+        stream.write_all(format!("{:x};part=1\r\n", chunk.len()).as_bytes()).await?;
+        stream.write_all(chunk).await?;
+        stream.write_all(b"\r\n").await?;
+        stream.flush().await?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stream.write_all(b"0\r\n\r\n").await?;
+    stream.shutdown().await
 }
 
 /// Reads until the peer closes or fails.
@@ -456,7 +509,7 @@ fn respond(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             hls::respond(req.uri().path(), range, SystemTime::now())
         }
         _ => {
-            let mut r = Response::new(Full::new(Bytes::from_static(b"ok\n")));
+            let mut r = Response::new(Full::new(lock(&shared.body).clone()));
             let status = shared.status.load(Ordering::Relaxed);
             *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
             r

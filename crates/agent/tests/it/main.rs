@@ -4,6 +4,7 @@
 
 mod agent;
 mod channel;
+mod endpoints;
 mod metrics;
 mod prober;
 mod support;

@@ -2,6 +2,7 @@
 //! Nothing here sends traffic outside 127.0.0.0/8.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod block;
 mod hls;
 mod methods;
 mod round;
