@@ -10,6 +10,7 @@ mod dns;
 mod edges;
 mod failover;
 mod harness;
+mod mirrors;
 mod rules;
 mod ui;
 

@@ -120,20 +120,14 @@ impl Mirrors {
         self.book.forget(caller);
     }
 
-    /// An operator asks for a check run of `regions` (`None`: every region).
+    /// An operator asks for a check run of `regions` (`None`: every region). A request naming
+    /// an unknown region is refused for that before the rate limit is looked at.
     pub fn start_check(
         &mut self,
         c: &Config,
         regions: Option<Vec<String>>,
         now: Timestamp,
     ) -> Result<&CheckRun, CheckRefused> {
-        if let Some(last) = &self.check_run {
-            let wait_ms = CHECK_RUN_EVERY_S * 1000 - now.millis_since(last.at);
-            if wait_ms > 0 {
-                let retry_after_s = u64::try_from((wait_ms + 999) / 1000).unwrap_or(1);
-                return Err(CheckRefused::TooSoon { retry_after_s });
-            }
-        }
         let regions = match regions {
             None => None,
             Some(list) => {
@@ -150,6 +144,13 @@ impl Mirrors {
                 Some(set)
             }
         };
+        if let Some(last) = &self.check_run {
+            let wait_ms = CHECK_RUN_EVERY_S * 1000 - now.millis_since(last.at);
+            if wait_ms > 0 {
+                let retry_after_s = u64::try_from((wait_ms + 999) / 1000).unwrap_or(1);
+                return Err(CheckRefused::TooSoon { retry_after_s });
+            }
+        }
         Ok(self.check_run.insert(CheckRun { at: now, regions, told: BTreeSet::new() }))
     }
 

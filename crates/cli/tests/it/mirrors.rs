@@ -1,0 +1,415 @@
+//! Mirrors and doors end to end: `vantage serve`, real `vantage probe` processes in four
+//! regions (each leaving from its own loopback source address), and mirror edges that answer
+//! each region as a censor or a provider would — with a block page, a reset, or silence. The
+//! registry's files are edited by hand as an operator would.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::harness::{AgentProcess, ServerProcess};
+
+/// How a mirror edge answers a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Face {
+    /// `200 welcome`.
+    Serve,
+    /// `200` with a block page.
+    BlockPage,
+    /// A reset right after the connection (a middlebox's RST).
+    Reset,
+    /// Accepts and never answers.
+    Silent,
+}
+
+const BLOCK_PAGE: &str = "<h1>Access denied by order of the regulator</h1>";
+
+/// A mirror edge on 127.0.0.1 that answers each source address with its face (`Serve` for any
+/// other).
+async fn edge(faces: &[(IpAddr, Face)]) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let faces: Arc<HashMap<IpAddr, Face>> = Arc::new(faces.iter().copied().collect());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, peer)) = listener.accept().await else { return };
+            let face = faces.get(&peer.ip()).copied().unwrap_or(Face::Serve);
+            tokio::spawn(async move {
+                match face {
+                    Face::Reset => {
+                        // Linger 0 turns the close into an RST.
+                        let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
+                    }
+                    Face::Silent => tokio::time::sleep(Duration::from_secs(30)).await,
+                    Face::Serve | Face::BlockPage => {
+                        let mut buf = [0u8; 4096];
+                        let mut seen = Vec::new();
+                        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match conn.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => seen.extend_from_slice(&buf[..n]),
+                            }
+                        }
+                        let body = if face == Face::BlockPage { BLOCK_PAGE } else { "welcome" };
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = conn.write_all(format!("{head}{body}").as_bytes()).await;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+async fn put(s: &ServerProcess, path: &str, body: Value) -> Value {
+    let (st, v) = s.call(Method::PUT, path, Some(body)).await;
+    assert!(st == 200 || st == 201, "PUT {path}: {st} {v}");
+    v
+}
+
+fn verdicts(v: &Value) -> BTreeMap<String, String> {
+    v["mirrors"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|m| (m["host"].as_str().unwrap().to_owned(), m["verdict"].as_str().unwrap().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Follows no redirect; where `/go/…` sent the visitor (or the status and body).
+async fn go(
+    client: &reqwest::Client,
+    s: &ServerProcess,
+    path: &str,
+    xff: Option<&str>,
+) -> Result<String, (u16, String)> {
+    let mut r = client.get(format!("{}{path}", s.url));
+    if let Some(x) = xff {
+        r = r.header("x-forwarded-for", x);
+    }
+    let resp = r.send().await.unwrap();
+    if resp.status() == 302 {
+        return Ok(resp.headers()["location"].to_str().unwrap().to_owned());
+    }
+    Err((resp.status().as_u16(), resp.text().await.unwrap()))
+}
+
+fn no_redirects(from: Option<IpAddr>) -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(from)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(&temp.path().join("server"), &[]).await;
+    let fast = json!({"interval_s": 5, "timeout_ms": 1000, "attempts": 1});
+    put(&s, "/v1/settings/probes", fast).await;
+    // Region ru1's visitors come from 127.0.3.0/24.
+    let mut regions = Vec::new();
+    for code in ["us1", "de1", "ru1", "cn1"] {
+        let nets = if code == "ru1" { json!(["127.0.3.0/24"]) } else { json!([]) };
+        let r = s.create("/v1/regions", json!({"code": code, "name": code, "client_networks": nets})).await;
+        regions.push(r["id"].as_i64().unwrap());
+    }
+    let source = |i: usize| ip(&format!("127.0.1.{}", i + 1));
+    let (ru, cn) = (source(2), source(3));
+    s.create(
+        "/v1/checks",
+        json!({"name": "default", "method": "http", "path": "/", "interval_s": 1, "timeout_ms": 800, "block_pattern": "Access denied"}),
+    )
+    .await;
+    for t in ["t1", "t2", "t3"] {
+        put(&s, &format!("/v1/tenants/{t}"), json!({"note": format!("tenant {t}")})).await;
+    }
+    let mirrors = [
+        ("live1", vec!["t1"], 1, edge(&[]).await),
+        ("live2", vec!["t1"], 3, edge(&[]).await),
+        ("zero", vec!["t1"], 0, edge(&[]).await),
+        ("other", vec!["t2"], 1, edge(&[]).await),
+        ("blocked", vec!["t1"], 1, edge(&[(ru, Face::Reset), (cn, Face::BlockPage)]).await),
+        ("slow-cn", vec!["t1", "t3"], 1, edge(&[(cn, Face::Silent)]).await),
+        ("reset-ru", vec!["t3"], 1, edge(&[(ru, Face::Reset)]).await),
+    ];
+    for (name, tenants, weight, addr) in &mirrors {
+        let body = json!({"tenants": tenants, "weight": weight, "address": addr.to_string()});
+        let (st, v) = s.call(Method::PUT, &format!("/v1/mirrors/{name}.example.net"), Some(body)).await;
+        assert_eq!(st, 201, "{v}");
+    }
+    // Probers in every region leave IPv6 from an address this host does not have: an IPv6
+    // mirror fails on their side (`error`) without a packet sent.
+    let unusable = "[::1]:9";
+    put(&s, "/v1/mirrors/errors.example.net", json!({"tenants": ["t2"], "address": unusable})).await;
+    let (agent, ca) = s.channel();
+    let mut probers = Vec::new();
+    for (i, region) in regions.iter().enumerate() {
+        let name = format!("p{i}");
+        let t = s.create("/v1/probers/tokens", json!({"name": name, "region": region})).await;
+        let v4 = source(i).to_string();
+        let v6 = format!("2001:db8::{}", i + 1);
+        probers.push(AgentProcess::start(
+            "probe",
+            &agent,
+            t["token"].as_str().unwrap(),
+            &ca,
+            &temp.path().join(&name),
+            &["--hostname", &name, "--source-address", &v4, "--source-address", &v6],
+            &temp.path().join(format!("{name}.log")),
+        ));
+    }
+    let expected: BTreeMap<String, String> = [
+        ("live1", "live"),
+        ("live2", "live"),
+        ("zero", "live"),
+        ("other", "live"),
+        ("blocked", "blocked"),
+        ("slow-cn", "degraded"),
+        ("reset-ru", "degraded"),
+        ("errors", "unknown"),
+    ]
+    .iter()
+    .map(|(h, v)| (format!("{h}.example.net"), (*v).to_owned()))
+    .collect();
+    let took = s
+        .wait_for("/v1/mirrors", Duration::from_secs(40), |v| {
+            let all_regions = v["mirrors"]
+                .as_array()
+                .is_some_and(|l| l.iter().all(|m| m["regions"].as_object().is_some_and(|r| r.len() == 4)));
+            all_regions && verdicts(v) == expected
+        })
+        .await;
+    eprintln!("verdicts settled in {took:?}");
+    let (_, blocked) = s.call(Method::GET, "/v1/mirrors/blocked.example.net", None).await;
+    assert_eq!(blocked["regions"]["ru1"]["status"], "refused", "{blocked}");
+    assert_eq!(blocked["regions"]["cn1"]["status"], "blocked-inferred", "{blocked}");
+    assert_eq!(blocked["regions"]["us1"]["status"], "ok");
+    assert!(blocked["regions"]["us1"]["latency"].as_u64().is_some());
+    assert_eq!(blocked["probers"].as_array().unwrap().len(), 4, "{blocked}");
+    assert!(blocked["blocked_count"].as_u64().unwrap() > 0);
+    let (_, slow) = s.call(Method::GET, "/v1/mirrors/slow-cn.example.net", None).await;
+    assert_eq!(slow["regions"]["cn1"]["status"], "timeout");
+    let (_, errors) = s.call(Method::GET, "/v1/mirrors/errors.example.net", None).await;
+    assert!(errors["regions"].as_object().unwrap().values().all(|r| r["status"] == "error"), "{errors}");
+
+    // The doors: only the live mirrors of the tenant with a weight, by weight (1 : 3).
+    let client = no_redirects(None);
+    let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    let shared = Arc::new((client.clone(), s.url.clone()));
+    for worker in 0..8 {
+        let shared = shared.clone();
+        tasks.spawn(async move {
+            let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+            for i in 0..1250 {
+                let url = format!("{}/go/t1/pool/main/file-{worker}-{i}.deb?arch=amd64", shared.1);
+                let resp = shared.0.get(url).send().await.unwrap();
+                assert_eq!(resp.status(), 302);
+                let location = resp.headers()["location"].to_str().unwrap().to_owned();
+                assert!(
+                    location.ends_with(&format!("/pool/main/file-{worker}-{i}.deb?arch=amd64")),
+                    "{location}"
+                );
+                let host = location.trim_start_matches("https://").split('/').next().unwrap().to_owned();
+                *seen.entry(host).or_default() += 1;
+            }
+            seen
+        });
+    }
+    while let Some(seen) = tasks.join_next().await {
+        for (h, n) in seen.unwrap() {
+            *counts.entry(h).or_default() += n;
+        }
+    }
+    assert_eq!(
+        counts.keys().cloned().collect::<Vec<_>>(),
+        ["live1.example.net", "live2.example.net"],
+        "{counts:?}"
+    );
+    let share = f64::from(counts["live1.example.net"]) / 10_000.0;
+    assert!((share - 0.25).abs() <= 0.02, "weights 1 and 3 over 10,000 redirects: {counts:?}");
+    assert_eq!(go(&client, &s, "/go/t2/x", None).await.unwrap(), "https://other.example.net/x");
+    let (status, reason) = go(&client, &s, "/go/nobody/x", None).await.unwrap_err();
+    assert_eq!((status, reason.trim()), (503, "no mirror is available for this tenant now"));
+
+    // Tenant t3 has no live mirror: the degraded ones serve, but never where they fail — a
+    // visitor from ru1's networks is kept from the mirror ru1 resets, without asking.
+    let from_ru = no_redirects(Some(ip("127.0.3.9")));
+    for _ in 0..40 {
+        assert_eq!(go(&from_ru, &s, "/go/t3/a", None).await.unwrap(), "https://slow-cn.example.net/a");
+    }
+    let mut anywhere = std::collections::BTreeSet::new();
+    for _ in 0..80 {
+        anywhere.insert(go(&client, &s, "/go/t3/a", None).await.unwrap());
+    }
+    assert_eq!(anywhere.len(), 2, "from no region both serve: {anywhere:?}");
+    // X-Forwarded-For is believed only from trusted proxies.
+    let spoofed: std::collections::BTreeSet<String> = {
+        let mut set = std::collections::BTreeSet::new();
+        for _ in 0..80 {
+            set.insert(go(&client, &s, "/go/t3/a", Some("127.0.3.9")).await.unwrap());
+        }
+        set
+    };
+    assert_eq!(spoofed.len(), 2, "an untrusted peer's X-Forwarded-For is ignored");
+    put(&s, "/v1/settings/mirrors", json!({"trusted_proxies": ["127.0.0.1/32"]})).await;
+    for _ in 0..40 {
+        assert_eq!(
+            go(&client, &s, "/go/t3/a", Some("127.0.3.9")).await.unwrap(),
+            "https://slow-cn.example.net/a"
+        );
+    }
+    let (st, choice) = s.call(Method::GET, "/v1/doors/select?tenant=t3&exclude_regions=ru1", None).await;
+    assert_eq!((st, choice["host"].as_str()), (200, Some("slow-cn.example.net")), "{choice}");
+    let (st, _) = s.call(Method::GET, "/v1/doors/select?tenant=t3&exclude_regions=ru1,cn1", None).await;
+    assert_eq!(st, 503);
+
+    // A manual block takes a mirror out of rotation at once.
+    let (st, v) = s
+        .call(Method::POST, "/v1/mirrors/live2.example.net/force-block", Some(json!({"note": "ticket 7"})))
+        .await;
+    assert_eq!((st, v["verdict"].as_str()), (200, Some("blocked")), "{v}");
+    for _ in 0..40 {
+        assert_eq!(go(&client, &s, "/go/t1/x", None).await.unwrap(), "https://live1.example.net/x");
+    }
+
+    let metrics = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    for line in [
+        r#"vantage_mirror_verdict{host="live1.example.net"} 3"#,
+        r#"vantage_mirror_verdict{host="slow-cn.example.net"} 2"#,
+        r#"vantage_mirror_verdict{host="blocked.example.net"} 1"#,
+        r#"vantage_mirror_verdict{host="errors.example.net"} 0"#,
+        r#"vantage_mirror_regions_failing{host="blocked.example.net"} 2"#,
+        "vantage_mirror_manual_blocked 1",
+        r#"vantage_door_redirects_total{tenant="t1",outcome="redirected"}"#,
+        r#"vantage_door_redirects_total{tenant="(unknown)",outcome="none_eligible"} 1"#,
+        r#"vantage_mirror_check_duration_seconds_count{host="live1.example.net"}"#,
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+    let (_, alerts) = s.call(Method::GET, "/v1/alerts", None).await;
+    assert!(alerts.to_string().contains("mirror blocked.example.net is blocked"), "{alerts}");
+    for p in probers {
+        p.kill().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_registry_files_the_api_and_a_restart() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("server");
+    let s = ServerProcess::start_in(&dir, &[]).await;
+    let files = dir.join("mirrors");
+    put(&s, "/v1/tenants/t1", json!({})).await;
+    // Derived fields, unknown tenants and bad values are refused by name, and change nothing.
+    let refusals = [
+        (json!({"verdict": "live"}), "verdict"),
+        (json!({"regions": {}}), "regions"),
+        (json!({"tenants": ["nobody"]}), "tenants[0]"),
+        (json!({"weight": -1}), "weight"),
+        (json!({"wieght": 1}), "wieght"),
+        (json!({"host": "other.example.net"}), "host"),
+    ];
+    for (body, field) in refusals {
+        let (st, v) = s.call(Method::PUT, "/v1/mirrors/m1.example.net", Some(body.clone())).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (400, Some(field)), "{body}: {v}");
+    }
+    assert!(!files.join("m1.example.net.yaml").exists());
+    // A YAML body.
+    let resp = s
+        .req(Method::PUT, "/v1/mirrors/m1.example.net")
+        .header("content-type", "application/yaml")
+        .body("tenants: [t1]\nweight: 2\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let text = std::fs::read_to_string(files.join("m1.example.net.yaml")).unwrap();
+    assert!(text.contains("weight: 2"), "{text}");
+    // An operator's own file is picked up.
+    std::fs::write(files.join("m2.example.net.yaml"), "host: m2.example.net\nweight: 5\n").unwrap();
+    s.wait_for("/v1/mirrors", Duration::from_secs(10), |v| v["count"] == 2).await;
+    // A broken file aborts the whole reload: the previous registry keeps serving, the log and
+    // the API name the file and the field, and the failure is counted.
+    std::fs::write(files.join("m3.example.net.yaml"), "host: m3.example.net\nweight: heavy\n").unwrap();
+    std::fs::write(files.join("m2.example.net.yaml"), "host: m2.example.net\nweight: 6\n").unwrap();
+    s.wait_for("/v1/mirrors", Duration::from_secs(10), |v| !v["reload"]["error"].is_null()).await;
+    let (_, list) = s.call(Method::GET, "/v1/mirrors", None).await;
+    assert_eq!(list["reload"]["error"]["file"], "m3.example.net.yaml", "{list}");
+    assert_eq!(list["reload"]["error"]["field"], "weight", "{list}");
+    assert_eq!(list["count"], 2);
+    let (_, m2) = s.call(Method::GET, "/v1/mirrors/m2.example.net", None).await;
+    assert_eq!(m2["weight"], 5, "the change in the same reload did not take either");
+    let log = std::fs::read_to_string(dir.with_extension("log")).unwrap();
+    assert!(log.contains("m3.example.net.yaml") && log.contains("weight"), "{log}");
+    let metrics = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("vantage_mirror_registry_reload_errors_total"), "{metrics}");
+    assert!(!metrics.contains("vantage_mirror_registry_reload_errors_total 0"), "{metrics}");
+    std::fs::remove_file(files.join("m3.example.net.yaml")).unwrap();
+    s.wait_for("/v1/mirrors/m2.example.net", Duration::from_secs(10), |v| v["weight"] == 6).await;
+    let (_, list) = s.call(Method::GET, "/v1/mirrors", None).await;
+    assert!(list["reload"]["error"].is_null(), "{list}");
+
+    // A manual block survives a restart; the check run is one per minute across callers.
+    let (st, v) = s
+        .call(Method::POST, "/v1/mirrors/m1.example.net/force-block", Some(json!({"note": "ticket 12345"})))
+        .await;
+    assert_eq!((st, v["verdict"].as_str()), (200, Some("blocked")), "{v}");
+    let (st, _) = s.call(Method::POST, "/v1/mirrors/check", None).await;
+    assert_eq!(st, 202);
+    let resp = s.req(Method::POST, "/v1/mirrors/check").send().await.unwrap();
+    assert_eq!(resp.status(), 429);
+    let wait: u64 = resp.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    let (st, v) = s.call(Method::POST, "/v1/mirrors/check", Some(json!({"regions": ["mars"]}))).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("regions[0]")), "{v}");
+    let s = {
+        let _ = s.stop().await;
+        ServerProcess::start_in(&dir, &[]).await
+    };
+    let (_, m1) = s.call(Method::GET, "/v1/mirrors/m1.example.net", None).await;
+    assert_eq!(
+        (m1["manual_block"].as_bool(), m1["manual_note"].as_str()),
+        (Some(true), Some("ticket 12345")),
+        "{m1}"
+    );
+    assert_eq!(m1["verdict"], "blocked");
+    let (st, v) = s.call(Method::POST, "/v1/mirrors/m1.example.net/unblock", None).await;
+    assert_eq!((st, v["manual_block"].as_bool()), (200, Some(false)), "{v}");
+    // A tenant a mirror names cannot go; a mirror's file goes with it.
+    let (st, _) = s.call(Method::DELETE, "/v1/tenants/t1", None).await;
+    assert_eq!(st, 409);
+    let (st, _) = s.call(Method::DELETE, "/v1/mirrors/m2.example.net", None).await;
+    assert_eq!(st, 204);
+    assert!(!files.join("m2.example.net.yaml").exists());
+    let (_, audit) = s.call(Method::GET, "/v1/audit", None).await;
+    let text = audit.to_string();
+    for action in [
+        "mirror.create",
+        "mirror.force_block",
+        "mirror.check",
+        "mirror.unblock",
+        "mirror.delete",
+        "tenant.put",
+        "mirror.reload",
+    ] {
+        assert!(text.contains(action), "{action} audited: {text}");
+    }
+}
