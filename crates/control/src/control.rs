@@ -166,6 +166,9 @@ pub enum Output {
     SaveMirrors(String),
     /// What doors choose from changed: swap in [`Control::doors`].
     Doors,
+    /// Fetch these mirrors' trace files and their references', and feed back what they read
+    /// ([`Control::handle_freshness`]).
+    CheckFreshness(Vec<crate::mirrors::FreshnessCheck>),
     /// Roll history up per day before `before`, and delete daily roll-ups before `daily_before`.
     RollUpHistory {
         /// History cut-off.
@@ -512,6 +515,38 @@ impl Control {
         Ok(changes)
     }
 
+    /// A freshness check of `host` read its trace times. A mirror further behind its
+    /// reference than its `max_lag_s` leaves door rotation (with an alert) until a check finds
+    /// it fresh; a check that read no time changes nothing but its error.
+    pub fn handle_freshness(
+        &mut self,
+        host: &str,
+        reading: crate::mirrors::book::FreshnessReading,
+        now: Timestamp,
+    ) {
+        let c = self.config.clone();
+        if let Some(stale) = self.mirrors.record_freshness(&c, host, reading, now) {
+            let key = format!("mirror_stale/{host}");
+            let lag =
+                self.mirrors.book().state(host).and_then(|s| s.freshness.as_ref()).and_then(|f| f.lag_s);
+            if stale {
+                let summary = format!("mirror {host} is stale ({} s behind its reference)", lag.unwrap_or(0));
+                self.fire(key, "mirror_stale", summary, json!({"host": host, "lag_s": lag}), now);
+            } else {
+                self.resolve(&key, now);
+            }
+            self.outputs.push_back(Output::Audit(vec![AuditEntry {
+                action: "mirror.freshness".into(),
+                object: format!("mirror:{host}"),
+                metadata: json!({"stale": stale, "lag_s": lag}),
+            }]));
+        }
+        self.flush_doors();
+        if let Some(json) = self.mirrors.take_save(now, false) {
+            self.outputs.push_back(Output::SaveMirrors(json));
+        }
+    }
+
     /// An operator asks for a check run now (SPEC §6: one per minute across all callers).
     pub fn handle_check_run(
         &mut self,
@@ -590,6 +625,11 @@ impl Control {
             self.flush_doors();
             self.next_silence = now.plus_secs(SILENCE_EVERY_S);
         }
+        let c = self.config.clone();
+        let checks = self.mirrors.due_freshness(&c, now);
+        if !checks.is_empty() {
+            self.outputs.push_back(Output::CheckFreshness(checks));
+        }
         if let Some(json) = self.mirrors.take_save(now, false) {
             self.outputs.push_back(Output::SaveMirrors(json));
         }
@@ -613,7 +653,10 @@ impl Control {
     /// When [`handle_timeout`](Self::handle_timeout) next has something to do.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         let clusters = self.slots.values().map(|s| s.due);
-        clusters.chain([self.next_silence, self.next_expiry, self.next_roll_up]).min()
+        clusters
+            .chain([self.next_silence, self.next_expiry, self.next_roll_up])
+            .chain(self.mirrors.next_freshness())
+            .min()
     }
 
     /// The next thing to carry out.

@@ -204,6 +204,56 @@ pub struct Mirror {
     /// Where probers connect instead of resolving the host (a pinned address, as with
     /// `curl --resolve`).
     pub address: Option<SocketAddr>,
+    /// How far behind its reference the mirror may be before it leaves door rotation.
+    pub freshness: Option<Freshness>,
+}
+
+/// A mirror's freshness check: a trace file whose body (or `Last-Modified`) is the time of
+/// the mirror's last sync, compared with the same file on a reference host. A 200 with last
+/// week's files is not a live mirror.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Freshness {
+    /// Path of the trace file on the mirror (`/debian/project/trace/master`).
+    pub path: String,
+    /// The same file on the reference host, a full `http://` or `https://` URL.
+    pub reference: String,
+    /// Largest lag behind the reference, seconds (1 to 30 days).
+    pub max_lag_s: u32,
+    /// Seconds between checks (5 to 86400, 300).
+    #[serde(default = "default_freshness_interval")]
+    pub interval_s: u32,
+}
+
+fn default_freshness_interval() -> u32 {
+    300
+}
+
+impl Freshness {
+    /// Validates the check's fields (names relative to `freshness`).
+    fn parse(self) -> Result<Freshness> {
+        let f = |e: Error| e.within("freshness");
+        if !self.path.starts_with('/') || self.path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(f(Error::invalid(
+                "path",
+                format!("must start with / and contain no spaces, got {:?}", self.path),
+            )));
+        }
+        let scheme_ok = self.reference.starts_with("http://") || self.reference.starts_with("https://");
+        if !scheme_ok
+            || self.reference.len() > 2048
+            || self.reference.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(f(Error::invalid(
+                "reference",
+                format!("must be an http:// or https:// URL, got {:?}", self.reference),
+            )));
+        }
+        let max_lag_s = in_range("max_lag_s", self.max_lag_s, 1, 30 * 86_400).map_err(f)?;
+        let interval_s = in_range("interval_s", self.interval_s, 5, 86_400).map_err(f)?;
+        Ok(Freshness { max_lag_s, interval_s, ..self })
+    }
 }
 
 /// A mirror as entered: the operator's fields only (the derived ones are refused).
@@ -228,6 +278,9 @@ pub struct MirrorInput {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schema(value_type = Option<String>))]
     pub address: Option<SocketAddr>,
+    /// An optional freshness check against a reference host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freshness: Option<Freshness>,
 }
 
 impl Default for MirrorInput {
@@ -240,6 +293,7 @@ impl Default for MirrorInput {
             manual_note: String::new(),
             check: None,
             address: None,
+            freshness: None,
         }
     }
 }
@@ -254,6 +308,7 @@ impl From<Mirror> for MirrorInput {
             manual_note: m.manual_note,
             check: m.check,
             address: m.address,
+            freshness: m.freshness,
         }
     }
 }
@@ -286,6 +341,7 @@ impl TryFrom<MirrorInput> for Mirror {
             manual_note: i.manual_note,
             check,
             address: i.address,
+            freshness: i.freshness.map(Freshness::parse).transpose()?,
         })
     }
 }
@@ -585,6 +641,7 @@ mod tests {
             manual_note: String::new(),
             check: None,
             address: None,
+            freshness: None,
         };
         let ms = [
             mk("a.example.net", &[], 1),
@@ -636,6 +693,24 @@ mod tests {
         assert_eq!(counts, [100, 0, 300]);
         assert_eq!(choose_weighted(&[0, 0], 5), None);
         assert_eq!(choose_weighted(&[], 5), None);
+    }
+
+    #[test]
+    fn freshness_fields_are_checked() {
+        let mk = |f: serde_json::Value| {
+            serde_json::from_value::<Mirror>(serde_json::json!({"host": "m.example.net", "freshness": f}))
+        };
+        let ok = mk(
+            serde_json::json!({"path": "/trace", "reference": "https://ref.example.net/trace", "max_lag_s": 3600}),
+        );
+        assert_eq!(ok.unwrap().freshness.unwrap().interval_s, 300);
+        let e =
+            mk(serde_json::json!({"path": "trace", "reference": "https://r/t", "max_lag_s": 1})).unwrap_err();
+        assert!(e.to_string().contains("freshness.path"), "{e}");
+        let e = mk(serde_json::json!({"path": "/t", "reference": "ftp://r/t", "max_lag_s": 1})).unwrap_err();
+        assert!(e.to_string().contains("freshness.reference"), "{e}");
+        let e = mk(serde_json::json!({"path": "/t", "reference": "http://r/t", "max_lag_s": 0})).unwrap_err();
+        assert!(e.to_string().contains("freshness.max_lag_s"), "{e}");
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub(crate) async fn run(
 }
 
 async fn execute(
-    app: &App,
+    app: &Arc<App>,
     o: Output,
     notices: &mpsc::UnboundedSender<Notice>,
     unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>,
@@ -105,6 +105,7 @@ async fn execute(
             }
         }
         Output::Doors => app.sync_doors(),
+        Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
         Output::SaveState { cluster, json } => {
             if let Err(e) = store.put_state(&format!("cluster:{cluster}"), &json, now()).await {
                 tracing::warn!(cluster = cluster.0, error = %e, "cannot save evaluator state");

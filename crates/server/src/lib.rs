@@ -11,6 +11,7 @@ mod channel;
 pub mod config;
 mod driver;
 mod error;
+mod freshness;
 mod metrics;
 mod mirrors;
 mod publishing;

@@ -30,9 +30,17 @@ enum Face {
 
 const BLOCK_PAGE: &str = "<h1>Access denied by order of the regulator</h1>";
 
+/// A mirror's trace file (`/trace`): the time of its last sync, as text.
+type Trace = Arc<std::sync::Mutex<String>>;
+
 /// A mirror edge on 127.0.0.1 that answers each source address with its face (`Serve` for any
 /// other).
 async fn edge(faces: &[(IpAddr, Face)]) -> SocketAddr {
+    edge_with_trace(faces, Trace::default()).await
+}
+
+/// [`edge`], serving `trace` at `/trace`.
+async fn edge_with_trace(faces: &[(IpAddr, Face)], trace: Trace) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let faces: Arc<HashMap<IpAddr, Face>> = Arc::new(faces.iter().copied().collect());
@@ -40,6 +48,7 @@ async fn edge(faces: &[(IpAddr, Face)]) -> SocketAddr {
         loop {
             let Ok((mut conn, peer)) = listener.accept().await else { return };
             let face = faces.get(&peer.ip()).copied().unwrap_or(Face::Serve);
+            let trace = trace.clone();
             tokio::spawn(async move {
                 match face {
                     Face::Reset => {
@@ -56,7 +65,13 @@ async fn edge(faces: &[(IpAddr, Face)]) -> SocketAddr {
                                 Ok(n) => seen.extend_from_slice(&buf[..n]),
                             }
                         }
-                        let body = if face == Face::BlockPage { BLOCK_PAGE } else { "welcome" };
+                        let body = if face == Face::BlockPage {
+                            BLOCK_PAGE.to_owned()
+                        } else if seen.starts_with(b"GET /trace ") {
+                            trace.lock().unwrap().clone()
+                        } else {
+                            "welcome".to_owned()
+                        };
                         let head = format!(
                             "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                             body.len()
@@ -123,6 +138,8 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
     let s = ServerProcess::start_in(&temp.path().join("server"), &[]).await;
     let fast = json!({"interval_s": 5, "timeout_ms": 1000, "attempts": 1});
     put(&s, "/v1/settings/probes", fast).await;
+    // The edges speak plain HTTP: redirects and freshness checks too.
+    put(&s, "/v1/settings/mirrors", json!({"scheme": "http"})).await;
     // Region ru1's visitors come from 127.0.3.0/24.
     let mut regions = Vec::new();
     for code in ["us1", "de1", "ru1", "cn1"] {
@@ -140,9 +157,14 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
     for t in ["t1", "t2", "t3"] {
         put(&s, &format!("/v1/tenants/{t}"), json!({"note": format!("tenant {t}")})).await;
     }
+    let unix_now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let live2_trace = Trace::default();
+    *live2_trace.lock().unwrap() = unix_now().to_string();
+    let reference_trace = Trace::default();
+    let reference = edge_with_trace(&[], reference_trace.clone()).await;
     let mirrors = [
         ("live1", vec!["t1"], 1, edge(&[]).await),
-        ("live2", vec!["t1"], 3, edge(&[]).await),
+        ("live2", vec!["t1"], 3, edge_with_trace(&[], live2_trace.clone()).await),
         ("zero", vec!["t1"], 0, edge(&[]).await),
         ("other", vec!["t2"], 1, edge(&[]).await),
         ("blocked", vec!["t1"], 1, edge(&[(ru, Face::Reset), (cn, Face::BlockPage)]).await),
@@ -227,7 +249,7 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
                     location.ends_with(&format!("/pool/main/file-{worker}-{i}.deb?arch=amd64")),
                     "{location}"
                 );
-                let host = location.trim_start_matches("https://").split('/').next().unwrap().to_owned();
+                let host = location.trim_start_matches("http://").split('/').next().unwrap().to_owned();
                 *seen.entry(host).or_default() += 1;
             }
             seen
@@ -245,7 +267,7 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
     );
     let share = f64::from(counts["live1.example.net"]) / 10_000.0;
     assert!((share - 0.25).abs() <= 0.02, "weights 1 and 3 over 10,000 redirects: {counts:?}");
-    assert_eq!(go(&client, &s, "/go/t2/x", None).await.unwrap(), "https://other.example.net/x");
+    assert_eq!(go(&client, &s, "/go/t2/x", None).await.unwrap(), "http://other.example.net/x");
     let (status, reason) = go(&client, &s, "/go/nobody/x", None).await.unwrap_err();
     assert_eq!((status, reason.trim()), (503, "no mirror is available for this tenant now"));
 
@@ -253,7 +275,7 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
     // visitor from ru1's networks is kept from the mirror ru1 resets, without asking.
     let from_ru = no_redirects(Some(ip("127.0.3.9")));
     for _ in 0..40 {
-        assert_eq!(go(&from_ru, &s, "/go/t3/a", None).await.unwrap(), "https://slow-cn.example.net/a");
+        assert_eq!(go(&from_ru, &s, "/go/t3/a", None).await.unwrap(), "http://slow-cn.example.net/a");
     }
     let mut anywhere = std::collections::BTreeSet::new();
     for _ in 0..80 {
@@ -269,11 +291,11 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
         set
     };
     assert_eq!(spoofed.len(), 2, "an untrusted peer's X-Forwarded-For is ignored");
-    put(&s, "/v1/settings/mirrors", json!({"trusted_proxies": ["127.0.0.1/32"]})).await;
+    put(&s, "/v1/settings/mirrors", json!({"scheme": "http", "trusted_proxies": ["127.0.0.1/32"]})).await;
     for _ in 0..40 {
         assert_eq!(
             go(&client, &s, "/go/t3/a", Some("127.0.3.9")).await.unwrap(),
-            "https://slow-cn.example.net/a"
+            "http://slow-cn.example.net/a"
         );
     }
     let (st, choice) = s.call(Method::GET, "/v1/doors/select?tenant=t3&exclude_regions=ru1", None).await;
@@ -281,13 +303,43 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
     let (st, _) = s.call(Method::GET, "/v1/doors/select?tenant=t3&exclude_regions=ru1,cn1", None).await;
     assert_eq!(st, 503);
 
+    // A mirror a week behind its reference is stale and leaves rotation; it returns after a
+    // check finds it synced.
+    *reference_trace.lock().unwrap() = unix_now().to_string();
+    *live2_trace.lock().unwrap() = (unix_now() - 7 * 86_400).to_string();
+    let live2 = mirrors[1].3;
+    let freshness = json!({"path": "/trace", "reference": format!("http://{reference}/trace"), "max_lag_s": 600, "interval_s": 5});
+    let body = json!({"tenants": ["t1"], "weight": 3, "address": live2.to_string(), "freshness": freshness});
+    put(&s, "/v1/mirrors/live2.example.net", body).await;
+    s.wait_for("/v1/mirrors/live2.example.net", Duration::from_secs(10), |v| {
+        v["freshness_state"]["stale"] == true
+    })
+    .await;
+    for _ in 0..40 {
+        assert_eq!(go(&client, &s, "/go/t1/x", None).await.unwrap(), "http://live1.example.net/x");
+    }
+    let (_, v) = s.call(Method::GET, "/v1/mirrors/live2.example.net", None).await;
+    assert_eq!(v["verdict"], "live", "stale is about files, not reachability: {v}");
+    assert!(v["freshness_state"]["lag_s"].as_i64().unwrap() >= 7 * 86_400 - 60, "{v}");
+    *live2_trace.lock().unwrap() = unix_now().to_string();
+    *reference_trace.lock().unwrap() = unix_now().to_string();
+    s.wait_for("/v1/mirrors/live2.example.net", Duration::from_secs(15), |v| {
+        v["freshness_state"]["stale"] == false
+    })
+    .await;
+    let mut back = std::collections::BTreeSet::new();
+    for _ in 0..80 {
+        back.insert(go(&client, &s, "/go/t1/x", None).await.unwrap());
+    }
+    assert!(back.contains("http://live2.example.net/x"), "{back:?}");
+
     // A manual block takes a mirror out of rotation at once.
     let (st, v) = s
         .call(Method::POST, "/v1/mirrors/live2.example.net/force-block", Some(json!({"note": "ticket 7"})))
         .await;
     assert_eq!((st, v["verdict"].as_str()), (200, Some("blocked")), "{v}");
     for _ in 0..40 {
-        assert_eq!(go(&client, &s, "/go/t1/x", None).await.unwrap(), "https://live1.example.net/x");
+        assert_eq!(go(&client, &s, "/go/t1/x", None).await.unwrap(), "http://live1.example.net/x");
     }
 
     let metrics = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
@@ -301,6 +353,7 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
         r#"vantage_door_redirects_total{tenant="t1",outcome="redirected"}"#,
         r#"vantage_door_redirects_total{tenant="(unknown)",outcome="none_eligible"} 1"#,
         r#"vantage_mirror_check_duration_seconds_count{host="live1.example.net"}"#,
+        r#"vantage_mirror_stale{host="live2.example.net"} 0"#,
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }

@@ -36,6 +36,33 @@ pub struct MirrorState {
     pub blocked_count: u64,
     /// Region updates, since the mirror was registered.
     pub total_checked: u64,
+    /// The last freshness check, for mirrors that have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freshness: Option<FreshnessState>,
+}
+
+/// Where a mirror's freshness stands. Unknown freshness (never checked, or every check failed
+/// to read a time) is not stale; a stale mirror returns to doors only after a fresh check.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct FreshnessState {
+    /// The last check.
+    pub checked_at: Option<Timestamp>,
+    /// Seconds behind the reference at the last check that read both times.
+    pub lag_s: Option<i64>,
+    /// Further behind than `max_lag_s`: out of door rotation.
+    pub stale: bool,
+    /// Why the last check read no lag (the mirror's or the reference's file).
+    pub error: Option<String>,
+}
+
+/// What one freshness check read: the time of each trace file, or why not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FreshnessReading {
+    /// The mirror's trace time.
+    pub mirror: Result<Timestamp, String>,
+    /// The reference's trace time.
+    pub reference: Result<Timestamp, String>,
 }
 
 impl MirrorState {
@@ -132,10 +159,43 @@ impl Book {
         (any, out)
     }
 
+    /// A freshness check of `host` read `r`; returns whether the mirror is stale now and
+    /// whether that changed.
+    pub fn record_freshness(
+        &mut self,
+        c: &Config,
+        host: &str,
+        r: FreshnessReading,
+        now: Timestamp,
+    ) -> Option<(bool, bool)> {
+        let max_lag_s = i64::from(c.mirrors.mirrors.get(host)?.freshness.as_ref()?.max_lag_s);
+        let state = self.states.entry(host.to_owned()).or_default();
+        let f = state.freshness.get_or_insert_with(FreshnessState::default);
+        let was = f.stale;
+        f.checked_at = Some(now);
+        match (r.mirror, r.reference) {
+            (Ok(m), Ok(reference)) => {
+                let lag_s = (reference.millis_since(m) / 1000).max(0);
+                f.lag_s = Some(lag_s);
+                f.stale = lag_s > max_lag_s;
+                f.error = None;
+            }
+            (Err(e), _) => f.error = Some(format!("mirror: {e}")),
+            (_, Err(e)) => f.error = Some(format!("reference: {e}")),
+        }
+        Some((f.stale, f.stale != was))
+    }
+
     /// Mirrors that left the registry go; mirrors that joined start `unknown`; every verdict is
-    /// recomputed (a manual block or the threshold may have changed).
+    /// recomputed (a manual block or the threshold may have changed). A mirror whose freshness
+    /// check went drops its freshness state.
     pub fn follow(&mut self, c: &Config, now: Timestamp) -> Vec<VerdictChange> {
         self.states.retain(|h, _| c.mirrors.mirrors.contains_key(h));
+        for (h, s) in &mut self.states {
+            if c.mirrors.mirrors.get(h).is_some_and(|m| m.freshness.is_none()) {
+                s.freshness = None;
+            }
+        }
         self.latest.retain(|(h, _), _| c.mirrors.mirrors.contains_key(h));
         let hosts: Vec<String> = c.mirrors.mirrors.keys().cloned().collect();
         hosts.into_iter().filter_map(|h| self.decide(c, &h, now)).collect()

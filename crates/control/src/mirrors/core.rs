@@ -2,13 +2,14 @@
 //! reload status and the check run, kept consistent with each other. [`crate::Control`] owns
 //! one and turns the verdict changes it returns into alerts and audit entries.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use vantage_core::Timestamp;
 use vantage_core::result::ProbeResult;
 
-use super::book::{Book, VerdictChange};
+use super::book::{Book, FreshnessReading, VerdictChange};
 use super::doors::{DoorMirror, Doors};
 use super::registry::Changes;
 use super::{CHECK_RUN_EVERY_S, CheckRefused, CheckRun, LoadError, Registry, ReloadStatus};
@@ -28,7 +29,26 @@ pub struct Mirrors {
     dirty: bool,
     doors_changed: bool,
     saved_at: Option<Timestamp>,
+    /// When each mirror with a freshness check is next checked.
+    freshness_due: BTreeMap<String, Timestamp>,
 }
+
+/// A freshness check to carry out: fetch both trace files, read their times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FreshnessCheck {
+    pub host: String,
+    /// The mirror's trace file.
+    pub url: String,
+    /// Where to connect for it instead of resolving the host.
+    pub address: Option<SocketAddr>,
+    /// The reference's trace file.
+    pub reference: String,
+    /// Longest a fetch may take, seconds.
+    pub timeout_s: u32,
+}
+
+/// Longest a freshness fetch may take, seconds (less when the interval is shorter).
+const FRESHNESS_TIMEOUT_S: u32 = 10;
 
 impl Mirrors {
     /// From the saved derived state.
@@ -80,9 +100,15 @@ impl Mirrors {
     }
 
     /// After the configuration or the registry changed: states follow the registry, verdicts
-    /// are recomputed, the doors rebuilt.
+    /// are recomputed, the doors rebuilt; mirrors that gained a freshness check are due now.
     pub fn follow(&mut self, c: &Config, now: Timestamp) -> Vec<VerdictChange> {
         let changes = self.book.follow(c, now);
+        let with: BTreeSet<&String> =
+            c.mirrors.mirrors.iter().filter(|(_, m)| m.freshness.is_some()).map(|(h, _)| h).collect();
+        self.freshness_due.retain(|h, _| with.contains(h));
+        for h in with {
+            self.freshness_due.entry(h.clone()).or_insert(now);
+        }
         self.dirty = true;
         self.rebuild(c);
         changes
@@ -103,6 +129,47 @@ impl Mirrors {
             self.rebuild(c);
         }
         change
+    }
+
+    /// When the next freshness check is due.
+    pub fn next_freshness(&self) -> Option<Timestamp> {
+        self.freshness_due.values().min().copied()
+    }
+
+    /// The freshness checks due at `now`, each scheduled again one interval later.
+    pub fn due_freshness(&mut self, c: &Config, now: Timestamp) -> Vec<FreshnessCheck> {
+        let scheme = c.mirror_settings.scheme().as_str();
+        let mut out = Vec::new();
+        for (host, due) in &mut self.freshness_due {
+            let Some(m) = c.mirrors.mirrors.get(host) else { continue };
+            let Some(f) = m.freshness.as_ref().filter(|_| *due <= now) else { continue };
+            *due = now.plus_secs(u64::from(f.interval_s));
+            let authority = m.address.map_or_else(|| host.clone(), |a| format!("{host}:{}", a.port()));
+            out.push(FreshnessCheck {
+                host: host.clone(),
+                url: format!("{scheme}://{authority}{}", f.path),
+                address: m.address,
+                reference: f.reference.clone(),
+                timeout_s: FRESHNESS_TIMEOUT_S.min(f.interval_s),
+            });
+        }
+        out
+    }
+
+    /// A freshness check read `r`; returns the host's staleness when it changed.
+    pub fn record_freshness(
+        &mut self,
+        c: &Config,
+        host: &str,
+        r: FreshnessReading,
+        now: Timestamp,
+    ) -> Option<bool> {
+        let (stale, changed) = self.book.record_freshness(c, host, r, now)?;
+        self.dirty = true;
+        if changed {
+            self.rebuild(c);
+        }
+        changed.then_some(stale)
     }
 
     /// Stale regions become `error`.
@@ -191,6 +258,7 @@ impl Mirrors {
                     mirror: m.clone(),
                     verdict: state.map(|s| s.verdict).unwrap_or_default(),
                     regions: state.map(|s| s.regions.clone()).unwrap_or_default(),
+                    stale: state.and_then(|s| s.freshness.as_ref()).is_some_and(|f| f.stale),
                 }
             })
             .collect();

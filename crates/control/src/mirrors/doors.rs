@@ -19,6 +19,8 @@ pub struct DoorMirror {
     pub verdict: MirrorVerdict,
     /// Region statuses.
     pub regions: BTreeMap<String, RegionObservation>,
+    /// Behind its reference by more than its freshness check allows: out of rotation.
+    pub stale: bool,
 }
 
 /// What every door choice reads.
@@ -72,7 +74,8 @@ impl Doors {
 
     /// The filter stack in its order — verdict live, tenant allowed, weight above 0, not
     /// failing in an excluded region (with the visitor's own region added unless the
-    /// settings say otherwise) — then a weighted choice by `roll` (any uniform u64).
+    /// settings say otherwise) — then a weighted choice by `roll` (any uniform u64). A stale
+    /// mirror is no candidate at all: it answers, with old files.
     pub fn choose(&self, v: &Visit, roll: u64) -> Result<&Mirror, NoMirror> {
         if let Some(t) = &v.tenant
             && !self.tenants.contains(t)
@@ -88,6 +91,7 @@ impl Doors {
         let candidates: Vec<Candidate<'_>> = self
             .mirrors
             .iter()
+            .filter(|m| !m.stale)
             .map(|m| Candidate { mirror: &m.mirror, verdict: m.verdict, regions: &m.regions })
             .collect();
         let q = DoorQuery { tenant: v.tenant.clone(), exclude_regions: exclude };
@@ -139,6 +143,7 @@ mod tests {
             mirror: m,
             verdict: MirrorVerdict::Live,
             regions: r.clone(),
+            stale: false,
         };
         Doors {
             mirrors: vec![
@@ -187,6 +192,13 @@ mod tests {
             ..d.clone()
         };
         assert_eq!(hosts(&off, &from_ru).len(), 2, "the default can be turned off");
+        let mut stale = d.clone();
+        stale.mirrors[0].stale = true;
+        assert_eq!(
+            hosts(&stale, &from_ru),
+            ["e.example.net".to_owned()].into(),
+            "a stale mirror leaves rotation, and without a live one the degraded one serves"
+        );
         let none = Doors { mirrors: Vec::new(), ..d };
         assert_eq!(none.choose(&t1, 0), Err(NoMirror::NoneEligible));
     }

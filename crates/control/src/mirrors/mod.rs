@@ -14,7 +14,7 @@ use vantage_core::Timestamp;
 use vantage_core::check::{Check, Method};
 use vantage_core::wire::EndpointTarget;
 
-pub use self::core::Mirrors;
+pub use self::core::{FreshnessCheck, Mirrors};
 use crate::config::Config;
 use crate::identity::Caller;
 pub use registry::{LoadError, Registry, Tenant};

@@ -5,6 +5,7 @@ use vantage_control::Output;
 use vantage_control::config::{NamedCheck, Object};
 use vantage_control::identity::Caller;
 use vantage_control::mirrors::CheckRefused;
+use vantage_control::mirrors::book::FreshnessReading;
 use vantage_control::mirrors::doors::{NoMirror, Visit};
 use vantage_core::check::{Check, CheckInput};
 use vantage_core::mirror::{MirrorVerdict, RegionStatus};
@@ -330,4 +331,53 @@ fn doors_choose_by_weight_among_the_live() {
         doors.choose(&Visit { tenant: Some("other".into()), ..Visit::default() }, 1),
         Err(NoMirror::UnknownTenant)
     );
+}
+
+#[test]
+fn a_mirror_behind_its_reference_leaves_the_doors_until_a_fresh_check() {
+    let (mut lab, probers) = fleet();
+    let fresh = "host: m1.example.net\ntenants: [t]\naddress: 127.0.0.1:8081\nfreshness: {path: /trace, reference: 'http://ref.example.net/trace', max_lag_s: 600, interval_s: 30}\n";
+    lab.control
+        .handle_registry(&files(&[("tenants.yaml", "- name: t\n"), ("m1.example.net.yaml", fresh)]), lab.now)
+        .unwrap();
+    all_regions(&mut lab, &probers, "m1.example.net", &[]);
+    lab.tick();
+    let checks: Vec<_> = lab
+        .take()
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::CheckFreshness(c) => Some(c),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(checks.len(), 1, "due at once");
+    assert_eq!(
+        (checks[0].url.as_str(), checks[0].reference.as_str()),
+        ("https://m1.example.net:8081/trace", "http://ref.example.net/trace")
+    );
+    let v = Visit { tenant: Some("t".into()), ..Visit::default() };
+    assert!(lab.control.doors().choose(&v, 0).is_ok(), "unknown freshness is not stale");
+    let read = |now: vantage_core::Timestamp, mirror_age_s: i64| FreshnessReading {
+        mirror: Ok(now.plus_millis(-mirror_age_s * 1000)),
+        reference: Ok(now),
+    };
+    let week = read(lab.now, 7 * 86_400);
+    lab.control.handle_freshness("m1.example.net", week, lab.now);
+    assert_eq!(lab.control.doors().choose(&v, 0), Err(NoMirror::NoneEligible), "stale leaves rotation");
+    assert!(alerts(&lab.take()).contains(&("mirror_stale/m1.example.net".into(), true)));
+    // A failed read changes nothing; the next due check finds it fresh again.
+    let failed = FreshnessReading { mirror: Err("timed out".into()), reference: Ok(lab.now) };
+    lab.control.handle_freshness("m1.example.net", failed, lab.now);
+    assert!(lab.control.doors().choose(&v, 0).is_err());
+    lab.advance(30);
+    assert!(
+        lab.take().iter().any(|o| matches!(o, Output::CheckFreshness(c) if c.len() == 1)),
+        "every interval"
+    );
+    let synced = read(lab.now, 60);
+    lab.control.handle_freshness("m1.example.net", synced, lab.now);
+    assert!(lab.control.doors().choose(&v, 0).is_ok());
+    let f = lab.control.mirrors().book().state("m1.example.net").unwrap().freshness.clone().unwrap();
+    assert_eq!((f.lag_s, f.stale, f.error), (Some(60), false, None));
 }

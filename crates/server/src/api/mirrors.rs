@@ -143,6 +143,8 @@ pub(crate) fn view(c: &Config, control: &Control, m: &Mirror) -> MirrorView {
         last_check: state.and_then(|s| s.last_check),
         blocked_count: state.map_or(0, |s| s.blocked_count),
         total_checked: state.map_or(0, |s| s.total_checked),
+        freshness: m.freshness.clone(),
+        freshness_state: state.and_then(|s| s.freshness.clone()),
         regions: state.map(|s| s.regions.clone()).unwrap_or_default(),
         probers,
     }

@@ -34,6 +34,8 @@ pub(crate) struct MirrorFamilies {
     verdict: Family<HostLabel, Gauge>,
     failing: Family<HostLabel, Gauge>,
     manual: Gauge,
+    stale: Family<HostLabel, Gauge>,
+    lag: Family<HostLabel, Gauge>,
     durations: Family<HostLabel, Histogram, fn() -> Histogram>,
     reload_errors: Counter,
     redirects: Family<DoorLabels, Counter>,
@@ -45,6 +47,8 @@ impl MirrorFamilies {
             verdict: Family::default(),
             failing: Family::default(),
             manual: Gauge::default(),
+            stale: Family::default(),
+            lag: Family::default(),
             durations: Family::new_with_constructor(duration_histogram),
             reload_errors: Counter::default(),
             redirects: Family::default(),
@@ -60,6 +64,16 @@ impl MirrorFamilies {
             f.failing.clone(),
         );
         r.register("vantage_mirror_manual_blocked", "Mirrors an operator blocked", f.manual.clone());
+        r.register(
+            "vantage_mirror_stale",
+            "1 while a mirror is further behind its reference than its freshness check allows",
+            f.stale.clone(),
+        );
+        r.register(
+            "vantage_mirror_lag_seconds",
+            "How far a mirror's trace file was behind its reference at the last check",
+            f.lag.clone(),
+        );
         r.register(
             "vantage_mirror_check_duration_seconds",
             "Duration of each probe of a mirror, from every region",
@@ -78,12 +92,20 @@ impl MirrorFamilies {
     pub(crate) fn set(&self, c: &Config, book: &Book) {
         self.verdict.clear();
         self.failing.clear();
+        self.stale.clear();
+        self.lag.clear();
         for host in c.mirrors.mirrors.keys() {
             let labels = HostLabel { host: host.clone() };
             let state = book.state(host);
             self.verdict.get_or_create(&labels).set(state.map_or(0, |s| s.verdict.gauge()));
             let failing = state.map_or(0, |s| s.regions_failing());
             self.failing.get_or_create(&labels).set(i64::try_from(failing).unwrap_or(i64::MAX));
+            if let Some(f) = state.and_then(|s| s.freshness.as_ref()) {
+                self.stale.get_or_create(&labels).set(i64::from(f.stale));
+                if let Some(lag) = f.lag_s {
+                    self.lag.get_or_create(&labels).set(lag);
+                }
+            }
         }
         let manual = c.mirrors.mirrors.values().filter(|m| m.manual_block).count();
         self.manual.set(i64::try_from(manual).unwrap_or(i64::MAX));

@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use vantage_control::mirrors::ReloadStatus;
+use vantage_control::mirrors::book::FreshnessState;
 use vantage_core::Timestamp;
 use vantage_core::check::{Check, CheckInput};
-use vantage_core::mirror::{MirrorVerdict, RegionObservation, RegionStatus};
+use vantage_core::mirror::{Freshness, MirrorVerdict, RegionObservation, RegionStatus};
 use vantage_core::result::ErrorCode;
 
 use super::WindowView;
@@ -60,6 +61,10 @@ pub struct MirrorView {
     pub blocked_count: u64,
     /// Derived: region updates.
     pub total_checked: u64,
+    /// The freshness check, when it has one.
+    pub freshness: Option<Freshness>,
+    /// Derived: the last freshness check (a stale mirror is out of door rotation).
+    pub freshness_state: Option<FreshnessState>,
     /// Derived: region code → status, latency (ms) and when.
     pub regions: BTreeMap<String, RegionObservation>,
     /// Each prober's opinion, by region then name.
