@@ -88,7 +88,8 @@ pub struct VerdictChange {
 #[derive(Debug, Default)]
 pub struct Book {
     states: BTreeMap<String, MirrorState>,
-    latest: HashMap<(String, Caller), Latest>,
+    /// Latest result by mirror, then by prober: a region update reads one mirror's.
+    latest: HashMap<String, HashMap<Caller, Latest>>,
 }
 
 impl Book {
@@ -115,12 +116,12 @@ impl Book {
 
     /// A prober's latest result for a mirror.
     pub fn latest(&self, host: &str, caller: Caller) -> Option<&Latest> {
-        self.latest.get(&(host.to_owned(), caller))
+        self.latest.get(host)?.get(&caller)
     }
 
     /// Every prober's latest result for `host`.
     pub fn latest_of<'a>(&'a self, host: &'a str) -> impl Iterator<Item = (Caller, &'a Latest)> + 'a {
-        self.latest.iter().filter(move |((h, _), _)| h == host).map(|((_, c), l)| (*c, l))
+        self.latest.get(host).into_iter().flatten().map(|(c, l)| (*c, l))
     }
 
     /// A result of `caller` for `host` arrived: its register advances, the caller's region is
@@ -135,12 +136,12 @@ impl Book {
         now: Timestamp,
     ) -> (bool, Option<VerdictChange>) {
         let check = check_of(c, host);
-        let key = (host.to_owned(), caller);
-        let latest = Latest::after(r, now, self.latest.get(&key), check.initial());
-        self.latest.insert(key, latest);
+        let per = self.latest.entry(host.to_owned()).or_default();
+        let latest = Latest::after(r, now, per.get(&caller), check.initial());
+        per.insert(caller, latest);
         self.states.entry(host.to_owned()).or_default();
         let Some(region) = region_of(c, caller) else { return (false, None) };
-        let changed = self.update_region(c, host, &region, now, true);
+        let changed = self.update_region(c, host, region, now, true);
         (changed, self.decide(c, host, now))
     }
 
@@ -196,14 +197,16 @@ impl Book {
                 s.freshness = None;
             }
         }
-        self.latest.retain(|(h, _), _| c.mirrors.mirrors.contains_key(h));
+        self.latest.retain(|h, _| c.mirrors.mirrors.contains_key(h));
         let hosts: Vec<String> = c.mirrors.mirrors.keys().cloned().collect();
         hosts.into_iter().filter_map(|h| self.decide(c, &h, now)).collect()
     }
 
     /// Drops every endpoint result of `caller` (a disabled or deleted prober).
     pub fn forget(&mut self, caller: Caller) {
-        self.latest.retain(|(_, c), _| *c != caller);
+        for per in self.latest.values_mut() {
+            per.remove(&caller);
+        }
     }
 
     /// Recomputes `region` of `host` from the fresh opinions of its probers; true when its
@@ -213,13 +216,8 @@ impl Book {
         let check = check_of(c, host);
         let fresh_ms = (i64::from(check.interval_s()) * FRESH_INTERVALS).max(MIN_FRESH_S) * 1000;
         let opinions: Vec<(RegionStatus, Option<u32>)> = self
-            .latest
-            .iter()
-            .filter(|((h, caller), l)| {
-                h == host
-                    && now.millis_since(l.at) <= fresh_ms
-                    && region_of(c, *caller).as_deref() == Some(region)
-            })
+            .latest_of(host)
+            .filter(|(caller, l)| now.millis_since(l.at) <= fresh_ms && region_of(c, *caller) == Some(region))
             .map(|(_, l)| {
                 let healthy = l.register.healthy(check.window(), check.threshold());
                 (RegionStatus::opinion(healthy, l.error), l.rtt_us.map(|us| us.div_ceil(1000)))
@@ -264,11 +262,11 @@ pub fn check_of(c: &Config, host: &str) -> Check {
 }
 
 /// The region code a caller probes from: a prober's region. Node agents probe no mirrors.
-fn region_of(c: &Config, caller: Caller) -> Option<String> {
+fn region_of(c: &Config, caller: Caller) -> Option<&str> {
     match caller {
         Caller::Prober(p) => {
             let rec = c.probers.get(&p.0)?;
-            rec.value.enabled.then(|| c.region_code(rec.value.region).map(str::to_owned))?
+            rec.value.enabled.then(|| c.region_code(rec.value.region))?
         }
         Caller::Node(_) => None,
     }

@@ -375,8 +375,25 @@ mod tests {
             let name = r.strip_prefix("#/components/schemas/").unwrap();
             assert!(schemas.contains_key(name), "{r} does not resolve");
         }
-        for name in ["NodeView", "ProberView", "ResultView", "ClusterInput", "ErrorBody", "DnsView"] {
+        for name in [
+            "NodeView",
+            "ProberView",
+            "ResultView",
+            "ClusterInput",
+            "ErrorBody",
+            "DnsView",
+            "MirrorList",
+            "MirrorView",
+            "MirrorInput",
+            "DoorChoice",
+            "CheckView",
+        ] {
             assert!(schemas.contains_key(name), "{name} is in the components");
+        }
+        for path in
+            ["/v1/mirrors", "/v1/mirrors/{host}", "/v1/mirrors/check", "/v1/doors/select", "/v1/tenants"]
+        {
+            assert!(doc["paths"].get(path).is_some(), "{path} is documented");
         }
     }
 }
