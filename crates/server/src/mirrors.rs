@@ -18,7 +18,7 @@ use crate::support::{now, stopped};
 const MAX_FILE_BYTES: u64 = 64 * 1024;
 /// Most files read from the directory.
 const MAX_FILES: usize = 10_000;
-/// Editors write a file in several steps; changes within this window make one reload.
+/// Editors write a file in several steps; a reload waits until the directory is this quiet.
 const DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// Why the directory could not be read as a registry.
@@ -101,44 +101,71 @@ pub(crate) fn reload(app: &App) -> Result<Changes, LoadError> {
     outcome
 }
 
-/// Watches the registry directory until `stop`, reloading after each burst of changes. A
-/// watch that cannot start is logged: the API still reloads after its own writes.
+/// Whether a file-system event may change the registry: creating, writing, renaming or
+/// removing a registry file. Reads are not changes: a reload reads every file, and counting
+/// those would reload forever.
+fn changes_registry(e: &notify::Event) -> bool {
+    use notify::EventKind;
+    matches!(e.kind, EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any)
+        && e.paths.iter().any(|p| p.file_name().is_some_and(|n| is_registry_file(&n.to_string_lossy())))
+}
+
+/// Watches the registry directory until `stop`, reloading once after each burst of changes
+/// (editors write a file in several steps). A watch that cannot start is logged: the API
+/// still reloads after its own writes.
 pub(crate) async fn watch(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+    use notify::Watcher;
     let dir: PathBuf = app.mirrors_dir();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let debouncer = notify_debouncer_mini::new_debouncer(DEBOUNCE, move |events| {
-        // The receiver goes only at shutdown.
-        let _ = tx.send(events);
-    });
-    let mut debouncer = match debouncer {
-        Ok(d) => d,
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let handler = move |event: notify::Result<notify::Event>| {
+        let relevant = match &event {
+            Ok(e) => changes_registry(e),
+            // An overflowed or failed watch may have missed a change.
+            Err(_) => true,
+        };
+        if relevant {
+            // The receiver goes only at shutdown.
+            let _ = tx.send(());
+        }
+    };
+    let mut watcher = match notify::recommended_watcher(handler) {
+        Ok(w) => w,
         Err(e) => {
             tracing::error!(error = %e, "cannot watch the mirror registry; edits by hand need a restart");
             return;
         }
     };
-    if let Err(e) = debouncer.watcher().watch(&dir, notify::RecursiveMode::NonRecursive) {
+    if let Err(e) = watcher.watch(&dir, notify::RecursiveMode::NonRecursive) {
         tracing::error!(dir = %dir.display(), error = %e, "cannot watch the mirror registry; edits by hand need a restart");
         return;
     }
     loop {
         tokio::select! {
-            events = rx.recv() => {
-                let Some(events) = events else { return };
-                let relevant = match events {
-                    Ok(list) => list.iter().any(|e| {
-                        e.path.file_name().is_some_and(|n| is_registry_file(&n.to_string_lossy()))
-                    }),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "mirror registry watch error; reloading");
-                        true
-                    }
-                };
-                if relevant && let Ok(ch) = reload(&app) && !ch.is_empty() {
+            first = rx.recv() => {
+                if first.is_none() {
+                    return;
+                }
+                // The burst: wait until the directory has been quiet for the debounce window.
+                while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
+                if let Ok(ch) = reload(&app) && !ch.is_empty() {
                     app.audit_system("mirror.reload", "mirrors", serde_json::to_value(&ch).unwrap_or_default()).await;
                 }
             }
             () = stopped(&mut stop) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{AccessKind, CreateKind, Event, EventKind};
+
+    #[test]
+    fn reading_the_files_is_no_change() {
+        let on = |kind, name: &str| Event::new(kind).add_path(PathBuf::from("/d").join(name));
+        assert!(changes_registry(&on(EventKind::Create(CreateKind::File), "m.example.net.yaml")));
+        assert!(!changes_registry(&on(EventKind::Access(AccessKind::Read), "m.example.net.yaml")));
+        assert!(!changes_registry(&on(EventKind::Create(CreateKind::File), ".m.example.net.yaml.tmp")));
     }
 }

@@ -408,6 +408,11 @@ async fn the_registry_files_the_api_and_a_restart() {
     assert_eq!(list["reload"]["error"]["file"], "m3.example.net.yaml", "{list}");
     assert_eq!(list["reload"]["error"]["field"], "weight", "{list}");
     assert_eq!(list["count"], 2);
+    // Reading the files is no change: the watch does not reload again by itself.
+    let failures = list["reload"]["failures"].as_u64().unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, later) = s.call(Method::GET, "/v1/mirrors", None).await;
+    assert_eq!(later["reload"]["failures"].as_u64(), Some(failures), "{later}");
     let (_, m2) = s.call(Method::GET, "/v1/mirrors/m2.example.net", None).await;
     assert_eq!(m2["weight"], 5, "the change in the same reload did not take either");
     let log = std::fs::read_to_string(dir.with_extension("log")).unwrap();
