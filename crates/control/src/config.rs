@@ -14,6 +14,7 @@ use vantage_core::check::Check;
 use vantage_core::ids::{ClusterId, GroupId, LineId, NodeId, RegionId};
 use vantage_core::mirror::MirrorSettings;
 use vantage_core::model::{Cluster, Line, Node, NodeGroup, Region};
+use vantage_core::monitor::Monitor;
 use vantage_core::rules::Rule;
 use vantage_core::settings::ProbeSettings;
 
@@ -181,6 +182,8 @@ pub enum Object {
     Check(NamedCheck),
     /// The mirror and door settings (one).
     MirrorSettings(MirrorSettings),
+    /// A video monitor.
+    Monitor(Monitor),
 }
 
 impl Object {
@@ -200,6 +203,7 @@ impl Object {
             Object::Webhook(_) => "webhook",
             Object::Check(_) => "check",
             Object::MirrorSettings(_) => "mirror_settings",
+            Object::Monitor(_) => "monitor",
         }
     }
 
@@ -219,6 +223,7 @@ impl Object {
             Object::Webhook(w) => w.name.clone(),
             Object::Check(c) => c.name.clone(),
             Object::MirrorSettings(_) => "mirrors".into(),
+            Object::Monitor(m) => m.name.clone(),
         }
     }
 
@@ -250,6 +255,7 @@ impl Object {
             Object::Webhook(v) => serde_json::to_string(v),
             Object::Check(v) => serde_json::to_string(v),
             Object::MirrorSettings(v) => serde_json::to_string(v),
+            Object::Monitor(v) => serde_json::to_string(v),
         }
     }
 
@@ -269,6 +275,7 @@ impl Object {
             "webhook" => Object::Webhook(serde_json::from_str(body).map_err(e)?),
             "check" => Object::Check(serde_json::from_str(body).map_err(e)?),
             "mirror_settings" => Object::MirrorSettings(serde_json::from_str(body).map_err(e)?),
+            "monitor" => Object::Monitor(serde_json::from_str(body).map_err(e)?),
             other => return Err(format!("unknown kind {other:?}")),
         })
     }
@@ -312,6 +319,8 @@ pub struct Config {
     pub webhooks: BTreeMap<i64, Stored<Webhook>>,
     /// Named checks of endpoint targets.
     pub checks: BTreeMap<i64, Stored<NamedCheck>>,
+    /// Video monitors.
+    pub monitors: BTreeMap<i64, Stored<Monitor>>,
     /// Mirror and door settings.
     pub mirror_settings: MirrorSettings,
     /// The mirror registry, from its files (not from the store): swapped whole by a reload
@@ -377,6 +386,7 @@ impl Config {
             Object::EnrollToken(v) => upsert(&mut self.enroll_tokens, id, v, created, now),
             Object::Webhook(v) => upsert(&mut self.webhooks, id, v, created, now),
             Object::Check(v) => upsert(&mut self.checks, id, v, created, now),
+            Object::Monitor(v) => upsert(&mut self.monitors, id, v, created, now),
             Object::MirrorSettings(v) => {
                 self.mirror_settings = v;
                 self.mirror_settings_id = Some(id);
@@ -398,10 +408,11 @@ impl Config {
         self.enroll_tokens.remove(&id);
         self.webhooks.remove(&id);
         self.checks.remove(&id);
+        self.monitors.remove(&id);
     }
 
     /// Objects per kind, for the metrics.
-    pub fn counts(&self) -> [(&'static str, usize); 11] {
+    pub fn counts(&self) -> [(&'static str, usize); 12] {
         [
             ("region", self.regions.len()),
             ("cluster", self.clusters.len()),
@@ -414,6 +425,7 @@ impl Config {
             ("enroll_token", self.enroll_tokens.len()),
             ("webhook", self.webhooks.len()),
             ("check", self.checks.len()),
+            ("monitor", self.monitors.len()),
         ]
     }
 
@@ -438,6 +450,18 @@ impl Config {
     /// The region a prober probes from, by code.
     pub fn region_code(&self, region: RegionId) -> Option<&str> {
         self.regions.get(&region.0).map(|r| r.value.code.as_str())
+    }
+
+    /// The region code an enabled prober probes endpoints from. Node agents probe their
+    /// cluster only, so they have none here.
+    pub fn prober_region(&self, caller: crate::identity::Caller) -> Option<&str> {
+        match caller {
+            crate::identity::Caller::Prober(p) => {
+                let rec = self.probers.get(&p.0)?;
+                rec.value.enabled.then(|| self.region_code(rec.value.region))?
+            }
+            crate::identity::Caller::Node(_) => None,
+        }
     }
 
     /// The groups of a cluster.

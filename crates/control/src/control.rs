@@ -27,6 +27,7 @@ use crate::identity::Caller;
 use crate::mirrors::book::VerdictChange;
 use crate::mirrors::registry::Changes;
 use crate::mirrors::{CheckRefused, CheckRun, LoadError, Mirrors, endpoint_targets, host_of_key};
+use crate::monitors::{EndpointKey, MonitorChange, Monitors};
 use crate::observe::{Latest, Observations, RoundSummary, agent_online, prober_status, reportable};
 use crate::snapshot::{ClusterSnapshot, Published, Snapshots, Zone};
 use crate::target::TargetKey;
@@ -98,6 +99,8 @@ pub struct Start {
     pub mirror_files: Vec<(String, String)>,
     /// The saved derived state of the mirrors (JSON).
     pub mirror_states: Option<String>,
+    /// The saved state of the monitors (JSON).
+    pub monitor_states: Option<String>,
 }
 
 /// A revision to store, then to push to the cluster's external DNS servers.
@@ -164,6 +167,8 @@ pub enum Output {
     },
     /// The mirrors' derived state changed: save it (JSON).
     SaveMirrors(String),
+    /// The monitors' windows or verdicts changed: save them (JSON).
+    SaveMonitors(String),
     /// What doors choose from changed: swap in [`Control::doors`].
     Doors,
     /// Fetch these mirrors' trace files and their references', and feed back what they read
@@ -205,6 +210,7 @@ pub struct Control {
     alerts: AlertBook,
     alerts_dirty: bool,
     mirrors: Mirrors,
+    monitors: Monitors,
     outputs: VecDeque<Output>,
     next_silence: Timestamp,
     next_expiry: Timestamp,
@@ -255,6 +261,7 @@ impl Control {
             alerts: start.alerts.unwrap_or_default(),
             alerts_dirty: false,
             mirrors: Mirrors::new(start.mirror_states.as_deref()),
+            monitors: Monitors::restore(start.monitor_states.as_deref()),
             outputs: VecDeque::from([Output::Answers]),
             next_silence: now,
             next_expiry: now,
@@ -297,6 +304,11 @@ impl Control {
     /// What doors choose from.
     pub fn doors(&self) -> Arc<crate::mirrors::doors::Doors> {
         self.mirrors.doors()
+    }
+
+    /// Monitors: windows, verdicts and their history.
+    pub fn monitors(&self) -> &Monitors {
+        &self.monitors
     }
 
     /// The status of a node from its cluster's last pass.
@@ -378,6 +390,7 @@ impl Control {
         let changes = self.mirrors.follow(&self.config, now);
         self.verdicts(changes, now);
         self.flush_doors();
+        self.monitors.follow(&self.config);
         if effects.all {
             self.trigger_all(now);
         }
@@ -405,14 +418,22 @@ impl Control {
             targets(&c, caller, |n| nodes.get(&n).map(|r| r.addresses.clone()), self.policy);
         // Mirrors are probed from every region by the probers there; node agents probe their
         // cluster only.
-        let endpoints =
+        let mut endpoints =
             if matches!(caller, Caller::Prober(_)) { endpoint_targets(&c, &mut checks) } else { Vec::new() };
         let check_now = !endpoints.is_empty() && self.mirrors.tell(&c, caller);
+        let issued_hosts = c.mirrors.mirrors.keys().filter(|_| !endpoints.is_empty()).cloned().collect();
+        // Monitors are probed by the probers of each monitor region.
+        let (monitor_targets, monitor_keys) = match c.prober_region(caller) {
+            Some(region) => crate::monitors::endpoint_targets(&c, region, &mut checks),
+            None => Default::default(),
+        };
+        endpoints.extend(monitor_targets);
         let r = self.obs.probers.entry(caller).or_default();
         r.last_seen = Some(now);
         r.targets = u32::try_from(targets.len() + endpoints.len()).unwrap_or(u32::MAX);
         r.issued = keys;
-        r.issued_endpoints = c.mirrors.mirrors.keys().filter(|_| !endpoints.is_empty()).cloned().collect();
+        r.issued_endpoints = issued_hosts;
+        r.issued_monitors = monitor_keys;
         wire::Work {
             id: caller.id(),
             settings: c.settings,
@@ -432,15 +453,22 @@ impl Control {
         caller: Caller,
         report: &wire::Report,
         now: Timestamp,
-    ) -> Result<Vec<(TargetKey, Latest)>, ReportError> {
+    ) -> Result<Vec<(String, Latest)>, ReportError> {
         let runtime = self.obs.probers.get(&caller);
         let issued = runtime.map(|r| &r.issued);
         let issued_hosts = runtime.map(|r| &r.issued_endpoints);
+        let issued_monitors = runtime.map(|r| &r.issued_monitors);
         let mut keys = Vec::with_capacity(report.results.len());
         for (i, r) in report.results.iter().enumerate() {
             let key = match host_of_key(&r.target) {
                 Some(host) if issued_hosts.is_some_and(|s| s.contains(host)) => Some(Key::Mirror(host)),
                 Some(_) => None,
+                None if r.target.starts_with('v') => r
+                    .target
+                    .parse::<EndpointKey>()
+                    .ok()
+                    .filter(|k| issued_monitors.is_some_and(|s| s.contains(k)))
+                    .map(Key::Monitor),
                 None => r
                     .target
                     .parse::<TargetKey>()
@@ -465,6 +493,7 @@ impl Control {
         let mut rows = Vec::with_capacity(keys.len());
         let mut clusters = BTreeSet::new();
         let mut verdicts = Vec::new();
+        let mut monitor_changes = Vec::new();
         let c = self.config.clone();
         for (key, r) in keys.into_iter().zip(&report.results) {
             let key = match key {
@@ -473,11 +502,16 @@ impl Control {
                     verdicts.extend(self.mirrors.record(&c, host, caller, r, now));
                     continue;
                 }
+                Key::Monitor(k) => {
+                    monitor_changes.extend(self.monitors.record(&c, &k, r, now));
+                    rows.push((k.to_string(), Latest::after(r, now, None, 0)));
+                    continue;
+                }
             };
             let per = self.obs.results.entry(key).or_default();
             let latest = Latest::after(r, now, per.get(&caller), self.config.initial_of(key));
             per.insert(caller, latest.clone());
-            rows.push((key, latest));
+            rows.push((key.to_string(), latest));
             if let Some(n) = self.config.nodes.get(&key.node.0) {
                 clusters.insert(n.value.cluster);
             }
@@ -491,6 +525,7 @@ impl Control {
         }
         self.verdicts(verdicts, now);
         self.flush_doors();
+        self.monitor_verdicts(monitor_changes, now);
         Ok(rows)
     }
 
@@ -623,6 +658,11 @@ impl Control {
             let verdicts = self.mirrors.sweep(&c, now);
             self.verdicts(verdicts, now);
             self.flush_doors();
+            // Monitor windows change with every report; they are saved on this period (and at
+            // once when a verdict changes).
+            if let Some(json) = self.monitors.take_save() {
+                self.outputs.push_back(Output::SaveMonitors(json));
+            }
             self.next_silence = now.plus_secs(SILENCE_EVERY_S);
         }
         let c = self.config.clone();
@@ -798,6 +838,57 @@ impl Control {
         self.outputs.push_back(Output::Audit(audit));
         if let Some(json) = self.mirrors.take_save(now, true) {
             self.outputs.push_back(Output::SaveMirrors(json));
+        }
+    }
+
+    /// A monitor's global verdict changed: audited, and alerted — `down` as critical,
+    /// `degraded` as a warning, `healthy` resolving both — and saved at once.
+    fn monitor_verdicts(&mut self, changes: Vec<MonitorChange>, now: Timestamp) {
+        use vantage_core::monitor::GlobalVerdict;
+        if changes.is_empty() {
+            return;
+        }
+        let mut audit = Vec::new();
+        for ch in changes {
+            let (down, degraded) = (
+                format!("monitor_down/monitor:{}", ch.monitor),
+                format!("monitor_degraded/monitor:{}", ch.monitor),
+            );
+            let regions: Vec<Value> =
+                ch.regions.iter().map(|(r, h)| json!({"region": r, "health": h})).collect();
+            let details = |severity: &str| {
+                json!({"monitor": ch.name, "severity": severity, "verdict": ch.to.global, "down_weight_pct": ch.to.down_weight_pct,
+                       "stale_weight_pct": ch.to.stale_weight_pct, "regions": regions})
+            };
+            match ch.to.global {
+                GlobalVerdict::Down => {
+                    self.resolve(&degraded, now);
+                    let summary = format!(
+                        "monitor {} is down ({:.0} % of its audience)",
+                        ch.name, ch.to.down_weight_pct
+                    );
+                    self.fire(down, "monitor_down", summary, details("critical"), now);
+                }
+                GlobalVerdict::Degraded => {
+                    self.resolve(&down, now);
+                    let summary = format!("monitor {} is degraded", ch.name);
+                    self.fire(degraded, "monitor_degraded", summary, details("warning"), now);
+                }
+                GlobalVerdict::Healthy => {
+                    self.resolve(&down, now);
+                    self.resolve(&degraded, now);
+                }
+            }
+            audit.push(AuditEntry {
+                action: "monitor.verdict".into(),
+                object: format!("monitor:{}", ch.monitor),
+                metadata: json!({"from": ch.from, "to": ch.to.global, "down_weight_pct": ch.to.down_weight_pct,
+                                 "stale_weight_pct": ch.to.stale_weight_pct, "regions": regions}),
+            });
+        }
+        self.outputs.push_back(Output::Audit(audit));
+        if let Some(json) = self.monitors.take_save() {
+            self.outputs.push_back(Output::SaveMonitors(json));
         }
     }
 
@@ -1019,6 +1110,8 @@ enum Key<'a> {
     Cluster(TargetKey),
     /// A mirror, by host.
     Mirror(&'a str),
+    /// A monitor endpoint.
+    Monitor(EndpointKey),
 }
 
 /// What a cluster's view is built from: its lines, rules, nodes with their latest results,

@@ -57,7 +57,8 @@ impl Effects {
                 | Object::EnrollToken(_)
                 | Object::Webhook(_)
                 | Object::Check(_)
-                | Object::MirrorSettings(_) => {}
+                | Object::MirrorSettings(_)
+                | Object::Monitor(_) => {}
             }
         }
         for id in deletes {

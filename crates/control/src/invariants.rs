@@ -92,6 +92,15 @@ impl Invariants for Region {
                 plural(probers, "prober", "probers")
             )));
         }
+        let code = c.regions.get(&id).map(|r| r.value.code.as_str()).unwrap_or_default();
+        let monitors =
+            c.monitors.values().filter(|m| m.value.regions.iter().any(|r| r.region == code)).count();
+        if monitors > 0 {
+            return Err(Refusal::Conflict(format!(
+                "{} still watch this region",
+                plural(monitors, "monitor", "monitors")
+            )));
+        }
         let groups = c.groups.values().filter(|g| g.value.group.region == Some(RegionId(id))).count();
         if groups > 0 {
             return Err(Refusal::Conflict(format!(
@@ -334,6 +343,30 @@ impl Invariants for NamedCheck {
                 users.join(", ")
             )));
         }
+        Ok(Vec::new())
+    }
+}
+
+impl Invariants for vantage_core::monitor::Monitor {
+    fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
+        unique(
+            "A monitor named",
+            "name",
+            &self.name,
+            id,
+            c.monitors.iter().map(|(i, x)| (*i, x.value.name.as_str())),
+        )?;
+        for (n, r) in self.regions.iter().enumerate() {
+            if !c.regions.values().any(|x| x.value.code == r.region) {
+                return Err(Refusal::invalid(
+                    format!("regions[{n}].region"),
+                    format!("no region with code {:?}", r.region),
+                ));
+            }
+        }
+        Ok(())
+    }
+    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {
         Ok(Vec::new())
     }
 }

@@ -12,6 +12,7 @@ pub mod fleet;
 pub mod identity;
 pub mod invariants;
 pub mod mirrors;
+pub mod monitors;
 pub mod observe;
 pub mod snapshot;
 pub mod target;

@@ -133,6 +133,8 @@ pub struct ProberRuntime {
     pub issued: BTreeSet<TargetKey>,
     /// Mirror hosts of its last work's endpoint targets.
     pub issued_endpoints: BTreeSet<String>,
+    /// Monitor endpoints of its last work.
+    pub issued_monitors: BTreeSet<crate::monitors::EndpointKey>,
 }
 
 /// What a node agent last said.

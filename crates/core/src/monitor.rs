@@ -25,14 +25,41 @@ pub fn endpoint_url(field: &str, text: &str) -> Result<String> {
 
 /// One region of a monitor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MonitorRegion {
     /// Region code (probers of that region probe its endpoints).
     pub region: String,
     /// Audience weight (≥ 0); budgets are shares of the total weight.
     pub weight: f64,
-    /// Endpoint URLs (1–16).
+    /// Endpoint URLs (1–16): HLS manifests, or pages for `http` checks.
     pub endpoints: Vec<String>,
+    /// Content-steering pathway these endpoints serve (a CDN's name, like `cdn-a`; regions may
+    /// share one). The region code when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pathway: Option<String>,
+}
+
+impl MonitorRegion {
+    /// The pathway name players see.
+    pub fn pathway(&self) -> &str {
+        self.pathway.as_deref().unwrap_or(&self.region)
+    }
+}
+
+/// A pathway ID as HLS content steering allows: `[A-Za-z0-9._-]`, 1–64 characters.
+fn pathway_id(field: &str, text: &str) -> Result<String> {
+    let ok = !text.is_empty()
+        && text.len() <= 64
+        && text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err(Error::invalid(
+            field,
+            format!("must be 1 to 64 letters, digits, dots, underscores or hyphens, got {text:?}"),
+        ))
+    }
 }
 
 /// A validated monitor.
@@ -54,10 +81,13 @@ pub struct Monitor {
     pub down_weight_budget_pct: f64,
     /// Weighted share of stale regions (%) above which the monitor is degraded.
     pub stale_weight_budget_pct: f64,
+    /// How often players reload the steering manifest, s.
+    pub steering_ttl_s: u32,
 }
 
 /// A monitor as entered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct MonitorInput {
     pub name: String,
@@ -74,6 +104,24 @@ pub struct MonitorInput {
     pub down_weight_budget_pct: f64,
     /// Stale budget, % (10).
     pub stale_weight_budget_pct: f64,
+    /// Steering manifest TTL, s (1–3600, 30).
+    pub steering_ttl_s: u32,
+}
+
+impl From<Monitor> for MonitorInput {
+    fn from(m: Monitor) -> Self {
+        MonitorInput {
+            name: m.name,
+            check: Some(m.check),
+            regions: m.regions,
+            failure_quorum: m.failure_quorum,
+            quorum_window: m.quorum_window,
+            max_segment_age_s: m.max_segment_age_s,
+            down_weight_budget_pct: m.down_weight_budget_pct,
+            stale_weight_budget_pct: m.stale_weight_budget_pct,
+            steering_ttl_s: m.steering_ttl_s,
+        }
+    }
 }
 
 impl Default for MonitorInput {
@@ -87,6 +135,7 @@ impl Default for MonitorInput {
             max_segment_age_s: 30,
             down_weight_budget_pct: 15.0,
             stale_weight_budget_pct: 10.0,
+            steering_ttl_s: 30,
         }
     }
 }
@@ -139,7 +188,8 @@ impl TryFrom<MonitorInput> for Monitor {
                 .enumerate()
                 .map(|(k, e)| endpoint_url(&format!("{f}.endpoints[{k}]"), e))
                 .collect::<Result<Vec<_>>>()?;
-            regions.push(MonitorRegion { region: r.region, weight: r.weight, endpoints });
+            let pathway = r.pathway.map(|p| pathway_id(&format!("{f}.pathway"), &p)).transpose()?;
+            regions.push(MonitorRegion { region: r.region, weight: r.weight, endpoints, pathway });
         }
         if regions.iter().map(|r| r.weight).sum::<f64>() <= 0.0 {
             return Err(Error::invalid("regions", "the weights must not all be 0"));
@@ -156,6 +206,7 @@ impl TryFrom<MonitorInput> for Monitor {
             max_segment_age_s,
             down_weight_budget_pct: pct("down_weight_budget_pct", i.down_weight_budget_pct)?,
             stale_weight_budget_pct: pct("stale_weight_budget_pct", i.stale_weight_budget_pct)?,
+            steering_ttl_s: in_range("steering_ttl_s", i.steering_ttl_s, 1, 3600)?,
         })
     }
 }
@@ -180,6 +231,7 @@ pub struct RegionWindow {
 
 /// A region's health.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RegionHealth {
     /// No probe yet.
@@ -204,6 +256,16 @@ impl RegionWindow {
     /// The newest probe.
     pub fn latest(&self) -> Option<&MonitorProbe> {
         self.probes.back()
+    }
+
+    /// Probes in the window.
+    pub fn len(&self) -> usize {
+        self.probes.len()
+    }
+
+    /// No probe yet.
+    pub fn is_empty(&self) -> bool {
+        self.probes.is_empty()
     }
 
     /// Failing probes in the window.
@@ -232,6 +294,7 @@ impl RegionWindow {
 
 /// The global verdict of a monitor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum GlobalVerdict {
     /// Nothing to report.
@@ -254,6 +317,7 @@ impl fmt::Display for GlobalVerdict {
 
 /// A monitor's verdict with the weights behind it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct MonitorVerdict {
     /// Global verdict.
     pub global: GlobalVerdict,
@@ -284,6 +348,50 @@ pub fn global_verdict(m: &Monitor, health: &[RegionHealth]) -> MonitorVerdict {
     MonitorVerdict { global, down_weight_pct: down, stale_weight_pct: stale }
 }
 
+impl RegionHealth {
+    /// Steering preference: healthy first, then not yet known, then stale, then down.
+    fn rank(self) -> u8 {
+        match self {
+            RegionHealth::Healthy => 0,
+            RegionHealth::Unknown => 1,
+            RegionHealth::Stale => 2,
+            RegionHealth::Down => 3,
+        }
+    }
+}
+
+/// The content-steering order of a monitor's pathways: healthy, then unknown, then degraded
+/// (stale), then down; ties by TTFB (ms, unknown last), then by name. A pathway several
+/// regions share is as bad as its worst region and as fast as its fastest.
+pub fn pathway_priority(m: &Monitor, health: &[RegionHealth], ttfb_ms: &[Option<f64>]) -> Vec<String> {
+    let mut pathways: Vec<(String, u8, Option<f64>)> = Vec::new();
+    for (i, r) in m.regions.iter().enumerate() {
+        let rank = health.get(i).copied().unwrap_or(RegionHealth::Unknown).rank();
+        let ttfb = ttfb_ms.get(i).copied().flatten();
+        match pathways.iter_mut().find(|(p, _, _)| p == r.pathway()) {
+            Some((_, worst, fastest)) => {
+                *worst = (*worst).max(rank);
+                *fastest = match (*fastest, ttfb) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            None => pathways.push((r.pathway().to_owned(), rank, ttfb)),
+        }
+    }
+    pathways.sort_by(|a, b| {
+        a.1.cmp(&b.1)
+            .then_with(|| match (a.2, b.2) {
+                (Some(x), Some(y)) => x.total_cmp(&y),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => std::cmp::Ordering::Equal,
+            })
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    pathways.into_iter().map(|(p, _, _)| p).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +403,7 @@ mod tests {
                 region: (*r).into(),
                 weight: *w,
                 endpoints: vec![format!("https://edge-{r}.example.net/live.m3u8")],
+                pathway: None,
             })
             .collect();
         Monitor::try_from(MonitorInput { name: "live".into(), regions, ..Default::default() }).unwrap()
@@ -387,7 +496,12 @@ mod tests {
     fn monitor_validation() {
         let e = Monitor::try_from(MonitorInput { name: "m".into(), ..Default::default() }).unwrap_err();
         assert_eq!(e.to_string(), "regions: 1 to 64 regions, got 0");
-        let r = MonitorRegion { region: "jp".into(), weight: 1.0, endpoints: vec!["ftp://x".into()] };
+        let r = MonitorRegion {
+            region: "jp".into(),
+            weight: 1.0,
+            endpoints: vec!["ftp://x".into()],
+            pathway: None,
+        };
         let e = Monitor::try_from(MonitorInput { name: "m".into(), regions: vec![r], ..Default::default() })
             .unwrap_err();
         assert_eq!(e.field(), "regions[0].endpoints[0]");
@@ -395,7 +509,16 @@ mod tests {
             region: "jp".into(),
             weight: 1.0,
             endpoints: vec!["http://e.example.net/a.m3u8".into()],
+            pathway: Some("cdn a".into()),
         };
+        let e = Monitor::try_from(MonitorInput {
+            name: "m".into(),
+            regions: vec![r.clone()],
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert_eq!(e.field(), "regions[0].pathway");
+        let r = MonitorRegion { pathway: None, ..r };
         let e = Monitor::try_from(MonitorInput {
             name: "m".into(),
             regions: vec![r],
@@ -404,5 +527,21 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(e.to_string(), "failure_quorum: must be between 1 and 5, got 6");
+    }
+
+    #[test]
+    fn pathways_are_ordered_healthy_degraded_down_then_by_ttfb() {
+        use RegionHealth::*;
+        let mut m = monitor();
+        m.regions[0].pathway = Some("cdn-a".into());
+        m.regions[1].pathway = Some("cdn-a".into());
+        let order = pathway_priority(
+            &m,
+            &[Healthy, Stale, Healthy, Down, Healthy, Unknown],
+            &[Some(5.0), Some(1.0), Some(30.0), Some(1.0), Some(20.0), None],
+        );
+        // cdn-a is as bad as its stale region; sg and ph are healthy, sg faster.
+        assert_eq!(order, ["ph", "sg", "br", "cdn-a", "id"]);
+        assert_eq!(pathway_priority(&m, &[], &[]).len(), 5, "unknown health still lists every pathway");
     }
 }

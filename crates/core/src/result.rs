@@ -160,6 +160,7 @@ impl Attempt {
 
 /// HLS details of the last attempt of a round: the health tuple of §7.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct HlsDetail {
     /// The edge answered.
     pub reachable: bool,

@@ -72,4 +72,5 @@ as_input!(
     crate::model::PublisherSpec => crate::model::PublisherInput,
     crate::rules::Condition => crate::rules::ConditionInput,
     crate::mirror::MirrorSettings => crate::mirror::MirrorSettingsInput,
+    crate::monitor::Monitor => crate::monitor::MonitorInput,
 );

@@ -307,19 +307,25 @@ async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<Statu
         )));
     }
     let latest = app.feed(|c| c.handle_report(caller, &report, now()))?;
-    // Accepted: every mirror it names was given out.
+    // Accepted: every mirror and monitor endpoint it names was given out.
+    let config = app.config();
     for r in &report.results {
         if let Some(host) = vantage_control::mirrors::host_of_key(&r.target) {
             for a in &r.attempts {
                 app.metrics().mirrors().check_took(host, f64::from(a.rtt_us) / 1e6);
             }
+        } else if let Ok(k) = r.target.parse::<vantage_control::monitors::EndpointKey>()
+            && let Some(m) = config.monitors.get(&k.monitor.0)
+            && let Some(ms) = r.hls.and_then(|h| h.ttfb_ms)
+        {
+            app.metrics().monitors().ttfb(&m.value.name, &k.region, ms / 1000.0);
         }
     }
     let rows: Vec<ResultRow> = latest
         .into_iter()
         .map(|(key, l)| ResultRow {
             prober: caller.id(),
-            target: key.to_string(),
+            target: key,
             at: l.at,
             sent: l.sent,
             lost: l.lost,

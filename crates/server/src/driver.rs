@@ -104,6 +104,11 @@ async fn execute(
                 tracing::warn!(error = %e, "cannot save the mirrors' state");
             }
         }
+        Output::SaveMonitors(json) => {
+            if let Err(e) = store.put_state("monitors", &json, now()).await {
+                tracing::warn!(error = %e, "cannot save the monitors' state");
+            }
+        }
         Output::Doors => app.sync_doors(),
         Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
         Output::SaveState { cluster, json } => {

@@ -14,6 +14,7 @@ use prometheus_client::registry::Registry;
 use vantage_control::config::Config;
 
 mod mirrors;
+mod monitors;
 
 /// Labels of an HTTP request.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -119,6 +120,7 @@ pub(crate) struct Metrics {
     publications: Family<PublicationLabels, Counter>,
     deliveries: Family<DeliveryLabels, Counter>,
     mirrors: mirrors::MirrorFamilies,
+    monitors: monitors::MonitorFamilies,
 }
 
 /// The families `/metrics` fills from the control core's figures at every scrape.
@@ -220,8 +222,10 @@ impl Metrics {
             deliveries.clone(),
         );
         let mirrors = mirrors::MirrorFamilies::new(&mut registry);
+        let monitors = monitors::MonitorFamilies::new(&mut registry);
         Metrics {
             mirrors,
+            monitors,
             registry: Mutex::new(registry),
             requests,
             objects,
@@ -272,6 +276,11 @@ impl Metrics {
     /// Mirror and door metrics.
     pub(crate) fn mirrors(&self) -> &mirrors::MirrorFamilies {
         &self.mirrors
+    }
+
+    /// Monitor metrics.
+    pub(crate) fn monitors(&self) -> &monitors::MonitorFamilies {
+        &self.monitors
     }
 
     /// Counts a refused reload of the mirror registry.

@@ -285,6 +285,8 @@ async fn load(
     };
     let mirror_states =
         store.states("mirrors").await?.into_iter().find(|(k, _)| k == "mirrors").map(|(_, v)| v);
+    let monitor_states =
+        store.states("monitors").await?.into_iter().find(|(k, _)| k == "monitors").map(|(_, v)| v);
     let alerts =
         store.states("alerts").await?.into_iter().find(|(k, _)| k == "alerts").and_then(|(_, json)| {
             serde_json::from_str::<AlertBook>(&json)
@@ -305,5 +307,6 @@ async fn load(
         alerts,
         mirror_files,
         mirror_states,
+        monitor_states,
     })
 }

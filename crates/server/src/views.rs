@@ -22,7 +22,9 @@ use vantage_core::result::ErrorCode;
 use vantage_core::rules::Rule;
 
 mod mirrors;
+mod monitors;
 pub use mirrors::*;
+pub use monitors::*;
 
 /// A list: `{"items": [...]}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -164,6 +164,8 @@ pub struct HistoryPoint {
     pub rtt_us: Option<u32>,
     /// Last error.
     pub error: Option<ErrorCode>,
+    /// HLS checks: the newest segment's age, s, when known.
+    pub segment_age_s: Option<f64>,
 }
 
 /// One day of a target's history from one prober, rolled up.

@@ -226,7 +226,7 @@ pub(crate) async fn write_results(pool: &SqlitePool, cache: &TargetIds, rows: &[
         .map(|r| r.hls.map(|h| serde_json::to_string(&h)).transpose())
         .collect::<Result<_, _>>()?;
     let latest: Vec<&[usize]> = latest.chunks(MAX_VARIABLES / 13).collect();
-    let history: Vec<&[usize]> = history.chunks(MAX_VARIABLES / 8).collect();
+    let history: Vec<&[usize]> = history.chunks(MAX_VARIABLES / 9).collect();
     let statement = |k: usize| match latest.get(k) {
         Some(chunk) => {
             let mut q = sqlx::QueryBuilder::new(
@@ -259,7 +259,7 @@ pub(crate) async fn write_results(pool: &SqlitePool, cache: &TargetIds, rows: &[
         }
         None => {
             let mut q = sqlx::QueryBuilder::new(
-                "INSERT OR IGNORE INTO history (bucket, target, at, prober, sent, lost, rtt_us, error) ",
+                "INSERT OR IGNORE INTO history (bucket, target, at, prober, sent, lost, rtt_us, error, age_ms) ",
             );
             q.push_values(history[k - latest.len()], |mut b, &i| {
                 let r = &rows[i];
@@ -270,7 +270,8 @@ pub(crate) async fn write_results(pool: &SqlitePool, cache: &TargetIds, rows: &[
                     .push_bind(i64::from(r.sent))
                     .push_bind(i64::from(r.lost))
                     .push_bind(r.rtt_us.map(i64::from))
-                    .push_bind(r.error.map(ErrorCode::as_str));
+                    .push_bind(r.error.map(ErrorCode::as_str))
+                    .push_bind(r.hls.and_then(|h| h.segment_age_s).map(|s| (s * 1000.0).round() as i64));
             });
             q
         }
@@ -361,7 +362,7 @@ pub(crate) async fn history(
 ) -> Result<Vec<HistoryPoint>> {
     let rows = sqlx::query(
         "WITH RECURSIVE b (x) AS (SELECT ?4 UNION ALL SELECT x + 1 FROM b WHERE x < ?5) \
-         SELECT h.at, h.prober, h.sent, h.lost, h.rtt_us, h.error FROM b \
+         SELECT h.at, h.prober, h.sent, h.lost, h.rtt_us, h.error, h.age_ms FROM b \
          JOIN history AS h ON h.bucket = b.x AND h.target = (SELECT id FROM targets WHERE key = ?1) \
          WHERE h.at >= ?2 AND h.at < ?3 ORDER BY h.at, h.prober",
     )
@@ -381,6 +382,7 @@ pub(crate) async fn history(
                 lost: count(r.try_get("lost")?),
                 rtt_us: micros(r.try_get("rtt_us")?),
                 error: error_code(r.try_get("error")?),
+                segment_age_s: r.try_get::<Option<i64>, _>("age_ms")?.map(|ms| ms as f64 / 1000.0),
             })
         })
         .collect()

@@ -11,6 +11,7 @@ mod edges;
 mod failover;
 mod harness;
 mod mirrors;
+mod monitors;
 mod rules;
 mod ui;
 

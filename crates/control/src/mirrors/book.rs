@@ -140,7 +140,7 @@ impl Book {
         let latest = Latest::after(r, now, per.get(&caller), check.initial());
         per.insert(caller, latest);
         self.states.entry(host.to_owned()).or_default();
-        let Some(region) = region_of(c, caller) else { return (false, None) };
+        let Some(region) = c.prober_region(caller) else { return (false, None) };
         let changed = self.update_region(c, host, region, now, true);
         (changed, self.decide(c, host, now))
     }
@@ -217,7 +217,9 @@ impl Book {
         let fresh_ms = (i64::from(check.interval_s()) * FRESH_INTERVALS).max(MIN_FRESH_S) * 1000;
         let opinions: Vec<(RegionStatus, Option<u32>)> = self
             .latest_of(host)
-            .filter(|(caller, l)| now.millis_since(l.at) <= fresh_ms && region_of(c, *caller) == Some(region))
+            .filter(|(caller, l)| {
+                now.millis_since(l.at) <= fresh_ms && c.prober_region(*caller) == Some(region)
+            })
             .map(|(_, l)| {
                 let healthy = l.register.healthy(check.window(), check.threshold());
                 (RegionStatus::opinion(healthy, l.error), l.rtt_us.map(|us| us.div_ceil(1000)))
@@ -259,15 +261,4 @@ impl Book {
 /// The check a mirror is probed with (the built-in defaults if its check went away).
 pub fn check_of(c: &Config, host: &str) -> Check {
     c.mirrors.mirrors.get(host).and_then(|m| c.check_named(m.check.as_deref())).unwrap_or_default()
-}
-
-/// The region code a caller probes from: a prober's region. Node agents probe no mirrors.
-fn region_of(c: &Config, caller: Caller) -> Option<&str> {
-    match caller {
-        Caller::Prober(p) => {
-            let rec = c.probers.get(&p.0)?;
-            rec.value.enabled.then(|| c.region_code(rec.value.region))?
-        }
-        Caller::Node(_) => None,
-    }
 }

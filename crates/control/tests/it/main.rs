@@ -10,6 +10,7 @@ mod fleet;
 mod identity;
 mod invariants;
 mod mirrors;
+mod monitors;
 mod online;
 mod publish;
 mod reports;

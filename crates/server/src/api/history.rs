@@ -45,7 +45,7 @@ pub(crate) enum Range {
 }
 
 impl Range {
-    fn parse(s: &str) -> Result<Range, ApiError> {
+    pub(super) fn parse(s: &str) -> Result<Range, ApiError> {
         match s {
             "1h" => Ok(Range::Hour),
             "24h" => Ok(Range::Day),
@@ -54,7 +54,7 @@ impl Range {
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Range::Hour => "1h",
             Range::Day => "24h",
@@ -62,7 +62,7 @@ impl Range {
         }
     }
 
-    fn bucket_ms(self) -> i64 {
+    pub(super) fn bucket_ms(self) -> i64 {
         match self {
             Range::Hour => 20_000,
             Range::Day => 300_000,
@@ -79,7 +79,7 @@ impl Range {
     }
 
     /// `[since, until)` of whole buckets ending with the one that holds `at`.
-    fn window(self, at: Timestamp) -> (Timestamp, Timestamp) {
+    pub(super) fn window(self, at: Timestamp) -> (Timestamp, Timestamp) {
         let b = self.bucket_ms();
         let until = (at.millis().div_euclid(b) + 1) * b;
         let n = i64::try_from(self.buckets()).unwrap_or(i64::MAX);
@@ -276,7 +276,15 @@ mod tests {
     use super::*;
 
     fn point(at: i64, prober: i64, sent: u32, lost: u32, rtt: Option<u32>) -> HistoryPoint {
-        HistoryPoint { at: Timestamp::from_millis(at), prober, sent, lost, rtt_us: rtt, error: None }
+        HistoryPoint {
+            at: Timestamp::from_millis(at),
+            prober,
+            sent,
+            lost,
+            rtt_us: rtt,
+            error: None,
+            segment_age_s: None,
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub(crate) use admin::create_admin_token;
 mod doors;
 mod history;
 pub(crate) mod mirrors;
+pub(crate) mod monitors;
 mod objects;
 mod rules;
 
@@ -217,6 +218,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .merge(v1)
         .merge(ui)
         .merge(doors::public())
+        .merge(monitors::public())
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
@@ -234,6 +236,7 @@ fn table() -> Api {
     history::routes(&mut api);
     mirrors::routes(&mut api);
     doors::routes(&mut api);
+    monitors::routes(&mut api);
     api
 }
 
@@ -301,6 +304,7 @@ async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
     let (expiries, fleet) = {
         let c = app.control();
         app.metrics().mirrors().set(&c.config(), c.mirrors().book());
+        app.metrics().monitors().set(&c.config(), c.monitors());
         (c.certificate_expiries(), c.fleet(now))
     };
     app.metrics().set_certificates(&expiries, now);

@@ -322,3 +322,40 @@ impl KeepPrivate for NamedCheck {
         self
     }
 }
+
+impl Kind for Monitor {
+    type View = MonitorView;
+    type Input = MonitorInput;
+    const NAME: &'static str = "monitor";
+    const LABEL: &'static str = "Monitor";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.monitors
+    }
+    fn wrap(self) -> Object {
+        Object::Monitor(self)
+    }
+    fn doc(&self) -> Value {
+        to_doc(self)
+    }
+    fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        parse_as(doc)
+    }
+    fn view(id: i64, s: &Stored<Self>, _: &Config, app: &App) -> MonitorView {
+        let verdict =
+            app.control().monitors().state(vantage_core::ids::MonitorId(id)).and_then(|st| st.verdict);
+        MonitorView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            monitor: s.value.clone(),
+            verdict: verdict.map(|v| v.verdict.global),
+            since: verdict.map(|v| v.at),
+        }
+    }
+}
+
+impl KeepPrivate for Monitor {
+    fn keep_from(self, _: &Self) -> Self {
+        self
+    }
+}

@@ -20,6 +20,7 @@ use vantage_core::model::{
     Cluster, ClusterInput, GroupInput, Line, LineInput, Node, NodeGroup, NodeInput, PublisherInput, Region,
     RegionInput,
 };
+use vantage_core::monitor::{Monitor, MonitorInput};
 use vantage_core::rules::{Rule, RuleInput};
 use vantage_core::settings::{ProbeSettings, ProbeSettingsInput};
 
@@ -30,8 +31,8 @@ use super::{Api, Op};
 use crate::app::{Actor, App, Change};
 use crate::error::{ApiError, parse_json};
 use crate::views::{
-    Addresses, CheckCreate, CheckView, ClusterView, GroupView, Items, LineView, NodeCreate, NodeView,
-    ProberBody, ProberView, RegionView, RuleView, WebhookView,
+    Addresses, CheckCreate, CheckView, ClusterView, GroupView, Items, LineView, MonitorView, NodeCreate,
+    NodeView, ProberBody, ProberView, RegionView, RuleView, WebhookView,
 };
 use settings::{addresses_get, addresses_put, settings_get, settings_put};
 use vantage_control::alerts::Webhook;
@@ -342,6 +343,7 @@ pub(super) fn routes(api: &mut Api) {
     top_level!(api, ProberRecord, "/v1/probers", "probers", "prober", create: false);
     top_level!(api, Webhook, "/v1/webhooks", "alerts", "webhook", create: true);
     top_level!(api, NamedCheck, "/v1/checks", "checks", "check", create: true);
+    top_level!(api, Monitor, "/v1/monitors", "monitors", "monitor", create: true);
     children!(api, GroupRecord, "groups", "clusters", "node group");
     children!(api, LineRecord, "lines", "clusters", "line");
     children!(api, RuleRecord, "rules", "rules", "rule");

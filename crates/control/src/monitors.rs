@@ -1,0 +1,246 @@
+//! Monitors (SPEC §7) inside the control core: which endpoints each prober probes for them,
+//! each region's window of probes (all its probers' results merged in arrival order), the
+//! regions' health, the audience-weighted global verdict with its history, and the content
+//! steering order. Saved whole, so a restart keeps the windows and the verdict history.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use vantage_core::Timestamp;
+use vantage_core::check::Check;
+use vantage_core::ids::MonitorId;
+use vantage_core::monitor::{
+    GlobalVerdict, Monitor, MonitorProbe, MonitorVerdict, RegionHealth, RegionWindow, global_verdict,
+    pathway_priority,
+};
+use vantage_core::result::{ErrorCode, ProbeResult, Stages};
+use vantage_core::wire::EndpointTarget;
+
+use crate::config::Config;
+
+/// Verdict changes kept per monitor.
+const HISTORY: usize = 500;
+
+/// The key of one monitor endpoint: monitor, region code, endpoint index (`v{id}/{region}/{k}`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EndpointKey {
+    pub monitor: MonitorId,
+    /// Region code.
+    pub region: String,
+    /// Index into the region's endpoints.
+    pub index: usize,
+}
+
+impl fmt::Display for EndpointKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}/{}/{}", self.monitor, self.region, self.index)
+    }
+}
+
+impl FromStr for EndpointKey {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        let rest = s.strip_prefix('v').ok_or(())?;
+        let (id, rest) = rest.split_once('/').ok_or(())?;
+        let (region, index) = rest.rsplit_once('/').ok_or(())?;
+        Ok(EndpointKey {
+            monitor: MonitorId(id.parse().map_err(|_| ())?),
+            region: region.to_owned(),
+            index: index.parse().map_err(|_| ())?,
+        })
+    }
+}
+
+/// One global verdict change.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct VerdictRecord {
+    /// When it changed.
+    pub at: Timestamp,
+    /// The verdict from then on, with its weights.
+    pub verdict: MonitorVerdict,
+}
+
+/// One monitor's derived state.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct MonitorState {
+    /// Region code → its last M probes.
+    pub windows: BTreeMap<String, RegionWindow>,
+    /// The global verdict and since when.
+    pub verdict: Option<VerdictRecord>,
+    /// Every change of the global verdict, oldest first (the last [`HISTORY`]).
+    pub history: VecDeque<VerdictRecord>,
+}
+
+impl MonitorState {
+    /// Each region's health, in the monitor's order.
+    pub fn health(&self, m: &Monitor) -> Vec<RegionHealth> {
+        m.regions
+            .iter()
+            .map(|r| self.windows.get(&r.region).map_or(RegionHealth::Unknown, |w| w.health(m)))
+            .collect()
+    }
+
+    /// Each region's time to first byte of its newest probe, ms, in the monitor's order.
+    pub fn ttfb(&self, m: &Monitor) -> Vec<Option<f64>> {
+        m.regions
+            .iter()
+            .map(|r| self.windows.get(&r.region).and_then(|w| w.latest()).and_then(|p| p.detail.ttfb_ms))
+            .collect()
+    }
+}
+
+/// A global verdict that changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MonitorChange {
+    pub monitor: MonitorId,
+    /// Monitor name.
+    pub name: String,
+    /// Before (`None`: the first verdict).
+    pub from: Option<GlobalVerdict>,
+    /// After.
+    pub to: MonitorVerdict,
+    /// Regions down or stale now.
+    pub regions: Vec<(String, RegionHealth)>,
+}
+
+/// Every monitor's state.
+#[derive(Debug, Default)]
+pub struct Monitors {
+    states: BTreeMap<MonitorId, MonitorState>,
+    dirty: bool,
+}
+
+impl Monitors {
+    /// From the saved JSON (unreadable: empty).
+    pub fn restore(saved: Option<&str>) -> Monitors {
+        let states = saved.and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
+        Monitors { states, dirty: false }
+    }
+
+    /// One monitor's state.
+    pub fn state(&self, id: MonitorId) -> Option<&MonitorState> {
+        self.states.get(&id)
+    }
+
+    /// The saved form, when it changed since the last call.
+    pub fn take_save(&mut self) -> Option<String> {
+        std::mem::take(&mut self.dirty).then(|| serde_json::to_string(&self.states).unwrap_or_default())
+    }
+
+    /// States follow the configuration: monitors that went go, regions that left a monitor go.
+    pub fn follow(&mut self, c: &Config) {
+        let before = self.states.len();
+        self.states.retain(|id, _| c.monitors.contains_key(&id.0));
+        for (id, s) in &mut self.states {
+            if let Some(m) = c.monitors.get(&id.0) {
+                s.windows.retain(|r, _| m.value.regions.iter().any(|x| &x.region == r));
+            }
+        }
+        self.dirty |= before != self.states.len();
+    }
+
+    /// A result for a monitor endpoint: the probe joins its region's window, the regions and
+    /// the global verdict are recomputed. Staleness is not a failure (it degrades).
+    pub fn record(
+        &mut self,
+        c: &Config,
+        key: &EndpointKey,
+        r: &ProbeResult,
+        now: Timestamp,
+    ) -> Option<MonitorChange> {
+        let m = &c.monitors.get(&key.monitor.0)?.value;
+        let state = self.states.entry(key.monitor).or_default();
+        let window = state.windows.entry(key.region.clone()).or_default();
+        for a in &r.attempts {
+            let failed = !a.good() && a.error != Some(ErrorCode::Stale);
+            let mut detail = r.hls.unwrap_or_default();
+            if r.hls.is_none() {
+                // `http` checks: the tuple from the stages.
+                detail.reachable = a.stages.contains(Stages::RECEIVED);
+                detail.manifest_valid = a.good();
+                detail.segment_fetchable = a.good();
+            }
+            window.push(MonitorProbe { at: now, failed, detail }, m.quorum_window);
+        }
+        self.dirty = true;
+        let health = state.health(m);
+        let verdict = global_verdict(m, &health);
+        let from = state.verdict.map(|v| v.verdict.global);
+        if from == Some(verdict.global) {
+            if let Some(v) = &mut state.verdict {
+                v.verdict = verdict;
+            }
+            return None;
+        }
+        let rec = VerdictRecord { at: now, verdict };
+        state.verdict = Some(rec);
+        state.history.push_back(rec);
+        while state.history.len() > HISTORY {
+            state.history.pop_front();
+        }
+        let regions = m
+            .regions
+            .iter()
+            .zip(&health)
+            .filter(|(_, h)| matches!(h, RegionHealth::Down | RegionHealth::Stale))
+            .map(|(r, h)| (r.region.clone(), *h))
+            .collect();
+        Some(MonitorChange { monitor: key.monitor, name: m.name.clone(), from, to: verdict, regions })
+    }
+
+    /// The steering order of a monitor's pathways now.
+    pub fn steering(&self, m: &Monitor, id: MonitorId) -> Vec<String> {
+        let empty = MonitorState::default();
+        let s = self.states.get(&id).unwrap_or(&empty);
+        pathway_priority(m, &s.health(m), &s.ttfb(m))
+    }
+}
+
+/// The monitor endpoints a prober in `region` probes, with their checks appended to `checks`,
+/// and their keys.
+pub fn endpoint_targets(
+    c: &Config,
+    region: &str,
+    checks: &mut Vec<Check>,
+) -> (Vec<EndpointTarget>, BTreeSet<EndpointKey>) {
+    let mut out = Vec::new();
+    let mut keys = BTreeSet::new();
+    for (id, m) in &c.monitors {
+        let Some(r) = m.value.regions.iter().find(|r| r.region == region) else { continue };
+        let check = match checks.iter().position(|x| *x == m.value.check) {
+            Some(i) => i,
+            None => {
+                checks.push(m.value.check.clone());
+                checks.len() - 1
+            }
+        };
+        for (index, url) in r.endpoints.iter().enumerate() {
+            let key = EndpointKey { monitor: MonitorId(*id), region: region.to_owned(), index };
+            out.push(EndpointTarget {
+                key: key.to_string(),
+                url: url.clone(),
+                address: None,
+                check: u32::try_from(check).unwrap_or(u32::MAX),
+            });
+            keys.insert(key);
+        }
+    }
+    (out, keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_keys_round_trip() {
+        let k = EndpointKey { monitor: MonitorId(7), region: "ap-sg".into(), index: 2 };
+        assert_eq!(k.to_string(), "v7/ap-sg/2");
+        assert_eq!(k.to_string().parse::<EndpointKey>(), Ok(k));
+        assert!("m/x.example.net".parse::<EndpointKey>().is_err());
+        assert!("v7/ap-sg".parse::<EndpointKey>().is_err());
+    }
+}

@@ -1,0 +1,191 @@
+//! Monitors on the virtual clock: endpoints in the work of each region's probers, region
+//! windows, the weighted global verdict with its alerts and history, and the steering order.
+
+use vantage_control::config::Object;
+use vantage_control::identity::Caller;
+use vantage_core::ids::MonitorId;
+use vantage_core::monitor::{GlobalVerdict, Monitor, RegionHealth};
+use vantage_core::result::{Attempt, ErrorCode, HlsDetail, ProbeResult, Stages};
+use vantage_core::wire;
+
+use crate::lab::{Lab, alerts};
+
+/// Regions jp (60 %), kr (30 %) and sg (10 %) with a prober each, plus eu with no monitor.
+fn fleet() -> (Lab, MonitorId, Vec<(&'static str, Caller)>) {
+    let mut lab = Lab::new();
+    let mut probers = Vec::new();
+    for code in ["jp", "kr", "sg", "eu"] {
+        let r = lab.region(code);
+        probers.push((code, lab.prober(&format!("p-{code}"), r)));
+    }
+    let m: Monitor = serde_json::from_value(serde_json::json!({
+        "name": "live",
+        "max_segment_age_s": 20,
+        "regions": [
+            {"region": "jp", "weight": 60, "endpoints": ["http://127.0.0.1:9001/live.m3u8"], "pathway": "cdn-jp"},
+            {"region": "kr", "weight": 30, "endpoints": ["http://127.0.0.1:9002/live.m3u8", "http://127.0.0.1:9003/live.m3u8"]},
+            {"region": "sg", "weight": 10, "endpoints": ["http://127.0.0.1:9004/live.m3u8"]},
+        ],
+    }))
+    .unwrap();
+    let id = MonitorId(lab.put(Object::Monitor(m)));
+    lab.take();
+    (lab, id, probers)
+}
+
+/// What one HLS attempt found.
+#[derive(Clone, Copy)]
+enum Seen {
+    Fresh,
+    Aged(f64),
+    Segment404,
+}
+
+/// `caller` fetches its work and reports every monitor endpoint once.
+fn probe(lab: &mut Lab, caller: Caller, seen: Seen) -> wire::Work {
+    let work = lab.control.handle_work(caller, lab.now);
+    let results = work
+        .endpoints
+        .iter()
+        .map(|e| {
+            let (good, error, age, fetchable) = match seen {
+                Seen::Fresh => (true, None, Some(2.0), true),
+                Seen::Aged(a) => (true, None, Some(a), true),
+                Seen::Segment404 => (false, Some(ErrorCode::Segment), None, false),
+            };
+            let stages =
+                if good { Stages::ALL } else { Stages::CONNECTED.with(Stages::SENT).with(Stages::RECEIVED) };
+            ProbeResult {
+                target: e.key.clone(),
+                attempts: vec![Attempt { stages, rtt_us: 30_000, error }],
+                hls: Some(HlsDetail {
+                    reachable: true,
+                    manifest_valid: true,
+                    segment_fetchable: fetchable,
+                    segment_age_s: age,
+                    ttfb_ms: Some(12.0),
+                }),
+                cert_not_after: None,
+            }
+        })
+        .collect();
+    let report = wire::Report { started_at: lab.now, finished_at: lab.now, version: "t".into(), results };
+    lab.control.handle_report(caller, &report, lab.now).unwrap();
+    work
+}
+
+fn caller(probers: &[(&str, Caller)], region: &str) -> Caller {
+    probers.iter().find(|(r, _)| *r == region).unwrap().1
+}
+
+fn global(lab: &Lab, id: MonitorId) -> Option<GlobalVerdict> {
+    lab.control.monitors().state(id)?.verdict.map(|v| v.verdict.global)
+}
+
+#[test]
+fn each_regions_probers_get_its_endpoints() {
+    let (mut lab, id, probers) = fleet();
+    let kr = lab.control.handle_work(caller(&probers, "kr"), lab.now);
+    let keys: Vec<&str> = kr.endpoints.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(keys, [format!("v{id}/kr/0"), format!("v{id}/kr/1")]);
+    assert_eq!(kr.checks[kr.endpoints[0].check as usize].method(), Some(vantage_core::check::Method::Hls));
+    assert!(lab.control.handle_work(caller(&probers, "eu"), lab.now).endpoints.is_empty());
+    let other = wire::Report {
+        started_at: lab.now,
+        finished_at: lab.now,
+        version: "t".into(),
+        results: vec![ProbeResult {
+            target: format!("v{id}/jp/0"),
+            attempts: vec![Attempt { stages: Stages::ALL, rtt_us: 1, error: None }],
+            hls: None,
+            cert_not_after: None,
+        }],
+    };
+    assert!(
+        lab.control.handle_report(caller(&probers, "kr"), &other, lab.now).is_err(),
+        "jp's endpoint was not given to kr"
+    );
+}
+
+#[test]
+fn stale_weight_over_the_budget_degrades_and_a_small_region_does_not() {
+    let (mut lab, id, probers) = fleet();
+    for r in ["jp", "kr", "sg"] {
+        probe(&mut lab, caller(&probers, r), Seen::Fresh);
+    }
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Healthy));
+    lab.advance(5);
+    probe(&mut lab, caller(&probers, "sg"), Seen::Aged(45.0));
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Healthy), "10 % stale is not above the budget");
+    probe(&mut lab, caller(&probers, "kr"), Seen::Aged(45.0));
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Degraded), "stale in kr (30 %)");
+    let out = lab.take();
+    assert!(alerts(&out).contains(&(format!("monitor_degraded/monitor:{id}"), true)), "{:?}", alerts(&out));
+    let s = lab.control.monitors().state(id).unwrap();
+    assert_eq!(s.health(&lab.control.config().monitors[&id.0].value)[1], RegionHealth::Stale);
+}
+
+#[test]
+fn one_failing_probe_is_not_down_and_the_quorum_is() {
+    let (mut lab, id, probers) = fleet();
+    let jp = caller(&probers, "jp");
+    probe(&mut lab, jp, Seen::Fresh);
+    probe(&mut lab, jp, Seen::Segment404);
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Healthy), "1 of 5 failing (quorum 3)");
+    probe(&mut lab, jp, Seen::Segment404);
+    probe(&mut lab, jp, Seen::Segment404);
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Down), "jp is 60 % of the audience");
+    let out = lab.take();
+    let a = alerts(&out);
+    assert!(a.contains(&(format!("monitor_down/monitor:{id}"), true)), "{a:?}");
+    let book = lab.control.alerts().list().0;
+    let down = book.iter().find(|x| x.kind == "monitor_down").unwrap();
+    assert_eq!(down.details["severity"], "critical");
+    // The steering order puts the down pathway last.
+    let m = lab.control.config().monitors[&id.0].value.clone();
+    assert_eq!(lab.control.monitors().steering(&m, id).last().map(String::as_str), Some("cdn-jp"));
+    for _ in 0..5 {
+        probe(&mut lab, jp, Seen::Fresh);
+    }
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Healthy));
+    assert!(alerts(&lab.take()).contains(&(format!("monitor_down/monitor:{id}"), false)), "healthy resolves");
+    let history: Vec<GlobalVerdict> =
+        lab.control.monitors().state(id).unwrap().history.iter().map(|h| h.verdict.global).collect();
+    assert_eq!(history, [GlobalVerdict::Healthy, GlobalVerdict::Down, GlobalVerdict::Healthy]);
+}
+
+#[test]
+fn unknown_age_is_not_stale_and_state_survives_a_restart() {
+    let (mut lab, id, probers) = fleet();
+    let work = lab.control.handle_work(caller(&probers, "sg"), lab.now);
+    let report = wire::Report {
+        started_at: lab.now,
+        finished_at: lab.now,
+        version: "t".into(),
+        results: vec![ProbeResult {
+            target: work.endpoints[0].key.clone(),
+            attempts: vec![Attempt { stages: Stages::ALL, rtt_us: 1, error: None }],
+            hls: Some(HlsDetail {
+                reachable: true,
+                manifest_valid: true,
+                segment_fetchable: true,
+                segment_age_s: None,
+                ttfb_ms: None,
+            }),
+            cert_not_after: None,
+        }],
+    };
+    lab.control.handle_report(caller(&probers, "sg"), &report, lab.now).unwrap();
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Healthy));
+    let saved = lab
+        .take()
+        .into_iter()
+        .rev()
+        .find_map(|o| match o {
+            vantage_control::Output::SaveMonitors(j) => Some(j),
+            _ => None,
+        })
+        .expect("the first verdict is saved at once");
+    let restored = vantage_control::monitors::Monitors::restore(Some(&saved));
+    assert_eq!(restored.state(id), lab.control.monitors().state(id));
+}

@@ -1,0 +1,100 @@
+//! Monitor metrics (SPEC §7): the global verdict, each region's down flag and segment age, and
+//! the time to first byte of every probe.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use vantage_control::config::Config;
+use vantage_control::monitors::Monitors;
+use vantage_core::ids::MonitorId;
+use vantage_core::monitor::{GlobalVerdict, RegionHealth};
+
+/// A monitor.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct MonitorLabel {
+    pub monitor: String,
+}
+
+/// A region of a monitor.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct MonitorRegionLabels {
+    pub monitor: String,
+    pub region: String,
+}
+
+fn ttfb_histogram() -> Histogram {
+    Histogram::new([0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0])
+}
+
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// The monitor families.
+#[derive(Debug)]
+pub(crate) struct MonitorFamilies {
+    verdict: Family<MonitorLabel, Gauge>,
+    down: Family<MonitorRegionLabels, Gauge>,
+    age: Family<MonitorRegionLabels, FloatGauge>,
+    ttfb: Family<MonitorRegionLabels, Histogram, fn() -> Histogram>,
+}
+
+impl MonitorFamilies {
+    pub(crate) fn new(r: &mut Registry) -> Self {
+        let f = MonitorFamilies {
+            verdict: Family::default(),
+            down: Family::default(),
+            age: Family::default(),
+            ttfb: Family::new_with_constructor(ttfb_histogram),
+        };
+        r.register(
+            "vantage_monitor_verdict",
+            "A monitor's global verdict: 2 healthy, 1 degraded, 0 down, -1 not yet known",
+            f.verdict.clone(),
+        );
+        r.register("vantage_monitor_region_down", "1 while a monitor's region is down", f.down.clone());
+        r.register(
+            "vantage_segment_age_seconds",
+            "The worst known age of the newest media segment in a monitor region's window",
+            f.age.clone(),
+        );
+        r.register(
+            "vantage_monitor_ttfb_seconds",
+            "Time to the manifest's first byte of each monitor probe",
+            f.ttfb.clone(),
+        );
+        f
+    }
+
+    /// Sets the gauges from every monitor's state (monitors and regions that went, go).
+    pub(crate) fn set(&self, c: &Config, monitors: &Monitors) {
+        self.verdict.clear();
+        self.down.clear();
+        self.age.clear();
+        for (id, m) in &c.monitors {
+            let m = &m.value;
+            let state = monitors.state(MonitorId(*id));
+            let value = match state.and_then(|s| s.verdict).map(|v| v.verdict.global) {
+                Some(GlobalVerdict::Healthy) => 2,
+                Some(GlobalVerdict::Degraded) => 1,
+                Some(GlobalVerdict::Down) => 0,
+                None => -1,
+            };
+            self.verdict.get_or_create(&MonitorLabel { monitor: m.name.clone() }).set(value);
+            let Some(state) = state else { continue };
+            for (r, h) in m.regions.iter().zip(state.health(m)) {
+                let labels = MonitorRegionLabels { monitor: m.name.clone(), region: r.region.clone() };
+                self.down.get_or_create(&labels).set(i64::from(h == RegionHealth::Down));
+                if let Some(age) = state.windows.get(&r.region).and_then(|w| w.worst_age()) {
+                    self.age.get_or_create(&labels).set(age);
+                }
+            }
+        }
+    }
+
+    /// One probe of a monitor region answered its manifest's first byte after `seconds`.
+    pub(crate) fn ttfb(&self, monitor: &str, region: &str, seconds: f64) {
+        let labels = MonitorRegionLabels { monitor: monitor.to_owned(), region: region.to_owned() };
+        self.ttfb.get_or_create(&labels).observe(seconds);
+    }
+}
