@@ -1,5 +1,6 @@
 //! The words of `vantage ctl`: its flags, resources and actions.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// Connection flags of `vantage ctl`.
@@ -43,6 +44,16 @@ pub(super) enum Resource {
     Webhooks(Plain),
     /// Open and recently resolved alerts.
     Alerts,
+    /// Mirrors (§6): their verdicts and regions, records, manual blocks and check runs.
+    Mirrors {
+        #[command(subcommand)]
+        action: MirrorAction,
+    },
+    /// Tenants that mirrors serve and doors ask for.
+    Tenants {
+        #[command(subcommand)]
+        action: TenantAction,
+    },
     /// Probe settings.
     Settings {
         #[command(subcommand)]
@@ -201,6 +212,80 @@ pub(super) enum SettingsAction {
     Get,
     /// Change probe settings: FIELD=VALUE… (others keep their value).
     Set { fields: Vec<String> },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum MirrorAction {
+    /// List mirrors with their verdicts.
+    List,
+    /// Show a mirror, its regions and each prober's opinion.
+    Get { host: String },
+    /// Register or replace a mirror, from a YAML or JSON file or from flags.
+    ///
+    /// A record built from flags replaces the whole record (absent fields take their
+    /// defaults) but keeps a manual block: `mirrors unblock` lifts it.
+    Put {
+        host: String,
+        /// YAML or JSON record file (`-` for standard input), sent as it is.
+        #[arg(long, conflicts_with_all = ["weight", "tenants", "check", "address"])]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        record: MirrorFlags,
+    },
+    /// Deregister a mirror.
+    Delete { host: String },
+    /// Ask the probers to check every mirror now (one run per 60 s across all callers).
+    Check {
+        /// Only the probers of this region (repeat for more; default: every region).
+        #[arg(long = "region", value_name = "CODE")]
+        regions: Vec<String>,
+    },
+    /// Block a mirror by hand: its verdict is `blocked` whatever the probers see.
+    Block {
+        host: String,
+        /// Why (under 256 bytes), e.g. a ticket.
+        #[arg(long)]
+        note: String,
+    },
+    /// Lift a manual block.
+    Unblock {
+        host: String,
+        /// Why it is lifted.
+        #[arg(long)]
+        note: Option<String>,
+    },
+}
+
+/// The fields of a mirror record as flags.
+#[derive(Debug, clap::Args)]
+pub(super) struct MirrorFlags {
+    /// Selection weight (1); 0 keeps it out of doors.
+    #[arg(long, allow_negative_numbers = true)]
+    pub(super) weight: Option<i64>,
+    /// A tenant it may serve (repeat for more; none: every tenant).
+    #[arg(long = "tenant", value_name = "TENANT")]
+    pub(super) tenants: Vec<String>,
+    /// The named check that probes it (`default`).
+    #[arg(long, value_name = "NAME")]
+    pub(super) check: Option<String>,
+    /// Where probers connect instead of resolving the host.
+    #[arg(long, value_name = "IP:PORT")]
+    pub(super) address: Option<SocketAddr>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum TenantAction {
+    /// List tenants and how many mirrors name each.
+    List,
+    /// Create or replace a tenant.
+    Put {
+        name: String,
+        /// What it is, for people.
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Delete a tenant (refused while a mirror names it).
+    Delete { name: String },
 }
 
 #[derive(Debug, clap::Subcommand)]
