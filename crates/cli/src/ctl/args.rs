@@ -1,7 +1,9 @@
 //! The words of `vantage ctl`: its flags, resources and actions.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+
+use vantage_core::check::Method;
 
 /// Connection flags of `vantage ctl`.
 #[derive(Debug, clap::Args)]
@@ -53,6 +55,16 @@ pub(super) enum Resource {
     Tenants {
         #[command(subcommand)]
         action: TenantAction,
+    },
+    /// Named checks that probe mirrors (`default` applies where none is named).
+    Checks {
+        #[command(subcommand)]
+        action: CheckAction,
+    },
+    /// Doors: which mirror a visitor would be sent to now.
+    Doors {
+        #[command(subcommand)]
+        action: DoorAction,
     },
     /// Probe settings.
     Settings {
@@ -286,6 +298,81 @@ pub(super) enum TenantAction {
     },
     /// Delete a tenant (refused while a mirror names it).
     Delete { name: String },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum CheckAction {
+    /// List named checks.
+    List,
+    /// Show one.
+    Get { id: i64 },
+    /// Create a named check; absent attributes take their defaults.
+    Create {
+        name: String,
+        #[command(flatten)]
+        check: CheckFlags,
+    },
+    /// Change fields of one: FIELD=VALUE… (or --file), as for other objects.
+    Update {
+        id: i64,
+        fields: Vec<String>,
+        /// JSON merge-patch file (`-` for standard input).
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+    /// Delete one.
+    Delete { id: i64 },
+}
+
+/// The attributes of a check as flags.
+#[derive(Debug, clap::Args)]
+pub(super) struct CheckFlags {
+    /// Method: tcp, http, https or hls.
+    #[arg(long, value_parser = crate::check::parse_method)]
+    pub(super) method: Option<Method>,
+    /// Request path (`/.vantage/health`).
+    #[arg(long)]
+    pub(super) path: Option<String>,
+    /// `Host` header and TLS SNI.
+    #[arg(long)]
+    pub(super) host: Option<String>,
+    /// Seconds between attempts (5).
+    #[arg(long)]
+    pub(super) interval_s: Option<u32>,
+    /// Timeout per attempt, ms (2000).
+    #[arg(long)]
+    pub(super) timeout_ms: Option<u32>,
+    /// Attempts considered (8, at most 64).
+    #[arg(long)]
+    pub(super) window: Option<u8>,
+    /// Good attempts within the window needed to be healthy (3).
+    #[arg(long)]
+    pub(super) threshold: Option<u8>,
+    /// Good attempts assumed when a target is first seen (threshold − 1).
+    #[arg(long)]
+    pub(super) initial: Option<u8>,
+    /// Expected HTTP status (200).
+    #[arg(long, value_name = "STATUS")]
+    pub(super) expected_response: Option<u16>,
+    /// A text whose presence in a response body marks a block page (`blocked-inferred`).
+    #[arg(long, value_name = "TEXT")]
+    pub(super) block_pattern: Option<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum DoorAction {
+    /// Choose a mirror as a door would, by weight among the eligible ones.
+    Select {
+        /// The tenant the visitor wants (default: any mirror).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// A region where the mirror must not be failing (repeat for more).
+        #[arg(long = "exclude-region", value_name = "CODE")]
+        exclude_regions: Vec<String>,
+        /// The visitor's address, to keep it away from mirrors failing in its region.
+        #[arg(long, value_name = "IP")]
+        client: Option<IpAddr>,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]

@@ -15,19 +15,20 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use vantage_control::mirrors::Tenant;
+use vantage_core::check::CheckInput;
 use vantage_core::mirror::MirrorInput;
 use vantage_core::settings::ProbeSettings;
 use vantage_server::views::{
-    Addresses, AdminTokenView, Alerts, AuditView, BlockRequest, CheckRunRequest, CheckRunView, ClusterView,
-    DnsView, EnrollTokenView, GroupView, Items, LineView, MirrorList, MirrorView, NewAdminToken,
-    NewEnrollToken, NodeView, Preview, ProberView, RegionView, ResultView, Revisions, RuleView, TenantView,
-    WebhookView,
+    Addresses, AdminTokenView, Alerts, AuditView, BlockRequest, CheckCreate, CheckRunRequest, CheckRunView,
+    CheckView, ClusterView, DnsView, DoorChoice, EnrollTokenView, GroupView, Items, LineView, MirrorList,
+    MirrorView, NewAdminToken, NewEnrollToken, NodeView, Preview, ProberView, RegionView, ResultView,
+    Revisions, RuleView, TenantView, WebhookView,
 };
 
 pub(crate) use args::Args;
 use args::{
-    Action, ClusterAction, MirrorAction, MirrorFlags, NodeAction, ProberAction, Resource, RuleAction,
-    SettingsAction, TenantAction, TokenAction,
+    Action, CheckAction, CheckFlags, ClusterAction, DoorAction, MirrorAction, MirrorFlags, NodeAction,
+    ProberAction, Resource, RuleAction, SettingsAction, TenantAction, TokenAction,
 };
 use client::{Client, Refusal};
 use table::{Row, record, table};
@@ -130,6 +131,23 @@ fn token(t: &NewEnrollToken, json: bool) {
     eprintln!("expires {}; shown only now", t.expires_at);
     eprintln!("CA fingerprint: {}", t.ca_sha256);
     eprintln!("start command: {}", t.command);
+}
+
+/// A check's attributes from its flags; the rest take their defaults on the server.
+fn check_input(f: &CheckFlags) -> CheckInput {
+    CheckInput {
+        method: f.method,
+        path: f.path.clone(),
+        host: f.host.clone(),
+        interval_s: f.interval_s,
+        timeout_ms: f.timeout_ms,
+        window: f.window,
+        threshold: f.threshold,
+        initial: f.initial,
+        expected_response: f.expected_response,
+        block_pattern: f.block_pattern.clone(),
+        ..CheckInput::default()
+    }
 }
 
 /// A mirror record from flags. An existing mirror's manual block and note are kept: flags
@@ -409,6 +427,41 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 Ok(())
             }
         },
+        Resource::Checks { action } => {
+            let common = match action {
+                CheckAction::Create { name, check } => {
+                    let body = CheckCreate { name: name.clone(), check: check_input(check) };
+                    let v: CheckView =
+                        c.call(Method::POST, "/v1/checks", Some(&serde_json::to_value(body)?)).await?;
+                    print(&v, json);
+                    return Ok(());
+                }
+                CheckAction::List => Action::List,
+                CheckAction::Get { id } => Action::Get { id: *id },
+                CheckAction::Update { id, fields, file } => {
+                    Action::Update { id: *id, fields: fields.clone(), file: file.clone() }
+                }
+                CheckAction::Delete { id } => Action::Delete { id: *id },
+            };
+            generic::<CheckView>(&c, "checks", "/v1/checks", &common, json).await
+        }
+        Resource::Doors { action } => match action {
+            DoorAction::Select { tenant, exclude_regions, client } => {
+                let mut q: Vec<(&str, String)> = Vec::new();
+                if let Some(t) = tenant {
+                    q.push(("tenant", t.clone()));
+                }
+                if !exclude_regions.is_empty() {
+                    q.push(("exclude_regions", exclude_regions.join(",")));
+                }
+                if let Some(ip) = client {
+                    q.push(("client", ip.to_string()));
+                }
+                let v: DoorChoice = c.get(&format!("/v1/doors/select{}", query(&q))).await?;
+                print(&v, json);
+                Ok(())
+            }
+        },
         Resource::AdminTokens { action } => match action {
             TokenAction::List => {
                 generic::<AdminTokenView>(&c, "admin-tokens", "/v1/admin-tokens", &Action::List, json).await
@@ -445,11 +498,19 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             if let Some(l) = a.limit {
                 q.push(("limit", l.to_string()));
             }
-            let query = q.iter().map(|(k, v)| format!("{k}={}", urlencode(v))).collect::<Vec<_>>().join("&");
-            listing(c.get::<Items<AuditView>>(&format!("/v1/audit?{query}")).await?, json);
+            listing(c.get::<Items<AuditView>>(&format!("/v1/audit{}", query(&q))).await?, json);
             Ok(())
         }
     }
+}
+
+/// `?k=v&…` with the values encoded; nothing when there are none.
+fn query(q: &[(&str, String)]) -> String {
+    if q.is_empty() {
+        return String::new();
+    }
+    let pairs: Vec<String> = q.iter().map(|(k, v)| format!("{k}={}", urlencode(v))).collect();
+    format!("?{}", pairs.join("&"))
 }
 
 fn urlencode(s: &str) -> String {

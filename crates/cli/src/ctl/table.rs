@@ -8,9 +8,9 @@ use vantage_control::alerts::Alert;
 use vantage_core::Timestamp;
 use vantage_core::mirror::RegionObservation;
 use vantage_server::views::{
-    AdminTokenView, AuditView, ClusterView, DnsLine, EnrollTokenView, GroupView, LineView, MirrorProberView,
-    MirrorView, NodeView, PreviewItem, ProberView, RegionView, ResultView, RevisionView, RuleView,
-    TenantView, WebhookView,
+    AdminTokenView, AuditView, CheckView, ClusterView, DnsLine, EnrollTokenView, GroupView, LineView,
+    MirrorProberView, MirrorView, NodeView, PreviewItem, ProberView, RegionView, ResultView, RevisionView,
+    RuleView, TenantView, WebhookView,
 };
 
 /// A value in one cell: text as is, numbers and booleans printed, lists of plain values joined
@@ -135,6 +135,12 @@ rows! {
     RevisionView: ["number" => |r| r.number, "at" => |r| r.at, "reason" => |r| r.reason, "records" => |r| r.records.all];
     DnsLine: ["name" => |r| r.name, "client_networks" => |r| r.client_networks, "records" => |r| r.records];
     TenantView: ["name" => |r| r.name, "note" => |r| r.note, "mirrors" => |r| r.mirrors];
+    CheckView: [
+        "id" => |r| r.id, "name" => |r| r.name, "method" => |r| r.check.method(), "path" => |r| r.check.path(),
+        "host" => |r| r.check.host(), "interval_s" => |r| r.check.interval_s(),
+        "timeout_ms" => |r| r.check.timeout_ms(), "window" => |r| r.check.window(),
+        "threshold" => |r| r.check.threshold(), "mirrors" => |r| r.mirrors,
+    ];
     Alert: [
         "id" => |r| r.id, "state" => |r| r.state, "kind" => |r| r.kind, "summary" => |r| r.summary,
         "fired_at" => |r| r.fired_at, "resolved_at" => |r| r.resolved_at,
