@@ -66,7 +66,7 @@ pub(super) enum Resource {
         #[command(subcommand)]
         action: DoorAction,
     },
-    /// Probe settings.
+    /// Probe settings, and the mirror and door settings.
     Settings {
         #[command(subcommand)]
         action: SettingsAction,
@@ -223,6 +223,22 @@ pub(super) enum SettingsAction {
     /// Show the probe settings.
     Get,
     /// Change probe settings: FIELD=VALUE… (others keep their value).
+    Set { fields: Vec<String> },
+    /// The mirror and door settings (shown without an action).
+    ///
+    /// Fields: threshold_pct, scheme, exclude_client_region, trusted_proxies.
+    Mirrors {
+        #[command(subcommand)]
+        action: Option<MirrorSettingsAction>,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum MirrorSettingsAction {
+    /// Show the mirror and door settings.
+    Get,
+    /// Change mirror and door settings: FIELD=VALUE… (others keep their value), e.g.
+    /// `threshold_pct=60 'trusted_proxies=["10.0.0.0/8"]'`.
     Set { fields: Vec<String> },
 }
 

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use vantage_control::mirrors::Tenant;
 use vantage_core::check::CheckInput;
-use vantage_core::mirror::MirrorInput;
+use vantage_core::mirror::{MirrorInput, MirrorSettings};
 use vantage_core::settings::ProbeSettings;
 use vantage_server::views::{
     Addresses, AdminTokenView, Alerts, AuditView, BlockRequest, CheckCreate, CheckRunRequest, CheckRunView,
@@ -27,8 +27,9 @@ use vantage_server::views::{
 
 pub(crate) use args::Args;
 use args::{
-    Action, CheckAction, CheckFlags, ClusterAction, DoorAction, MirrorAction, MirrorFlags, NodeAction,
-    ProberAction, Resource, RuleAction, SettingsAction, TenantAction, TokenAction,
+    Action, CheckAction, CheckFlags, ClusterAction, DoorAction, MirrorAction, MirrorFlags,
+    MirrorSettingsAction, NodeAction, ProberAction, Resource, RuleAction, SettingsAction, TenantAction,
+    TokenAction,
 };
 use client::{Client, Refusal};
 use table::{Row, record, table};
@@ -131,6 +132,27 @@ fn token(t: &NewEnrollToken, json: bool) {
     eprintln!("expires {}; shown only now", t.expires_at);
     eprintln!("CA fingerprint: {}", t.ca_sha256);
     eprintln!("start command: {}", t.command);
+}
+
+/// Shows the settings at `path`, or changes the `fields` given: the current settings with those
+/// fields replaced are put back whole, since the route replaces every field.
+async fn settings<T>(c: &Client, path: &str, fields: Option<&[String]>, json: bool) -> anyhow::Result<()>
+where
+    T: Serialize + DeserializeOwned,
+{
+    let current: T = c.get(path).await?;
+    let out = match fields {
+        None => current,
+        Some(fields) => {
+            let mut next = serde_json::to_value(current)?;
+            if let (Value::Object(n), Value::Object(changes)) = (&mut next, body(fields, None)?) {
+                n.extend(changes);
+            }
+            c.call(Method::PUT, path, Some(&next)).await?
+        }
+    };
+    print(&out, json);
+    Ok(())
 }
 
 /// A check's attributes from its flags; the rest take their defaults on the server.
@@ -391,21 +413,19 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 Ok(())
             }
         },
-        Resource::Settings { action } => {
-            let current: ProbeSettings = c.get("/v1/settings/probes").await?;
-            let out = match action {
-                SettingsAction::Get => current,
-                SettingsAction::Set { fields } => {
-                    let mut next = serde_json::to_value(current)?;
-                    if let (Value::Object(n), Value::Object(changes)) = (&mut next, body(fields, None)?) {
-                        n.extend(changes);
-                    }
-                    c.call(Method::PUT, "/v1/settings/probes", Some(&next)).await?
-                }
-            };
-            print(&out, json);
-            Ok(())
-        }
+        Resource::Settings { action } => match action {
+            SettingsAction::Get => settings::<ProbeSettings>(&c, "/v1/settings/probes", None, json).await,
+            SettingsAction::Set { fields } => {
+                settings::<ProbeSettings>(&c, "/v1/settings/probes", Some(fields), json).await
+            }
+            SettingsAction::Mirrors { action } => {
+                let fields = match action {
+                    None | Some(MirrorSettingsAction::Get) => None,
+                    Some(MirrorSettingsAction::Set { fields }) => Some(fields.as_slice()),
+                };
+                settings::<MirrorSettings>(&c, "/v1/settings/mirrors", fields, json).await
+            }
+        },
         Resource::Mirrors { action } => mirrors(&c, action, json).await,
         Resource::Tenants { action } => match action {
             TenantAction::List => {
