@@ -74,7 +74,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     }))
 }
 
-fn parse_method(s: &str) -> Result<Method, String> {
+/// `--method`: the method by its API name (shared with `vantage ctl checks create`).
+pub(crate) fn parse_method(s: &str) -> Result<Method, String> {
     s.parse::<Method>().map_err(|e| e.reason().to_owned())
 }
 

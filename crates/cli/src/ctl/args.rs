@@ -1,6 +1,9 @@
 //! The words of `vantage ctl`: its flags, resources and actions.
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+
+use vantage_core::check::Method;
 
 /// Connection flags of `vantage ctl`.
 #[derive(Debug, clap::Args)]
@@ -43,7 +46,27 @@ pub(super) enum Resource {
     Webhooks(Plain),
     /// Open and recently resolved alerts.
     Alerts,
-    /// Probe settings.
+    /// Mirrors (§6): their verdicts and regions, records, manual blocks and check runs.
+    Mirrors {
+        #[command(subcommand)]
+        action: MirrorAction,
+    },
+    /// Tenants that mirrors serve and doors ask for.
+    Tenants {
+        #[command(subcommand)]
+        action: TenantAction,
+    },
+    /// Named checks that probe mirrors (`default` applies where none is named).
+    Checks {
+        #[command(subcommand)]
+        action: CheckAction,
+    },
+    /// Doors: which mirror a visitor would be sent to now.
+    Doors {
+        #[command(subcommand)]
+        action: DoorAction,
+    },
+    /// Probe settings, and the mirror and door settings.
     Settings {
         #[command(subcommand)]
         action: SettingsAction,
@@ -201,6 +224,171 @@ pub(super) enum SettingsAction {
     Get,
     /// Change probe settings: FIELD=VALUE… (others keep their value).
     Set { fields: Vec<String> },
+    /// The mirror and door settings (shown without an action).
+    ///
+    /// Fields: threshold_pct, scheme, exclude_client_region, trusted_proxies.
+    Mirrors {
+        #[command(subcommand)]
+        action: Option<MirrorSettingsAction>,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum MirrorSettingsAction {
+    /// Show the mirror and door settings.
+    Get,
+    /// Change mirror and door settings: FIELD=VALUE… (others keep their value), e.g.
+    /// `threshold_pct=60 'trusted_proxies=["10.0.0.0/8"]'`.
+    Set { fields: Vec<String> },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum MirrorAction {
+    /// List mirrors with their verdicts.
+    List,
+    /// Show a mirror, its regions and each prober's opinion.
+    Get { host: String },
+    /// Register or replace a mirror, from a YAML or JSON file or from flags.
+    ///
+    /// A record built from flags replaces the whole record (absent fields take their
+    /// defaults) but keeps a manual block: `mirrors unblock` lifts it.
+    Put {
+        host: String,
+        /// YAML or JSON record file (`-` for standard input), sent as it is.
+        #[arg(long, conflicts_with_all = ["weight", "tenants", "check", "address"])]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        record: MirrorFlags,
+    },
+    /// Deregister a mirror.
+    Delete { host: String },
+    /// Ask the probers to check every mirror now (one run per 60 s across all callers).
+    Check {
+        /// Only the probers of this region (repeat for more; default: every region).
+        #[arg(long = "region", value_name = "CODE")]
+        regions: Vec<String>,
+    },
+    /// Block a mirror by hand: its verdict is `blocked` whatever the probers see.
+    Block {
+        host: String,
+        /// Why (under 256 bytes), e.g. a ticket.
+        #[arg(long)]
+        note: String,
+    },
+    /// Lift a manual block.
+    Unblock {
+        host: String,
+        /// Why it is lifted.
+        #[arg(long)]
+        note: Option<String>,
+    },
+}
+
+/// The fields of a mirror record as flags.
+#[derive(Debug, clap::Args)]
+pub(super) struct MirrorFlags {
+    /// Selection weight (1); 0 keeps it out of doors.
+    #[arg(long, allow_negative_numbers = true)]
+    pub(super) weight: Option<i64>,
+    /// A tenant it may serve (repeat for more; none: every tenant).
+    #[arg(long = "tenant", value_name = "TENANT")]
+    pub(super) tenants: Vec<String>,
+    /// The named check that probes it (`default`).
+    #[arg(long, value_name = "NAME")]
+    pub(super) check: Option<String>,
+    /// Where probers connect instead of resolving the host.
+    #[arg(long, value_name = "IP:PORT")]
+    pub(super) address: Option<SocketAddr>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum TenantAction {
+    /// List tenants and how many mirrors name each.
+    List,
+    /// Create or replace a tenant.
+    Put {
+        name: String,
+        /// What it is, for people.
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Delete a tenant (refused while a mirror names it).
+    Delete { name: String },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum CheckAction {
+    /// List named checks.
+    List,
+    /// Show one.
+    Get { id: i64 },
+    /// Create a named check; absent attributes take their defaults.
+    Create {
+        name: String,
+        #[command(flatten)]
+        check: CheckFlags,
+    },
+    /// Change fields of one: FIELD=VALUE… (or --file), as for other objects.
+    Update {
+        id: i64,
+        fields: Vec<String>,
+        /// JSON merge-patch file (`-` for standard input).
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+    /// Delete one.
+    Delete { id: i64 },
+}
+
+/// The attributes of a check as flags.
+#[derive(Debug, clap::Args)]
+pub(super) struct CheckFlags {
+    /// Method: tcp, http, https or hls.
+    #[arg(long, value_parser = crate::check::parse_method)]
+    pub(super) method: Option<Method>,
+    /// Request path (`/.vantage/health`).
+    #[arg(long)]
+    pub(super) path: Option<String>,
+    /// `Host` header and TLS SNI.
+    #[arg(long)]
+    pub(super) host: Option<String>,
+    /// Seconds between attempts (5).
+    #[arg(long)]
+    pub(super) interval_s: Option<u32>,
+    /// Timeout per attempt, ms (2000).
+    #[arg(long)]
+    pub(super) timeout_ms: Option<u32>,
+    /// Attempts considered (8, at most 64).
+    #[arg(long)]
+    pub(super) window: Option<u8>,
+    /// Good attempts within the window needed to be healthy (3).
+    #[arg(long)]
+    pub(super) threshold: Option<u8>,
+    /// Good attempts assumed when a target is first seen (threshold − 1).
+    #[arg(long)]
+    pub(super) initial: Option<u8>,
+    /// Expected HTTP status (200).
+    #[arg(long, value_name = "STATUS")]
+    pub(super) expected_response: Option<u16>,
+    /// A text whose presence in a response body marks a block page (`blocked-inferred`).
+    #[arg(long, value_name = "TEXT")]
+    pub(super) block_pattern: Option<String>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum DoorAction {
+    /// Choose a mirror as a door would, by weight among the eligible ones.
+    Select {
+        /// The tenant the visitor wants (default: any mirror).
+        #[arg(long)]
+        tenant: Option<String>,
+        /// A region where the mirror must not be failing (repeat for more).
+        #[arg(long = "exclude-region", value_name = "CODE")]
+        exclude_regions: Vec<String>,
+        /// The visitor's address, to keep it away from mirrors failing in its region.
+        #[arg(long, value_name = "IP")]
+        client: Option<IpAddr>,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]

@@ -1,10 +1,13 @@
 //! The admin API over HTTP, answering the API's own types.
 
+use std::fmt;
+
 use anyhow::{Context, anyhow, bail};
-use reqwest::Method;
+use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
+use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use vantage_server::views::ErrorBody;
+use vantage_server::views::{ErrorBody, ErrorDetail};
 
 use super::args::Args;
 
@@ -51,25 +54,44 @@ impl Client {
         Ok(Client { base, token, http: reqwest::Client::new() })
     }
 
-    /// Calls `path`; a refusal comes back as the server's field and reason.
-    async fn raw(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<String> {
-        let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
-        if let Some(b) = body {
-            req = req.json(b);
-        }
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token)
+    }
+
+    /// Sends `req`; a refusal in the API's error body comes back as a [`Refusal`].
+    async fn send(&self, req: RequestBuilder) -> anyhow::Result<String> {
         let resp = req.send().await.with_context(|| format!("cannot reach the server at {}", self.base))?;
         let status = resp.status();
+        let retry_after_s =
+            resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
         let text = resp.text().await?;
         if status.is_success() {
             return Ok(text);
         }
         match serde_json::from_str::<ErrorBody>(&text) {
-            Ok(ErrorBody { error }) => match error.field {
-                Some(f) => bail!("{f}: {} ({status})", error.reason),
-                None => bail!("{} ({status})", error.reason),
-            },
+            Ok(ErrorBody { error }) => Err(Refusal { status, error, retry_after_s }.into()),
             Err(_) => bail!("{status}: {text}"),
         }
+    }
+
+    /// Calls `path` with a JSON body.
+    async fn raw(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<String> {
+        let mut req = self.request(method, path);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        self.send(req).await
+    }
+
+    /// `PUT path` with a YAML (or JSON) document as it is, for the server to read and judge.
+    pub(super) async fn put_document<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        text: String,
+    ) -> anyhow::Result<T> {
+        let req = self.request(Method::PUT, path).header(CONTENT_TYPE, "application/yaml").body(text);
+        let answer = self.send(req).await?;
+        serde_json::from_str(&answer).with_context(|| format!("PUT {path}: unexpected answer"))
     }
 
     /// Calls `path` and reads the answer as a `T`.
@@ -93,3 +115,23 @@ impl Client {
         self.raw(Method::DELETE, path, None).await.map(drop)
     }
 }
+
+/// The server refused a request: its status and error body, and when a 429 may be retried.
+#[derive(Debug)]
+pub(super) struct Refusal {
+    pub(super) status: StatusCode,
+    error: ErrorDetail,
+    /// The `Retry-After` header, in seconds.
+    pub(super) retry_after_s: Option<u64>,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.error.field {
+            Some(field) => write!(f, "{field}: {} ({})", self.error.reason, self.status),
+            None => write!(f, "{} ({})", self.error.reason, self.status),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}

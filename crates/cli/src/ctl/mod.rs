@@ -10,22 +10,28 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, anyhow};
-use reqwest::Method;
+use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
+use vantage_control::mirrors::Tenant;
+use vantage_core::check::CheckInput;
+use vantage_core::mirror::{MirrorInput, MirrorSettings};
 use vantage_core::settings::ProbeSettings;
 use vantage_server::views::{
-    Addresses, AdminTokenView, Alerts, AuditView, ClusterView, DnsView, EnrollTokenView, GroupView, Items,
-    LineView, NewAdminToken, NewEnrollToken, NodeView, Preview, ProberView, RegionView, ResultView,
-    Revisions, RuleView, WebhookView,
+    Addresses, AdminTokenView, Alerts, AuditView, BlockRequest, CheckCreate, CheckRunRequest, CheckRunView,
+    CheckView, ClusterView, DnsView, DoorChoice, EnrollTokenView, GroupView, Items, LineView, MirrorList,
+    MirrorView, NewAdminToken, NewEnrollToken, NodeView, Preview, ProberView, RegionView, ResultView,
+    Revisions, RuleView, TenantView, WebhookView,
 };
 
 pub(crate) use args::Args;
 use args::{
-    Action, ClusterAction, NodeAction, ProberAction, Resource, RuleAction, SettingsAction, TokenAction,
+    Action, CheckAction, CheckFlags, ClusterAction, DoorAction, MirrorAction, MirrorFlags,
+    MirrorSettingsAction, NodeAction, ProberAction, Resource, RuleAction, SettingsAction, TenantAction,
+    TokenAction,
 };
-use client::Client;
+use client::{Client, Refusal};
 use table::{Row, record, table};
 
 /// Sets `path` (dotted) in `obj` to `value`.
@@ -46,15 +52,19 @@ fn set_path(obj: &mut Map<String, Value>, path: &str, value: Value) {
     }
 }
 
+/// The text of a file, or of standard input for `-`.
+fn read(f: &PathBuf) -> anyhow::Result<String> {
+    if f.as_os_str() == "-" {
+        Ok(std::io::read_to_string(std::io::stdin())?)
+    } else {
+        std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))
+    }
+}
+
 /// A JSON object from FIELD=VALUE pairs or a file.
 fn body(fields: &[String], file: Option<&PathBuf>) -> anyhow::Result<Value> {
     if let Some(f) = file {
-        let text = if f.as_os_str() == "-" {
-            std::io::read_to_string(std::io::stdin())?
-        } else {
-            std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?
-        };
-        return serde_json::from_str(&text).with_context(|| format!("{} is not JSON", f.display()));
+        return serde_json::from_str(&read(f)?).with_context(|| format!("{} is not JSON", f.display()));
     }
     let mut obj = Map::new();
     for f in fields {
@@ -122,6 +132,163 @@ fn token(t: &NewEnrollToken, json: bool) {
     eprintln!("expires {}; shown only now", t.expires_at);
     eprintln!("CA fingerprint: {}", t.ca_sha256);
     eprintln!("start command: {}", t.command);
+}
+
+/// Shows the settings at `path`, or changes the `fields` given: the current settings with those
+/// fields replaced are put back whole, since the route replaces every field.
+async fn settings<T>(c: &Client, path: &str, fields: Option<&[String]>, json: bool) -> anyhow::Result<()>
+where
+    T: Serialize + DeserializeOwned,
+{
+    let current: T = c.get(path).await?;
+    let out = match fields {
+        None => current,
+        Some(fields) => {
+            let mut next = serde_json::to_value(current)?;
+            if let (Value::Object(n), Value::Object(changes)) = (&mut next, body(fields, None)?) {
+                n.extend(changes);
+            }
+            c.call(Method::PUT, path, Some(&next)).await?
+        }
+    };
+    print(&out, json);
+    Ok(())
+}
+
+/// A check's attributes from its flags; the rest take their defaults on the server.
+fn check_input(f: &CheckFlags) -> CheckInput {
+    CheckInput {
+        method: f.method,
+        path: f.path.clone(),
+        host: f.host.clone(),
+        interval_s: f.interval_s,
+        timeout_ms: f.timeout_ms,
+        window: f.window,
+        threshold: f.threshold,
+        initial: f.initial,
+        expected_response: f.expected_response,
+        block_pattern: f.block_pattern.clone(),
+        ..CheckInput::default()
+    }
+}
+
+/// A mirror record from flags. An existing mirror's manual block and note are kept: flags
+/// describe the record, while blocks are lifted only on purpose, with `mirrors unblock`.
+/// Fields without a flag take their defaults, including fields the record gains later.
+#[allow(clippy::needless_update)]
+async fn mirror_record(c: &Client, host: &str, f: &MirrorFlags) -> anyhow::Result<MirrorInput> {
+    let path = format!("/v1/mirrors/{}", urlencode(host));
+    let existing = match c.get::<MirrorView>(&path).await {
+        Ok(m) => Some(m),
+        Err(e) if e.downcast_ref::<Refusal>().is_some_and(|r| r.status == StatusCode::NOT_FOUND) => None,
+        Err(e) => return Err(e),
+    };
+    let defaults = MirrorInput::default();
+    Ok(MirrorInput {
+        host: host.to_owned(),
+        tenants: f.tenants.clone(),
+        weight: f.weight.unwrap_or(defaults.weight),
+        manual_block: existing.as_ref().is_some_and(|m| m.manual_block),
+        manual_note: existing.map(|m| m.manual_note).unwrap_or_default(),
+        check: f.check.clone(),
+        address: f.address,
+        ..defaults
+    })
+}
+
+/// Prints a mirror: its fields, then its regions and each prober's opinion as tables.
+fn mirror(m: &MirrorView, json: bool) -> anyhow::Result<()> {
+    if json {
+        print(m, true);
+        return Ok(());
+    }
+    let mut fields = serde_json::to_value(m)?;
+    if let Value::Object(f) = &mut fields {
+        f.remove("regions");
+        f.remove("probers");
+    }
+    record(&fields);
+    println!();
+    if m.regions.is_empty() {
+        println!("no region has reported");
+    } else {
+        let regions: Vec<_> = m.regions.iter().map(|(code, o)| (code.clone(), *o)).collect();
+        table(&regions);
+    }
+    println!();
+    if m.probers.is_empty() {
+        println!("no prober has reported");
+    } else {
+        table(&m.probers);
+    }
+    Ok(())
+}
+
+async fn mirrors(c: &Client, action: &MirrorAction, json: bool) -> anyhow::Result<()> {
+    let one = |host: &str| format!("/v1/mirrors/{}", urlencode(host));
+    match action {
+        MirrorAction::List => {
+            let v: MirrorList = c.get("/v1/mirrors").await?;
+            if json {
+                print(&v, true);
+            } else {
+                table(&v.mirrors);
+                if let Some(e) = &v.reload.error {
+                    eprintln!("the registry's last reload failed, the previous one keeps serving: {e}");
+                }
+            }
+            Ok(())
+        }
+        MirrorAction::Get { host } => mirror(&c.get(&one(host)).await?, json),
+        MirrorAction::Put { host, file: Some(f), .. } => {
+            mirror(&c.put_document(&one(host), read(f)?).await?, json)
+        }
+        MirrorAction::Put { host, file: None, record } => {
+            let body = serde_json::to_value(mirror_record(c, host, record).await?)?;
+            mirror(&c.call(Method::PUT, &one(host), Some(&body)).await?, json)
+        }
+        MirrorAction::Delete { host } => {
+            c.delete(&one(host)).await?;
+            if !json {
+                println!("deleted mirror {host}");
+            }
+            Ok(())
+        }
+        MirrorAction::Check { regions } => {
+            let req = CheckRunRequest { regions: (!regions.is_empty()).then(|| regions.clone()) };
+            let run: CheckRunView =
+                match c.call(Method::POST, "/v1/mirrors/check", Some(&serde_json::to_value(req)?)).await {
+                    Ok(run) => run,
+                    Err(e) => {
+                        let wait = e.downcast_ref::<Refusal>().and_then(|r| r.retry_after_s);
+                        return Err(match wait {
+                            Some(s) => e.context(format!("no check run started; retry in {s} s")),
+                            None => e,
+                        });
+                    }
+                };
+            if json {
+                print(&run, true);
+            } else {
+                let regions =
+                    run.regions.as_ref().map_or_else(|| "every region".to_owned(), |r| r.join(", "));
+                // Probers learn of the run at their next work request.
+                println!(
+                    "check run started at {} in {regions}: {} probers to check {} mirrors",
+                    run.started_at, run.probers, run.mirrors
+                );
+            }
+            Ok(())
+        }
+        MirrorAction::Block { host, note } => {
+            let body = serde_json::to_value(BlockRequest { note: note.clone() })?;
+            mirror(&c.call(Method::POST, &format!("{}/force-block", one(host)), Some(&body)).await?, json)
+        }
+        MirrorAction::Unblock { host, note } => {
+            let body = serde_json::to_value(BlockRequest { note: note.clone().unwrap_or_default() })?;
+            mirror(&c.call(Method::POST, &format!("{}/unblock", one(host)), Some(&body)).await?, json)
+        }
+    }
 }
 
 async fn dispatch(args: &Args) -> anyhow::Result<()> {
@@ -246,21 +413,75 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 Ok(())
             }
         },
-        Resource::Settings { action } => {
-            let current: ProbeSettings = c.get("/v1/settings/probes").await?;
-            let out = match action {
-                SettingsAction::Get => current,
-                SettingsAction::Set { fields } => {
-                    let mut next = serde_json::to_value(current)?;
-                    if let (Value::Object(n), Value::Object(changes)) = (&mut next, body(fields, None)?) {
-                        n.extend(changes);
-                    }
-                    c.call(Method::PUT, "/v1/settings/probes", Some(&next)).await?
+        Resource::Settings { action } => match action {
+            SettingsAction::Get => settings::<ProbeSettings>(&c, "/v1/settings/probes", None, json).await,
+            SettingsAction::Set { fields } => {
+                settings::<ProbeSettings>(&c, "/v1/settings/probes", Some(fields), json).await
+            }
+            SettingsAction::Mirrors { action } => {
+                let fields = match action {
+                    None | Some(MirrorSettingsAction::Get) => None,
+                    Some(MirrorSettingsAction::Set { fields }) => Some(fields.as_slice()),
+                };
+                settings::<MirrorSettings>(&c, "/v1/settings/mirrors", fields, json).await
+            }
+        },
+        Resource::Mirrors { action } => mirrors(&c, action, json).await,
+        Resource::Tenants { action } => match action {
+            TenantAction::List => {
+                listing(c.get::<Items<TenantView>>("/v1/tenants").await?, json);
+                Ok(())
+            }
+            TenantAction::Put { name, note } => {
+                let t = Tenant { name: name.clone(), note: note.clone().unwrap_or_default() };
+                let path = format!("/v1/tenants/{}", urlencode(name));
+                let v: TenantView = c.call(Method::PUT, &path, Some(&serde_json::to_value(t)?)).await?;
+                print(&v, json);
+                Ok(())
+            }
+            TenantAction::Delete { name } => {
+                c.delete(&format!("/v1/tenants/{}", urlencode(name))).await?;
+                if !json {
+                    println!("deleted tenant {name}");
                 }
+                Ok(())
+            }
+        },
+        Resource::Checks { action } => {
+            let common = match action {
+                CheckAction::Create { name, check } => {
+                    let body = CheckCreate { name: name.clone(), check: check_input(check) };
+                    let v: CheckView =
+                        c.call(Method::POST, "/v1/checks", Some(&serde_json::to_value(body)?)).await?;
+                    print(&v, json);
+                    return Ok(());
+                }
+                CheckAction::List => Action::List,
+                CheckAction::Get { id } => Action::Get { id: *id },
+                CheckAction::Update { id, fields, file } => {
+                    Action::Update { id: *id, fields: fields.clone(), file: file.clone() }
+                }
+                CheckAction::Delete { id } => Action::Delete { id: *id },
             };
-            print(&out, json);
-            Ok(())
+            generic::<CheckView>(&c, "checks", "/v1/checks", &common, json).await
         }
+        Resource::Doors { action } => match action {
+            DoorAction::Select { tenant, exclude_regions, client } => {
+                let mut q: Vec<(&str, String)> = Vec::new();
+                if let Some(t) = tenant {
+                    q.push(("tenant", t.clone()));
+                }
+                if !exclude_regions.is_empty() {
+                    q.push(("exclude_regions", exclude_regions.join(",")));
+                }
+                if let Some(ip) = client {
+                    q.push(("client", ip.to_string()));
+                }
+                let v: DoorChoice = c.get(&format!("/v1/doors/select{}", query(&q))).await?;
+                print(&v, json);
+                Ok(())
+            }
+        },
         Resource::AdminTokens { action } => match action {
             TokenAction::List => {
                 generic::<AdminTokenView>(&c, "admin-tokens", "/v1/admin-tokens", &Action::List, json).await
@@ -297,11 +518,19 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             if let Some(l) = a.limit {
                 q.push(("limit", l.to_string()));
             }
-            let query = q.iter().map(|(k, v)| format!("{k}={}", urlencode(v))).collect::<Vec<_>>().join("&");
-            listing(c.get::<Items<AuditView>>(&format!("/v1/audit?{query}")).await?, json);
+            listing(c.get::<Items<AuditView>>(&format!("/v1/audit{}", query(&q))).await?, json);
             Ok(())
         }
     }
+}
+
+/// `?k=v&…` with the values encoded; nothing when there are none.
+fn query(q: &[(&str, String)]) -> String {
+    if q.is_empty() {
+        return String::new();
+    }
+    let pairs: Vec<String> = q.iter().map(|(k, v)| format!("{k}={}", urlencode(v))).collect();
+    format!("?{}", pairs.join("&"))
 }
 
 fn urlencode(s: &str) -> String {

@@ -1,11 +1,16 @@
 //! How the API's types print as tables: each row type names its columns and gives its cells.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use serde::Serialize;
 use serde_json::Value;
 use vantage_control::alerts::Alert;
+use vantage_core::Timestamp;
+use vantage_core::mirror::RegionObservation;
 use vantage_server::views::{
-    AdminTokenView, AuditView, ClusterView, DnsLine, EnrollTokenView, GroupView, LineView, NodeView,
-    PreviewItem, ProberView, RegionView, ResultView, RevisionView, RuleView, WebhookView,
+    AdminTokenView, AuditView, CheckView, ClusterView, DnsLine, EnrollTokenView, GroupView, LineView,
+    MirrorProberView, MirrorView, NodeView, PreviewItem, ProberView, RegionView, ResultView, RevisionView,
+    RuleView, TenantView, WebhookView,
 };
 
 /// A value in one cell: text as is, numbers and booleans printed, lists of plain values joined
@@ -22,6 +27,23 @@ pub(super) fn cell<T: Serialize>(v: &T) -> String {
         }
     }
     serde_json::to_value(v).map_or_else(|_| "-".into(), |v| text(&v))
+}
+
+/// How long ago `at` was by this machine's clock.
+fn age(at: Timestamp) -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let now = Timestamp::from_millis(i64::try_from(now).unwrap_or(i64::MAX));
+    duration(now.millis_since(at).max(0) / 1000)
+}
+
+/// Seconds in the two largest units: `42s`, `3m05s`, `2h10m`, `4d03h`.
+fn duration(s: i64) -> String {
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86_400 => format!("{}h{:02}m", s / 3600, s / 60 % 60),
+        _ => format!("{}d{:02}h", s / 86_400, s / 3600 % 24),
+    }
 }
 
 /// One line of a table.
@@ -112,6 +134,13 @@ rows! {
     ];
     RevisionView: ["number" => |r| r.number, "at" => |r| r.at, "reason" => |r| r.reason, "records" => |r| r.records.all];
     DnsLine: ["name" => |r| r.name, "client_networks" => |r| r.client_networks, "records" => |r| r.records];
+    TenantView: ["name" => |r| r.name, "note" => |r| r.note, "mirrors" => |r| r.mirrors];
+    CheckView: [
+        "id" => |r| r.id, "name" => |r| r.name, "method" => |r| r.check.method(), "path" => |r| r.check.path(),
+        "host" => |r| r.check.host(), "interval_s" => |r| r.check.interval_s(),
+        "timeout_ms" => |r| r.check.timeout_ms(), "window" => |r| r.check.window(),
+        "threshold" => |r| r.check.threshold(), "mirrors" => |r| r.mirrors,
+    ];
     Alert: [
         "id" => |r| r.id, "state" => |r| r.state, "kind" => |r| r.kind, "summary" => |r| r.summary,
         "fired_at" => |r| r.fired_at, "resolved_at" => |r| r.resolved_at,
@@ -175,5 +204,130 @@ impl Row for PreviewItem {
             conditions,
             self.outcome_text.clone(),
         ]
+    }
+}
+
+impl Row for MirrorView {
+    const COLUMNS: &'static [&'static str] =
+        &["host", "verdict", "since", "failing", "weight", "tenants", "manual_block"];
+    fn cells(&self) -> Vec<String> {
+        // Regions failing out of the regions that reported, as the verdict weighs them.
+        let failing = self.regions.values().filter(|r| r.status.is_failing()).count();
+        let tenants = if self.tenants.is_empty() { "(all)".to_owned() } else { cell(&self.tenants) };
+        let block = match (self.manual_block, self.manual_note.as_str()) {
+            (false, _) => "no".to_owned(),
+            (true, "") => "yes".to_owned(),
+            (true, note) => format!("yes: {note}"),
+        };
+        vec![
+            cell(&self.host),
+            cell(&self.verdict),
+            cell(&self.verdict_since),
+            format!("{failing}/{}", self.regions.len()),
+            cell(&self.weight),
+            tenants,
+            block,
+        ]
+    }
+}
+
+/// A region's status for one mirror: its code and latest measurement.
+impl Row for (String, RegionObservation) {
+    const COLUMNS: &'static [&'static str] = &["region", "status", "latency_ms", "age"];
+    fn cells(&self) -> Vec<String> {
+        let (code, o) = self;
+        let latency = if o.latency == 0 { "-".to_owned() } else { o.latency.to_string() };
+        vec![code.clone(), cell(&o.status), latency, age(o.at)]
+    }
+}
+
+impl Row for MirrorProberView {
+    const COLUMNS: &'static [&'static str] =
+        &["prober", "region", "status", "error", "rtt_ms", "age", "good", "strip"];
+    fn cells(&self) -> Vec<String> {
+        let w = &self.window;
+        vec![
+            cell(&self.name),
+            cell(&self.region),
+            cell(&self.status),
+            cell(&self.error),
+            self.rtt_ms.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}")),
+            age(self.checked),
+            format!("{}/{}/{}", w.good, w.threshold, w.window),
+            w.good_strip.clone(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use vantage_core::mirror::RegionStatus;
+    use vantage_server::views::WindowView;
+
+    use super::*;
+
+    #[test]
+    fn durations_keep_two_units() {
+        assert_eq!(duration(42), "42s");
+        assert_eq!(duration(185), "3m05s");
+        assert_eq!(duration(7800), "2h10m");
+        assert_eq!(duration(4 * 86_400 + 3 * 3600 + 59), "4d03h");
+    }
+
+    fn observation(status: RegionStatus, latency: u32) -> RegionObservation {
+        RegionObservation { status, latency, at: Timestamp::from_secs(0) }
+    }
+
+    #[test]
+    fn a_mirror_row_counts_failing_regions_and_says_who_blocked_it() {
+        let regions = BTreeMap::from([
+            ("ap-sg".to_owned(), observation(RegionStatus::Timeout, 0)),
+            ("eu-de".to_owned(), observation(RegionStatus::Ok, 40)),
+            ("us-va".to_owned(), observation(RegionStatus::BlockedInferred, 35)),
+        ]);
+        // From the API's body, as ctl reads it.
+        let m: MirrorView = serde_json::from_value(serde_json::json!({
+            "host": "m1.example.net", "tenants": [], "weight": 2, "manual_block": true,
+            "manual_note": "TICKET-7", "check": null, "address": null, "verdict": "blocked",
+            "verdict_since": "1970-01-01T00:00:00Z", "last_check": null, "blocked_count": 2,
+            "total_checked": 3, "regions": regions, "probers": [],
+        }))
+        .unwrap();
+        assert_eq!(
+            m.cells(),
+            ["m1.example.net", "blocked", "1970-01-01T00:00:00.000Z", "2/3", "2", "(all)", "yes: TICKET-7"]
+        );
+        let row = ("us-va".to_owned(), observation(RegionStatus::BlockedInferred, 35)).cells();
+        assert_eq!(row[..3], ["us-va", "blocked-inferred", "35"]);
+        assert_eq!(("ap-sg".to_owned(), observation(RegionStatus::Timeout, 0)).cells()[2], "-");
+    }
+
+    #[test]
+    fn a_prober_row_shows_its_window() {
+        let p = MirrorProberView {
+            prober: 4,
+            name: "probe-sg-1".into(),
+            region: "ap-sg".into(),
+            status: RegionStatus::Ok,
+            error: None,
+            rtt_ms: Some(12.345),
+            checked: Timestamp::from_secs(0),
+            window: WindowView {
+                good: 5,
+                threshold: 3,
+                window: 8,
+                avg_rtt_ms: 12.0,
+                connected: "44444".into(),
+                sent: "xxxxx".into(),
+                received: "RRRRR".into(),
+                good_strip: "HHHHH".into(),
+                text: String::new(),
+            },
+        };
+        let row = p.cells();
+        assert_eq!(row[..5], ["probe-sg-1", "ap-sg", "ok", "-", "12.3"]);
+        assert_eq!(row[6..], ["5/3/8", "HHHHH"]);
     }
 }

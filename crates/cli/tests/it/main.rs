@@ -5,6 +5,7 @@
 mod channel;
 mod check;
 mod control_plane;
+mod ctl_mirrors;
 mod demo;
 mod dns;
 mod edges;
