@@ -4,7 +4,7 @@
 
 pub(super) use crate::views::{
     Alerts, DnsView as Dns, History, Items, LineName, Preview, RegionView as Region, ResultView as ResultRow,
-    RevisionView as Revision, Revisions,
+    RevisionView as Revision, Revisions, WindowView as Window,
 };
 pub(super) use crate::views::{
     AuditView as AuditEntry, ClusterView as Cluster, EnrollTokenView as EnrollToken, GroupView as Group,
