@@ -56,6 +56,8 @@ pub(crate) fn router(app: Arc<App>, sessions: Arc<Sessions>, api: Router) -> Rou
         .route("/ui/clusters", get(pages::clusters))
         .route("/ui/clusters/{id}", get(pages::cluster))
         .route("/ui/nodes/{id}", get(pages::node))
+        .route("/ui/mirrors", get(pages::mirrors))
+        .route("/ui/mirrors/{host}", get(pages::mirror))
         .route("/ui/audit", get(pages::audit))
         .route("/ui/alerts", get(pages::alerts))
         .route("/ui/logout", post(logout))
