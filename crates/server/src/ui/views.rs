@@ -10,7 +10,10 @@ pub(super) use crate::views::{
     AuditView as AuditEntry, ClusterView as Cluster, EnrollTokenView as EnrollToken, GroupView as Group,
     LineView as Line, NodeView as Node, ProberView as Prober, RuleView as Rule,
 };
-pub(super) use crate::views::{MirrorList, MirrorProberView as MirrorProber, MirrorView as Mirror};
+pub(super) use crate::views::{
+    CheckView as Check, MirrorList, MirrorProberView as MirrorProber, MirrorView as Mirror,
+    TenantView as Tenant,
+};
 pub(super) use vantage_control::alerts::Alert;
 pub(super) use vantage_control::mirrors::{LoadError, ReloadStatus};
 pub(super) use vantage_control::observe::RoundSummary as Round;

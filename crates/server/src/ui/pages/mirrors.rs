@@ -97,6 +97,7 @@ fn matrix_row(m: &views::Mirror, columns: &[RegionColumn], at: Timestamp) -> Mat
 #[template(path = "mirrors.html")]
 struct MirrorsPage {
     frame: Frame,
+    tab: &'static str,
     reload: Reload,
     mirrors: Vec<MirrorRow>,
     columns: Vec<RegionColumn>,
@@ -114,6 +115,7 @@ pub(in crate::ui) async fn mirrors(
     let columns = columns(&regions.items, &list.mirrors);
     let page = MirrorsPage {
         frame: Frame::new(&v, "Mirrors", "mirrors", 10),
+        tab: "mirrors",
         reload: reload(&list.reload, at),
         mirrors: list.mirrors.iter().map(|m| mirror_row(m, at)).collect(),
         matrix: list.mirrors.iter().map(|m| matrix_row(m, &columns, at)).collect(),
@@ -276,6 +278,7 @@ mod tests {
         let columns = columns(&[region("ap-sg", "Singapore")], std::slice::from_ref(&m));
         let page = MirrorsPage {
             frame: Frame { title: "Mirrors".into(), active: "mirrors", user: "ops".into(), refresh: 10 },
+            tab: "mirrors",
             reload: reload(&status, at),
             mirrors: vec![mirror_row(&m, at)],
             matrix: vec![matrix_row(&m, &columns, at)],

@@ -67,6 +67,7 @@ pub(in crate::ui) fn urlencode(s: &str) -> String {
 
 mod alerts;
 mod audit;
+mod checks;
 mod clusters;
 mod login;
 mod mirrors;
@@ -75,9 +76,11 @@ mod overview;
 mod probers;
 mod regions;
 mod shapes;
+mod tenants;
 
 pub(super) use alerts::alerts;
 pub(super) use audit::audit;
+pub(super) use checks::checks;
 pub(super) use clusters::{cluster, clusters};
 pub(super) use login::{error_page, login_page, not_found};
 pub(super) use mirrors::{mirror, mirrors};
@@ -86,3 +89,4 @@ pub(super) use overview::overview;
 pub(super) use probers::{prober, probers};
 pub(super) use regions::regions;
 use shapes::*;
+pub(super) use tenants::tenants;
