@@ -80,6 +80,12 @@
 
   function after(then, data) {
     if (then === 'token') { showToken(data); return; }
+    // A check run changes nothing on the page until the probers report, so it says what started.
+    if (then === 'check-run') {
+      flash('Check run started: ' + data.probers + ' prober(s) check ' + data.mirrors +
+            ' mirror(s) at their next request for work.', 'good');
+      return;
+    }
     location.reload();
   }
 
@@ -112,6 +118,8 @@
       if (form && opener.dataset.target) form.dataset.api = opener.dataset.target;
       const fill = dialog.querySelector('[data-fill]');
       if (fill && opener.dataset.value !== undefined) fill.value = opener.dataset.value;
+      const name = dialog.querySelector('[data-name]');
+      if (name) name.textContent = opener.dataset.name || '';
       const error = dialog.querySelector('.form-error');
       if (error) error.textContent = '';
       dialog.showModal();
@@ -141,6 +149,7 @@
         after(action.dataset.then, data);
       } catch (e) {
         flash(e.message);
+      } finally {
         action.disabled = false;
       }
     }

@@ -584,3 +584,201 @@ async fn fleet_scenario() {
         p.kill().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mirrors_blocked_by_hand_and_a_broken_registry_file() {
+    let _one = BROWSER.lock().await;
+    tokio::time::timeout(SCENARIO, mirrors_scenario()).await.expect("the scenario finished within its time");
+}
+
+/// A mirror registered through the API, blocked and unblocked through the UI (with a note
+/// that must come back as text, not markup), a check run and the refusal of a second one, and
+/// a broken file dropped into the watched directory that the page names.
+async fn mirrors_scenario() {
+    let s = ServerProcess::start().await;
+    let base = s.url.trim_end_matches('/').to_owned();
+    s.create("/v1/regions", json!({"code": "ap-sg", "name": "Singapore"})).await;
+    let (st, v) = s.call(Method::PUT, "/v1/tenants/t1", Some(json!({}))).await;
+    assert_eq!(st, 200, "{v}");
+    let (st, v) = s.call(Method::PUT, "/v1/mirrors/m1.example.net", Some(json!({"tenants": ["t1"]}))).await;
+    assert_eq!(st, 201, "{v}");
+
+    let b = Browser::start().await;
+    b.login(&base, &s.token).await;
+    b.arrive("/ui").await;
+    b.click("header nav a[href='/ui/mirrors']").await;
+    b.arrive("/ui/mirrors").await;
+    assert!(b.text("#reload-ok").await.starts_with("Registry loaded"), "{}", b.text("#reload-ok").await);
+    let row = "#mirrors tr[data-mirror='m1.example.net']";
+    let verdict = format!("{row} td.verdict");
+    assert_eq!(b.text(&verdict).await, "unknown");
+    assert!(b.text(row).await.contains("t1"), "{}", b.text(row).await);
+    // The matrix has a column per region; no prober there has measured it yet.
+    assert_eq!(b.text("#matrix thead").await, "MIRROR AP-SG");
+    assert_eq!(b.text("#matrix tr[data-mirror='m1.example.net'] td[data-region='ap-sg']").await, "—");
+
+    // Block with a note: the verdict is blocked and the note reads as it was typed.
+    let note = "INC-7 <b>bold</b> & co";
+    b.click(&format!("{row} button.block")).await;
+    b.visible("#block-form", Duration::from_secs(5)).await;
+    assert_eq!(b.text("#block-title").await, "Block m1.example.net");
+    b.fill("#block-form input[name=note]", note).await;
+    b.act("#block-form button[type=submit]").await;
+    assert_eq!(b.text(&verdict).await, "blocked");
+    assert!(b.text(&format!("{row} td.block")).await.contains(note), "{}", b.text(row).await);
+    assert!(b.client.find_all(Locator::Css("#mirrors td.block b")).await.unwrap().is_empty(), "escaped");
+    let (_, m) = s.call(Method::GET, "/v1/mirrors/m1.example.net", None).await;
+    assert_eq!(
+        (&m["manual_block"], &m["manual_note"], &m["verdict"]),
+        (&json!(true), &json!(note), &json!("blocked"))
+    );
+    b.screenshot("mirrors.png").await;
+
+    // Its own page: the record, and no region or prober has an opinion yet.
+    b.click(&format!("{row} td a")).await;
+    b.arrive("/ui/mirrors/m1.example.net").await;
+    assert!(b.text("h1").await.contains("blocked"), "{}", b.text("h1").await);
+    let record = b.text("#record").await;
+    assert!(record.contains(note) && record.contains("t1") && record.contains("default"), "{record}");
+    assert!(b.text("main").await.contains("No prober has reported on it yet."));
+
+    // Check now: the first run starts, a second within 60 s is refused with the wait.
+    b.goto(&format!("{base}/ui/mirrors")).await;
+    b.click("#check-now").await;
+    b.watch("#flash", Duration::from_secs(10), |t| t.starts_with("Check run started")).await;
+    b.click("#check-now").await;
+    b.watch("#flash", Duration::from_secs(10), |t| t.contains("try again in")).await;
+
+    // Unblock after confirming: the verdict is the regions' again (none has spoken: unknown).
+    b.click(&format!("{row} button.unblock")).await;
+    b.visible("#confirm-dialog", Duration::from_secs(5)).await;
+    assert_eq!(b.text("#confirm-text").await, "Unblock mirror m1.example.net?");
+    b.act("#confirm-ok").await;
+    assert_eq!(b.text(&verdict).await, "unknown");
+    assert!(b.text(&format!("{row} td.block")).await.contains("no"));
+
+    // A broken file in the watched directory: the page names it and its field, and the old
+    // registry keeps serving.
+    std::fs::write(s.dir.join("mirrors/bad.example.net.yaml"), "host: bad.example.net\nweight: heavy\n")
+        .unwrap();
+    let took = b
+        .until(&format!("{base}/ui/mirrors"), "#reload-error", Duration::from_secs(15), |t| {
+            t.contains("bad.example.net.yaml") && t.contains("field weight")
+        })
+        .await;
+    println!("ui: a broken registry file was named on the mirrors page after {:.1} s", took.as_secs_f64());
+    // How many reloads failed is counted, not pinned: the watcher reloads again on its own reads.
+    let banner = b.text("#reload-error").await;
+    assert!(
+        banner.contains("failed since the server started") && banner.contains("keeps serving"),
+        "{banner}"
+    );
+    assert_eq!(b.texts(row).await.len(), 1, "the previous registry keeps serving");
+    b.screenshot("mirrors-reload-error.png").await;
+
+    // Tenants and checks: the tenant with its one mirror; no named check yet.
+    b.click("nav.tabs a[href='/ui/tenants']").await;
+    b.arrive("/ui/tenants").await;
+    assert!(b.text("#tenants tr[data-tenant='t1']").await.ends_with('1'), "{}", b.text("#tenants").await);
+    b.click("nav.tabs a[href='/ui/checks']").await;
+    b.arrive("/ui/checks").await;
+    assert!(b.text("#no-checks").await.starts_with("No named check yet"));
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mirrors_seen_from_each_region_with_window_strips() {
+    let _one = BROWSER.lock().await;
+    tokio::time::timeout(SCENARIO, mirror_regions_scenario())
+        .await
+        .expect("the scenario finished within its time");
+}
+
+/// Two regions' probers check a mirror that answers and one whose port is closed: the matrix
+/// reads each region's status, latency and age in its colour, and the mirror's page shows each
+/// prober's opinion with its window strips.
+async fn mirror_regions_scenario() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(&temp.path().join("server"), &["--allow-loopback-addresses"]).await;
+    let base = s.url.trim_end_matches('/').to_owned();
+    let edge = vantage_testkit::EdgeServer::start(vantage_testkit::any_loopback()).await.unwrap();
+    let closed = vantage_testkit::closed_port().unwrap();
+    s.create("/v1/checks", json!({"name": "plain", "method": "http", "path": "/", "interval_s": 1})).await;
+    for (host, addr) in [("up.example.net", edge.addr()), ("down.example.net", closed)] {
+        let body = json!({"check": "plain", "address": addr.to_string()});
+        let (st, v) = s.call(Method::PUT, &format!("/v1/mirrors/{host}"), Some(body)).await;
+        assert_eq!(st, 201, "{v}");
+    }
+    let mut probers = Vec::new();
+    for (i, (code, name)) in [("ap-sg", "Singapore"), ("eu-de", "Frankfurt")].into_iter().enumerate() {
+        let r = s.create("/v1/regions", json!({"code": code, "name": name})).await["id"].as_i64().unwrap();
+        probers.push(s.start_prober(&format!("prober-{i}"), r, temp.path()).await);
+    }
+    s.wait_for("/v1/mirrors", Duration::from_secs(60), |v| {
+        let verdicts: Vec<(&str, &str, usize)> = v["mirrors"]
+            .as_array()
+            .map(|ms| {
+                ms.iter()
+                    .map(|m| {
+                        let regions = m["regions"].as_object().map_or(0, |r| r.len());
+                        (m["host"].as_str().unwrap_or(""), m["verdict"].as_str().unwrap_or(""), regions)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        verdicts == [("down.example.net", "blocked", 2), ("up.example.net", "live", 2)]
+    })
+    .await;
+
+    let b = Browser::start().await;
+    b.login(&base, &s.token).await;
+    b.arrive("/ui").await;
+    b.goto(&format!("{base}/ui/mirrors")).await;
+    assert_eq!(b.text("#mirrors tr[data-mirror='up.example.net'] td.verdict").await, "live");
+    assert_eq!(b.text("#mirrors tr[data-mirror='down.example.net'] td.verdict").await, "blocked");
+    assert_eq!(b.text("#matrix thead").await, "MIRROR AP-SG EU-DE");
+    for code in ["ap-sg", "eu-de"] {
+        let up = format!("#matrix tr[data-mirror='up.example.net'] td[data-region='{code}'] .badge");
+        let text = b.text(&up).await;
+        let parts: Vec<&str> = text.split(" · ").collect();
+        assert!(parts.len() == 3 && parts[0] == "ok" && parts[1].ends_with(" ms"), "{code}: {text}");
+        assert!(parts[2] == "just now" || parts[2].ends_with(" s ago"), "{code}: {text}");
+        assert_eq!(
+            b.client.find(Locator::Css(&up)).await.unwrap().attr("class").await.unwrap().as_deref(),
+            Some("badge good")
+        );
+        let down = format!("#matrix tr[data-mirror='down.example.net'] td[data-region='{code}'] .badge");
+        assert!(b.text(&down).await.starts_with("refused · "), "{code}: {}", b.text(&down).await);
+        assert_eq!(
+            b.client.find(Locator::Css(&down)).await.unwrap().attr("class").await.unwrap().as_deref(),
+            Some("badge bad")
+        );
+    }
+    b.screenshot("mirrors-regions.png").await;
+
+    // The mirror's page: each region, and each prober's opinion with its strips.
+    b.click("#matrix tr[data-mirror='up.example.net'] a").await;
+    b.arrive("/ui/mirrors/up.example.net").await;
+    let regions = b.text("#mirror-regions").await;
+    assert!(regions.contains("Singapore (ap-sg)") && regions.contains("Frankfurt (eu-de)"), "{regions}");
+    let opinions = b.text("#opinions").await;
+    assert!(opinions.contains("prober-0") && opinions.contains("prober-1"), "{opinions}");
+    let strips = b.texts("#opinions pre.strip").await;
+    assert_eq!(strips.len(), 2, "one per prober");
+    for strip in &strips {
+        let lines: Vec<&str> = strip.lines().collect();
+        assert!(lines[0].starts_with("Current states  good:"), "{strip}");
+        assert!(lines[6].ends_with("H Good"), "the newest attempt was good: {strip}");
+    }
+    b.screenshot("mirror.png").await;
+    b.goto(&format!("{base}/ui/mirrors/down.example.net")).await;
+    assert!(
+        b.text("#opinions").await.contains("Connection refused (refused)"),
+        "{}",
+        b.text("#opinions").await
+    );
+    b.close().await;
+    for p in probers {
+        p.kill().await;
+    }
+}

@@ -148,6 +148,45 @@ pub(super) fn rule_status(s: &str) -> Markup {
     }
 }
 
+/// A mirror's verdict in its colour: live green, degraded amber, blocked red, unknown grey.
+pub(super) fn verdict(v: &str) -> Markup {
+    let tone = match v {
+        "live" => Tone::Good,
+        "degraded" => Tone::Warn,
+        "blocked" => Tone::Bad,
+        _ => Tone::Neutral,
+    };
+    badge(tone, v)
+}
+
+/// The colour of a region's status of a mirror: `error` is the prober's own trouble and
+/// counts neither way, so it is grey, not red.
+fn region_tone(status: &str) -> Tone {
+    match status {
+        "ok" => Tone::Good,
+        "timeout" | "refused" | "blocked-inferred" => Tone::Bad,
+        _ => Tone::Neutral,
+    }
+}
+
+/// A region's status of a mirror in its colour.
+pub(super) fn region_status(status: &str) -> Markup {
+    badge(region_tone(status), status)
+}
+
+/// One cell of the region × mirror matrix: `ok · 42 ms · 3 s ago` in the status's colour. A
+/// latency of 0 means none was measured (a timeout, say), so it is left out rather than shown
+/// as an impossibly fast answer.
+pub(super) fn region_cell(status: &str, latency_ms: u32, at: Timestamp, now: Timestamp) -> Markup {
+    let latency = if latency_ms > 0 { format!(" · {latency_ms} ms") } else { String::new() };
+    Markup(format!(
+        "<span class=\"badge {}\">{}{latency} · {}</span>",
+        region_tone(status).class(),
+        esc(status),
+        time(at, now)
+    ))
+}
+
 /// `primary`, `backup1`, `backup2` as people say them.
 pub(super) fn level(l: &str) -> String {
     match l {
@@ -232,5 +271,36 @@ mod tests {
         assert_eq!(pct(33.333), "33.3 %");
         assert_eq!(num(90.0), "90");
         assert_eq!(num(0.5), "0.50");
+    }
+
+    #[test]
+    fn verdicts_and_region_statuses_read_in_their_colours() {
+        assert_eq!(verdict("live").0, "<span class=\"badge good\">live</span>");
+        assert_eq!(verdict("degraded").0, "<span class=\"badge warn\">degraded</span>");
+        assert_eq!(verdict("blocked").0, "<span class=\"badge bad\">blocked</span>");
+        assert_eq!(verdict("unknown").0, "<span class=\"badge neutral\">unknown</span>");
+        assert_eq!(region_status("blocked-inferred").0, "<span class=\"badge bad\">blocked-inferred</span>");
+        assert_eq!(
+            region_status("error").0,
+            "<span class=\"badge neutral\">error</span>",
+            "counts neither way"
+        );
+    }
+
+    #[test]
+    fn a_matrix_cell_has_status_latency_and_age() {
+        let now = Timestamp::from_secs(1_800_000_000);
+        let at = Timestamp::from_secs(1_800_000_000 - 12);
+        let cell = region_cell("ok", 42, at, now);
+        assert_eq!(
+            cell.0,
+            format!(
+                "<span class=\"badge good\">ok · 42 ms · <time datetime=\"{at}\" title=\"{}\">12 s ago</time></span>",
+                absolute(at)
+            )
+        );
+        let timeout = region_cell("timeout", 0, at, now);
+        assert!(timeout.0.starts_with("<span class=\"badge bad\">timeout · <time "), "no latency: {timeout}");
+        assert!(region_cell("<b>", 1, at, now).0.contains("&lt;b&gt; · 1 ms"), "escaped");
     }
 }

@@ -4,12 +4,17 @@
 
 pub(super) use crate::views::{
     Alerts, DnsView as Dns, History, Items, LineName, Preview, RegionView as Region, ResultView as ResultRow,
-    RevisionView as Revision, Revisions,
+    RevisionView as Revision, Revisions, WindowView as Window,
 };
 pub(super) use crate::views::{
     AuditView as AuditEntry, ClusterView as Cluster, EnrollTokenView as EnrollToken, GroupView as Group,
     LineView as Line, NodeView as Node, ProberView as Prober, RuleView as Rule,
 };
+pub(super) use crate::views::{
+    CheckView as Check, MirrorList, MirrorProberView as MirrorProber, MirrorView as Mirror,
+    TenantView as Tenant,
+};
 pub(super) use vantage_control::alerts::Alert;
+pub(super) use vantage_control::mirrors::{LoadError, ReloadStatus};
 pub(super) use vantage_control::observe::RoundSummary as Round;
 pub(super) use vantage_core::rules::Condition;

@@ -67,20 +67,26 @@ pub(in crate::ui) fn urlencode(s: &str) -> String {
 
 mod alerts;
 mod audit;
+mod checks;
 mod clusters;
 mod login;
+mod mirrors;
 mod node;
 mod overview;
 mod probers;
 mod regions;
 mod shapes;
+mod tenants;
 
 pub(super) use alerts::alerts;
 pub(super) use audit::audit;
+pub(super) use checks::checks;
 pub(super) use clusters::{cluster, clusters};
 pub(super) use login::{error_page, login_page, not_found};
+pub(super) use mirrors::{mirror, mirrors};
 pub(super) use node::node;
 pub(super) use overview::overview;
 pub(super) use probers::{prober, probers};
 pub(super) use regions::regions;
 use shapes::*;
+pub(super) use tenants::tenants;

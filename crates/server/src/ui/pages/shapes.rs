@@ -80,8 +80,26 @@ pub(super) struct ResultView {
     pub(super) rtt: String,
     pub(super) error: String,
     pub(super) checked: Markup,
-    pub(super) window: Markup,
-    pub(super) strip: String,
+    pub(super) strip: Strip,
+}
+
+/// A window register as the pages show it (`_strip.html`): how many of the window's
+/// attempts were good against the threshold, then the strips oldest to newest.
+#[derive(Debug)]
+pub(super) struct Strip {
+    pub(super) head: Markup,
+    pub(super) text: String,
+}
+
+pub(super) fn strip(w: &views::Window) -> Strip {
+    let ok = w.good >= w.threshold;
+    Strip {
+        head: badge(
+            if ok { Tone::Good } else { Tone::Bad },
+            &format!("good {} of {} (threshold {})", w.good, w.window, w.threshold),
+        ),
+        text: w.text.trim_end().to_owned(),
+    }
 }
 
 pub(super) fn error_label(code: &str) -> &str {
@@ -126,8 +144,6 @@ pub(super) fn result_view(
         Some(m) => format!("{address} {m}"),
         None => address,
     };
-    let w = &r.window;
-    let ok = w.good >= w.threshold;
     ResultView {
         who,
         who_href,
@@ -147,11 +163,7 @@ pub(super) fn result_view(
         rtt: ms(r.rtt_ms),
         error: r.error.map(|e| format!("{} ({})", error_label(e.as_str()), e.as_str())).unwrap_or_default(),
         checked: time(r.checked, at),
-        window: badge(
-            if ok { Tone::Good } else { Tone::Bad },
-            &format!("good {} of {} (threshold {})", w.good, w.window, w.threshold),
-        ),
-        strip: w.text.trim_end().to_owned(),
+        strip: strip(&r.window),
     }
 }
 

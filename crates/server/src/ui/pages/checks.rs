@@ -1,0 +1,56 @@
+//! The named checks that endpoint targets (mirrors) are probed with.
+
+use super::*;
+
+#[derive(Debug)]
+struct CheckRow {
+    name: String,
+    method: String,
+    path: String,
+    interval: String,
+    timeout: String,
+    /// `3 of 8, initial 2`: good attempts needed among the window, and assumed at first sight.
+    window: String,
+    expected: u16,
+    block_pattern: String,
+    mirrors: usize,
+}
+
+fn check_row(c: &views::Check) -> CheckRow {
+    let k = &c.check;
+    CheckRow {
+        name: c.name.clone(),
+        method: k.method().map(|m| m.as_str().to_owned()).unwrap_or_default(),
+        path: k.path().to_owned(),
+        interval: format!("{} s", k.interval_s()),
+        timeout: format!("{} ms", k.timeout_ms()),
+        window: format!("{} of {}, initial {}", k.threshold(), k.window(), k.initial()),
+        expected: k.expected_response(),
+        block_pattern: k.block_pattern().unwrap_or_default().to_owned(),
+        mirrors: c.mirrors,
+    }
+}
+
+#[derive(Template)]
+#[template(path = "checks.html")]
+struct ChecksPage {
+    frame: Frame,
+    tab: &'static str,
+    checks: Vec<CheckRow>,
+    /// Whether a check named `default` exists (else mirrors naming none use the built-in one).
+    has_default: bool,
+}
+
+pub(in crate::ui) async fn checks(
+    Extension(ui): Extension<Arc<Ui>>,
+    Extension(v): Extension<Visitor>,
+) -> PageResult {
+    let list: Items<views::Check> = client(&ui, &v).get("/v1/checks").await?;
+    let page = ChecksPage {
+        frame: Frame::new(&v, "Checks", "mirrors", 0),
+        tab: "checks",
+        has_default: list.items.iter().any(|c| c.name.eq_ignore_ascii_case("default")),
+        checks: list.items.iter().map(check_row).collect(),
+    };
+    Ok(render(&page))
+}

@@ -1,0 +1,35 @@
+//! The tenants mirrors serve and doors ask for, with how many mirrors name each.
+
+use super::*;
+
+#[derive(Debug)]
+struct TenantRow {
+    name: String,
+    note: String,
+    mirrors: usize,
+}
+
+#[derive(Template)]
+#[template(path = "tenants.html")]
+struct TenantsPage {
+    frame: Frame,
+    tab: &'static str,
+    tenants: Vec<TenantRow>,
+}
+
+pub(in crate::ui) async fn tenants(
+    Extension(ui): Extension<Arc<Ui>>,
+    Extension(v): Extension<Visitor>,
+) -> PageResult {
+    let list: Items<views::Tenant> = client(&ui, &v).get("/v1/tenants").await?;
+    let page = TenantsPage {
+        frame: Frame::new(&v, "Tenants", "mirrors", 0),
+        tab: "tenants",
+        tenants: list
+            .items
+            .into_iter()
+            .map(|t| TenantRow { name: t.name, note: t.note, mirrors: t.mirrors })
+            .collect(),
+    };
+    Ok(render(&page))
+}
