@@ -391,6 +391,10 @@ mod tests {
             "MirrorInput",
             "DoorChoice",
             "CheckView",
+            "MonitorInput",
+            "MonitorView",
+            "MonitorVerdictView",
+            "MonitorHistory",
         ] {
             assert!(schemas.contains_key(name), "{name} is in the components");
         }
