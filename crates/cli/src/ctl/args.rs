@@ -4,6 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use vantage_core::check::Method;
+use vantage_core::monitor::MonitorRegion;
 
 /// Connection flags of `vantage ctl`.
 #[derive(Debug, clap::Args)]
@@ -60,6 +61,11 @@ pub(super) enum Resource {
     Checks {
         #[command(subcommand)]
         action: CheckAction,
+    },
+    /// Monitors (§7): endpoints weighed by audience per region, their verdicts and history.
+    Monitors {
+        #[command(subcommand)]
+        action: MonitorAction,
     },
     /// Doors: which mirror a visitor would be sent to now.
     Doors {
@@ -376,6 +382,89 @@ pub(super) struct CheckFlags {
 }
 
 #[derive(Debug, clap::Subcommand)]
+pub(super) enum MonitorAction {
+    /// List monitors with their verdicts.
+    List,
+    /// Show a monitor's definition, verdict and regions.
+    Get { id: i64 },
+    /// Create a monitor from a JSON or YAML file, or from a name and flags.
+    ///
+    /// From flags, e.g. `monitors create live --region eu-de=60=https://a.example/live.m3u8@cdn-a
+    /// --region us-va=40=https://b.example/live.m3u8,https://c.example/live.m3u8 --quorum 3/5`;
+    /// the rest take their defaults: the down budget 15 %, the stale budget 10 %, the steering
+    /// TTL 30 s (a file sets them all).
+    Create {
+        /// The monitor's name.
+        #[arg(required_unless_present = "file")]
+        name: Option<String>,
+        /// JSON or YAML monitor file (`-` for standard input), sent as it is: name, check,
+        /// regions, failure_quorum, quorum_window, max_segment_age_s, down_weight_budget_pct,
+        /// stale_weight_budget_pct, steering_ttl_s.
+        #[arg(long, conflicts_with_all = ["name", "regions", "max_segment_age_s", "quorum", "check_interval_s"])]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        monitor: MonitorFlags,
+    },
+    /// Delete a monitor.
+    Delete { id: i64 },
+    /// A monitor's verdict: global, the weights behind it, each region's tuple, the steering order.
+    Verdict { id: i64 },
+    /// A monitor's probes, failures and segment age per region over time, and its verdict changes.
+    History {
+        id: i64,
+        /// How far back: 1h (20 s buckets), 24h (5 min) or 14d (1 h).
+        #[arg(long, default_value = "1h", value_parser = ["1h", "24h", "14d"])]
+        range: String,
+    },
+}
+
+/// The fields of a monitor as flags.
+#[derive(Debug, clap::Args)]
+pub(super) struct MonitorFlags {
+    /// A region: its code, audience weight, endpoint URLs (comma-separated) and, after `@`, the
+    /// content-steering pathway (the region code when absent). Repeat for more.
+    #[arg(long = "region", value_name = "CODE=WEIGHT=URL[,URL…][@PATHWAY]", value_parser = monitor_region)]
+    pub(super) regions: Vec<MonitorRegion>,
+    /// Worst segment age before a region is stale, s (30).
+    #[arg(long, value_name = "S")]
+    pub(super) max_segment_age_s: Option<u32>,
+    /// N failing of a region's last M probes make it down (3/5).
+    #[arg(long, value_name = "N/M", value_parser = quorum)]
+    pub(super) quorum: Option<(u32, u32)>,
+    /// Seconds between probes of each endpoint (5).
+    #[arg(long, value_name = "S")]
+    pub(super) check_interval_s: Option<u32>,
+}
+
+/// `CODE=WEIGHT=URL[,URL…][@PATHWAY]`. The server judges the values; this only splits them.
+/// The pathway is what follows the last `@` unless that holds a `/` or `:`, so a URL's own
+/// `user@host` stays a URL.
+fn monitor_region(text: &str) -> Result<MonitorRegion, String> {
+    let mut parts = text.splitn(3, '=');
+    let (Some(region), Some(weight), Some(urls)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err("expected CODE=WEIGHT=URL[,URL…][@PATHWAY]".into());
+    };
+    let weight = weight.parse().map_err(|_| format!("the weight must be a number, got {weight:?}"))?;
+    let (urls, pathway) = match urls.rsplit_once('@') {
+        Some((urls, p)) if !p.contains(['/', ':']) => (urls, Some(p.to_owned())),
+        _ => (urls, None),
+    };
+    Ok(MonitorRegion {
+        region: region.to_owned(),
+        weight,
+        endpoints: urls.split(',').map(str::to_owned).collect(),
+        pathway,
+    })
+}
+
+/// `N/M`.
+fn quorum(text: &str) -> Result<(u32, u32), String> {
+    text.split_once('/')
+        .and_then(|(n, m)| Some((n.parse().ok()?, m.parse().ok()?)))
+        .ok_or_else(|| format!("expected N/M (failing probes of the last M), got {text:?}"))
+}
+
+#[derive(Debug, clap::Subcommand)]
 pub(super) enum DoorAction {
     /// Choose a mirror as a door would, by weight among the eligible ones.
     Select {
@@ -421,4 +510,30 @@ pub(super) struct AuditArgs {
     /// At most this many (100).
     #[arg(long)]
     pub(super) limit: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_region_flag_splits_into_code_weight_urls_and_pathway() {
+        let r = monitor_region("eu-de=60.5=https://a.example/live.m3u8?k=v,https://b.example/x.m3u8@cdn-a")
+            .unwrap();
+        assert_eq!((r.region.as_str(), r.weight, r.pathway.as_deref()), ("eu-de", 60.5, Some("cdn-a")));
+        assert_eq!(r.endpoints, ["https://a.example/live.m3u8?k=v", "https://b.example/x.m3u8"]);
+        // A URL's user@host is no pathway; negative weights are for the server to refuse.
+        let r = monitor_region("us-va=-1=https://user@b.example/live.m3u8").unwrap();
+        assert_eq!((r.weight, r.pathway), (-1.0, None));
+        assert_eq!(r.endpoints, ["https://user@b.example/live.m3u8"]);
+        assert!(monitor_region("us-va=https://b.example/").is_err());
+        assert!(monitor_region("us-va=heavy=https://b.example/").is_err());
+    }
+
+    #[test]
+    fn a_quorum_is_n_of_m() {
+        assert_eq!(quorum("3/5"), Ok((3, 5)));
+        assert!(quorum("3").is_err());
+        assert!(quorum("3/x").is_err());
+    }
 }

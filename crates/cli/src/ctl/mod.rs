@@ -15,21 +15,22 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use vantage_control::mirrors::Tenant;
-use vantage_core::check::CheckInput;
+use vantage_core::check::{Check, CheckInput, Method as CheckMethod};
 use vantage_core::mirror::{MirrorInput, MirrorSettings};
+use vantage_core::monitor::MonitorInput;
 use vantage_core::settings::ProbeSettings;
 use vantage_server::views::{
     Addresses, AdminTokenView, Alerts, AuditView, BlockRequest, CheckCreate, CheckRunRequest, CheckRunView,
     CheckView, ClusterView, DnsView, DoorChoice, EnrollTokenView, GroupView, Items, LineView, MirrorList,
-    MirrorView, NewAdminToken, NewEnrollToken, NodeView, Preview, ProberView, RegionView, ResultView,
-    Revisions, RuleView, TenantView, WebhookView,
+    MirrorView, MonitorHistory, MonitorVerdictView, MonitorView, NewAdminToken, NewEnrollToken, NodeView,
+    Preview, ProberView, RegionView, ResultView, Revisions, RuleView, TenantView, WebhookView,
 };
 
 pub(crate) use args::Args;
 use args::{
     Action, CheckAction, CheckFlags, ClusterAction, DoorAction, MirrorAction, MirrorFlags,
-    MirrorSettingsAction, NodeAction, ProberAction, Resource, RuleAction, SettingsAction, TenantAction,
-    TokenAction,
+    MirrorSettingsAction, MonitorAction, MonitorFlags, NodeAction, ProberAction, Resource, RuleAction,
+    SettingsAction, TenantAction, TokenAction,
 };
 use client::{Client, Refusal};
 use table::{Row, record, table};
@@ -291,6 +292,133 @@ async fn mirrors(c: &Client, action: &MirrorAction, json: bool) -> anyhow::Resul
     }
 }
 
+/// A monitor from its name and flags; the rest take their defaults. A check interval makes
+/// the default `hls` check probe at that pace; its refusal names the field as the API would.
+fn monitor_input(name: &str, f: &MonitorFlags) -> anyhow::Result<MonitorInput> {
+    let defaults = MonitorInput::default();
+    let (failure_quorum, quorum_window) =
+        f.quorum.unwrap_or((defaults.failure_quorum, defaults.quorum_window));
+    let check = f
+        .check_interval_s
+        .map(|s| {
+            Check::parse(CheckInput {
+                method: Some(CheckMethod::Hls),
+                interval_s: Some(s),
+                ..CheckInput::default()
+            })
+            .map_err(|e| e.within("check"))
+        })
+        .transpose()?;
+    Ok(MonitorInput {
+        name: name.to_owned(),
+        check,
+        regions: f.regions.clone(),
+        failure_quorum,
+        quorum_window,
+        max_segment_age_s: f.max_segment_age_s.unwrap_or(defaults.max_segment_age_s),
+        ..defaults
+    })
+}
+
+/// A monitor file: YAML, which also reads JSON.
+fn monitor_file(f: &PathBuf) -> anyhow::Result<Value> {
+    serde_norway::from_str(&read(f)?).with_context(|| format!("{} is neither JSON nor YAML", f.display()))
+}
+
+/// Prints a monitor: its fields and verdict, then its regions as a table.
+fn monitor(m: &MonitorView, json: bool) -> anyhow::Result<()> {
+    if json {
+        print(m, true);
+        return Ok(());
+    }
+    let mut fields = serde_json::to_value(&m.monitor)?;
+    if let Value::Object(f) = &mut fields {
+        f.remove("regions");
+        f.insert("id".into(), json!(m.id));
+        f.insert("verdict".into(), json!(m.verdict.map_or_else(|| "unknown".to_owned(), |v| v.to_string())));
+        f.insert("since".into(), json!(m.since));
+        f.insert("created_at".into(), json!(m.created_at));
+        f.insert("updated_at".into(), json!(m.updated_at));
+    }
+    record(&fields);
+    println!();
+    table(&m.monitor.regions);
+    Ok(())
+}
+
+/// Prints a verdict: global and the weights behind it, each region's tuple, the steering order.
+fn verdict(v: &MonitorVerdictView, json: bool) {
+    if json {
+        print(v, true);
+        return;
+    }
+    let global = v.global.map_or_else(|| "unknown".to_owned(), |g| g.to_string());
+    println!("{} (id {}): {global} since {}", v.name, v.id, table::cell(&v.since));
+    let pct = |share: f64| table::decimal(Some(share * 100.0));
+    println!("weight down {} %, stale {} %", pct(v.down_weight), pct(v.stale_weight));
+    println!("steering {}", v.pathway_priority.join(" > "));
+    println!();
+    table(&v.regions);
+}
+
+/// Prints a history: one table per region, then the verdict changes.
+fn history(h: &MonitorHistory, json: bool) {
+    if json {
+        print(h, true);
+        return;
+    }
+    println!("range {}, {} s buckets", h.range, h.bucket_s);
+    for r in &h.regions {
+        println!();
+        if r.points.is_empty() {
+            println!("{}: no probes", r.region);
+        } else {
+            println!("{}:", r.region);
+            table(&r.points);
+        }
+    }
+    println!();
+    if h.verdicts.is_empty() {
+        println!("no verdict change");
+    } else {
+        table(&h.verdicts);
+    }
+}
+
+async fn monitors(c: &Client, action: &MonitorAction, json: bool) -> anyhow::Result<()> {
+    match action {
+        MonitorAction::List => {
+            listing(c.get::<Items<MonitorView>>("/v1/monitors").await?, json);
+            Ok(())
+        }
+        MonitorAction::Get { id } => monitor(&c.get(&format!("/v1/monitors/{id}")).await?, json),
+        MonitorAction::Create { name, file, monitor: flags } => {
+            let body = match (file, name) {
+                (Some(f), _) => monitor_file(f)?,
+                (None, Some(name)) => serde_json::to_value(monitor_input(name, flags)?)?,
+                (None, None) => return Err(anyhow!("a monitor needs a NAME or --file")),
+            };
+            monitor(&c.call(Method::POST, "/v1/monitors", Some(&body)).await?, json)
+        }
+        MonitorAction::Delete { id } => {
+            c.delete(&format!("/v1/monitors/{id}")).await?;
+            if !json {
+                println!("deleted monitor {id}");
+            }
+            Ok(())
+        }
+        MonitorAction::Verdict { id } => {
+            verdict(&c.get(&format!("/v1/monitors/{id}/verdict")).await?, json);
+            Ok(())
+        }
+        MonitorAction::History { id, range } => {
+            let path = format!("/v1/monitors/{id}/history{}", query(&[("range", range.clone())]));
+            history(&c.get(&path).await?, json);
+            Ok(())
+        }
+    }
+}
+
 async fn dispatch(args: &Args) -> anyhow::Result<()> {
     let c = Client::connect(args)?;
     let json = args.json;
@@ -427,6 +555,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             }
         },
         Resource::Mirrors { action } => mirrors(&c, action, json).await,
+        Resource::Monitors { action } => monitors(&c, action, json).await,
         Resource::Tenants { action } => match action {
             TenantAction::List => {
                 listing(c.get::<Items<TenantView>>("/v1/tenants").await?, json);

@@ -5,12 +5,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use serde_json::Value;
 use vantage_control::alerts::Alert;
+use vantage_control::monitors::VerdictRecord;
 use vantage_core::Timestamp;
 use vantage_core::mirror::RegionObservation;
+use vantage_core::monitor::MonitorRegion;
 use vantage_server::views::{
     AdminTokenView, AuditView, CheckView, ClusterView, DnsLine, EnrollTokenView, GroupView, LineView,
-    MirrorProberView, MirrorView, NodeView, PreviewItem, ProberView, RegionView, ResultView, RevisionView,
-    RuleView, TenantView, WebhookView,
+    MirrorProberView, MirrorView, MonitorPoint, MonitorView, NodeView, PreviewItem, ProberView,
+    RegionVerdictView, RegionView, ResultView, RevisionView, RuleView, TenantView, WebhookView,
 };
 
 /// A value in one cell: text as is, numbers and booleans printed, lists of plain values joined
@@ -27,6 +29,12 @@ pub(super) fn cell<T: Serialize>(v: &T) -> String {
         }
     }
     serde_json::to_value(v).map_or_else(|_| "-".into(), |v| text(&v))
+}
+
+/// A measurement with one decimal, `-` when there is none. Adding 0 turns −0 (an empty sum of
+/// weights, say) into 0, which is what it means.
+pub(super) fn decimal(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("{:.1}", v + 0.0))
 }
 
 /// How long ago `at` was by this machine's clock.
@@ -259,6 +267,83 @@ impl Row for MirrorProberView {
     }
 }
 
+impl Row for MonitorView {
+    const COLUMNS: &'static [&'static str] = &["id", "name", "verdict", "since", "regions"];
+    fn cells(&self) -> Vec<String> {
+        // No verdict before the first probe: unknown, as for mirrors.
+        let verdict = self.verdict.map_or_else(|| "unknown".to_owned(), |v| v.to_string());
+        let regions: Vec<&str> = self.monitor.regions.iter().map(|r| r.region.as_str()).collect();
+        vec![cell(&self.id), cell(&self.monitor.name), verdict, cell(&self.since), regions.join(",")]
+    }
+}
+
+rows! {
+    MonitorRegion: [
+        "region" => |r| r.region, "weight" => |r| r.weight, "pathway" => |r| r.pathway(),
+        "endpoints" => |r| r.endpoints,
+    ];
+}
+
+impl Row for RegionVerdictView {
+    const COLUMNS: &'static [&'static str] = &[
+        "region",
+        "weight",
+        "pathway",
+        "health",
+        "failures",
+        "reachable",
+        "manifest_valid",
+        "segment_fetchable",
+        "segment_age_s",
+        "ttfb_ms",
+        "worst_age_s",
+        "age",
+    ];
+    fn cells(&self) -> Vec<String> {
+        vec![
+            cell(&self.region),
+            cell(&self.weight),
+            cell(&self.pathway),
+            cell(&self.health),
+            // Out of the probes the quorum looks at.
+            format!("{}/{}", self.failures, self.probes),
+            cell(&self.reachable),
+            cell(&self.manifest_valid),
+            cell(&self.segment_fetchable),
+            decimal(self.segment_age_s),
+            decimal(self.ttfb_ms),
+            decimal(self.worst_age_s),
+            self.at.map_or_else(|| "-".to_owned(), age),
+        ]
+    }
+}
+
+impl Row for MonitorPoint {
+    const COLUMNS: &'static [&'static str] = &["at", "probes", "failures", "max_age_s", "ttfb_ms"];
+    fn cells(&self) -> Vec<String> {
+        vec![
+            cell(&self.at),
+            cell(&self.probes),
+            cell(&self.failures),
+            decimal(self.max_age_s),
+            decimal(self.ttfb_ms),
+        ]
+    }
+}
+
+impl Row for VerdictRecord {
+    const COLUMNS: &'static [&'static str] = &["at", "global", "down_weight_pct", "stale_weight_pct"];
+    fn cells(&self) -> Vec<String> {
+        let v = &self.verdict;
+        vec![
+            cell(&self.at),
+            cell(&v.global),
+            decimal(Some(v.down_weight_pct)),
+            decimal(Some(v.stale_weight_pct)),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -274,6 +359,22 @@ mod tests {
         assert_eq!(duration(185), "3m05s");
         assert_eq!(duration(7800), "2h10m");
         assert_eq!(duration(4 * 86_400 + 3 * 3600 + 59), "4d03h");
+    }
+
+    #[test]
+    fn a_region_verdict_row_shows_the_tuple_of_its_newest_probe() {
+        // From the API's body, as ctl reads it.
+        let r: RegionVerdictView = serde_json::from_value(serde_json::json!({
+            "region": "eu-de", "weight": 60.0, "pathway": "cdn-a", "health": "stale", "failures": 1,
+            "probes": 5, "worst_age_s": 41.26, "reachable": true, "manifest_valid": true,
+            "segment_fetchable": true, "segment_age_s": 38.0, "ttfb_ms": null, "at": null,
+        }))
+        .unwrap();
+        assert_eq!(
+            r.cells(),
+            ["eu-de", "60.0", "cdn-a", "stale", "1/5", "true", "true", "true", "38.0", "-", "41.3", "-"]
+        );
+        assert_eq!(decimal(Some(-0.0)), "0.0");
     }
 
     fn observation(status: RegionStatus, latency: u32) -> RegionObservation {

@@ -6,19 +6,19 @@ use serde_json::Value;
 use crate::harness::ServerProcess;
 
 /// `vantage ctl ARGS…`: (exit code, standard output, standard error).
-async fn ctl(s: &ServerProcess, args: &[&str]) -> (Option<i32>, String, String) {
+pub(crate) async fn ctl(s: &ServerProcess, args: &[&str]) -> (Option<i32>, String, String) {
     let out = s.ctl(args).await;
     let (stdout, stderr) = crate::text(&out);
     (out.status.code(), stdout, stderr)
 }
 
 /// The value of `name` in FIELD  VALUE lines, whatever the alignment.
-fn field<'a>(out: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn field<'a>(out: &'a str, name: &str) -> Option<&'a str> {
     out.lines()
         .find_map(|l| l.split_once(char::is_whitespace).filter(|(k, _)| *k == name).map(|(_, v)| v.trim()))
 }
 
-fn json(out: &str) -> Value {
+pub(crate) fn json(out: &str) -> Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
 

@@ -6,6 +6,7 @@ mod channel;
 mod check;
 mod control_plane;
 mod ctl_mirrors;
+mod ctl_monitors;
 mod demo;
 mod dns;
 mod edges;
