@@ -332,7 +332,8 @@ pub struct MonitorVerdict {
 pub fn global_verdict(m: &Monitor, health: &[RegionHealth]) -> MonitorVerdict {
     let total: f64 = m.regions.iter().map(|r| r.weight).sum();
     let share = |which: RegionHealth| -> f64 {
-        let w: f64 = m.regions.iter().zip(health).filter(|(_, h)| **h == which).map(|(r, _)| r.weight).sum();
+        // A fold from +0.0: an empty sum of floats is -0.0, which the API would show.
+        let w = m.regions.iter().zip(health).filter(|(_, h)| **h == which).fold(0.0, |a, (r, _)| a + r.weight);
         if total > 0.0 { w * 100.0 / total } else { 0.0 }
     };
     let down = share(RegionHealth::Down);
@@ -474,7 +475,9 @@ mod tests {
             global_verdict(&m, &[Healthy, Healthy, Healthy, Healthy, Down, Down]).global,
             GlobalVerdict::Down
         );
-        assert_eq!(global_verdict(&m, &[Healthy; 6]).global, GlobalVerdict::Healthy);
+        let healthy = global_verdict(&m, &[Healthy; 6]);
+        assert_eq!(healthy.global, GlobalVerdict::Healthy);
+        assert!(healthy.down_weight_pct.is_sign_positive(), "no -0.0 in answers");
     }
 
     #[test]
