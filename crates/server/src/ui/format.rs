@@ -240,6 +240,18 @@ pub(super) fn against_budget(share_pct: f64, budget_pct: f64, spent: bool, tone:
     badge(if spent { tone } else { Tone::Good }, &format!("{} · budget {}", pct(share_pct), pct(budget_pct)))
 }
 
+/// A mirror's freshness: `stale` amber (out of door rotation until a fresh check), `fresh`
+/// green, or `unknown` grey when no check has read a lag (unknown is not stale), with the lag
+/// when one was read.
+pub(super) fn freshness(stale: bool, lag_s: Option<i64>) -> Markup {
+    let lag = lag_s.map(|l| format!(" · lag {}", seconds(Some(l as f64)))).unwrap_or_default();
+    match (stale, lag_s) {
+        (true, _) => badge(Tone::Warn, &format!("stale{lag}")),
+        (false, Some(_)) => badge(Tone::Good, &format!("fresh{lag}")),
+        (false, None) => badge(Tone::Neutral, "unknown"),
+    }
+}
+
 /// `primary`, `backup1`, `backup2` as people say them.
 pub(super) fn level(l: &str) -> String {
     match l {
@@ -374,6 +386,22 @@ mod tests {
         assert_eq!(
             against_budget(30.0, 10.0, true, Tone::Warn).0,
             "<span class=\"badge warn\">30 % · budget 10 %</span>"
+        );
+    }
+
+    #[test]
+    fn freshness_reads_stale_fresh_or_unknown() {
+        assert_eq!(freshness(true, Some(7200)).0, "<span class=\"badge warn\">stale · lag 2 h</span>");
+        assert_eq!(
+            freshness(true, None).0,
+            "<span class=\"badge warn\">stale</span>",
+            "kept until a fresh check"
+        );
+        assert_eq!(freshness(false, Some(12)).0, "<span class=\"badge good\">fresh · lag 12 s</span>");
+        assert_eq!(
+            freshness(false, None).0,
+            "<span class=\"badge neutral\">unknown</span>",
+            "unknown is not stale"
         );
     }
 
