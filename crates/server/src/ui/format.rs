@@ -78,8 +78,9 @@ pub(super) fn ms(v: Option<f64>) -> String {
     }
 }
 
-/// `0 %`, `33.3 %`.
+/// `0 %`, `33.3 %`. A negative zero (an empty `f64` sum is one) reads `0 %`, not `-0 %`.
 pub(super) fn pct(v: f64) -> String {
+    let v = v + 0.0;
     if (v - v.round()).abs() < 0.05 { format!("{v:.0} %") } else { format!("{v:.1} %") }
 }
 
@@ -334,6 +335,7 @@ mod tests {
         assert_eq!(ms(None), "—");
         assert_eq!(pct(0.0), "0 %");
         assert_eq!(pct(33.333), "33.3 %");
+        assert_eq!(pct(-0.0), "0 %");
         assert_eq!(num(90.0), "90");
         assert_eq!(num(0.5), "0.50");
     }

@@ -176,10 +176,18 @@ fn axis(range: &str, bucket_s: i64, at: Timestamp) -> (Timestamp, Timestamp) {
     (Timestamp::from_millis(until - length_s * 1000), Timestamp::from_millis(until))
 }
 
-/// Two charts, one line per region: the worst segment age of each bucket, and the failing
-/// probes in it.
+/// Top of the failures axis: a multiple of five, so that its five grid steps are whole
+/// probes.
+fn failures_top(h: &views::MonitorHistory) -> f64 {
+    let most = h.regions.iter().flat_map(|r| r.points.iter().map(|p| p.failures)).max().unwrap_or(0);
+    f64::from(most.max(1).div_ceil(5) * 5)
+}
+
+/// Two charts, one line per region: the worst segment age of each bucket (against the
+/// monitor's maximum), and the failing probes in it.
 fn monitor_charts(
     h: &views::MonitorHistory,
+    max_age_s: u32,
     names: &HashMap<String, String>,
     at: Timestamp,
 ) -> Vec<(String, ChartView)> {
@@ -196,16 +204,17 @@ fn monitor_charts(
     let ages = lines(&|p| p.max_age_s);
     let failures = lines(&|p| Some(f64::from(p.failures)));
     let chart =
-        |title, unit, lines| Chart { title, unit, since, until, bucket_s: h.bucket_s, max: None, lines };
+        |title, unit, max, lines| Chart { title, unit, since, until, bucket_s: h.bucket_s, max, lines };
     let span = format!("last {}", h.range);
+    let limit = format::seconds(Some(f64::from(max_age_s)));
     vec![
         (
-            format!("Segment age (worst per bucket) by region, {span}"),
-            ChartView::new(&chart("Segment age by region", "s", &ages), |v| format::seconds(Some(v))),
+            format!("Segment age (worst per bucket) by region, {span}; stale above {limit}"),
+            ChartView::new(&chart("Segment age by region", "s", None, &ages), |v| format::seconds(Some(v))),
         ),
         (
             format!("Failing probes per bucket by region, {span}"),
-            ChartView::new(&chart("Failing probes by region", "", &failures), num),
+            ChartView::new(&chart("Failing probes by region", "", Some(failures_top(h)), &failures), num),
         ),
     ]
 }
@@ -239,7 +248,7 @@ pub(in crate::ui) async fn monitor(
                     stale: pct(c.verdict.stale_weight_pct),
                 })
                 .collect();
-            (monitor_charts(&h, &names, at), changes, String::new())
+            (monitor_charts(&h, m.monitor.max_segment_age_s, &names, at), changes, String::new())
         }
         Err(PageError::LoggedOut) => return Err(PageError::LoggedOut),
         Err(PageError::NotFound(e) | PageError::Failed(_, e)) => (Vec::new(), Vec::new(), e),
@@ -318,6 +327,24 @@ mod tests {
         );
         assert_eq!(r.segment.0, "<span class=\"badge bad\">no</span>");
         assert_eq!(r.health.0, "<span class=\"badge warn\">stale</span>");
+    }
+
+    /// The failures axis tops at a multiple of five, at least five.
+    #[test]
+    fn the_failures_axis_steps_by_whole_probes() {
+        let h = |failures: &[u32]| -> views::MonitorHistory {
+            let points: Vec<Value> = failures
+                .iter()
+                .map(|f| serde_json::json!({"at": "2027-01-15T07:59:40Z", "probes": 9, "failures": f, "max_age_s": null, "ttfb_ms": null}))
+                .collect();
+            serde_json::from_value(serde_json::json!({
+                "range": "1h", "bucket_s": 20, "regions": [{"region": "ap-sg", "points": points}], "verdicts": [],
+            }))
+            .unwrap()
+        };
+        assert_eq!(failures_top(&h(&[])), 5.0);
+        assert_eq!(failures_top(&h(&[0, 2])), 5.0);
+        assert_eq!(failures_top(&h(&[7, 1])), 10.0);
     }
 
     /// The axis ends at the end of the bucket holding now and spans the range.
