@@ -782,3 +782,86 @@ async fn mirror_regions_scenario() {
         p.kill().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn monitors_before_any_probe_and_a_stale_region_seen_by_a_prober() {
+    let _one = BROWSER.lock().await;
+    tokio::time::timeout(SCENARIO, monitors_scenario()).await.expect("the scenario finished within its time");
+}
+
+/// A monitor over two regions created through the API: before any probe its verdict and
+/// every region read unknown. Then one prober in `ap-sg` probes an HLS origin whose newest
+/// segment is ten minutes old: that region reads stale with its tuple and age, the other is
+/// still unknown, and half the weight stale degrades the monitor.
+async fn monitors_scenario() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(&temp.path().join("server"), &[]).await;
+    let base = s.url.trim_end_matches('/').to_owned();
+    let origin = vantage_testkit::EdgeServer::start_with(
+        vantage_testkit::any_loopback(),
+        vantage_testkit::EdgeOptions::new(vantage_testkit::Behavior::Hls),
+    )
+    .await
+    .unwrap();
+    let ap =
+        s.create("/v1/regions", json!({"code": "ap-sg", "name": "Singapore"})).await["id"].as_i64().unwrap();
+    s.create("/v1/regions", json!({"code": "eu-de", "name": "Frankfurt"})).await;
+    let regions = json!([
+        {"region": "ap-sg", "weight": 1, "endpoints": [origin.url(vantage_testkit::hls_paths::STALE)], "pathway": "cdn-ap"},
+        {"region": "eu-de", "weight": 1, "endpoints": [origin.url(vantage_testkit::hls_paths::FRESH)], "pathway": "cdn-eu"},
+    ]);
+    let check = json!({"method": "hls", "interval_s": 1, "timeout_ms": 900});
+    let m = s.create("/v1/monitors", json!({"name": "live-tv", "check": check, "regions": regions})).await;
+    let id = m["id"].as_i64().unwrap();
+
+    let b = Browser::start().await;
+    b.login(&base, &s.token).await;
+    b.arrive("/ui").await;
+    b.click("header nav a[href='/ui/monitors']").await;
+    b.arrive("/ui/monitors").await;
+    let row = "#monitors tr[data-monitor='live-tv']";
+    assert_eq!(b.text(&format!("{row} td.verdict")).await, "unknown");
+    assert_eq!(b.text(&format!("{row} td.down")).await, "0 % · budget 15 %");
+    assert_eq!(b.text(&format!("{row} td.stale")).await, "0 % · budget 10 %");
+    b.click(&format!("{row} td a")).await;
+    b.arrive(&format!("/ui/monitors/{id}")).await;
+    assert!(b.text("h1").await.ends_with("unknown"), "{}", b.text("h1").await);
+    assert!(b.text("#summary").await.contains("no probe yet"), "{}", b.text("#summary").await);
+    for (code, name) in [("ap-sg", "Singapore (ap-sg)"), ("eu-de", "Frankfurt (eu-de)")] {
+        let r = format!("#monitor-regions tr[data-region='{code}']");
+        assert!(b.text(&r).await.starts_with(name), "{}", b.text(&r).await);
+        assert_eq!(b.text(&format!("{r} td.health")).await, "unknown");
+        assert_eq!(b.text(&format!("{r} td.probed")).await, "no probe yet");
+    }
+    assert_eq!(b.texts("#steering li").await.len(), 2);
+    assert!(b.text("#no-changes").await.starts_with("No change"));
+    assert_eq!(b.texts("#history p.chart-empty").await.len(), 2, "no data for either chart yet");
+
+    // One prober in ap-sg: its region goes stale (a ten-minute-old segment), eu-de has no
+    // prober and stays unknown, and 50 % of the weight stale is over the 10 % budget.
+    let prober = s.start_prober("p-ap", ap, temp.path()).await;
+    let verdict_path = format!("/v1/monitors/{id}/verdict");
+    s.wait_for(&verdict_path, Duration::from_secs(60), |v| v["global"] == "degraded").await;
+    let page = format!("{base}/ui/monitors/{id}");
+    let ap_row = "#monitor-regions tr[data-region='ap-sg']";
+    b.until(&page, &format!("{ap_row} td.health"), Duration::from_secs(15), |t| t == "stale").await;
+    assert!(b.text("h1").await.ends_with("degraded"), "{}", b.text("h1").await);
+    assert_eq!(b.text("#stale-weight .badge").await, "50 % · budget 10 %");
+    let age = b.text(&format!("{ap_row} td.age")).await;
+    assert!(age.starts_with("10 min"), "{age}");
+    let tuple = b.text(ap_row).await;
+    assert!(tuple.contains("cdn-ap") && tuple.contains("yes yes yes") && tuple.contains(" ms"), "{tuple}");
+    assert_eq!(b.text("#monitor-regions tr[data-region='eu-de'] td.health").await, "unknown");
+    assert_eq!(b.texts("#steering li").await, ["cdn-eu", "cdn-ap"], "unknown before stale");
+    assert!(b.text("#changes").await.contains("degraded"), "{}", b.text("#changes").await);
+    b.until(&page, "#history", Duration::from_secs(30), |t| !t.contains("no data in this range")).await;
+    assert_eq!(b.texts("#history svg.chart").await.len(), 2);
+    let legend = b.text("#history").await;
+    assert!(legend.contains("Singapore (ap-sg) last 10 min"), "{legend}");
+    b.screenshot("monitor.png").await;
+    b.goto(&format!("{base}/ui/monitors")).await;
+    assert_eq!(b.text(&format!("{row} td.verdict")).await, "degraded");
+    b.screenshot("monitors.png").await;
+    b.close().await;
+    prober.kill().await;
+}

@@ -78,8 +78,9 @@ pub(super) fn ms(v: Option<f64>) -> String {
     }
 }
 
-/// `0 %`, `33.3 %`.
+/// `0 %`, `33.3 %`. A negative zero (an empty `f64` sum is one) reads `0 %`, not `-0 %`.
 pub(super) fn pct(v: f64) -> String {
+    let v = v + 0.0;
     if (v - v.round()).abs() < 0.05 { format!("{v:.0} %") } else { format!("{v:.1} %") }
 }
 
@@ -187,6 +188,71 @@ pub(super) fn region_cell(status: &str, latency_ms: u32, at: Timestamp, now: Tim
     ))
 }
 
+/// A monitor's global verdict in its colour: healthy green, degraded amber, down red, and
+/// unknown grey before the first probe (the API gives no verdict then).
+pub(super) fn monitor_verdict(v: Option<&str>) -> Markup {
+    match v {
+        Some("healthy") => badge(Tone::Good, "healthy"),
+        Some("degraded") => badge(Tone::Warn, "degraded"),
+        Some("down") => badge(Tone::Bad, "down"),
+        Some(other) => badge(Tone::Neutral, other),
+        None => badge(Tone::Neutral, "unknown"),
+    }
+}
+
+/// A monitor region's health in its colour: stale is amber because it degrades the monitor
+/// without failing it; down is red.
+pub(super) fn region_health(h: &str) -> Markup {
+    let tone = match h {
+        "healthy" => Tone::Good,
+        "stale" => Tone::Warn,
+        "down" => Tone::Bad,
+        _ => Tone::Neutral,
+    };
+    badge(tone, h)
+}
+
+/// One element of a probe's health tuple: `yes` green, `no` red, `—` before any probe.
+pub(super) fn yes_no(v: Option<bool>) -> Markup {
+    match v {
+        Some(true) => badge(Tone::Good, "yes"),
+        Some(false) => badge(Tone::Bad, "no"),
+        None => Markup("<span class=\"muted\">—</span>".into()),
+    }
+}
+
+/// A span of seconds as people read an age or a lag: `4.2 s`, `42 s`, `10 min`, `3 h`,
+/// `2 d`; `—` when unknown (an undated segment, a lag never read).
+pub(super) fn seconds(v: Option<f64>) -> String {
+    match v {
+        None => "—".into(),
+        Some(v) if !v.is_finite() => "—".into(),
+        Some(v) if v < 10.0 => format!("{v:.1} s"),
+        Some(v) if v < 120.0 => format!("{v:.0} s"),
+        Some(v) if v < 7200.0 => format!("{:.0} min", v / 60.0),
+        Some(v) if v < 172_800.0 => format!("{:.0} h", v / 3600.0),
+        Some(v) => format!("{:.0} d", v / 86_400.0),
+    }
+}
+
+/// A weighted share of the audience against its budget, `30 % · budget 10 %`: green while
+/// the budget holds, in `tone` once it is spent (the caller says when, by the §7 rule).
+pub(super) fn against_budget(share_pct: f64, budget_pct: f64, spent: bool, tone: Tone) -> Markup {
+    badge(if spent { tone } else { Tone::Good }, &format!("{} · budget {}", pct(share_pct), pct(budget_pct)))
+}
+
+/// A mirror's freshness: `stale` amber (out of door rotation until a fresh check), `fresh`
+/// green, or `unknown` grey when no check has read a lag (unknown is not stale), with the lag
+/// when one was read.
+pub(super) fn freshness(stale: bool, lag_s: Option<i64>) -> Markup {
+    let lag = lag_s.map(|l| format!(" · lag {}", seconds(Some(l as f64)))).unwrap_or_default();
+    match (stale, lag_s) {
+        (true, _) => badge(Tone::Warn, &format!("stale{lag}")),
+        (false, Some(_)) => badge(Tone::Good, &format!("fresh{lag}")),
+        (false, None) => badge(Tone::Neutral, "unknown"),
+    }
+}
+
 /// `primary`, `backup1`, `backup2` as people say them.
 pub(super) fn level(l: &str) -> String {
     match l {
@@ -269,6 +335,7 @@ mod tests {
         assert_eq!(ms(None), "—");
         assert_eq!(pct(0.0), "0 %");
         assert_eq!(pct(33.333), "33.3 %");
+        assert_eq!(pct(-0.0), "0 %");
         assert_eq!(num(90.0), "90");
         assert_eq!(num(0.5), "0.50");
     }
@@ -284,6 +351,59 @@ mod tests {
             region_status("error").0,
             "<span class=\"badge neutral\">error</span>",
             "counts neither way"
+        );
+    }
+
+    #[test]
+    fn monitor_verdicts_and_region_health_read_in_their_colours() {
+        assert_eq!(monitor_verdict(Some("healthy")).0, "<span class=\"badge good\">healthy</span>");
+        assert_eq!(monitor_verdict(Some("degraded")).0, "<span class=\"badge warn\">degraded</span>");
+        assert_eq!(monitor_verdict(Some("down")).0, "<span class=\"badge bad\">down</span>");
+        assert_eq!(monitor_verdict(None).0, "<span class=\"badge neutral\">unknown</span>");
+        assert_eq!(region_health("stale").0, "<span class=\"badge warn\">stale</span>");
+        assert_eq!(region_health("down").0, "<span class=\"badge bad\">down</span>");
+        assert_eq!(region_health("unknown").0, "<span class=\"badge neutral\">unknown</span>");
+        assert_eq!(yes_no(Some(true)).0, "<span class=\"badge good\">yes</span>");
+        assert_eq!(yes_no(Some(false)).0, "<span class=\"badge bad\">no</span>");
+        assert_eq!(yes_no(None).0, "<span class=\"muted\">—</span>");
+    }
+
+    #[test]
+    fn ages_and_lags_read_in_their_largest_unit() {
+        assert_eq!(seconds(None), "—");
+        assert_eq!(seconds(Some(f64::NAN)), "—");
+        assert_eq!(seconds(Some(4.23)), "4.2 s");
+        assert_eq!(seconds(Some(42.4)), "42 s");
+        assert_eq!(seconds(Some(600.0)), "10 min");
+        assert_eq!(seconds(Some(3.0 * 3600.0)), "3 h");
+        assert_eq!(seconds(Some(5.0 * 86_400.0)), "5 d");
+    }
+
+    #[test]
+    fn budgets_colour_once_spent() {
+        assert_eq!(
+            against_budget(0.0, 15.0, false, Tone::Bad).0,
+            "<span class=\"badge good\">0 % · budget 15 %</span>"
+        );
+        assert_eq!(
+            against_budget(30.0, 10.0, true, Tone::Warn).0,
+            "<span class=\"badge warn\">30 % · budget 10 %</span>"
+        );
+    }
+
+    #[test]
+    fn freshness_reads_stale_fresh_or_unknown() {
+        assert_eq!(freshness(true, Some(7200)).0, "<span class=\"badge warn\">stale · lag 2 h</span>");
+        assert_eq!(
+            freshness(true, None).0,
+            "<span class=\"badge warn\">stale</span>",
+            "kept until a fresh check"
+        );
+        assert_eq!(freshness(false, Some(12)).0, "<span class=\"badge good\">fresh · lag 12 s</span>");
+        assert_eq!(
+            freshness(false, None).0,
+            "<span class=\"badge neutral\">unknown</span>",
+            "unknown is not stale"
         );
     }
 

@@ -58,6 +58,8 @@ pub(crate) fn router(app: Arc<App>, sessions: Arc<Sessions>, api: Router) -> Rou
         .route("/ui/nodes/{id}", get(pages::node))
         .route("/ui/mirrors", get(pages::mirrors))
         .route("/ui/mirrors/{host}", get(pages::mirror))
+        .route("/ui/monitors", get(pages::monitors))
+        .route("/ui/monitors/{id}", get(pages::monitor))
         .route("/ui/tenants", get(pages::tenants))
         .route("/ui/checks", get(pages::checks))
         .route("/ui/audit", get(pages::audit))

@@ -14,6 +14,10 @@ pub(super) use crate::views::{
     CheckView as Check, MirrorList, MirrorProberView as MirrorProber, MirrorView as Mirror,
     TenantView as Tenant,
 };
+pub(super) use crate::views::{
+    MonitorHistory, MonitorVerdictView as MonitorVerdict, MonitorView as Monitor,
+    RegionVerdictView as RegionVerdict,
+};
 pub(super) use vantage_control::alerts::Alert;
 pub(super) use vantage_control::mirrors::{LoadError, ReloadStatus};
 pub(super) use vantage_control::observe::RoundSummary as Round;

@@ -24,6 +24,35 @@ fn reload(r: &views::ReloadStatus, at: Timestamp) -> Reload {
     }
 }
 
+/// A mirror's freshness check and where it stands. A stale mirror keeps its verdict but
+/// doors leave it out until a fresh check, which the verdict alone would not tell.
+#[derive(Debug)]
+struct FreshnessRow {
+    /// `stale · lag 2 h`, `fresh · lag 12 s`, or `unknown`.
+    state: Markup,
+    stale: bool,
+    max_lag: String,
+    path: String,
+    reference: String,
+    checked: Markup,
+    /// Why the last check read no lag; empty when it read one.
+    error: String,
+}
+
+fn freshness_row(m: &views::Mirror, at: Timestamp) -> Option<FreshnessRow> {
+    let f = m.freshness.as_ref()?;
+    let s = m.freshness_state.clone().unwrap_or_default();
+    Some(FreshnessRow {
+        state: format::freshness(s.stale, s.lag_s),
+        stale: s.stale,
+        max_lag: format::seconds(Some(f64::from(f.max_lag_s))),
+        path: f.path.clone(),
+        reference: f.reference.clone(),
+        checked: time_or(s.checked_at, at, "not checked yet"),
+        error: s.error.unwrap_or_default(),
+    })
+}
+
 /// A mirror's record and verdict, as its row and its page's facts show them.
 #[derive(Debug)]
 struct MirrorRow {
@@ -38,6 +67,8 @@ struct MirrorRow {
     manual_block: bool,
     note: String,
     last_check: Markup,
+    /// None: the mirror has no freshness check.
+    freshness: Option<FreshnessRow>,
 }
 
 fn mirror_row(m: &views::Mirror, at: Timestamp) -> MirrorRow {
@@ -51,6 +82,7 @@ fn mirror_row(m: &views::Mirror, at: Timestamp) -> MirrorRow {
         manual_block: m.manual_block,
         note: m.manual_note.clone(),
         last_check: time_or(m.last_check, at, "never"),
+        freshness: freshness_row(m, at),
     }
 }
 
@@ -255,6 +287,49 @@ mod tests {
             a.cells.iter().map(|(c, cell)| (c.as_str(), cell.is_some())).collect();
         assert_eq!(filled, [("ap-sg", true), ("eu-gone", true), ("us-va", false)]);
         assert!(matrix_row(&mirrors[1], &cols, at).cells.iter().all(|(_, c)| c.is_none()));
+    }
+
+    /// A mirror without a freshness check shows none; one with a check reads unknown until a
+    /// check reads a lag, and a stale one says it is out of door rotation, with the last
+    /// check's error escaped.
+    #[test]
+    fn freshness_shows_lag_stale_and_the_last_error() {
+        let at = Timestamp::from_secs(1_800_000_000);
+        let mut m = mirror("a.example.net", &[]);
+        assert!(freshness_row(&m, at).is_none());
+        m.freshness = Some(
+            serde_json::from_value(serde_json::json!({
+                "path": "/debian/project/trace/master",
+                "reference": "https://ref.example.org/debian/project/trace/master",
+                "max_lag_s": 3600,
+            }))
+            .unwrap(),
+        );
+        let f = freshness_row(&m, at).unwrap();
+        assert_eq!(f.state.0, "<span class=\"badge neutral\">unknown</span>");
+        assert!(f.checked.0.contains("not checked yet") && f.error.is_empty() && !f.stale);
+        m.freshness_state = Some(
+            serde_json::from_value(serde_json::json!({
+                "checked_at": "2027-01-15T07:59:48Z", "lag_s": 7200, "stale": true,
+                "error": "reference: <b>404</b>",
+            }))
+            .unwrap(),
+        );
+        let page = MirrorPage {
+            frame: Frame { title: "Mirror".into(), active: "mirrors", user: "ops".into(), refresh: 10 },
+            row: mirror_row(&m, at),
+            check: "default".into(),
+            address: String::new(),
+            counters: String::new(),
+            regions: Vec::new(),
+            probers: Vec::new(),
+        };
+        let html = page.render().unwrap();
+        let facts = &html[html.find("id=\"freshness\"").unwrap()..];
+        assert!(facts.starts_with("id=\"freshness\"><span class=\"badge warn\">stale · lag 2 h</span> <strong>out of door rotation</strong>"), "{facts}");
+        assert!(html.contains("lag allowed 60 min"), "{html}");
+        assert!(html.contains("<time datetime=\"2027-01-15T07:59:48.000Z\""), "{html}");
+        assert!(html.contains("reference: &#60;b&#62;404&#60;/b&#62;") && !html.contains("<b>404"), "{html}");
     }
 
     /// What comes from the registry's files (notes, a failed reload's reason) is escaped, and

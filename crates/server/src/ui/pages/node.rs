@@ -12,12 +12,6 @@ struct AddressRow {
     probers: String,
 }
 
-#[derive(Debug)]
-struct ChartView {
-    svg: Markup,
-    legend: Vec<(usize, String, String)>,
-}
-
 #[derive(Template)]
 #[template(path = "node.html")]
 struct NodePage {
@@ -40,11 +34,6 @@ struct NodePage {
     history_error: String,
 }
 
-#[derive(Debug, Deserialize)]
-pub(in crate::ui) struct RangeQuery {
-    range: Option<String>,
-}
-
 fn chart_view(
     title: &str,
     unit: &str,
@@ -52,22 +41,9 @@ fn chart_view(
     max: Option<f64>,
     lines: Vec<chart::Line>,
 ) -> ChartView {
-    let legend = lines
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            let last = l.points.iter().rev().find_map(|(_, v)| *v);
-            let last = match (last, unit) {
-                (Some(v), "ms") => format!("last {}", ms(Some(v))),
-                (Some(v), _) => format!("last {}", pct(v)),
-                (None, _) => "no data".into(),
-            };
-            (i % chart::COLOURS, l.label.clone(), last)
-        })
-        .collect();
-    let svg = Chart { title, unit, since: h.since, until: h.until, bucket_s: h.bucket_s, max, lines: &lines }
-        .render();
-    ChartView { svg, legend }
+    let chart =
+        Chart { title, unit, since: h.since, until: h.until, bucket_s: h.bucket_s, max, lines: &lines };
+    ChartView::new(&chart, |v| if unit == "ms" { ms(Some(v)) } else { pct(v) })
 }
 
 fn node_charts(h: &views::History, range: &str) -> Vec<(String, ChartView)> {
@@ -126,10 +102,7 @@ pub(in crate::ui) async fn node(
 ) -> PageResult {
     let api = client(&ui, &v);
     let at = now();
-    let range = match q.range.as_deref() {
-        Some(r @ ("1h" | "24h" | "14d")) => r.to_owned(),
-        _ => "1h".to_owned(),
-    };
+    let range = q.range();
     let n: views::Node = api.get(&format!("/v1/nodes/{id}")).await?;
     let c: views::Cluster = api.get(&format!("/v1/clusters/{}", n.cluster)).await?;
     let groups: Items<views::Group> = api.get(&format!("/v1/clusters/{}/groups", n.cluster)).await?;

@@ -1,4 +1,5 @@
-//! What several pages show alike: how a node reads at a glance, region names, a probe result with its window strip.
+//! What several pages show alike: how a node reads at a glance, region names, a probe result
+//! with its window strip, a history chart with its legend.
 
 use super::*;
 
@@ -275,5 +276,45 @@ mod tests {
             ],
         }));
         assert_eq!(health(&down).detail, "Unreachable: 203.0.113.10");
+    }
+}
+
+/// A history chart and its legend: per line its colour, label and last value.
+#[derive(Debug)]
+pub(super) struct ChartView {
+    pub(super) svg: Markup,
+    pub(super) legend: Vec<(usize, String, String)>,
+}
+
+impl ChartView {
+    /// Draws `c`; each legend entry ends with the line's newest value as `last` reads it.
+    pub(super) fn new(c: &Chart<'_>, last: impl Fn(f64) -> String) -> ChartView {
+        let legend = c
+            .lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let newest = l.points.iter().rev().find_map(|(_, v)| *v);
+                let text = newest.map_or_else(|| "no data".into(), |v| format!("last {}", last(v)));
+                (i % chart::COLOURS, l.label.clone(), text)
+            })
+            .collect();
+        ChartView { svg: c.render(), legend }
+    }
+}
+
+/// `?range=` of the pages with history charts.
+#[derive(Debug, Deserialize)]
+pub(in crate::ui) struct RangeQuery {
+    range: Option<String>,
+}
+
+impl RangeQuery {
+    /// The range asked for when the history routes know it, else the last hour.
+    pub(super) fn range(&self) -> String {
+        match self.range.as_deref() {
+            Some(r @ ("1h" | "24h" | "14d")) => r.to_owned(),
+            _ => "1h".to_owned(),
+        }
     }
 }
