@@ -27,7 +27,7 @@ WORK=$(mktemp -d /tmp/vantage-doors-bench.XXXXXX)
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    [ -f "$WORK/nginx/nginx.pid" ] && kill "$(cat "$WORK/nginx/nginx.pid")" 2>/dev/null || true
+    kill "$(cat "$WORK/nginx/nginx.pid" 2>/dev/null)" 2>/dev/null || true
     wait 2>/dev/null || true
     rm -rf "$WORK"
 }
