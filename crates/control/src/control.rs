@@ -658,6 +658,8 @@ impl Control {
             let verdicts = self.mirrors.sweep(&c, now);
             self.verdicts(verdicts, now);
             self.flush_doors();
+            let changes = self.monitors.sweep(&c, now);
+            self.monitor_verdicts(changes, now);
             // Monitor windows change with every report; they are saved on this period (and at
             // once when a verdict changes).
             if let Some(json) = self.monitors.take_save() {

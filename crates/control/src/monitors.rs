@@ -75,11 +75,11 @@ pub struct MonitorState {
 }
 
 impl MonitorState {
-    /// Each region's health, in the monitor's order.
-    pub fn health(&self, m: &Monitor) -> Vec<RegionHealth> {
+    /// Each region's health at `now`, in the monitor's order.
+    pub fn health(&self, m: &Monitor, now: Timestamp) -> Vec<RegionHealth> {
         m.regions
             .iter()
-            .map(|r| self.windows.get(&r.region).map_or(RegionHealth::Unknown, |w| w.health(m)))
+            .map(|r| self.windows.get(&r.region).map_or(RegionHealth::Unknown, |w| w.health(m, r, now)))
             .collect()
     }
 
@@ -166,37 +166,58 @@ impl Monitors {
             window.push(MonitorProbe { at: now, failed, detail }, m.quorum_window);
         }
         self.dirty = true;
-        let health = state.health(m);
-        let verdict = global_verdict(m, &health);
-        let from = state.verdict.map(|v| v.verdict.global);
-        if from == Some(verdict.global) {
-            if let Some(v) = &mut state.verdict {
-                v.verdict = verdict;
-            }
-            return None;
-        }
-        let rec = VerdictRecord { at: now, verdict };
-        state.verdict = Some(rec);
-        state.history.push_back(rec);
-        while state.history.len() > HISTORY {
-            state.history.pop_front();
-        }
-        let regions = m
-            .regions
-            .iter()
-            .zip(&health)
-            .filter(|(_, h)| matches!(h, RegionHealth::Down | RegionHealth::Stale))
-            .map(|(r, h)| (r.region.clone(), *h))
-            .collect();
-        Some(MonitorChange { monitor: key.monitor, name: m.name.clone(), from, to: verdict, regions })
+        decide(key.monitor, m, state, now)
     }
 
-    /// The steering order of a monitor's pathways now.
-    pub fn steering(&self, m: &Monitor, id: MonitorId) -> Vec<String> {
+    /// Regions whose probers went quiet become unknown: every monitor's verdict is recomputed
+    /// at `now`. Returns the changes.
+    pub fn sweep(&mut self, c: &Config, now: Timestamp) -> Vec<MonitorChange> {
+        let mut out = Vec::new();
+        for (id, state) in &mut self.states {
+            let Some(m) = c.monitors.get(&id.0) else { continue };
+            if state.verdict.is_some()
+                && let Some(ch) = decide(*id, &m.value, state, now)
+            {
+                self.dirty = true;
+                out.push(ch);
+            }
+        }
+        out
+    }
+
+    /// The steering order of a monitor's pathways at `now`.
+    pub fn steering(&self, m: &Monitor, id: MonitorId, now: Timestamp) -> Vec<String> {
         let empty = MonitorState::default();
         let s = self.states.get(&id).unwrap_or(&empty);
-        pathway_priority(m, &s.health(m), &s.ttfb(m))
+        pathway_priority(m, &s.health(m, now), &s.ttfb(m))
     }
+}
+
+/// Recomputes a monitor's global verdict at `now`; a change joins the history.
+fn decide(id: MonitorId, m: &Monitor, state: &mut MonitorState, now: Timestamp) -> Option<MonitorChange> {
+    let health = state.health(m, now);
+    let verdict = global_verdict(m, &health);
+    let from = state.verdict.map(|v| v.verdict.global);
+    if from == Some(verdict.global) {
+        if let Some(v) = &mut state.verdict {
+            v.verdict = verdict;
+        }
+        return None;
+    }
+    let rec = VerdictRecord { at: now, verdict };
+    state.verdict = Some(rec);
+    state.history.push_back(rec);
+    while state.history.len() > HISTORY {
+        state.history.pop_front();
+    }
+    let regions = m
+        .regions
+        .iter()
+        .zip(&health)
+        .filter(|(_, h)| matches!(h, RegionHealth::Down | RegionHealth::Stale))
+        .map(|(r, h)| (r.region.clone(), *h))
+        .collect();
+    Some(MonitorChange { monitor: id, name: m.name.clone(), from, to: verdict, regions })
 }
 
 /// The monitor endpoints a prober in `region` probes, with their checks appended to `checks`,

@@ -38,12 +38,21 @@ pub struct MonitorRegion {
     /// share one). The region code when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pathway: Option<String>,
+    /// This region's own maximum segment age, s (the monitor's when absent): a region whose
+    /// edges cache longer may allow more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_segment_age_s: Option<u32>,
 }
 
 impl MonitorRegion {
     /// The pathway name players see.
     pub fn pathway(&self) -> &str {
         self.pathway.as_deref().unwrap_or(&self.region)
+    }
+
+    /// The maximum segment age that applies here, s.
+    pub fn max_age_s(&self, m: &Monitor) -> u32 {
+        self.max_segment_age_s.unwrap_or(m.max_segment_age_s)
     }
 }
 
@@ -189,7 +198,17 @@ impl TryFrom<MonitorInput> for Monitor {
                 .map(|(k, e)| endpoint_url(&format!("{f}.endpoints[{k}]"), e))
                 .collect::<Result<Vec<_>>>()?;
             let pathway = r.pathway.map(|p| pathway_id(&format!("{f}.pathway"), &p)).transpose()?;
-            regions.push(MonitorRegion { region: r.region, weight: r.weight, endpoints, pathway });
+            let max_segment_age_s = r
+                .max_segment_age_s
+                .map(|a| in_range(&format!("{f}.max_segment_age_s"), a, 1, 86_400))
+                .transpose()?;
+            regions.push(MonitorRegion {
+                region: r.region,
+                weight: r.weight,
+                endpoints,
+                pathway,
+                max_segment_age_s,
+            });
         }
         if regions.iter().map(|r| r.weight).sum::<f64>() <= 0.0 {
             return Err(Error::invalid("regions", "the weights must not all be 0"));
@@ -278,13 +297,17 @@ impl RegionWindow {
         self.probes.iter().filter_map(|p| p.detail.segment_age_s).reduce(f64::max)
     }
 
-    /// The region's health under the monitor's quorum and maximum age.
-    pub fn health(&self, m: &Monitor) -> RegionHealth {
-        if self.probes.is_empty() {
+    /// The region's health under the monitor's quorum and the region's maximum age, at `now`:
+    /// unknown before the first probe and once the newest is older than three check
+    /// intervals (at least 30 s) — a region whose probers went quiet is not known to be well.
+    pub fn health(&self, m: &Monitor, r: &MonitorRegion, now: Timestamp) -> RegionHealth {
+        let fresh_ms = (i64::from(m.check.interval_s()) * 3).max(30) * 1000;
+        let quiet = self.latest().is_none_or(|p| now.millis_since(p.at) > fresh_ms);
+        if quiet {
             RegionHealth::Unknown
         } else if self.failures() >= m.failure_quorum {
             RegionHealth::Down
-        } else if self.worst_age().is_some_and(|a| a > f64::from(m.max_segment_age_s)) {
+        } else if self.worst_age().is_some_and(|a| a > f64::from(r.max_age_s(m))) {
             RegionHealth::Stale
         } else {
             RegionHealth::Healthy
@@ -333,7 +356,8 @@ pub fn global_verdict(m: &Monitor, health: &[RegionHealth]) -> MonitorVerdict {
     let total: f64 = m.regions.iter().map(|r| r.weight).sum();
     let share = |which: RegionHealth| -> f64 {
         // A fold from +0.0: an empty sum of floats is -0.0, which the API would show.
-        let w = m.regions.iter().zip(health).filter(|(_, h)| **h == which).fold(0.0, |a, (r, _)| a + r.weight);
+        let w =
+            m.regions.iter().zip(health).filter(|(_, h)| **h == which).fold(0.0, |a, (r, _)| a + r.weight);
         if total > 0.0 { w * 100.0 / total } else { 0.0 }
     };
     let down = share(RegionHealth::Down);
@@ -405,6 +429,7 @@ mod tests {
                 weight: *w,
                 endpoints: vec![format!("https://edge-{r}.example.net/live.m3u8")],
                 pathway: None,
+                max_segment_age_s: None,
             })
             .collect();
         Monitor::try_from(MonitorInput { name: "live".into(), regions, ..Default::default() }).unwrap()
@@ -429,13 +454,21 @@ mod tests {
     #[test]
     fn region_down_needs_the_failure_quorum() {
         let m = monitor(); // 3 of the last 5
-        assert_eq!(window(&[]).health(&m), RegionHealth::Unknown);
+        assert_eq!(window(&[]).health(&m, &m.regions[0], Timestamp::EPOCH), RegionHealth::Unknown);
         assert_eq!(
-            window(&[probe(true, None), probe(true, None), probe(false, None)]).health(&m),
+            window(&[probe(true, None), probe(true, None), probe(false, None)]).health(
+                &m,
+                &m.regions[0],
+                Timestamp::EPOCH
+            ),
             RegionHealth::Healthy
         );
         assert_eq!(
-            window(&[probe(true, None), probe(false, None), probe(true, None), probe(true, None)]).health(&m),
+            window(&[probe(true, None), probe(false, None), probe(true, None), probe(true, None)]).health(
+                &m,
+                &m.regions[0],
+                Timestamp::EPOCH
+            ),
             RegionHealth::Down
         );
         // Old failures leave the window.
@@ -448,15 +481,40 @@ mod tests {
             probe(false, None),
         ]);
         assert_eq!(w.failures(), 2);
-        assert_eq!(w.health(&m), RegionHealth::Healthy);
+        assert_eq!(w.health(&m, &m.regions[0], Timestamp::EPOCH), RegionHealth::Healthy);
+    }
+
+    #[test]
+    fn a_quiet_region_is_unknown_and_a_region_may_allow_older_segments() {
+        let mut m = monitor(); // hls check every 5 s: quiet after 30 s
+        let w = window(&[probe(true, None), probe(true, None), probe(true, None)]);
+        assert_eq!(w.health(&m, &m.regions[0], Timestamp::from_secs(30)), RegionHealth::Down);
+        assert_eq!(w.health(&m, &m.regions[0], Timestamp::from_secs(31)), RegionHealth::Unknown);
+        let aged = window(&[probe(false, Some(41.0))]);
+        assert_eq!(aged.health(&m, &m.regions[0], Timestamp::EPOCH), RegionHealth::Stale);
+        m.regions[0].max_segment_age_s = Some(60);
+        assert_eq!(aged.health(&m, &m.regions[0], Timestamp::EPOCH), RegionHealth::Healthy);
     }
 
     #[test]
     fn unknown_freshness_is_not_stale() {
         let m = monitor(); // 30 s
-        assert_eq!(window(&[probe(false, None)]).health(&m), RegionHealth::Healthy);
-        assert_eq!(window(&[probe(false, Some(41.0)), probe(false, None)]).health(&m), RegionHealth::Stale);
-        assert_eq!(window(&[probe(false, Some(12.0))]).health(&m), RegionHealth::Healthy);
+        assert_eq!(
+            window(&[probe(false, None)]).health(&m, &m.regions[0], Timestamp::EPOCH),
+            RegionHealth::Healthy
+        );
+        assert_eq!(
+            window(&[probe(false, Some(41.0)), probe(false, None)]).health(
+                &m,
+                &m.regions[0],
+                Timestamp::EPOCH
+            ),
+            RegionHealth::Stale
+        );
+        assert_eq!(
+            window(&[probe(false, Some(12.0))]).health(&m, &m.regions[0], Timestamp::EPOCH),
+            RegionHealth::Healthy
+        );
     }
 
     #[test]
@@ -504,6 +562,7 @@ mod tests {
             weight: 1.0,
             endpoints: vec!["ftp://x".into()],
             pathway: None,
+            max_segment_age_s: None,
         };
         let e = Monitor::try_from(MonitorInput { name: "m".into(), regions: vec![r], ..Default::default() })
             .unwrap_err();
@@ -513,6 +572,7 @@ mod tests {
             weight: 1.0,
             endpoints: vec!["http://e.example.net/a.m3u8".into()],
             pathway: Some("cdn a".into()),
+            max_segment_age_s: None,
         };
         let e = Monitor::try_from(MonitorInput {
             name: "m".into(),

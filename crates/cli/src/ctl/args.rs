@@ -454,6 +454,8 @@ fn monitor_region(text: &str) -> Result<MonitorRegion, String> {
         weight,
         endpoints: urls.split(',').map(str::to_owned).collect(),
         pathway,
+        // The monitor's own maximum applies; a region's override goes through --file.
+        max_segment_age_s: None,
     })
 }
 

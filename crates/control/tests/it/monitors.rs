@@ -122,7 +122,7 @@ fn stale_weight_over_the_budget_degrades_and_a_small_region_does_not() {
     let out = lab.take();
     assert!(alerts(&out).contains(&(format!("monitor_degraded/monitor:{id}"), true)), "{:?}", alerts(&out));
     let s = lab.control.monitors().state(id).unwrap();
-    assert_eq!(s.health(&lab.control.config().monitors[&id.0].value)[1], RegionHealth::Stale);
+    assert_eq!(s.health(&lab.control.config().monitors[&id.0].value, lab.now)[1], RegionHealth::Stale);
 }
 
 #[test]
@@ -143,7 +143,7 @@ fn one_failing_probe_is_not_down_and_the_quorum_is() {
     assert_eq!(down.details["severity"], "critical");
     // The steering order puts the down pathway last.
     let m = lab.control.config().monitors[&id.0].value.clone();
-    assert_eq!(lab.control.monitors().steering(&m, id).last().map(String::as_str), Some("cdn-jp"));
+    assert_eq!(lab.control.monitors().steering(&m, id, lab.now).last().map(String::as_str), Some("cdn-jp"));
     for _ in 0..5 {
         probe(&mut lab, jp, Seen::Fresh);
     }
@@ -188,4 +188,20 @@ fn unknown_age_is_not_stale_and_state_survives_a_restart() {
         .expect("the first verdict is saved at once");
     let restored = vantage_control::monitors::Monitors::restore(Some(&saved));
     assert_eq!(restored.state(id), lab.control.monitors().state(id));
+}
+
+#[test]
+fn a_region_whose_probers_went_quiet_is_unknown_and_the_verdict_follows() {
+    let (mut lab, id, probers) = fleet();
+    let jp = caller(&probers, "jp");
+    for _ in 0..3 {
+        probe(&mut lab, jp, Seen::Segment404);
+    }
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Down));
+    // jp's prober goes silent: after three intervals (at least 30 s) jp is unknown, not down.
+    lab.advance(45);
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Healthy), "unknown regions count neither way");
+    let m = lab.control.config().monitors[&id.0].value.clone();
+    assert_eq!(lab.control.monitors().state(id).unwrap().health(&m, lab.now)[0], RegionHealth::Unknown);
+    assert!(alerts(&lab.take()).contains(&(format!("monitor_down/monitor:{id}"), false)));
 }

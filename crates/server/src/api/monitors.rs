@@ -63,7 +63,8 @@ fn find(app: &App, id: i64) -> Result<Monitor, ApiError> {
 pub(crate) fn verdict_view(app: &App, id: i64, m: &Monitor) -> MonitorVerdictView {
     let control = app.control();
     let state = control.monitors().state(MonitorId(id)).cloned().unwrap_or_default();
-    let health = state.health(m);
+    let at = now();
+    let health = state.health(m, at);
     let weights = global_verdict(m, &health);
     let regions = m
         .regions
@@ -97,7 +98,7 @@ pub(crate) fn verdict_view(app: &App, id: i64, m: &Monitor) -> MonitorVerdictVie
         down_weight: weights.down_weight_pct / 100.0,
         stale_weight: weights.stale_weight_pct / 100.0,
         regions,
-        pathway_priority: control.monitors().steering(m, MonitorId(id)),
+        pathway_priority: control.monitors().steering(m, MonitorId(id), at),
     }
 }
 
@@ -199,7 +200,7 @@ async fn steer(State(app): State<Arc<App>>, Path(monitor): Path<String>, req: Re
         version: 1,
         ttl: m.steering_ttl_s,
         reload_uri,
-        pathway_priority: app.control().monitors().steering(&m, MonitorId(id)),
+        pathway_priority: app.control().monitors().steering(&m, MonitorId(id), now()),
     };
     ([(header::CACHE_CONTROL, "no-store")], Json(manifest)).into_response()
 }

@@ -67,7 +67,7 @@ impl MonitorFamilies {
     }
 
     /// Sets the gauges from every monitor's state (monitors and regions that went, go).
-    pub(crate) fn set(&self, c: &Config, monitors: &Monitors) {
+    pub(crate) fn set(&self, c: &Config, monitors: &Monitors, now: vantage_core::Timestamp) {
         self.verdict.clear();
         self.down.clear();
         self.age.clear();
@@ -82,7 +82,7 @@ impl MonitorFamilies {
             };
             self.verdict.get_or_create(&MonitorLabel { monitor: m.name.clone() }).set(value);
             let Some(state) = state else { continue };
-            for (r, h) in m.regions.iter().zip(state.health(m)) {
+            for (r, h) in m.regions.iter().zip(state.health(m, now)) {
                 let labels = MonitorRegionLabels { monitor: m.name.clone(), region: r.region.clone() };
                 self.down.get_or_create(&labels).set(i64::from(h == RegionHealth::Down));
                 if let Some(age) = state.windows.get(&r.region).and_then(|w| w.worst_age()) {
