@@ -97,6 +97,8 @@ pub struct Start {
     pub alerts: Option<AlertBook>,
     /// The mirror registry's files: (file name, text).
     pub mirror_files: Vec<(String, String)>,
+    /// Why the registry's directory could not be read at start, when it could not.
+    pub mirror_files_error: Option<LoadError>,
     /// The saved derived state of the mirrors (JSON).
     pub mirror_states: Option<String>,
     /// The saved state of the monitors (JSON).
@@ -270,7 +272,12 @@ impl Control {
         c.sync_slots(now);
         // A registry that fails at start leaves it empty, with the failure in the reload
         // status; the saved states stay until a reload passes.
-        let _ = c.handle_registry(&start.mirror_files, now);
+        match start.mirror_files_error {
+            None => {
+                let _ = c.handle_registry(&start.mirror_files, now);
+            }
+            Some(e) => c.mirrors.unreadable(e, now),
+        }
         c
     }
 
@@ -459,6 +466,7 @@ impl Control {
         let issued_hosts = runtime.map(|r| &r.issued_endpoints);
         let issued_monitors = runtime.map(|r| &r.issued_monitors);
         let mut keys = Vec::with_capacity(report.results.len());
+        let mut seen = std::collections::HashSet::with_capacity(report.results.len());
         for (i, r) in report.results.iter().enumerate() {
             let key = match host_of_key(&r.target) {
                 Some(host) if issued_hosts.is_some_and(|s| s.contains(host)) => Some(Key::Mirror(host)),
@@ -482,6 +490,12 @@ impl Control {
                     format!("target {:?} was not given to this prober (fetch the work first)", r.target),
                 ));
             };
+            if !seen.insert(r.target.as_str()) {
+                return Err(vantage_core::Error::invalid(
+                    format!("results[{i}].target"),
+                    format!("target {:?} appears twice in the report", r.target),
+                ));
+            }
             if r.attempts.is_empty() || r.attempts.len() > 10 {
                 return Err(vantage_core::Error::invalid(
                     format!("results[{i}].attempts"),

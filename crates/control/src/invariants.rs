@@ -69,6 +69,16 @@ fn group_in(c: &Config, cluster: ClusterId, g: GroupId, field: &str) -> Result<(
 
 impl Invariants for Region {
     fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
+        // Monitors name regions by code: a new code would orphan their regions.
+        if let Some(old) = c.regions.get(&id).map(|r| r.value.code.as_str())
+            && old != self.code
+            && let Some(m) = c.monitors.values().find(|m| m.value.regions.iter().any(|r| r.region == old))
+        {
+            return Err(Refusal::invalid(
+                "code",
+                format!("monitor {} watches this region as {old:?}; change the monitor first", m.value.name),
+            ));
+        }
         unique(
             "A region with code",
             "code",
@@ -323,7 +333,22 @@ impl Invariants for NamedCheck {
             &self.name,
             id,
             c.checks.iter().map(|(i, x)| (*i, x.value.name.as_str())),
-        )
+        )?;
+        // A rename would leave the mirrors that name the old name without their check.
+        if let Some(old) = c.checks.get(&id).map(|x| x.value.name.as_str())
+            && !old.eq_ignore_ascii_case(&self.name)
+            && let Some(m) = c
+                .mirrors
+                .mirrors
+                .values()
+                .find(|m| m.check.as_deref().is_some_and(|n| n.eq_ignore_ascii_case(old)))
+        {
+            return Err(Refusal::invalid(
+                "name",
+                format!("mirror {} names this check as {old:?}; point it at another check first", m.host),
+            ));
+        }
+        Ok(())
     }
     fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, Refusal> {
         let Some(name) = c.checks.get(&id).map(|x| x.value.name.as_str()) else { return Ok(Vec::new()) };

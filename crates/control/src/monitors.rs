@@ -134,12 +134,14 @@ impl Monitors {
     pub fn follow(&mut self, c: &Config) {
         let before = self.states.len();
         self.states.retain(|id, _| c.monitors.contains_key(&id.0));
+        self.dirty |= before != self.states.len();
         for (id, s) in &mut self.states {
             if let Some(m) = c.monitors.get(&id.0) {
+                let windows = s.windows.len();
                 s.windows.retain(|r, _| m.value.regions.iter().any(|x| &x.region == r));
+                self.dirty |= windows != s.windows.len();
             }
         }
-        self.dirty |= before != self.states.len();
     }
 
     /// A result for a monitor endpoint: the probe joins its region's window, the regions and
@@ -154,7 +156,9 @@ impl Monitors {
         let m = &c.monitors.get(&key.monitor.0)?.value;
         let state = self.states.entry(key.monitor).or_default();
         let window = state.windows.entry(key.region.clone()).or_default();
-        for a in &r.attempts {
+        // One probe per result: a prober that sends many attempts does not fill the window
+        // (and cannot take its region down) alone.
+        if let Some(a) = r.attempts.last() {
             let failed = !a.good() && a.error != Some(ErrorCode::Stale);
             let mut detail = r.hls.unwrap_or_default();
             if r.hls.is_none() {
@@ -196,6 +200,11 @@ impl Monitors {
 /// Recomputes a monitor's global verdict at `now`; a change joins the history.
 fn decide(id: MonitorId, m: &Monitor, state: &mut MonitorState, now: Timestamp) -> Option<MonitorChange> {
     let health = state.health(m, now);
+    if health.iter().all(|h| *h == RegionHealth::Unknown) {
+        // Nothing is known (every prober quiet): the last verdict stands rather than reading
+        // `healthy` and resolving what may still be an outage.
+        return None;
+    }
     let verdict = global_verdict(m, &health);
     let from = state.verdict.map(|v| v.verdict.global);
     if from == Some(verdict.global) {

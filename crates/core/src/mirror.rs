@@ -407,12 +407,9 @@ impl Default for MirrorSettingsInput {
 
 impl Default for MirrorSettings {
     fn default() -> Self {
-        MirrorSettings {
-            threshold_pct: DEFAULT_THRESHOLD_PCT,
-            scheme: Scheme::Https,
-            exclude_client_region: true,
-            trusted_proxies: Vec::new(),
-        }
+        // The empty input takes every default, and the defaults are valid.
+        MirrorSettings::parse(MirrorSettingsInput::default())
+            .unwrap_or_else(|_| unreachable!("defaults are valid"))
     }
 }
 

@@ -138,19 +138,18 @@ impl App {
     /// Copies the control core's configuration and doors after an event that may have changed
     /// them outside [`App::change`] (a registry reload).
     pub(crate) fn sync_config(&self) {
-        let (config, doors) = {
-            let c = self.control();
-            (c.config(), c.doors())
-        };
+        // Stored while the core is locked, so an older copy can never overwrite a newer one.
+        let c = self.control();
+        let config = c.config();
         self.metrics.set_objects(&config);
         self.config.store(config);
-        self.doors.store(doors);
+        self.doors.store(c.doors());
     }
 
     /// Swaps in the control core's doors snapshot.
     pub(crate) fn sync_doors(&self) {
-        let doors = self.control().doors();
-        self.doors.store(doors);
+        let c = self.control();
+        self.doors.store(c.doors());
     }
 
     /// What doors choose from.
@@ -252,10 +251,13 @@ impl App {
         self.store.commit(&writes, &audit, at).await?;
         let config = self.feed(|c| {
             c.handle_change(change.puts, change.deletes, at);
-            c.config()
+            // Stored under the core's lock, like every copy of its configuration.
+            let config = c.config();
+            self.config.store(config.clone());
+            self.doors.store(c.doors());
+            config
         });
         self.metrics.set_objects(&config);
-        self.config.store(config);
         Ok(out)
     }
 }

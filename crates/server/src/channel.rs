@@ -311,7 +311,8 @@ async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<Statu
     let config = app.config();
     for r in &report.results {
         if let Some(host) = vantage_control::mirrors::host_of_key(&r.target) {
-            for a in &r.attempts {
+            // Attempts that ended before any exchange carry no duration.
+            for a in r.attempts.iter().filter(|a| a.rtt_us > 0) {
                 app.metrics().mirrors().check_took(host, f64::from(a.rtt_us) / 1e6);
             }
         } else if let Ok(k) = r.target.parse::<vantage_control::monitors::EndpointKey>()

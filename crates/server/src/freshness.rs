@@ -42,7 +42,9 @@ async fn fetch(
 ) -> Result<Timestamp, String> {
     let mut b = reqwest::Client::builder()
         .timeout(timeout)
-        .redirect(reqwest::redirect::Policy::limited(3))
+        // A trace file is fetched where it is: following a mirror's redirect would let a third
+        // party's host make this server fetch any URL.
+        .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("vantage-freshness/", env!("CARGO_PKG_VERSION")));
     if let Some((host, addr)) = pinned {
         b = b.resolve(host, addr);

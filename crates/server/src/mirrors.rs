@@ -147,7 +147,12 @@ pub(crate) async fn watch(app: Arc<App>, mut stop: watch::Receiver<bool>) {
                 }
                 // The burst: wait until the directory has been quiet for the debounce window.
                 while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
-                if let Ok(ch) = reload(&app) && !ch.is_empty() {
+                // After any API write in progress: its own reload is the newer reading.
+                let outcome = {
+                    let _one_at_a_time = app.mirrors_write().await;
+                    reload(&app)
+                };
+                if let Ok(ch) = outcome && !ch.is_empty() {
                     app.audit_system("mirror.reload", "mirrors", serde_json::to_value(&ch).unwrap_or_default()).await;
                 }
             }

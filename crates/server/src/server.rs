@@ -276,13 +276,13 @@ async fn load(
             records: serde_json::from_value::<Records>(r.records).unwrap_or_default(),
         })
         .collect();
-    let mirror_files = match crate::mirrors::read_dir(&settings.data_dir.join("mirrors")) {
-        Ok(files) => files,
-        Err(e) => {
-            tracing::error!(file = %e.file, reason = %e.reason, "cannot read the mirror registry");
-            Vec::new()
-        }
-    };
+    // An unreadable directory is a refused reload: the API says why, and the saved states
+    // wait for a registry that loads.
+    let (mirror_files, mirror_files_error) =
+        match crate::mirrors::read_dir(&settings.data_dir.join("mirrors")) {
+            Ok(files) => (files, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
     let mirror_states =
         store.states("mirrors").await?.into_iter().find(|(k, _)| k == "mirrors").map(|(_, v)| v);
     let monitor_states =
@@ -306,6 +306,7 @@ async fn load(
         revisions,
         alerts,
         mirror_files,
+        mirror_files_error,
         mirror_states,
         monitor_states,
     })

@@ -135,6 +135,10 @@ impl Book {
         r: &ProbeResult,
         now: Timestamp,
     ) -> (bool, Option<VerdictChange>) {
+        if !c.mirrors.mirrors.contains_key(host) {
+            // Deregistered while the report was on its way.
+            return (false, None);
+        }
         let check = check_of(c, host);
         let per = self.latest.entry(host.to_owned()).or_default();
         let latest = Latest::after(r, now, per.get(&caller), check.initial());
@@ -227,6 +231,11 @@ impl Book {
             .collect();
         let Some(state) = self.states.get_mut(host) else { return false };
         if !counted && !opinions.is_empty() {
+            return false;
+        }
+        // A region measured within the freshness window keeps its status even without an
+        // opinion in memory: after a restart the saved regions serve until the probers report.
+        if !counted && state.regions.get(region).is_some_and(|o| now.millis_since(o.at) <= fresh_ms) {
             return false;
         }
         let (status, latency) = region_status(&opinions);

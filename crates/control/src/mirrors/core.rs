@@ -102,6 +102,11 @@ impl Mirrors {
     /// After the configuration or the registry changed: states follow the registry, verdicts
     /// are recomputed, the doors rebuilt; mirrors that gained a freshness check are due now.
     pub fn follow(&mut self, c: &Config, now: Timestamp) -> Vec<VerdictChange> {
+        if self.reload.loaded_at.is_none() {
+            // No registry has loaded yet (it failed at start): the saved states wait for one
+            // rather than being dropped as belonging to no mirror.
+            return Vec::new();
+        }
         let changes = self.book.follow(c, now);
         let with: BTreeSet<&String> =
             c.mirrors.mirrors.iter().filter(|(_, m)| m.freshness.is_some()).map(|(h, _)| h).collect();
@@ -112,6 +117,13 @@ impl Mirrors {
         self.dirty = true;
         self.rebuild(c);
         changes
+    }
+
+    /// The registry's directory could not be read: recorded like a refused reload.
+    pub fn unreadable(&mut self, e: LoadError, now: Timestamp) {
+        self.reload.at = Some(now);
+        self.reload.error = Some(e);
+        self.reload.failures += 1;
     }
 
     /// A result for a mirror arrived.
@@ -138,12 +150,13 @@ impl Mirrors {
 
     /// The freshness checks due at `now`, each scheduled again one interval later.
     pub fn due_freshness(&mut self, c: &Config, now: Timestamp) -> Vec<FreshnessCheck> {
-        let scheme = c.mirror_settings.scheme().as_str();
         let mut out = Vec::new();
         for (host, due) in &mut self.freshness_due {
             let Some(m) = c.mirrors.mirrors.get(host) else { continue };
             let Some(f) = m.freshness.as_ref().filter(|_| *due <= now) else { continue };
             *due = now.plus_secs(u64::from(f.interval_s));
+            // The scheme the mirror is probed with: its trace file lives where its files do.
+            let scheme = super::probe_scheme(&super::book::check_of(c, host));
             let authority = m.address.map_or_else(|| host.clone(), |a| format!("{host}:{}", a.port()));
             out.push(FreshnessCheck {
                 host: host.clone(),

@@ -87,8 +87,12 @@ pub fn host_of_key(key: &str) -> Option<&str> {
 /// The URL a mirror is probed at: the scheme of its check's method (`https` unless the check
 /// says `http`), its host, the check's path.
 pub fn probe_url(host: &str, check: &Check) -> String {
-    let scheme = if check.method() == Some(Method::Http) { "http" } else { "https" };
-    format!("{scheme}://{host}{}", check.path())
+    format!("{}://{host}{}", probe_scheme(check), check.path())
+}
+
+/// The scheme a mirror is reached with: `http` when its check says so, else `https`.
+pub fn probe_scheme(check: &Check) -> &'static str {
+    if check.method() == Some(Method::Http) { "http" } else { "https" }
 }
 
 /// Every mirror as an endpoint target, with the checks they index appended to `checks`.

@@ -71,6 +71,9 @@ pub struct Registry {
     pub mirrors: BTreeMap<String, Mirror>,
     /// Tenants by name.
     pub tenants: BTreeMap<String, Tenant>,
+    /// The file each mirror was read from (`Mirror-1.example.net.yml`, say), so a change
+    /// through the API rewrites that file instead of adding a second one.
+    pub files: BTreeMap<String, String>,
 }
 
 /// Why a reload was refused: the first file that failed and its field.
@@ -184,7 +187,8 @@ impl Registry {
         for (file, text) in files.iter().filter(|(f, _)| f != TENANTS_FILE && is_registry_file(f)) {
             let fail = |e: Error| LoadError::of(file, e);
             let m = document(text).and_then(|d| mirror_from_file(d, c)).map_err(fail)?;
-            let stem = file.trim_end_matches(".yaml").trim_end_matches(".yml").to_ascii_lowercase();
+            let stem = file.strip_suffix(".yaml").or_else(|| file.strip_suffix(".yml")).unwrap_or(file);
+            let stem = stem.to_ascii_lowercase();
             if stem != m.host {
                 return Err(fail(Error::invalid(
                     "host",
@@ -195,6 +199,7 @@ impl Registry {
                 return Err(fail(Error::invalid("host", format!("{:?} is registered twice", m.host))));
             }
             r.admits(&m, c).map_err(fail)?;
+            r.files.insert(m.host.clone(), file.clone());
             r.mirrors.insert(m.host.clone(), m);
         }
         Ok(r)
@@ -211,6 +216,11 @@ impl Registry {
             return Err(Error::invalid("check", format!("no check named {name:?}")));
         }
         Ok(())
+    }
+
+    /// The file that holds (or will hold) `host`'s record.
+    pub fn file_of(&self, host: &str) -> String {
+        self.files.get(host).cloned().unwrap_or_else(|| file_of(host))
     }
 
     /// The mirrors that name `tenant`.
@@ -288,6 +298,8 @@ mod tests {
         .unwrap();
         assert_eq!(r.mirrors.len(), 2);
         assert_eq!(r.mirrors["m1.example.net"].weight, 2);
+        assert_eq!(r.file_of("m2.example.net"), "m2.example.net.yaml");
+        assert_eq!(r.file_of("new.example.net"), "new.example.net.yaml");
         assert_eq!(r.tenants["example"].note, "the example tenant");
         assert_eq!(r.serving("example").count(), 1);
     }
@@ -319,6 +331,14 @@ mod tests {
             ("m1.example.net.yml", "host: m1.example.net"),
         ]);
         assert_eq!(Registry::load(&twice, &c).unwrap_err().field, "host");
+    }
+
+    #[test]
+    fn a_files_own_name_is_kept_and_its_suffix_stripped_once() {
+        let c = config();
+        let r = Registry::load(&files(&[("Mirror.yml.example.net.yml", "host: mirror.yml.example.net")]), &c);
+        let r = r.unwrap();
+        assert_eq!(r.file_of("mirror.yml.example.net"), "Mirror.yml.example.net.yml");
     }
 
     #[test]

@@ -381,3 +381,76 @@ fn a_mirror_behind_its_reference_leaves_the_doors_until_a_fresh_check() {
     let f = lab.control.mirrors().book().state("m1.example.net").unwrap().freshness.clone().unwrap();
     assert_eq!((f.lag_s, f.stale, f.error), (Some(60), false, None));
 }
+
+/// The start of a server over what `lab` saved: the store's configuration (without the
+/// registry, which lives in files), the files, and the mirrors' saved state.
+fn restart(lab: &Lab, files: Vec<(String, String)>) -> Lab {
+    let mut config = vantage_control::config::Config::clone(&lab.control.config());
+    config.mirrors = Default::default();
+    Lab::with_start(vantage_control::Start {
+        config,
+        mirror_files: files,
+        mirror_states: Some(lab.control.mirrors().book().save()),
+        ..Default::default()
+    })
+}
+
+fn registry_files() -> Vec<(String, String)> {
+    files(&[
+        ("tenants.yaml", "- name: t\n"),
+        ("m1.example.net.yaml", "host: m1.example.net\ntenants: [t]\n"),
+        ("m2.example.net.yaml", "host: m2.example.net\nweight: 3\naddress: 127.0.0.1:8080\n"),
+    ])
+}
+
+#[test]
+fn a_restart_keeps_the_saved_verdicts_until_the_probers_report() {
+    let (mut lab, probers) = fleet();
+    all_regions(&mut lab, &probers, "m1.example.net", &[]);
+    let mut after = restart(&lab, registry_files());
+    after.tick();
+    assert_eq!(verdict(&after, "m1.example.net"), MirrorVerdict::Live, "saved regions serve at once");
+    let v = Visit { tenant: Some("t".into()), ..Visit::default() };
+    assert!(after.control.doors().choose(&v, 0).is_ok(), "the doors are not emptied by a restart");
+    after.advance(45);
+    assert_eq!(verdict(&after, "m1.example.net"), MirrorVerdict::Unknown, "until the news is old");
+}
+
+#[test]
+fn a_registry_broken_at_start_keeps_the_saved_states_for_when_it_loads() {
+    let (mut lab, probers) = fleet();
+    all_regions(&mut lab, &probers, "m1.example.net", &[]);
+    let broken = files(&[
+        ("tenants.yaml", "- name: t\n"),
+        ("m1.example.net.yaml", "host: m1.example.net\nweight: x\n"),
+    ]);
+    let mut after = restart(&lab, broken);
+    assert!(after.control.mirrors().reload_status().error.is_some());
+    assert!(after.control.config().mirrors.mirrors.is_empty());
+    after.region("new-region");
+    after.tick();
+    assert!(after.control.mirrors().book().state("m1.example.net").is_some(), "a change does not drop them");
+    after.control.handle_registry(&registry_files(), after.now).unwrap();
+    assert_eq!(verdict(&after, "m1.example.net"), MirrorVerdict::Live);
+}
+
+#[test]
+fn a_check_a_mirror_names_keeps_its_name() {
+    use vantage_control::invariants::Invariants;
+    let (mut lab, _) = fleet();
+    let check = Check::parse(CheckInput::default()).unwrap();
+    let id = lab.put(Object::Check(NamedCheck { name: "slow".into(), check: check.clone() }));
+    lab.control
+        .handle_registry(
+            &files(&[
+                ("tenants.yaml", "- name: t\n"),
+                ("m1.example.net.yaml", "host: m1.example.net\ncheck: slow\n"),
+            ]),
+            lab.now,
+        )
+        .unwrap();
+    let c = lab.control.config();
+    let renamed = NamedCheck { name: "fast".into(), check: check.clone() };
+    assert!(renamed.check(id, &c).is_err(), "the mirror would lose its check");
+    assert!(NamedCheck { name: "SLOW".into(), check }.check(id, &c).is_ok(), "names compare without case");
+}

@@ -198,10 +198,50 @@ fn a_region_whose_probers_went_quiet_is_unknown_and_the_verdict_follows() {
         probe(&mut lab, jp, Seen::Segment404);
     }
     assert_eq!(global(&lab, id), Some(GlobalVerdict::Down));
-    // jp's prober goes silent: after three intervals (at least 30 s) jp is unknown, not down.
-    lab.advance(45);
-    assert_eq!(global(&lab, id), Some(GlobalVerdict::Healthy), "unknown regions count neither way");
+    // kr keeps reporting; jp's prober goes silent: after three intervals (at least 30 s) jp is
+    // unknown — neither down nor healthy — and the verdict follows the regions still known.
+    for _ in 0..4 {
+        lab.advance(10);
+        probe(&mut lab, caller(&probers, "kr"), Seen::Fresh);
+    }
+    lab.advance(5);
     let m = lab.control.config().monitors[&id.0].value.clone();
     assert_eq!(lab.control.monitors().state(id).unwrap().health(&m, lab.now)[0], RegionHealth::Unknown);
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Healthy), "unknown regions count neither way");
     assert!(alerts(&lab.take()).contains(&(format!("monitor_down/monitor:{id}"), false)));
+    // When every prober is quiet, nothing is known: the last verdict stands.
+    for _ in 0..3 {
+        probe(&mut lab, jp, Seen::Segment404);
+    }
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Down));
+    lab.advance(120);
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Down), "no news is not good news");
+}
+
+#[test]
+fn one_prober_sending_many_attempts_fills_no_window_alone() {
+    let (mut lab, id, probers) = fleet();
+    let jp = caller(&probers, "jp");
+    let work = lab.control.handle_work(jp, lab.now);
+    let bad = Attempt { stages: Stages::CONNECTED, rtt_us: 1, error: Some(ErrorCode::Segment) };
+    let good = Attempt { stages: Stages::ALL, rtt_us: 1, error: None };
+    let result = |attempts: Vec<Attempt>| ProbeResult {
+        target: work.endpoints[0].key.clone(),
+        attempts,
+        hls: None,
+        cert_not_after: None,
+    };
+    let report =
+        |results| wire::Report { started_at: lab.now, finished_at: lab.now, version: "t".into(), results };
+    let twice = report(vec![result(vec![bad]), result(vec![bad])]);
+    let e = lab.control.handle_report(jp, &twice, lab.now).unwrap_err();
+    assert_eq!(e.field(), "results[1].target", "a target appears once per report");
+    let many = report(vec![result(vec![bad; 9].into_iter().chain([good]).collect())]);
+    lab.control.handle_report(jp, &many, lab.now).unwrap();
+    let s = lab.control.monitors().state(id).unwrap();
+    assert_eq!(
+        (s.windows["jp"].len(), s.windows["jp"].failures()),
+        (1, 0),
+        "one probe per result: the last attempt"
+    );
 }

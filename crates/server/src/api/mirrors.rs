@@ -16,7 +16,7 @@ use vantage_control::config::Config;
 use vantage_control::identity::Caller;
 use vantage_control::mirrors::book::check_of;
 use vantage_control::mirrors::registry::{
-    TENANTS_FILE, document, file_of, mirror_from_api, mirror_yaml, tenants_yaml,
+    TENANTS_FILE, document, mirror_from_api, mirror_yaml, tenants_yaml,
 };
 use vantage_control::mirrors::{CheckRefused, Tenant};
 use vantage_core::mirror::{Mirror, MirrorInput, MirrorSettings, MirrorSettingsInput, RegionStatus};
@@ -197,12 +197,26 @@ fn io_error(e: std::io::Error) -> ApiError {
 }
 
 /// Writes `m`'s file after checking it against the registry, reloads, and audits.
+/// Writes `m`'s file (the one it was read from, if any) after checking it against the
+/// registry, reloads, and audits. When the reload is refused the file is put back as it was,
+/// so a write through the API never leaves the directory broken.
 async fn save(app: &App, actor: &Actor, m: &Mirror, action: &str, metadata: Value) -> Result<(), ApiError> {
     let _one_at_a_time = app.mirrors_write().await;
     let c = app.config();
     c.mirrors.admits(m, &c)?;
-    crate::mirrors::write_file(&app.mirrors_dir(), &file_of(&m.host), &mirror_yaml(m)).map_err(io_error)?;
-    reload_after_write(app)?;
+    let (dir, file) = (app.mirrors_dir(), c.mirrors.file_of(&m.host));
+    let before = std::fs::read_to_string(dir.join(&file)).ok();
+    crate::mirrors::write_file(&dir, &file, &mirror_yaml(m)).map_err(io_error)?;
+    if let Err(e) = reload_after_write(app) {
+        let restored = match &before {
+            Some(text) => crate::mirrors::write_file(&dir, &file, text),
+            None => crate::mirrors::remove_file(&dir, &file),
+        };
+        if let Err(r) = restored {
+            tracing::error!(file, error = %r, "cannot put a mirror file back after a refused reload");
+        }
+        return Err(e);
+    }
     app.audit(actor, action, &format!("mirror:{}", m.host), metadata).await;
     Ok(())
 }
@@ -243,8 +257,9 @@ async fn delete_mirror(
     Path(host): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let _one_at_a_time = app.mirrors_write().await;
-    let m = find(&app.config(), &host)?;
-    crate::mirrors::remove_file(&app.mirrors_dir(), &file_of(&m.host)).map_err(io_error)?;
+    let c = app.config();
+    let m = find(&c, &host)?;
+    crate::mirrors::remove_file(&app.mirrors_dir(), &c.mirrors.file_of(&m.host)).map_err(io_error)?;
     reload_after_write(&app)?;
     app.audit(&actor, "mirror.delete", &format!("mirror:{}", m.host), json!({})).await;
     Ok(StatusCode::NO_CONTENT)
@@ -273,26 +288,32 @@ async fn force_block(
 async fn unblock(
     (State(app), Extension(actor)): Ctx,
     Path(host): Path<String>,
+    body: Bytes,
 ) -> Result<Json<MirrorView>, ApiError> {
+    let req: BlockRequest = optional_json(&body)?;
     let m = with_block(find(&app.config(), &host)?, false, String::new())?;
-    save(&app, &actor, &m, "mirror.unblock", json!({})).await?;
+    save(&app, &actor, &m, "mirror.unblock", json!({"note": req.note})).await?;
     answer(&app, &m.host)
+}
+
+/// A JSON body that may be left out (then the defaults).
+fn optional_json<T: Default + serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    if body.len() > MAX_BODY {
+        return Err(ApiError::TooLarge(format!("at most {MAX_BODY} bytes")));
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    let v: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::invalid("body", format!("not JSON: {e}")))?;
+    parse_json(v)
 }
 
 async fn check_run(
     (State(app), Extension(actor)): Ctx,
     body: Bytes,
 ) -> Result<(StatusCode, Json<CheckRunView>), ApiError> {
-    if body.len() > MAX_BODY {
-        return Err(ApiError::TooLarge(format!("at most {MAX_BODY} bytes")));
-    }
-    let req: CheckRunRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        CheckRunRequest::default()
-    } else {
-        let v: Value =
-            serde_json::from_slice(&body).map_err(|e| ApiError::invalid("body", format!("not JSON: {e}")))?;
-        parse_json(v)?
-    };
+    let req: CheckRunRequest = optional_json(&body)?;
     let run = app.feed(|c| c.handle_check_run(req.regions, crate::support::now())).map_err(|e| match e {
         CheckRefused::TooSoon { retry_after_s } => ApiError::TooSoon {
             reason: format!("a check run started less than 60 s ago; try again in {retry_after_s} s"),

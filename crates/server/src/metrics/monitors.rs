@@ -17,6 +17,15 @@ pub(crate) struct MonitorLabel {
     pub monitor: String,
 }
 
+/// One part of a monitor region's health tuple.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct TupleLabels {
+    pub monitor: String,
+    pub region: String,
+    /// `reachable`, `manifest_valid` or `segment_fetchable`.
+    pub check: String,
+}
+
 /// A region of a monitor.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct MonitorRegionLabels {
@@ -36,6 +45,7 @@ pub(crate) struct MonitorFamilies {
     verdict: Family<MonitorLabel, Gauge>,
     down: Family<MonitorRegionLabels, Gauge>,
     age: Family<MonitorRegionLabels, FloatGauge>,
+    tuple: Family<TupleLabels, Gauge>,
     ttfb: Family<MonitorRegionLabels, Histogram, fn() -> Histogram>,
 }
 
@@ -45,6 +55,7 @@ impl MonitorFamilies {
             verdict: Family::default(),
             down: Family::default(),
             age: Family::default(),
+            tuple: Family::default(),
             ttfb: Family::new_with_constructor(ttfb_histogram),
         };
         r.register(
@@ -59,6 +70,11 @@ impl MonitorFamilies {
             f.age.clone(),
         );
         r.register(
+            "vantage_monitor_region_ok",
+            "The newest probe of a monitor region: 1 when the edge was reachable, the manifest valid, the segment fetchable (by check)",
+            f.tuple.clone(),
+        );
+        r.register(
             "vantage_monitor_ttfb_seconds",
             "Time to the manifest's first byte of each monitor probe",
             f.ttfb.clone(),
@@ -71,6 +87,7 @@ impl MonitorFamilies {
         self.verdict.clear();
         self.down.clear();
         self.age.clear();
+        self.tuple.clear();
         for (id, m) in &c.monitors {
             let m = &m.value;
             let state = monitors.state(MonitorId(*id));
@@ -85,8 +102,24 @@ impl MonitorFamilies {
             for (r, h) in m.regions.iter().zip(state.health(m, now)) {
                 let labels = MonitorRegionLabels { monitor: m.name.clone(), region: r.region.clone() };
                 self.down.get_or_create(&labels).set(i64::from(h == RegionHealth::Down));
-                if let Some(age) = state.windows.get(&r.region).and_then(|w| w.worst_age()) {
+                let window = state.windows.get(&r.region);
+                if let Some(age) = window.and_then(|w| w.worst_age()) {
                     self.age.get_or_create(&labels).set(age);
+                }
+                if let Some(p) = window.and_then(|w| w.latest()) {
+                    let d = p.detail;
+                    for (check, ok) in [
+                        ("reachable", d.reachable),
+                        ("manifest_valid", d.manifest_valid),
+                        ("segment_fetchable", d.segment_fetchable),
+                    ] {
+                        let labels = TupleLabels {
+                            monitor: m.name.clone(),
+                            region: r.region.clone(),
+                            check: check.into(),
+                        };
+                        self.tuple.get_or_create(&labels).set(i64::from(ok));
+                    }
                 }
             }
         }
