@@ -27,7 +27,7 @@ use crate::identity::Caller;
 use crate::mirrors::book::VerdictChange;
 use crate::mirrors::registry::Changes;
 use crate::mirrors::{CheckRefused, CheckRun, LoadError, Mirrors, endpoint_targets, host_of_key};
-use crate::monitors::{EndpointKey, MonitorChange, Monitors};
+use crate::monitors::{EndpointKey, MonitorChange, Monitors, SteeringTable};
 use crate::observe::{Latest, Observations, RoundSummary, agent_online, prober_status, reportable};
 use crate::snapshot::{ClusterSnapshot, Published, Snapshots, Zone};
 use crate::target::TargetKey;
@@ -173,6 +173,8 @@ pub enum Output {
     SaveMonitors(String),
     /// What doors choose from changed: swap in [`Control::doors`].
     Doors,
+    /// A content-steering order changed: swap in [`Control::steering`].
+    Steering,
     /// Fetch these mirrors' trace files and their references', and feed back what they read
     /// ([`Control::handle_freshness`]).
     CheckFreshness(Vec<crate::mirrors::FreshnessCheck>),
@@ -213,6 +215,7 @@ pub struct Control {
     alerts_dirty: bool,
     mirrors: Mirrors,
     monitors: Monitors,
+    steering: Arc<SteeringTable>,
     outputs: VecDeque<Output>,
     next_silence: Timestamp,
     next_expiry: Timestamp,
@@ -264,12 +267,14 @@ impl Control {
             alerts_dirty: false,
             mirrors: Mirrors::new(start.mirror_states.as_deref()),
             monitors: Monitors::restore(start.monitor_states.as_deref()),
+            steering: Arc::default(),
             outputs: VecDeque::from([Output::Answers]),
             next_silence: now,
             next_expiry: now,
             next_roll_up: now,
         };
         c.sync_slots(now);
+        c.flush_steering(now);
         // A registry that fails at start leaves it empty, with the failure in the reload
         // status; the saved states stay until a reload passes.
         match start.mirror_files_error {
@@ -316,6 +321,11 @@ impl Control {
     /// Monitors: windows, verdicts and their history.
     pub fn monitors(&self) -> &Monitors {
         &self.monitors
+    }
+
+    /// What `/steer/{monitor}` answers.
+    pub fn steering(&self) -> Arc<SteeringTable> {
+        self.steering.clone()
     }
 
     /// The status of a node from its cluster's last pass.
@@ -398,6 +408,7 @@ impl Control {
         self.verdicts(changes, now);
         self.flush_doors();
         self.monitors.follow(&self.config);
+        self.flush_steering(now);
         if effects.all {
             self.trigger_all(now);
         }
@@ -540,6 +551,7 @@ impl Control {
         self.verdicts(verdicts, now);
         self.flush_doors();
         self.monitor_verdicts(monitor_changes, now);
+        self.flush_steering(now);
         Ok(rows)
     }
 
@@ -674,6 +686,7 @@ impl Control {
             self.flush_doors();
             let changes = self.monitors.sweep(&c, now);
             self.monitor_verdicts(changes, now);
+            self.flush_steering(now);
             // Monitor windows change with every report; they are saved on this period (and at
             // once when a verdict changes).
             if let Some(json) = self.monitors.take_save() {
@@ -905,6 +918,15 @@ impl Control {
         self.outputs.push_back(Output::Audit(audit));
         if let Some(json) = self.monitors.take_save() {
             self.outputs.push_back(Output::SaveMonitors(json));
+        }
+    }
+
+    /// Rebuilds the steering table; a change is announced once.
+    fn flush_steering(&mut self, now: Timestamp) {
+        let table = SteeringTable::build(&self.config, &self.monitors, now);
+        if *self.steering != table {
+            self.steering = Arc::new(table);
+            self.outputs.push_back(Output::Steering);
         }
     }
 

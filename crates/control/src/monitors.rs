@@ -197,6 +197,51 @@ impl Monitors {
     }
 }
 
+/// What `/steer/{monitor}` answers for one monitor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Steering {
+    pub id: MonitorId,
+    /// Seconds before players reload.
+    pub ttl_s: u32,
+    /// Pathways, preferred first.
+    pub order: Vec<String>,
+}
+
+/// Every monitor's steering answer by name, rebuilt by the control core whenever an order may
+/// have changed, so the public route answers players without its lock.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SteeringTable {
+    /// By monitor name.
+    pub by_name: BTreeMap<String, Steering>,
+}
+
+impl SteeringTable {
+    /// The monitor a player names, by name or id.
+    pub fn find(&self, name_or_id: &str) -> Option<&Steering> {
+        self.by_name
+            .get(name_or_id)
+            .or_else(|| self.by_name.values().find(|s| s.id.to_string() == name_or_id))
+    }
+
+    /// The table of `c`'s monitors at `now`.
+    pub fn build(c: &Config, monitors: &Monitors, now: Timestamp) -> SteeringTable {
+        let by_name = c
+            .monitors
+            .iter()
+            .map(|(id, m)| {
+                let id = MonitorId(*id);
+                let s = Steering {
+                    id,
+                    ttl_s: m.value.steering_ttl_s,
+                    order: monitors.steering(&m.value, id, now),
+                };
+                (m.value.name.clone(), s)
+            })
+            .collect();
+        SteeringTable { by_name }
+    }
+}
+
 /// Recomputes a monitor's global verdict at `now`; a change joins the history.
 fn decide(id: MonitorId, m: &Monitor, state: &mut MonitorState, now: Timestamp) -> Option<MonitorChange> {
     let health = state.health(m, now);

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use arc_swap::ArcSwap;
 use vantage_control::config::{Config, Object};
 use vantage_control::mirrors::doors::Doors;
+use vantage_control::monitors::SteeringTable;
 use vantage_control::{Control, Start};
 use vantage_core::address::AddressPolicy;
 use vantage_store::{NewAudit, ResultWriter, Store, Write};
@@ -73,6 +74,9 @@ pub(crate) struct App {
     /// What doors choose from, swapped whenever the control core rebuilds it, so redirects
     /// never wait on the core's lock.
     doors: ArcSwap<Doors>,
+    /// What `/steer/{monitor}` answers, swapped like the doors: players never wait on the
+    /// core's lock.
+    steering: ArcSwap<SteeringTable>,
     /// Serialises writes to the mirror registry's files.
     mirrors_lock: tokio::sync::Mutex<()>,
 }
@@ -98,6 +102,7 @@ impl App {
         App {
             config: ArcSwap::new(control.config()),
             doors: ArcSwap::new(control.doors()),
+            steering: ArcSwap::new(control.steering()),
             mirrors_lock: tokio::sync::Mutex::new(()),
             control: Mutex::new(control),
             wake: tokio::sync::Notify::new(),
@@ -150,6 +155,17 @@ impl App {
     pub(crate) fn sync_doors(&self) {
         let c = self.control();
         self.doors.store(c.doors());
+    }
+
+    /// Swaps in the control core's steering table.
+    pub(crate) fn sync_steering(&self) {
+        let c = self.control();
+        self.steering.store(c.steering());
+    }
+
+    /// What `/steer/{monitor}` answers.
+    pub(crate) fn steering(&self) -> Arc<SteeringTable> {
+        self.steering.load_full()
     }
 
     /// What doors choose from.
@@ -255,6 +271,7 @@ impl App {
             let config = c.config();
             self.config.store(config.clone());
             self.doors.store(c.doors());
+            self.steering.store(c.steering());
             config
         });
         self.metrics.set_objects(&config);

@@ -110,6 +110,7 @@ async fn execute(
             }
         }
         Output::Doors => app.sync_doors(),
+        Output::Steering => app.sync_steering(),
         Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
         Output::SaveState { cluster, json } => {
             if let Err(e) = store.put_state(&format!("cluster:{cluster}"), &json, now()).await {

@@ -144,6 +144,11 @@ fn one_failing_probe_is_not_down_and_the_quorum_is() {
     // The steering order puts the down pathway last.
     let m = lab.control.config().monitors[&id.0].value.clone();
     assert_eq!(lab.control.monitors().steering(&m, id, lab.now).last().map(String::as_str), Some("cdn-jp"));
+    let table = lab.control.steering();
+    let by_name = table.find("live").unwrap();
+    assert_eq!((by_name.order.last().map(String::as_str), by_name.ttl_s), (Some("cdn-jp"), 30));
+    assert_eq!(table.find(&id.to_string()), Some(by_name), "found by id too");
+    assert!(out.iter().any(|o| matches!(o, vantage_control::Output::Steering)), "the change is announced");
     for _ in 0..5 {
         probe(&mut lab, jp, Seen::Fresh);
     }

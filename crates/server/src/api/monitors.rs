@@ -172,16 +172,11 @@ async fn history(
 }
 
 /// `GET /steer/{monitor}` (by name or id): the monitor's pathways, preferred first, for
-/// players that poll every TTL. The `_HLS_pathway` and `_HLS_throughput` parameters players
+/// players that poll every TTL, from the steering table (no lock on the control core). The `_HLS_pathway` and `_HLS_throughput` parameters players
 /// add are accepted; the reload URI keeps every other parameter (a session id, say).
 async fn steer(State(app): State<Arc<App>>, Path(monitor): Path<String>, req: Request) -> Response {
-    let c = app.config();
-    let found = c
-        .monitors
-        .iter()
-        .find(|(id, m)| m.value.name == monitor || id.to_string() == monitor)
-        .map(|(id, m)| (*id, m.value.clone()));
-    let Some((id, m)) = found else {
+    let table = app.steering();
+    let Some(found) = table.find(&monitor) else {
         return (StatusCode::NOT_FOUND, "no such monitor\n").into_response();
     };
     let kept: Vec<&str> = req
@@ -196,11 +191,7 @@ async fn steer(State(app): State<Arc<App>>, Path(monitor): Path<String>, req: Re
         reload_uri.push('?');
         reload_uri.push_str(&kept.join("&"));
     }
-    let manifest = SteeringManifest {
-        version: 1,
-        ttl: m.steering_ttl_s,
-        reload_uri,
-        pathway_priority: app.control().monitors().steering(&m, MonitorId(id), now()),
-    };
+    let manifest =
+        SteeringManifest { version: 1, ttl: found.ttl_s, reload_uri, pathway_priority: found.order.clone() };
     ([(header::CACHE_CONTROL, "no-store")], Json(manifest)).into_response()
 }
