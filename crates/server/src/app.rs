@@ -50,7 +50,8 @@ impl Change {
         object: impl Into<String>,
         metadata: serde_json::Value,
     ) {
-        self.audit.push((action.into(), object.into(), metadata));
+        // Secrets never reach the audit log (it is read through the API and the UI).
+        self.audit.push((action.into(), object.into(), crate::support::redact(metadata)));
     }
 }
 
@@ -185,6 +186,7 @@ impl App {
 
     /// Audits something `actor` did outside the configuration store (the registry's files).
     pub(crate) async fn audit(&self, actor: &Actor, action: &str, object: &str, metadata: serde_json::Value) {
+        let metadata = crate::support::redact(metadata);
         let entry =
             NewAudit { actor: actor.0.clone(), action: action.into(), object: object.into(), metadata };
         if let Err(e) = self.store.commit(&[], &[entry], now()).await {

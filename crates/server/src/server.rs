@@ -68,6 +68,18 @@ pub struct Server {
     dns_addr: SocketAddr,
 }
 
+/// Makes `file` readable and writable by its owner only (0600).
+fn private_file(file: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))
+}
+
+/// Makes `dir` readable by its owner only (0700).
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StartError + '_ {
     move |source| StartError::Io { path: path.to_owned(), source }
 }
@@ -78,12 +90,22 @@ impl Server {
     pub async fn start(settings: ServeConfig) -> Result<Server, StartError> {
         let dir = settings.data_dir.clone();
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        // The data directory holds the database (TSIG secrets, token hashes) and the CA's key:
+        // the owner's only, whatever the umask.
+        private_dir(&dir).map_err(io(&dir))?;
         let metrics = Arc::new(Metrics::new());
         let observer = metrics.clone();
         let delivery_metrics = metrics.clone();
         let store = vantage_store::Store::open_sqlite(&dir.join("vantage.db"))
             .await?
             .with_observer(Arc::new(move |op, d| observer.store_op(op, d)));
+        // SQLite gives its WAL and shared-memory files the database file's mode.
+        for name in ["vantage.db", "vantage.db-wal", "vantage.db-shm"] {
+            let path = dir.join(name);
+            if path.exists() {
+                private_file(&path).map_err(io(&path))?;
+            }
+        }
         let objects = store.objects().await?;
         let config = Config::load(objects.iter().map(|r| Row {
             id: r.id,
@@ -95,6 +117,7 @@ impl Server {
         }))
         .map_err(StartError::Config)?;
         let ca = Ca::load_or_create(&dir.join("ca"))?;
+        private_dir(&dir.join("ca")).map_err(io(&dir.join("ca")))?;
         let mirrors_dir = dir.join("mirrors");
         std::fs::create_dir_all(&mirrors_dir).map_err(io(&mirrors_dir))?;
         let start = load(&store, config, &settings).await?;

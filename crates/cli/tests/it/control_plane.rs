@@ -676,3 +676,27 @@ async fn every_object_through_ctl() {
     assert_eq!(code, Some(1));
     assert!(err.contains("cannot reach the server"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_stay_out_of_the_audit_and_the_data_directory_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = ServerProcess::start().await;
+    let secret = "c2VjcmV0LXRzaWcta2V5LWZvci1hdWRpdA==";
+    let publisher = json!({"name": "primary", "server": "127.0.0.1:53", "key_name": "vantage",
+                           "key_algorithm": "hmac-sha256", "key_secret": secret});
+    let c = s
+        .create("/v1/clusters", json!({"name": "c", "domain": "cdn.example.net", "publishers": [publisher]}))
+        .await;
+    let (st, _) = s
+        .call(Method::PATCH, &format!("/v1/clusters/{}", c["id"]), Some(json!({"publishers": [publisher]})))
+        .await;
+    assert_eq!(st, 200);
+    let (_, audit) = s.call(Method::GET, "/v1/audit", None).await;
+    let text = audit.to_string();
+    assert!(text.contains("cluster.create") && text.contains("cluster.update"), "{text}");
+    assert!(!text.contains(secret), "the TSIG secret is not in the audit log: {text}");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&s.dir), 0o700);
+    assert_eq!(mode(&s.dir.join("ca")), 0o700);
+    assert_eq!(mode(&s.dir.join("vantage.db")), 0o600);
+}
