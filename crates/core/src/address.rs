@@ -93,6 +93,7 @@ pub struct AddressList(Vec<SchedulingAddress>);
 /// One row of an address list as entered by an operator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
 pub struct AddressInput {
     /// The address text.
     pub ip: String,

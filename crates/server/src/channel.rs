@@ -40,16 +40,28 @@ pub(crate) async fn serve(app: Arc<App>, listener: tokio::net::TcpListener, mut 
             return;
         }
     };
+    // Work, reports and heartbeats need a known certificate, checked before the body is read
+    // (renewal identifies its caller itself: a disabled prober may renew); each route reads at
+    // most what its largest honest body needs.
+    let known = || axum::middleware::from_fn_with_state(app.clone(), known_certificate);
     let router = Router::new()
-        .route(wire::ENROLL, post(enroll))
-        .route(wire::RENEW, post(renew))
-        .route(wire::PROBER_WORK, get(prober_work))
-        .route(wire::PROBER_REPORT, post(prober_report))
-        .route(wire::NODE_HEARTBEAT, post(heartbeat))
-        .route(wire::NODE_WORK, get(node_work))
-        .route(wire::NODE_REPORT, post(node_report))
+        .route(wire::ENROLL, post(enroll).layer(DefaultBodyLimit::max(SMALL_BODY)))
+        .route(wire::RENEW, post(renew).layer(DefaultBodyLimit::max(SMALL_BODY)))
+        .route(wire::PROBER_WORK, get(prober_work).route_layer(known()))
+        .route(
+            wire::PROBER_REPORT,
+            post(prober_report).layer(DefaultBodyLimit::max(REPORT_BODY)).route_layer(known()),
+        )
+        .route(
+            wire::NODE_HEARTBEAT,
+            post(heartbeat).layer(DefaultBodyLimit::max(HEARTBEAT_BODY)).route_layer(known()),
+        )
+        .route(wire::NODE_WORK, get(node_work).route_layer(known()))
+        .route(
+            wire::NODE_REPORT,
+            post(node_report).layer(DefaultBodyLimit::max(REPORT_BODY)).route_layer(known()),
+        )
         .fallback(|| async { ApiError::NotFound("no such channel route".into()) })
-        .layer(DefaultBodyLimit::max(32 << 20))
         .with_state(app);
     loop {
         let (tcp, remote) = tokio::select! {
@@ -93,6 +105,31 @@ pub(crate) async fn serve(app: Arc<App>, listener: tokio::net::TcpListener, mut 
             }
         });
     }
+}
+
+/// Enrollment and renewal bodies: a token and a CSR of a few hundred bytes.
+const SMALL_BODY: usize = 16 << 10;
+/// A heartbeat: metrics and at most 32 addresses, capabilities and links.
+const HEARTBEAT_BODY: usize = 256 << 10;
+/// A report: up to 10,000 results of up to 10 attempts.
+const REPORT_BODY: usize = 32 << 20;
+
+/// Refuses a caller without a known certificate before its body is read: an unauthenticated
+/// client cannot make the server read and parse megabytes.
+async fn known_certificate(
+    State(app): State<Arc<App>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let Some(peer) = req.extensions().get::<Peer>() else {
+        return ApiError::Unauthorized("a client certificate is required; enroll first".into())
+            .into_response();
+    };
+    if let Err(e) = identify(&app.config(), peer) {
+        return e.into_response();
+    }
+    next.run(req).await
 }
 
 /// Identifies the caller by its certificate.

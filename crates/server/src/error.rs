@@ -114,6 +114,12 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Refuses a body that is not a JSON object where one belongs: serde would read an array as
+/// a struct's fields in order (`[]` as every default).
+pub(crate) fn object_body(v: &serde_json::Value) -> Result<(), ApiError> {
+    if v.is_object() { Ok(()) } else { Err(ApiError::invalid("body", "must be a JSON object of fields")) }
+}
+
 /// Parses a JSON body into `T`, naming the field of a type error or unknown key.
 pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
     Ok(vantage_core::from_value(value)?)

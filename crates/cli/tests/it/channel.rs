@@ -255,3 +255,32 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
     prober.kill().await;
     let _: Option<Value> = None;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_are_bounded_per_route_and_unknown_callers_are_refused_before_theirs_is_read() {
+    let s = ServerProcess::start().await;
+    let (agent_url, _) = s.channel();
+    // No client certificate; the channel's own certificate is for its internal name.
+    let client = reqwest::Client::builder().danger_accept_invalid_certs(true).build().unwrap();
+    let post = |path: &str, len: usize| {
+        client
+            .post(format!("{agent_url}{path}"))
+            .header("content-type", "application/json")
+            .body(vec![b' '; len])
+            .send()
+    };
+    let r = post(wire::ENROLL, 64 << 10).await.unwrap();
+    assert_eq!(r.status(), 413, "an enrollment is a few hundred bytes");
+    for path in [wire::PROBER_REPORT, wire::NODE_HEARTBEAT, wire::NODE_REPORT] {
+        let r = post(path, 1 << 10).await.unwrap();
+        assert_eq!(r.status(), 401, "{path}: no certificate");
+        // A big body is not read: the refusal comes first, or the connection closes under
+        // the sender.
+        match post(path, 8 << 20).await {
+            Ok(r) => assert_eq!(r.status(), 401, "{path}"),
+            Err(e) => assert!(e.is_request(), "{path}: {e}"),
+        }
+    }
+    let r = client.get(format!("{agent_url}{}", wire::PROBER_WORK)).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+}

@@ -700,3 +700,23 @@ async fn secrets_stay_out_of_the_audit_and_the_data_directory_is_private() {
     assert_eq!(mode(&s.dir.join("ca")), 0o700);
     assert_eq!(mode(&s.dir.join("vantage.db")), 0o600);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_of_the_wrong_shape_or_with_unknown_fields_change_nothing() {
+    let s = ServerProcess::start().await;
+    let [_, _, _, _, _, node, _] = fleet(&s).await;
+    let (_, before) = s.call(Method::GET, "/v1/settings/probes", None).await;
+    let (st, v) = s.call(Method::PUT, "/v1/settings/probes", Some(json!([]))).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("body")), "{v}");
+    let (_, after) = s.call(Method::GET, "/v1/settings/probes", None).await;
+    assert_eq!(before, after, "an array resets nothing");
+    let (st, v) = s.call(Method::POST, "/v1/regions", Some(json!(["xx", "X"]))).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("body")), "{v}");
+    let path = format!("/v1/nodes/{node}/addresses");
+    let (_, before) = s.call(Method::GET, &path, None).await;
+    let (st, v) = s.call(Method::PUT, &path, Some(json!([{"ip": "203.0.113.77", "levle": "backup2"}]))).await;
+    assert_eq!(st, 400, "{v}");
+    assert!(v["error"]["field"].as_str().unwrap().ends_with("levle"), "{v}");
+    let (_, after) = s.call(Method::GET, &path, None).await;
+    assert_eq!(before, after);
+}

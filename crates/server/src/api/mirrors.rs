@@ -276,6 +276,7 @@ async fn force_block(
     Path(host): Path<String>,
     Json(body): Json<Value>,
 ) -> Result<Json<MirrorView>, ApiError> {
+    crate::error::object_body(&body)?;
     let req: BlockRequest = parse_json(body)?;
     let m = with_block(find(&app.config(), &host)?, true, req.note.clone()).map_err(|e| match e {
         ApiError::Invalid { reason, .. } => ApiError::invalid("note", reason),
@@ -423,6 +424,7 @@ async fn settings_put(
     (State(app), Extension(actor)): Ctx,
     Json(body): Json<Value>,
 ) -> Result<Json<MirrorSettings>, ApiError> {
+    crate::error::object_body(&body)?;
     let settings: MirrorSettings = parse_json(body)?;
     app.change(&actor, |c| {
         let id = match c.mirror_settings_id {

@@ -119,6 +119,7 @@ async fn create<K: Kind>(
     if let Some(cl) = cluster {
         find::<Cluster>(&app.config(), cl.0, None)?;
     }
+    crate::error::object_body(&body)?;
     let value = K::parse(body, cluster, app)?;
     let id = app
         .change(actor, |c| {

@@ -11,6 +11,7 @@ pub(super) async fn settings_put(
     (State(app), Extension(actor)): Ctx,
     Json(body): Json<Value>,
 ) -> Result<Json<ProbeSettings>, ApiError> {
+    crate::error::object_body(&body)?;
     let settings: ProbeSettings = parse_json(body)?;
     app.change(&actor, |c| {
         let id = match c.settings_id {
