@@ -10,7 +10,7 @@ use vantage_control::mirrors::book::FreshnessReading;
 use vantage_core::Timestamp;
 
 use crate::app::App;
-use crate::support::now;
+use crate::support::{now, timestamp};
 
 /// Most of a trace file read: its time is on the first line.
 const MAX_TRACE_BYTES: usize = 4096;
@@ -70,13 +70,8 @@ async fn fetch(
     body.truncate(MAX_TRACE_BYTES);
     let text = String::from_utf8_lossy(&body);
     trace_time(&text)
-        .or_else(|| last_modified.map(from_system))
+        .or_else(|| last_modified.map(timestamp))
         .ok_or_else(|| "neither the body's first line nor Last-Modified is a time".to_owned())
-}
-
-fn from_system(t: std::time::SystemTime) -> Timestamp {
-    let ms = t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    Timestamp::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
 /// The time on a trace file's first line: Unix seconds, RFC 3339, an HTTP date, or what
@@ -90,12 +85,12 @@ fn trace_time(text: &str) -> Option<Timestamp> {
         return Some(t);
     }
     if let Ok(t) = httpdate::parse_http_date(line) {
-        return Some(from_system(t));
+        return Some(timestamp(t));
     }
     let parts: Vec<&str> = line.split_whitespace().collect();
     if let [wday, month, day, time, "UTC" | "GMT", year] = parts.as_slice() {
         let http = format!("{wday}, {day:0>2} {month} {year} {time} GMT");
-        return httpdate::parse_http_date(&http).ok().map(from_system);
+        return httpdate::parse_http_date(&http).ok().map(timestamp);
     }
     None
 }

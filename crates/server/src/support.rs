@@ -10,7 +10,12 @@ use vantage_core::Timestamp;
 
 /// The wall clock, as the core's time.
 pub fn now() -> Timestamp {
-    let ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    timestamp(SystemTime::now())
+}
+
+/// A system time (a clock reading, an HTTP date) as the core's time.
+pub(crate) fn timestamp(t: SystemTime) -> Timestamp {
+    let ms = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
     Timestamp::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
