@@ -261,7 +261,13 @@ async fn bodies_are_bounded_per_route_and_unknown_callers_are_refused_before_the
     let s = ServerProcess::start().await;
     let (agent_url, _) = s.channel();
     // No client certificate; the channel's own certificate is for its internal name.
-    let client = reqwest::Client::builder().danger_accept_invalid_certs(true).build().unwrap();
+    // A fresh connection per request: the server closes one whose body it refused to read,
+    // and a pooled connection could be reused just as it closes.
+    let client = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
     let post = |path: &str, len: usize| {
         client
             .post(format!("{agent_url}{path}"))
