@@ -4,7 +4,7 @@
 
 use std::error::Error as StdError;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -31,10 +31,7 @@ const MIN_RENEWAL_GAP: Duration = Duration::from_secs(300);
 
 /// The current time as a [`Timestamp`].
 pub(crate) fn now() -> Timestamp {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    Timestamp::from_millis(ms)
+    Timestamp::from_system(SystemTime::now())
 }
 
 /// An HTTP client over a prepared TLS configuration. Redirects are not followed: the channel

@@ -387,6 +387,7 @@ async fn probe(due: Due, batch: u64, source: SourceAddresses, permits: Arc<Semap
                 attempts: vec![report.attempt()],
                 hls: report.hls,
                 cert_not_after: report.cert_not_after,
+                failed_at: None,
             };
             (result, None)
         }
@@ -397,6 +398,7 @@ async fn probe(due: Due, batch: u64, source: SourceAddresses, permits: Arc<Semap
                 attempts: vec![attempt],
                 hls: None,
                 cert_not_after: None,
+                failed_at: None,
             };
             (result, Some(why))
         }

@@ -11,8 +11,9 @@
 //!   certificate verified for [`wire::SERVER_NAME`](vantage_core::wire::SERVER_NAME)
 //!   whatever host the URL names; renewal once less than a third of the certificate's life
 //!   remains.
-//! - [`run_prober`]: rounds of work → probe → report, paced by the probe settings, and beside
-//!   them the work's endpoint targets, each on its own check's interval.
+//! - [`run_prober`]: rounds of work → probe → report, paced by the probe settings at the phase
+//!   the server gives, and beside them the work's endpoint targets, each on its own check's
+//!   interval, and the confirmations the server asks for.
 //! - [`run_agent`]: heartbeats with [`metrics`], addresses, capabilities and links; probing
 //!   too while the server says so.
 //!
@@ -29,6 +30,7 @@ pub mod host;
 pub mod metrics;
 mod node;
 mod prober;
+mod recheck;
 mod state;
 mod tls;
 

@@ -1,8 +1,9 @@
 //! The prober loop (§3.2), for `vantage probe` and for nodes that also probe: ask for work,
 //! probe every target, report in chunks of at most [`wire::MAX_RESULTS`], and start the next
-//! round one interval after this one started (at once when the round ran longer). The
-//! endpoint targets of each work answer go to the endpoint loop (`crate::endpoint`), a task
-//! beside the rounds that probes them on their own intervals: neither waits for the other.
+//! round at the next start of the phase the server gave (one interval after this one started
+//! from servers that give none; at once when the round ran longer). The endpoint targets of
+//! each work answer go to the endpoint loop (`crate::endpoint`), and confirmations are asked
+//! for by the recheck loop (`crate::recheck`): tasks beside the rounds, none waits for another.
 //!
 //! The loop never ends by itself: a failed round is logged and the next one tries again; a
 //! refusal of this identity (401/403: revoked, disabled) is retried less and less often,
@@ -12,7 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use vantage_core::check::Check;
 use vantage_core::result::ProbeResult;
@@ -24,6 +25,7 @@ use crate::client::{ChannelClient, now};
 use crate::endpoint::{EndpointWork, endpoint_loop};
 use crate::enroll::{ChannelOptions, connect_with_retry};
 use crate::error::{Error, Result};
+use crate::recheck::{CurrentWork, recheck_loop};
 
 /// Targets probed at once at most, unless told otherwise (the open-file limit may lower it).
 pub const DEFAULT_CONCURRENCY: usize = 10_000;
@@ -52,7 +54,8 @@ impl ProberOptions {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Endpoints {
     work: &'static str,
-    report: &'static str,
+    pub(crate) report: &'static str,
+    pub(crate) recheck: &'static str,
     refused: &'static str,
 }
 
@@ -60,11 +63,13 @@ impl Endpoints {
     pub(crate) const PROBER: Endpoints = Endpoints {
         work: wire::PROBER_WORK,
         report: wire::PROBER_REPORT,
+        recheck: wire::PROBER_RECHECK,
         refused: "the server refused this prober",
     };
     pub(crate) const NODE: Endpoints = Endpoints {
         work: wire::NODE_WORK,
         report: wire::NODE_REPORT,
+        recheck: wire::NODE_RECHECK,
         refused: "the server refused this node's probing",
     };
 }
@@ -128,6 +133,7 @@ pub(crate) fn log_nofile_limit(concurrency: usize) {
 #[derive(Debug, Clone, Copy)]
 struct RoundSummary {
     interval: Duration,
+    phase_ms: Option<u64>,
     targets: usize,
     lost_all: usize,
     took: Duration,
@@ -143,12 +149,15 @@ pub(crate) async fn prober_loop(
     source: SourceAddresses,
 ) {
     let (endpoints, updates) = mpsc::unbounded_channel();
-    // A task of its own, so that neither loop waits for the other; the set aborts it when
-    // this future is dropped.
+    let (current, work) = watch::channel(None);
+    // Tasks of their own, so that no loop waits for another; the set aborts them when this
+    // future is dropped.
     let mut beside = JoinSet::new();
     beside.spawn(endpoint_loop(client.clone(), ep.report, concurrency, source, updates));
+    beside.spawn(recheck_loop(client.clone(), ep, work));
+    let out = Outlets { endpoints: &endpoints, current: &current };
     tokio::select! {
-        () = rounds(&client, ep, concurrency, source, &endpoints) => {}
+        () = rounds(&client, ep, concurrency, source, out) => {}
         // The endpoint loop ends only by a panic (a bug) while the rounds go on: pass it on.
         Some(Err(e)) = beside.join_next() => {
             if e.is_panic() {
@@ -158,20 +167,28 @@ pub(crate) async fn prober_loop(
     }
 }
 
-/// Round after round, forever, handing each work answer's endpoints to `endpoints`.
+/// Where each work answer goes besides the round: its endpoints to the endpoint loop, its
+/// targets to the recheck loop.
+#[derive(Clone, Copy)]
+struct Outlets<'a> {
+    endpoints: &'a mpsc::UnboundedSender<EndpointWork>,
+    current: &'a watch::Sender<Option<Arc<CurrentWork>>>,
+}
+
+/// Round after round, forever.
 async fn rounds(
     client: &ChannelClient,
     ep: Endpoints,
     concurrency: usize,
     source: SourceAddresses,
-    endpoints: &mpsc::UnboundedSender<EndpointWork>,
+    out: Outlets<'_>,
 ) {
     let mut interval = Duration::from_secs(u64::from(ProbeSettings::default().interval_s()));
     let mut refusals: u32 = 0;
     let mut last_targets: Option<usize> = None;
     loop {
         let started = Instant::now();
-        let wait = match round(client, ep, concurrency, source, endpoints).await {
+        let wait = match round(client, ep, concurrency, source, out).await {
             Ok(s) => {
                 interval = s.interval;
                 if refusals > 0 {
@@ -198,7 +215,10 @@ async fn rounds(
                 if let Err(e) = client.renew_if_due(Some(s.renew_in_s)).await {
                     tracing::warn!(error = %e, "certificate renewal failed; trying again next round");
                 }
-                interval
+                match s.phase_ms {
+                    Some(phase) => next_in_phase(started.elapsed(), interval, phase, now().millis()),
+                    None => interval,
+                }
             }
             Err(e) if e.is_identity_refused() || matches!(e, Error::Tls { .. }) => {
                 refusals = refusals.saturating_add(1);
@@ -219,6 +239,20 @@ async fn rounds(
     }
 }
 
+/// The wait from this round's start to the next: the next start of the phase (Unix time in
+/// ms modulo the interval) at least half an interval after this round started, so that a
+/// round never follows the previous one closely when the phase changes.
+fn next_in_phase(elapsed: Duration, interval: Duration, phase_ms: u64, now_ms: i64) -> Duration {
+    let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX).max(1);
+    let elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+    let now_ms = u64::try_from(now_ms).unwrap_or(0);
+    let mut until = (phase_ms % interval_ms + interval_ms - now_ms % interval_ms) % interval_ms;
+    while elapsed_ms + until < interval_ms / 2 {
+        until += interval_ms;
+    }
+    Duration::from_millis(elapsed_ms + until)
+}
+
 /// Wait after `n` refusals in a row: twice the interval, doubling, at most [`MAX_BACKOFF`].
 fn backoff(interval: Duration, n: u32) -> Duration {
     interval.saturating_mul(1 << n.min(6)).min(MAX_BACKOFF).max(interval)
@@ -229,14 +263,15 @@ async fn round(
     ep: Endpoints,
     concurrency: usize,
     source: SourceAddresses,
-    endpoints: &mpsc::UnboundedSender<EndpointWork>,
+    out: Outlets<'_>,
 ) -> Result<RoundSummary> {
     let work: Work = client.get(ep.work).await?;
     // First, so that the endpoints do not wait for this round. The endpoint loop outlives
     // the rounds but for a panic, which `prober_loop` passes on.
-    let _ = endpoints.send(EndpointWork::of(&work));
+    let _ = out.endpoints.send(EndpointWork::of(&work));
     let targets = targets(&work);
     let cfg = RoundConfig::from_settings(&work.settings, concurrency, source);
+    out.current.send_replace(Some(Arc::new(CurrentWork { targets: targets.clone(), round: cfg })));
     let (t0, started_at) = (Instant::now(), now());
     let results = run_round(&targets, &cfg).await;
     let (took, finished_at) = (t0.elapsed(), now());
@@ -246,6 +281,7 @@ async fn round(
     }
     Ok(RoundSummary {
         interval: Duration::from_secs(u64::from(work.settings.interval_s())),
+        phase_ms: work.phase_ms,
         targets: targets.len(),
         lost_all,
         took,
@@ -309,6 +345,7 @@ mod tests {
             attempts: Vec::new(),
             hls: None,
             cert_not_after: None,
+            failed_at: None,
         };
         let (t0, t1) = (vantage_core::Timestamp::from_secs(1), vantage_core::Timestamp::from_secs(2));
         let out = reports(t0, t1, (0..wire::MAX_RESULTS * 2 + 1).map(r).collect());
@@ -322,6 +359,20 @@ mod tests {
         assert_eq!(exact.len(), 1);
         let empty = reports(t0, t1, Vec::new());
         assert_eq!((empty.len(), empty[0].results.len()), (1, 0));
+    }
+
+    #[test]
+    fn rounds_start_at_the_phase_and_never_within_half_an_interval() {
+        let i = Duration::from_secs(10);
+        let ms = Duration::from_millis;
+        // A round started at 100_000 + 3_000 (phase 3 s) and took 1 s: the next at 113_000.
+        assert_eq!(next_in_phase(ms(1_000), i, 3_000, 104_000), ms(10_000));
+        // The phase moved to 5 s: the next start of it, 2 s later, is too close to this round's
+        // start (3 s after it), so the one after.
+        assert_eq!(next_in_phase(ms(1_000), i, 5_000, 104_000), ms(12_000));
+        assert_eq!(next_in_phase(ms(1_000), i, 9_000, 104_000), ms(6_000));
+        // A round longer than the interval: the next start of the phase after it ended.
+        assert_eq!(next_in_phase(ms(12_500), i, 3_000, 115_500), ms(20_000));
     }
 
     #[test]
@@ -354,6 +405,7 @@ mod tests {
             endpoints: Vec::new(),
             check_now: false,
             renew_in_s: 100,
+            phase_ms: None,
         };
         let out = targets(&work);
         assert_eq!(out.len(), 1);

@@ -8,8 +8,9 @@
 //! ```
 //!
 //! Everything runs on 127.0.0.0/8: a control plane (`Server::start`, lab mode, ephemeral
-//! ports), three probers in three regions (`run_prober`, started a third of an interval apart
-//! as independent probers are), four edge HTTP servers on 127.0.0.21–24 (one node has
+//! ports), three probers in three regions (`run_prober`, started together: the server gives
+//! each a phase a third of an interval apart, and asks the others to confirm at once what one
+//! of them sees change), four edge HTTP servers on 127.0.0.21–24 (one node has
 //! 127.0.0.21 as primary and 127.0.0.22 as backup), and `knotd` with a TSIG key, set as the
 //! cluster's publisher. Each repetition waits a random part of an interval (so the failure
 //! falls anywhere in the probers' rounds), then fails the primary, and once both DNS servers
@@ -20,7 +21,9 @@
 //!   host that drops packets: each attempt runs into the timeout).
 //!
 //! The built-in DNS server and Knot are asked every 20 ms (UDP, from 127.0.0.1); the admin
-//! API every 250 ms for the breakdown (first failing result, strict majority, revision).
+//! API every 250 ms for the breakdown (first failing result, strict majority, revision). The
+//! worst case for clients is the latest moment an answer naming the dead edge may still be
+//! handed out by a resolver: the time of each such answer of the built-in server plus its TTL.
 //! Needs `knotd` (Debian package `knot`).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -248,10 +251,7 @@ async fn setup(preset: Preset, knot: SocketAddr) -> anyhow::Result<Bench> {
         };
         let opts = ProberOptions { concurrency: 64, ..ProberOptions::new(channel) };
         let mut stop = stopped.clone();
-        // Independent probers: their rounds start a third of an interval apart.
-        let delay = preset.interval() * u32::try_from(i)? / 3;
         probers.push(tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
             let shutdown = async move {
                 let _ = stop.wait_for(|s| *s).await;
             };
@@ -338,6 +338,9 @@ struct Sample {
     dns: f64,
     /// Knot answers the backup.
     knot: f64,
+    /// Until when a resolver could still hand out an answer naming the dead edge: the latest
+    /// answer of the built-in server naming it, plus its TTL.
+    clients: f64,
     /// After the edge is back: the built-in DNS server answers the primary again.
     back_dns: f64,
     /// After the edge is back: Knot answers the primary again.
@@ -361,10 +364,18 @@ async fn once(b: &mut Bench, knot: SocketAddr, preset: Preset, failure: Failure)
         hung = Some(EdgeServer::start_with(b.primary.addr(), opts).await?);
     }
     let (mut dns, mut knot_at, mut seen, mut majority, mut revision) = (None, None, None::<f64>, None, None);
+    let mut clients = 0.0f64;
     let mut last_api = Instant::now() - Duration::from_secs(1);
     while dns.is_none() || knot_at.is_none() || revision.is_none() || majority.is_none() {
-        if dns.is_none() && query_a(b.dns, DOMAIN).await.ok().as_ref() == Some(&failed) {
-            dns = Some(t0.elapsed().as_secs_f64());
+        if dns.is_none() {
+            let asked = t0.elapsed().as_secs_f64();
+            match vantage_dns::query_a_with_ttl(b.dns, DOMAIN, Duration::from_secs(1)).await {
+                Ok((answer, _)) if answer == failed => dns = Some(asked),
+                Ok((answer, ttl)) if answer.contains(&primary) => {
+                    clients = clients.max(asked + f64::from(ttl))
+                }
+                _ => {}
+            }
         }
         if knot_at.is_none() && query_a(knot, DOMAIN).await.ok().as_ref() == Some(&failed) {
             knot_at = Some(t0.elapsed().as_secs_f64());
@@ -431,6 +442,7 @@ async fn once(b: &mut Bench, knot: SocketAddr, preset: Preset, failure: Failure)
         revision: revision.unwrap_or_default(),
         dns: dns.unwrap_or_default(),
         knot: knot_at.unwrap_or_default(),
+        clients,
         back_dns: back_dns.unwrap_or_default(),
         back_knot: back_knot.unwrap_or_default(),
     })
@@ -460,13 +472,13 @@ async fn run(o: Opts) -> anyhow::Result<()> {
             let mut b = setup(preset, knot.addr()).await?;
             b.probers_online().await?;
             b.wait_for(knot.addr(), &healthy, Duration::from_secs(1)).await?;
-            println!("rep  seen  majority  revision  DNS     Knot    | back: DNS  Knot");
+            println!("rep  seen  majority  revision  DNS     Knot    clients | back: DNS  Knot");
             let mut all = Vec::new();
             for rep in 1..=o.reps {
                 let s = once(&mut b, knot.addr(), preset, failure).await?;
                 println!(
-                    "{rep:>3}  {:>4.1}  {:>8.1}  {:>8.1}  {:>6.2}  {:>6.2}  |       {:>5.2}  {:>5.2}",
-                    s.seen, s.majority, s.revision, s.dns, s.knot, s.back_dns, s.back_knot
+                    "{rep:>3}  {:>4.1}  {:>8.1}  {:>8.1}  {:>6.2}  {:>6.2}  {:>6.1}  |       {:>5.2}  {:>5.2}",
+                    s.seen, s.majority, s.revision, s.dns, s.knot, s.clients, s.back_dns, s.back_knot
                 );
                 all.push(s);
                 // Every address reachable again and the answers settled before the next one.
@@ -479,6 +491,7 @@ async fn run(o: Opts) -> anyhow::Result<()> {
             println!("  revision                  {}", col(|s| s.revision));
             println!("  built-in DNS answers it   {}", col(|s| s.dns));
             println!("  Knot (RFC 2136) serves it {}", col(|s| s.knot));
+            println!("  clients may still use it  {}", col(|s| s.clients));
             println!("  back: built-in DNS        {}", col(|s| s.back_dns));
             println!("  back: Knot                {}", col(|s| s.back_knot));
             b.stop().await;

@@ -233,7 +233,8 @@ async fn probe(args: &Args, target: &ProbeTarget) -> ExitCode {
     if let Some(at) = cert_not_after {
         println!("certificate: not after {at}");
     }
-    let result = ProbeResult { target: args.target.clone(), attempts, hls: None, cert_not_after };
+    let result =
+        ProbeResult { target: args.target.clone(), attempts, hls: None, cert_not_after, failed_at: None };
     let (sent, lost) = (result.sent(), result.lost());
     let healthy = lost * 100 < LOSS_PCT * sent;
     let mut verdict = format!(

@@ -88,6 +88,7 @@ fn main() {
                 attempts: vec![good; 3],
                 hls: None,
                 cert_not_after: None,
+                failed_at: None,
             })
             .collect();
         for chunk in results.chunks(wire::MAX_RESULTS) {

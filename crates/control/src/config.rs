@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use vantage_core::Timestamp;
 use vantage_core::address::AddressList;
 use vantage_core::check::Check;
+use vantage_core::detection::DetectionSettings;
 use vantage_core::ids::{ClusterId, GroupId, LineId, NodeId, RegionId};
 use vantage_core::mirror::MirrorSettings;
 use vantage_core::model::{Cluster, Line, Node, NodeGroup, Region};
@@ -182,6 +183,8 @@ pub enum Object {
     Check(NamedCheck),
     /// The mirror and door settings (one).
     MirrorSettings(MirrorSettings),
+    /// The detection settings (one).
+    Detection(DetectionSettings),
     /// A video monitor.
     Monitor(Monitor),
 }
@@ -203,6 +206,7 @@ impl Object {
             Object::Webhook(_) => "webhook",
             Object::Check(_) => "check",
             Object::MirrorSettings(_) => "mirror_settings",
+            Object::Detection(_) => "detection_settings",
             Object::Monitor(_) => "monitor",
         }
     }
@@ -223,6 +227,7 @@ impl Object {
             Object::Webhook(w) => w.name.clone(),
             Object::Check(c) => c.name.clone(),
             Object::MirrorSettings(_) => "mirrors".into(),
+            Object::Detection(_) => "detection".into(),
             Object::Monitor(m) => m.name.clone(),
         }
     }
@@ -255,6 +260,7 @@ impl Object {
             Object::Webhook(v) => serde_json::to_string(v),
             Object::Check(v) => serde_json::to_string(v),
             Object::MirrorSettings(v) => serde_json::to_string(v),
+            Object::Detection(v) => serde_json::to_string(v),
             Object::Monitor(v) => serde_json::to_string(v),
         }
     }
@@ -275,6 +281,7 @@ impl Object {
             "webhook" => Object::Webhook(serde_json::from_str(body).map_err(e)?),
             "check" => Object::Check(serde_json::from_str(body).map_err(e)?),
             "mirror_settings" => Object::MirrorSettings(serde_json::from_str(body).map_err(e)?),
+            "detection_settings" => Object::Detection(serde_json::from_str(body).map_err(e)?),
             "monitor" => Object::Monitor(serde_json::from_str(body).map_err(e)?),
             other => return Err(format!("unknown kind {other:?}")),
         })
@@ -323,6 +330,8 @@ pub struct Config {
     pub monitors: BTreeMap<i64, Stored<Monitor>>,
     /// Mirror and door settings.
     pub mirror_settings: MirrorSettings,
+    /// Confirmation, flap damping and the probe budget.
+    pub detection: DetectionSettings,
     /// The mirror registry, from its files (not from the store): swapped whole by a reload
     /// that passed.
     pub mirrors: Arc<Registry>,
@@ -330,6 +339,8 @@ pub struct Config {
     pub settings_id: Option<i64>,
     /// Id of the stored mirror settings, once saved.
     pub mirror_settings_id: Option<i64>,
+    /// Id of the stored detection settings, once saved.
+    pub detection_id: Option<i64>,
     /// The next id to assign.
     pub next_id: i64,
 }
@@ -390,6 +401,10 @@ impl Config {
             Object::MirrorSettings(v) => {
                 self.mirror_settings = v;
                 self.mirror_settings_id = Some(id);
+            }
+            Object::Detection(v) => {
+                self.detection = v;
+                self.detection_id = Some(id);
             }
         }
         self.next_id = self.next_id.max(id + 1);

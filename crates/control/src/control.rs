@@ -16,12 +16,13 @@ use vantage_core::evaluate::{
     evaluate, preview,
 };
 use vantage_core::ids::{ClusterId, NodeId, RuleId};
-use vantage_core::reachability::{Observation, Observations as Seen, ProberView};
+use vantage_core::reachability::{Observation, Observations as Seen, ProberView, sees_failing};
 use vantage_core::rules::Rule;
 use vantage_core::wire;
 
 use crate::alerts::{Alert, AlertBook};
 use crate::config::{Config, Object};
+use crate::confirm::Confirmations;
 use crate::effects::Effects;
 use crate::identity::Caller;
 use crate::mirrors::book::VerdictChange;
@@ -29,9 +30,11 @@ use crate::mirrors::registry::Changes;
 use crate::mirrors::{CheckRefused, CheckRun, LoadError, Mirrors, endpoint_targets, host_of_key};
 use crate::monitors::{EndpointKey, MonitorChange, Monitors, SteeringTable};
 use crate::observe::{Latest, Observations, RoundSummary, agent_online, prober_status, reportable};
+use crate::rates::ProbeRates;
 use crate::snapshot::{ClusterSnapshot, Published, Snapshots, Zone};
+use crate::spread::Spread;
 use crate::target::TargetKey;
-use crate::work::{addresses_in_use, targets};
+use crate::work::{Issued, addresses_in_use, targets};
 
 /// A report triggers its clusters at most this often (SPEC §5.5).
 const REPORT_SPACING_MS: i64 = 2_000;
@@ -175,6 +178,9 @@ pub enum Output {
     Doors,
     /// A content-steering order changed: swap in [`Control::steering`].
     Steering,
+    /// Confirmations wait for some probers: wake their recheck requests, which collect them
+    /// with [`Control::take_rechecks`].
+    Recheck,
     /// Fetch these mirrors' trace files and their references', and feed back what they read
     /// ([`Control::handle_freshness`]).
     CheckFreshness(Vec<crate::mirrors::FreshnessCheck>),
@@ -216,6 +222,9 @@ pub struct Control {
     mirrors: Mirrors,
     monitors: Monitors,
     steering: Arc<SteeringTable>,
+    confirmations: Confirmations,
+    rates: ProbeRates,
+    spread: Spread,
     outputs: VecDeque<Output>,
     next_silence: Timestamp,
     next_expiry: Timestamp,
@@ -268,12 +277,16 @@ impl Control {
             mirrors: Mirrors::new(start.mirror_states.as_deref()),
             monitors: Monitors::restore(start.monitor_states.as_deref()),
             steering: Arc::default(),
+            confirmations: Confirmations::default(),
+            rates: ProbeRates::default(),
+            spread: Spread::default(),
             outputs: VecDeque::from([Output::Answers]),
             next_silence: now,
             next_expiry: now,
             next_roll_up: now,
         };
         c.sync_slots(now);
+        c.spread = Spread::of(&c.config);
         c.flush_steering(now);
         // A registry that fails at start leaves it empty, with the failure in the reload
         // status; the saved states stay until a reload passes.
@@ -397,10 +410,12 @@ impl Control {
             next.remove(id);
         }
         self.config = Arc::new(next);
+        self.spread = Spread::of(&self.config);
         for caller in effects.forget {
             self.obs.forget(caller);
             self.obs.probers.remove(&caller);
             self.mirrors.forget(caller);
+            self.confirmations.forget(caller);
             self.outputs.push_back(Output::ForgetResults(caller));
         }
         self.sync_slots(now);
@@ -432,8 +447,8 @@ impl Control {
     pub fn handle_work(&mut self, caller: Caller, now: Timestamp) -> wire::Work {
         let c = self.config.clone();
         let nodes = &self.obs.nodes;
-        let (mut checks, targets, keys) =
-            targets(&c, caller, |n| nodes.get(&n).map(|r| r.addresses.clone()), self.policy);
+        let Issued { mut checks, targets, keys, aliases } =
+            targets(&c, caller, |n| nodes.get(&n).map(|r| r.addresses.clone()), self.policy, &self.spread);
         // Mirrors are probed from every region by the probers there; node agents probe their
         // cluster only.
         let mut endpoints =
@@ -450,6 +465,7 @@ impl Control {
         r.last_seen = Some(now);
         r.targets = u32::try_from(targets.len() + endpoints.len()).unwrap_or(u32::MAX);
         r.issued = keys;
+        r.aliases = aliases;
         r.issued_endpoints = issued_hosts;
         r.issued_monitors = monitor_keys;
         wire::Work {
@@ -460,7 +476,26 @@ impl Control {
             endpoints,
             check_now,
             renew_in_s: c.renew_in_s(caller, now),
+            phase_ms: self.spread.phase_ms(caller, c.settings.interval_s()),
         }
+    }
+
+    /// The targets `caller` is asked to probe at once (collected once), as its work's keys.
+    pub fn take_rechecks(&mut self, caller: Caller) -> wire::Recheck {
+        let given = self.obs.probers.get(&caller).map(|r| &r.issued);
+        let targets = self
+            .confirmations
+            .take(caller)
+            .into_iter()
+            .filter(|k| given.is_some_and(|g| g.contains(k)))
+            .map(|k| k.to_string())
+            .collect();
+        wire::Recheck { targets }
+    }
+
+    /// Attempts per second each `ip:port` received over the last minute, from every prober.
+    pub fn probe_rates(&self, now: Timestamp) -> Vec<(std::net::SocketAddr, f64)> {
+        self.rates.rates(now)
     }
 
     /// A report arrived. It is checked whole (every target was given to this caller; 1 to 10
@@ -520,6 +555,7 @@ impl Control {
         let mut verdicts = Vec::new();
         let mut monitor_changes = Vec::new();
         let c = self.config.clone();
+        let mut changed = Vec::new();
         for (key, r) in keys.into_iter().zip(&report.results) {
             let key = match key {
                 Key::Cluster(k) => k,
@@ -533,13 +569,29 @@ impl Control {
                     continue;
                 }
             };
-            let per = self.obs.results.entry(key).or_default();
-            let latest = Latest::after(r, now, per.get(&caller), self.config.initial_of(key));
-            per.insert(caller, latest.clone());
-            rows.push((key.to_string(), latest));
-            if let Some(n) = self.config.nodes.get(&key.node.0) {
-                clusters.insert(n.value.cluster);
+            self.rates.record(key.ip, key.port, r.sent(), now);
+            let failed_at = crate::observe::failed_at(report, r, now);
+            let aliases = self.obs.probers.get(&caller).and_then(|p| p.aliases.get(&key)).cloned();
+            for k in std::iter::once(key).chain(aliases.into_iter().flatten()) {
+                let per = self.obs.results.entry(k).or_default();
+                let prev = per.get(&caller);
+                let was_failing = prev.map(|l| sees_failing(l.sent, l.lost, &c.settings));
+                let mut latest = Latest::after(r, now, prev, c.initial_of(k));
+                latest.failed_at = failed_at;
+                if k == key
+                    && was_failing.is_some_and(|w| w != sees_failing(latest.sent, latest.lost, &c.settings))
+                {
+                    changed.push(key);
+                }
+                per.insert(caller, latest.clone());
+                rows.push((k.to_string(), latest));
+                if let Some(n) = c.nodes.get(&k.node.0) {
+                    clusters.insert(n.value.cluster);
+                }
             }
+        }
+        for key in changed {
+            self.confirm(key, caller, now);
         }
         let p = self.obs.probers.entry(caller).or_default();
         p.last_seen = Some(now);
@@ -681,6 +733,7 @@ impl Control {
         if now >= self.next_silence {
             self.silence(now);
             let c = self.config.clone();
+            self.confirmations.expire(c.settings.interval_s(), now);
             let verdicts = self.mirrors.sweep(&c, now);
             self.verdicts(verdicts, now);
             self.flush_doors();
@@ -705,6 +758,7 @@ impl Control {
         if now >= self.next_expiry {
             let before = now.plus_millis(-LATEST_KEPT_MS);
             self.obs.expire(before);
+            self.rates.prune(now);
             self.outputs.push_back(Output::ExpireResults { before });
             self.certificates(now);
             self.next_expiry = now.plus_secs(EXPIRE_EVERY_S);
@@ -735,6 +789,28 @@ impl Control {
     }
 
     // ------------------------------------------------------------------ inside
+
+    /// `from` saw `key` change: every other counting prober that probes it is asked to probe
+    /// it at once (see [`Confirmations`]).
+    fn confirm(&mut self, key: TargetKey, from: Caller, now: Timestamp) {
+        let c = &self.config;
+        if !c.detection.confirm() {
+            return;
+        }
+        let counting = |caller: &Caller| match caller {
+            Caller::Prober(p) => c.probers.get(&p.0).is_some_and(|p| p.value.enabled),
+            Caller::Node(n) => c.node_probes(*n),
+        };
+        let others = self
+            .obs
+            .probers
+            .iter()
+            .filter(|(caller, _)| **caller != from && counting(caller))
+            .filter_map(|(caller, r)| r.given_as(key).map(|g| (*caller, g)));
+        if self.confirmations.ask(key, others, c.settings.interval_s(), now) {
+            self.outputs.push_back(Output::Recheck);
+        }
+    }
 
     /// Slots follow the clusters of the configuration; a cluster that went leaves DNS.
     fn sync_slots(&mut self, now: Timestamp) {
@@ -1018,10 +1094,16 @@ impl Control {
                 }
                 None
             }
-            Event::AddressUnreachable { node, ip } => {
-                let summary = format!("{ip} of {} is unreachable", node_name(*node));
-                let details =
-                    json!({"cluster": cluster.name, "node": node_name(*node), "address": ip.to_string()});
+            Event::AddressUnreachable { node, ip, damping } => {
+                let summary = if *damping > 1 {
+                    format!(
+                        "{ip} of {} is unreachable (flapping: back only after {damping}× the usual wait)",
+                        node_name(*node)
+                    )
+                } else {
+                    format!("{ip} of {} is unreachable", node_name(*node))
+                };
+                let details = json!({"cluster": cluster.name, "node": node_name(*node), "address": ip.to_string(), "damping": damping});
                 self.fire(
                     format!("address_unreachable/node:{node}/{ip}"),
                     "address_unreachable",
@@ -1216,6 +1298,7 @@ impl Parts {
                                         lost: latest.lost,
                                         rtt_ms: latest.rtt_us.map(|us| us as f32 / 1000.0),
                                         reported_at: latest.at,
+                                        failed_at: latest.failed_at,
                                     });
                                 }
                             }
@@ -1245,6 +1328,7 @@ impl Parts {
     ) -> ClusterView<'a> {
         ClusterView {
             settings: &c.settings,
+            detection: &c.detection,
             cluster,
             lines: &self.lines,
             nodes: &self.nodes,

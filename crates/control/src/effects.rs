@@ -31,7 +31,7 @@ impl Effects {
         let saved = Some(BINDING_SAVED);
         for (id, o) in puts {
             match o {
-                Object::Settings(_) => e.all = true,
+                Object::Settings(_) | Object::Detection(_) => e.all = true,
                 Object::Prober(p) => {
                     e.all = true;
                     if !p.enabled {

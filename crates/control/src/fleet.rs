@@ -30,6 +30,8 @@ pub struct AddressFigure {
     pub failing: u32,
     /// Probers whose results count for it.
     pub counting: u32,
+    /// Flap damping multiplier of its *answering before reachable*.
+    pub damping: u32,
 }
 
 /// A prober's liveness.
@@ -58,6 +60,8 @@ pub struct Fleet {
     pub probers: Vec<ProberFigure>,
     /// Alerts firing, by kind.
     pub alerts_firing: BTreeMap<String, usize>,
+    /// Attempts per second each `ip:port` receives from every prober together.
+    pub probe_rates: Vec<(std::net::SocketAddr, f64)>,
 }
 
 impl Control {
@@ -79,6 +83,7 @@ impl Control {
                         reachable: a.reachability == Reachability::Reachable,
                         failing: a.verdict.failing,
                         counting: a.verdict.counting,
+                        damping: a.damping,
                     });
                 }
                 f.nodes.push((cname.clone(), node, s.level));
@@ -103,6 +108,7 @@ impl Control {
         for a in self.alerts().list().0 {
             *f.alerts_firing.entry(a.kind).or_default() += 1;
         }
+        f.probe_rates = self.probe_rates(now);
         f
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod alerts;
 pub mod config;
+pub mod confirm;
 mod control;
 pub mod effects;
 pub mod fleet;
@@ -14,7 +15,9 @@ pub mod invariants;
 pub mod mirrors;
 pub mod monitors;
 pub mod observe;
+pub mod rates;
 pub mod snapshot;
+pub mod spread;
 pub mod target;
 pub mod work;
 

@@ -2,7 +2,7 @@
 //! (prober, target) with its window register, what each prober and node agent last said, and
 //! the targets each prober was given. Online status is decided here, in one place.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
@@ -12,6 +12,7 @@ use vantage_core::evaluate::{AGENT_ONLINE_S, FastMap, LinkState, NodeMetrics};
 use vantage_core::result::{ErrorCode, HlsDetail, ProbeResult};
 use vantage_core::settings::ProbeSettings;
 use vantage_core::window::WindowRegister;
+use vantage_core::wire;
 
 use crate::identity::Caller;
 use crate::target::TargetKey;
@@ -35,6 +36,8 @@ pub struct Latest {
     pub hls: Option<HlsDetail>,
     /// When the edge's TLS certificate expires (HTTPS targets).
     pub cert_not_after: Option<Timestamp>,
+    /// When the round's first failed attempt ended, in the server's time ([`failed_at`]).
+    pub failed_at: Option<Timestamp>,
 }
 
 impl Latest {
@@ -54,8 +57,18 @@ impl Latest {
             register,
             hls: r.hls,
             cert_not_after: r.cert_not_after,
+            failed_at: None,
         }
     }
+}
+
+/// When a result's first failed attempt ended, in the server's time: as long before `at` (the
+/// report's arrival) as the prober says it was before the end of its round, and never more
+/// than the round lasted, so an offset of the prober's clock cannot move it.
+pub fn failed_at(report: &wire::Report, r: &ProbeResult, at: Timestamp) -> Option<Timestamp> {
+    let failed = r.failed_at?;
+    let round = report.finished_at.millis_since(report.started_at).max(0);
+    Some(at.plus_millis(-report.finished_at.millis_since(failed).clamp(0, round)))
 }
 
 /// A prober's last round, as the prober list shows it.
@@ -131,10 +144,22 @@ pub struct ProberRuntime {
     pub targets: u32,
     /// Target keys of its last work: reports may only carry these.
     pub issued: BTreeSet<TargetKey>,
+    /// Keys probed under one of `issued` (the same probe listed by another cluster).
+    pub aliases: BTreeMap<TargetKey, Vec<TargetKey>>,
     /// Mirror hosts of its last work's endpoint targets.
     pub issued_endpoints: BTreeSet<String>,
     /// Monitor endpoints of its last work.
     pub issued_monitors: BTreeSet<crate::monitors::EndpointKey>,
+}
+
+impl ProberRuntime {
+    /// The key under which this prober probes `key`, if it does.
+    pub fn given_as(&self, key: TargetKey) -> Option<TargetKey> {
+        if self.issued.contains(&key) {
+            return Some(key);
+        }
+        self.aliases.iter().find(|(_, others)| others.contains(&key)).map(|(given, _)| *given)
+    }
 }
 
 /// What a node agent last said.

@@ -1,16 +1,20 @@
 //! Which addresses of a node count and what each prober probes: the configured scheduling
 //! addresses, else the ones its agent reported; every enabled node × every listener of its
-//! cluster, where a node that probes skips itself (SPEC §3.2, §5.2).
+//! cluster, where a node that probes skips itself (SPEC §3.2, §5.2) — each address, listener
+//! and check once, within the probe budget.
 
-use std::collections::BTreeSet;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use vantage_core::address::{AddressList, AddressPolicy};
+use vantage_core::check::Listener;
 use vantage_core::ids::{ClusterId, NodeId};
 use vantage_core::wire;
 
 use crate::config::Config;
 use crate::identity::Caller;
+use crate::spread::Spread;
 use crate::target::TargetKey;
 
 /// A node's scheduling addresses in use: the configured ones while any exist, else the
@@ -45,19 +49,41 @@ impl Config {
     }
 }
 
-/// The targets `caller` probes, with the checks they index, and the set of their keys.
+/// What one work answer gives a prober: the checks its targets index, one target per probe,
+/// and how the keys of the answer relate to every key they stand for.
+#[derive(Debug, Default)]
+pub struct Issued {
+    pub checks: Vec<vantage_core::check::Check>,
+    pub targets: Vec<wire::Target>,
+    /// The keys of `targets`: reports may carry only these.
+    pub keys: BTreeSet<TargetKey>,
+    /// Keys probed under another key's probe: the same address, listener and check listed
+    /// again (by another cluster), probed once per round. Key given → the others.
+    pub aliases: BTreeMap<TargetKey, Vec<TargetKey>>,
+}
+
+/// The targets `caller` probes: every enabled node's addresses in use × its cluster's
+/// listeners, but each (address, listener, check) once, and only the addresses whose probers
+/// within the probe budget include `caller` (see [`Spread`]).
 pub fn targets(
     c: &Config,
     caller: Caller,
     reported: impl Fn(NodeId) -> Option<Vec<IpAddr>>,
     policy: AddressPolicy,
-) -> (Vec<vantage_core::check::Check>, Vec<wire::Target>, BTreeSet<TargetKey>) {
-    let mut checks = Vec::new();
-    let mut targets = Vec::new();
-    let mut keys = BTreeSet::new();
+    spread: &Spread,
+) -> Issued {
+    let mut out = Issued::default();
+    let mut probe_of: HashMap<(IpAddr, Listener, u32), TargetKey> = HashMap::new();
     for (cid, cluster) in &c.clusters {
-        let check = u32::try_from(checks.len()).unwrap_or(u32::MAX);
-        checks.push(cluster.value.check.clone());
+        // Clusters with the same check share one.
+        let check = match out.checks.iter().position(|k| *k == cluster.value.check) {
+            Some(i) => i,
+            None => {
+                out.checks.push(cluster.value.check.clone());
+                out.checks.len() - 1
+            }
+        };
+        let check = u32::try_from(check).unwrap_or(u32::MAX);
         for (nid, n) in c.nodes_of(ClusterId(*cid)) {
             if !n.value.node.enabled || caller == Caller::Node(nid) {
                 continue;
@@ -65,12 +91,26 @@ pub fn targets(
             let reported = reported(nid);
             for a in addresses_in_use(&n.value.addresses, reported.as_deref(), policy).as_slice() {
                 for l in &cluster.value.listeners {
+                    if !spread.probes(caller, a.ip, l.port) {
+                        continue;
+                    }
                     let key = TargetKey { node: nid, ip: a.ip, port: l.port };
-                    keys.insert(key);
-                    targets.push(wire::Target { key: key.to_string(), ip: a.ip, listener: *l, check });
+                    match probe_of.entry((a.ip, *l, check)) {
+                        Entry::Occupied(given) => out.aliases.entry(*given.get()).or_default().push(key),
+                        Entry::Vacant(v) => {
+                            v.insert(key);
+                            out.keys.insert(key);
+                            out.targets.push(wire::Target {
+                                key: key.to_string(),
+                                ip: a.ip,
+                                listener: *l,
+                                check,
+                            });
+                        }
+                    }
                 }
             }
         }
     }
-    (checks, targets, keys)
+    out
 }

@@ -24,6 +24,7 @@ const GROUPS: i64 = 10;
 
 struct World {
     settings: ProbeSettings,
+    detection: vantage_core::detection::DetectionSettings,
     cluster: Cluster,
     lines: Vec<LineSpec>,
     nodes: Vec<NodeView>,
@@ -58,6 +59,7 @@ fn world(now: Timestamp, failing_every: u32) -> World {
                                 lost: if failing && p % 4 != 0 { 3 } else { 0 },
                                 rtt_ms: Some(10.0 + (p % 7) as f32),
                                 reported_at: now,
+                                failed_at: None,
                             })
                         })
                         .collect();
@@ -110,6 +112,7 @@ fn world(now: Timestamp, failing_every: u32) -> World {
         .collect();
     World {
         settings: ProbeSettings::default(),
+        detection: Default::default(),
         cluster: serde_json::from_str(r#"{"name":"big","domain":"cdn.example.net","listeners":[{"port":80,"protocol":"http"},{"port":443,"protocol":"https"}]}"#)
             .expect("bench cluster is valid"),
         lines,
@@ -122,6 +125,7 @@ fn world(now: Timestamp, failing_every: u32) -> World {
 fn view(w: &World) -> ClusterView<'_> {
     ClusterView {
         settings: &w.settings,
+        detection: &w.detection,
         cluster: &w.cluster,
         lines: &w.lines,
         nodes: &w.nodes,

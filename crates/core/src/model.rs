@@ -130,6 +130,11 @@ pub struct Cluster {
     pub dns_mode: DnsMode,
     /// TTL of the records, s (1–86400, 30).
     pub ttl: u32,
+    /// TTL of a line's records while one of them is failing but not yet unreachable, s
+    /// (1–`ttl`; absent: half the TTL, at least 5 s), so resolvers ask again about when the
+    /// revision that drops it lands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspect_ttl: Option<u32>,
     /// The listeners every node serves (1–16, distinct ports).
     pub listeners: Vec<Listener>,
     /// How listeners are checked (path, host, request, expected status…).
@@ -256,6 +261,8 @@ pub struct ClusterInput {
     pub dns_mode: DnsMode,
     /// TTL, s.
     pub ttl: u32,
+    /// TTL while an address of the line is suspect, s.
+    pub suspect_ttl: Option<u32>,
     pub listeners: Vec<Listener>,
     pub check: Check,
     /// Mass-removal limit, %.
@@ -275,6 +282,7 @@ impl Default for ClusterInput {
             aliases: Vec::new(),
             dns_mode: DnsMode::Automatic,
             ttl: 30,
+            suspect_ttl: None,
             listeners: vec![Listener {
                 port: 80,
                 protocol: crate::check::Protocol::Http,
@@ -297,6 +305,7 @@ impl From<Cluster> for ClusterInput {
             aliases: c.aliases,
             dns_mode: c.dns_mode,
             ttl: c.ttl,
+            suspect_ttl: c.suspect_ttl,
             listeners: c.listeners,
             check: c.check,
             mass_removal_pct: c.mass_removal_pct,
@@ -321,6 +330,11 @@ impl TryFrom<ClusterInput> for Cluster {
             aliases.push(a);
         }
         let ttl = in_range("ttl", i.ttl, 1, 86_400)?;
+        if let Some(short) = i.suspect_ttl {
+            in_range("suspect_ttl", short, 1, ttl).map_err(|_| {
+                Error::invalid("suspect_ttl", format!("must be between 1 and the ttl ({ttl}), got {short}"))
+            })?;
+        }
         if i.listeners.is_empty() || i.listeners.len() > 16 {
             return Err(Error::invalid("listeners", format!("1 to 16 listeners, got {}", i.listeners.len())));
         }
@@ -356,6 +370,7 @@ impl TryFrom<ClusterInput> for Cluster {
             aliases,
             dns_mode: i.dns_mode,
             ttl,
+            suspect_ttl: i.suspect_ttl,
             listeners: i.listeners,
             check: i.check,
             mass_removal_pct,
@@ -367,6 +382,12 @@ impl TryFrom<ClusterInput> for Cluster {
 }
 
 impl Cluster {
+    /// The TTL of a line's records while one of them is suspect: the configured one, else half
+    /// the TTL but at least 5 s, never longer than the TTL.
+    pub fn suspect_ttl_s(&self) -> u32 {
+        self.suspect_ttl.unwrap_or((self.ttl / 2).max(5)).min(self.ttl)
+    }
+
     /// Every name the cluster answers: the domain, then the aliases.
     pub fn zones(&self) -> impl Iterator<Item = &str> {
         std::iter::once(self.domain.as_str()).chain(self.aliases.iter().map(String::as_str))
@@ -556,6 +577,19 @@ mod tests {
         let e = serde_json::from_str::<Cluster>(r#"{"name":"v","domain":"cdn.example.net","colour":"red"}"#)
             .unwrap_err();
         assert!(e.to_string().contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn suspect_ttl_defaults_to_half_the_ttl_but_at_least_5_s_and_never_more_than_the_ttl() {
+        let c = |extra: &str| {
+            serde_json::from_str::<Cluster>(&format!(r#"{{"name":"v","domain":"cdn.example.net"{extra}}}"#))
+        };
+        assert_eq!(c("").unwrap().suspect_ttl_s(), 15);
+        assert_eq!(c(r#","ttl":8"#).unwrap().suspect_ttl_s(), 5);
+        assert_eq!(c(r#","ttl":3"#).unwrap().suspect_ttl_s(), 3);
+        assert_eq!(c(r#","ttl":300,"suspect_ttl":20"#).unwrap().suspect_ttl_s(), 20);
+        let e = c(r#","ttl":30,"suspect_ttl":60"#).unwrap_err().to_string();
+        assert!(e.contains("suspect_ttl: must be between 1 and the ttl (30), got 60"), "{e}");
     }
 
     #[test]

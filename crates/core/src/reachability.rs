@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::detection::Damping;
 use crate::ids::RegionId;
 use crate::settings::ProbeSettings;
 use crate::time::Timestamp;
@@ -30,6 +31,9 @@ pub struct Observation {
     pub rtt_ms: Option<f32>,
     /// When the prober reported it.
     pub reported_at: Timestamp,
+    /// When the round's first failed attempt ended, in the server's time (never after
+    /// `reported_at`); `None` without a failed attempt, or from a prober that does not say.
+    pub failed_at: Option<Timestamp>,
 }
 
 /// The latest results for one address, every port, every prober; sorted by prober so that
@@ -74,9 +78,13 @@ impl Observations {
                 rtt_sum_ms: 0.0,
                 rtt_n: 0,
                 reported_at: Timestamp::EPOCH,
+                failed_at: None,
             };
             for o in group.iter().filter(|o| counts(o)) {
                 t.reported_at = t.reported_at.max(o.reported_at);
+                if let Some(f) = o.failed_at.map(|f| f.min(o.reported_at)) {
+                    t.failed_at = Some(t.failed_at.map_or(f, |g| g.min(f)));
+                }
                 t.sent += o.sent;
                 t.lost += o.lost.min(o.sent);
                 if let Some(r) = o.rtt_ms {
@@ -104,6 +112,8 @@ pub struct ProberTally {
     pub rtt_n: u32,
     /// Its newest counted result.
     pub reported_at: Timestamp,
+    /// The earliest end of a failed attempt among its counted results.
+    pub failed_at: Option<Timestamp>,
 }
 
 impl ProberTally {
@@ -114,8 +124,19 @@ impl ProberTally {
 
     /// True when this prober sees the address failing: loss ≥ the loss setting.
     pub fn sees_failing(&self, settings: &ProbeSettings) -> bool {
-        u64::from(self.lost) * 100 >= u64::from(settings.loss_pct()) * u64::from(self.sent)
+        sees_failing(self.sent, self.lost, settings)
     }
+
+    /// Since when its results show the failure: the end of the first failed attempt when the
+    /// prober said, else its report.
+    pub fn failing_evidence(&self) -> Timestamp {
+        self.failed_at.unwrap_or(self.reported_at)
+    }
+}
+
+/// True when `lost` of `sent` attempts reach the loss setting.
+pub fn sees_failing(sent: u32, lost: u32, settings: &ProbeSettings) -> bool {
+    sent > 0 && u64::from(lost) * 100 >= u64::from(settings.loss_pct()) * u64::from(sent)
 }
 
 /// How the counting probers see an address.
@@ -127,8 +148,9 @@ pub struct Verdict {
     /// Of those, the ones that see the address failing.
     pub failing: u32,
     /// While failing: the earliest time the reports show a strict majority failing — the
-    /// majority-th oldest of the failing probers' newest reports. Never earlier than the real
-    /// start, since each prober failed at latest when it reported.
+    /// majority-th oldest of the failing probers' evidence (the end of each one's first failed
+    /// attempt, else its report). Never earlier than the real start, since each prober saw
+    /// the failure by then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failing_from: Option<Timestamp>,
 }
@@ -156,7 +178,7 @@ pub fn verdict(
         let mut times: Vec<Timestamp> = obs
             .per_prober(probers, settings, now)
             .filter(|t| t.sees_failing(settings))
-            .map(|t| t.reported_at)
+            .map(|t| t.failing_evidence())
             .collect();
         times.sort_unstable();
         let majority = (v.counting / 2) as usize; // index of the (counting/2 + 1)-th oldest
@@ -190,6 +212,12 @@ pub struct AddressHealth {
     /// The previous evaluation.
     #[serde(default)]
     pub checked_at: Option<Timestamp>,
+    /// Flap damping: *answering before reachable* is doubled this many times.
+    #[serde(default)]
+    pub doublings: u8,
+    /// When `doublings` last changed.
+    #[serde(default)]
+    pub damped_at: Option<Timestamp>,
 }
 
 impl Default for AddressHealth {
@@ -200,6 +228,8 @@ impl Default for AddressHealth {
             failing_since: None,
             answering_since: None,
             checked_at: None,
+            doublings: 0,
+            damped_at: None,
         }
     }
 }
@@ -209,23 +239,26 @@ impl AddressHealth {
     /// evidence says so (`evidence ≤ now`; a failing streak may start no earlier than the
     /// previous evaluation, which saw it otherwise). Returns the new state when it changed.
     /// Unreachable after failing continuously for *failing before unreachable*; reachable
-    /// again after not failing for *answering before reachable*.
+    /// again after not failing for *answering before reachable* times the damping multiplier.
+    /// Going unreachable within the damping window of coming back doubles the multiplier (up
+    /// to its cap); each stable window reachable halves it.
     pub fn step(
         &mut self,
         failing: bool,
         evidence: Timestamp,
         now: Timestamp,
         settings: &ProbeSettings,
+        damping: &Damping,
     ) -> Option<Reachability> {
         let start = evidence.min(now).max(self.checked_at.unwrap_or(Timestamp::EPOCH));
         self.checked_at = Some(now);
+        self.forgive(now, damping);
+        let answering_wait = self.answering_wait_s(settings);
         let (streak, wait) = match self.state {
             Reachability::Reachable if failing => {
-                (&mut self.failing_since, settings.failing_before_unreachable_s())
+                (&mut self.failing_since, u64::from(settings.failing_before_unreachable_s()))
             }
-            Reachability::Unreachable if !failing => {
-                (&mut self.answering_since, settings.answering_before_reachable_s())
-            }
+            Reachability::Unreachable if !failing => (&mut self.answering_since, answering_wait),
             Reachability::Reachable => {
                 self.failing_since = None;
                 return None;
@@ -236,27 +269,66 @@ impl AddressHealth {
             }
         };
         let since = *streak.get_or_insert(start);
-        if !now.at_least_secs_after(since, u64::from(wait)) {
+        if !now.at_least_secs_after(since, wait) {
             return None;
         }
         let state = match self.state {
             Reachability::Reachable => Reachability::Unreachable,
             Reachability::Unreachable => Reachability::Reachable,
         };
+        let (mut doublings, mut damped_at) = (self.doublings, self.damped_at);
+        // A flap: down again soon after coming back (`since` is when it came back; `None`
+        // when it never was down).
+        let flapped = state == Reachability::Unreachable
+            && self.since.is_some_and(|back| !now.at_least_secs_after(back, u64::from(damping.window_s())));
+        if flapped && doublings < damping.max_doublings() {
+            doublings += 1;
+            damped_at = Some(now);
+        }
         *self = AddressHealth {
             state,
             since: Some(now),
             failing_since: None,
             answering_since: None,
             checked_at: Some(now),
+            doublings: doublings.min(damping.max_doublings()),
+            damped_at,
         };
         Some(state)
     }
 
+    /// One doubling is forgiven per stable window reachable.
+    fn forgive(&mut self, now: Timestamp, damping: &Damping) {
+        if self.state != Reachability::Reachable || self.doublings == 0 {
+            return;
+        }
+        let calm_from = self.since.max(self.damped_at).unwrap_or(now);
+        if now.at_least_secs_after(calm_from, u64::from(damping.stable_s())) {
+            self.doublings -= 1;
+            self.damped_at = Some(now);
+        }
+    }
+
     /// Feeds one evaluation whose evidence is the verdict: a failing streak starts when the
     /// reports first showed a majority failing, an answering streak at `now`.
-    pub fn observe(&mut self, v: &Verdict, now: Timestamp, settings: &ProbeSettings) -> Option<Reachability> {
-        self.step(v.is_failing(), v.failing_from.unwrap_or(now), now, settings)
+    pub fn observe(
+        &mut self,
+        v: &Verdict,
+        now: Timestamp,
+        settings: &ProbeSettings,
+        damping: &Damping,
+    ) -> Option<Reachability> {
+        self.step(v.is_failing(), v.failing_from.unwrap_or(now), now, settings, damping)
+    }
+
+    /// The damping multiplier of *answering before reachable* now (1: not damped).
+    pub fn multiplier(&self) -> u32 {
+        1 << self.doublings.min(31)
+    }
+
+    /// Seconds an unreachable address must answer before it is reachable again.
+    pub fn answering_wait_s(&self, settings: &ProbeSettings) -> u64 {
+        u64::from(settings.answering_before_reachable_s()) * u64::from(self.multiplier())
     }
 
     /// The time at which the state would change if the input stayed as it is (so the
@@ -267,9 +339,14 @@ impl AddressHealth {
                 self.failing_since.map(|t| t.plus_secs(u64::from(settings.failing_before_unreachable_s())))
             }
             Reachability::Unreachable => {
-                self.answering_since.map(|t| t.plus_secs(u64::from(settings.answering_before_reachable_s())))
+                self.answering_since.map(|t| t.plus_secs(self.answering_wait_s(settings)))
             }
         }
+    }
+
+    /// Failing, by a strict majority, but not yet unreachable: DNS still answers with it.
+    pub fn is_suspect(&self) -> bool {
+        self.state == Reachability::Reachable && self.failing_since.is_some()
     }
 
     /// True when reachable.
@@ -290,7 +367,14 @@ mod tests {
     }
 
     fn obs(prober: u32, sent: u32, lost: u32, at: Timestamp) -> Observation {
-        Observation { prober, sent, lost, rtt_ms: (lost < sent).then_some(1.0), reported_at: at }
+        Observation {
+            prober,
+            sent,
+            lost,
+            rtt_ms: (lost < sent).then_some(1.0),
+            reported_at: at,
+            failed_at: None,
+        }
     }
 
     fn settings() -> ProbeSettings {
@@ -361,10 +445,13 @@ mod tests {
     fn unreachable_after_failing_before_unreachable() {
         let s = settings(); // 30 s / 60 s
         let mut h = AddressHealth::default();
-        assert_eq!(h.step(true, T0, T0, &s), None);
+        assert_eq!(h.step(true, T0, T0, &s, &Damping::default()), None);
         assert_eq!(h.deadline(&s), Some(T0.plus_secs(30)));
-        assert_eq!(h.step(true, T0.plus_secs(29), T0.plus_secs(29), &s), None);
-        assert_eq!(h.step(true, T0.plus_secs(30), T0.plus_secs(30), &s), Some(Reachability::Unreachable));
+        assert_eq!(h.step(true, T0.plus_secs(29), T0.plus_secs(29), &s, &Damping::default()), None);
+        assert_eq!(
+            h.step(true, T0.plus_secs(30), T0.plus_secs(30), &s, &Damping::default()),
+            Some(Reachability::Unreachable)
+        );
         assert!(!h.is_reachable());
     }
 
@@ -372,26 +459,36 @@ mod tests {
     fn failing_must_be_continuous() {
         let s = settings();
         let mut h = AddressHealth::default();
-        h.step(true, T0, T0, &s);
-        h.step(false, T0.plus_secs(20), T0.plus_secs(20), &s);
-        assert_eq!(h.step(true, T0.plus_secs(30), T0.plus_secs(30), &s), None, "the streak restarted");
-        assert_eq!(h.step(true, T0.plus_secs(59), T0.plus_secs(59), &s), None);
-        assert_eq!(h.step(true, T0.plus_secs(60), T0.plus_secs(60), &s), Some(Reachability::Unreachable));
+        h.step(true, T0, T0, &s, &Damping::default());
+        h.step(false, T0.plus_secs(20), T0.plus_secs(20), &s, &Damping::default());
+        assert_eq!(
+            h.step(true, T0.plus_secs(30), T0.plus_secs(30), &s, &Damping::default()),
+            None,
+            "the streak restarted"
+        );
+        assert_eq!(h.step(true, T0.plus_secs(59), T0.plus_secs(59), &s, &Damping::default()), None);
+        assert_eq!(
+            h.step(true, T0.plus_secs(60), T0.plus_secs(60), &s, &Damping::default()),
+            Some(Reachability::Unreachable)
+        );
     }
 
     #[test]
     fn failing_streak_starts_at_the_evidence_but_not_before_the_previous_evaluation() {
         let s = settings(); // 30 s
         let mut h = AddressHealth::default();
-        assert_eq!(h.step(false, T0, T0, &s), None);
+        assert_eq!(h.step(false, T0, T0, &s, &Damping::default()), None);
         // Reports at T0+8 showed the failure; the pass runs at T0+10.
-        assert_eq!(h.step(true, T0.plus_secs(8), T0.plus_secs(10), &s), None);
+        assert_eq!(h.step(true, T0.plus_secs(8), T0.plus_secs(10), &s, &Damping::default()), None);
         assert_eq!(h.deadline(&s), Some(T0.plus_secs(38)));
-        assert_eq!(h.step(true, T0.plus_secs(8), T0.plus_secs(38), &s), Some(Reachability::Unreachable));
+        assert_eq!(
+            h.step(true, T0.plus_secs(8), T0.plus_secs(38), &s, &Damping::default()),
+            Some(Reachability::Unreachable)
+        );
         // Evidence older than the previous evaluation is clamped to it.
         let mut h = AddressHealth::default();
-        h.step(false, T0, T0.plus_secs(10), &s);
-        h.step(true, T0, T0.plus_secs(12), &s);
+        h.step(false, T0, T0.plus_secs(10), &s, &Damping::default());
+        h.step(true, T0, T0.plus_secs(12), &s, &Damping::default());
         assert_eq!(h.failing_since, Some(T0.plus_secs(10)));
     }
 
@@ -418,16 +515,111 @@ mod tests {
     fn reachable_again_after_answering_before_reachable() {
         let s = settings();
         let mut h = AddressHealth::default();
-        h.step(true, T0, T0, &s);
-        h.step(true, T0.plus_secs(30), T0.plus_secs(30), &s);
-        assert_eq!(h.step(false, T0.plus_secs(40), T0.plus_secs(40), &s), None);
+        h.step(true, T0, T0, &s, &Damping::default());
+        h.step(true, T0.plus_secs(30), T0.plus_secs(30), &s, &Damping::default());
+        assert_eq!(h.step(false, T0.plus_secs(40), T0.plus_secs(40), &s, &Damping::default()), None);
         assert_eq!(
-            h.step(true, T0.plus_secs(50), T0.plus_secs(50), &s),
+            h.step(true, T0.plus_secs(50), T0.plus_secs(50), &s, &Damping::default()),
             None,
             "failing again resets the wait"
         );
-        assert_eq!(h.step(false, T0.plus_secs(60), T0.plus_secs(60), &s), None);
-        assert_eq!(h.step(false, T0.plus_secs(119), T0.plus_secs(119), &s), None);
-        assert_eq!(h.step(false, T0.plus_secs(120), T0.plus_secs(120), &s), Some(Reachability::Reachable));
+        assert_eq!(h.step(false, T0.plus_secs(60), T0.plus_secs(60), &s, &Damping::default()), None);
+        assert_eq!(h.step(false, T0.plus_secs(119), T0.plus_secs(119), &s, &Damping::default()), None);
+        assert_eq!(
+            h.step(false, T0.plus_secs(120), T0.plus_secs(120), &s, &Damping::default()),
+            Some(Reachability::Reachable)
+        );
+    }
+
+    /// Down for 30 s and back after answering for the damped wait, starting at `t`; returns
+    /// when it was reachable again.
+    fn outage(h: &mut AddressHealth, t: Timestamp, s: &ProbeSettings, d: &Damping) -> Timestamp {
+        h.step(true, t, t, s, d);
+        assert_eq!(h.step(true, t, t.plus_secs(30), s, d), Some(Reachability::Unreachable));
+        let back = t.plus_secs(30);
+        h.step(false, back, back, s, d);
+        let wait = h.answering_wait_s(s);
+        assert_eq!(h.deadline(s), Some(back.plus_secs(wait)));
+        assert_eq!(h.step(false, back, back.plus_secs(wait - 1), s, d), None);
+        assert_eq!(h.step(false, back, back.plus_secs(wait), s, d), Some(Reachability::Reachable));
+        back.plus_secs(wait)
+    }
+
+    #[test]
+    fn flaps_double_answering_before_reachable_up_to_the_cap_and_calm_halves_it() {
+        let (s, d) = (settings(), Damping::default()); // 60 s; window 1 h, cap 8×, stable 1 h
+        let mut h = AddressHealth::default();
+        // The first outage is not a flap: the address had never been down.
+        let mut t = outage(&mut h, T0, &s, &d);
+        assert_eq!(h.multiplier(), 1);
+        let mut waits = Vec::new();
+        for _ in 0..4 {
+            t = outage(&mut h, t.plus_secs(60), &s, &d);
+            waits.push(h.multiplier());
+        }
+        assert_eq!(waits, [2, 4, 8, 8], "×2 per flap, capped at 8×");
+        // Down again more than the window after coming back: not a flap, and an hour of calm
+        // halved it first.
+        h.step(false, t, t.plus_secs(3600), &s, &d);
+        assert_eq!(h.multiplier(), 4);
+        h.step(false, t, t.plus_secs(3605), &s, &d);
+        assert_eq!(h.multiplier(), 4, "one halving per stable window");
+        h.step(false, t, t.plus_secs(7205), &s, &d);
+        assert_eq!(h.multiplier(), 2);
+        outage(&mut h, t.plus_secs(7300), &s, &d);
+        assert_eq!(h.multiplier(), 2, "not a flap: it had been back for two hours");
+        // Damping off.
+        let off = crate::detection::DetectionSettings::parse(crate::detection::DetectionSettingsInput {
+            damping_max_multiplier: 1,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut h = AddressHealth::default();
+        let mut t = outage(&mut h, T0, &s, off.damping());
+        for _ in 0..3 {
+            t = outage(&mut h, t.plus_secs(10), &s, off.damping());
+        }
+        assert_eq!(h.multiplier(), 1);
+    }
+
+    #[test]
+    fn a_saved_state_without_damping_fields_loads_undamped() {
+        let h: AddressHealth = serde_json::from_str(
+            r#"{"state":"reachable","since":null,"failing_since":null,"answering_since":null}"#,
+        )
+        .unwrap();
+        assert_eq!((h.multiplier(), h.damped_at), (1, None));
+    }
+
+    #[test]
+    fn failing_evidence_is_the_first_failed_attempt_when_the_prober_says() {
+        let p = probers(3);
+        let s = settings();
+        let mut o = vec![
+            obs(0, 3, 3, T0.plus_secs(9)),
+            obs(1, 3, 3, T0.plus_secs(12)),
+            obs(2, 3, 0, T0.plus_secs(12)),
+        ];
+        // A hung edge: each round reports after 3 timeouts, but its first attempt failed 6 s
+        // before the report.
+        o[0].failed_at = Some(T0.plus_secs(3));
+        o[1].failed_at = Some(T0.plus_secs(6));
+        let v = verdict(&Observations::new(o.clone()), &p, &s, T0.plus_secs(12));
+        assert_eq!(v.failing_from, Some(T0.plus_secs(6)));
+        // Never after the report, whatever the prober says.
+        o[1].failed_at = Some(T0.plus_secs(40));
+        let v = verdict(&Observations::new(o), &p, &s, T0.plus_secs(12));
+        assert_eq!(v.failing_from, Some(T0.plus_secs(12)));
+    }
+
+    #[test]
+    fn suspect_while_failing_and_still_reachable() {
+        let (s, d) = (settings(), Damping::default());
+        let mut h = AddressHealth::default();
+        assert!(!h.is_suspect());
+        h.step(true, T0, T0, &s, &d);
+        assert!(h.is_suspect());
+        h.step(true, T0, T0.plus_secs(30), &s, &d);
+        assert!(!h.is_suspect(), "unreachable is not suspect");
     }
 }

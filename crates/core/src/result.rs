@@ -191,6 +191,11 @@ pub struct ProbeResult {
     /// probers that predate it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cert_not_after: Option<Timestamp>,
+    /// When the first failed attempt of the round ended (the prober's clock; the control
+    /// plane reads it relative to the report's `finished_at`). Absent when every attempt was
+    /// good, and from probers that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<Timestamp>,
 }
 
 impl ProbeResult {
@@ -245,6 +250,7 @@ mod tests {
             attempts: vec![a(true, 3000), a(false, 100), a(true, 1000), a(true, 2000)],
             hls: None,
             cert_not_after: None,
+            failed_at: None,
         };
         assert_eq!((r.sent(), r.lost()), (4, 1));
         assert_eq!(r.median_rtt_ms(), Some(2.0));
@@ -254,10 +260,16 @@ mod tests {
             attempts: vec![a(true, 1000), a(true, 2000)],
             hls: None,
             cert_not_after: None,
+            failed_at: None,
         };
         assert_eq!(even.median_rtt_ms(), Some(1.5));
-        let none =
-            ProbeResult { target: "t".into(), attempts: vec![a(false, 1)], hls: None, cert_not_after: None };
+        let none = ProbeResult {
+            target: "t".into(),
+            attempts: vec![a(false, 1)],
+            hls: None,
+            cert_not_after: None,
+            failed_at: None,
+        };
         assert_eq!(none.median_rtt_ms(), None);
     }
 

@@ -72,5 +72,6 @@ as_input!(
     crate::model::PublisherSpec => crate::model::PublisherInput,
     crate::rules::Condition => crate::rules::ConditionInput,
     crate::mirror::MirrorSettings => crate::mirror::MirrorSettingsInput,
+    crate::detection::DetectionSettings => crate::detection::DetectionSettingsInput,
     crate::monitor::Monitor => crate::monitor::MonitorInput,
 );

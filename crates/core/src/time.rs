@@ -24,6 +24,13 @@ impl Timestamp {
         Timestamp(s.saturating_mul(1000))
     }
 
+    /// A system time (a clock reading the caller made, an HTTP date) as a timestamp; times
+    /// before the epoch are the epoch.
+    pub fn from_system(t: std::time::SystemTime) -> Self {
+        let ms = t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        Timestamp(i64::try_from(ms).unwrap_or(i64::MAX))
+    }
+
     /// Milliseconds since the epoch.
     pub const fn millis(self) -> i64 {
         self.0

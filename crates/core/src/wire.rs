@@ -28,6 +28,13 @@ pub const NODE_HEARTBEAT: &str = "/agent/v1/node/heartbeat";
 pub const NODE_WORK: &str = "/agent/v1/node/work";
 /// `POST` [`Report`] → 204; node certificates of nodes that also probe.
 pub const NODE_REPORT: &str = "/agent/v1/node/report";
+/// `GET` → [`Recheck`]: held open until the control plane asks for a confirmation (at most
+/// [`RECHECK_WAIT_S`], then an empty list); prober certificates only.
+pub const PROBER_RECHECK: &str = "/agent/v1/prober/recheck";
+/// The same for nodes that also probe.
+pub const NODE_RECHECK: &str = "/agent/v1/node/recheck";
+/// Longest a recheck request is held open, seconds.
+pub const RECHECK_WAIT_S: u64 = 25;
 
 /// The name the channel's server certificate carries. Clients verify the certificate against
 /// this name (and the pinned CA), whatever host they connect to.
@@ -138,6 +145,18 @@ pub struct Work {
     pub check_now: bool,
     /// Seconds before the certificate should be renewed (0: now).
     pub renew_in_s: u64,
+    /// Rounds start when the Unix time in milliseconds, modulo the interval, is this: the
+    /// control plane spreads its probers over the interval. Absent from older servers' work
+    /// (a round then starts one interval after the previous one started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_ms: Option<u64>,
+}
+
+/// Targets to probe at once, outside the rounds: another prober saw them change.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Recheck {
+    /// Keys of the work's targets.
+    pub targets: Vec<String>,
 }
 
 /// One round's results (at most [`MAX_RESULTS`] per report; a round may send several).

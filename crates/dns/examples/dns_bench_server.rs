@@ -37,10 +37,16 @@ fn main() -> ExitCode {
                 name: format!("line{l}"),
                 client_networks: nets,
                 records: records[..2].to_vec(),
+                ttl: None,
             });
         }
     }
-    lines.push(LineAnswers { name: "default".into(), client_networks: vec![], records: records.clone() });
+    lines.push(LineAnswers {
+        name: "default".into(),
+        client_networks: vec![],
+        records: records.clone(),
+        ttl: None,
+    });
     let zone = ZoneAnswers {
         cluster: "bench".into(),
         domain: "bench.test".into(),

@@ -11,6 +11,16 @@ use tokio::net::UdpSocket;
 
 /// The A records `server` answers for `name`, sorted; an error names what went wrong.
 pub async fn query_a(server: SocketAddr, name: &str, timeout: Duration) -> Result<Vec<IpAddr>, String> {
+    query_a_with_ttl(server, name, timeout).await.map(|(ips, _)| ips)
+}
+
+/// The same, with the TTL of the answer (the lowest of its A records; 0 without any): how
+/// long a resolver may hand it out.
+pub async fn query_a_with_ttl(
+    server: SocketAddr,
+    name: &str,
+    timeout: Duration,
+) -> Result<(Vec<IpAddr>, u32), String> {
     let name = Name::from_ascii(name).map_err(|e| format!("{name}: {e}"))?;
     let id: u16 = rand::random();
     let mut q = Message::new(id, MessageType::Query, OpCode::Query);
@@ -37,14 +47,13 @@ pub async fn query_a(server: SocketAddr, name: &str, timeout: Duration) -> Resul
     })
     .await
     .map_err(|_| format!("no answer from {server} within {timeout:?}"))??;
-    let mut ips: Vec<IpAddr> = answer
-        .answers
-        .iter()
-        .filter_map(|r| match &r.data {
-            RData::A(a) => Some(IpAddr::V4(a.0)),
-            _ => None,
-        })
-        .collect();
+    let (mut ips, mut ttl) = (Vec::new(), None::<u32>);
+    for r in &answer.answers {
+        if let RData::A(a) = &r.data {
+            ips.push(IpAddr::V4(a.0));
+            ttl = Some(ttl.map_or(r.ttl, |t| t.min(r.ttl)));
+        }
+    }
     ips.sort();
-    Ok(ips)
+    Ok((ips, ttl.unwrap_or(0)))
 }

@@ -20,7 +20,7 @@ mod slow;
 mod table;
 mod wire;
 
-pub use client::query_a;
+pub use client::{query_a, query_a_with_ttl};
 pub use error::Error;
 pub use metrics::DnsMetrics;
 pub use publish::rfc2136::{Rfc2136Config, Rfc2136Publisher, TsigAlgorithm, TsigKey};

@@ -134,6 +134,7 @@ mod tests {
             name: name.into(),
             client_networks: nets.iter().map(|n| n.parse().unwrap()).collect(),
             records: vec![],
+            ttl: None,
         }
     }
 

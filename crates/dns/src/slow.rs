@@ -91,7 +91,7 @@ pub(crate) fn respond(
         RecordType::A | RecordType::AAAA | RecordType::ANY => {
             let choice = steered(&mut scope);
             let ips = table.addresses(node, choice);
-            let ttl = zone.ttl;
+            let ttl = table.ttl(node, choice, zone.ttl);
             if qtype != RecordType::AAAA {
                 answers.extend(address_records(&owner, ttl, ips, RecordType::A));
             }

@@ -48,10 +48,16 @@ impl ZoneAnswers {
     /// The records for a consumer that cannot tell clients apart (a provider without lines):
     /// the default line's (the first with no client networks), else `all`.
     pub fn default_records(&self) -> &[IpAddr] {
-        self.lines
-            .iter()
-            .find(|l| l.client_networks.is_empty())
-            .map_or(self.all.as_slice(), |l| l.records.as_slice())
+        self.default_line().map_or(self.all.as_slice(), |l| l.records.as_slice())
+    }
+
+    /// The TTL of [`default_records`](Self::default_records).
+    pub fn default_ttl(&self) -> u32 {
+        self.default_line().and_then(|l| l.ttl).unwrap_or(self.ttl)
+    }
+
+    fn default_line(&self) -> Option<&LineAnswers> {
+        self.lines.iter().find(|l| l.client_networks.is_empty())
     }
 }
 
@@ -64,6 +70,9 @@ pub struct LineAnswers {
     pub client_networks: Vec<IpNet>,
     /// Its records (IPv4 and IPv6 together).
     pub records: Vec<IpAddr>,
+    /// A TTL of its own, shorter than the zone's (while one of its records is suspect);
+    /// `None`: the zone's.
+    pub ttl: Option<u32>,
 }
 
 /// Bounds every RRset so the largest answer (with OPT and ECS) fits a 65,535-byte TCP
@@ -130,6 +139,8 @@ pub(crate) struct Steering {
     pub(crate) chooser: LineChooser,
     /// Records per choice: each line, then `all`.
     pub(crate) choices: Vec<Vec<IpAddr>>,
+    /// TTL per choice.
+    pub(crate) ttls: Vec<u32>,
 }
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -218,7 +229,9 @@ impl AnswerTable {
             steering_of[ci] = steering.len() as u32;
             let mut choices: Vec<Vec<IpAddr>> = c.lines.iter().map(|l| canonical(&l.records)).collect();
             choices.push(canonical(&c.all));
-            steering.push(Steering { chooser: LineChooser::new(&c.lines), choices });
+            let mut ttls: Vec<u32> = c.lines.iter().map(|l| l.ttl.unwrap_or(c.ttl).min(c.ttl)).collect();
+            ttls.push(c.ttl);
+            steering.push(Steering { chooser: LineChooser::new(&c.lines), choices, ttls });
         }
 
         // The apexes, with SOA and NS.
@@ -349,6 +362,19 @@ impl AnswerTable {
         }
     }
 
+    /// The TTL of a node's address records for a line choice.
+    pub(crate) fn ttl(&self, node: &Node, choice: u32, zone_ttl: u32) -> u32 {
+        match &node.addresses {
+            Addresses::Fixed(_) => zone_ttl,
+            Addresses::Steered(s) => self
+                .steering
+                .get(*s as usize)
+                .and_then(|s| s.ttls.get(choice as usize))
+                .copied()
+                .unwrap_or(zone_ttl),
+        }
+    }
+
     /// The line choice and ECS scope for a client address, for a steered node.
     pub(crate) fn choose(&self, node: &Node, client: IpAddr) -> Option<(u32, u8)> {
         match &node.addresses {
@@ -363,27 +389,28 @@ impl AnswerTable {
             // node keeps the build infallible.
             return self.bare_node(&name, zone, apex, addresses);
         };
-        let ttl = z.ttl;
         let negative = std::slice::from_ref(&z.soa);
         let nodata = encode(&name, RecordType::NULL, ResponseCode::NoError, &[], negative);
-        let choices: Vec<Vec<IpAddr>> = match &addresses {
-            Addresses::Fixed(a) => vec![a.clone()],
-            Addresses::Steered(s) => {
-                self.steering.get(*s as usize).map(|s| s.choices.clone()).unwrap_or_default()
-            }
+        let choices: Vec<(Vec<IpAddr>, u32)> = match &addresses {
+            Addresses::Fixed(a) => vec![(a.clone(), z.ttl)],
+            Addresses::Steered(s) => self
+                .steering
+                .get(*s as usize)
+                .map(|s| s.choices.iter().cloned().zip(s.ttls.iter().copied()).collect())
+                .unwrap_or_default(),
         };
         let a = choices
             .iter()
-            .map(|ips| {
-                let rrs = address_records(&name, ttl, ips, RecordType::A);
+            .map(|(ips, ttl)| {
+                let rrs = address_records(&name, *ttl, ips, RecordType::A);
                 let auth = if rrs.is_empty() { negative } else { &[] };
                 encode(&name, RecordType::A, ResponseCode::NoError, &rrs, auth)
             })
             .collect();
         let aaaa = choices
             .iter()
-            .map(|ips| {
-                let rrs = address_records(&name, ttl, ips, RecordType::AAAA);
+            .map(|(ips, ttl)| {
+                let rrs = address_records(&name, *ttl, ips, RecordType::AAAA);
                 let auth = if rrs.is_empty() { negative } else { &[] };
                 encode(&name, RecordType::AAAA, ResponseCode::NoError, &rrs, auth)
             })

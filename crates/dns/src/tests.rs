@@ -22,6 +22,7 @@ fn line(name: &str, nets: &[&str], records: &[&str]) -> LineAnswers {
         name: name.into(),
         client_networks: nets.iter().map(|n| n.parse().unwrap()).collect(),
         records: records.iter().map(|r| ip(r)).collect(),
+        ttl: None,
     }
 }
 
@@ -65,6 +66,7 @@ fn table() -> AnswerTable {
             name: "default".into(),
             client_networks: vec![],
             records: (1..=100).map(|i| IpAddr::from([10, 0, 0, i])).collect(),
+            ttl: None,
         }],
         all: vec![],
     };
@@ -191,6 +193,36 @@ fn the_line_follows_the_client_address_or_its_subnet() {
         (addrs(&m), scope(&m)),
         (vec!["192.0.2.1".to_string(), "192.0.2.2".into(), "192.0.2.3".into()], Some(0))
     );
+}
+
+#[test]
+fn a_line_with_a_suspect_record_answers_with_its_shorter_ttl_on_both_paths() {
+    let suspect = |ttl: u32| {
+        let mut input = table_input();
+        input[0]
+            .lines
+            .insert(0, LineAnswers { ttl: Some(ttl), ..line("local", &["127.0.0.0/8"], &["192.0.2.1"]) });
+        AnswerTable::build(input, &DnsSettings::default())
+    };
+    let t = suspect(12);
+    for (qtype, client) in
+        [(RecordType::A, "127.0.0.1"), (RecordType::AAAA, "127.0.0.1"), (RecordType::A, "10.0.0.1")]
+    {
+        let m = ask(&t, &query("cdn.example.test.", qtype, Ask::default()), client, Transport::Udp);
+        let want = if client == "127.0.0.1" { 12 } else { 30 };
+        assert!(m.answers.iter().all(|r| r.ttl == want), "{qtype} from {client}: {:?}", m.answers);
+        if qtype == RecordType::AAAA {
+            // No AAAA record on that line: the negative answer keeps the zone's SOA TTL.
+            assert_eq!(m.authorities[0].ttl, 30);
+        }
+    }
+    let m =
+        ask(&t, &query("all.cdn.example.test.", RecordType::A, Ask::default()), "127.0.0.1", Transport::Udp);
+    assert!(m.answers.iter().all(|r| r.ttl == 30), "all.<domain> keeps the zone's TTL");
+    // A line's own TTL never exceeds the zone's.
+    let t = suspect(3600);
+    let m = ask(&t, &query("cdn.example.test.", RecordType::A, Ask::default()), "127.0.0.1", Transport::Udp);
+    assert_eq!(m.answers[0].ttl, 30);
 }
 
 #[test]

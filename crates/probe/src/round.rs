@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
+use vantage_core::Timestamp;
 use vantage_core::result::ProbeResult;
 use vantage_core::settings::ProbeSettings;
 
@@ -134,6 +135,7 @@ pub async fn run_round(targets: &[ProbeTarget], cfg: &RoundConfig) -> Vec<ProbeR
                 attempts: Vec::new(),
                 hls: None,
                 cert_not_after: None,
+                failed_at: None,
             })
         })
         .collect()
@@ -147,11 +149,15 @@ async fn probe_target(
     completed: &AtomicU64,
 ) -> ProbeResult {
     let mut out = Vec::with_capacity(usize::try_from(attempts).unwrap_or(0));
-    let (mut hls, mut cert_not_after) = (None, None);
+    let (mut hls, mut cert_not_after, mut failed_at) = (None, None, None);
     let request = prepare(target);
     for _ in 0..attempts {
         let report = attempt_with(target, request.as_ref(), timeout, source).await;
-        out.push(report.attempt());
+        let attempt = report.attempt();
+        if !attempt.good() && failed_at.is_none() {
+            failed_at = Some(Timestamp::from_system(SystemTime::now()));
+        }
+        out.push(attempt);
         completed.fetch_add(1, Ordering::Relaxed);
         if report.hls.is_some() {
             hls = report.hls;
@@ -160,5 +166,5 @@ async fn probe_target(
             cert_not_after = report.cert_not_after;
         }
     }
-    ProbeResult { target: target.key.clone(), attempts: out, hls, cert_not_after }
+    ProbeResult { target: target.key.clone(), attempts: out, hls, cert_not_after, failed_at }
 }

@@ -63,6 +63,8 @@ pub(crate) struct App {
     /// reads never wait for an evaluation pass.
     config: ArcSwap<Config>,
     wake: tokio::sync::Notify,
+    /// Bumped whenever confirmations wait: every recheck request held open looks again.
+    rechecks: tokio::sync::watch::Sender<u64>,
     store: Store,
     results: ResultWriter,
     metrics: Arc<Metrics>,
@@ -107,6 +109,7 @@ impl App {
             mirrors_lock: tokio::sync::Mutex::new(()),
             control: Mutex::new(control),
             wake: tokio::sync::Notify::new(),
+            rechecks: tokio::sync::watch::Sender::new(0),
             results: ResultWriter::spawn(p.store.clone()),
             store: p.store,
             metrics: p.metrics,
@@ -129,6 +132,16 @@ impl App {
         let out = f(&mut self.control());
         self.wake.notify_one();
         out
+    }
+
+    /// Wakes the recheck requests held open.
+    pub(crate) fn wake_rechecks(&self) {
+        self.rechecks.send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    /// A receiver that sees every later [`wake_rechecks`](Self::wake_rechecks).
+    pub(crate) fn rechecks(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.rechecks.subscribe()
     }
 
     /// Resolves when an event was fed since the driver last looked.

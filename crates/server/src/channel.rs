@@ -57,6 +57,8 @@ pub(crate) async fn serve(app: Arc<App>, listener: tokio::net::TcpListener, mut 
             post(heartbeat).layer(DefaultBodyLimit::max(HEARTBEAT_BODY)).route_layer(known()),
         )
         .route(wire::NODE_WORK, get(node_work).route_layer(known()))
+        .route(wire::PROBER_RECHECK, get(prober_recheck).route_layer(known()))
+        .route(wire::NODE_RECHECK, get(node_recheck).route_layer(known()))
         .route(
             wire::NODE_REPORT,
             post(node_report).layer(DefaultBodyLimit::max(REPORT_BODY)).route_layer(known()),
@@ -312,6 +314,39 @@ async fn node_work(
 ) -> Result<Json<wire::Work>, ApiError> {
     let caller = as_probing_node(&app.config(), &peer)?;
     Ok(Json(app.feed(|c| c.handle_work(caller, now()))))
+}
+
+async fn prober_recheck(
+    State(app): State<Arc<App>>,
+    Extension(peer): Extension<Peer>,
+) -> Result<Json<wire::Recheck>, ApiError> {
+    let caller = as_prober(&app.config(), &peer)?;
+    Ok(Json(recheck(&app, caller).await))
+}
+
+async fn node_recheck(
+    State(app): State<Arc<App>>,
+    Extension(peer): Extension<Peer>,
+) -> Result<Json<wire::Recheck>, ApiError> {
+    let caller = as_probing_node(&app.config(), &peer)?;
+    Ok(Json(recheck(&app, caller).await))
+}
+
+/// Held open until the control core has confirmations for `caller`, at most
+/// [`wire::RECHECK_WAIT_S`]; then what it has (possibly nothing).
+async fn recheck(app: &App, caller: Caller) -> wire::Recheck {
+    // Subscribed before looking, so a confirmation asked in between still wakes this one.
+    let mut woken = app.rechecks();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(wire::RECHECK_WAIT_S);
+    loop {
+        let r = app.control().take_rechecks(caller);
+        if !r.targets.is_empty() {
+            return r;
+        }
+        if !matches!(tokio::time::timeout_at(deadline, woken.changed()).await, Ok(Ok(()))) {
+            return r;
+        }
+    }
 }
 
 async fn prober_report(

@@ -111,6 +111,7 @@ async fn execute(
         }
         Output::Doors => app.sync_doors(),
         Output::Steering => app.sync_steering(),
+        Output::Recheck => app.wake_rechecks(),
         Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
         Output::SaveState { cluster, json } => {
             if let Err(e) = store.put_state(&format!("cluster:{cluster}"), &json, now()).await {

@@ -129,6 +129,8 @@ struct FleetFamilies {
     reachable: Family<AddressLabels, Gauge>,
     failing: Family<AddressLabels, Gauge>,
     counting: Family<AddressLabels, Gauge>,
+    damping: Family<AddressLabels, Gauge>,
+    probe_rate: Family<TargetLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     level: Family<NodeLabels, Gauge>,
     records: Family<LineLabels, Gauge>,
     held: Family<LineLabels, Gauge>,
@@ -153,6 +155,16 @@ impl FleetFamilies {
             "vantage_address_probers_counting",
             "Probers whose results count for the address",
             self.counting.clone(),
+        );
+        r.register(
+            "vantage_address_damping_multiplier",
+            "Flap damping: how many times the usual answering-before-reachable an address must answer to come back (1: not damped)",
+            self.damping.clone(),
+        );
+        r.register(
+            "vantage_target_probe_rate",
+            "Probe attempts per second an ip:port received from every prober together, over the last minute",
+            self.probe_rate.clone(),
         );
         r.register(
             "vantage_node_level",
@@ -319,8 +331,12 @@ impl Metrics {
     /// probers that are gone go too).
     pub(crate) fn set_fleet(&self, f: &vantage_control::fleet::Fleet) {
         let m = &self.fleet;
-        for family in [&m.reachable, &m.failing, &m.counting] {
+        for family in [&m.reachable, &m.failing, &m.counting, &m.damping] {
             family.clear();
+        }
+        m.probe_rate.clear();
+        for (target, rate) in &f.probe_rates {
+            m.probe_rate.get_or_create(&TargetLabel { target: target.to_string() }).set(*rate);
         }
         m.level.clear();
         m.records.clear();
@@ -343,6 +359,7 @@ impl Metrics {
             m.reachable.get_or_create(&labels).set(i64::from(a.reachable));
             m.failing.get_or_create(&labels).set(i64::from(a.failing));
             m.counting.get_or_create(&labels).set(i64::from(a.counting));
+            m.damping.get_or_create(&labels).set(i64::from(a.damping));
         }
         for (cluster, node, level) in &f.nodes {
             let value = match level {

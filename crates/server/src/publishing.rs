@@ -32,10 +32,11 @@ fn zone(p: &Published) -> ZoneAnswers {
         serial: p.number,
         lines: p
             .lines()
-            .map(|(_, line, records)| LineAnswers {
+            .map(|(id, line, records)| LineAnswers {
                 name: line.name.clone(),
                 client_networks: line.client_networks.clone(),
                 records: records.to_vec(),
+                ttl: p.records.ttls.get(&id).copied(),
             })
             .collect(),
         all: p.records.all.clone(),

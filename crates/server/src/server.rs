@@ -274,6 +274,8 @@ async fn load(
                 hls: r.hls,
                 // Not stored: the next HTTPS round brings it back.
                 cert_not_after: None,
+                // Not stored: the next failing round brings it back.
+                failed_at: None,
             };
             Some((r.prober, key, latest))
         })

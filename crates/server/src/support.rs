@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use vantage_core::Timestamp;
 
@@ -15,8 +15,7 @@ pub fn now() -> Timestamp {
 
 /// A system time (a clock reading, an HTTP date) as the core's time.
 pub(crate) fn timestamp(t: SystemTime) -> Timestamp {
-    let ms = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    Timestamp::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
+    Timestamp::from_system(t)
 }
 
 /// Resolves once `stop` is true. (The guard `wait_for` returns is dropped here, so a task

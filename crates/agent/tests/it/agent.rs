@@ -124,6 +124,7 @@ async fn also_probes_starts_and_stops_the_prober_loop() {
         endpoints: Vec::new(),
         check_now: false,
         renew_in_s: 86_400,
+        phase_ms: None,
     };
     server.script().reply.also_probes = true;
     let dir = tempfile::tempdir().unwrap();

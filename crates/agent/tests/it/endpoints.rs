@@ -45,6 +45,7 @@ fn work(round_s: u32, cluster_port: Option<u16>, interval_s: u32, endpoints: Vec
         endpoints,
         check_now: false,
         renew_in_s: 86_400,
+        phase_ms: None,
     }
 }
 

@@ -156,6 +156,7 @@ pub(crate) fn empty_work(id: i64) -> Work {
         endpoints: Vec::new(),
         check_now: false,
         renew_in_s: 86_400,
+        phase_ms: None,
     }
 }
 

@@ -235,16 +235,26 @@ pub(super) enum SettingsAction {
     /// Fields: threshold_pct, scheme, exclude_client_region, trusted_proxies.
     Mirrors {
         #[command(subcommand)]
-        action: Option<MirrorSettingsAction>,
+        action: Option<SettingsObjectAction>,
+    },
+    /// The detection settings: cross-region confirmation, flap damping, the probe budget
+    /// (shown without an action).
+    ///
+    /// Fields: confirm, probe_budget_per_s, damping_window_s, damping_max_multiplier,
+    /// damping_stable_s.
+    Detection {
+        #[command(subcommand)]
+        action: Option<SettingsObjectAction>,
     },
 }
 
+/// Show or change one settings object.
 #[derive(Debug, clap::Subcommand)]
-pub(super) enum MirrorSettingsAction {
-    /// Show the mirror and door settings.
+pub(super) enum SettingsObjectAction {
+    /// Show the settings.
     Get,
-    /// Change mirror and door settings: FIELD=VALUE… (others keep their value), e.g.
-    /// `threshold_pct=60 'trusted_proxies=["10.0.0.0/8"]'`.
+    /// Change the settings: FIELD=VALUE… (others keep their value), e.g.
+    /// `threshold_pct=60 'trusted_proxies=["10.0.0.0/8"]'` or `probe_budget_per_s=20`.
     Set { fields: Vec<String> },
 }
 

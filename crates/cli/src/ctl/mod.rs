@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use vantage_control::mirrors::Tenant;
 use vantage_core::check::{Check, CheckInput, Method as CheckMethod};
+use vantage_core::detection::DetectionSettings;
 use vantage_core::mirror::{MirrorInput, MirrorSettings};
 use vantage_core::monitor::MonitorInput;
 use vantage_core::settings::ProbeSettings;
@@ -28,9 +29,9 @@ use vantage_server::views::{
 
 pub(crate) use args::Args;
 use args::{
-    Action, CheckAction, CheckFlags, ClusterAction, DoorAction, MirrorAction, MirrorFlags,
-    MirrorSettingsAction, MonitorAction, MonitorFlags, NodeAction, ProberAction, Resource, RuleAction,
-    SettingsAction, TenantAction, TokenAction,
+    Action, CheckAction, CheckFlags, ClusterAction, DoorAction, MirrorAction, MirrorFlags, MonitorAction,
+    MonitorFlags, NodeAction, ProberAction, Resource, RuleAction, SettingsAction, SettingsObjectAction,
+    TenantAction, TokenAction,
 };
 use client::{Client, Refusal};
 use table::{Row, record, table};
@@ -137,6 +138,14 @@ fn token(t: &NewEnrollToken, json: bool) {
 
 /// Shows the settings at `path`, or changes the `fields` given: the current settings with those
 /// fields replaced are put back whole, since the route replaces every field.
+/// The fields a settings action changes (`None`: it only shows them).
+fn fields_of(action: &Option<SettingsObjectAction>) -> Option<&[String]> {
+    match action {
+        None | Some(SettingsObjectAction::Get) => None,
+        Some(SettingsObjectAction::Set { fields }) => Some(fields.as_slice()),
+    }
+}
+
 async fn settings<T>(c: &Client, path: &str, fields: Option<&[String]>, json: bool) -> anyhow::Result<()>
 where
     T: Serialize + DeserializeOwned,
@@ -547,11 +556,10 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 settings::<ProbeSettings>(&c, "/v1/settings/probes", Some(fields), json).await
             }
             SettingsAction::Mirrors { action } => {
-                let fields = match action {
-                    None | Some(MirrorSettingsAction::Get) => None,
-                    Some(MirrorSettingsAction::Set { fields }) => Some(fields.as_slice()),
-                };
-                settings::<MirrorSettings>(&c, "/v1/settings/mirrors", fields, json).await
+                settings::<MirrorSettings>(&c, "/v1/settings/mirrors", fields_of(action), json).await
+            }
+            SettingsAction::Detection { action } => {
+                settings::<DetectionSettings>(&c, "/v1/settings/detection", fields_of(action), json).await
             }
         },
         Resource::Mirrors { action } => mirrors(&c, action, json).await,

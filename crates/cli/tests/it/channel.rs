@@ -27,6 +27,7 @@ fn result(target: &str) -> ProbeResult {
         attempts: vec![Attempt { stages: Stages::ALL, rtt_us: 900, error: None }],
         hls: None,
         cert_not_after: None,
+        failed_at: None,
     }
 }
 

@@ -17,6 +17,7 @@ fn report(lab: &mut Lab, caller: vantage_control::identity::Caller, not_after: T
             attempts: vec![attempt(true)],
             hls: None,
             cert_not_after: Some(not_after),
+            failed_at: None,
         })
         .collect();
     let r = wire::Report { started_at: lab.now, finished_at: lab.now, version: "t".into(), results };

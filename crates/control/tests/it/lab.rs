@@ -166,6 +166,7 @@ impl Lab {
                 attempts: (0..3).map(|_| attempt(!failing.contains(&t.ip))).collect(),
                 hls: None,
                 cert_not_after: None,
+                failed_at: (failing.contains(&t.ip)).then_some(self.now),
             })
             .collect();
         let report =

@@ -6,6 +6,7 @@ mod lab;
 
 mod certificates;
 mod changes;
+mod detection;
 mod fleet;
 mod identity;
 mod invariants;

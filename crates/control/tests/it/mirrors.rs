@@ -64,6 +64,7 @@ fn probe(lab: &mut Lab, caller: Caller, host: &str, outcome: Option<ErrorCode>) 
             attempts: vec![attempt(if e.key.ends_with(host) { outcome } else { None })],
             hls: None,
             cert_not_after: None,
+            failed_at: None,
         })
         .collect();
     let report = wire::Report { started_at: lab.now, finished_at: lab.now, version: "t".into(), results };
@@ -303,6 +304,7 @@ fn reports_may_carry_only_the_mirrors_given_out() {
             attempts: vec![attempt(None)],
             hls: None,
             cert_not_after: None,
+            failed_at: None,
         }],
     };
     let e = lab.control.handle_report(caller, &report("m/m1.example.net"), lab.now).unwrap_err();

@@ -66,6 +66,7 @@ fn probe(lab: &mut Lab, caller: Caller, seen: Seen) -> wire::Work {
                     ttfb_ms: Some(12.0),
                 }),
                 cert_not_after: None,
+                failed_at: None,
             }
         })
         .collect();
@@ -99,6 +100,7 @@ fn each_regions_probers_get_its_endpoints() {
             attempts: vec![Attempt { stages: Stages::ALL, rtt_us: 1, error: None }],
             hls: None,
             cert_not_after: None,
+            failed_at: None,
         }],
     };
     assert!(
@@ -178,6 +180,7 @@ fn unknown_age_is_not_stale_and_state_survives_a_restart() {
                 ttfb_ms: None,
             }),
             cert_not_after: None,
+            failed_at: None,
         }],
     };
     lab.control.handle_report(caller(&probers, "sg"), &report, lab.now).unwrap();
@@ -235,6 +238,7 @@ fn one_prober_sending_many_attempts_fills_no_window_alone() {
         attempts,
         hls: None,
         cert_not_after: None,
+        failed_at: None,
     };
     let report =
         |results| wire::Report { started_at: lab.now, finished_at: lab.now, version: "t".into(), results };

@@ -81,6 +81,7 @@ fn a_report_may_carry_only_targets_given_and_one_to_ten_attempts() {
             attempts: vec![attempt(true); attempts],
             hls: None,
             cert_not_after: None,
+            failed_at: None,
         }],
     };
     let given = format!("n{n}/203.0.113.10/80");
@@ -122,6 +123,7 @@ fn a_new_target_starts_with_the_checks_initial_good_attempts() {
             attempts: vec![attempt(true)],
             hls: None,
             cert_not_after: None,
+            failed_at: None,
         }],
     };
     let rows = lab.control.handle_report(p, &report, lab.now).unwrap();

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::address::{Level, SchedulingAddress};
 use crate::answer::{Effects, GroupIndex, LineAnswer, LineContext, LineSpec, NodeFacts, Source, in_use};
+use crate::detection::DetectionSettings;
 use crate::hash::FastHasher;
 use crate::ids::RegionId;
 use crate::ids::{GroupId, LineId, NodeId, RuleId};
@@ -116,6 +117,8 @@ pub struct NodeView {
 pub struct ClusterView<'a> {
     /// Probe settings.
     pub settings: &'a ProbeSettings,
+    /// Flap damping and the other detection policies.
+    pub detection: &'a DetectionSettings,
     pub cluster: &'a Cluster,
     /// Its lines; empty: an implicit default line over every group.
     pub lines: &'a [LineSpec],
@@ -140,6 +143,11 @@ pub struct Records {
     /// The union of every line.
     #[cfg_attr(feature = "schema", schema(value_type = Vec<String>))]
     pub all: Vec<IpAddr>,
+    /// Lines answered with a shorter TTL than the cluster's, s: those naming an address that
+    /// is failing but not yet unreachable (the cluster's `suspect_ttl`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[cfg_attr(feature = "schema", schema(value_type = BTreeMap<String, u32>))]
+    pub ttls: BTreeMap<LineId, u32>,
 }
 
 /// A revision to publish.
@@ -162,6 +170,8 @@ pub enum Event {
         node: NodeId,
         /// Address.
         ip: IpAddr,
+        /// The flap damping multiplier of its *answering before reachable* (1: not damped).
+        damping: u32,
     },
     /// An address is reachable again.
     AddressReachable {
@@ -223,6 +233,13 @@ pub struct AddressStatus {
     /// DNS uses it now: at the node's level, which a backup-IP action in effect may hold on a
     /// backup level (on the lines that action covers).
     pub in_use: bool,
+    /// Flap damping multiplier of its *answering before reachable* (1: not damped).
+    #[serde(default = "one")]
+    pub damping: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// A node's state after a pass.
@@ -333,7 +350,13 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     // ("at once" means within one pass), and a line the final stage holds is held in every
     // stage, so that a pass never publishes a removal it then takes back.
     let groups = GroupIndex::new(&facts);
-    let stage = Stage { view, lines: &lines, facts: &facts, groups: &groups };
+    let suspect: FastSet<IpAddr> = statuses
+        .iter()
+        .flat_map(|n| &n.addresses)
+        .filter(|a| a.reachability == Reachability::Reachable && a.verdict.is_failing())
+        .map(|a| a.ip)
+        .collect();
+    let stage = Stage { view, lines: &lines, facts: &facts, groups: &groups, suspect: &suspect };
     let baseline = state.published.clone();
     let mut final_effect = in_effect.clone();
     for (ev, t) in &transitions {
@@ -354,7 +377,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     } else if baseline.as_ref() != Some(&first.records)
         || (first.held != state.held && !first.held.is_empty())
     {
-        Some("Node health changed".to_owned())
+        Some(stage.health_reason(baseline.as_ref(), &first.records))
     } else {
         None
     };
@@ -468,10 +491,12 @@ fn reachability(
             let v = verdict(&a.observations, view.probers, settings, now);
             let health = state.addresses.entry((node.id, a.address.ip)).or_default();
             seen += 1;
-            match health.observe(&v, now, settings) {
-                Some(Reachability::Unreachable) => {
-                    events.push(Event::AddressUnreachable { node: node.id, ip: a.address.ip })
-                }
+            match health.observe(&v, now, settings, view.detection.damping()) {
+                Some(Reachability::Unreachable) => events.push(Event::AddressUnreachable {
+                    node: node.id,
+                    ip: a.address.ip,
+                    damping: health.multiplier(),
+                }),
                 Some(Reachability::Reachable) => {
                     events.push(Event::AddressReachable { node: node.id, ip: a.address.ip })
                 }
@@ -484,6 +509,7 @@ fn reachability(
                 reachability: health.state,
                 verdict: v,
                 in_use: false,
+                damping: health.multiplier(),
             });
         }
         let normal = in_use(&pairs, false, mode);

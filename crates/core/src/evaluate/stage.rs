@@ -25,6 +25,8 @@ pub(super) struct Stage<'a> {
     pub(super) lines: &'a [LineSpec],
     pub(super) facts: &'a [NodeFacts],
     pub(super) groups: &'a GroupIndex,
+    /// Addresses failing by a strict majority and still reachable.
+    pub(super) suspect: &'a FastSet<IpAddr>,
 }
 
 impl Stage<'_> {
@@ -83,6 +85,9 @@ impl Stage<'_> {
             if let Source::Held { reason } = &a.source {
                 out.held.insert(line.id, reason.clone());
             }
+            if a.records.iter().any(|ip| self.suspect.contains(ip)) {
+                out.records.ttls.insert(line.id, self.view.cluster.suspect_ttl_s());
+            }
             out.records.lines.insert(line.id, a.records.clone());
             out.answers.insert(line.id, a);
         }
@@ -91,6 +96,23 @@ impl Stage<'_> {
         all.dedup();
         out.records.all = all;
         out
+    }
+
+    /// The reason of a revision that health cut: which suspect addresses shortened which
+    /// lines' TTL when that is all that changed.
+    pub(super) fn health_reason(&self, before: Option<&Records>, after: &Records) -> String {
+        let lines_same = before.is_some_and(|b| b.lines == after.lines);
+        if !lines_same || before.is_some_and(|b| b.ttls == after.ttls) {
+            return "Node health changed".to_owned();
+        }
+        let mut failing: Vec<String> = self.suspect.iter().map(IpAddr::to_string).collect();
+        failing.sort_unstable();
+        if after.ttls.is_empty() {
+            "Node health changed: no address failing any more, full TTL again".to_owned()
+        } else {
+            let ttl = self.view.cluster.suspect_ttl_s();
+            format!("Node health changed: {} failing, TTL {ttl} s until it is decided", failing.join(", "))
+        }
     }
 
     /// Why an activation changed nothing, if it did not.

@@ -20,18 +20,29 @@ fn backup_ip_example_203_0_113_10_switches_after_30s_and_back_after_60s() {
     assert_eq!(f.line_records(0), ips(&["203.0.113.10"]));
 
     // Two of three probers lose the primary.
-    let mut switched_at = None;
+    let (mut switched_at, mut shortened_at) = (None, None);
     for s in (0..=40).step_by(10) {
         f.report("203.0.113.10", &[0, 1]);
         f.report("198.51.100.10", &[]);
         let e = f.eval();
-        if !e.revisions.is_empty() {
-            assert_eq!(e.revisions[0].reason, "Node health changed");
-            switched_at.get_or_insert(s);
+        for r in &e.revisions {
+            if r.reason == "Node health changed" {
+                switched_at.get_or_insert(s);
+                assert!(r.records.ttls.is_empty(), "the failing primary left: full TTL again");
+            } else {
+                // While failing and not yet unreachable, the line answers with half the TTL.
+                assert_eq!(
+                    r.reason,
+                    "Node health changed: 203.0.113.10 failing, TTL 15 s until it is decided"
+                );
+                assert_eq!(r.records.ttls, [(LineId(0), 15)].into());
+                assert_eq!(r.records.lines[&LineId(0)], ips(&["203.0.113.10"]));
+                shortened_at.get_or_insert(s);
+            }
         }
         f.advance(10);
     }
-    assert_eq!(switched_at, Some(30));
+    assert_eq!((shortened_at, switched_at), (Some(0), Some(30)));
     assert_eq!(f.line_records(0), ips(&["198.51.100.10"]));
 
     // The primary answers again (from t = 50): back after 60 s.
@@ -71,10 +82,11 @@ fn address_events_fire_when_reachability_changes() {
     f.advance(5);
     f.report("203.0.113.10", &[0]);
     let e = f.eval();
-    assert!(
-        e.events
-            .contains(&Event::AddressUnreachable { node: NodeId(1), ip: "203.0.113.10".parse().unwrap() })
-    );
+    assert!(e.events.contains(&Event::AddressUnreachable {
+        node: NodeId(1),
+        ip: "203.0.113.10".parse().unwrap(),
+        damping: 1
+    }));
     let status = &e.nodes[0].addresses[0];
     assert_eq!(status.reachability, Reachability::Unreachable);
     assert!(!status.in_use);
@@ -139,7 +151,7 @@ fn mass_removal_is_held_with_an_alert_and_released() {
         f.report("203.0.113.2", &[0]);
         let e = f.eval();
         events.extend(e.events);
-        for r in &e.revisions {
+        for r in e.revisions.iter().filter(|r| r.records.ttls.is_empty()) {
             assert_eq!(r.records.lines[&LineId(1)], all, "held");
             assert!(r.reason.contains("held: would remove 2 of 3 records"), "{}", r.reason);
         }
@@ -560,4 +572,26 @@ fn a_configuration_change_always_makes_a_revision_with_its_reason() {
     let e = evaluate(&view, &mut state, f.now);
     assert_eq!(e.revisions.len(), 1);
     assert_eq!(e.revisions[0].reason, "Binding saved");
+}
+
+#[test]
+fn a_suspect_address_that_answers_again_gets_its_full_ttl_back_without_leaving_dns() {
+    let mut f = Fleet::new(3).node(1, 1, &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
+    f.report_all_ok();
+    f.eval();
+    f.report("203.0.113.10", &[0, 1]);
+    let e = f.eval();
+    assert_eq!(e.revisions.len(), 1);
+    assert_eq!(e.revisions[0].records.ttls, [(DEFAULT_LINE, 15)].into());
+    // One prober alone failing is not suspect.
+    f.advance(10);
+    f.report_all_ok();
+    f.report("203.0.113.10", &[0]);
+    let e = f.eval();
+    assert_eq!(e.revisions.len(), 1);
+    assert_eq!(e.revisions[0].reason, "Node health changed: no address failing any more, full TTL again");
+    assert!(e.revisions[0].records.ttls.is_empty());
+    assert_eq!(f.line_records(0), ips(&["203.0.113.10"]), "it never left");
+    f.advance(10);
+    assert!(f.eval().revisions.is_empty());
 }

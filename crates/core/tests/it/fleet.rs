@@ -28,6 +28,7 @@ pub(crate) fn ips(list: &[&str]) -> Vec<IpAddr> {
 /// A cluster under test with its own state and clock.
 pub(crate) struct Fleet {
     pub settings: ProbeSettings,
+    pub detection: vantage_core::detection::DetectionSettings,
     pub cluster: Cluster,
     pub lines: Vec<LineSpec>,
     pub nodes: Vec<NodeView>,
@@ -43,6 +44,7 @@ impl Fleet {
     pub(crate) fn new(probers: usize) -> Self {
         Fleet {
             settings: ProbeSettings::default(),
+            detection: Default::default(),
             cluster: serde_json::from_str(r#"{"name":"video","domain":"cdn.example.net"}"#).unwrap(),
             lines: Vec::new(),
             nodes: Vec::new(),
@@ -136,6 +138,7 @@ impl Fleet {
                             lost,
                             rtt_ms: (lost < attempts).then_some(12.0),
                             reported_at: now,
+                            failed_at: None,
                         });
                     }
                 }
@@ -170,6 +173,7 @@ impl Fleet {
     pub(crate) fn view(&self) -> ClusterView<'_> {
         ClusterView {
             settings: &self.settings,
+            detection: &self.detection,
             cluster: &self.cluster,
             lines: &self.lines,
             nodes: &self.nodes,

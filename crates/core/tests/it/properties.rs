@@ -45,7 +45,7 @@ proptest! {
                 let sent = 3;
                 // The majority lose less than the loss setting; the minority lose everything.
                 let lost = if failing { sent } else { ((seed >> (p % 60)) as u32 + port) % 3 * u32::from(s.loss_pct() == 100) };
-                obs.push(Observation { prober: p as u32, sent, lost: lost.min(sent), rtt_ms: None, reported_at: T0 });
+                obs.push(Observation { prober: p as u32, sent, lost: lost.min(sent), rtt_ms: None, reported_at: T0, failed_at: None });
             }
         }
         // Ensure the majority really sees it answering: loss below the setting.
@@ -67,6 +67,12 @@ proptest! {
         s in settings(),
         steps in proptest::collection::vec((1u64..40, any::<bool>(), 0u64..40), 1..200),
     ) {
+        // Damping lengthens the wait on purpose; this property is about the base timers.
+        let undamped = vantage_core::detection::DetectionSettings::parse(
+            vantage_core::detection::DetectionSettingsInput { damping_max_multiplier: 1, ..Default::default() },
+        )
+        .unwrap();
+        let undamped = *undamped.damping();
         let mut h = AddressHealth::default();
         let mut now = T0;
         let mut prev: Option<Timestamp> = None;
@@ -83,7 +89,7 @@ proptest! {
             } else {
                 streak = None;
             }
-            if let Some(t) = h.step(failing, evidence, now, &s) {
+            if let Some(t) = h.step(failing, evidence, now, &s, &undamped) {
                 prop_assert!(toward);
                 let wait = match t {
                     Reachability::Unreachable => s.failing_before_unreachable_s(),

@@ -186,17 +186,18 @@ impl Rfc2136Publisher {
                 answers.domain
             )));
         }
-        let mut names: Vec<(Name, &[IpAddr])> = vec![(domain.clone(), default)];
+        let ttl = answers.default_ttl();
+        let mut names: Vec<(Name, &[IpAddr], u32)> = vec![(domain.clone(), default, ttl)];
         for alias in &answers.aliases {
             match parse_name(alias) {
-                Ok(a) => names.push((a, default)),
+                Ok(a) => names.push((a, default, ttl)),
                 Err(e) => tracing::warn!(alias, error = %e, "alias left out of the update"),
             }
         }
         if let Ok(all) = domain.prepend_label("all") {
-            names.push((all, answers.all.as_slice()));
+            names.push((all, answers.all.as_slice(), answers.ttl));
         }
-        names.retain(|(n, _)| {
+        names.retain(|(n, _, _)| {
             let inside = origin.zone_of(n);
             if !inside {
                 tracing::warn!(name = %n, zone = %origin, target = %self.target, "name outside the target zone left out");
@@ -216,7 +217,7 @@ impl Rfc2136Publisher {
         let mut zone = Query::query(origin, RecordType::SOA);
         zone.set_query_class(DNSClass::IN);
         m.add_zone(zone);
-        for (name, ips) in names {
+        for (name, ips, ttl) in names {
             for rtype in [RecordType::A, RecordType::AAAA] {
                 // RFC 2136 §2.5.2: delete an RRset = class ANY, TTL 0, no RDATA.
                 let mut delete = Record::from_rdata(name.clone(), 0, RData::Update0(rtype));
@@ -228,7 +229,7 @@ impl Rfc2136Publisher {
                     IpAddr::V4(v4) => RData::A(A(v4)),
                     IpAddr::V6(v6) => RData::AAAA(AAAA(v6)),
                 };
-                m.add_update(Record::from_rdata(name.clone(), answers.ttl, rdata));
+                m.add_update(Record::from_rdata(name.clone(), ttl, rdata));
             }
         }
         Ok(m)
@@ -372,11 +373,13 @@ mod tests {
                 name: "asia".into(),
                 client_networks: vec!["198.51.100.0/24".parse().unwrap()],
                 records: vec!["192.0.2.9".parse().unwrap()],
+                ttl: None,
             },
             LineAnswers {
                 name: "default".into(),
                 client_networks: vec![],
                 records: vec!["192.0.2.2".parse().unwrap()],
+                ttl: None,
             },
         ]);
         let m = publisher().update(&z).unwrap();

@@ -30,6 +30,7 @@ fn many() -> ZoneAnswers {
             name: "default".into(),
             client_networks: vec![],
             records: (1..=120).map(|i| std::net::IpAddr::from([10, 0, 1, i])).collect(),
+            ttl: None,
         }],
         all: vec![],
     }

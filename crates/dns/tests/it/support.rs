@@ -36,6 +36,7 @@ pub(crate) fn line(name: &str, nets: &[&str], records: &[&str]) -> LineAnswers {
         name: name.into(),
         client_networks: nets.iter().map(|n| n.parse().expect("network")).collect(),
         records: records.iter().map(|r| ip(r)).collect(),
+        ttl: None,
     }
 }
 

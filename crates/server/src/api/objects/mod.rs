@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 use vantage_core::address::{AddressInput, AddressList, AddressSource};
+use vantage_core::detection::{DetectionSettings, DetectionSettingsInput};
 use vantage_core::ids::{ClusterId, RegionId};
 use vantage_core::model::{
     Cluster, ClusterInput, GroupInput, Line, LineInput, Node, NodeGroup, NodeInput, PublisherInput, Region,
@@ -34,7 +35,7 @@ use crate::views::{
     Addresses, CheckCreate, CheckView, ClusterView, GroupView, Items, LineView, MonitorView, NodeCreate,
     NodeView, ProberBody, ProberView, RegionView, RuleView, WebhookView,
 };
-use settings::{addresses_get, addresses_put, settings_get, settings_put};
+use settings::{addresses_get, addresses_put, detection_get, detection_put, settings_get, settings_put};
 use vantage_control::alerts::Webhook;
 use vantage_control::config::{
     Config, GroupRecord, LineRecord, NamedCheck, NodeRecord, Object, ProberRecord, RuleRecord, Stored,
@@ -357,6 +358,21 @@ pub(super) fn routes(api: &mut Api) {
             .takes::<ProbeSettingsInput>()
             .answers::<ProbeSettings>(),
         put(settings_put),
+    );
+    api.add(
+        Op::get(
+            "/v1/settings/detection",
+            "settings",
+            "Get the detection settings: confirmation, flap damping, probe budget",
+        )
+        .answers::<DetectionSettings>(),
+        get(detection_get),
+    );
+    api.add(
+        Op::put("/v1/settings/detection", "settings", "Replace the detection settings")
+            .takes::<DetectionSettingsInput>()
+            .answers::<DetectionSettings>(),
+        put(detection_put),
     );
     api.add(
         Op::get("/v1/nodes/{id}/addresses", "nodes", "Get a node's scheduling addresses")

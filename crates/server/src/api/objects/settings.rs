@@ -1,5 +1,5 @@
-//! The probe settings and a node's scheduling addresses: objects without a collection of their
-//! own.
+//! The probe and detection settings and a node's scheduling addresses: objects without a
+//! collection of their own.
 
 use super::*;
 
@@ -14,21 +14,44 @@ pub(super) async fn settings_put(
     crate::error::object_body(&body)?;
     let settings: ProbeSettings = parse_json(body)?;
     app.change(&actor, |c| {
-        let id = match c.settings_id {
-            Some(id) => id,
-            None => c.allocate(),
-        };
-        let mut ch = Change::default();
-        ch.audit(
-            "settings.probes_update",
-            "settings:probes",
-            json!({"before": c.settings, "after": settings}),
-        );
-        ch.puts.push((id, Object::Settings(settings)));
-        Ok((ch, ()))
+        let before = json!(c.settings);
+        Ok((singleton(c, c.settings_id, "probes", before, Object::Settings(settings)), ()))
     })
     .await?;
     Ok(Json(app.config().settings))
+}
+
+pub(super) async fn detection_get(State(app): State<Arc<App>>) -> Json<DetectionSettings> {
+    Json(app.config().detection)
+}
+
+pub(super) async fn detection_put(
+    (State(app), Extension(actor)): Ctx,
+    Json(body): Json<Value>,
+) -> Result<Json<DetectionSettings>, ApiError> {
+    crate::error::object_body(&body)?;
+    let settings: DetectionSettings = parse_json(body)?;
+    app.change(&actor, |c| {
+        let before = json!(c.detection);
+        Ok((singleton(c, c.detection_id, "detection", before, Object::Detection(settings)), ()))
+    })
+    .await?;
+    Ok(Json(app.config().detection))
+}
+
+/// The change that replaces a settings object there is one of (`settings:{name}`), stored
+/// under its id once it has one, audited with before and after.
+fn singleton(c: &mut Config, id: Option<i64>, name: &str, before: Value, after: Object) -> Change {
+    let id = id.unwrap_or_else(|| c.allocate());
+    let mut ch = Change::default();
+    let body = after.body().ok().and_then(|b| serde_json::from_str::<Value>(&b).ok());
+    ch.audit(
+        format!("settings.{name}_update"),
+        format!("settings:{name}"),
+        json!({"before": before, "after": body}),
+    );
+    ch.puts.push((id, after));
+    ch
 }
 
 pub(super) async fn addresses_get(
