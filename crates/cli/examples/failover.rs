@@ -20,6 +20,9 @@
 //! - `hang`: a server that accepts and never answers takes its place (a hung server, like a
 //!   host that drops packets: each attempt runs into the timeout).
 //!
+//! Flap damping is off (`damping_max_multiplier` 1): every repetition fails the same edge
+//! again within minutes, and the recoveries would otherwise grow 2×, 4×, 8×.
+//!
 //! The built-in DNS server and Knot are asked every 20 ms (UDP, from 127.0.0.1); the admin
 //! API every 250 ms for the breakdown (first failing result, strict majority, revision). The
 //! worst case for clients is the latest moment an answer naming the dead edge may still be
@@ -190,6 +193,9 @@ async fn setup(preset: Preset, knot: SocketAddr) -> anyhow::Result<Bench> {
     let token = std::fs::read_to_string(dir.path().join("server").join("admin-token"))?.trim().to_owned();
     let api = Api { base: format!("http://{}", server.api_addr()), token, http: reqwest::Client::new() };
     api.call(Method::PUT, "/v1/settings/probes", Some(preset.settings())).await?;
+    // Every repetition fails the same edge again within minutes: flap damping would lengthen
+    // each recovery (2×, 4×, 8×). The benchmark measures the base timers.
+    api.call(Method::PUT, "/v1/settings/detection", Some(json!({"damping_max_multiplier": 1}))).await?;
 
     // Edges: one port free on every address.
     let primary = EdgeServer::start(SocketAddr::new(IpAddr::from(PRIMARY), 0)).await?;
@@ -309,13 +315,21 @@ impl Bench {
         }
     }
 
-    async fn newest_revision(&self) -> anyhow::Result<(u64, Option<Timestamp>)> {
+    /// The newest revision: its number, when it was cut, and whether it still names the
+    /// primary (a revision that only shortens the TTL while the primary is suspect does).
+    async fn newest_revision(&self) -> anyhow::Result<(u64, Option<Timestamp>, bool)> {
         let v = self
             .api
             .call(Method::GET, &format!("/v1/clusters/{}/revisions?limit=1", self.cluster), None)
             .await?;
         let item = &v["items"][0];
-        Ok((item["number"].as_u64().unwrap_or(0), serde_json::from_value(item["at"].clone()).ok()))
+        let primary = json!(IpAddr::from(PRIMARY).to_string());
+        let names_primary = item["records"]["all"].as_array().is_some_and(|a| a.contains(&primary));
+        Ok((
+            item["number"].as_u64().unwrap_or(0),
+            serde_json::from_value(item["at"].clone()).ok(),
+            names_primary,
+        ))
     }
 }
 
@@ -354,7 +368,7 @@ async fn once(b: &mut Bench, knot: SocketAddr, preset: Preset, failure: Failure)
     // Anywhere in the probers' rounds.
     let phase = preset.interval().mul_f64(rand::random::<f64>());
     tokio::time::sleep(phase).await;
-    let (revision_before, _) = b.newest_revision().await?;
+    let (revision_before, _, _) = b.newest_revision().await?;
 
     let (t0, ts0) = (Instant::now(), vantage_server::now());
     let mut hung = None;
@@ -402,7 +416,7 @@ async fn once(b: &mut Bench, knot: SocketAddr, preset: Preset, failure: Failure)
                 }
             }
             if revision.is_none()
-                && let (n, Some(at)) = b.newest_revision().await?
+                && let (n, Some(at), false) = b.newest_revision().await?
                 && n > revision_before
             {
                 revision = Some(secs(ts0, at));

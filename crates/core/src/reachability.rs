@@ -153,6 +153,12 @@ pub struct Verdict {
     /// the failure by then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failing_from: Option<Timestamp>,
+    /// While not failing: as of when the reports show it so — the newest time by which enough
+    /// probers had reported it answering to leave no strict majority failing (the
+    /// ⌈counting/2⌉-th newest of the answering probers' reports). A later failing streak may
+    /// start no earlier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answering_at: Option<Timestamp>,
 }
 
 impl Verdict {
@@ -183,6 +189,15 @@ pub fn verdict(
         times.sort_unstable();
         let majority = (v.counting / 2) as usize; // index of the (counting/2 + 1)-th oldest
         v.failing_from = times.get(majority).copied();
+    } else if v.counting > 0 {
+        let mut times: Vec<Timestamp> = obs
+            .per_prober(probers, settings, now)
+            .filter(|t| !t.sees_failing(settings))
+            .map(|t| t.reported_at)
+            .collect();
+        times.sort_unstable_by(|a, b| b.cmp(a));
+        let enough = v.counting.div_ceil(2) as usize; // answering probers that leave no majority failing
+        v.answering_at = times.get(enough.saturating_sub(1)).copied();
     }
     v
 }
@@ -218,6 +233,10 @@ pub struct AddressHealth {
     /// When `doublings` last changed.
     #[serde(default)]
     pub damped_at: Option<Timestamp>,
+    /// The newest time the reports showed it answering ([`Verdict::answering_at`]); a failing
+    /// streak starts no earlier. Without it, the previous evaluation bounds the streak.
+    #[serde(default)]
+    pub answered_at: Option<Timestamp>,
 }
 
 impl Default for AddressHealth {
@@ -230,6 +249,7 @@ impl Default for AddressHealth {
             checked_at: None,
             doublings: 0,
             damped_at: None,
+            answered_at: None,
         }
     }
 }
@@ -237,7 +257,8 @@ impl Default for AddressHealth {
 impl AddressHealth {
     /// Feeds one evaluation at `now`: whether the address is failing, and since when the
     /// evidence says so (`evidence ≤ now`; a failing streak may start no earlier than the
-    /// previous evaluation, which saw it otherwise). Returns the new state when it changed.
+    /// reports last showed it answering, or without that the previous evaluation, which saw it
+    /// otherwise). Returns the new state when it changed.
     /// Unreachable after failing continuously for *failing before unreachable*; reachable
     /// again after not failing for *answering before reachable* times the damping multiplier.
     /// Going unreachable within the damping window of coming back doubles the multiplier (up
@@ -250,7 +271,8 @@ impl AddressHealth {
         settings: &ProbeSettings,
         damping: &Damping,
     ) -> Option<Reachability> {
-        let start = evidence.min(now).max(self.checked_at.unwrap_or(Timestamp::EPOCH));
+        let floor = self.answered_at.or(self.checked_at).unwrap_or(Timestamp::EPOCH);
+        let start = evidence.min(now).max(floor);
         self.checked_at = Some(now);
         self.forgive(now, damping);
         let answering_wait = self.answering_wait_s(settings);
@@ -293,6 +315,7 @@ impl AddressHealth {
             checked_at: Some(now),
             doublings: doublings.min(damping.max_doublings()),
             damped_at,
+            answered_at: self.answered_at,
         };
         Some(state)
     }
@@ -310,7 +333,8 @@ impl AddressHealth {
     }
 
     /// Feeds one evaluation whose evidence is the verdict: a failing streak starts when the
-    /// reports first showed a majority failing, an answering streak at `now`.
+    /// reports first showed a majority failing (never before they last showed it answering),
+    /// an answering streak at `now`.
     pub fn observe(
         &mut self,
         v: &Verdict,
@@ -318,6 +342,10 @@ impl AddressHealth {
         settings: &ProbeSettings,
         damping: &Damping,
     ) -> Option<Reachability> {
+        if let Some(at) = v.answering_at.filter(|_| !v.is_failing()) {
+            let at = at.min(now);
+            self.answered_at = Some(self.answered_at.map_or(at, |b| b.max(at)));
+        }
         self.step(v.is_failing(), v.failing_from.unwrap_or(now), now, settings, damping)
     }
 
@@ -621,5 +649,29 @@ mod tests {
         assert!(h.is_suspect());
         h.step(true, T0, T0.plus_secs(30), &s, &d);
         assert!(!h.is_suspect(), "unreachable is not suspect");
+    }
+
+    #[test]
+    fn a_failing_streak_starts_at_the_evidence_when_the_last_pass_had_only_older_answers() {
+        let (s, d) = (settings(), Damping::default());
+        let p = probers(3);
+        let mut h = AddressHealth::default();
+        let at = |ms: i64| T0.plus_millis(ms);
+        // A hung edge from T0: prober 0's round (from 1 s) reports at 10 s, its first attempt
+        // having failed at 4 s; probers 1 and 2 last answered at -6.7 s and -3.3 s.
+        let mut o = vec![obs(0, 3, 3, at(10_000)), obs(1, 3, 0, at(-6_700)), obs(2, 3, 0, at(-3_300))];
+        o[0].failed_at = Some(at(4_000));
+        let v = verdict(&Observations::new(o.clone()), &p, &s, at(10_000));
+        assert!(!v.is_failing());
+        assert_eq!(v.answering_at, Some(at(-6_700)), "two answering probers are needed: the older one");
+        assert_eq!(h.observe(&v, at(10_000), &s, &d), None);
+        // Prober 1's round (from 4.3 s) reports at 13.3 s, failed from 7.3 s: a strict majority
+        // has been failing since then, not since the pass at 10 s.
+        o[1] = Observation { failed_at: Some(at(7_300)), ..obs(1, 3, 3, at(13_300)) };
+        let v = verdict(&Observations::new(o), &p, &s, at(13_300));
+        assert_eq!(v.failing_from, Some(at(7_300)));
+        h.observe(&v, at(13_300), &s, &d);
+        assert_eq!(h.failing_since, Some(at(7_300)));
+        assert_eq!(h.deadline(&s), Some(at(37_300)));
     }
 }

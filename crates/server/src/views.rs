@@ -230,6 +230,14 @@ pub struct AddressView {
     pub in_use: bool,
     /// How the counting probers see it.
     pub probers: Option<Verdict>,
+    /// Flap damping: how many times the usual *answering before reachable* it must answer to
+    /// come back (1: not damped).
+    #[serde(default = "one")]
+    pub damping: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// A node with what its agent and the last pass know.

@@ -285,6 +285,7 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
                 reachability: s.map(|s| s.reachability),
                 in_use: s.is_some_and(|s| s.in_use),
                 probers: s.map(|s| s.verdict),
+                damping: s.map_or(1, |s| s.damping),
             }
         })
         .collect();

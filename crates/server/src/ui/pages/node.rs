@@ -10,6 +10,8 @@ struct AddressRow {
     reachability: Markup,
     in_use: bool,
     probers: String,
+    /// Flap damping multiplier (1: not damped).
+    damping: u32,
 }
 
 #[derive(Template)]
@@ -170,6 +172,7 @@ pub(in crate::ui) async fn node(
                 },
                 reachability: format::reachability(a.reachability.map(|r| word(&r)).as_deref()),
                 in_use: a.in_use,
+                damping: a.damping,
                 probers: a
                     .probers
                     .as_ref()
