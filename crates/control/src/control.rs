@@ -548,6 +548,13 @@ impl Control {
                     "1 to 10 attempts",
                 ));
             }
+            // A good attempt has no error, a failed one says why.
+            if let Some(j) = r.attempts.iter().position(|a| a.good() == a.error.is_some()) {
+                return Err(vantage_core::Error::invalid(
+                    format!("results[{i}].attempts[{j}].error"),
+                    "a good attempt carries no error code, and a failed one carries one",
+                ));
+            }
             keys.push(key);
         }
         let mut rows = Vec::with_capacity(keys.len());

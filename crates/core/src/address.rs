@@ -110,7 +110,8 @@ fn primary() -> Level {
 /// policy allows it), link-local, multicast, unspecified and broadcast addresses.
 pub fn parse_unicast(text: &str, policy: AddressPolicy) -> Result<IpAddr> {
     let refuse = || Error::invalid("ip", format!("Not a single unicast IP address: {text}"));
-    let ip: IpAddr = text.trim().parse().map_err(|_| refuse())?;
+    // An IPv4-mapped IPv6 address (`::ffff:192.0.2.1`) is that IPv4 address.
+    let ip = text.trim().parse::<IpAddr>().map_err(|_| refuse())?.to_canonical();
     if is_unicast(ip, policy) { Ok(ip) } else { Err(refuse()) }
 }
 
@@ -167,7 +168,7 @@ impl AddressList {
     /// at most 8. Invalid ones are skipped, since a node reports what it has.
     pub fn reported(ips: &[IpAddr], policy: AddressPolicy) -> Self {
         let mut out: Vec<SchedulingAddress> = Vec::new();
-        for &ip in ips {
+        for ip in ips.iter().map(|ip| ip.to_canonical()) {
             if out.len() == MAX_ADDRESSES {
                 break;
             }
@@ -240,6 +241,21 @@ mod tests {
     fn scheduling_address_duplicates_are_refused() {
         let r = reason(&[("203.0.113.10", Level::Primary), ("203.0.113.10", Level::Backup1)]);
         assert_eq!(r, "addresses[1].ip: Not a single unicast IP address: 203.0.113.10 (duplicate)");
+    }
+
+    #[test]
+    fn an_ipv4_address_and_its_mapped_form_are_one_address() {
+        let r = reason(&[("203.0.113.10", Level::Primary), ("::ffff:203.0.113.10", Level::Backup1)]);
+        assert_eq!(r, "addresses[1].ip: Not a single unicast IP address: ::ffff:203.0.113.10 (duplicate)");
+        let list =
+            AddressList::parse(&rows(&[("::ffff:203.0.113.10", Level::Primary)]), AddressPolicy::default())
+                .unwrap();
+        assert_eq!(list.as_slice()[0].ip.to_string(), "203.0.113.10", "stored as the IPv4 address");
+        let reported = AddressList::reported(
+            &["::ffff:203.0.113.1".parse().unwrap(), "203.0.113.1".parse().unwrap()],
+            AddressPolicy::default(),
+        );
+        assert_eq!(reported.as_slice().len(), 1);
     }
 
     #[test]

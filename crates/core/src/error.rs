@@ -67,6 +67,11 @@ where
     }
 }
 
+/// Checks that a list holds at most `max` items, naming `field` and the limit otherwise.
+pub(crate) fn at_most(field: &str, len: usize, max: usize) -> Result<()> {
+    if len > max { Err(Error::invalid(field, format!("at most {max} items, got {len}"))) } else { Ok(()) }
+}
+
 /// Checks a display name: trimmed, 1..=`max` characters, no control characters.
 pub(crate) fn name(field: &str, value: &str, max: usize) -> Result<String> {
     let v = value.trim();
@@ -99,7 +104,11 @@ pub fn from_value<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> R
             let field = if path == "." { unknown.to_owned() } else { path };
             return Error::invalid(field, "unknown field");
         }
-        Error::invalid(if path == "." { "body".to_owned() } else { path }, inner)
+        if let Some(missing) = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
+            let field = if path == "." { missing.to_owned() } else { format!("{path}.{missing}") };
+            return Error::invalid(field, "is required");
+        }
+        Error::invalid(if path == "." { "body".to_owned() } else { path }, crate::plain::plain(&inner))
     })
 }
 

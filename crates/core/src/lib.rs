@@ -17,6 +17,7 @@ pub mod mirror;
 pub mod model;
 pub mod monitor;
 pub mod net;
+pub mod plain;
 pub mod reachability;
 pub mod result;
 pub mod rules;

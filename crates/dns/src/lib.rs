@@ -12,6 +12,7 @@
 mod client;
 mod error;
 mod lines;
+pub mod listen;
 mod metrics;
 pub mod publish;
 mod server;

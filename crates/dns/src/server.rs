@@ -21,9 +21,10 @@ use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::AsRawFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 use crate::error::Error;
+use crate::listen::{Gate, Limits, accept};
 use crate::metrics::{DnsMetrics, TableCounters};
 use crate::table::{AnswerTable, Answers};
 use crate::wire::{Transport, respond};
@@ -39,6 +40,9 @@ pub struct DnsConfig {
     pub tcp_idle_timeout: Duration,
     /// Concurrent TCP connections; further ones are closed at once.
     pub tcp_max_connections: usize,
+    /// Concurrent TCP connections from one source address, so that one client holding idle
+    /// connections cannot lock the others out.
+    pub tcp_max_per_source: usize,
 }
 
 impl Default for DnsConfig {
@@ -48,6 +52,7 @@ impl Default for DnsConfig {
             udp_workers: 0,
             tcp_idle_timeout: Duration::from_secs(10),
             tcp_max_connections: 1024,
+            tcp_max_per_source: 64,
         }
     }
 }
@@ -308,23 +313,12 @@ async fn tcp_serve(
             return;
         }
     };
-    let slots = Arc::new(Semaphore::new(config.tcp_max_connections.max(1)));
+    let gate = Gate::new(Limits { total: config.tcp_max_connections, per_source: config.tcp_max_per_source });
     let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             _ = stop.changed() => break,
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::debug!(error = %e, "TCP accept failed");
-                        continue;
-                    }
-                };
-                let Ok(permit) = slots.clone().try_acquire_owned() else {
-                    tracing::debug!(client = %peer, "too many DNS TCP connections; closing");
-                    continue;
-                };
+            (stream, peer, permit) = accept(&listener, &gate, "dns") => {
                 let (answers, metrics) = (answers.clone(), metrics.clone());
                 let idle = config.tcp_idle_timeout;
                 connections.spawn(async move {
@@ -347,13 +341,17 @@ async fn tcp_connection(
     idle: Duration,
 ) {
     let _ = stream.set_nodelay(true);
-    let mut buf = vec![0u8; 65_535];
+    // Grown to the largest query seen: an idle connection holds no 64 KiB buffer.
+    let mut buf = Vec::new();
     let mut out = Vec::with_capacity(4096);
     loop {
         let mut len = [0u8; 2];
         let read = async {
             stream.read_exact(&mut len).await?;
             let n = usize::from(u16::from_be_bytes(len));
+            if buf.len() < n {
+                buf.resize(n, 0);
+            }
             stream.read_exact(&mut buf[..n]).await?;
             Ok::<usize, io::Error>(n)
         };

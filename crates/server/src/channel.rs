@@ -22,6 +22,7 @@ use vantage_store::ResultRow;
 use crate::app::{Actor, App, Change};
 use crate::auth::sha256_hex;
 use crate::error::ApiError;
+use crate::listen::HttpLimits;
 use crate::support::{now, stopped};
 
 /// The client certificate of a connection, if it sent one.
@@ -31,8 +32,13 @@ struct Peer {
     remote: SocketAddr,
 }
 
-/// Serves the channel on `listener` until `stop` turns true.
-pub(crate) async fn serve(app: Arc<App>, listener: tokio::net::TcpListener, mut stop: watch::Receiver<bool>) {
+/// Serves the channel on `listener` until `stop` turns true, each connection within `limits`.
+pub(crate) async fn serve(
+    app: Arc<App>,
+    listener: tokio::net::TcpListener,
+    limits: HttpLimits,
+    mut stop: watch::Receiver<bool>,
+) {
     let tls = match app.ca().server_config() {
         Ok(c) => tokio_rustls::TlsAcceptor::from(c),
         Err(e) => {
@@ -64,22 +70,23 @@ pub(crate) async fn serve(app: Arc<App>, listener: tokio::net::TcpListener, mut 
             post(node_report).layer(DefaultBodyLimit::max(REPORT_BODY)).route_layer(known()),
         )
         .fallback(|| async { ApiError::NotFound("no such channel route".into()) })
+        .layer(axum::middleware::from_fn(move |req, next| {
+            crate::listen::deadline(limits.deadline, req, next)
+        }))
         .with_state(app);
+    let gate = vantage_dns::listen::Gate::new(limits.gate);
     loop {
-        let (tcp, remote) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "agent channel accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
+        let (tcp, remote, admitted) = tokio::select! {
+            a = vantage_dns::listen::accept(&listener, &gate, "agent channel") => a,
             _ = stopped(&mut stop) => return,
         };
         let tls = tls.clone();
         let router = router.clone();
+        let stop = stop.clone();
         tokio::spawn(async move {
+            let _admitted = admitted;
+            let activity = vantage_dns::listen::Activity::default();
+            let tcp = crate::listen::Watched::new(tcp, activity.clone());
             let stream = match tokio::time::timeout(Duration::from_secs(10), tls.accept(tcp)).await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
@@ -94,17 +101,8 @@ pub(crate) async fn serve(app: Arc<App>, listener: tokio::net::TcpListener, mut 
                 .peer_certificates()
                 .and_then(|c| c.first())
                 .map(|c| sha256_hex(c.as_ref()));
-            let peer = Peer { fingerprint, remote };
-            let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert(peer.clone());
-                let router = router.clone();
-                async move { tower::ServiceExt::oneshot(router, req.map(axum::body::Body::new)).await }
-            });
-            let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
-            if let Err(e) = conn.await {
-                tracing::debug!(%remote, error = %e, "agent channel connection ended");
-            }
+            let svc = crate::listen::with_extension(router, Peer { fingerprint, remote });
+            crate::listen::serve(stream, activity, svc, limits, stop).await;
         });
     }
 }

@@ -41,6 +41,9 @@ pub(crate) enum ApiError {
         /// Seconds to wait (the `Retry-After` header).
         retry_after_s: u64,
     },
+    /// The request (its body, most often) did not arrive within its deadline (408).
+    #[error("{0}")]
+    TimedOut(String),
     /// Nothing can serve the request now (503), e.g. no mirror is eligible.
     #[error("{0}")]
     Unavailable(String),
@@ -67,6 +70,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::TimedOut(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::TooSoon { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Store(_) | ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -114,6 +118,77 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Middleware: a 4xx that is not already the JSON error shape — axum's own refusals of a body
+/// that is not JSON, a wrong content type, an id in the path that is not a number, a method a
+/// route does not take — becomes `{"error":{"status","field","reason"}}` in plain words.
+pub(crate) async fn json_refusals(r: Response) -> Response {
+    let status = r.status();
+    let is_json = r
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json"));
+    if !status.is_client_error() || is_json {
+        return r;
+    }
+    let (parts, body) = r.into_parts();
+    let text = axum::body::to_bytes(body, 64 << 10).await.unwrap_or_default();
+    let (field, reason) = refusal_words(status, &String::from_utf8_lossy(&text));
+    let body = ErrorBody { error: ErrorDetail { status: status.as_u16(), field, reason } };
+    let mut out = (status, Json(body)).into_response();
+    for name in
+        [axum::http::header::ALLOW, axum::http::header::RETRY_AFTER, axum::http::header::WWW_AUTHENTICATE]
+    {
+        if let Some(v) = parts.headers.get(&name) {
+            out.headers_mut().insert(name, v.clone());
+        }
+    }
+    out
+}
+
+/// The field and plain reason of an extractor's text refusal.
+fn refusal_words(status: StatusCode, text: &str) -> (Option<String>, String) {
+    use vantage_core::plain::plain;
+    let text = text.trim();
+    let body = |reason: String| (Some("body".to_owned()), reason);
+    if let Some(rest) = text.strip_prefix("Failed to parse the request body as JSON: ") {
+        return body(format!("not valid JSON: {}", plain(rest)));
+    }
+    if let Some(rest) = text.strip_prefix("Failed to deserialize the JSON body into the target type: ") {
+        let rest = plain(rest);
+        return match rest.split_once(": ") {
+            Some((field, reason)) if !field.contains(' ') => (Some(field.to_owned()), plain(reason)),
+            _ => body(rest),
+        };
+    }
+    if text.starts_with("Expected request with `Content-Type: application/json`") {
+        return body("send the body as JSON, with the header Content-Type: application/json".into());
+    }
+    if status == StatusCode::PAYLOAD_TOO_LARGE || text.contains("length limit exceeded") {
+        return body("the body is too large".into());
+    }
+    if let Some(rest) = text.strip_prefix("Invalid URL: ") {
+        let reason = match rest.strip_prefix("Cannot parse `").and_then(|r| r.split_once("` to a `")) {
+            Some((value, _)) => format!("{value:?} is not an id (ids are whole numbers)"),
+            None => plain(rest),
+        };
+        return (Some("path".to_owned()), reason);
+    }
+    if let Some(rest) = text.strip_prefix("Failed to deserialize query string: ") {
+        let rest = plain(rest);
+        return match rest.split_once(": ") {
+            Some((field, reason)) if !field.contains(' ') => (Some(field.to_owned()), plain(reason)),
+            _ => (Some("query".to_owned()), rest),
+        };
+    }
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        return (None, "this route does not take that method (the Allow header lists those it takes)".into());
+    }
+    let reason =
+        if text.is_empty() { status.canonical_reason().unwrap_or("refused").to_owned() } else { plain(text) };
+    (None, reason)
+}
+
 /// Refuses a body that is not a JSON object where one belongs: serde would read an array as
 /// a struct's fields in order (`[]` as every default).
 pub(crate) fn object_body(v: &serde_json::Value) -> Result<(), ApiError> {
@@ -131,6 +206,45 @@ mod tests {
     use vantage_core::model::Cluster;
 
     #[test]
+    fn extractor_refusals_in_plain_words() {
+        for (status, text, field, reason) in [
+            (
+                StatusCode::BAD_REQUEST,
+                "Failed to parse the request body as JSON: expected value at line 1 column 1",
+                Some("body"),
+                "not valid JSON: expected value",
+            ),
+            (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Expected request with `Content-Type: application/json`",
+                Some("body"),
+                "send the body as JSON, with the header Content-Type: application/json",
+            ),
+            (
+                StatusCode::BAD_REQUEST,
+                "Invalid URL: Cannot parse `abc` to a `i64`",
+                Some("path"),
+                r#""abc" is not an id (ids are whole numbers)"#,
+            ),
+            (
+                StatusCode::BAD_REQUEST,
+                r#"Failed to deserialize query string: limit: invalid digit found in string"#,
+                Some("limit"),
+                "invalid digit found in string",
+            ),
+            (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "",
+                None,
+                "this route does not take that method (the Allow header lists those it takes)",
+            ),
+        ] {
+            let (f, r) = refusal_words(status, text);
+            assert_eq!((f.as_deref(), r.as_str()), (field, reason), "{text}");
+        }
+    }
+
+    #[test]
     fn json_errors_name_the_field() {
         let e =
             parse_json::<Cluster>(serde_json::json!({"name": "c", "domain": "cdn.example.net", "ttl": 0}))
@@ -143,11 +257,11 @@ mod tests {
         let e =
             parse_json::<Cluster>(serde_json::json!({"name": "c", "domain": "cdn.example.net", "ttl": "x"}))
                 .unwrap_err();
-        assert!(e.to_string().starts_with("ttl: invalid type"), "{e}");
+        assert_eq!(e.to_string(), r#"ttl: must be a whole number, got the text "x""#);
         let e = parse_json::<Cluster>(
             serde_json::json!({"name": "c", "domain": "cdn.example.net", "listeners": [{"port": 80, "protocol": "gopher"}]}),
         )
         .unwrap_err();
-        assert!(e.to_string().starts_with("listeners[0].protocol: unknown variant"), "{e}");
+        assert!(e.to_string().starts_with("listeners[0].protocol: must be one of http, https"), "{e}");
     }
 }

@@ -12,6 +12,7 @@ pub mod config;
 mod driver;
 mod error;
 mod freshness;
+mod listen;
 mod metrics;
 mod mirrors;
 mod publishing;

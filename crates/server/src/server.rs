@@ -18,6 +18,7 @@ use vantage_core::ids::ClusterId;
 use crate::app::{Actor, App, Parts};
 use crate::ca::Ca;
 use crate::config::ServeConfig;
+use crate::listen::{HttpLimits, ListenerLimits};
 use crate::metrics::Metrics;
 use crate::support::write_private;
 
@@ -121,6 +122,8 @@ impl Server {
         let mirrors_dir = dir.join("mirrors");
         std::fs::create_dir_all(&mirrors_dir).map_err(io(&mirrors_dir))?;
         let start = load(&store, config, &settings).await?;
+        // Every listener's connection caps come out of the open-file limit.
+        let limits = ListenerLimits::of(crate::listen::raise_nofile());
         // The agent channel is bound first: start commands name the port it really got.
         let agent_listener = tokio::net::TcpListener::bind(settings.agent_listen)
             .await
@@ -156,28 +159,23 @@ impl Server {
         let api_addr =
             listener.local_addr().map_err(|source| StartError::Bind { addr: settings.api_listen, source })?;
         let router = crate::api::router(app.clone());
-        let mut api_stopped = stopped.clone();
-        let api = tokio::spawn(async move {
-            // Doors map visitors to regions by their address.
-            let service = router.into_make_service_with_connect_info::<SocketAddr>();
-            let serve = axum::serve(listener, service).with_graceful_shutdown(async move {
-                let _ = api_stopped.wait_for(|s| *s).await;
-            });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "admin API stopped");
-            }
-        });
+        let api = tokio::spawn(serve_api(router, listener, limits.api, stopped.clone()));
         tracing::info!(addr = %api_addr, "admin API listening");
 
         let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
-        let channel = tokio::spawn(crate::channel::serve(app.clone(), agent_listener, stopped.clone()));
+        let channel =
+            tokio::spawn(crate::channel::serve(app.clone(), agent_listener, limits.channel, stopped.clone()));
         tracing::info!(addr = %agent_addr, ca_sha256 = %app.ca().fingerprint, "agent channel listening");
         let driver = tokio::spawn(crate::driver::run(app.clone(), notices, stopped.clone()));
         let watcher = tokio::spawn(crate::mirrors::watch(app.clone(), stopped.clone()));
         let dns_metrics = Arc::new(vantage_dns::DnsMetrics::new());
         app.metrics().register_dns(&dns_metrics);
-        let dns_config =
-            vantage_dns::DnsConfig { listen: settings.dns_listen, ..vantage_dns::DnsConfig::default() };
+        let dns_config = vantage_dns::DnsConfig {
+            listen: settings.dns_listen,
+            tcp_max_connections: limits.dns_tcp.total,
+            tcp_max_per_source: limits.dns_tcp.per_source,
+            ..vantage_dns::DnsConfig::default()
+        };
         let dns = vantage_dns::DnsServer::start(dns_config, app.answers().clone(), dns_metrics)
             .map_err(|e| StartError::Dns(e.to_string()))?;
         let dns_addr = dns.local_addr();
@@ -248,6 +246,38 @@ impl Server {
             let _ = tokio::task::spawn_blocking(move || dns.shutdown()).await;
         }
     }
+}
+
+/// Serves the admin API on `listener` until `stop`, each connection within `limits`, then
+/// waits for the connections to drain.
+async fn serve_api(
+    router: axum::Router,
+    listener: tokio::net::TcpListener,
+    limits: HttpLimits,
+    mut stop: watch::Receiver<bool>,
+) {
+    let gate = vantage_dns::listen::Gate::new(limits.gate);
+    let router = router.layer(axum::middleware::from_fn(move |req, next| {
+        crate::listen::deadline(limits.deadline, req, next)
+    }));
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let (tcp, remote, admitted) = tokio::select! {
+            a = vantage_dns::listen::accept(&listener, &gate, "api") => a,
+            () = crate::support::stopped(&mut stop) => break,
+        };
+        let activity = vantage_dns::listen::Activity::default();
+        let io = crate::listen::Watched::new(tcp, activity.clone());
+        // Doors map visitors to regions by their address.
+        let svc = crate::listen::with_extension(router.clone(), axum::extract::ConnectInfo(remote));
+        let stop = stop.clone();
+        connections.spawn(async move {
+            let _admitted = admitted;
+            crate::listen::serve(io, activity, svc, limits, stop).await;
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    while connections.join_next().await.is_some() {}
 }
 
 /// What the control core starts from: the stored results, evaluator states, newest revisions

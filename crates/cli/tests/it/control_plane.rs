@@ -208,7 +208,7 @@ async fn bad_input_names_the_field_and_changes_nothing() {
             json!({"name": "c2", "domain": "c2.example.net", "ttl": "x"}),
             400,
             "ttl",
-            "invalid type",
+            r#"must be a whole number, got the text "x""#,
         ),
         (
             Method::PATCH,
@@ -360,7 +360,7 @@ async fn bad_input_names_the_field_and_changes_nothing() {
             json!([{"ip": "198.51.100.1", "level": "backup9"}]),
             400,
             "[0].level",
-            "unknown variant",
+            r#"must be one of primary, backup1, backup2, got "backup9""#,
         ),
         (
             Method::PUT,
@@ -719,4 +719,57 @@ async fn bodies_of_the_wrong_shape_or_with_unknown_fields_change_nothing() {
     assert!(v["error"]["field"].as_str().unwrap().ends_with("levle"), "{v}");
     let (_, after) = s.call(Method::GET, &path, None).await;
     assert_eq!(before, after);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_before_any_handler_are_json_in_plain_words() {
+    let s = ServerProcess::start().await;
+    let send = |method: Method, path: &str, content_type: Option<&str>, body: &str| {
+        let mut r = s.req(method, path).body(body.to_owned());
+        if let Some(t) = content_type {
+            r = r.header("content-type", t);
+        }
+        async move {
+            let resp = r.send().await.unwrap();
+            let status = resp.status().as_u16();
+            let kind = resp.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
+            let v: Value = resp.json().await.unwrap_or(Value::Null);
+            (status, kind, v)
+        }
+    };
+    let cases = [
+        (
+            send(Method::POST, "/v1/regions", Some("application/json"), "{not json").await,
+            400,
+            Some("body"),
+            "not valid JSON",
+        ),
+        (
+            send(Method::POST, "/v1/regions", Some("text/plain"), r#"{"code":"xx"}"#).await,
+            415,
+            Some("body"),
+            "Content-Type: application/json",
+        ),
+        (send(Method::GET, "/v1/clusters/abc", None, "").await, 400, Some("path"), r#""abc" is not an id"#),
+        (
+            send(Method::PATCH, "/v1/settings/probes", Some("application/json"), "{}").await,
+            405,
+            None,
+            "does not take that method",
+        ),
+        (
+            send(Method::PUT, "/v1/settings/probes", Some("application/json"), r#"{"interval_s":"ten"}"#)
+                .await,
+            400,
+            Some("interval_s"),
+            "must be a whole number, got the text \"ten\"",
+        ),
+    ];
+    for ((status, kind, v), want_status, field, reason) in cases {
+        assert_eq!(status, want_status, "{v}");
+        assert_eq!(kind.as_deref(), Some("application/json"), "{v}");
+        assert_eq!(v["error"]["status"], want_status, "{v}");
+        assert_eq!(v["error"]["field"].as_str(), field, "{v}");
+        assert!(v["error"]["reason"].as_str().unwrap().contains(reason), "{v}");
+    }
 }

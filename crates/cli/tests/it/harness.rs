@@ -29,9 +29,31 @@ impl ServerProcess {
 
     /// Starts a server on `dir` with extra flags.
     pub(crate) async fn start_in(dir: &Path, extra: &[&str]) -> ServerProcess {
+        Self::start_with(dir, extra, None).await
+    }
+
+    /// Starts a server on a fresh temporary data directory with at most `nofile` open files
+    /// (soft and hard limit, set by `prlimit`, which then runs it in its own process).
+    pub(crate) async fn start_with_nofile(nofile: u64) -> ServerProcess {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().to_owned();
+        let mut s = Self::start_with(&dir, &[], Some(nofile)).await;
+        s._temp = Some(temp);
+        s
+    }
+
+    async fn start_with(dir: &Path, extra: &[&str], nofile: Option<u64>) -> ServerProcess {
         let _ = std::fs::remove_file(dir.join("serve.json"));
         let log = std::fs::File::create(dir.with_extension("log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_vantage"))
+        let mut command = match nofile {
+            Some(n) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(env!("CARGO_BIN_EXE_vantage"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_vantage")),
+        };
+        let child = command
             .args(["serve", "--data-dir"])
             .arg(dir)
             .args([
@@ -184,6 +206,11 @@ impl ServerProcess {
         let v: Value =
             serde_json::from_str(&std::fs::read_to_string(self.dir.join("serve.json")).unwrap()).unwrap();
         (v["agent"].as_str().unwrap().to_owned(), v["ca_sha256"].as_str().unwrap().to_owned())
+    }
+
+    /// The process id (of `vantage serve` itself: `prlimit` runs it in its own process).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id().unwrap()
     }
 
     /// The built-in DNS server's address from `serve.json`.

@@ -12,6 +12,7 @@ mod dns;
 mod edges;
 mod failover;
 mod harness;
+mod limits;
 mod mirrors;
 mod monitors;
 mod rules;

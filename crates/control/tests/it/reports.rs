@@ -96,6 +96,17 @@ fn a_report_may_carry_only_targets_given_and_one_to_ten_attempts() {
         let e = lab.control.handle_report(p, &report(given.clone(), n), lab.now).unwrap_err();
         assert_eq!(e.field(), "results[0].attempts");
     }
+    // A good attempt with an error code, or a failed one without: not a probe's result.
+    let mut odd = report(given.clone(), 3);
+    odd.results[0].attempts[1].error = Some(vantage_core::result::ErrorCode::Refused);
+    let e = lab.control.handle_report(p, &odd, lab.now).unwrap_err();
+    assert_eq!(e.field(), "results[0].attempts[1].error", "{e}");
+    let mut odd = report(given.clone(), 3);
+    odd.results[0].attempts[2] = vantage_core::result::Attempt { error: None, ..attempt(false) };
+    assert_eq!(
+        lab.control.handle_report(p, &odd, lab.now).unwrap_err().field(),
+        "results[0].attempts[2].error"
+    );
     assert!(lab.control.observations().results.is_empty(), "a refused report changes nothing");
     assert_eq!(lab.control.handle_report(p, &report(given, 3), lab.now).unwrap().len(), 1);
 }

@@ -211,7 +211,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
     let auth = Auth { app: app.clone(), sessions: sessions.clone() };
     let v1 = std::mem::take(&mut api.router)
         .route("/v1/openapi.json", get(move || std::future::ready(axum::Json(doc.as_ref().clone()))))
-        .route_layer(middleware::from_fn_with_state(auth, require_admin));
+        .route_layer(middleware::from_fn_with_state(auth, require_admin))
+        .layer(middleware::map_response(crate::error::json_refusals));
     // The web UI reads through the same routes, with the same authentication.
     let ui = crate::ui::router(app.clone(), sessions, v1.clone().with_state(app.clone()));
     Router::new()

@@ -1,0 +1,164 @@
+//! Bounds shared by every TCP listener of `vantage serve` (DNS over TCP here, and the admin API
+//! and the agent channel in `vantage-server`): at most so many connections at once, and so many
+//! from one source address, so one client cannot take every slot; and an accept loop that
+//! waits when accepting fails (out of file descriptors, typically) instead of spinning.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::net::{TcpListener, TcpStream};
+
+/// How many connections a listener holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// At once, from everyone.
+    pub total: usize,
+    /// At once, from one source address.
+    pub per_source: usize,
+}
+
+/// Connections open on one listener, by source.
+#[derive(Debug)]
+pub struct Gate {
+    limits: Limits,
+    open: Mutex<(usize, HashMap<IpAddr, usize>)>,
+}
+
+/// A connection the gate let in; dropping it frees its slot.
+#[derive(Debug)]
+pub struct Admitted {
+    gate: Arc<Gate>,
+    source: IpAddr,
+}
+
+impl Gate {
+    /// A gate with these limits (each at least one).
+    pub fn new(limits: Limits) -> Arc<Gate> {
+        let limits = Limits { total: limits.total.max(1), per_source: limits.per_source.max(1) };
+        Arc::new(Gate { limits, open: Mutex::new((0, HashMap::new())) })
+    }
+
+    /// Its limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Lets a connection from `source` in, unless the listener or that source is full.
+    pub fn admit(self: &Arc<Self>, source: IpAddr) -> Option<Admitted> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let (total, by_source) = &mut *open;
+        let mine = by_source.get(&source).copied().unwrap_or(0);
+        if *total >= self.limits.total || mine >= self.limits.per_source {
+            return None;
+        }
+        *total += 1;
+        by_source.insert(source, mine + 1);
+        Some(Admitted { gate: self.clone(), source })
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner).0
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut open = self.gate.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let (total, by_source) = &mut *open;
+        *total = total.saturating_sub(1);
+        if let Some(n) = by_source.get_mut(&self.source) {
+            *n -= 1;
+            if *n == 0 {
+                by_source.remove(&self.source);
+            }
+        }
+    }
+}
+
+/// The first wait after a failed accept; it doubles up to [`MAX_BACKOFF`] while accepting
+/// keeps failing.
+const FIRST_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The next connection `gate` admits. A failed accept (no descriptor left, most often) waits
+/// before the next try, longer each time, so the loop never spins a core; a connection over
+/// the limits is closed at once.
+pub async fn accept(
+    listener: &TcpListener,
+    gate: &Arc<Gate>,
+    what: &str,
+) -> (TcpStream, SocketAddr, Admitted) {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                backoff = FIRST_BACKOFF;
+                match gate.admit(peer.ip()) {
+                    Some(admitted) => return (stream, peer, admitted),
+                    None => tracing::debug!(%peer, listener = what, "connection limit reached; closing"),
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, listener = what, retry_in_ms = backoff.as_millis(), "accept failed");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
+
+/// When bytes last moved on a connection, for idle timeouts that outlast a request.
+#[derive(Debug, Clone)]
+pub struct Activity {
+    base: Instant,
+    last_ms: Arc<AtomicU64>,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Activity { base: Instant::now(), last_ms: Arc::new(AtomicU64::new(0)) }
+    }
+}
+
+impl Activity {
+    /// Bytes moved now.
+    pub fn touch(&self) {
+        let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Resolves once no byte has moved for `limit`.
+    pub async fn idle_for(&self, limit: Duration) {
+        loop {
+            let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+            let quiet = self.base.elapsed().saturating_sub(last);
+            if quiet >= limit {
+                return;
+            }
+            tokio::time::sleep(limit - quiet).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gate_caps_everyone_and_each_source() {
+        let gate = Gate::new(Limits { total: 3, per_source: 2 });
+        let (a, b): (IpAddr, IpAddr) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
+        let a1 = gate.admit(a).unwrap();
+        let _a2 = gate.admit(a).unwrap();
+        assert!(gate.admit(a).is_none(), "two per source");
+        let _b1 = gate.admit(b).unwrap();
+        assert!(gate.admit(b).is_none(), "three in all");
+        drop(a1);
+        let _b2 = gate.admit(b).expect("a slot freed by a closed connection");
+        assert_eq!(gate.open(), 3);
+    }
+}
