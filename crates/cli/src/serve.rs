@@ -17,7 +17,7 @@ pub(crate) struct Args {
     /// Data directory (database, CA, admin token) [default: ./vantage-data].
     #[arg(long)]
     data_dir: Option<String>,
-    /// Admin API and UI address [default: 0.0.0.0:8080].
+    /// Admin API and UI address [default: 127.0.0.1:8080].
     #[arg(long)]
     api_listen: Option<String>,
     /// Agent channel address [default: 0.0.0.0:8443].
@@ -38,6 +38,16 @@ pub(crate) struct Args {
     /// Accept loopback scheduling addresses (labs and demos on one machine).
     #[arg(long)]
     allow_loopback_addresses: bool,
+    /// Serve the admin API and UI over TLS with this certificate chain (PEM) …
+    #[arg(long, value_name = "FILE", requires = "api_tls_key")]
+    api_tls_cert: Option<String>,
+    /// … and this private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "api_tls_cert")]
+    api_tls_key: Option<String>,
+    /// Serve the admin API and UI over TLS with a certificate from the internal CA
+    /// (clients trust <data_dir>/ca/ca.pem).
+    #[arg(long, conflicts_with = "api_tls_cert")]
+    api_tls_internal: bool,
 }
 
 impl Args {
@@ -51,6 +61,8 @@ impl Args {
             ("agent_url", &self.agent_url),
             ("log_format", &self.log_format),
             ("log_level", &self.log_level),
+            ("api_tls_cert", &self.api_tls_cert),
+            ("api_tls_key", &self.api_tls_key),
         ];
         for (k, v) in pairs {
             if let Some(v) = v {
@@ -59,6 +71,9 @@ impl Args {
         }
         if self.allow_loopback_addresses {
             f.insert("allow_loopback_addresses", "true".into());
+        }
+        if self.api_tls_internal {
+            f.insert("api_tls_internal", "true".into());
         }
         f
     }

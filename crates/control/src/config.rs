@@ -92,6 +92,9 @@ pub struct AdminToken {
     pub prefix: String,
     /// SHA-256 of the token, hex.
     pub sha256: String,
+    /// May read everything, change nothing (dashboards, on-call viewers).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
 }
 
 /// A named check (SPEC §3.1): how endpoint targets that name it are probed. The one named

@@ -131,6 +131,22 @@ impl Ca {
         Ok(Arc::new(config))
     }
 
+    /// A rustls configuration for the admin API: a fresh certificate for `names` (host names
+    /// or IP addresses) signed by this CA (1 year), no client certificates.
+    pub(crate) fn api_server_config(&self, names: Vec<String>) -> Result<Arc<rustls::ServerConfig>, CaError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(names)?;
+        params.distinguished_name.push(DnType::CommonName, "Vantage admin API");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.not_before = now() - time::Duration::minutes(5);
+        params.not_after = now() + time::Duration::days(365);
+        params.serial_number = Some(random_serial());
+        let cert = params.signed_by(&key, &self.issuer)?;
+        let chain = vec![cert.der().clone(), self.cert_der.clone()];
+        let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        api_config(chain, key_der)
+    }
+
     /// Signs a client certificate for the public key of `csr_pem`: `CN=<id>`, organisation by
     /// role, client authentication only, 30 days. Returns (PEM, SHA-256 of the DER).
     pub(crate) fn issue_client(
@@ -159,6 +175,33 @@ impl Ca {
         let cert = params.signed_by(&csr.public_key, &self.issuer)?;
         Ok((cert.pem(), sha256_hex(cert.der())))
     }
+}
+
+/// A rustls configuration for the admin API from the operator's PEM files.
+pub(crate) fn api_config_from_files(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, CaError> {
+    use rustls::pki_types::pem::PemObject;
+    let bad = |path: &Path, e: &dyn std::fmt::Display| CaError::Tls(format!("{}: {e}", path.display()));
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| bad(cert, &e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| bad(cert, &e))?;
+    if chain.is_empty() {
+        return Err(bad(cert, &"holds no certificate"));
+    }
+    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| bad(key, &e))?;
+    api_config(chain, key_der)
+}
+
+fn api_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<Arc<rustls::ServerConfig>, CaError> {
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| CaError::Tls(e.to_string()))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// The DER of the first certificate in a PEM text.

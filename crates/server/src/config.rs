@@ -46,13 +46,23 @@ pub struct ServeConfig {
     pub history_retention_days: u64,
     /// An edge certificate that expires within this many days alerts.
     pub certificate_warning_days: u64,
+    /// Serve the admin API and UI over TLS with this certificate chain (PEM), with
+    /// `api_tls_key`.
+    pub api_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of `api_tls_cert`.
+    pub api_tls_key: Option<PathBuf>,
+    /// Serve the admin API and UI over TLS with a certificate the internal CA issues at each
+    /// start (for `localhost`, the loopback addresses, this host's name and the listen
+    /// address); clients trust `<data_dir>/ca/ca.pem`.
+    pub api_tls_internal: bool,
 }
 
 impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
             data_dir: PathBuf::from("./vantage-data"),
-            api_listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            // Only this host until the operator says otherwise.
+            api_listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             agent_listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
             dns_listen: SocketAddr::from(([0, 0, 0, 0], 8053)),
             agent_url: None,
@@ -62,12 +72,15 @@ impl Default for ServeConfig {
             evaluation_interval_s: 10,
             history_retention_days: 14,
             certificate_warning_days: 14,
+            api_tls_cert: None,
+            api_tls_key: None,
+            api_tls_internal: false,
         }
     }
 }
 
 /// The keys a configuration may set (and the environment variables `VANTAGE_<KEY>`).
-pub const KEYS: [&str; 11] = [
+pub const KEYS: [&str; 14] = [
     "data_dir",
     "api_listen",
     "agent_listen",
@@ -79,6 +92,9 @@ pub const KEYS: [&str; 11] = [
     "evaluation_interval_s",
     "history_retention_days",
     "certificate_warning_days",
+    "api_tls_cert",
+    "api_tls_key",
+    "api_tls_internal",
 ];
 
 /// Why the settings could not be read.
@@ -138,6 +154,11 @@ impl ServeConfig {
         })
     }
 
+    /// Whether the admin API and UI are served over TLS.
+    pub fn api_tls(&self) -> bool {
+        self.api_tls_internal || self.api_tls_cert.is_some()
+    }
+
     /// The agent channel URL given to probers and agents.
     pub fn agent_url(&self, host: &str) -> String {
         self.agent_url.clone().unwrap_or_else(|| format!("https://{host}:{}", self.agent_listen.port()))
@@ -164,6 +185,12 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn the_admin_api_listens_on_this_host_only_by_default() {
+        let c = ServeConfig::load(None, &BTreeMap::new(), &BTreeMap::new()).unwrap();
+        assert_eq!(c.api_listen, "127.0.0.1:8080".parse().unwrap());
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub enum StartError {
     /// The agent channel's CA could not be loaded or created.
     #[error("agent channel CA: {0}")]
     Ca(#[from] crate::ca::CaError),
+    /// The admin API's TLS certificate or key could not be used.
+    #[error("api_tls_cert / api_tls_key: {0}")]
+    ApiTls(String),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -144,7 +147,7 @@ impl Server {
         let mut admin_token_file = None;
         if app.config().admin_tokens.is_empty() {
             let path = dir.join("admin-token");
-            let (_, token) = crate::api::create_admin_token(&app, &Actor::system(), "bootstrap")
+            let (_, token) = crate::api::create_admin_token(&app, &Actor::system(), "bootstrap", false)
                 .await
                 .map_err(|e| StartError::Config(e.to_string()))?;
             write_private(&path, &format!("{token}\n")).map_err(io(&path))?;
@@ -158,8 +161,10 @@ impl Server {
             .map_err(|source| StartError::Bind { addr: settings.api_listen, source })?;
         let api_addr =
             listener.local_addr().map_err(|source| StartError::Bind { addr: settings.api_listen, source })?;
+        let tls = api_tls(&settings, app.ca(), api_addr)?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let router = crate::api::router(app.clone());
-        let api = tokio::spawn(serve_api(router, listener, limits.api, stopped.clone()));
+        let api = tokio::spawn(serve_api(router, listener, tls, limits.api, stopped.clone()));
         tracing::info!(addr = %api_addr, "admin API listening");
 
         let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -188,7 +193,7 @@ impl Server {
             if a.ip().is_unspecified() { SocketAddr::from(([127, 0, 0, 1], a.port())) } else { a }
         };
         let info = serde_json::json!({
-            "api": format!("http://{}", local(api_addr)),
+            "api": format!("{scheme}://{}", local(api_addr)),
             "agent": format!("https://{}", local(agent_addr)),
             "dns": local(dns_addr).to_string(),
             "ca_sha256": app.ca().fingerprint,
@@ -248,11 +253,44 @@ impl Server {
     }
 }
 
-/// Serves the admin API on `listener` until `stop`, each connection within `limits`, then
-/// waits for the connections to drain.
+/// The admin API's TLS, when the settings ask for it: the operator's files, or a certificate
+/// from the internal CA.
+fn api_tls(
+    settings: &ServeConfig,
+    ca: &Ca,
+    api_addr: SocketAddr,
+) -> Result<Option<tokio_rustls::TlsAcceptor>, StartError> {
+    let config = match (&settings.api_tls_cert, &settings.api_tls_key, settings.api_tls_internal) {
+        (Some(cert), Some(key), false) => crate::ca::api_config_from_files(cert, key),
+        (None, None, true) => {
+            let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
+            if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+                names.push(host.trim().to_owned());
+            }
+            if !api_addr.ip().is_unspecified() && !api_addr.ip().is_loopback() {
+                names.push(api_addr.ip().to_string());
+            }
+            names.retain(|n| !n.is_empty());
+            names.dedup();
+            ca.api_server_config(names)
+        }
+        (None, None, false) => return Ok(None),
+        _ => {
+            return Err(StartError::ApiTls(
+                "give api_tls_cert and api_tls_key together, or api_tls_internal, not both".into(),
+            ));
+        }
+    };
+    let config = config.map_err(|e| StartError::ApiTls(e.to_string()))?;
+    Ok(Some(tokio_rustls::TlsAcceptor::from(config)))
+}
+
+/// Serves the admin API on `listener` until `stop` (over TLS when `tls` is given), each
+/// connection within `limits`, then waits for the connections to drain.
 async fn serve_api(
     router: axum::Router,
     listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     limits: HttpLimits,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -270,10 +308,18 @@ async fn serve_api(
         let io = crate::listen::Watched::new(tcp, activity.clone());
         // Doors map visitors to regions by their address.
         let svc = crate::listen::with_extension(router.clone(), axum::extract::ConnectInfo(remote));
-        let stop = stop.clone();
+        let (stop, tls) = (stop.clone(), tls.clone());
         connections.spawn(async move {
             let _admitted = admitted;
-            crate::listen::serve(io, activity, svc, limits, stop).await;
+            match tls {
+                None => crate::listen::serve(io, activity, svc, limits, stop).await,
+                Some(tls) => {
+                    match tokio::time::timeout(crate::listen::HEADER_TIMEOUT, tls.accept(io)).await {
+                        Ok(Ok(stream)) => crate::listen::serve(stream, activity, svc, limits, stop).await,
+                        _ => tracing::debug!(%remote, "admin API TLS handshake failed or timed out"),
+                    }
+                }
+            }
         });
         while connections.try_join_next().is_some() {}
     }

@@ -628,6 +628,8 @@ pub struct AdminTokenView {
     pub name: String,
     /// Its first characters.
     pub prefix: String,
+    /// May read, not change.
+    pub read_only: bool,
     pub created_at: Timestamp,
 }
 
@@ -637,6 +639,9 @@ pub struct AdminTokenView {
 pub struct AdminTokenBody {
     /// Name, unique.
     pub name: String,
+    /// A token that may read everything and change nothing (false).
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 /// A new admin token: shown once.

@@ -497,7 +497,12 @@ pub(super) enum TokenAction {
     /// List tokens (never the tokens themselves).
     List,
     /// Create a token; it is printed once.
-    Create { name: String },
+    Create {
+        name: String,
+        /// A token that may read everything and change nothing (dashboards, on-call).
+        #[arg(long)]
+        read_only: bool,
+    },
     /// Revoke a token.
     Revoke { id: i64 },
 }

@@ -19,6 +19,17 @@ pub(super) struct Client {
     http: reqwest::Client,
 }
 
+/// An HTTP client that also trusts the server's internal CA when the data directory holds it
+/// (an admin API served with `api_tls_internal`).
+fn http_client(data_dir: &std::path::Path) -> anyhow::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder();
+    if let Ok(pem) = std::fs::read(data_dir.join("ca").join("ca.pem")) {
+        let ca = reqwest::Certificate::from_pem(&pem).map_err(|e| anyhow!("the internal CA: {e}"))?;
+        builder = builder.add_root_certificate(ca);
+    }
+    builder.build().map_err(|e| anyhow!("HTTP client: {e}"))
+}
+
 impl Client {
     /// The server and token from the flags, else from the local data directory.
     pub(super) fn connect(args: &Args) -> anyhow::Result<Client> {
@@ -51,7 +62,7 @@ impl Client {
                     .to_owned()
             }
         };
-        Ok(Client { base, token, http: reqwest::Client::new() })
+        Ok(Client { base, token, http: http_client(&args.data_dir)? })
     }
 
     fn request(&self, method: Method, path: &str) -> RequestBuilder {

@@ -623,9 +623,9 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             TokenAction::List => {
                 generic::<AdminTokenView>(&c, "admin-tokens", "/v1/admin-tokens", &Action::List, json).await
             }
-            TokenAction::Create { name } => {
-                let v: NewAdminToken =
-                    c.call(Method::POST, "/v1/admin-tokens", Some(&json!({ "name": name }))).await?;
+            TokenAction::Create { name, read_only } => {
+                let body = json!({ "name": name, "read_only": read_only });
+                let v: NewAdminToken = c.call(Method::POST, "/v1/admin-tokens", Some(&body)).await?;
                 if json {
                     print(&v, true);
                 } else {

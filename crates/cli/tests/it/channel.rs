@@ -69,7 +69,9 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
     assert!(t["token"].as_str().unwrap().starts_with("vtp_"));
     assert_eq!(t["ca_sha256"].as_str(), Some(ca.as_str()));
     assert_eq!(t["server"].as_str(), Some(agent_url.as_str()), "the port the channel really listens on");
-    assert!(t["command"].as_str().unwrap().contains("vantage probe --server"), "{t}");
+    let command = t["command"].as_str().unwrap();
+    assert!(command.starts_with("VANTAGE_TOKEN=vtp_") && command.contains(" vantage probe --server"), "{t}");
+    assert!(!command.contains("--token"), "the token stays off the command line: {command}");
     let token = t["token"].as_str().unwrap().to_owned();
     let wrong = "00".repeat(32);
     let state1 = temp.path().join("p1");

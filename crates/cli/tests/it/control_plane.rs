@@ -634,7 +634,9 @@ async fn every_object_through_ctl() {
     let (code, out, err) = run(a(&format!("probers token --name sg-1 --region {region}"))).await;
     assert_eq!(code, Some(0), "{err}");
     assert!(
-        out.trim().starts_with("vtp_") && err.contains("start command: vantage probe --server"),
+        out.trim().starts_with("vtp_")
+            && err.contains("start command: VANTAGE_TOKEN=vtp_")
+            && err.contains(" vantage probe --server"),
         "{out}{err}"
     );
     let (_, out, _) = run(a("probers tokens")).await;
@@ -772,4 +774,85 @@ async fn refusals_before_any_handler_are_json_in_plain_words() {
         assert_eq!(v["error"]["field"].as_str(), field, "{v}");
         assert!(v["error"]["reason"].as_str().unwrap().contains(reason), "{v}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_token_reads_everything_and_changes_nothing() {
+    let s = ServerProcess::start().await;
+    let [region, cluster, ..] = fleet(&s).await;
+    let (st, t) =
+        s.call(Method::POST, "/v1/admin-tokens", Some(json!({"name": "grafana", "read_only": true}))).await;
+    assert_eq!(st, 201, "{t}");
+    let token = t["token"].as_str().unwrap().to_owned();
+    let as_viewer = |method: Method, path: &str, body: Option<Value>| {
+        let mut r = reqwest::Client::new().request(method, format!("{}{path}", s.url)).bearer_auth(&token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        async move {
+            let resp = r.send().await.unwrap();
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    for path in [
+        "/v1/clusters",
+        "/v1/nodes",
+        "/v1/audit",
+        "/v1/settings/detection",
+        &format!("/v1/clusters/{cluster}/revisions"),
+    ] {
+        let (st, v) = as_viewer(Method::GET, path, None).await;
+        assert_eq!(st, 200, "{path}: {v}");
+    }
+    let (_, before) = s.call(Method::GET, "/v1/regions", None).await;
+    for (method, path, body) in [
+        (Method::POST, "/v1/regions".to_owned(), json!({"code": "xx", "name": "X"})),
+        (Method::DELETE, format!("/v1/regions/{region}"), Value::Null),
+        (Method::PUT, "/v1/settings/probes".to_owned(), json!({"interval_s": 20})),
+        (Method::POST, "/v1/admin-tokens".to_owned(), json!({"name": "escalate"})),
+    ] {
+        let (st, v) = as_viewer(method.clone(), &path, Some(body)).await;
+        assert_eq!(st, 403, "{method} {path}: {v}");
+        assert!(v["error"]["reason"].as_str().unwrap().contains("read-only"), "{v}");
+    }
+    let (_, after) = s.call(Method::GET, "/v1/regions", None).await;
+    assert_eq!(before, after, "nothing changed");
+    let (_, list) = s.call(Method::GET, "/v1/admin-tokens", None).await;
+    assert!(
+        list["items"].as_array().unwrap().iter().any(|t| t["name"] == "grafana" && t["read_only"] == true),
+        "{list}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_api_and_ui_over_tls_from_the_internal_ca() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(temp.path(), &["--api-tls-internal"]).await;
+    assert!(s.url.starts_with("https://127.0.0.1:"), "{}", s.url);
+    let ca = std::fs::read(temp.path().join("ca").join("ca.pem")).unwrap();
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = client.get(format!("{}/v1/clusters", s.url)).bearer_auth(&s.token).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    // Plain HTTP on the same port gets nowhere.
+    let plain = s.url.replacen("https://", "http://", 1);
+    let r = reqwest::Client::new().get(format!("{plain}/healthz")).send().await;
+    assert!(r.is_err() || !r.unwrap().status().is_success());
+    // The session cookie is Secure.
+    let r = client
+        .post(format!("{}/ui/login", s.url))
+        .header("origin", &s.url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={}&next=%2Fui", s.token))
+        .send()
+        .await
+        .unwrap();
+    let cookie = r.headers().get("set-cookie").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+    assert!(cookie.contains("HttpOnly") && cookie.ends_with("; Secure"), "{} {cookie:?}", r.status());
+    // ctl finds the server and trusts its CA through the data directory.
+    let out = s.ctl(&["clusters", "list"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -343,8 +343,9 @@ async fn login_scenario() {
     // The channel's host is the one the browser used; its port is the configured one, and this
     // server was told port 0, so the prober below is pointed at the port it really bound.
     assert!(server.starts_with("https://127.0.0.1:"), "{server}");
-    for part in [format!("--server {server}"), format!("--token {token}"), format!("--ca-sha256 {ca}")] {
-        assert!(command.starts_with("vantage probe ") && command.contains(&part), "{part} in {command}");
+    assert!(command.starts_with(&format!("VANTAGE_TOKEN={token} vantage probe ")), "{command}");
+    for part in [format!("--server {server}"), format!("--ca-sha256 {ca}")] {
+        assert!(command.contains(&part), "{part} in {command}");
     }
     b.screenshot("prober-token.png").await;
     b.act("#token-done").await;

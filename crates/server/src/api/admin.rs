@@ -49,6 +49,7 @@ async fn tokens_list(State(app): State<Arc<App>>) -> Json<Items<AdminTokenView>>
             id: *id,
             name: t.value.name.clone(),
             prefix: t.value.prefix.clone(),
+            read_only: t.value.read_only,
             created_at: t.created_at,
         })
         .collect::<Vec<_>>();
@@ -60,6 +61,7 @@ pub(crate) async fn create_admin_token(
     app: &App,
     actor: &Actor,
     name: &str,
+    read_only: bool,
 ) -> Result<(i64, String), ApiError> {
     let name = vantage_core::model::display_name("name", name)?;
     let t = new_token("vta");
@@ -72,7 +74,7 @@ pub(crate) async fn create_admin_token(
         ch.audit(
             "admin_token.create",
             format!("admin_token:{id}"),
-            json!({"name": name, "prefix": t.prefix}),
+            json!({"name": name, "prefix": t.prefix, "read_only": read_only}),
         );
         ch.puts.push((
             id,
@@ -80,6 +82,7 @@ pub(crate) async fn create_admin_token(
                 name: name.clone(),
                 prefix: t.prefix.clone(),
                 sha256: t.sha256.clone(),
+                read_only,
             }),
         ));
         Ok((ch, id))
@@ -94,7 +97,7 @@ async fn tokens_create(
     Json(body): Json<Value>,
 ) -> Result<(StatusCode, Json<NewAdminToken>), ApiError> {
     let body: AdminTokenBody = parse_json(body)?;
-    let (id, token) = create_admin_token(&app, &actor, &body.name).await?;
+    let (id, token) = create_admin_token(&app, &actor, &body.name, body.read_only).await?;
     Ok((StatusCode::CREATED, Json(NewAdminToken { id, name: body.name.trim().to_owned(), token })))
 }
 

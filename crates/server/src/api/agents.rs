@@ -139,8 +139,10 @@ fn token_answer(
     let ca = app.ca().fingerprint.clone();
     NewEnrollToken {
         id,
+        // The token goes through the environment, not the command line, which every local
+        // user can read (`ps`).
         command: format!(
-            "vantage {command} --server {server} --token {token} --ca-sha256 {ca} --state-dir /var/lib/vantage-{command}"
+            "VANTAGE_TOKEN={token} vantage {command} --server {server} --ca-sha256 {ca} --state-dir /var/lib/vantage-{command}"
         ),
         token,
         expires_at: expires,

@@ -271,6 +271,9 @@ async fn require_admin(State(Auth { app, sessions }): State<Auth>, mut req: Requ
             return ApiError::Unauthorized("the web UI session has ended; log in again".into())
                 .into_response();
         };
+        if let Err(e) = may(user.read_only, req.method(), &user.name) {
+            return e.into_response();
+        }
         req.extensions_mut().insert(Actor(format!("admin:{}", user.name)));
         return next.run(req).await;
     }
@@ -283,8 +286,22 @@ async fn require_admin(State(Auth { app, sessions }): State<Auth>, mut req: Requ
     let Some(t) = config.admin_tokens.values().find(|t| t.value.sha256 == hash) else {
         return ApiError::Unauthorized("the admin token is not valid".into()).into_response();
     };
+    if let Err(e) = may(t.value.read_only, req.method(), &t.value.name) {
+        return e.into_response();
+    }
     req.extensions_mut().insert(Actor(format!("admin:{}", t.value.name)));
     next.run(req).await
+}
+
+/// A read-only token may read (`GET`, `HEAD`) and nothing else.
+fn may(read_only: bool, method: &axum::http::Method, name: &str) -> Result<(), ApiError> {
+    use axum::http::Method;
+    if read_only && method != Method::GET && method != Method::HEAD {
+        return Err(ApiError::Forbidden(format!(
+            "the admin token {name:?} is read-only: it may look at everything and change nothing"
+        )));
+    }
+    Ok(())
 }
 
 /// The method as a metric label: the standard ones by name, any other as `other`, so that

@@ -217,7 +217,7 @@ async fn login(
     let session = ui.sessions.open(*id);
     audit(&app, &token.value.name, "ui.login", *id).await;
     let mut resp = Redirect::to(&next).into_response();
-    if let Ok(v) = HeaderValue::from_str(&session::set_cookie(&session)) {
+    if let Ok(v) = HeaderValue::from_str(&session::set_cookie(&session, app.settings().api_tls())) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
     }
     resp
@@ -232,7 +232,7 @@ async fn logout(
     ui.sessions.close(&v.session);
     audit(&app, &v.user.name, "ui.logout", v.user.token).await;
     let mut resp = Redirect::to("/ui/login").into_response();
-    if let Ok(c) = HeaderValue::from_str(&session::clear_cookie()) {
+    if let Ok(c) = HeaderValue::from_str(&session::clear_cookie(app.settings().api_tls())) {
         resp.headers_mut().insert(header::SET_COOKIE, c);
     }
     resp

@@ -43,6 +43,8 @@ pub(crate) struct SessionUser {
     pub token: i64,
     /// The admin token's name (the audit actor is `admin:<name>`, as with bearer tokens).
     pub name: String,
+    /// The token may read, not change.
+    pub read_only: bool,
 }
 
 impl Sessions {
@@ -73,7 +75,7 @@ impl Sessions {
         match token {
             Some(t) => {
                 s.used = at;
-                Some(SessionUser { token: s.token, name: t.value.name.clone() })
+                Some(SessionUser { token: s.token, name: t.value.name.clone(), read_only: t.value.read_only })
             }
             None => {
                 map.remove(id);
@@ -111,14 +113,16 @@ pub(crate) fn cookie(headers: &HeaderMap) -> Option<&str> {
         .filter(|v| !v.is_empty())
 }
 
-/// The `Set-Cookie` value that hands out session `id`.
-pub(crate) fn set_cookie(id: &str) -> String {
-    format!("{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}", LIFETIME.as_secs())
+/// The `Set-Cookie` value that hands out session `id` (`Secure` when served over TLS).
+pub(crate) fn set_cookie(id: &str, secure: bool) -> String {
+    let secure = if secure { "; Secure" } else { "" };
+    format!("{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}", LIFETIME.as_secs())
 }
 
 /// The `Set-Cookie` value that removes the session cookie.
-pub(crate) fn clear_cookie() -> String {
-    format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")
+pub(crate) fn clear_cookie(secure: bool) -> String {
+    let secure = if secure { "; Secure" } else { "" };
+    format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{secure}")
 }
 
 /// True when the request carries `X-Vantage-UI: 1`.
@@ -137,7 +141,12 @@ mod tests {
         let mut c = Config::default();
         c.put(
             id,
-            Object::AdminToken(AdminToken { name: name.into(), prefix: "vta_x".into(), sha256: "00".into() }),
+            Object::AdminToken(AdminToken {
+                name: name.into(),
+                prefix: "vta_x".into(),
+                sha256: "00".into(),
+                read_only: false,
+            }),
             Timestamp::EPOCH,
             Timestamp::EPOCH,
         );
@@ -151,7 +160,10 @@ mod tests {
         let id = s.open(7);
         assert_eq!(id.len(), 64);
         assert_ne!(s.open(7), id, "ids are random");
-        assert_eq!(s.resolve(&id, &with), Some(SessionUser { token: 7, name: "ops".into() }));
+        assert_eq!(
+            s.resolve(&id, &with),
+            Some(SessionUser { token: 7, name: "ops".into(), read_only: false })
+        );
         assert_eq!(s.resolve("nope", &with), None);
         // The token is revoked: the session ends, and stays ended.
         assert_eq!(s.resolve(&id, &Config::default()), None);
@@ -172,7 +184,10 @@ mod tests {
         h.append(header::COOKIE, HeaderValue::from_static("vantage_session=def"));
         assert_eq!(cookie(&h), Some("def"));
         assert_eq!(cookie(&HeaderMap::new()), None);
-        let set = set_cookie("abc");
+        let set = set_cookie("abc", false);
         assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/"));
+        assert!(!set.contains("Secure"));
+        assert!(set_cookie("abc", true).ends_with("; Secure"), "over TLS");
+        assert!(clear_cookie(true).ends_with("; Secure"));
     }
 }
