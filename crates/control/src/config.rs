@@ -204,6 +204,9 @@ impl Object {
             Object::Node(_) => "node",
             Object::Rule(_) => "rule",
             Object::Prober(_) => "prober",
+            // A kind of its own, so that a server older than read-only tokens refuses to start
+            // on one rather than take it for a full admin token.
+            Object::AdminToken(t) if t.read_only => "admin_token_read_only",
             Object::AdminToken(_) => "admin_token",
             Object::EnrollToken(_) => "enroll_token",
             Object::Webhook(_) => "webhook",
@@ -280,6 +283,10 @@ impl Object {
             "rule" => Object::Rule(serde_json::from_str(body).map_err(e)?),
             "prober" => Object::Prober(serde_json::from_str(body).map_err(e)?),
             "admin_token" => Object::AdminToken(serde_json::from_str(body).map_err(e)?),
+            "admin_token_read_only" => {
+                let t: AdminToken = serde_json::from_str(body).map_err(e)?;
+                Object::AdminToken(AdminToken { read_only: true, ..t })
+            }
             "enroll_token" => Object::EnrollToken(serde_json::from_str(body).map_err(e)?),
             "webhook" => Object::Webhook(serde_json::from_str(body).map_err(e)?),
             "check" => Object::Check(serde_json::from_str(body).map_err(e)?),

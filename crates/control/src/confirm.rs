@@ -31,7 +31,8 @@ impl Confirmations {
         interval_s: u32,
         now: Timestamp,
     ) -> bool {
-        if self.asked.get(&key).is_some_and(|t| t.within_secs_of(now, u64::from(interval_s)) && *t <= now) {
+        let recent = |t: &Timestamp| *t <= now && now.millis_since(*t) < i64::from(interval_s) * 1000;
+        if self.asked.get(&key).is_some_and(recent) {
             return false;
         }
         let mut any = false;

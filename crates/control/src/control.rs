@@ -224,7 +224,6 @@ pub struct Control {
     steering: Arc<SteeringTable>,
     confirmations: Confirmations,
     rates: ProbeRates,
-    spread: Spread,
     outputs: VecDeque<Output>,
     next_silence: Timestamp,
     next_expiry: Timestamp,
@@ -279,14 +278,12 @@ impl Control {
             steering: Arc::default(),
             confirmations: Confirmations::default(),
             rates: ProbeRates::default(),
-            spread: Spread::default(),
             outputs: VecDeque::from([Output::Answers]),
             next_silence: now,
             next_expiry: now,
             next_roll_up: now,
         };
         c.sync_slots(now);
-        c.spread = Spread::of(&c.config);
         c.flush_steering(now);
         // A registry that fails at start leaves it empty, with the failure in the reload
         // status; the saved states stay until a reload passes.
@@ -410,7 +407,6 @@ impl Control {
             next.remove(id);
         }
         self.config = Arc::new(next);
-        self.spread = Spread::of(&self.config);
         for caller in effects.forget {
             self.obs.forget(caller);
             self.obs.probers.remove(&caller);
@@ -446,9 +442,13 @@ impl Control {
     /// given is what its next reports may carry.
     pub fn handle_work(&mut self, caller: Caller, now: Timestamp) -> wire::Work {
         let c = self.config.clone();
+        // The prober asking is online by asking.
+        let spread = Spread::of(&c, |p| {
+            p == caller || self.prober_status(p, now) == crate::observe::ProberStatus::Online
+        });
         let nodes = &self.obs.nodes;
         let Issued { mut checks, targets, keys, aliases } =
-            targets(&c, caller, |n| nodes.get(&n).map(|r| r.addresses.clone()), self.policy, &self.spread);
+            targets(&c, caller, |n| nodes.get(&n).map(|r| r.addresses.clone()), self.policy, &spread);
         // Mirrors are probed from every region by the probers there; node agents probe their
         // cluster only.
         let mut endpoints =
@@ -476,7 +476,7 @@ impl Control {
             endpoints,
             check_now,
             renew_in_s: c.renew_in_s(caller, now),
-            phase_ms: self.spread.phase_ms(caller, c.settings.interval_s()),
+            phase_ms: spread.phase_ms(caller, c.settings.interval_s()),
         }
     }
 

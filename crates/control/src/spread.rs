@@ -1,7 +1,8 @@
 //! How the probers share the fleet's targets and the interval: which probers probe a target
 //! when more would exceed the probe budget, and when each prober's rounds start.
 //!
-//! Every counting prober (enabled probers, nodes that probe) takes a place in one order that
+//! Every counting prober that is online (enabled probers, nodes that probe; a window of
+//! offline probers would leave an address unprobed) takes a place in one order that
 //! interleaves the regions (the first of each region, then the second of each…). A target over
 //! budget is probed by a window of consecutive places, starting where its address hashes to,
 //! so the window holds every region about equally and the same `ip:port` gets the same
@@ -27,18 +28,20 @@ pub struct Spread {
 }
 
 impl Spread {
-    /// The places of `c`'s counting probers.
-    pub fn of(c: &Config) -> Spread {
+    /// The places of `c`'s counting probers for which `online` holds.
+    pub fn of(c: &Config, online: impl Fn(Caller) -> bool) -> Spread {
         let mut by_region: BTreeMap<RegionId, Vec<Caller>> = BTreeMap::new();
         for (id, p) in &c.probers {
-            if p.value.enabled {
-                by_region.entry(p.value.region).or_default().push(Caller::Prober(ProberId(*id)));
+            let caller = Caller::Prober(ProberId(*id));
+            if p.value.enabled && online(caller) {
+                by_region.entry(p.value.region).or_default().push(caller);
             }
         }
         for (id, n) in &c.nodes {
             let node = NodeId(*id);
             if let Some(region) = c.groups.get(&n.value.node.group.0).and_then(|g| g.value.group.region)
                 && c.node_probes(node)
+                && online(Caller::Node(node))
             {
                 by_region.entry(region).or_default().push(Caller::Node(node));
             }
@@ -67,17 +70,21 @@ impl Spread {
         self.place.is_empty()
     }
 
-    /// Whether `caller` probes `ip:port`: always, unless the probers together would exceed
-    /// the budget; then only the target's window does. A caller without a place (not
-    /// counting) probes what it is given.
-    pub fn probes(&self, caller: Caller, ip: IpAddr, port: u16) -> bool {
+    /// Whether `caller` probes `ip:port` of the node `own` (which does not probe itself):
+    /// always, unless the probers together would exceed the budget; then only the target's
+    /// window does, one place longer when `own` holds a place in it. A caller without a place
+    /// (not counting) probes what it is given.
+    pub fn probes(&self, caller: Caller, ip: IpAddr, port: u16, own: Caller) -> bool {
         let n = self.place.len();
         if n <= self.window {
             return true;
         }
         let Some(&place) = self.place.get(&caller) else { return true };
         let start = usize::try_from(hash(ip, port) % n as u64).unwrap_or(0);
-        (place + n - start) % n < self.window
+        let offset = |p: usize| (p + n - start) % n;
+        let window =
+            self.window + usize::from(self.place.get(&own).is_some_and(|&p| offset(p) < self.window));
+        offset(place) < window
     }
 
     /// When `caller`'s rounds start within an interval of `interval_s`, ms.

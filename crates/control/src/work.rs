@@ -91,7 +91,7 @@ pub fn targets(
             let reported = reported(nid);
             for a in addresses_in_use(&n.value.addresses, reported.as_deref(), policy).as_slice() {
                 for l in &cluster.value.listeners {
-                    if !spread.probes(caller, a.ip, l.port) {
+                    if !spread.probes(caller, a.ip, l.port, Caller::Node(nid)) {
                         continue;
                     }
                     let key = TargetKey { node: nid, ip: a.ip, port: l.port };

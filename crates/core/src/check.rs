@@ -91,9 +91,6 @@ pub struct Listener {
     pub proxy_protocol: bool,
 }
 
-/// The longest path or raw request line of a check, bytes.
-const MAX_LINE: usize = 2048;
-
 /// Default health path of cluster checks.
 pub const DEFAULT_PATH: &str = "/.vantage/health";
 /// Default `Host` and SNI of cluster checks.
@@ -211,9 +208,6 @@ impl Check {
     /// Validates a check, filling in defaults.
     pub fn parse(i: CheckInput) -> Result<Self> {
         let path = i.path.unwrap_or_else(|| DEFAULT_PATH.to_owned());
-        if path.len() > MAX_LINE {
-            return Err(Error::invalid("path", format!("at most {MAX_LINE} bytes, got {}", path.len())));
-        }
         if !path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(Error::invalid(
                 "path",
@@ -359,10 +353,6 @@ fn check_request(lines: &[String]) -> Result<()> {
     let Some(first) = lines.first() else {
         return Ok(());
     };
-    crate::error::at_most("request", lines.len(), 32)?;
-    if let Some(i) = lines.iter().position(|l| l.len() > MAX_LINE) {
-        return Err(Error::invalid(format!("request[{i}]"), format!("at most {MAX_LINE} bytes")));
-    }
     if let Some(i) = lines.iter().position(|l| l.contains(['\r', '\n'])) {
         return Err(Error::invalid(format!("request[{i}]"), "must not contain CR or LF (CRLF is added)"));
     }

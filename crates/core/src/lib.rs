@@ -13,6 +13,7 @@ mod error;
 pub mod evaluate;
 mod hash;
 pub mod ids;
+pub mod limits;
 pub mod mirror;
 pub mod model;
 pub mod monitor;

@@ -320,8 +320,9 @@ impl AddressHealth {
         Some(state)
     }
 
-    /// One doubling is forgiven per stable window reachable.
+    /// One doubling is forgiven per stable window reachable; a lowered cap applies at once.
     fn forgive(&mut self, now: Timestamp, damping: &Damping) {
+        self.doublings = self.doublings.min(damping.max_doublings());
         if self.state != Reachability::Reachable || self.doublings == 0 {
             return;
         }

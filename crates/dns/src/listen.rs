@@ -46,8 +46,13 @@ impl Gate {
         self.limits
     }
 
-    /// Lets a connection from `source` in, unless the listener or that source is full.
+    /// Lets a connection from `source` in, unless the listener or that source is full. An
+    /// IPv6 source counts by its /64 (one host's usual allocation), an IPv4-mapped one as IPv4.
     pub fn admit(self: &Arc<Self>, source: IpAddr) -> Option<Admitted> {
+        let source = match source.to_canonical() {
+            IpAddr::V6(v6) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
+            v4 => v4,
+        };
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let (total, by_source) = &mut *open;
         let mine = by_source.get(&source).copied().unwrap_or(0);
@@ -160,5 +165,10 @@ mod tests {
         drop(a1);
         let _b2 = gate.admit(b).expect("a slot freed by a closed connection");
         assert_eq!(gate.open(), 3);
+        // One IPv6 host: its /64.
+        let gate = Gate::new(Limits { total: 10, per_source: 1 });
+        let _h = gate.admit("2001:db8:1:2::1".parse().unwrap()).unwrap();
+        assert!(gate.admit("2001:db8:1:2:ffff::9".parse().unwrap()).is_none(), "same /64");
+        assert!(gate.admit("2001:db8:1:3::1".parse().unwrap()).is_some());
     }
 }

@@ -136,6 +136,11 @@ fn a_hung_edge_counts_as_failing_from_the_first_failed_attempt_whatever_the_prob
 fn probers_get_evenly_spaced_phases() {
     let mut lab = Lab::new();
     let (p, _, _) = three_regions(&mut lab);
+    // Alone, a prober's phase is 0; once all three are online they share the interval.
+    assert_eq!(lab.control.handle_work(p[0], lab.now).phase_ms, Some(0));
+    for c in &p {
+        lab.control.handle_work(*c, lab.now);
+    }
     let mut phases: Vec<u64> =
         p.iter().map(|c| lab.control.handle_work(*c, lab.now).phase_ms.unwrap()).collect();
     phases.sort_unstable();
@@ -143,6 +148,7 @@ fn probers_get_evenly_spaced_phases() {
     // A fourth prober: the phases move to quarters.
     let r = lab.region("sa");
     let q = lab.prober("p-sa", r);
+    lab.control.handle_work(q, lab.now);
     let mut phases: Vec<u64> =
         p.iter().chain([&q]).map(|c| lab.control.handle_work(*c, lab.now).phase_ms.unwrap()).collect();
     phases.sort_unstable();
@@ -164,6 +170,10 @@ fn over_budget_each_address_is_probed_by_a_region_balanced_share_of_the_probers(
     }
     // 1 probe per second per target, 3 attempts every 10 s: 3 probers per target.
     lab.put(detection(DetectionSettingsInput { probe_budget_per_s: 1, ..Default::default() }));
+    // Every prober asks once: they are online, and the budget shares the targets among them.
+    for (caller, _) in &probers {
+        lab.control.handle_work(*caller, lab.now);
+    }
     let mut per_target: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     let mut per_prober = Vec::new();
     for (caller, region) in &probers {
@@ -180,6 +190,10 @@ fn over_budget_each_address_is_probed_by_a_region_balanced_share_of_the_probers(
     }
     assert_eq!(per_prober.iter().sum::<usize>(), 120);
     assert!(per_prober.iter().all(|n| (4..=16).contains(n)), "the load is shared: {per_prober:?}");
+    // A window is made of online probers: with the others silent past their online window,
+    // the last one probes everything.
+    lab.advance(31);
+    assert_eq!(lab.control.handle_work(probers[11].0, lab.now).targets.len(), 40);
     // Within the default budget (33 probers a target), every prober probes everything.
     lab.put(detection(DetectionSettingsInput::default()));
     assert!(probers.iter().all(|(caller, _)| lab.control.handle_work(*caller, lab.now).targets.len() == 40));

@@ -18,7 +18,9 @@ impl Kind for Region {
         to_doc(self)
     }
     fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
-        parse_as(doc)
+        let r: Region = parse_as(doc)?;
+        vantage_core::limits::region(&r)?;
+        Ok(r)
     }
     fn view(id: i64, s: &Stored<Self>, c: &Config, _: &App) -> RegionView {
         let probers = c.probers.values().filter(|p| p.value.region == RegionId(id)).count();
@@ -49,7 +51,9 @@ impl Kind for Cluster {
         to_doc(self)
     }
     fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
-        parse_as(doc)
+        let c: Cluster = parse_as(doc)?;
+        vantage_core::limits::cluster(&c)?;
+        Ok(c)
     }
     fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> ClusterView {
         let c = ClusterInput::from(s.value.clone());
@@ -85,6 +89,9 @@ fn parent(cluster: Option<ClusterId>) -> Result<ClusterId, ApiError> {
 /// document (the inner value, with the cluster from the path).
 macro_rules! child_kind {
     ($map:ident, $variant:ident, $field:ident, $inner:ty) => {
+        child_kind!($map, $variant, $field, $inner, |_| Ok(()));
+    };
+    ($map:ident, $variant:ident, $field:ident, $inner:ty, $limits:expr) => {
         fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
             &c.$map
         }
@@ -98,7 +105,10 @@ macro_rules! child_kind {
             to_doc(&self.$field)
         }
         fn parse(doc: Value, cluster: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
-            Ok(Self { cluster: parent(cluster)?, $field: parse_as::<$inner>(doc)? })
+            let inner: $inner = parse_as(doc)?;
+            let limits: fn(&$inner) -> vantage_core::Result<()> = $limits;
+            limits(&inner)?;
+            Ok(Self { cluster: parent(cluster)?, $field: inner })
         }
     };
 }
@@ -126,7 +136,7 @@ impl Kind for LineRecord {
     type Input = LineInput;
     const NAME: &'static str = "line";
     const LABEL: &'static str = "Line";
-    child_kind!(lines, Line, line, Line);
+    child_kind!(lines, Line, line, Line, vantage_core::limits::line);
     fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> LineView {
         let l = &s.value.line;
         LineView {
@@ -296,7 +306,9 @@ impl Kind for NamedCheck {
             ));
         };
         let name = vantage_core::model::display_name("name", &name)?;
-        Ok(NamedCheck { name, check: parse_as(doc)? })
+        let check = parse_as(doc)?;
+        vantage_core::limits::check(&check)?;
+        Ok(NamedCheck { name, check })
     }
     fn view(id: i64, s: &Stored<Self>, c: &Config, _: &App) -> CheckView {
         let name = &s.value.name;
