@@ -269,11 +269,12 @@ async fn round(
     // First, so that the endpoints do not wait for this round. The endpoint loop outlives
     // the rounds but for a panic, which `prober_loop` passes on.
     let _ = out.endpoints.send(EndpointWork::of(&work));
-    let targets = targets(&work);
     let cfg = RoundConfig::from_settings(&work.settings, concurrency, source);
-    out.current.send_replace(Some(Arc::new(CurrentWork { targets: targets.clone(), round: cfg })));
+    // Shared with the recheck loop, not copied.
+    let current = Arc::new(CurrentWork { targets: targets(&work), round: cfg });
+    out.current.send_replace(Some(current.clone()));
     let (t0, started_at) = (Instant::now(), now());
-    let results = run_round(&targets, &cfg).await;
+    let results = run_round(&current.targets, &cfg).await;
     let (took, finished_at) = (t0.elapsed(), now());
     let lost_all = results.iter().filter(|r| r.sent() > 0 && r.lost() == r.sent()).count();
     for report in reports(started_at, finished_at, results) {
@@ -282,7 +283,7 @@ async fn round(
     Ok(RoundSummary {
         interval: Duration::from_secs(u64::from(work.settings.interval_s())),
         phase_ms: work.phase_ms,
-        targets: targets.len(),
+        targets: current.targets.len(),
         lost_all,
         took,
         renew_in_s: work.renew_in_s,

@@ -50,11 +50,6 @@ impl Confirmations {
         self.pending.remove(&caller).map(|s| s.into_iter().collect()).unwrap_or_default()
     }
 
-    /// Whether anything waits for `caller`.
-    pub fn waiting(&self, caller: Caller) -> bool {
-        self.pending.contains_key(&caller)
-    }
-
     /// A prober that stops counting loses what waited for it.
     pub fn forget(&mut self, caller: Caller) {
         self.pending.remove(&caller);

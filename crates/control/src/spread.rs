@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::identity::Caller;
 
 /// The places of the counting probers, for one configuration.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Spread {
     place: HashMap<Caller, usize>,
     /// Probers per target within the budget.
@@ -58,16 +58,6 @@ impl Spread {
             window: c.detection.probers_per_target(s.attempts(), s.interval_s()),
             stride: stride(n),
         }
-    }
-
-    /// Counting probers.
-    pub fn len(&self) -> usize {
-        self.place.len()
-    }
-
-    /// No prober counts.
-    pub fn is_empty(&self) -> bool {
-        self.place.is_empty()
     }
 
     /// Whether `caller` probes `ip:port` of the node `own` (which does not probe itself):

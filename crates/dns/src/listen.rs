@@ -41,11 +41,6 @@ impl Gate {
         Arc::new(Gate { limits, open: Mutex::new((0, HashMap::new())) })
     }
 
-    /// Its limits.
-    pub fn limits(&self) -> Limits {
-        self.limits
-    }
-
     /// Lets a connection from `source` in, unless the listener or that source is full. An
     /// IPv6 source counts by its /64 (one host's usual allocation), an IPv4-mapped one as IPv4.
     pub fn admit(self: &Arc<Self>, source: IpAddr) -> Option<Admitted> {

@@ -90,8 +90,7 @@ pub(crate) fn respond(
     match qtype {
         RecordType::A | RecordType::AAAA | RecordType::ANY => {
             let choice = steered(&mut scope);
-            let ips = table.addresses(node, choice);
-            let ttl = table.ttl(node, choice, zone.ttl);
+            let (ips, ttl) = table.addresses(node, choice, zone.ttl);
             if qtype != RecordType::AAAA {
                 answers.extend(address_records(&owner, ttl, ips, RecordType::A));
             }

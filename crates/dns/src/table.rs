@@ -137,10 +137,8 @@ pub(crate) struct Zone {
 #[derive(Debug, Clone)]
 pub(crate) struct Steering {
     pub(crate) chooser: LineChooser,
-    /// Records per choice: each line, then `all`.
-    pub(crate) choices: Vec<Vec<IpAddr>>,
-    /// TTL per choice.
-    pub(crate) ttls: Vec<u32>,
+    /// Records and their TTL per choice: each line, then `all`.
+    pub(crate) choices: Vec<(Vec<IpAddr>, u32)>,
 }
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -227,11 +225,10 @@ impl AnswerTable {
                 continue;
             }
             steering_of[ci] = steering.len() as u32;
-            let mut choices: Vec<Vec<IpAddr>> = c.lines.iter().map(|l| canonical(&l.records)).collect();
-            choices.push(canonical(&c.all));
-            let mut ttls: Vec<u32> = c.lines.iter().map(|l| l.ttl.unwrap_or(c.ttl).min(c.ttl)).collect();
-            ttls.push(c.ttl);
-            steering.push(Steering { chooser: LineChooser::new(&c.lines), choices, ttls });
+            let mut choices: Vec<(Vec<IpAddr>, u32)> =
+                c.lines.iter().map(|l| (canonical(&l.records), l.ttl.unwrap_or(c.ttl).min(c.ttl))).collect();
+            choices.push((canonical(&c.all), c.ttl));
+            steering.push(Steering { chooser: LineChooser::new(&c.lines), choices });
         }
 
         // The apexes, with SOA and NS.
@@ -350,28 +347,16 @@ impl AnswerTable {
         None
     }
 
-    /// Address records of a node for a line choice (for the full path).
-    pub(crate) fn addresses<'a>(&'a self, node: &'a Node, choice: u32) -> &'a [IpAddr] {
+    /// Address records of a node for a line choice and their TTL (for the full path); a
+    /// fixed node's records carry the zone's TTL.
+    pub(crate) fn addresses<'a>(&'a self, node: &'a Node, choice: u32, zone_ttl: u32) -> (&'a [IpAddr], u32) {
         match &node.addresses {
-            Addresses::Fixed(a) => a,
+            Addresses::Fixed(a) => (a, zone_ttl),
             Addresses::Steered(s) => self
                 .steering
                 .get(*s as usize)
                 .and_then(|s| s.choices.get(choice as usize))
-                .map_or(&[][..], Vec::as_slice),
-        }
-    }
-
-    /// The TTL of a node's address records for a line choice.
-    pub(crate) fn ttl(&self, node: &Node, choice: u32, zone_ttl: u32) -> u32 {
-        match &node.addresses {
-            Addresses::Fixed(_) => zone_ttl,
-            Addresses::Steered(s) => self
-                .steering
-                .get(*s as usize)
-                .and_then(|s| s.ttls.get(choice as usize))
-                .copied()
-                .unwrap_or(zone_ttl),
+                .map_or((&[][..], zone_ttl), |(ips, ttl)| (ips.as_slice(), *ttl)),
         }
     }
 
@@ -393,11 +378,9 @@ impl AnswerTable {
         let nodata = encode(&name, RecordType::NULL, ResponseCode::NoError, &[], negative);
         let choices: Vec<(Vec<IpAddr>, u32)> = match &addresses {
             Addresses::Fixed(a) => vec![(a.clone(), z.ttl)],
-            Addresses::Steered(s) => self
-                .steering
-                .get(*s as usize)
-                .map(|s| s.choices.iter().cloned().zip(s.ttls.iter().copied()).collect())
-                .unwrap_or_default(),
+            Addresses::Steered(s) => {
+                self.steering.get(*s as usize).map(|s| s.choices.clone()).unwrap_or_default()
+            }
         };
         let a = choices
             .iter()

@@ -53,6 +53,27 @@ impl Change {
         // Secrets never reach the audit log (it is read through the API and the UI).
         self.audit.push((action.into(), object.into(), crate::support::redact(metadata)));
     }
+
+    /// The change that replaces a settings object there is one of (`settings:{name}`): stored
+    /// under `id` once it has one (else a new id of `c`), audited with before and after.
+    pub(crate) fn settings(
+        c: &mut Config,
+        id: Option<i64>,
+        name: &str,
+        before: serde_json::Value,
+        after: serde_json::Value,
+        object: Object,
+    ) -> Change {
+        let id = id.unwrap_or_else(|| c.allocate());
+        let mut ch = Change::default();
+        ch.audit(
+            format!("settings.{name}_update"),
+            format!("settings:{name}"),
+            serde_json::json!({"before": before, "after": after}),
+        );
+        ch.puts.push((id, object));
+        ch
+    }
 }
 
 /// Shared state of the control plane.

@@ -87,7 +87,7 @@ pub(crate) async fn serve(
             let _admitted = admitted;
             let activity = vantage_dns::listen::Activity::default();
             let tcp = crate::listen::Watched::new(tcp, activity.clone());
-            let stream = match tokio::time::timeout(Duration::from_secs(10), tls.accept(tcp)).await {
+            let stream = match tokio::time::timeout(crate::listen::HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     tracing::debug!(%remote, error = %e, "agent channel handshake failed");

@@ -154,12 +154,13 @@ fn refusal_words(status: StatusCode, text: &str) -> (Option<String>, String) {
     if let Some(rest) = text.strip_prefix("Failed to parse the request body as JSON: ") {
         return body(format!("not valid JSON: {}", plain(rest)));
     }
+    // serde_path_to_error's "field: reason", else the whole message under `default`.
+    let named = |rest: &str, default: &str| match rest.split_once(": ") {
+        Some((field, reason)) if !field.contains(' ') => (Some(field.to_owned()), plain(reason)),
+        _ => (Some(default.to_owned()), plain(rest)),
+    };
     if let Some(rest) = text.strip_prefix("Failed to deserialize the JSON body into the target type: ") {
-        let rest = plain(rest);
-        return match rest.split_once(": ") {
-            Some((field, reason)) if !field.contains(' ') => (Some(field.to_owned()), plain(reason)),
-            _ => body(rest),
-        };
+        return named(rest, "body");
     }
     if text.starts_with("Expected request with `Content-Type: application/json`") {
         return body("send the body as JSON, with the header Content-Type: application/json".into());
@@ -175,11 +176,7 @@ fn refusal_words(status: StatusCode, text: &str) -> (Option<String>, String) {
         return (Some("path".to_owned()), reason);
     }
     if let Some(rest) = text.strip_prefix("Failed to deserialize query string: ") {
-        let rest = plain(rest);
-        return match rest.split_once(": ") {
-            Some((field, reason)) if !field.contains(' ') => (Some(field.to_owned()), plain(reason)),
-            _ => (Some("query".to_owned()), rest),
-        };
+        return named(rest, "query");
     }
     if status == StatusCode::METHOD_NOT_ALLOWED {
         return (None, "this route does not take that method (the Allow header lists those it takes)".into());

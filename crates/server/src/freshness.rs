@@ -10,7 +10,7 @@ use vantage_control::mirrors::book::FreshnessReading;
 use vantage_core::Timestamp;
 
 use crate::app::App;
-use crate::support::{now, timestamp};
+use crate::support::now;
 
 /// Most of a trace file read: its time is on the first line.
 const MAX_TRACE_BYTES: usize = 4096;
@@ -70,7 +70,7 @@ async fn fetch(
     body.truncate(MAX_TRACE_BYTES);
     let text = String::from_utf8_lossy(&body);
     trace_time(&text)
-        .or_else(|| last_modified.map(timestamp))
+        .or_else(|| last_modified.map(Timestamp::from_system))
         .ok_or_else(|| "neither the body's first line nor Last-Modified is a time".to_owned())
 }
 
@@ -85,12 +85,12 @@ fn trace_time(text: &str) -> Option<Timestamp> {
         return Some(t);
     }
     if let Ok(t) = httpdate::parse_http_date(line) {
-        return Some(timestamp(t));
+        return Some(Timestamp::from_system(t));
     }
     let parts: Vec<&str> = line.split_whitespace().collect();
     if let [wday, month, day, time, "UTC" | "GMT", year] = parts.as_slice() {
         let http = format!("{wday}, {day:0>2} {month} {year} {time} GMT");
-        return httpdate::parse_http_date(&http).ok().map(timestamp);
+        return httpdate::parse_http_date(&http).ok().map(Timestamp::from_system);
     }
     None
 }

@@ -23,6 +23,8 @@ use crate::error::ApiError;
 /// A request head must arrive within this long of the connection opening (or of the previous
 /// response, on a kept-alive connection).
 pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// A TLS handshake must be done within this long of the connection opening.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest request head read (hyper's buffer; a longer head gets 431).
 pub(crate) const MAX_HEAD: usize = 16 << 10;
 /// Descriptors kept back from the listeners for everything else.

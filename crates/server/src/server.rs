@@ -314,7 +314,7 @@ async fn serve_api(
             match tls {
                 None => crate::listen::serve(io, activity, svc, limits, stop).await,
                 Some(tls) => {
-                    match tokio::time::timeout(crate::listen::HEADER_TIMEOUT, tls.accept(io)).await {
+                    match tokio::time::timeout(crate::listen::HANDSHAKE_TIMEOUT, tls.accept(io)).await {
                         Ok(Ok(stream)) => crate::listen::serve(stream, activity, svc, limits, stop).await,
                         _ => tracing::debug!(%remote, "admin API TLS handshake failed or timed out"),
                     }

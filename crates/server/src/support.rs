@@ -10,12 +10,7 @@ use vantage_core::Timestamp;
 
 /// The wall clock, as the core's time.
 pub fn now() -> Timestamp {
-    timestamp(SystemTime::now())
-}
-
-/// A system time (a clock reading, an HTTP date) as the core's time.
-pub(crate) fn timestamp(t: SystemTime) -> Timestamp {
-    Timestamp::from_system(t)
+    Timestamp::from_system(SystemTime::now())
 }
 
 /// Resolves once `stop` is true. (The guard `wait_for` returns is dropped here, so a task

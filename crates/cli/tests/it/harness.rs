@@ -20,11 +20,7 @@ pub(crate) struct ServerProcess {
 impl ServerProcess {
     /// Starts a server on a fresh temporary data directory.
     pub(crate) async fn start() -> ServerProcess {
-        let temp = tempfile::tempdir().unwrap();
-        let dir = temp.path().to_owned();
-        let mut s = Self::start_in(&dir, &[]).await;
-        s._temp = Some(temp);
-        s
+        Self::start_fresh(None).await
     }
 
     /// Starts a server on `dir` with extra flags.
@@ -35,9 +31,12 @@ impl ServerProcess {
     /// Starts a server on a fresh temporary data directory with at most `nofile` open files
     /// (soft and hard limit, set by `prlimit`, which then runs it in its own process).
     pub(crate) async fn start_with_nofile(nofile: u64) -> ServerProcess {
+        Self::start_fresh(Some(nofile)).await
+    }
+
+    async fn start_fresh(nofile: Option<u64>) -> ServerProcess {
         let temp = tempfile::tempdir().unwrap();
-        let dir = temp.path().to_owned();
-        let mut s = Self::start_with(&dir, &[], Some(nofile)).await;
+        let mut s = Self::start_with(temp.path(), &[], nofile).await;
         s._temp = Some(temp);
         s
     }

@@ -427,18 +427,9 @@ async fn settings_put(
     crate::error::object_body(&body)?;
     let settings: MirrorSettings = parse_json(body)?;
     app.change(&actor, |c| {
-        let id = match c.mirror_settings_id {
-            Some(id) => id,
-            None => c.allocate(),
-        };
-        let mut ch = Change::default();
-        ch.audit(
-            "settings.mirrors_update",
-            "settings:mirrors",
-            json!({"before": c.mirror_settings, "after": settings}),
-        );
-        ch.puts.push((id, vantage_control::config::Object::MirrorSettings(settings)));
-        Ok((ch, ()))
+        let (before, after) = (json!(c.mirror_settings), json!(settings));
+        let object = vantage_control::config::Object::MirrorSettings(settings);
+        Ok((Change::settings(c, c.mirror_settings_id, "mirrors", before, after, object), ()))
     })
     .await?;
     Ok(Json(app.config().mirror_settings.clone()))

@@ -14,8 +14,8 @@ pub(super) async fn settings_put(
     crate::error::object_body(&body)?;
     let settings: ProbeSettings = parse_json(body)?;
     app.change(&actor, |c| {
-        let before = json!(c.settings);
-        Ok((singleton(c, c.settings_id, "probes", before, Object::Settings(settings)), ()))
+        let (before, after) = (json!(c.settings), json!(settings));
+        Ok((Change::settings(c, c.settings_id, "probes", before, after, Object::Settings(settings)), ()))
     })
     .await?;
     Ok(Json(app.config().settings))
@@ -32,26 +32,11 @@ pub(super) async fn detection_put(
     crate::error::object_body(&body)?;
     let settings: DetectionSettings = parse_json(body)?;
     app.change(&actor, |c| {
-        let before = json!(c.detection);
-        Ok((singleton(c, c.detection_id, "detection", before, Object::Detection(settings)), ()))
+        let (before, after) = (json!(c.detection), json!(settings));
+        Ok((Change::settings(c, c.detection_id, "detection", before, after, Object::Detection(settings)), ()))
     })
     .await?;
     Ok(Json(app.config().detection))
-}
-
-/// The change that replaces a settings object there is one of (`settings:{name}`), stored
-/// under its id once it has one, audited with before and after.
-fn singleton(c: &mut Config, id: Option<i64>, name: &str, before: Value, after: Object) -> Change {
-    let id = id.unwrap_or_else(|| c.allocate());
-    let mut ch = Change::default();
-    let body = after.body().ok().and_then(|b| serde_json::from_str::<Value>(&b).ok());
-    ch.audit(
-        format!("settings.{name}_update"),
-        format!("settings:{name}"),
-        json!({"before": before, "after": body}),
-    );
-    ch.puts.push((id, after));
-    ch
 }
 
 pub(super) async fn addresses_get(
