@@ -89,6 +89,9 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     assert_eq!(series("vantage_address_reachable{", "127.0.0.10"), "0");
     assert_eq!(series("vantage_address_reachable{", "127.0.0.11"), "1");
     assert_eq!(series("vantage_address_probers_failing{", "127.0.0.10"), "3");
+    // The first outage is no flap; every probed address:port has a measured probe rate.
+    assert_eq!(series("vantage_address_damping_multiplier{", "127.0.0.10"), "1");
+    assert!(text.contains("vantage_target_probe_rate{target=\"127.0.0.10:"), "{text}");
     assert!(
         text.lines().any(|l| l.starts_with("vantage_node_level{")
             && l.contains("node=\"edge-0\"")
