@@ -1,5 +1,8 @@
 //! Reading an HLS manifest and a segment's answer: which URI is the newest media segment,
 //! and how old the segment is.
+//!
+//! Public for the fuzz target in `fuzz/`, which feeds [`newest`] every manifest body it can
+//! make: the body is what an edge sends, so nothing in it may panic the prober.
 
 use std::time::{Duration, SystemTime};
 
@@ -9,7 +12,7 @@ use m3u8_rs::Playlist;
 
 /// What a valid manifest points to next.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Next {
+pub enum Next {
     /// A media playlist: its newest (last) media segment.
     Segment(String),
     /// A master playlist: the variant playlist to read instead (the first that is not an
@@ -18,25 +21,33 @@ pub(crate) enum Next {
 }
 
 /// Reads a manifest body. `Err` says why it is not a usable playlist.
-pub(crate) fn newest(body: &[u8]) -> Result<Next, String> {
+pub fn newest(body: &[u8]) -> Result<Next, String> {
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
     if !body.starts_with(b"#EXTM3U") {
         let shown = String::from_utf8_lossy(&body[..body.len().min(24)]).into_owned();
         return Err(format!("does not start with #EXTM3U (starts with {shown:?})"));
     }
-    match m3u8_rs::parse_playlist_res(body) {
+    let next = match m3u8_rs::parse_playlist_res(body) {
         Ok(Playlist::MediaPlaylist(p)) => p
             .segments
             .last()
             .map(|s| Next::Segment(s.uri.clone()))
-            .ok_or_else(|| "media playlist without segments".to_owned()),
+            .ok_or_else(|| "media playlist without segments".to_owned())?,
         Ok(Playlist::MasterPlaylist(p)) => p
             .variants
             .iter()
             .find(|v| !v.is_i_frame)
             .map(|v| Next::Variant(v.uri.clone()))
-            .ok_or_else(|| "master playlist without variants".to_owned()),
-        Err(e) => Err(format!("not a valid playlist: {e:?}").chars().take(200).collect()),
+            .ok_or_else(|| "master playlist without variants".to_owned())?,
+        Err(e) => return Err(format!("not a valid playlist: {e:?}").chars().take(200).collect()),
+    };
+    // An empty URI resolves to the playlist itself: the check would fetch the manifest again
+    // as its segment (or variant) and call it fetchable.
+    match &next {
+        Next::Segment(u) | Next::Variant(u) if u.trim().is_empty() => {
+            Err("names an empty URI for its newest segment or first variant".to_owned())
+        }
+        _ => Ok(next),
     }
 }
 
@@ -75,6 +86,11 @@ mod tests {
         assert!(newest(b" #EXTM3U\n").is_err(), "must start with the tag");
         let empty = b"#EXTM3U\n#EXT-X-TARGETDURATION:6\n";
         assert_eq!(newest(empty), Err("media playlist without segments".into()));
+        // Found by fuzzing (fuzz/fuzz_targets/hls_manifest.rs): m3u8-rs reads this master
+        // playlist's first variant with an empty URI, which would send the check back to the
+        // master playlist itself.
+        let blank = b"#EXTM3U\n#EXT-X-I-FRAME-STREAM-INF:BANTWIDTH=UR1,000I=\"iframe.m3u8\"\n#EXT-X-STREAM-INF:BANDWIDTH=1280000,R\xb9SOLUTION=640x360,CODECS=\"avc1.4d401e,mp4a.40.2\"\nlow/index.m3u8\n#EXT-X-STREAM-INF:BADTH=UR1,000I=\"iframe.m3dex.m3u8\n";
+        assert!(newest(blank).unwrap_err().contains("empty URI"));
     }
 
     #[test]

@@ -29,7 +29,7 @@ mod block;
 mod classify;
 mod error;
 mod health;
-mod hls;
+pub mod hls;
 mod limit;
 mod round;
 mod source;
