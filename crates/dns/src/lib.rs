@@ -29,6 +29,7 @@ pub use publish::{PublishOutcome, PublishStatus, Publisher, RetryPolicy};
 pub use server::{DnsConfig, DnsServer};
 pub use settings::DnsSettings;
 pub use table::{AnswerTable, Answers, LineAnswers, ZoneAnswers};
+pub use wire::{Answered, Path, Transport, answer_on};
 
 #[cfg(test)]
 mod tests;

@@ -15,14 +15,14 @@ use crate::table::{AnswerTable, Template};
 
 /// How the answer travels: UDP answers are truncated to the client's limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Transport {
+pub enum Transport {
     Udp,
     Tcp,
 }
 
-/// What was answered, for the counters.
+/// What was answered, for the counters. Opaque outside this crate: two are compared, not read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Answered {
+pub struct Answered {
     pub(crate) zone: Option<u32>,
     pub(crate) rcode: Rcode,
     pub(crate) truncated: bool,
@@ -40,6 +40,36 @@ pub(crate) fn respond(
     match fast(table, query, client, transport, out) {
         Some(a) => Some(a),
         None => crate::slow::respond(table, query, client, transport, out),
+    }
+}
+
+/// Which path [`answer_on`] takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    /// What the server does: the fast path, else the full path.
+    Server,
+    /// The fast path only (`None` where it does not recognise the query).
+    Fast,
+    /// The full path only, whatever the query.
+    Full,
+}
+
+/// Answers `query` into `out` on the chosen path, as the server would for `client` over
+/// `transport`; `None`: dropped (or, for [`Path::Fast`], not recognised). It exists for the
+/// fuzz targets in `fuzz/`, which check from outside this crate that no datagram panics either
+/// path and that wherever the fast path answers, the full path answers alike.
+pub fn answer_on(
+    table: &AnswerTable,
+    query: &[u8],
+    client: IpAddr,
+    transport: Transport,
+    path: Path,
+    out: &mut Vec<u8>,
+) -> Option<Answered> {
+    match path {
+        Path::Server => respond(table, query, client, transport, out),
+        Path::Fast => fast(table, query, client, transport, out),
+        Path::Full => crate::slow::respond(table, query, client, transport, out),
     }
 }
 
