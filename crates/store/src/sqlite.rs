@@ -35,6 +35,29 @@ pub(crate) async fn open(path: &Path) -> Result<SqlitePool> {
     Ok(pool)
 }
 
+/// Runs `f` in one transaction and commits it. When any step fails, the connection is closed
+/// instead of going back to the pool: after some errors (a full disk) SQLite has rolled the
+/// transaction back by itself, or keeps it open after a failed `COMMIT`, and sqlx's count of
+/// open transactions no longer matches. The next transaction on that connection would then
+/// nest inside a stale one as a savepoint, be acknowledged, and never reach the file.
+async fn in_transaction<T>(
+    pool: &SqlitePool,
+    f: impl AsyncFnOnce(&mut sqlx::SqliteConnection) -> Result<T>,
+) -> Result<T> {
+    let mut conn = pool.acquire().await?;
+    let out = async {
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let v = f(&mut tx).await?;
+        tx.commit().await?;
+        Ok(v)
+    }
+    .await;
+    if out.is_err() {
+        conn.close_on_drop();
+    }
+    out
+}
+
 pub(crate) async fn ping(pool: &SqlitePool) -> Result<()> {
     sqlx::query("SELECT 1").execute(pool).await?;
     Ok(())
@@ -66,36 +89,38 @@ pub(crate) async fn commit(
     audit: &[NewAudit],
     now: Timestamp,
 ) -> Result<()> {
-    let mut tx = pool.begin().await?;
-    for w in writes {
-        match w {
-            Write::Put { id, kind, parent, name, body } => {
-                sqlx::query(
-                    "INSERT INTO objects (id, kind, parent, name, body, created_at, updated_at) \
+    in_transaction(pool, async |tx| {
+        for w in writes {
+            match w {
+                Write::Put { id, kind, parent, name, body } => {
+                    sqlx::query(
+                        "INSERT INTO objects (id, kind, parent, name, body, created_at, updated_at) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) \
                      ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, parent = excluded.parent, \
                          name = excluded.name, body = excluded.body, updated_at = excluded.updated_at",
-                )
-                .bind(id)
-                .bind(kind)
-                .bind(parent)
-                .bind(name)
-                .bind(body)
-                .bind(now.millis())
-                .execute(&mut *tx)
-                .await?;
-            }
-            Write::Delete { id } => {
-                let done =
-                    sqlx::query("DELETE FROM objects WHERE id = ?1").bind(id).execute(&mut *tx).await?;
-                if done.rows_affected() == 0 {
-                    return Err(Error::NotFound(*id));
+                    )
+                    .bind(id)
+                    .bind(kind)
+                    .bind(parent)
+                    .bind(name)
+                    .bind(body)
+                    .bind(now.millis())
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                Write::Delete { id } => {
+                    let done =
+                        sqlx::query("DELETE FROM objects WHERE id = ?1").bind(id).execute(&mut *tx).await?;
+                    if done.rows_affected() == 0 {
+                        return Err(Error::NotFound(*id));
+                    }
                 }
             }
         }
-    }
-    for a in audit {
-        sqlx::query("INSERT INTO audit (at, actor, action, object, metadata) VALUES (?1, ?2, ?3, ?4, ?5)")
+        for a in audit {
+            sqlx::query(
+                "INSERT INTO audit (at, actor, action, object, metadata) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
             .bind(now.millis())
             .bind(&a.actor)
             .bind(&a.action)
@@ -103,9 +128,10 @@ pub(crate) async fn commit(
             .bind(serde_json::to_string(&a.metadata)?)
             .execute(&mut *tx)
             .await?;
-    }
-    tx.commit().await?;
-    Ok(())
+        }
+        Ok(())
+    })
+    .await
 }
 
 pub(crate) async fn audit(pool: &SqlitePool, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
@@ -180,13 +206,14 @@ impl TargetIds {
     }
 }
 
-/// Ids of `keys`, creating the missing ones inside `tx`.
+/// Ids of `keys`, creating the missing ones inside `tx`; and the ones not in `cache`, to be
+/// remembered once `tx` commits.
 async fn target_ids(
     tx: &mut sqlx::SqliteConnection,
     cache: &TargetIds,
     keys: impl Iterator<Item = &str>,
-) -> Result<Vec<i64>> {
-    let mut out = Vec::new();
+) -> Result<(Vec<i64>, Vec<(String, i64)>)> {
+    let (mut out, mut created) = (Vec::new(), Vec::new());
     for key in keys {
         let id = match cache.get(key) {
             Some(id) => id,
@@ -199,21 +226,21 @@ async fn target_ids(
                     .bind(key)
                     .fetch_one(&mut *tx)
                     .await?;
-                cache.put(key.to_owned(), id);
+                created.push((key.to_owned(), id));
                 id
             }
         };
         out.push(id);
     }
-    Ok(out)
+    Ok((out, created))
 }
 
 pub(crate) async fn write_results(pool: &SqlitePool, cache: &TargetIds, rows: &[ResultRow]) -> Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
-    let mut tx = pool.begin().await?;
-    let ids = target_ids(&mut tx, cache, rows.iter().map(|r| r.target.as_str())).await?;
+    let created = in_transaction(pool, async |tx| {
+    let (ids, created) = target_ids(tx, cache, rows.iter().map(|r| r.target.as_str())).await?;
     // Each table gets its rows in its key order, so the B-tree is written front to back.
     let mut latest: Vec<usize> = (0..rows.len()).collect();
     latest.sort_unstable_by_key(|&i| (rows[i].prober, ids[i]));
@@ -289,7 +316,13 @@ pub(crate) async fn write_results(pool: &SqlitePool, cache: &TargetIds, rows: &[
             None => break,
         }
     }
-    tx.commit().await?;
+    Ok(created)
+    })
+    .await?;
+    // Only ids that are committed may be remembered: a rolled-back one may be given to another key.
+    for (key, id) in created {
+        cache.put(key, id);
+    }
     Ok(())
 }
 
@@ -419,7 +452,7 @@ pub(crate) async fn history_daily(
 }
 
 pub(crate) async fn roll_up_history(pool: &SqlitePool, before: Timestamp) -> Result<u64> {
-    let mut tx = pool.begin().await?;
+    in_transaction(pool, async |tx| {
     sqlx::query(
         "INSERT INTO history_daily (target, day, prober, rounds, sent, lost, rtt_avg_us, rtt_max_us) \
          SELECT target, (at / ?2) * ?2 AS d, prober, COUNT(*), SUM(sent), SUM(lost), CAST(AVG(rtt_us) AS INTEGER), \
@@ -444,8 +477,9 @@ pub(crate) async fn roll_up_history(pool: &SqlitePool, before: Timestamp) -> Res
         .bind(before.millis())
         .execute(&mut *tx)
         .await?;
-    tx.commit().await?;
     Ok(deleted.rows_affected())
+    })
+    .await
 }
 
 pub(crate) async fn delete_daily_before(pool: &SqlitePool, before: Timestamp) -> Result<u64> {
