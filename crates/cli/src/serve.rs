@@ -48,6 +48,10 @@ pub(crate) struct Args {
     /// (clients trust <data_dir>/ca/ca.pem).
     #[arg(long, conflicts_with = "api_tls_cert")]
     api_tls_internal: bool,
+    /// Networks of TCP load balancers in front of the API and the agent channel, comma-separated
+    /// (their connections are not held to the per-source limit).
+    #[arg(long, value_name = "CIDR,…")]
+    trusted_proxies: Option<String>,
 }
 
 impl Args {
@@ -63,6 +67,7 @@ impl Args {
             ("log_level", &self.log_level),
             ("api_tls_cert", &self.api_tls_cert),
             ("api_tls_key", &self.api_tls_key),
+            ("trusted_proxies", &self.trusted_proxies),
         ];
         for (k, v) in pairs {
             if let Some(v) = v {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::net::{TcpListener, TcpStream};
+use vantage_core::net::IpNet;
 
 /// How many connections a listener holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +25,9 @@ pub struct Limits {
 #[derive(Debug)]
 pub struct Gate {
     limits: Limits,
+    /// Sources that stand for many clients (a TCP load balancer in front of several
+    /// replicas): their connections count against the total only.
+    trusted: Vec<IpNet>,
     open: Mutex<(usize, HashMap<IpAddr, usize>)>,
 }
 
@@ -37,21 +41,28 @@ pub struct Admitted {
 impl Gate {
     /// A gate with these limits (each at least one).
     pub fn new(limits: Limits) -> Arc<Gate> {
+        Self::trusting(limits, Vec::new())
+    }
+
+    /// A gate with these limits whose per-source limit does not apply to sources in `trusted`.
+    pub fn trusting(limits: Limits, trusted: Vec<IpNet>) -> Arc<Gate> {
         let limits = Limits { total: limits.total.max(1), per_source: limits.per_source.max(1) };
-        Arc::new(Gate { limits, open: Mutex::new((0, HashMap::new())) })
+        Arc::new(Gate { limits, trusted, open: Mutex::new((0, HashMap::new())) })
     }
 
     /// Lets a connection from `source` in, unless the listener or that source is full. An
     /// IPv6 source counts by its /64 (one host's usual allocation), an IPv4-mapped one as IPv4.
     pub fn admit(self: &Arc<Self>, source: IpAddr) -> Option<Admitted> {
-        let source = match source.to_canonical() {
+        let canonical = source.to_canonical();
+        let trusted = self.trusted.iter().any(|n| n.contains(canonical));
+        let source = match canonical {
             IpAddr::V6(v6) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
             v4 => v4,
         };
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let (total, by_source) = &mut *open;
         let mine = by_source.get(&source).copied().unwrap_or(0);
-        if *total >= self.limits.total || mine >= self.limits.per_source {
+        if *total >= self.limits.total || (mine >= self.limits.per_source && !trusted) {
             return None;
         }
         *total += 1;
@@ -165,5 +176,21 @@ mod tests {
         let _h = gate.admit("2001:db8:1:2::1".parse().unwrap()).unwrap();
         assert!(gate.admit("2001:db8:1:2:ffff::9".parse().unwrap()).is_none(), "same /64");
         assert!(gate.admit("2001:db8:1:3::1".parse().unwrap()).is_some());
+    }
+
+    #[test]
+    fn a_trusted_proxy_is_held_only_to_the_total() {
+        let lb: IpAddr = "10.0.0.5".parse().unwrap();
+        let gate = Gate::trusting(Limits { total: 4, per_source: 1 }, vec!["10.0.0.4/30".parse().unwrap()]);
+        let held: Vec<_> =
+            (0..3).map(|_| gate.admit(lb).expect("a trusted source passes the per-source limit")).collect();
+        let _other = gate.admit("192.0.2.1".parse().unwrap()).unwrap();
+        assert!(gate.admit(lb).is_none(), "the total still holds");
+        drop(held);
+        assert!(gate.admit("192.0.2.1".parse().unwrap()).is_none(), "others keep theirs");
+        assert!(
+            gate.admit("::ffff:10.0.0.5".parse().unwrap()).is_some(),
+            "its IPv4-mapped form is the same source"
+        );
     }
 }

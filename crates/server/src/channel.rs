@@ -32,11 +32,12 @@ struct Peer {
     remote: SocketAddr,
 }
 
-/// Serves the channel on `listener` until `stop` turns true, each connection within `limits`.
+/// Serves the channel on `listener` until `stop` turns true, each connection within `limits`
+/// and admitted by `gate`.
 pub(crate) async fn serve(
     app: Arc<App>,
     listener: tokio::net::TcpListener,
-    limits: HttpLimits,
+    (limits, gate): (HttpLimits, Arc<vantage_dns::listen::Gate>),
     mut stop: watch::Receiver<bool>,
 ) {
     let tls = match app.ca().server_config() {
@@ -74,7 +75,6 @@ pub(crate) async fn serve(
             crate::listen::deadline(limits.deadline, req, next)
         }))
         .with_state(app);
-    let gate = vantage_dns::listen::Gate::new(limits.gate);
     loop {
         let (tcp, remote, admitted) = tokio::select! {
             a = vantage_dns::listen::accept(&listener, &gate, "agent channel") => a,

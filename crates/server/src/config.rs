@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use vantage_core::net::IpNet;
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -55,6 +56,35 @@ pub struct ServeConfig {
     /// start (for `localhost`, the loopback addresses, this host's name and the listen
     /// address); clients trust `<data_dir>/ca/ca.pem`.
     pub api_tls_internal: bool,
+    /// Networks of TCP load balancers in front of the admin API and the agent channel: a
+    /// connection from one of them stands for many clients, so it counts against the
+    /// listener's total but not against the per-source limit. In TOML a list
+    /// (`["10.0.0.5/32"]`); in `VANTAGE_TRUSTED_PROXIES` and `--trusted-proxies`
+    /// comma-separated.
+    #[serde(deserialize_with = "networks")]
+    pub trusted_proxies: Vec<IpNet>,
+}
+
+/// A list of networks, as a TOML list or as one comma-separated string.
+fn networks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Networks {
+        List(Vec<String>),
+        Text(String),
+    }
+    let items = match Networks::deserialize(d)? {
+        Networks::List(l) => l,
+        Networks::Text(t) => {
+            t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+        }
+    };
+    items
+        .iter()
+        .map(|s| {
+            s.parse::<IpNet>().map_err(|e| serde::de::Error::custom(format!("trusted_proxies: {s}: {e}")))
+        })
+        .collect()
 }
 
 impl Default for ServeConfig {
@@ -75,12 +105,13 @@ impl Default for ServeConfig {
             api_tls_cert: None,
             api_tls_key: None,
             api_tls_internal: false,
+            trusted_proxies: Vec::new(),
         }
     }
 }
 
 /// The keys a configuration may set (and the environment variables `VANTAGE_<KEY>`).
-pub const KEYS: [&str; 14] = [
+pub const KEYS: [&str; 15] = [
     "data_dir",
     "api_listen",
     "agent_listen",
@@ -95,6 +126,7 @@ pub const KEYS: [&str; 14] = [
     "api_tls_cert",
     "api_tls_key",
     "api_tls_internal",
+    "trusted_proxies",
 ];
 
 /// Why the settings could not be read.
@@ -220,6 +252,21 @@ mod tests {
             .unwrap();
         assert_eq!(c.certificate_warning_days, 14);
         assert_eq!(c.history_retention_days, 14);
+    }
+
+    #[test]
+    fn trusted_proxies_read_as_a_list_or_comma_separated() {
+        let file = "trusted_proxies = [\"10.0.0.5/32\", \"2001:db8::/64\"]\n";
+        let c = ServeConfig::load(Some(("vantage.toml", file)), &BTreeMap::new(), &BTreeMap::new()).unwrap();
+        assert_eq!(c.trusted_proxies, ["10.0.0.5/32".parse().unwrap(), "2001:db8::/64".parse().unwrap()]);
+        let e = env(&[("VANTAGE_TRUSTED_PROXIES", "10.0.0.5/32, 10.0.1.0/24")]);
+        let c = ServeConfig::load(None, &e, &BTreeMap::new()).unwrap();
+        assert_eq!(c.trusted_proxies.len(), 2);
+        let e =
+            ServeConfig::load(None, &env(&[("VANTAGE_TRUSTED_PROXIES", "10.0.0.0/33")]), &BTreeMap::new())
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("trusted_proxies") && e.contains("10.0.0.0/33"), "{e}");
     }
 
     #[test]

@@ -164,12 +164,17 @@ impl Server {
         let tls = api_tls(&settings, app.ca(), api_addr)?;
         let scheme = if tls.is_some() { "https" } else { "http" };
         let router = crate::api::router(app.clone());
-        let api = tokio::spawn(serve_api(router, listener, tls, limits.api, stopped.clone()));
+        // A load balancer in front stands for many clients: only the total holds it.
+        let gate =
+            |l: HttpLimits| vantage_dns::listen::Gate::trusting(l.gate, settings.trusted_proxies.clone());
+        let api_gate = gate(limits.api);
+        let api = tokio::spawn(serve_api(router, listener, tls, (limits.api, api_gate), stopped.clone()));
         tracing::info!(addr = %api_addr, "admin API listening");
 
         let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
+        let channel_limits = (limits.channel, gate(limits.channel));
         let channel =
-            tokio::spawn(crate::channel::serve(app.clone(), agent_listener, limits.channel, stopped.clone()));
+            tokio::spawn(crate::channel::serve(app.clone(), agent_listener, channel_limits, stopped.clone()));
         tracing::info!(addr = %agent_addr, ca_sha256 = %app.ca().fingerprint, "agent channel listening");
         let driver = tokio::spawn(crate::driver::run(app.clone(), notices, stopped.clone()));
         let watcher = tokio::spawn(crate::mirrors::watch(app.clone(), stopped.clone()));
@@ -291,10 +296,9 @@ async fn serve_api(
     router: axum::Router,
     listener: tokio::net::TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    limits: HttpLimits,
+    (limits, gate): (HttpLimits, Arc<vantage_dns::listen::Gate>),
     mut stop: watch::Receiver<bool>,
 ) {
-    let gate = vantage_dns::listen::Gate::new(limits.gate);
     let router = router.layer(axum::middleware::from_fn(move |req, next| {
         crate::listen::deadline(limits.deadline, req, next)
     }));

@@ -179,3 +179,31 @@ async fn one_source_holding_dns_tcp_connections_cannot_lock_the_others_out() {
     drop(idle);
     s.stop().await;
 }
+
+/// `GET /healthz` over a new connection from `127.0.0.{host}`: the status line, or `None` when
+/// the server closed the connection without answering.
+async fn healthz_from(host: u8, api: SocketAddr) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut c = connect_from(host, api).await.ok()?;
+    c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.ok()?;
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut got)).await.ok()?.ok()?;
+    String::from_utf8_lossy(&got).lines().next().filter(|l| !l.is_empty()).map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_load_balancer_is_held_to_the_total_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(dir.path(), &["--trusted-proxies", "127.0.0.77/32"]).await;
+    let api = addr(&s.url);
+    // More connections than one source may hold on the admin API (64), from the load balancer
+    // and from an ordinary client.
+    let lb = hold(100, api, 77, 100).await;
+    let other = hold(100, api, 78, 100).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let from_lb = healthz_from(77, api).await;
+    assert_eq!(from_lb.as_deref(), Some("HTTP/1.1 200 OK"), "the load balancer's next client is served");
+    assert_eq!(healthz_from(78, api).await, None, "an ordinary source stays held to its limit");
+    drop((lb, other));
+    s.stop().await;
+}
