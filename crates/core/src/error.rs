@@ -102,6 +102,9 @@ pub fn from_value<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> R
         if let Some(unknown) = inner.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
             // The path already ends with the unknown key.
             let field = if path == "." { unknown.to_owned() } else { path };
+            if field.is_empty() {
+                return Error::invalid("body", "an empty key is not a field");
+            }
             return Error::invalid(field, "unknown field");
         }
         if let Some(missing) = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {

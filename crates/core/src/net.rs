@@ -68,7 +68,7 @@ impl FromStr for IpNet {
 
     /// `addr/prefix`; a bare address is a host network (/32 or /128).
     fn from_str(s: &str) -> Result<Self> {
-        let bad = || Error::invalid("", format!("not an IP network like 198.51.100.0/24: {s}"));
+        let bad = || Error::invalid("", format!("{s:?} is not an IP network like 198.51.100.0/24"));
         let (a, p) = match s.trim().split_once('/') {
             Some((a, p)) => (a, Some(p)),
             None => (s.trim(), None),
@@ -92,7 +92,8 @@ impl Serialize for IpNet {
 impl<'de> Deserialize<'de> for IpNet {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
+        // The reason alone: the deserialiser's path names the field.
+        s.parse().map_err(|e: Error| serde::de::Error::custom(e.reason()))
     }
 }
 
@@ -113,5 +114,24 @@ mod tests {
         assert!(all.contains("203.0.113.9".parse().unwrap()));
         assert!("10.0.0.0/33".parse::<IpNet>().is_err());
         assert!("example.com/8".parse::<IpNet>().is_err());
+    }
+
+    /// In a body the refusal names the field and quotes what was sent.
+    #[test]
+    fn a_bad_network_in_a_body_names_its_field() {
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Body {
+            nets: Vec<IpNet>,
+        }
+        let ok = crate::from_value::<Body>(serde_json::json!({"nets": ["192.0.2.0/24"]})).unwrap();
+        assert_eq!(ok.nets[0].to_string(), "192.0.2.0/24");
+        let e = crate::from_value::<Body>(serde_json::json!({"nets": ["x|y"]})).unwrap_err();
+        assert_eq!(
+            (e.field(), e.reason()),
+            ("nets[0]", r#""x|y" is not an IP network like 198.51.100.0/24"#)
+        );
+        let e = crate::from_value::<Body>(serde_json::json!({"nets": [], "": 1})).unwrap_err();
+        assert_eq!((e.field(), e.reason()), ("body", "an empty key is not a field"));
     }
 }

@@ -1,10 +1,12 @@
 //! serde's and axum's refusals in an operator's words: `invalid type: string "abc", expected
 //! u32 at line 1 column 9` becomes `must be a whole number, got the text "abc"`.
 
-/// `message` (from serde_json, serde_path_to_error or an axum extractor) in plain words; a
-/// message it does not know stays as it is, without its `at line … column …` suffix.
+/// `message` (from serde_json, serde_path_to_error, a YAML parser or an axum extractor) in
+/// plain words; a message it does not know stays as it is, without its `at line … column …`
+/// positions.
 pub fn plain(message: &str) -> String {
-    let m = strip_position(message.trim());
+    let m = strip_positions(message.trim());
+    let m = m.as_str();
     for prefix in ["invalid type: ", "invalid value: "] {
         if let Some((got, want)) = m.strip_prefix(prefix).and_then(|r| r.rsplit_once(", expected ")) {
             return format!("must be {}, got {}", expected(want), got_value(got));
@@ -28,11 +30,29 @@ pub fn plain(message: &str) -> String {
     m.to_owned()
 }
 
-fn strip_position(m: &str) -> &str {
-    match m.rfind(" at line ") {
-        Some(i) if m[i..].contains(" column ") => &m[..i],
-        _ => m,
+/// `m` without its ` at line L column C` positions: a YAML parser's message has one for the
+/// error and one for what it was reading (`… at line 1 column 9, while parsing a quoted scalar
+/// at line 1 column 3`).
+fn strip_positions(m: &str) -> String {
+    let digits = |s: &str| s.len() - s.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let mut out = String::with_capacity(m.len());
+    let mut rest = m;
+    while let Some(i) = rest.find(" at line ") {
+        let after = &rest[i + " at line ".len()..];
+        let (line, tail) = after.split_at(digits(after));
+        match tail.strip_prefix(" column ") {
+            Some(c) if !line.is_empty() && digits(c) > 0 => {
+                out.push_str(&rest[..i]);
+                rest = &c[digits(c)..];
+            }
+            _ => {
+                out.push_str(&rest[..=i]);
+                rest = &rest[i + 1..];
+            }
+        }
     }
+    out.push_str(rest);
+    out
 }
 
 /// What serde expected, as an operator would say it.
@@ -96,6 +116,11 @@ mod tests {
             ),
             ("missing field `name` at line 1 column 2", "name is required"),
             ("EOF while parsing an object at line 1 column 5", "the JSON ends too early"),
+            (
+                "found invalid Unicode character escape code at line 1 column 11, while parsing a \
+                 quoted scalar at line 1 column 3",
+                "found invalid Unicode character escape code, while parsing a quoted scalar",
+            ),
             ("expected value at line 1 column 1", "expected value"),
             ("must be between 1 and 86400, got 0", "must be between 1 and 86400, got 0"),
         ] {

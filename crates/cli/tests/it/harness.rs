@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::process::{Child, Command};
 
+use crate::netlab::NetLab;
+
 /// A `vantage serve` process.
 pub(crate) struct ServerProcess {
     pub(crate) dir: PathBuf,
@@ -52,17 +54,14 @@ impl ServerProcess {
             }
             None => Command::new(env!("CARGO_BIN_EXE_vantage")),
         };
+        command.args(["serve", "--data-dir"]).arg(dir);
+        // Ephemeral loopback ports, for the listeners `extra` does not place.
+        for flag in ["--api-listen", "--agent-listen", "--dns-listen"] {
+            if !extra.contains(&flag) {
+                command.args([flag, "127.0.0.1:0"]);
+            }
+        }
         let child = command
-            .args(["serve", "--data-dir"])
-            .arg(dir)
-            .args([
-                "--api-listen",
-                "127.0.0.1:0",
-                "--agent-listen",
-                "127.0.0.1:0",
-                "--dns-listen",
-                "127.0.0.1:0",
-            ])
             .args(extra)
             .env_remove("VANTAGE_CONFIG")
             .stdout(Stdio::null())
@@ -155,6 +154,14 @@ impl ServerProcess {
     }
 }
 
+/// How an agent process is started beyond its arguments: through a wrapper command (`ip netns
+/// exec NS`, to run it in a network namespace) and with extra environment variables.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Launch {
+    pub(crate) wrapper: Vec<String>,
+    pub(crate) env: Vec<(String, String)>,
+}
+
 /// A `vantage probe` (or `vantage agent`) process, killed when dropped.
 pub(crate) struct AgentProcess {
     child: Child,
@@ -172,8 +179,32 @@ impl AgentProcess {
         extra: &[&str],
         log: &Path,
     ) -> AgentProcess {
+        Self::start_in(&Launch::default(), command, server, token, ca, state, extra, log)
+    }
+
+    /// [`AgentProcess::start`] run through `launch`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start_in(
+        launch: &Launch,
+        command: &str,
+        server: &str,
+        token: &str,
+        ca: &str,
+        state: &Path,
+        extra: &[&str],
+        log: &Path,
+    ) -> AgentProcess {
         let log = std::fs::File::create(log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_vantage"))
+        let mut cmd = match launch.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(env!("CARGO_BIN_EXE_vantage"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_vantage")),
+        };
+        let child = cmd
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .args([command, "--server", server, "--token", token, "--ca-sha256", ca, "--state-dir"])
             .arg(state)
             .args(extra)
@@ -221,10 +252,22 @@ impl ServerProcess {
 
     /// Creates a prober token and starts `vantage probe` with a state directory under `dir`.
     pub(crate) async fn start_prober(&self, name: &str, region: i64, dir: &Path) -> AgentProcess {
+        self.start_prober_in(&Launch::default(), name, region, dir).await
+    }
+
+    /// [`ServerProcess::start_prober`] run through `launch`.
+    pub(crate) async fn start_prober_in(
+        &self,
+        launch: &Launch,
+        name: &str,
+        region: i64,
+        dir: &Path,
+    ) -> AgentProcess {
         let (agent, ca) = self.channel();
         let t = self.create("/v1/probers/tokens", serde_json::json!({"name": name, "region": region})).await;
         let state = dir.join(name);
-        AgentProcess::start(
+        AgentProcess::start_in(
+            launch,
             "probe",
             &agent,
             t["token"].as_str().unwrap(),
@@ -300,11 +343,49 @@ pub(crate) struct LabFleet {
     pub(crate) temp: tempfile::TempDir,
 }
 
+/// Where a [`LabFleet`] runs, beyond its domain.
+#[derive(Default)]
+pub(crate) struct LabSpec<'a> {
+    /// The edges on 127.0.0.N…N+3 (`Loopback(N)`), or on the addresses of a [`NetLab`] whose
+    /// namespace `i` runs prober `i` and whose dummy interface holds the agent channel.
+    pub(crate) net: Place<'a>,
+    /// The server's data directory (a mounted file system, say); by default one under the
+    /// fleet's temporary directory.
+    pub(crate) server_dir: Option<PathBuf>,
+    /// Extra environment of each prober, by index.
+    pub(crate) prober_env: [Vec<(String, String)>; 3],
+}
+
+/// Where a lab fleet's edges and probers are.
+pub(crate) enum Place<'a> {
+    Loopback(u8),
+    Lab(&'a NetLab),
+}
+
+impl Default for Place<'_> {
+    fn default() -> Self {
+        Place::Loopback(10)
+    }
+}
+
 impl LabFleet {
     pub(crate) async fn start(domain: &str, n: u8) -> LabFleet {
+        Self::start_with(domain, LabSpec { net: Place::Loopback(n), ..LabSpec::default() }).await
+    }
+
+    pub(crate) async fn start_with(domain: &str, spec: LabSpec<'_>) -> LabFleet {
         use serde_json::json;
         let temp = tempfile::tempdir().unwrap();
-        let s = ServerProcess::start_in(&temp.path().join("server"), &["--allow-loopback-addresses"]).await;
+        let server_dir = spec.server_dir.clone().unwrap_or_else(|| temp.path().join("server"));
+        let agent_listen = match spec.net {
+            Place::Loopback(_) => "127.0.0.1:0".to_owned(),
+            Place::Lab(lab) => std::net::SocketAddr::new(lab.server_ip(), 0).to_string(),
+        };
+        let s = ServerProcess::start_in(
+            &server_dir,
+            &["--allow-loopback-addresses", "--agent-listen", &agent_listen],
+        )
+        .await;
         let fastest = json!({"interval_s": 5, "timeout_ms": 1000, "attempts": 3,
                              "failing_before_unreachable_s": 5, "answering_before_reachable_s": 5});
         let (st, v) = s.call(reqwest::Method::PUT, "/v1/settings/probes", Some(fastest)).await;
@@ -315,7 +396,10 @@ impl LabFleet {
             regions.push(r["id"].as_i64().unwrap());
         }
         let port = vantage_testkit::free_port().unwrap();
-        let ip = |i: u8| std::net::IpAddr::from([127, 0, 0, n + i]);
+        let ip = |i: u8| match spec.net {
+            Place::Loopback(n) => std::net::IpAddr::from([127, 0, 0, n + i]),
+            Place::Lab(lab) => lab.edge_ip(i),
+        };
         let mut edges = Vec::new();
         for i in 0..4 {
             edges.push(vantage_testkit::EdgeServer::start((ip(i), port).into()).await.unwrap());
@@ -344,8 +428,13 @@ impl LabFleet {
             nodes.push(id);
         }
         let mut probers = Vec::new();
-        for (i, r) in regions.iter().enumerate() {
-            probers.push(s.start_prober(&format!("prober-{i}"), *r, temp.path()).await);
+        for (i, (r, env)) in regions.iter().zip(spec.prober_env).enumerate() {
+            let wrapper = match spec.net {
+                Place::Loopback(_) => Vec::new(),
+                Place::Lab(lab) => lab.wrapper(u8::try_from(i).unwrap()),
+            };
+            let launch = Launch { wrapper, env };
+            probers.push(s.start_prober_in(&launch, &format!("prober-{i}"), *r, temp.path()).await);
         }
         s.wait_for("/v1/probers", Duration::from_secs(30), |v| {
             v["items"].as_array().is_some_and(|p| {

@@ -1,5 +1,6 @@
 //! Integration tests of the `vantage` binary: each module runs the built binary against real
-//! local servers (vantage-testkit). Nothing here sends traffic outside 127.0.0.0/8.
+//! local servers (vantage-testkit). Nothing here sends traffic outside 127.0.0.0/8, except
+//! to the network namespaces and interfaces that `netlab` makes for the test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod channel;
@@ -11,10 +12,12 @@ mod demo;
 mod dns;
 mod edges;
 mod failover;
+mod faults;
 mod harness;
 mod limits;
 mod mirrors;
 mod monitors;
+mod netlab;
 mod rules;
 mod ui;
 

@@ -102,8 +102,9 @@ impl LoadError {
 
 /// A YAML (or JSON, which YAML reads too) document as a JSON value.
 pub fn document(text: &str) -> Result<Value, Error> {
-    serde_norway::from_str::<Value>(text)
-        .map_err(|e| Error::invalid("body", format!("not a YAML document: {e}")))
+    serde_norway::from_str::<Value>(text).map_err(|e| {
+        Error::invalid("body", format!("not a YAML document: {}", vantage_core::plain::plain(&e.to_string())))
+    })
 }
 
 /// A mirror record as an operator sends it to the API: derived fields are refused by name.
