@@ -169,8 +169,14 @@ fn refusal_words(status: StatusCode, text: &str) -> (Option<String>, String) {
         return body("the body is too large".into());
     }
     if let Some(rest) = text.strip_prefix("Invalid URL: ") {
-        let reason = match rest.strip_prefix("Cannot parse `").and_then(|r| r.split_once("` to a `")) {
-            Some((value, _)) => format!("{value:?} is not an id (ids are whole numbers)"),
+        // `Cannot parse `abc` to a `i64``, or with two parameters `Cannot parse value at index 1
+        // with value `abc` to a `i64``.
+        let value = rest
+            .strip_prefix("Cannot parse ")
+            .and_then(|r| r.split_once("` to a `"))
+            .map(|(v, _)| v.split_once(" with value `").map_or(v.trim_start_matches('`'), |(_, v)| v));
+        let reason = match value {
+            Some(value) => format!("{value:?} is not an id (ids are whole numbers)"),
             None => plain(rest),
         };
         return (Some("path".to_owned()), reason);
@@ -222,6 +228,12 @@ mod tests {
                 "Invalid URL: Cannot parse `abc` to a `i64`",
                 Some("path"),
                 r#""abc" is not an id (ids are whole numbers)"#,
+            ),
+            (
+                StatusCode::BAD_REQUEST,
+                "Invalid URL: Cannot parse value at index 1 with value `x1` to a `i64`",
+                Some("path"),
+                r#""x1" is not an id (ids are whole numbers)"#,
             ),
             (
                 StatusCode::BAD_REQUEST,

@@ -526,7 +526,8 @@ pub struct RevisionView {
     pub reason: String,
     /// Its records.
     pub records: Records,
-    /// Lines whose previous records were kept, and why.
+    /// Lines whose previous records were kept (by line id, a string key in JSON), and why.
+    #[schema(value_type = BTreeMap<String, String>)]
     pub held: BTreeMap<LineId, String>,
     /// Each publisher's outcome, once it tried.
     pub publish: Vec<PublishView>,
@@ -585,8 +586,10 @@ pub struct PreviewItem {
     pub outcome_text: String,
 }
 
-/// The preview of every rule against every node it looks at (writes nothing).
+/// The preview of every rule against every node it looks at (writes nothing). Named
+/// `RulePreviews` in the document: `Preview` is the core's row type.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = RulePreviews)]
 pub struct Preview {
     /// When it was computed.
     pub at: Timestamp,

@@ -21,7 +21,8 @@ use crate::views::DoorChoice;
 pub(super) fn routes(api: &mut Api) {
     api.add(
         Op::get("/v1/doors/select", "mirrors", "Choose a mirror as a door would (tenant, exclude_regions)")
-            .answers::<DoorChoice>(),
+            .answers::<DoorChoice>()
+            .unavailable_when("No mirror can take the visitor now (what a door answers with 503)"),
         get(select),
     );
 }

@@ -20,6 +20,7 @@ use vantage_control::mirrors::registry::{
 };
 use vantage_control::mirrors::{CheckRefused, Tenant};
 use vantage_core::mirror::{Mirror, MirrorInput, MirrorSettings, MirrorSettingsInput, RegionStatus};
+use vantage_core::plain::plain;
 
 use super::{Api, Op};
 use crate::app::{Actor, App, Change};
@@ -47,7 +48,7 @@ pub(super) fn routes(api: &mut Api) {
             "Ask the probers to check every mirror now (one run per 60 s)",
         )
         .takes::<CheckRunRequest>()
-        .answers::<CheckRunView>(),
+        .accepts::<CheckRunView>(),
         post(check_run),
     );
     api.add(Op::get("/v1/mirrors/{host}", "mirrors", "Get a mirror").answers::<MirrorView>(), get(one));
@@ -58,7 +59,7 @@ pub(super) fn routes(api: &mut Api) {
             "Register or replace a mirror (YAML or JSON, without derived fields)",
         )
         .takes::<MirrorInput>()
-        .answers::<MirrorView>(),
+        .puts::<MirrorView>(),
         put(put_mirror),
     );
     api.add(
@@ -305,8 +306,8 @@ fn optional_json<T: Default + serde::de::DeserializeOwned>(body: &Bytes) -> Resu
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    let v: Value =
-        serde_json::from_slice(body).map_err(|e| ApiError::invalid("body", format!("not JSON: {e}")))?;
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid("body", format!("not JSON: {}", plain(&e.to_string()))))?;
     parse_json(v)
 }
 
@@ -375,6 +376,7 @@ async fn put_tenant(
     Path(name): Path<String>,
     Json(body): Json<Value>,
 ) -> Result<Json<TenantView>, ApiError> {
+    crate::error::object_body(&body)?;
     let mut body = body;
     if let Some(obj) = body.as_object_mut() {
         match obj.get("name").and_then(Value::as_str) {

@@ -23,9 +23,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 use utoipa::ToSchema;
-use utoipa::openapi::path::{HttpMethod, OperationBuilder};
+use utoipa::openapi::path::{HttpMethod, OperationBuilder, Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::request_body::RequestBodyBuilder;
-use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Schema};
+use utoipa::openapi::schema::{ArrayBuilder, KnownFormat, Object, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{
     ComponentsBuilder, ContentBuilder, InfoBuilder, OpenApi, OpenApiBuilder, Paths, Ref, RefOr, Required,
@@ -53,7 +53,8 @@ pub(super) struct Op {
     tag: &'static str,
     summary: String,
     takes: Option<Body>,
-    answers: (&'static str, Body),
+    /// Every answer but the refusals: (status, description, body).
+    answers: Vec<(&'static str, &'static str, Body)>,
 }
 
 /// The document's named schemas, as they are collected.
@@ -93,7 +94,14 @@ impl Body {
 
 impl Op {
     fn new(method: HttpMethod, path: &'static str, tag: &'static str, summary: impl Into<String>) -> Op {
-        Op { method, path, tag, summary: summary.into(), takes: None, answers: ("200", Body::Empty) }
+        Op {
+            method,
+            path,
+            tag,
+            summary: summary.into(),
+            takes: None,
+            answers: vec![("200", "Success", Body::Empty)],
+        }
     }
     pub(super) fn get(path: &'static str, tag: &'static str, summary: impl Into<String>) -> Op {
         Op::new(HttpMethod::Get, path, tag, summary)
@@ -108,7 +116,7 @@ impl Op {
         Op::new(HttpMethod::Patch, path, tag, summary)
     }
     pub(super) fn delete(path: &'static str, tag: &'static str, summary: impl Into<String>) -> Op {
-        Op { answers: ("204", Body::Empty), ..Op::new(HttpMethod::Delete, path, tag, summary) }
+        Op { answers: vec![("204", "Done", Body::Empty)], ..Op::new(HttpMethod::Delete, path, tag, summary) }
     }
     /// It takes a JSON body of type `T`.
     pub(super) fn takes<T: ToSchema>(self) -> Op {
@@ -116,15 +124,95 @@ impl Op {
     }
     /// It answers 200 with a `T`.
     pub(super) fn answers<T: ToSchema>(self) -> Op {
-        Op { answers: ("200", Body::Named(component::<T>)), ..self }
+        Op { answers: vec![("200", "Success", Body::Named(component::<T>))], ..self }
     }
     /// It answers 200 with `{"items": [T…]}`.
     pub(super) fn lists<T: ToSchema>(self) -> Op {
-        Op { answers: ("200", Body::List(component::<T>)), ..self }
+        Op { answers: vec![("200", "Success", Body::List(component::<T>))], ..self }
     }
     /// It answers 201 with the `T` it created.
     pub(super) fn creates<T: ToSchema>(self) -> Op {
-        Op { answers: ("201", Body::Named(component::<T>)), ..self }
+        Op { answers: vec![("201", "Created", Body::Named(component::<T>))], ..self }
+    }
+    /// It answers 201 with the `T` it created, or 200 with the `T` it replaced (a `PUT` by name).
+    pub(super) fn puts<T: ToSchema>(self) -> Op {
+        let answers = vec![
+            ("200", "Replaced", Body::Named(component::<T>)),
+            ("201", "Created", Body::Named(component::<T>)),
+        ];
+        Op { answers, ..self }
+    }
+    /// It answers 202 with a `T`: the work has begun, and goes on after the answer.
+    pub(super) fn accepts<T: ToSchema>(self) -> Op {
+        Op { answers: vec![("202", "Accepted", Body::Named(component::<T>))], ..self }
+    }
+    /// It may answer 503 with the error body, when `why` (nothing can serve the request now).
+    pub(super) fn unavailable_when(mut self, why: &'static str) -> Op {
+        self.answers.push(("503", why, Body::Named(component::<ErrorBody>)));
+        self
+    }
+}
+
+/// The parameters in `path` (`{id}`, `{host}`): ids are whole numbers, the rest text.
+fn path_parameters(path: &str) -> Vec<Parameter> {
+    path.split('/')
+        .filter_map(|part| part.strip_prefix('{')?.strip_suffix('}'))
+        .map(|name| {
+            let schema = match name {
+                "id" | "child" => ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64))),
+                _ => ObjectBuilder::new().schema_type(Type::String),
+            };
+            ParameterBuilder::new()
+                .name(name)
+                .parameter_in(ParameterIn::Path)
+                .required(Required::True)
+                .schema(Some(schema))
+                .build()
+        })
+        .collect()
+}
+
+/// utoipa writes a struct with a `#[serde(flatten)]` field as `allOf: [flattened, own
+/// fields]`; when the flattened type refuses unknown fields (`additionalProperties: false`),
+/// each part refuses the other's fields and no value matches. Every such schema becomes one
+/// object with the fields of all its parts.
+fn merge_flattened(schemas: &mut Schemas) {
+    let by_name: std::collections::BTreeMap<String, RefOr<Schema>> = schemas.iter().cloned().collect();
+    for (_, schema) in schemas.iter_mut() {
+        if matches!(schema, RefOr::T(Schema::AllOf(_)))
+            && let Some(merged) = as_object(schema, &by_name)
+        {
+            *schema = RefOr::T(Schema::Object(merged));
+        }
+    }
+}
+
+/// `schema` as one object: itself, what it refers to, or its `allOf` parts merged.
+fn as_object(
+    schema: &RefOr<Schema>,
+    by_name: &std::collections::BTreeMap<String, RefOr<Schema>>,
+) -> Option<Object> {
+    match schema {
+        RefOr::Ref(r) => {
+            as_object(by_name.get(r.ref_location.strip_prefix("#/components/schemas/")?)?, by_name)
+        }
+        RefOr::T(Schema::Object(o)) => Some(o.clone()),
+        RefOr::T(Schema::AllOf(all)) => {
+            let mut merged =
+                ObjectBuilder::new().schema_type(Type::Object).description(all.description.clone()).build();
+            for part in &all.items {
+                let o = as_object(part, by_name)?;
+                merged.properties.extend(o.properties);
+                merged.required.extend(o.required);
+                if o.additional_properties.is_some() {
+                    merged.additional_properties = o.additional_properties;
+                }
+            }
+            Some(merged)
+        }
+        _ => None,
     }
 }
 
@@ -149,7 +237,8 @@ impl Api {
                 method_name(&op.method),
                 op.path.trim_start_matches("/v1/").replace(['/', '{', '}', '-'], "_")
             )))
-            .security(SecurityRequirement::new("bearer", Vec::<String>::new()));
+            .security(SecurityRequirement::new("bearer", Vec::<String>::new()))
+            .parameters(Some(path_parameters(op.path)));
         if let Some(schema) = op.takes.as_ref().and_then(|t| t.schema(&mut self.schemas)) {
             let body = RequestBodyBuilder::new()
                 .content("application/json", json_content(schema))
@@ -157,21 +246,24 @@ impl Api {
                 .build();
             b = b.request_body(Some(body));
         }
-        let (status, answer) = &op.answers;
-        let mut ok = ResponseBuilder::new().description(if *status == "204" { "Done" } else { "Success" });
-        if let Some(schema) = answer.schema(&mut self.schemas) {
-            ok = ok.content("application/json", json_content(schema));
+        for (status, description, answer) in &op.answers {
+            let mut ok = ResponseBuilder::new().description(*description);
+            if let Some(schema) = answer.schema(&mut self.schemas) {
+                ok = ok.content("application/json", json_content(schema));
+            }
+            b = b.response(*status, ok.build());
         }
         let error = component::<ErrorBody>(&mut self.schemas);
         let refused = ResponseBuilder::new()
             .description("Refused: the error names the field and the reason")
             .content("application/json", json_content(error))
             .build();
-        b = b.response(*status, ok.build()).response("4XX", refused);
+        b = b.response("4XX", refused);
         self.paths.add_path_operation(op.path, vec![op.method], b.build());
     }
 
-    fn openapi(paths: Paths, schemas: Schemas) -> OpenApi {
+    fn openapi(paths: Paths, mut schemas: Schemas) -> OpenApi {
+        merge_flattened(&mut schemas);
         let components = ComponentsBuilder::new()
             .security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)))
             .schemas_from_iter(schemas)
@@ -376,6 +468,71 @@ mod tests {
         }
     }
 
+    fn document() -> Value {
+        let mut api = table();
+        serde_json::to_value(Api::openapi(std::mem::take(&mut api.paths), std::mem::take(&mut api.schemas)))
+            .unwrap()
+    }
+
+    /// What schemathesis found (`crates/cli/tests/it/openapi.rs`): path parameters declared,
+    /// every status a handler answers with declared, flattened views as one object, one
+    /// schema per name.
+    #[test]
+    fn the_document_declares_what_is_served() {
+        let doc = document();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let declared: Vec<&str> = op["parameters"]
+                    .as_array()
+                    .map(|p| {
+                        p.iter().filter(|p| p["in"] == "path").map(|p| p["name"].as_str().unwrap()).collect()
+                    })
+                    .unwrap_or_default();
+                let used: Vec<&str> =
+                    path.split('/').filter_map(|s| s.strip_prefix('{')?.strip_suffix('}')).collect();
+                assert_eq!(declared, used, "{method} {path}");
+            }
+        }
+        let id = &doc["paths"]["/v1/clusters/{id}/lines/{child}"]["get"]["parameters"];
+        assert_eq!(
+            (id[0]["schema"]["type"].as_str(), id[1]["schema"]["type"].as_str()),
+            (Some("integer"), Some("integer"))
+        );
+        let statuses = |path: &str, method: &str| -> Vec<String> {
+            doc["paths"][path][method]["responses"].as_object().unwrap().keys().cloned().collect()
+        };
+        assert_eq!(statuses("/v1/mirrors/{host}", "put"), ["200", "201", "4XX"]);
+        assert_eq!(statuses("/v1/mirrors/check", "post"), ["202", "4XX"]);
+        assert_eq!(statuses("/v1/doors/select", "get"), ["200", "4XX", "503"]);
+        let schemas = &doc["components"]["schemas"];
+        for name in ["WebhookView", "CheckCreate", "RuleView", "PreviewItem"] {
+            let s = &schemas[name];
+            assert!(s["allOf"].is_null() && s["properties"].is_object(), "{name}: {s}");
+        }
+        let webhook = schemas["WebhookView"]["properties"].as_object().unwrap();
+        assert!(["id", "created_at", "name", "url", "enabled"].iter().all(|f| webhook.contains_key(*f)));
+        assert!(schemas["CheckCreate"]["properties"]["name"].is_object());
+        assert_eq!(
+            doc["paths"]["/v1/clusters/{id}/preview"]["get"]["responses"]["200"]["content"]["application/json"]
+                ["schema"]["$ref"],
+            "#/components/schemas/RulePreviews"
+        );
+        assert_eq!(schemas["RevisionView"]["properties"]["held"]["propertyNames"]["type"], "string");
+    }
+
+    /// Two types of one name would share one component, and one of them would be documented
+    /// with the other's schema.
+    #[test]
+    fn one_schema_per_name() {
+        let mut api = table();
+        let mut seen = std::collections::BTreeMap::new();
+        for (name, schema) in std::mem::take(&mut api.schemas) {
+            let schema = serde_json::to_value(schema).unwrap();
+            let first = seen.entry(name.clone()).or_insert_with(|| schema.clone());
+            assert_eq!(*first, schema, "two schemas named {name}");
+        }
+    }
+
     #[test]
     fn made_up_methods_share_one_label() {
         let m = |s: &str| axum::http::Method::from_bytes(s.as_bytes()).unwrap();
@@ -389,12 +546,7 @@ mod tests {
     /// answer with a body, and every reference in it resolves.
     #[test]
     fn every_operation_has_schemas_and_every_reference_resolves() {
-        let mut api = table();
-        let doc = serde_json::to_value(Api::openapi(
-            std::mem::take(&mut api.paths),
-            std::mem::take(&mut api.schemas),
-        ))
-        .unwrap();
+        let doc = document();
         let mut operations = 0;
         for (path, item) in doc["paths"].as_object().unwrap() {
             for (method, op) in item.as_object().unwrap() {
