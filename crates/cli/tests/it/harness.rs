@@ -347,7 +347,7 @@ pub(crate) struct LabFleet {
 #[derive(Default)]
 pub(crate) struct LabSpec<'a> {
     /// The edges on 127.0.0.N…N+3 (`Loopback(N)`), or on the addresses of a [`NetLab`] whose
-    /// namespace `i` runs prober `i` and whose dummy interface holds the agent channel.
+    /// namespace `i` runs prober `i` and whose address interface holds the agent channel.
     pub(crate) net: Place<'a>,
     /// The server's data directory (a mounted file system, say); by default one under the
     /// fleet's temporary directory.
