@@ -18,6 +18,7 @@ mod limits;
 mod mirrors;
 mod monitors;
 mod netlab;
+mod openapi;
 mod rules;
 mod ui;
 
