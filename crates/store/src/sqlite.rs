@@ -239,7 +239,20 @@ pub(crate) async fn write_results(pool: &SqlitePool, cache: &TargetIds, rows: &[
     if rows.is_empty() {
         return Ok(());
     }
-    let created = in_transaction(pool, async |tx| {
+    let created = in_transaction(pool, async |tx| write_results_in(tx, cache, rows).await).await?;
+    // Only ids that are committed may be remembered: a rolled-back one may be given to another key.
+    for (key, id) in created {
+        cache.put(key, id);
+    }
+    Ok(())
+}
+
+/// The statements of [`write_results`], in its transaction; the target ids they created.
+async fn write_results_in(
+    tx: &mut sqlx::SqliteConnection,
+    cache: &TargetIds,
+    rows: &[ResultRow],
+) -> Result<Vec<(String, i64)>> {
     let (ids, created) = target_ids(tx, cache, rows.iter().map(|r| r.target.as_str())).await?;
     // Each table gets its rows in its key order, so the B-tree is written front to back.
     let mut latest: Vec<usize> = (0..rows.len()).collect();
@@ -317,13 +330,6 @@ pub(crate) async fn write_results(pool: &SqlitePool, cache: &TargetIds, rows: &[
         }
     }
     Ok(created)
-    })
-    .await?;
-    // Only ids that are committed may be remembered: a rolled-back one may be given to another key.
-    for (key, id) in created {
-        cache.put(key, id);
-    }
-    Ok(())
 }
 
 fn error_code(text: Option<String>) -> Option<ErrorCode> {
@@ -452,7 +458,11 @@ pub(crate) async fn history_daily(
 }
 
 pub(crate) async fn roll_up_history(pool: &SqlitePool, before: Timestamp) -> Result<u64> {
-    in_transaction(pool, async |tx| {
+    in_transaction(pool, async |tx| roll_up_in(tx, before).await).await
+}
+
+/// The statements of [`roll_up_history`], in its transaction; the history rows deleted.
+async fn roll_up_in(tx: &mut sqlx::SqliteConnection, before: Timestamp) -> Result<u64> {
     sqlx::query(
         "INSERT INTO history_daily (target, day, prober, rounds, sent, lost, rtt_avg_us, rtt_max_us) \
          SELECT target, (at / ?2) * ?2 AS d, prober, COUNT(*), SUM(sent), SUM(lost), CAST(AVG(rtt_us) AS INTEGER), \
@@ -478,8 +488,6 @@ pub(crate) async fn roll_up_history(pool: &SqlitePool, before: Timestamp) -> Res
         .execute(&mut *tx)
         .await?;
     Ok(deleted.rows_affected())
-    })
-    .await
 }
 
 pub(crate) async fn delete_daily_before(pool: &SqlitePool, before: Timestamp) -> Result<u64> {
