@@ -51,7 +51,7 @@ pub(crate) struct Args {
     /// Networks of TCP load balancers in front of the API and the agent channel, comma-separated
     /// (their connections are not held to the per-source limit).
     #[arg(long, value_name = "CIDR,…")]
-    trusted_proxies: Option<String>,
+    load_balancers: Option<String>,
 }
 
 impl Args {
@@ -67,7 +67,7 @@ impl Args {
             ("log_level", &self.log_level),
             ("api_tls_cert", &self.api_tls_cert),
             ("api_tls_key", &self.api_tls_key),
-            ("trusted_proxies", &self.trusted_proxies),
+            ("load_balancers", &self.load_balancers),
         ];
         for (k, v) in pairs {
             if let Some(v) = v {

@@ -44,7 +44,8 @@ impl Gate {
         Self::trusting(limits, Vec::new())
     }
 
-    /// A gate with these limits whose per-source limit does not apply to sources in `trusted`.
+    /// A gate with these limits whose per-source limit does not apply to sources in `trusted`
+    /// (load balancers in front of several replicas).
     pub fn trusting(limits: Limits, trusted: Vec<IpNet>) -> Arc<Gate> {
         let limits = Limits { total: limits.total.max(1), per_source: limits.per_source.max(1) };
         Arc::new(Gate { limits, trusted, open: Mutex::new((0, HashMap::new())) })
@@ -54,10 +55,13 @@ impl Gate {
     /// IPv6 source counts by its /64 (one host's usual allocation), an IPv4-mapped one as IPv4.
     pub fn admit(self: &Arc<Self>, source: IpAddr) -> Option<Admitted> {
         let canonical = source.to_canonical();
-        let trusted = self.trusted.iter().any(|n| n.contains(canonical));
+        let trusted = self.trusted.iter().any(|n| n.contains(canonical) || n.contains(source));
+        // A trusted source counts on its own, so that it never fills its /64's share.
         let source = match canonical {
-            IpAddr::V6(v6) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
-            v4 => v4,
+            IpAddr::V6(v6) if !trusted => {
+                IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1)))
+            }
+            other => other,
         };
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let (total, by_source) = &mut *open;
@@ -179,7 +183,7 @@ mod tests {
     }
 
     #[test]
-    fn a_trusted_proxy_is_held_only_to_the_total() {
+    fn a_trusted_balancer_is_held_only_to_the_total() {
         let lb: IpAddr = "10.0.0.5".parse().unwrap();
         let gate = Gate::trusting(Limits { total: 4, per_source: 1 }, vec!["10.0.0.4/30".parse().unwrap()]);
         let held: Vec<_> =
@@ -192,5 +196,10 @@ mod tests {
             gate.admit("::ffff:10.0.0.5".parse().unwrap()).is_some(),
             "its IPv4-mapped form is the same source"
         );
+        // An IPv6 balancer does not use up the share of its /64's other hosts.
+        let gate =
+            Gate::trusting(Limits { total: 8, per_source: 1 }, vec!["2001:db8::5/128".parse().unwrap()]);
+        let _lb: Vec<_> = (0..3).map(|_| gate.admit("2001:db8::5".parse().unwrap()).unwrap()).collect();
+        assert!(gate.admit("2001:db8::6".parse().unwrap()).is_some(), "its neighbour keeps its share");
     }
 }

@@ -59,10 +59,12 @@ pub struct ServeConfig {
     /// Networks of TCP load balancers in front of the admin API and the agent channel: a
     /// connection from one of them stands for many clients, so it counts against the
     /// listener's total but not against the per-source limit. In TOML a list
-    /// (`["10.0.0.5/32"]`); in `VANTAGE_TRUSTED_PROXIES` and `--trusted-proxies`
-    /// comma-separated.
+    /// (`["10.0.0.5/32"]`); in `VANTAGE_LOAD_BALANCERS` and `--load-balancers`
+    /// comma-separated. At most a /16 (IPv4) or a /48 (IPv6) each: a wider network would lift
+    /// the limit for whole networks of clients. (Not the doors' `trusted_proxies`, whose
+    /// `X-Forwarded-For` they read.)
     #[serde(deserialize_with = "networks")]
-    pub trusted_proxies: Vec<IpNet>,
+    pub load_balancers: Vec<IpNet>,
 }
 
 /// A list of networks, as a TOML list or as one comma-separated string.
@@ -79,10 +81,16 @@ fn networks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Err
             t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
         }
     };
+    let refuse = |s: &str, why: String| serde::de::Error::custom(format!("load_balancers: {s}: {why}"));
     items
         .iter()
         .map(|s| {
-            s.parse::<IpNet>().map_err(|e| serde::de::Error::custom(format!("trusted_proxies: {s}: {e}")))
+            let net = s.parse::<IpNet>().map_err(|e| refuse(s, e.to_string()))?;
+            let widest = if net.addr().is_ipv4() { 16 } else { 48 };
+            if net.prefix() < widest {
+                return Err(refuse(s, format!("wider than a /{widest}; list the balancers' own addresses")));
+            }
+            Ok(net)
         })
         .collect()
 }
@@ -105,7 +113,7 @@ impl Default for ServeConfig {
             api_tls_cert: None,
             api_tls_key: None,
             api_tls_internal: false,
-            trusted_proxies: Vec::new(),
+            load_balancers: Vec::new(),
         }
     }
 }
@@ -126,7 +134,7 @@ pub const KEYS: [&str; 15] = [
     "api_tls_cert",
     "api_tls_key",
     "api_tls_internal",
-    "trusted_proxies",
+    "load_balancers",
 ];
 
 /// Why the settings could not be read.
@@ -255,18 +263,21 @@ mod tests {
     }
 
     #[test]
-    fn trusted_proxies_read_as_a_list_or_comma_separated() {
-        let file = "trusted_proxies = [\"10.0.0.5/32\", \"2001:db8::/64\"]\n";
+    fn load_balancers_read_as_a_list_or_comma_separated_and_no_wider_than_a_16() {
+        let file = "load_balancers = [\"10.0.0.5/32\", \"2001:db8::/64\"]\n";
         let c = ServeConfig::load(Some(("vantage.toml", file)), &BTreeMap::new(), &BTreeMap::new()).unwrap();
-        assert_eq!(c.trusted_proxies, ["10.0.0.5/32".parse().unwrap(), "2001:db8::/64".parse().unwrap()]);
-        let e = env(&[("VANTAGE_TRUSTED_PROXIES", "10.0.0.5/32, 10.0.1.0/24")]);
+        assert_eq!(c.load_balancers, ["10.0.0.5/32".parse().unwrap(), "2001:db8::/64".parse().unwrap()]);
+        let e = env(&[("VANTAGE_LOAD_BALANCERS", "10.0.0.5/32, 10.0.1.0/24")]);
         let c = ServeConfig::load(None, &e, &BTreeMap::new()).unwrap();
-        assert_eq!(c.trusted_proxies.len(), 2);
-        let e =
-            ServeConfig::load(None, &env(&[("VANTAGE_TRUSTED_PROXIES", "10.0.0.0/33")]), &BTreeMap::new())
+        assert_eq!(c.load_balancers.len(), 2);
+        for (bad, says) in
+            [("10.0.0.0/33", "10.0.0.0/33"), ("0.0.0.0/0", "wider than a /16"), ("::/0", "/48")]
+        {
+            let e = ServeConfig::load(None, &env(&[("VANTAGE_LOAD_BALANCERS", bad)]), &BTreeMap::new())
                 .unwrap_err()
                 .to_string();
-        assert!(e.contains("trusted_proxies") && e.contains("10.0.0.0/33"), "{e}");
+            assert!(e.contains("load_balancers") && e.contains(says), "{e}");
+        }
     }
 
     #[test]

@@ -166,7 +166,7 @@ impl Server {
         let router = crate::api::router(app.clone());
         // A load balancer in front stands for many clients: only the total holds it.
         let gate =
-            |l: HttpLimits| vantage_dns::listen::Gate::trusting(l.gate, settings.trusted_proxies.clone());
+            |l: HttpLimits| vantage_dns::listen::Gate::trusting(l.gate, settings.load_balancers.clone());
         let api_gate = gate(limits.api);
         let api = tokio::spawn(serve_api(router, listener, tls, (limits.api, api_gate), stopped.clone()));
         tracing::info!(addr = %api_addr, "admin API listening");
