@@ -59,8 +59,9 @@ async fn out_of_descriptors_the_accept_loop_waits_and_accepts_once_one_is_free()
     assert!(stuck.is_err(), "accepted with no descriptor free");
     assert!(used < 0.2, "the failing accept loop used {used:.2} s of CPU in 2 s");
 
-    // A descriptor comes free: the queued connection is taken within the longest wait (1 s).
+    // A descriptor comes free: the queued connection is taken at the next try (the longest
+    // wait is 1 s; the bound leaves room for a loaded machine).
     drop(filler.pop());
-    let got = tokio::time::timeout(Duration::from_millis(1500), accepted.recv()).await;
+    let got = tokio::time::timeout(Duration::from_secs(5), accepted.recv()).await;
     assert!(matches!(got, Ok(Some(_))), "not accepted once a descriptor was free");
 }

@@ -9,27 +9,47 @@ use std::net::IpAddr;
 use std::process::Command;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-/// Labs made by this test process: each gets its own third octet.
+/// Labs made by this test process: each gets its own index in its names.
 static NEXT: AtomicU8 = AtomicU8::new(0);
 
 /// The namespaces, veth pairs and address interface of one test; deleted when dropped.
 pub(crate) struct NetLab {
-    /// `vt<pid><lab>`: the prefix of every name, so that leftovers of a killed run are known.
+    /// `vt<pid>x<index>`: the prefix of every name, so that leftovers of a killed run are known.
     tag: String,
+    /// The third octet of every address: 198.18.lab.x and 198.19.lab.x.
     lab: u8,
     probers: u8,
 }
+
+/// A third octet that no interface on this machine uses in 198.18.0.0/15, starting from one
+/// the process id picks, so that labs of test processes running side by side do not share
+/// addresses. Labs are made one at a time within a process (the caller holds `MAKING`).
+fn free_octet() -> u8 {
+    let out =
+        Command::new("ip").args(["-o", "-4", "addr", "show"]).output().map(|o| o.stdout).unwrap_or_default();
+    let text = String::from_utf8_lossy(&out);
+    let used = |o: u8| text.contains(&format!("198.18.{o}.")) || text.contains(&format!("198.19.{o}."));
+    let start = std::process::id() % 250;
+    (0..250u32)
+        .filter_map(|i| u8::try_from((start + i) % 250).ok())
+        .find(|&o| !used(o))
+        .expect("a free 198.18.x.0/24")
+}
+
+/// Held while a lab picks its octet and makes its interfaces.
+static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl NetLab {
     /// A lab with `probers` namespaces (at most 9; at most 9 labs per test process, so that
     /// every name fits the 15 bytes of an interface name).
     pub(crate) fn new(probers: u8) -> NetLab {
         assert!(probers <= 9);
+        let _making = MAKING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         remove_leftovers();
-        let lab = NEXT.fetch_add(1, Ordering::Relaxed);
-        assert!(lab <= 9, "at most 9 labs per test process");
-        let tag = format!("vt{}x{lab}", std::process::id());
-        let net = NetLab { tag, lab, probers };
+        let index = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(index <= 9, "at most 9 labs per test process");
+        let tag = format!("vt{}x{index}", std::process::id());
+        let net = NetLab { tag, lab: free_octet(), probers };
         // A veth pair with both ends here stands in for a dummy interface, whose kernel module
         // machines may lack: its addresses are this namespace's own.
         let (local, peer) = (net.local(), format!("{}e", net.tag));
@@ -127,12 +147,18 @@ impl NetLab {
 impl Drop for NetLab {
     fn drop(&mut self) {
         for p in 0..self.probers {
-            // Deleting a namespace deletes its veth end, and with it the pair.
-            let _ = Command::new("ip").args(["netns", "del", &self.netns(p)]).status();
-            let _ = Command::new("ip").args(["link", "del", &self.outer(p)]).status();
+            // Deleting a namespace deletes its veth end, and with it the pair; the second
+            // command is for a namespace that was never made, and usually finds nothing.
+            quietly(&["netns", "del", &self.netns(p)]);
+            quietly(&["link", "del", &self.outer(p)]);
         }
-        let _ = Command::new("ip").args(["link", "del", &self.local()]).status();
+        quietly(&["link", "del", &self.local()]);
     }
+}
+
+/// Runs `ip ARGS…` for cleaning up: whatever is already gone is no error.
+fn quietly(args: &[&str]) {
+    let _ = Command::new("ip").args(args).stderr(std::process::Stdio::null()).status();
 }
 
 /// Runs `ip ARGS…`, which must succeed.
@@ -156,14 +182,14 @@ fn remove_leftovers() {
     for line in listed(&["netns", "list"]).lines() {
         let name = line.split_whitespace().next().unwrap_or_default();
         if name.starts_with("vt") && !alive(name) {
-            let _ = Command::new("ip").args(["netns", "del", name]).status();
+            quietly(&["netns", "del", name]);
         }
     }
     for line in listed(&["-o", "link", "show"]).lines() {
         // `7: vt123x0d: <…>` or `8: vt123x0o0@if2: <…>`
         let name = line.split(':').nth(1).unwrap_or_default().trim().split('@').next().unwrap_or_default();
         if name.starts_with("vt") && name.contains('x') && !alive(name) {
-            let _ = Command::new("ip").args(["link", "del", name]).status();
+            quietly(&["link", "del", name]);
         }
     }
 }
