@@ -874,6 +874,7 @@ impl Control {
         }
         let base = slot.revision;
         let mut published = self.snapshots.get(&id).and_then(|s| s.published.clone());
+        let revisions_at = self.outputs.len();
         for draft in &out.revisions {
             slot.revision += 1;
             let p = Arc::new(Published {
@@ -906,8 +907,11 @@ impl Control {
         let mut all = Snapshots::clone(&self.snapshots);
         all.insert(id, Arc::new(snapshot));
         self.snapshots = Arc::new(all);
+        // The built-in DNS answers a new revision before it is stored and pushed: storage is
+        // slow or even down at times, and what DNS answers must not wait for it (nor lag what
+        // the API says DNS answers, which is this snapshot).
         if !out.revisions.is_empty() {
-            self.outputs.push_back(Output::Answers);
+            self.outputs.insert(revisions_at, Output::Answers);
         }
         let audit: Vec<AuditEntry> = out
             .events
