@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use vantage_core::Timestamp;
 use vantage_core::address::Level;
-use vantage_core::reachability::Reachability;
+use vantage_core::reachability::{Condition, Reachability};
 
 use crate::control::Control;
 use crate::identity::Caller;
@@ -32,6 +32,8 @@ pub struct AddressFigure {
     pub counting: u32,
     /// Flap damping multiplier of its *answering before reachable*.
     pub damping: u32,
+    /// Still reachable, but a strict majority sees it failing (the state before the verdict).
+    pub suspect: bool,
 }
 
 /// A prober's liveness.
@@ -84,6 +86,7 @@ impl Control {
                         failing: a.verdict.failing,
                         counting: a.verdict.counting,
                         damping: a.damping,
+                        suspect: a.condition.condition == Condition::Failing,
                     });
                 }
                 f.nodes.push((cname.clone(), node, s.level));

@@ -213,6 +213,33 @@ pub enum Reachability {
     Unreachable,
 }
 
+/// An address's reachability with the streak under way, as an operator reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    /// Reachable, and no strict majority sees it failing.
+    Reachable,
+    /// Still reachable (DNS still answers with it), but a strict majority sees it failing:
+    /// unreachable at `changes_at` unless it answers again first.
+    Failing,
+    /// Unreachable, and not answering.
+    Unreachable,
+    /// Unreachable, answering again: reachable at `changes_at` unless it fails again first.
+    Recovering,
+}
+
+/// [`Condition`] with its times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct AddressCondition {
+    pub condition: Condition,
+    /// When this condition began (`None`: reachable since the address was first seen).
+    pub since: Option<Timestamp>,
+    /// While failing or recovering: when the reachability changes if the streak goes on.
+    pub changes_at: Option<Timestamp>,
+}
+
 /// The hysteresis state of one address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AddressHealth {
@@ -371,6 +398,18 @@ impl AddressHealth {
                 self.answering_since.map(|t| t.plus_secs(self.answering_wait_s(settings)))
             }
         }
+    }
+
+    /// What the address is doing, for people: its reachability, or the streak that will change
+    /// it if it goes on — with since when, and when it would change.
+    pub fn condition(&self, settings: &ProbeSettings) -> AddressCondition {
+        let (condition, since) = match (self.state, self.failing_since, self.answering_since) {
+            (Reachability::Reachable, Some(t), _) => (Condition::Failing, Some(t)),
+            (Reachability::Reachable, None, _) => (Condition::Reachable, self.since),
+            (Reachability::Unreachable, _, Some(t)) => (Condition::Recovering, Some(t)),
+            (Reachability::Unreachable, _, None) => (Condition::Unreachable, self.since),
+        };
+        AddressCondition { condition, since, changes_at: self.deadline(settings) }
     }
 
     /// Failing, by a strict majority, but not yet unreachable: DNS still answers with it.
@@ -639,6 +678,25 @@ mod tests {
         o[1].failed_at = Some(T0.plus_secs(40));
         let v = verdict(&Observations::new(o), &p, &s, T0.plus_secs(12));
         assert_eq!(v.failing_from, Some(T0.plus_secs(12)));
+    }
+
+    #[test]
+    fn the_condition_says_failing_and_recovering_before_the_verdict_with_their_times() {
+        let (s, d) = (settings(), Damping::default()); // 30 s / 60 s
+        let mut h = AddressHealth::default();
+        let at = |c, since, changes_at| AddressCondition { condition: c, since, changes_at };
+        assert_eq!(h.condition(&s), at(Condition::Reachable, None, None));
+        h.step(true, T0, T0.plus_secs(2), &s, &d);
+        assert_eq!(h.condition(&s), at(Condition::Failing, Some(T0), Some(T0.plus_secs(30))));
+        h.step(true, T0, T0.plus_secs(30), &s, &d);
+        assert_eq!(h.condition(&s), at(Condition::Unreachable, Some(T0.plus_secs(30)), None));
+        h.step(false, T0.plus_secs(40), T0.plus_secs(40), &s, &d);
+        assert_eq!(
+            h.condition(&s),
+            at(Condition::Recovering, Some(T0.plus_secs(40)), Some(T0.plus_secs(100)))
+        );
+        h.step(false, T0.plus_secs(100), T0.plus_secs(100), &s, &d);
+        assert_eq!(h.condition(&s), at(Condition::Reachable, Some(T0.plus_secs(100)), None));
     }
 
     #[test]

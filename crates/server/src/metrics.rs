@@ -130,6 +130,7 @@ struct FleetFamilies {
     failing: Family<AddressLabels, Gauge>,
     counting: Family<AddressLabels, Gauge>,
     damping: Family<AddressLabels, Gauge>,
+    suspect: Family<AddressLabels, Gauge>,
     probe_rate: Family<TargetLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     level: Family<NodeLabels, Gauge>,
     records: Family<LineLabels, Gauge>,
@@ -160,6 +161,11 @@ impl FleetFamilies {
             "vantage_address_damping_multiplier",
             "Flap damping: how many times the usual answering-before-reachable an address must answer to come back (1: not damped)",
             self.damping.clone(),
+        );
+        r.register(
+            "vantage_address_failing",
+            "1 while an address is still reachable but a strict majority of counting probers sees it failing (unreachable if that lasts failing-before-unreachable)",
+            self.suspect.clone(),
         );
         r.register(
             "vantage_target_probe_rate",
@@ -331,7 +337,7 @@ impl Metrics {
     /// probers that are gone go too).
     pub(crate) fn set_fleet(&self, f: &vantage_control::fleet::Fleet) {
         let m = &self.fleet;
-        for family in [&m.reachable, &m.failing, &m.counting, &m.damping] {
+        for family in [&m.reachable, &m.failing, &m.counting, &m.damping, &m.suspect] {
             family.clear();
         }
         m.probe_rate.clear();
@@ -360,6 +366,7 @@ impl Metrics {
             m.failing.get_or_create(&labels).set(i64::from(a.failing));
             m.counting.get_or_create(&labels).set(i64::from(a.counting));
             m.damping.get_or_create(&labels).set(i64::from(a.damping));
+            m.suspect.get_or_create(&labels).set(i64::from(a.suspect));
         }
         for (cluster, node, level) in &f.nodes {
             let value = match level {

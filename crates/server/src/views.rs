@@ -17,7 +17,7 @@ use vantage_core::evaluate::{LinkState, NodeMetrics, PreviewRow, Records};
 use vantage_core::ids::{ClusterId, GroupId, LineId, NodeId, RegionId, RuleId};
 use vantage_core::model::{DnsMode, PublisherInput};
 use vantage_core::net::IpNet;
-use vantage_core::reachability::{Reachability, Verdict};
+use vantage_core::reachability::{Condition, Reachability, Verdict};
 use vantage_core::result::ErrorCode;
 use vantage_core::rules::Rule;
 
@@ -234,6 +234,13 @@ pub struct AddressView {
     /// come back (1: not damped).
     #[serde(default = "one")]
     pub damping: u32,
+    /// Reachable, failing (before the verdict), unreachable or recovering (`None`: not
+    /// evaluated yet).
+    pub condition: Option<Condition>,
+    /// When that condition began (`None`: reachable since it was first seen).
+    pub since: Option<Timestamp>,
+    /// While failing or recovering: when its reachability changes if the streak goes on.
+    pub changes_at: Option<Timestamp>,
 }
 
 fn one() -> u32 {

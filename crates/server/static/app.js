@@ -159,7 +159,7 @@
   function relative(iso) {
     const s = Math.round((Date.now() - Date.parse(iso)) / 1000);
     const n = Math.abs(s);
-    if (n < 5) return 'just now';
+    if (s >= 0 && n < 5) return 'just now';
     const amount = n < 60 ? n + ' s' : n < 3600 ? Math.floor(n / 60) + ' min'
       : n < 86400 ? Math.floor(n / 3600) + ' h' : Math.floor(n / 86400) + ' d';
     return s < 0 ? 'in ' + amount : amount + ' ago';

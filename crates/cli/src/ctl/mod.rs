@@ -531,7 +531,9 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 Ok(())
             }
             NodeAction::Addresses { id } => {
-                print(&c.get::<Addresses>(&format!("/v1/nodes/{id}/addresses")).await?, json);
+                // The node's view: each address with what the probers and the last pass say.
+                let node = c.get::<NodeView>(&format!("/v1/nodes/{id}")).await?;
+                listing(Items { items: node.addresses }, json);
                 Ok(())
             }
             NodeAction::SetAddresses { id, addresses } => {

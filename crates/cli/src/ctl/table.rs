@@ -9,9 +9,10 @@ use vantage_control::monitors::VerdictRecord;
 use vantage_core::Timestamp;
 use vantage_core::mirror::RegionObservation;
 use vantage_core::monitor::MonitorRegion;
+use vantage_core::reachability::Condition;
 use vantage_server::views::{
-    AdminTokenView, AuditView, CheckView, ClusterView, DnsLine, EnrollTokenView, GroupView, LineView,
-    MirrorProberView, MirrorView, MonitorPoint, MonitorView, NodeView, PreviewItem, ProberView,
+    AddressView, AdminTokenView, AuditView, CheckView, ClusterView, DnsLine, EnrollTokenView, GroupView,
+    LineView, MirrorProberView, MirrorView, MonitorPoint, MonitorView, NodeView, PreviewItem, ProberView,
     RegionVerdictView, RegionView, ResultView, RevisionView, RuleView, TenantView, WebhookView,
 };
 
@@ -51,6 +52,36 @@ fn duration(s: i64) -> String {
         60..3600 => format!("{}m{:02}s", s / 60, s % 60),
         3600..86_400 => format!("{}h{:02}m", s / 3600, s / 60 % 60),
         _ => format!("{}d{:02}h", s / 86_400, s / 3600 % 24),
+    }
+}
+
+/// How long until `at` by this machine's clock (`0s` once passed).
+fn until(at: Timestamp) -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let now = Timestamp::from_millis(i64::try_from(now).unwrap_or(i64::MAX));
+    duration(at.millis_since(now).max(0) / 1000)
+}
+
+/// An address's condition as an operator reads it: `failing — unreachable in 12s`.
+fn condition(a: &AddressView) -> String {
+    match (a.condition, a.changes_at) {
+        (Some(Condition::Failing), Some(t)) => format!("failing — unreachable in {}", until(t)),
+        (Some(Condition::Recovering), Some(t)) => format!("recovering — reachable in {}", until(t)),
+        (c, _) => cell(&c),
+    }
+}
+
+/// A node in one word or two: off, not evaluated, or the worst of its addresses.
+fn node_state(n: &NodeView) -> String {
+    let worst = [Condition::Unreachable, Condition::Failing, Condition::Recovering]
+        .into_iter()
+        .find(|c| n.addresses.iter().any(|a| a.condition == Some(*c)));
+    match (n.enabled, n.serving, worst) {
+        (false, _, _) => "disabled".into(),
+        (_, None, _) => "not evaluated".into(),
+        (_, Some(false), _) => "not serving".into(),
+        (_, Some(true), Some(c)) => format!("{} address", cell(&c)),
+        (_, Some(true), None) => "healthy".into(),
     }
 }
 
@@ -124,6 +155,8 @@ rows! {
     NodeView: [
         "id" => |r| r.id, "cluster" => |r| r.cluster, "group" => |r| r.group, "name" => |r| r.name,
         "enabled" => |r| r.enabled, "also_probes" => |r| r.also_probes, "enrolled" => |r| r.enrolled,
+        "level" => |r| r.level.map_or_else(|| "none".to_owned(), |l| cell(&l)),
+        "state" => |r| node_state(r),
     ];
     WebhookView: [
         "id" => |r| r.id, "name" => |r| r.webhook.name, "url" => |r| r.webhook.url,
@@ -134,6 +167,14 @@ rows! {
     EnrollTokenView: [
         "id" => |r| r.id, "prefix" => |r| r.prefix, "name" => |r| r.name, "region" => |r| r.region,
         "node" => |r| r.node, "state" => |r| r.state, "expires_at" => |r| r.expires_at, "used_at" => |r| r.used_at,
+    ];
+    AddressView: [
+        "ip" => |r| r.ip, "level" => |r| r.level, "source" => |r| r.source,
+        "condition" => |r| condition(r),
+        "since" => |r| r.since.map_or_else(|| "-".to_owned(), |t| format!("{} ago", age(t))),
+        "in_use" => |r| r.in_use,
+        "probers_failing" => |r| r.probers.map_or_else(|| "-".to_owned(), |v| format!("{} of {}", v.failing, v.counting)),
+        "damping" => |r| format!("{}x", r.damping),
     ];
     ResultView: [
         "prober_name" => |r| r.prober_name, "node_name" => |r| r.node_name, "address" => |r| r.address,

@@ -11,7 +11,7 @@ use crate::harness::{LabFleet, all_answers, dig, lock_storage};
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes_nothing() {
     // `temp` holds the server's and the probers' directories: bound, so it lives to the end.
-    let LabFleet { s, edges, cluster, mut probers, dns_path: dns, temp: _temp, .. } =
+    let LabFleet { s, edges, cluster, nodes, mut probers, dns_path: dns, temp: _temp, .. } =
         LabFleet::start("cdn.test.example", 10).await;
     let (_, probers_list) = s.call(Method::GET, "/v1/probers", None).await;
     assert_eq!(probers_list["items"][0]["targets"], 4, "every address × listener");
@@ -39,6 +39,25 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     let spread = times.iter().max().unwrap().millis_since(*times.iter().min().unwrap());
     println!("failover: the three probers' first refusals within {spread} ms");
     assert!(times.len() == 3 && spread <= 500, "{first_refused:?}");
+    // Before the verdict the address is still reachable and in DNS, but failing, with when it
+    // turns unreachable: in the node's view, in `ctl nodes addresses` and in /metrics.
+    let node = format!("/v1/nodes/{}", nodes[0]);
+    s.wait_for(&node, Duration::from_secs(5), |v| {
+        let a = &v["addresses"][0];
+        a["condition"] == "failing" && a["reachability"] == "reachable" && a["changes_at"].is_string()
+    })
+    .await;
+    let out = s.ctl(&["nodes", "addresses", &nodes[0].to_string()]).await;
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = table.lines().find(|l| l.starts_with("127.0.0.10 ")).unwrap_or_default();
+    assert!(row.contains("failing — unreachable in ") && row.contains(" of 3"), "{table}");
+    let text = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    assert!(
+        text.lines().any(|l| l.starts_with("vantage_address_failing{")
+            && l.contains("address=\"127.0.0.10\"")
+            && l.ends_with(" 1")),
+        "{text}"
+    );
     s.wait_for(&dns, Duration::from_secs(30), |v| {
         let a = all_answers(v);
         a.contains(&"127.0.0.11".to_owned()) && !a.contains(&"127.0.0.10".to_owned())
@@ -146,8 +165,7 @@ async fn with_storage_locked_verdicts_still_follow_the_fleet_into_dns() {
     let lock = lock_storage(&s.dir).await;
     edges[0].stop().await;
     // Reports are held up by storage, but verdicts come from memory: the backup still reaches
-    // the built-in DNS — later than the usual 10 s, since the evaluator's own writes wait out
-    // storage's busy timeout before it publishes.
+    // the built-in DNS, which takes a revision before the driver tries to store it.
     let started = std::time::Instant::now();
     let want = ["127.0.0.41", "127.0.0.42", "127.0.0.43"];
     while dig(s.dns(), "cdn.locked.example").await != want {

@@ -542,6 +542,19 @@ async fn fleet_scenario() {
     // The node page stays open: it re-reads itself every 10 s, with no reload of ours.
     b.goto(&node_page).await;
     edges[0].stop().await;
+    // Before the verdict: still reachable and in DNS, but failing, with when it turns
+    // unreachable; the node's heading says so.
+    let took = b
+        .until(
+            &node_page,
+            "#addresses tr[data-address='127.0.0.60'] .condition",
+            Duration::from_secs(10),
+            |t| t.starts_with("Failing · unreachable"),
+        )
+        .await;
+    println!("ui: primary stopped → its node page read Failing in {:.1} s", took.as_secs_f64());
+    let h1 = b.text("h1").await;
+    assert!(h1.contains("Failing") || h1.contains("On Backup 1"), "{h1}");
     let took = b
         .watch("#addresses tr[data-address='127.0.0.60'] .reachability", Duration::from_secs(40), |t| {
             t == "Unreachable"
@@ -570,6 +583,8 @@ async fn fleet_scenario() {
     .await;
     assert!(b.text("#addresses tr[data-address='127.0.0.61']").await.contains("In use"));
     assert!(b.text("h1").await.contains("On Backup 1"), "{}", b.text("h1").await);
+    let since = b.text("#addresses tr[data-address='127.0.0.60'] .condition").await;
+    assert!(since.starts_with("since "), "{since}");
     b.until(&node_page, "#results table", Duration::from_secs(15), |t| {
         t.matches("Connection refused (refused)").count() == 3
     })

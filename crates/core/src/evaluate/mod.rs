@@ -15,7 +15,9 @@ use crate::hash::FastHasher;
 use crate::ids::RegionId;
 use crate::ids::{GroupId, LineId, NodeId, RuleId};
 use crate::model::{Cluster, DnsMode};
-use crate::reachability::{AddressHealth, Observations, ProberView, Reachability, Verdict, verdict};
+use crate::reachability::{
+    AddressCondition, AddressHealth, Condition, Observations, ProberView, Reachability, Verdict, verdict,
+};
 use crate::rules::{Action, Aggregate, Metric, Rule, RuleState, Status, Transition};
 use crate::settings::ProbeSettings;
 use crate::time::Timestamp;
@@ -236,6 +238,15 @@ pub struct AddressStatus {
     /// Flap damping multiplier of its *answering before reachable* (1: not damped).
     #[serde(default = "one")]
     pub damping: u32,
+    /// Its condition (failing before the verdict, recovering before it is reachable again)
+    /// and since when.
+    #[serde(default = "unknown_condition")]
+    pub condition: AddressCondition,
+}
+
+/// What a status stored before conditions existed reads as: its reachability, since unknown.
+fn unknown_condition() -> AddressCondition {
+    AddressCondition { condition: Condition::Reachable, since: None, changes_at: None }
 }
 
 fn one() -> u32 {
@@ -510,6 +521,7 @@ fn reachability(
                 verdict: v,
                 in_use: false,
                 damping: health.multiplier(),
+                condition: health.condition(settings),
             });
         }
         let normal = in_use(&pairs, false, mode);

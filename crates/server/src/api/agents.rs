@@ -288,6 +288,9 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
                 in_use: s.is_some_and(|s| s.in_use),
                 probers: s.map(|s| s.verdict),
                 damping: s.map_or(1, |s| s.damping),
+                condition: s.map(|s| s.condition.condition),
+                since: s.and_then(|s| s.condition.since),
+                changes_at: s.and_then(|s| s.condition.changes_at),
             }
         })
         .collect();

@@ -39,11 +39,12 @@ pub(super) fn absolute(t: Timestamp) -> String {
     format!("{} {} UTC", &s[..10], &s[11..19])
 }
 
-/// `just now`, `12 s ago`, `3 min ago`, `5 h ago`, `2 d ago`, or `in 4 min` for the future.
+/// `just now`, `12 s ago`, `3 min ago`, `5 h ago`, `2 d ago`; for the future `in 3 s`, `in 4
+/// min` (to the second: a countdown to a verdict is read as one).
 pub(super) fn relative(t: Timestamp, now: Timestamp) -> String {
     let d = now.millis_since(t) / 1000;
     let (n, future) = if d < 0 { (-d, true) } else { (d, false) };
-    if n < 5 {
+    if n < 5 && !future {
         return "just now".into();
     }
     let amount = match n {
@@ -318,6 +319,7 @@ mod tests {
         assert_eq!(relative(Timestamp::from_secs(1_800_000_000 - 185), now), "3 min ago");
         assert_eq!(relative(Timestamp::from_secs(1_800_000_000 - 7200), now), "2 h ago");
         assert_eq!(relative(Timestamp::from_secs(1_800_000_000 + 240), now), "in 4 min");
+        assert_eq!(relative(Timestamp::from_secs(1_800_000_000 + 3), now), "in 3 s");
         assert_eq!(absolute(Timestamp::from_secs(0)), "1970-01-01 00:00:00 UTC");
         let t = time(Timestamp::from_secs(0), Timestamp::from_secs(86_400 * 2));
         assert_eq!(

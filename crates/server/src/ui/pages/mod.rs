@@ -27,7 +27,7 @@ use vantage_control::config::TokenState;
 use vantage_control::observe::ProberStatus;
 use vantage_core::address::AddressSource;
 use vantage_core::ids::{GroupId, LineId, RegionId};
-use vantage_core::reachability::Reachability;
+use vantage_core::reachability::{Condition as AddressCondition, Reachability};
 use vantage_core::rules::{Aggregate, MatchMode};
 
 type PageResult = Result<Response, PageError>;

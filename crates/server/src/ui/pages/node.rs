@@ -8,10 +8,31 @@ struct AddressRow {
     level: String,
     source: String,
     reachability: Markup,
+    /// The streak under way and since when: `Failing · unreachable in 12 s`.
+    condition: Markup,
     in_use: bool,
     probers: String,
     /// Flap damping multiplier (1: not damped).
     damping: u32,
+}
+
+/// What an address's reachability is about to do, and since when it has been so: failing (a
+/// majority sees it, not yet unreachable) or recovering with the time it changes, else since
+/// when it has been reachable or unreachable.
+fn condition(a: &views::AddressView, now: Timestamp) -> Markup {
+    let streak = |tone, label: &str, then: &str, at: Timestamp| {
+        Markup(format!("{} {then} {}", badge(tone, label), time(at, now)))
+    };
+    match (a.condition, a.changes_at, a.since) {
+        (Some(AddressCondition::Failing), Some(at), _) => streak(Tone::Warn, "Failing", "· unreachable", at),
+        (Some(AddressCondition::Recovering), Some(at), _) => {
+            streak(Tone::Warn, "Recovering", "· reachable", at)
+        }
+        (_, _, Some(since)) => {
+            Markup(format!("<span class=\"muted small\">since {}</span>", time(since, now)))
+        }
+        _ => Markup::default(),
+    }
 }
 
 #[derive(Template)]
@@ -171,6 +192,7 @@ pub(in crate::ui) async fn node(
                     "Reported".into()
                 },
                 reachability: format::reachability(a.reachability.map(|r| word(&r)).as_deref()),
+                condition: condition(a, at),
                 in_use: a.in_use,
                 damping: a.damping,
                 probers: a

@@ -46,6 +46,12 @@ pub(super) fn health(n: &views::Node) -> Health {
         .filter(|a| a.reachability == Some(Reachability::Unreachable))
         .map(|a| a.ip.to_string())
         .collect();
+    let failing: Vec<String> = n
+        .addresses
+        .iter()
+        .filter(|a| a.condition == Some(AddressCondition::Failing))
+        .map(|a| a.ip.to_string())
+        .collect();
     match n.level.map(|l| word(&l)).as_deref() {
         None => h(Tone::Bad, "Unreachable", format!("Every address is unreachable: {}", down.join(", "))),
         Some(l) if l != "primary" => {
@@ -59,6 +65,14 @@ pub(super) fn health(n: &views::Node) -> Health {
             h(Tone::Warn, &format!("On {}", level(l)), why.join(" · "))
         }
         Some(_) if !down.is_empty() => h(Tone::Warn, "Degraded", format!("Unreachable: {}", down.join(", "))),
+        Some(_) if !failing.is_empty() => h(
+            Tone::Warn,
+            "Failing",
+            format!(
+                "A majority of probers sees {} failing; still in DNS until the verdict",
+                failing.join(", ")
+            ),
+        ),
         Some(_) => h(Tone::Good, "Healthy", String::new()),
     }
 }
