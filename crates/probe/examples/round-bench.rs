@@ -26,8 +26,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use vantage_core::Timestamp;
 use vantage_core::check::Check;
 use vantage_core::result::{ErrorCode, ProbeResult, Stages};
 use vantage_probe::{
@@ -266,6 +267,7 @@ async fn silent_phase(o: &Options) -> Result<(), BoxError> {
         let held = silent_listeners(&silent)?;
         let targets = targets_over(&silent, count);
         reset_peak_rss();
+        let began = Timestamp::from_system(SystemTime::now());
         let (results, wall, cpu) = measured(run_round(&targets, &SILENT)).await?;
         let s = Summary::of(&results);
         println!("\n## silent round: {count} targets x 3 attempts, 1 s timeout");
@@ -280,10 +282,24 @@ async fn silent_phase(o: &Options) -> Result<(), BoxError> {
         let slowest = results.iter().map(per_target_ms).max().unwrap_or(0);
         let longest = results.iter().flat_map(|r| &r.attempts).map(|a| a.rtt_us / 1000).max().unwrap_or(0);
         println!("longest attempt: {longest} ms; most time in a target's own attempts: {slowest} ms");
+        let mut starts: Vec<i64> = results.iter().filter_map(|r| first_start_ms(r, began)).collect();
+        starts.sort_unstable();
+        if let (Some(median), Some(last)) = (starts.get(starts.len() / 2), starts.last()) {
+            println!(
+                "targets' first attempts began after the round's start: median {median} ms, last {last} ms"
+            );
+        }
         println!("peak RSS of the probing process: {:.1} MiB", peak_rss_kib() as f64 / 1024.0);
         drop(held);
     }
     Ok(())
+}
+
+/// Milliseconds from `began` to the start of the target's first attempt, when it failed (its
+/// end is `failed_at`, its length the attempt's RTT).
+fn first_start_ms(r: &ProbeResult, began: Timestamp) -> Option<i64> {
+    let first = r.attempts.first()?;
+    Some(r.failed_at?.plus_millis(-i64::from(first.rtt_us / 1000)).millis_since(began))
 }
 
 /// Runs `f` under the watchdog; its output, wall time and this process's CPU seconds.
