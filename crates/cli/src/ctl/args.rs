@@ -84,6 +84,14 @@ pub(super) enum Resource {
     },
     /// The audit log.
     Audit(AuditArgs),
+    /// One screen for an incident: probers offline, alerts firing, and per cluster what DNS
+    /// answers now, why, and every node that is not healthy (failing, unreachable,
+    /// recovering, left out), with since when.
+    Status {
+        /// Only this cluster (its id).
+        #[arg(long)]
+        cluster: Option<i64>,
+    },
 }
 
 #[derive(Debug, clap::Args)]

@@ -4,6 +4,7 @@
 
 mod args;
 mod client;
+mod status;
 mod table;
 
 use std::path::PathBuf;
@@ -641,6 +642,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 generic::<AdminTokenView>(&c, "admin-tokens", "/v1/admin-tokens", &delete, json).await
             }
         },
+        Resource::Status { cluster } => status::status(&c, *cluster, json).await,
         Resource::Audit(a) => {
             let mut q: Vec<(&str, String)> = Vec::new();
             for (k, v) in [

@@ -39,7 +39,7 @@ pub(super) fn decimal(v: Option<f64>) -> String {
 }
 
 /// How long ago `at` was by this machine's clock.
-fn age(at: Timestamp) -> String {
+pub(super) fn age(at: Timestamp) -> String {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
     let now = Timestamp::from_millis(i64::try_from(now).unwrap_or(i64::MAX));
     duration(now.millis_since(at).max(0) / 1000)
@@ -63,7 +63,7 @@ fn until(at: Timestamp) -> String {
 }
 
 /// An address's condition as an operator reads it: `failing — unreachable in 12s`.
-fn condition(a: &AddressView) -> String {
+pub(super) fn condition(a: &AddressView) -> String {
     match (a.condition, a.changes_at) {
         (Some(Condition::Failing), Some(t)) => format!("failing — unreachable in {}", until(t)),
         (Some(Condition::Recovering), Some(t)) => format!("recovering — reachable in {}", until(t)),

@@ -51,6 +51,14 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     let table = String::from_utf8_lossy(&out.stdout);
     let row = table.lines().find(|l| l.starts_with("127.0.0.10 ")).unwrap_or_default();
     assert!(row.contains("failing — unreachable in ") && row.contains(" of 3"), "{table}");
+    let out = s.ctl(&["status"]).await;
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status
+            .lines()
+            .any(|l| l.contains("127.0.0.10 primary  failing — unreachable in") && l.ends_with(", in DNS")),
+        "{status}"
+    );
     let text = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
     assert!(
         text.lines().any(|l| l.starts_with("vantage_address_failing{")
@@ -93,6 +101,24 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
                 && a["summary"] == "127.0.0.10 of edge-0 is unreachable"),
         "{alerts}"
     );
+
+    // `ctl status` on one screen: the probers, the alert, what DNS answers and why, and the
+    // node that is not healthy, with since when.
+    let out = s.ctl(&["status"]).await;
+    let status = String::from_utf8_lossy(&out.stdout);
+    println!("failover: ctl status reads\n{status}");
+    assert!(out.status.success(), "{status}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(status.starts_with("probers   3 of 3 online\nalerts    1 firing\n"), "{status}");
+    assert!(status.contains("address_unreachable") && status.contains("127.0.0.10 of edge-0 is unreachable"));
+    assert!(status.contains(": Node health changed\n"), "{status}");
+    assert!(status.contains("  line    default  127.0.0.11 127.0.0.12 127.0.0.13\n"), "{status}");
+    assert!(
+        status
+            .lines()
+            .any(|l| l.contains("127.0.0.10 primary  unreachable since") && l.ends_with("3 of 3 failing")),
+        "{status}"
+    );
+    assert!(status.trim_end().ends_with("2 other nodes healthy"), "{status}");
 
     // `/metrics` says the same.
     let text = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();

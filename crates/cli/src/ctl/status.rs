@@ -1,0 +1,131 @@
+//! `vantage ctl status`: one screen for the worst minute — what is broken, since when, and
+//! what DNS answers now — read from the same routes as the web UI, so it shows nothing the
+//! server did not decide.
+
+use serde::Serialize;
+use vantage_control::alerts::Alert;
+use vantage_control::observe::ProberStatus;
+use vantage_core::reachability::Condition;
+use vantage_server::views::{Alerts, ClusterView, DnsView, Items, NodeView, ProberView, Revisions};
+
+use super::client::Client;
+use super::print;
+use super::table::{age, cell, condition};
+
+/// What `status` shows, also its `--json` output.
+#[derive(Debug, Serialize)]
+struct Status {
+    probers: Vec<ProberView>,
+    alerts: Vec<Alert>,
+    clusters: Vec<ClusterStatus>,
+}
+
+/// One cluster: what DNS answers, why, and the nodes that are not healthy.
+#[derive(Debug, Serialize)]
+struct ClusterStatus {
+    cluster: ClusterView,
+    dns: DnsView,
+    /// Why the newest revision was cut.
+    reason: Option<String>,
+    /// Lines whose previous records the protection holds, and why.
+    held: Vec<(String, String)>,
+    /// Nodes with an address that is not plainly reachable, or that DNS leaves out.
+    troubled: Vec<NodeView>,
+    /// The others.
+    healthy: usize,
+}
+
+/// A node DNS answers on its primaries with every address reachable and none failing.
+fn healthy(n: &NodeView) -> bool {
+    n.enabled
+        && n.serving == Some(true)
+        && n.addresses.iter().all(|a| a.condition.is_none_or(|c| c == Condition::Reachable))
+}
+
+/// Prints the status of every cluster, or of `only`.
+pub(super) async fn status(c: &Client, only: Option<i64>, json: bool) -> anyhow::Result<()> {
+    let probers: Items<ProberView> = c.get("/v1/probers").await?;
+    let alerts: Alerts = c.get("/v1/alerts").await?;
+    let clusters: Items<ClusterView> = c.get("/v1/clusters").await?;
+    let nodes: Items<NodeView> = c.get("/v1/nodes").await?;
+    let mut out = Status { probers: probers.items, alerts: alerts.open, clusters: Vec::new() };
+    for cluster in clusters.items.into_iter().filter(|x| only.is_none_or(|id| id == x.id)) {
+        let dns: DnsView = c.get(&format!("/v1/clusters/{}/dns", cluster.id)).await?;
+        let revisions: Revisions = c.get(&format!("/v1/clusters/{}/revisions", cluster.id)).await?;
+        let newest = revisions.items.first();
+        let line_name = |id: &vantage_core::ids::LineId| {
+            dns.lines.iter().find(|l| l.id == *id).map_or_else(|| format!("line {id}"), |l| l.name.clone())
+        };
+        let held = newest.map(|r| r.held.iter().map(|(l, why)| (line_name(l), why.clone())).collect());
+        let (troubled, fine): (Vec<_>, Vec<_>) =
+            nodes.items.iter().filter(|n| n.cluster.0 == cluster.id).cloned().partition(|n| !healthy(n));
+        out.clusters.push(ClusterStatus {
+            reason: newest.map(|r| r.reason.clone()),
+            held: held.unwrap_or_default(),
+            troubled,
+            healthy: fine.len(),
+            cluster,
+            dns,
+        });
+    }
+    if json {
+        print(&out, true);
+    } else {
+        show(&out);
+    }
+    Ok(())
+}
+
+fn show(s: &Status) {
+    let online = s.probers.iter().filter(|p| p.status == ProberStatus::Online).count();
+    let enabled = s.probers.iter().filter(|p| p.enabled).count();
+    println!("probers   {online} of {enabled} online");
+    for p in s.probers.iter().filter(|p| p.enabled && p.status != ProberStatus::Online) {
+        let seen =
+            p.last_seen.map_or_else(|| "never seen".to_owned(), |t| format!("last seen {} ago", age(t)));
+        println!("          {} ({}) offline, {seen}", p.name, p.region_code.as_deref().unwrap_or("-"));
+    }
+    println!("alerts    {} firing", s.alerts.len());
+    for a in &s.alerts {
+        println!("          {}  {} ago  {}", a.kind, age(a.fired_at), a.summary);
+    }
+    for c in &s.clusters {
+        println!();
+        let revision = match (c.dns.revision, c.dns.at) {
+            (Some(n), Some(at)) => {
+                format!("revision {n}, {} ago: {}", age(at), c.reason.as_deref().unwrap_or("-"))
+            }
+            _ => "no revision yet".to_owned(),
+        };
+        println!("cluster   {} ({})  {revision}", c.cluster.name, c.dns.domain);
+        for l in &c.dns.lines {
+            let records: Vec<String> = l.records.iter().map(ToString::to_string).collect();
+            println!(
+                "  line    {}  {}",
+                l.name,
+                if records.is_empty() { "-".to_owned() } else { records.join(" ") }
+            );
+        }
+        for (line, why) in &c.held {
+            println!("  held    {line}: {why}");
+        }
+        for n in &c.troubled {
+            let serving = match (n.enabled, n.serving) {
+                (false, _) => "  (disabled)",
+                (_, Some(false)) => "  (left out of DNS)",
+                _ => "",
+            };
+            println!("  node    {}{serving}", n.name);
+            for a in n.addresses.iter().filter(|a| a.condition.is_some_and(|c| c != Condition::Reachable)) {
+                let since = a.since.map_or_else(String::new, |t| format!(" since {} ago", age(t)));
+                let seen = a
+                    .probers
+                    .map_or_else(String::new, |v| format!(", {} of {} failing", v.failing, v.counting));
+                let used = if a.in_use { ", in DNS" } else { "" };
+                println!("          {} {}  {}{since}{seen}{used}", a.ip, cell(&a.level), condition(a));
+            }
+        }
+        let other = if c.troubled.is_empty() { "" } else { "other " };
+        println!("  {} {other}node{} healthy", c.healthy, if c.healthy == 1 { "" } else { "s" });
+    }
+}
