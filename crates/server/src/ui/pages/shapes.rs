@@ -40,18 +40,11 @@ pub(super) fn health(n: &views::Node) -> Health {
             "Left out of DNS: its agent or a required link is not fresh".into(),
         );
     }
-    let down: Vec<String> = n
-        .addresses
-        .iter()
-        .filter(|a| a.reachability == Some(Reachability::Unreachable))
-        .map(|a| a.ip.to_string())
-        .collect();
-    let failing: Vec<String> = n
-        .addresses
-        .iter()
-        .filter(|a| a.condition == Some(AddressCondition::Failing))
-        .map(|a| a.ip.to_string())
-        .collect();
+    let ips = |keep: &dyn Fn(&views::AddressView) -> bool| -> Vec<String> {
+        n.addresses.iter().filter(|a| keep(a)).map(|a| a.ip.to_string()).collect()
+    };
+    let down = ips(&|a| a.reachability == Some(Reachability::Unreachable));
+    let failing = ips(&|a| a.condition == Some(AddressCondition::Failing));
     match n.level.map(|l| word(&l)).as_deref() {
         None => h(Tone::Bad, "Unreachable", format!("Every address is unreachable: {}", down.join(", "))),
         Some(l) if l != "primary" => {
