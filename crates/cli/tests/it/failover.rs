@@ -77,7 +77,10 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     // The built-in DNS answers the new records.
     assert_eq!(dig(s.dns(), "cdn.test.example").await, ["127.0.0.11", "127.0.0.12", "127.0.0.13"]);
     let (_, revs) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
-    assert_eq!(revs["items"][0]["reason"], "Node health changed");
+    assert_eq!(
+        revs["items"][0]["reason"],
+        "Node health changed: 127.0.0.10 of edge-0 unreachable; out of DNS: 127.0.0.10; into DNS: 127.0.0.11"
+    );
     let (_, node) = s.call(Method::GET, "/v1/nodes?x=1", None).await;
     let edge0 = &node["items"].as_array().unwrap()[0];
     assert_eq!(edge0["addresses"][0]["reachability"], "unreachable", "{edge0}");
@@ -110,7 +113,7 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     assert!(out.status.success(), "{status}{}", String::from_utf8_lossy(&out.stderr));
     assert!(status.starts_with("probers   3 of 3 online\nalerts    1 firing\n"), "{status}");
     assert!(status.contains("address_unreachable") && status.contains("127.0.0.10 of edge-0 is unreachable"));
-    assert!(status.contains(": Node health changed\n"), "{status}");
+    assert!(status.contains(": Node health changed: 127.0.0.10 of edge-0 unreachable;"), "{status}");
     assert!(status.contains("  line    default  127.0.0.11 127.0.0.12 127.0.0.13\n"), "{status}");
     assert!(
         status
@@ -206,7 +209,9 @@ async fn with_storage_locked_verdicts_still_follow_the_fleet_into_dns() {
     drop(lock);
     s.wait_for(&format!("/v1/clusters/{cluster}/revisions"), Duration::from_secs(30), |v| {
         v["items"][0]["records"]["all"] == serde_json::json!(want)
-            && v["items"][0]["reason"] == "Node health changed"
+            && v["items"][0]["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("Node health changed: 127.0.0.40 of edge-0 unreachable"))
     })
     .await;
 }

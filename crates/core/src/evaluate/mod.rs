@@ -388,7 +388,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     } else if baseline.as_ref() != Some(&first.records)
         || (first.held != state.held && !first.held.is_empty())
     {
-        Some(stage.health_reason(baseline.as_ref(), &first.records))
+        Some(stage.health_reason(baseline.as_ref(), &first.records, &out.events))
     } else {
         None
     };

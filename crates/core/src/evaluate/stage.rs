@@ -98,12 +98,53 @@ impl Stage<'_> {
         out
     }
 
-    /// The reason of a revision that health cut: which suspect addresses shortened which
-    /// lines' TTL when that is all that changed.
-    pub(super) fn health_reason(&self, before: Option<&Records>, after: &Records) -> String {
+    /// The reason of a revision that health cut: the addresses whose reachability changed in
+    /// this pass (`events`) and the records that left and came, or which suspect addresses
+    /// shortened which lines' TTL when that is all that changed.
+    pub(super) fn health_reason(
+        &self,
+        before: Option<&Records>,
+        after: &Records,
+        events: &[Event],
+    ) -> String {
         let lines_same = before.is_some_and(|b| b.lines == after.lines);
         if !lines_same || before.is_some_and(|b| b.ttls == after.ttls) {
-            return "Node health changed".to_owned();
+            let name = |n: &NodeId| {
+                self.view
+                    .nodes
+                    .iter()
+                    .find(|x| x.id == *n)
+                    .map_or_else(|| format!("node {n}"), |x| x.name.clone())
+            };
+            let mut what: Vec<String> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::AddressUnreachable { node, ip, .. } => {
+                        Some(format!("{ip} of {} unreachable", name(node)))
+                    }
+                    Event::AddressReachable { node, ip } => {
+                        Some(format!("{ip} of {} reachable again", name(node)))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let was: &[IpAddr] = before.map_or(&[], |b| &b.all);
+            let words = |ips: Vec<String>| ips.join(" ");
+            let gone: Vec<String> =
+                was.iter().filter(|ip| !after.all.contains(ip)).map(IpAddr::to_string).collect();
+            let came: Vec<String> =
+                after.all.iter().filter(|ip| !was.contains(ip)).map(IpAddr::to_string).collect();
+            if !gone.is_empty() {
+                what.push(format!("out of DNS: {}", words(gone)));
+            }
+            if !came.is_empty() {
+                what.push(format!("into DNS: {}", words(came)));
+            }
+            return if what.is_empty() {
+                "Node health changed".to_owned()
+            } else {
+                format!("Node health changed: {}", what.join("; "))
+            };
         }
         let mut failing: Vec<String> = self.suspect.iter().map(IpAddr::to_string).collect();
         failing.sort_unstable();

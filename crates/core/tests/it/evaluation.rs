@@ -26,7 +26,7 @@ fn backup_ip_example_203_0_113_10_switches_after_30s_and_back_after_60s() {
         f.report("198.51.100.10", &[]);
         let e = f.eval();
         for r in &e.revisions {
-            if r.reason == "Node health changed" {
+            if r.reason.starts_with("Node health changed: 203.0.113.10 of edge-1 unreachable") {
                 switched_at.get_or_insert(s);
                 assert!(r.records.ttls.is_empty(), "the failing primary left: full TTL again");
             } else {
@@ -422,7 +422,7 @@ fn rule_switch_to_backup_ip_and_its_no_effect_reason() {
     assert_eq!(
         reasons,
         vec![
-            "Node health changed",
+            "Node health changed: into DNS: 203.0.113.10 203.0.113.20",
             "Scheduling: egress on edge-1 — switch to backup IP activated",
             "Scheduling: egress on edge-2 — switch to backup IP activated (no effect: no reachable backup address)",
         ]
