@@ -193,6 +193,7 @@ rows! {
     Alert: [
         "id" => |r| r.id, "state" => |r| r.state, "kind" => |r| r.kind, "summary" => |r| r.summary,
         "fired_at" => |r| r.fired_at, "resolved_at" => |r| r.resolved_at,
+        "lasted" => |r| r.resolved_at.map_or_else(|| format!("{} so far", age(r.fired_at)), |t| duration(t.millis_since(r.fired_at).max(0) / 1000)),
     ];
 }
 

@@ -76,7 +76,11 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     assert!(failover <= Duration::from_secs(11), "took {failover:?}");
     // The built-in DNS answers the new records.
     assert_eq!(dig(s.dns(), "cdn.test.example").await, ["127.0.0.11", "127.0.0.12", "127.0.0.13"]);
-    let (_, revs) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
+    // The stored list catches up with what DNS serves (it is stored right after).
+    let revisions = format!("/v1/clusters/{cluster}/revisions");
+    s.wait_for(&revisions, Duration::from_secs(5), |v| v["items"][0]["records"]["all"][0] == "127.0.0.11")
+        .await;
+    let (_, revs) = s.call(Method::GET, &revisions, None).await;
     assert_eq!(
         revs["items"][0]["reason"],
         "Node health changed: 127.0.0.10 of edge-0 unreachable; out of DNS: 127.0.0.10; into DNS: 127.0.0.11"
@@ -157,13 +161,15 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     println!("recovery: primary restarted → primary published in {:.1} s", recovery.as_secs_f64());
     assert!(recovery >= Duration::from_secs(5), "not before answering-before-reachable: {recovery:?}");
 
-    // One prober alone: stop it; with results from the two others nothing changes.
-    let (_, before) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
-    let n = before["items"][0]["number"].as_i64().unwrap();
+    // One prober alone: stop it; with results from the two others nothing changes. (DNS takes
+    // a revision before it is stored: the stored list catches up with what DNS serves first.)
+    let (_, served) = s.call(Method::GET, &dns, None).await;
+    let n = served["revision"].as_i64().unwrap();
+    s.wait_for(&revisions, Duration::from_secs(5), |v| v["items"][0]["number"].as_i64() == Some(n)).await;
     probers.pop().unwrap().kill().await;
     // Its results stop counting after 15 s; it is offline after 30 s (3 intervals, at least 30 s).
     tokio::time::sleep(Duration::from_secs(32)).await;
-    let (_, after) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
+    let (_, after) = s.call(Method::GET, &revisions, None).await;
     assert_eq!(after["items"][0]["number"].as_i64().unwrap(), n, "{after}");
     let (_, v) = s.call(Method::GET, &dns, None).await;
     assert_eq!(all_answers(&v), ["127.0.0.10", "127.0.0.12", "127.0.0.13"]);
@@ -179,6 +185,14 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
             .any(|a| a["kind"] == "address_unreachable" && a["state"] == "resolved"),
         "{alerts}"
     );
+    // `ctl alerts` says how long the resolved outage lasted.
+    let out = s.ctl(&["alerts"]).await;
+    let alerts = String::from_utf8_lossy(&out.stdout);
+    let row = alerts
+        .lines()
+        .find(|l| l.contains("resolved") && l.contains("address_unreachable"))
+        .unwrap_or_default();
+    assert!(!row.ends_with('-') && !row.ends_with("so far") && row.ends_with('s'), "{alerts}");
     s.wait_for("/v1/alerts", Duration::from_secs(20), |v| {
         v["open"].as_array().is_some_and(|o| {
             o.iter().any(|a| a["kind"] == "prober_offline" && a["summary"] == "prober prober-2 is offline")

@@ -56,6 +56,18 @@ pub(super) fn relative(t: Timestamp, now: Timestamp) -> String {
     if future { format!("in {amount}") } else { format!("{amount} ago") }
 }
 
+/// How long something lasted, in its two largest units: `42 s`, `3 min 5 s`, `2 h 10 min`,
+/// `4 d 3 h`.
+pub(super) fn span(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min {} s", s / 60, s % 60),
+        3600..86_400 => format!("{} h {} min", s / 3600, s / 60 % 60),
+        _ => format!("{} d {} h", s / 86_400, s / 3600 % 24),
+    }
+}
+
 /// A `<time>` element: relative text, absolute on hover; the page's script keeps the relative
 /// text current.
 pub(super) fn time(t: Timestamp, now: Timestamp) -> Markup {
@@ -320,6 +332,10 @@ mod tests {
         assert_eq!(relative(Timestamp::from_secs(1_800_000_000 - 7200), now), "2 h ago");
         assert_eq!(relative(Timestamp::from_secs(1_800_000_000 + 240), now), "in 4 min");
         assert_eq!(relative(Timestamp::from_secs(1_800_000_000 + 3), now), "in 3 s");
+        assert_eq!(span(42_900), "42 s");
+        assert_eq!(span(185_000), "3 min 5 s");
+        assert_eq!(span(7_800_000), "2 h 10 min");
+        assert_eq!(span(-5), "0 s");
         assert_eq!(absolute(Timestamp::from_secs(0)), "1970-01-01 00:00:00 UTC");
         let t = time(Timestamp::from_secs(0), Timestamp::from_secs(86_400 * 2));
         assert_eq!(

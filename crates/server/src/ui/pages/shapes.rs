@@ -221,6 +221,8 @@ pub(super) struct AlertRow {
     pub(super) summary: String,
     pub(super) fired: Markup,
     pub(super) resolved: Markup,
+    /// How long it fired (so far, while open).
+    pub(super) lasted: String,
 }
 
 pub(super) fn alert_row(a: &views::Alert, at: Timestamp) -> AlertRow {
@@ -229,6 +231,7 @@ pub(super) fn alert_row(a: &views::Alert, at: Timestamp) -> AlertRow {
         summary: a.summary.clone(),
         fired: time(a.fired_at, at),
         resolved: time_or(a.resolved_at, at, "open"),
+        lasted: span(a.resolved_at.unwrap_or(at).millis_since(a.fired_at)),
     }
 }
 
