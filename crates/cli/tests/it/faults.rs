@@ -22,10 +22,10 @@ fn addresses(nodes: &Value) -> Vec<Value> {
         .collect()
 }
 
-/// The newest revision's number.
+/// The number of the revision DNS serves.
 async fn revision(s: &ServerProcess, cluster: i64) -> i64 {
-    let (_, revs) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
-    revs["items"][0]["number"].as_i64().unwrap()
+    let (_, dns) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/dns"), None).await;
+    dns["revision"].as_i64().unwrap()
 }
 
 /// Waits (at most `limit`) until every address's verdict satisfies `done`, checking on every
