@@ -1,6 +1,6 @@
 //! How the API's types print as tables: each row type names its columns and gives its cells.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -40,9 +40,7 @@ pub(super) fn decimal(v: Option<f64>) -> String {
 
 /// How long ago `at` was by this machine's clock.
 pub(super) fn age(at: Timestamp) -> String {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    let now = Timestamp::from_millis(i64::try_from(now).unwrap_or(i64::MAX));
-    duration(now.millis_since(at).max(0) / 1000)
+    duration(Timestamp::from_system(SystemTime::now()).millis_since(at).max(0) / 1000)
 }
 
 /// Seconds in the two largest units: `42s`, `3m05s`, `2h10m`, `4d03h`.
@@ -57,9 +55,7 @@ fn duration(s: i64) -> String {
 
 /// How long until `at` by this machine's clock (`0s` once passed).
 fn until(at: Timestamp) -> String {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    let now = Timestamp::from_millis(i64::try_from(now).unwrap_or(i64::MAX));
-    duration(at.millis_since(now).max(0) / 1000)
+    duration(at.millis_since(Timestamp::from_system(SystemTime::now())).max(0) / 1000)
 }
 
 /// An address's condition as an operator reads it: `failing — unreachable in 12s`.
