@@ -4,6 +4,7 @@
 
 mod args;
 mod client;
+mod events;
 mod status;
 mod table;
 
@@ -643,6 +644,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             }
         },
         Resource::Status { cluster } => status::status(&c, *cluster, json).await,
+        Resource::Events(a) => events::events(&c, a, json).await,
         Resource::Audit(a) => {
             let mut q: Vec<(&str, String)> = Vec::new();
             for (k, v) in [

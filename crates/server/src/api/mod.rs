@@ -7,6 +7,7 @@ mod agents;
 
 pub(crate) use admin::create_admin_token;
 mod doors;
+mod events;
 mod history;
 pub(crate) mod mirrors;
 pub(crate) mod monitors;
@@ -327,6 +328,7 @@ fn table() -> Api {
     admin::routes(&mut api);
     rules::routes(&mut api);
     history::routes(&mut api);
+    events::routes(&mut api);
     mirrors::routes(&mut api);
     doors::routes(&mut api);
     monitors::routes(&mut api);

@@ -56,17 +56,7 @@ pub(super) fn relative(t: Timestamp, now: Timestamp) -> String {
     if future { format!("in {amount}") } else { format!("{amount} ago") }
 }
 
-/// How long something lasted, in its two largest units: `42 s`, `3 min 5 s`, `2 h 10 min`,
-/// `4 d 3 h`.
-pub(super) fn span(ms: i64) -> String {
-    let s = ms.max(0) / 1000;
-    match s {
-        0..60 => format!("{s} s"),
-        60..3600 => format!("{} min {} s", s / 60, s % 60),
-        3600..86_400 => format!("{} h {} min", s / 3600, s / 60 % 60),
-        _ => format!("{} d {} h", s / 86_400, s / 3600 % 24),
-    }
-}
+pub(super) use vantage_core::time::span;
 
 /// A `<time>` element: relative text, absolute on hover; the page's script keeps the relative
 /// text current.
