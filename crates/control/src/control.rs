@@ -213,7 +213,7 @@ struct Slot {
     revision: u32,
     due: Timestamp,
     last: Option<Timestamp>,
-    reason: Option<&'static str>,
+    reason: Option<String>,
     saved_at: Option<Timestamp>,
 }
 
@@ -745,14 +745,16 @@ impl Control {
                     details,
                 );
             }
+            let name = &rec.value.node.name;
             let reason = if addresses_changed && rec.value.addresses.is_empty() {
-                Some("Reported addresses changed")
+                Some(format!("Addresses {name} reports changed"))
             } else if !was_online {
-                Some("Node agent connected")
+                Some(format!("Node agent of {name} connected"))
             } else {
                 None
             };
-            self.trigger(rec.value.cluster, reason, now, reason.is_some());
+            let immediate = reason.is_some();
+            self.trigger(rec.value.cluster, reason, now, immediate);
         }
         wire::HeartbeatReply {
             also_probes: c.node_probes(node),
@@ -898,7 +900,7 @@ impl Control {
 
     /// Asks for a pass of `cluster`: at once, or for a report no sooner than 2 s after its
     /// last pass. The first reason given before the pass is the one its revision carries.
-    fn trigger(&mut self, cluster: ClusterId, reason: Option<&'static str>, now: Timestamp, immediate: bool) {
+    fn trigger(&mut self, cluster: ClusterId, reason: Option<String>, now: Timestamp, immediate: bool) {
         let Some(s) = self.slots.get_mut(&cluster) else { return };
         let at =
             if immediate { now } else { s.last.map_or(now, |l| l.plus_millis(REPORT_SPACING_MS).max(now)) };
@@ -924,7 +926,7 @@ impl Control {
         let parts = Parts::gather(&c, &self.obs, self.policy, id);
         let Some(slot) = self.slots.get_mut(&id) else { return };
         let reason = slot.reason.take();
-        let out = evaluate(&parts.view(&c, cluster, reason), &mut slot.state, now);
+        let out = evaluate(&parts.view(&c, cluster, reason.as_deref()), &mut slot.state, now);
         slot.last = Some(now);
         slot.due = now.plus_secs(interval);
         if let Some(d) = out.next_deadline {
@@ -1421,6 +1423,7 @@ impl Parts {
             .lines_of(id)
             .map(|(lid, l)| LineSpec {
                 id: lid,
+                name: l.value.line.name.clone(),
                 group: Some(l.value.line.group),
                 backup_groups: l.value.line.backup_groups.clone(),
                 min_healthy: l.value.line.min_healthy,

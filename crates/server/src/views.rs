@@ -583,6 +583,27 @@ pub struct Revisions {
     pub lines: BTreeMap<String, LineName>,
 }
 
+/// What changed from revision `from` to the later `to` of a cluster.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RevisionDiff {
+    pub cluster: ClusterId,
+    pub from: u32,
+    pub to: u32,
+    /// When `from` was cut.
+    pub from_at: Timestamp,
+    /// When `to` was cut.
+    pub to_at: Timestamp,
+    /// Distinct records (every line) of `from`.
+    pub records_before: usize,
+    /// Distinct records (every line) of `to`.
+    pub records_after: usize,
+    /// Each line of `to` (and each line with records only `from` had): its records in `to`,
+    /// and what it gained and lost.
+    pub lines: Vec<vantage_control::events::LineChange>,
+    /// The revisions after `from` up to `to`, oldest first (at most 1,000, the newest).
+    pub revisions: Vec<RevisionView>,
+}
+
 /// One row of the rule preview, with the outcome in words.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct PreviewItem {

@@ -387,6 +387,18 @@ impl Store {
         dispatch!(self, "revision", p => sqlite::revision(p, cluster, number))
     }
 
+    /// The revisions of a cluster after `after` up to `upto`, oldest first (the newest
+    /// `limit` of them).
+    pub async fn revisions_between(
+        &self,
+        cluster: i64,
+        after: u32,
+        upto: u32,
+        limit: u32,
+    ) -> Result<Vec<RevisionRow>> {
+        dispatch!(self, "revisions_between", p => sqlite::revisions_between(p, cluster, after, upto, limit))
+    }
+
     /// Appends a revision; storing the same (cluster, number) again changes nothing, so a write
     /// whose outcome was unknown can be retried.
     pub async fn insert_revision(&self, row: &RevisionRow) -> Result<()> {

@@ -695,3 +695,25 @@ pub(crate) async fn revision(pool: &SqlitePool, cluster: i64, number: u32) -> Re
     .await?;
     row.as_ref().map(revision_of).transpose()
 }
+
+pub(crate) async fn revisions_between(
+    pool: &SqlitePool,
+    cluster: i64,
+    after: u32,
+    upto: u32,
+    limit: u32,
+) -> Result<Vec<RevisionRow>> {
+    let rows = sqlx::query(
+        "SELECT cluster, number, at, reason, records, held, publish FROM revisions \
+         WHERE cluster = ?1 AND number > ?2 AND number <= ?3 ORDER BY number DESC LIMIT ?4",
+    )
+    .bind(cluster)
+    .bind(i64::from(after))
+    .bind(i64::from(upto))
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    let mut out = rows.iter().map(revision_of).collect::<Result<Vec<_>>>()?;
+    out.reverse();
+    Ok(out)
+}

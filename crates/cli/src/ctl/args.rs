@@ -159,6 +159,9 @@ pub(super) enum ClusterAction {
     },
     /// A cluster's current records per line.
     Dns { id: i64 },
+    /// What changed from revision FROM to the later TO: each line's records gained and lost,
+    /// and every revision in between with its reason.
+    Diff { id: i64, from: u32, to: u32 },
 }
 
 #[derive(Debug, clap::Args)]

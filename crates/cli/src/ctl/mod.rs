@@ -5,6 +5,7 @@
 mod args;
 mod client;
 mod events;
+mod revisions;
 mod status;
 mod table;
 
@@ -447,6 +448,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 }
                 Ok(())
             }
+            ClusterAction::Diff { id, from, to } => revisions::diff(&c, *id, *from, *to, json).await,
             ClusterAction::Dns { id } => {
                 let v: DnsView = c.get(&format!("/v1/clusters/{id}/dns")).await?;
                 if json {

@@ -99,7 +99,7 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     let (_, revs) = s.call(Method::GET, &revisions, None).await;
     assert_eq!(
         revs["items"][0]["reason"],
-        "Node health changed: 127.0.0.10 of edge-0 unreachable; out of DNS: 127.0.0.10; into DNS: 127.0.0.11"
+        "Node health changed: 127.0.0.10 of edge-0 unreachable; line default: 127.0.0.11 in, 127.0.0.10 out"
     );
     // The stream follows with the verdict, the level and the revision with its records per line.
     follow
@@ -131,6 +131,25 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     );
     let (status, refused) = s.call(Method::GET, "/v1/events?kind=nonsense", None).await;
     assert_eq!((status, refused["error"]["field"].as_str()), (400, Some("kind")), "{refused}");
+    // The difference across the failover, line by line, with the revisions in between.
+    let n = revs["items"][0]["number"].as_u64().unwrap();
+    let out = s.ctl(&["clusters", "diff", &cluster.to_string(), &(n - 2).to_string(), &n.to_string()]).await;
+    let diff = String::from_utf8_lossy(&out.stdout);
+    println!("failover: ctl clusters diff reads\n{diff}");
+    assert!(
+        diff.contains("\nline default  127.0.0.11 127.0.0.12 127.0.0.13  (+127.0.0.11 −127.0.0.10)\n"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("failing, TTL 15 s")
+            && diff.contains("127.0.0.10 of edge-0 unreachable; line default:"),
+        "{diff}"
+    );
+    let path = |a: u64, b: u64| format!("/v1/clusters/{cluster}/revisions/{a}/diff/{b}");
+    let (status, refused) = s.call(Method::GET, &path(n, n), None).await;
+    assert_eq!((status, refused["error"]["field"].as_str()), (400, Some("to")), "{refused}");
+    let (status, _) = s.call(Method::GET, &path(n, n + 1000), None).await;
+    assert_eq!(status, 404);
     let (_, node) = s.call(Method::GET, "/v1/nodes?x=1", None).await;
     let edge0 = &node["items"].as_array().unwrap()[0];
     assert_eq!(edge0["addresses"][0]["reachability"], "unreachable", "{edge0}");

@@ -2,10 +2,9 @@
 //! columns, per-prober and per-node results with their window strips, and a cluster's
 //! revisions and current records.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::{get, post};
 use axum::{Extension, Json};
@@ -20,8 +19,8 @@ use crate::auth::new_token;
 use crate::error::{ApiError, parse_json};
 use crate::support::now;
 use crate::views::{
-    AddressView, DnsLine, DnsView, EnrollTokenView, HeldBy, Items, LineName, NewEnrollToken, NodeTokenBody,
-    NodeView, ProberKind, ProberTokenBody, ProberView, ResultView, RevisionView, Revisions, WindowView,
+    AddressView, DnsLine, DnsView, EnrollTokenView, HeldBy, Items, NewEnrollToken, NodeTokenBody, NodeView,
+    ProberKind, ProberTokenBody, ProberView, ResultView, WindowView,
 };
 use vantage_control::config::{Config, EnrollToken, NodeRecord, Object, ProberRecord, Role, Stored};
 use vantage_control::identity::Caller;
@@ -57,11 +56,6 @@ pub(super) fn routes(api: &mut Api) {
         Op::get("/v1/nodes/{id}/results", "nodes", "Every prober's latest results for a node")
             .lists::<ResultView>(),
         get(node_results),
-    );
-    api.add(
-        Op::get("/v1/clusters/{id}/revisions", "clusters", "A cluster's revisions, newest first")
-            .answers::<Revisions>(),
-        get(revisions),
     );
     api.add(
         Op::get("/v1/clusters/{id}/dns", "clusters", "What DNS answers for a cluster now, per line")
@@ -400,55 +394,6 @@ async fn node_results(
     drop(control);
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(Json(rows.into_iter().map(|(_, v)| v).collect::<Vec<_>>().into()))
-}
-
-/// The names of a cluster's lines (and of the implicit default line), by id.
-fn line_names(c: &Config, cluster: ClusterId) -> BTreeMap<String, LineName> {
-    let mut m: BTreeMap<String, LineName> = c
-        .lines_of(cluster)
-        .map(|(id, l)| {
-            let name = LineName {
-                name: l.value.line.name.clone(),
-                client_networks: l.value.line.client_networks.clone(),
-            };
-            (id.0.to_string(), name)
-        })
-        .collect();
-    m.entry(vantage_core::evaluate::DEFAULT_LINE.0.to_string())
-        .or_insert_with(|| LineName { name: "default".into(), client_networks: Vec::new() });
-    m
-}
-
-async fn revisions(
-    State(app): State<Arc<App>>,
-    Path(id): Path<i64>,
-    Query(q): Query<BTreeMap<String, String>>,
-) -> Result<Json<Revisions>, ApiError> {
-    let c = app.config();
-    if !c.clusters.contains_key(&id) {
-        return Err(ApiError::NotFound(format!("Cluster {id} not found")));
-    }
-    let limit = match q.get("limit") {
-        Some(l) => l
-            .parse::<u32>()
-            .map_err(|_| ApiError::invalid("limit", format!("must be a whole number, got {l:?}")))?,
-        None => 50,
-    };
-    let rows = app.store().revisions(id, limit.min(1000)).await?;
-    let items = rows
-        .into_iter()
-        .map(|r| RevisionView {
-            cluster: ClusterId(r.cluster),
-            number: r.number,
-            at: r.at,
-            reason: r.reason,
-            // Written by this server from these types; a row that no longer reads shows empty.
-            records: serde_json::from_value(r.records).unwrap_or_default(),
-            held: serde_json::from_value(r.held).unwrap_or_default(),
-            publish: serde_json::from_value(r.publish).unwrap_or_default(),
-        })
-        .collect();
-    Ok(Json(Revisions { items, lines: line_names(&c, ClusterId(id)) }))
 }
 
 async fn dns(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<DnsView>, ApiError> {

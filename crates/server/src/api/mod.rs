@@ -12,6 +12,7 @@ mod history;
 pub(crate) mod mirrors;
 pub(crate) mod monitors;
 mod objects;
+mod revisions;
 mod rules;
 
 use std::sync::Arc;
@@ -160,7 +161,7 @@ fn path_parameters(path: &str) -> Vec<Parameter> {
         .filter_map(|part| part.strip_prefix('{')?.strip_suffix('}'))
         .map(|name| {
             let schema = match name {
-                "id" | "child" => ObjectBuilder::new()
+                "id" | "child" | "from" | "to" => ObjectBuilder::new()
                     .schema_type(Type::Integer)
                     .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64))),
                 _ => ObjectBuilder::new().schema_type(Type::String),
@@ -329,6 +330,7 @@ fn table() -> Api {
     rules::routes(&mut api);
     history::routes(&mut api);
     events::routes(&mut api);
+    revisions::routes(&mut api);
     mirrors::routes(&mut api);
     doors::routes(&mut api);
     monitors::routes(&mut api);
