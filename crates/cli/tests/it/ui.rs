@@ -510,11 +510,17 @@ async fn fleet_scenario() {
         !b.client.find_all(Locator::Css("#history svg.chart path")).await.unwrap().is_empty(),
         "a chart line"
     );
-    assert!(b.text("#history").await.contains("Loss by prober region"));
+    let history = b.text("#history").await;
+    for ip in ["127.0.0.60 (Primary)", "127.0.0.61 (Backup 1)"] {
+        assert!(
+            history.contains(&format!("Loss of {ip} by prober region")),
+            "one chart per address: {history}"
+        );
+    }
     b.screenshot("node.png").await;
-    for range in ["24h", "14d"] {
+    for (range, label) in [("15m", "15 min"), ("24h", "24 h"), ("14d", "14 d")] {
         b.goto(&format!("{node_page}?range={range}")).await;
-        assert_eq!(b.text("#history nav.tabs a[aria-current=page]").await.replace(' ', ""), range);
+        assert_eq!(b.text("#history nav.tabs a[aria-current=page]").await, label);
         assert!(!b.client.find_all(Locator::Css("#history svg.chart")).await.unwrap().is_empty(), "{range}");
     }
 
@@ -528,11 +534,19 @@ async fn fleet_scenario() {
     let codes: Vec<&str> =
         h["regions"].as_array().unwrap().iter().map(|r| r["code"].as_str().unwrap()).collect();
     assert_eq!(codes, ["ap-sg", "eu-de", "us-va"]);
-    for series in h["addresses"].as_array().unwrap().iter().chain(h["regions"].as_array().unwrap()) {
+    let per_address =
+        h["addresses"].as_array().unwrap().iter().flat_map(|a| a["regions"].as_array().unwrap());
+    assert_eq!(per_address.clone().count(), 6, "each address from each region");
+    for series in
+        h["addresses"].as_array().unwrap().iter().chain(h["regions"].as_array().unwrap()).chain(per_address)
+    {
         let points = series["points"].as_array().unwrap();
         assert!(!points.is_empty() && points.len() <= 180, "{series}");
         assert!(points.iter().all(|p| p["loss_pct"] == 0.0 && p["rtt_ms"].as_f64() > Some(0.0)), "{series}");
+        assert_eq!(series["latest"]["loss_pct"], 0.0, "{series}");
     }
+    let (st, q) = s.call(Method::GET, &format!("/v1/nodes/{}/history?range=15m", nodes[0]), None).await;
+    assert_eq!((st, &q["bucket_s"]), (200, &json!(5)), "{q}");
     let (st, e) = s.call(Method::GET, &format!("/v1/nodes/{}/history?range=7d", nodes[0]), None).await;
     assert_eq!((st, &e["error"]["field"]), (400, &json!("range")), "{e}");
 

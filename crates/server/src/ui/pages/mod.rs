@@ -22,6 +22,7 @@ use super::format::{
 };
 use super::views::{self, Items};
 use super::{Ui, Visitor, render};
+use crate::api::Range;
 use crate::support::now;
 use crate::views::{ProberKind, PublishState};
 use vantage_control::config::TokenState;

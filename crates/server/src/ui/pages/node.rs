@@ -52,69 +52,70 @@ struct NodePage {
     addresses: Vec<AddressRow>,
     results: Vec<ResultView>,
     results_by_prober: bool,
-    range: String,
+    ranges: Vec<(&'static str, &'static str, bool)>,
     charts: Vec<(String, ChartView)>,
     history_error: String,
 }
 
-fn chart_view(
-    title: &str,
-    unit: &str,
-    h: &views::History,
-    max: Option<f64>,
-    lines: Vec<chart::Line>,
-) -> ChartView {
-    let chart =
-        Chart { title, unit, since: h.since, until: h.until, bucket_s: h.bucket_s, max, lines: &lines };
-    ChartView::new(&chart, |v| if unit == "ms" { ms(Some(v)) } else { pct(v) })
+/// One series as a chart line, with what its legend says now: the latest round (every
+/// prober's newest result that still counts), not the newest bucket, which on a wide range
+/// still averages an outage in after the recovery.
+fn series_line(
+    label: String,
+    points: &[views::SeriesPoint],
+    latest: Option<&views::SeriesPoint>,
+    rtt: bool,
+) -> (chart::Line, String) {
+    let value = |p: &views::SeriesPoint| if rtt { p.rtt_ms } else { Some(p.loss_pct) };
+    let note = match latest {
+        Some(p) => match value(p) {
+            Some(v) => format!("now {}", if rtt { ms(Some(v)) } else { pct(v) }),
+            None => "no answer now".to_owned(),
+        },
+        None => "no result now".to_owned(),
+    };
+    (chart::Line { label, points: points.iter().map(|p| (p.at, value(p))).collect() }, note)
 }
 
-fn node_charts(h: &views::History, range: &str) -> Vec<(String, ChartView)> {
-    let by_address = |rtt: bool| -> Vec<chart::Line> {
-        h.addresses
+fn chart_view(title: &str, unit: &str, h: &views::History, lines: Vec<(chart::Line, String)>) -> ChartView {
+    let (lines, notes): (Vec<chart::Line>, Vec<String>) = lines.into_iter().unzip();
+    let max = (unit == "%").then_some(100.0);
+    let chart =
+        Chart { title, unit, since: h.since, until: h.until, bucket_s: h.bucket_s, max, lines: &lines };
+    ChartView::with_notes(&chart, notes)
+}
+
+/// Loss and RTT by address, then each address by prober region: an address's own regions,
+/// so that a primary down everywhere reads 100 % beside a backup that answers, rather than
+/// the two averaged into 50 %.
+fn node_charts(h: &views::History, range: Range) -> Vec<(String, ChartView)> {
+    let span = format!("last {}", range.label());
+    let name = |a: &views::AddressSeries| format!("{} ({})", a.ip, level(&word(&a.level)));
+    let by_address =
+        |rtt| h.addresses.iter().map(|a| series_line(name(a), &a.points, a.latest.as_ref(), rtt)).collect();
+    let by_region = |a: &views::AddressSeries, rtt| {
+        a.regions
             .iter()
-            .map(|a| chart::Line {
-                label: a.ip.to_string(),
-                points: a
-                    .points
-                    .iter()
-                    .map(|p| (p.at, if rtt { p.rtt_ms } else { Some(p.loss_pct) }))
-                    .collect(),
-            })
-            .collect()
-    };
-    let by_region = |rtt: bool| -> Vec<chart::Line> {
-        h.regions
-            .iter()
-            .map(|r| chart::Line {
-                label: match (&r.name, &r.code) {
+            .map(|r| {
+                let label = match (&r.name, &r.code) {
                     (Some(n), Some(c)) => format!("{n} ({c})"),
                     _ => "no region".into(),
-                },
-                points: r
-                    .points
-                    .iter()
-                    .map(|p| (p.at, if rtt { p.rtt_ms } else { Some(p.loss_pct) }))
-                    .collect(),
+                };
+                series_line(label, &r.points, r.latest.as_ref(), rtt)
             })
             .collect()
     };
-    let span = format!("last {range}");
-    vec![
-        (
-            format!("Loss by address, {span}"),
-            chart_view("Loss by address", "%", h, Some(100.0), by_address(false)),
-        ),
-        (format!("RTT by address, {span}"), chart_view("RTT by address", "ms", h, None, by_address(true))),
-        (
-            format!("Loss by prober region, {span}"),
-            chart_view("Loss by region", "%", h, Some(100.0), by_region(false)),
-        ),
-        (
-            format!("RTT by prober region, {span}"),
-            chart_view("RTT by region", "ms", h, None, by_region(true)),
-        ),
-    ]
+    let mut charts = vec![
+        (format!("Loss by address, {span}"), chart_view("Loss by address", "%", h, by_address(false))),
+        (format!("RTT by address, {span}"), chart_view("RTT by address", "ms", h, by_address(true))),
+    ];
+    for a in &h.addresses {
+        for (what, unit, rtt) in [("Loss", "%", false), ("RTT", "ms", true)] {
+            let title = format!("{what} of {} by prober region", name(a));
+            charts.push((format!("{title}, {span}"), chart_view(&title, unit, h, by_region(a, rtt))));
+        }
+    }
+    charts
 }
 
 pub(in crate::ui) async fn node(
@@ -132,11 +133,11 @@ pub(in crate::ui) async fn node(
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
     let results: Items<views::ResultRow> = api.get(&format!("/v1/nodes/{id}/results")).await?;
     let history: Result<views::History, PageError> =
-        api.get(&format!("/v1/nodes/{id}/history?range={range}")).await;
+        api.get(&format!("/v1/nodes/{id}/history?range={}", range.name())).await;
     let names = region_names(&regions.items);
     let h = health(&n);
     let (charts, history_error) = match history {
-        Ok(hist) => (node_charts(&hist, &range), String::new()),
+        Ok(hist) => (node_charts(&hist, range), String::new()),
         Err(PageError::LoggedOut) => return Err(PageError::LoggedOut),
         Err(PageError::NotFound(m) | PageError::Failed(_, m)) => (Vec::new(), m),
     };
@@ -204,7 +205,7 @@ pub(in crate::ui) async fn node(
             .collect(),
         results: results.items.iter().map(|r| result_view(r, true, &names, at)).collect(),
         results_by_prober: true,
-        range,
+        ranges: range_tabs(range),
         charts,
         history_error,
         n,
