@@ -241,6 +241,22 @@ pub struct AddressView {
     pub since: Option<Timestamp>,
     /// While failing or recovering: when its reachability changes if the streak goes on.
     pub changes_at: Option<Timestamp>,
+    /// How the counting probers of each region see it now, every region with an active
+    /// prober (by code): where a failure is seen from. The verdict above sums them up.
+    #[serde(default)]
+    pub regions: Vec<AddressRegionView>,
+}
+
+/// How one region's counting probers see an address now.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AddressRegionView {
+    pub region: RegionId,
+    /// Its code.
+    pub code: String,
+    /// Its name.
+    pub name: String,
+    /// Its probers whose results count, and of those the ones that see it failing.
+    pub probers: Verdict,
 }
 
 fn one() -> u32 {

@@ -490,6 +490,20 @@ async fn fleet_scenario() {
         backup.contains("Backup 1") && backup.contains("Reachable") && !backup.contains("In use"),
         "{backup}"
     );
+    // The matrix: each address as each region sees it, and every counting prober.
+    let cell = |ip: &str, region: &str| format!("#matrix tr[data-address='{ip}'] td[data-region='{region}']");
+    for ip in ["127.0.0.60", "127.0.0.61"] {
+        for region in ["ap-sg", "eu-de", "us-va"] {
+            assert_eq!(b.text(&cell(ip, region)).await, "ok", "{ip} from {region}");
+        }
+        assert_eq!(b.text(&cell(ip, "all")).await, "ok", "{ip}");
+    }
+    // The window strips are folded under the results, and unfold.
+    let folded = b.client.find(Locator::Css("details#strips")).await.unwrap();
+    assert_eq!(folded.attr("open").await.unwrap(), None, "folded by default");
+    assert!(!b.client.find(Locator::Css("#results pre.strip")).await.unwrap().is_displayed().await.unwrap());
+    b.click("details#strips summary").await;
+    b.visible("#results pre.strip", Duration::from_secs(2)).await;
     let strips = b.texts("#results pre.strip").await;
     assert_eq!(strips.len(), 6, "3 probers × 2 addresses");
     for strip in &strips {
@@ -567,6 +581,13 @@ async fn fleet_scenario() {
         )
         .await;
     println!("ui: primary stopped → its node page read Failing in {:.1} s", took.as_secs_f64());
+    // Seen failing from every region (loopback fails alike everywhere) once the last prober's
+    // round is in; the backup is not.
+    b.until(&node_page, &cell("127.0.0.60", "all"), Duration::from_secs(15), |t| t == "failing 3/3").await;
+    for region in ["ap-sg", "eu-de", "us-va"] {
+        assert_eq!(b.text(&cell("127.0.0.60", region)).await, "failing 1/1", "{region}");
+        assert_eq!(b.text(&cell("127.0.0.61", region)).await, "ok", "{region}");
+    }
     let h1 = b.text("h1").await;
     assert!(h1.contains("Failing") || h1.contains("On Backup 1"), "{h1}");
     let took = b
@@ -609,6 +630,22 @@ async fn fleet_scenario() {
     b.goto(&format!("{base}/ui")).await;
     assert!(b.text("#latest-revisions").await.contains("Node health changed"));
     b.screenshot("overview-failover.png").await;
+
+    // The edge comes back: every region sees it answer at its next round, before the
+    // address is reachable again; the 24 h legend says what the latest round saw, not the
+    // 5 min bucket that still holds the outage.
+    edges[0].restart().await.unwrap();
+    let took = b.until(&node_page, &cell("127.0.0.60", "all"), Duration::from_secs(20), |t| t == "ok").await;
+    println!("ui: primary back → every region's cell read ok in {:.1} s", took.as_secs_f64());
+    for region in ["ap-sg", "eu-de", "us-va"] {
+        assert_eq!(b.text(&cell("127.0.0.60", region)).await, "ok", "{region}");
+    }
+    let legend = "#history figure:first-child ul.legend li:first-child";
+    b.until(&format!("{node_page}?range=24h"), legend, Duration::from_secs(15), |t| {
+        t == "127.0.0.60 (Primary) now 0 %"
+    })
+    .await;
+
     b.close().await;
     for p in probers {
         p.kill().await;

@@ -1,6 +1,7 @@
 //! One node: its addresses, agent, metrics, results and history charts.
 
 use super::*;
+use vantage_core::reachability::Verdict;
 
 #[derive(Debug)]
 struct AddressRow {
@@ -11,9 +12,64 @@ struct AddressRow {
     /// The streak under way and since when: `Failing · unreachable in 12 s`.
     condition: Markup,
     in_use: bool,
-    probers: String,
+    /// How each region's counting probers see it, by region code in the page's column order.
+    cells: Vec<(String, Markup)>,
+    /// How every counting prober sees it.
+    all: Markup,
     /// Flap damping multiplier (1: not damped).
     damping: u32,
+}
+
+/// What counting probers make of an address, as a matrix cell: `ok`, `failing 2/3` (red for
+/// a strict majority of them, amber for fewer), or `no data` when none counts; the title
+/// says it in words.
+fn seen_from(v: &Verdict, from: &str) -> Markup {
+    let (tone, text) = match (v.failing, v.counting) {
+        (_, 0) => (Tone::Neutral, "no data".to_owned()),
+        (0, _) => (Tone::Good, "ok".to_owned()),
+        (f, c) => (if v.is_failing() { Tone::Bad } else { Tone::Warn }, format!("failing {f}/{c}")),
+    };
+    let title = if v.counting == 0 {
+        format!("No result from {from} counts now")
+    } else {
+        format!("{} of {} counting probers {from} see it failing", v.failing, v.counting)
+    };
+    Markup(format!("<span title=\"{}\">{}</span>", esc(&title), badge(tone, &text)))
+}
+
+/// The matrix's region columns, `(code, name)` by code: every region some address is seen
+/// from (the same prober regions for each address of a node).
+fn region_columns(addresses: &[views::AddressView]) -> Vec<(String, String)> {
+    let columns: BTreeMap<&str, &str> =
+        addresses.iter().flat_map(|a| &a.regions).map(|r| (r.code.as_str(), r.name.as_str())).collect();
+    columns.into_iter().map(|(c, n)| (c.to_owned(), n.to_owned())).collect()
+}
+
+fn address_row(a: &views::AddressView, columns: &[(String, String)], at: Timestamp) -> AddressRow {
+    let cells = columns
+        .iter()
+        .map(|(code, name)| {
+            let cell = a.regions.iter().find(|r| &r.code == code).map_or_else(
+                || Markup("<span class=\"muted\">—</span>".into()),
+                |r| seen_from(&r.probers, &format!("in {name}")),
+            );
+            (code.clone(), cell)
+        })
+        .collect();
+    AddressRow {
+        ip: a.ip.to_string(),
+        level: level(&word(&a.level)),
+        source: if a.source == AddressSource::Configured { "Configured".into() } else { "Reported".into() },
+        reachability: format::reachability(a.reachability.map(|r| word(&r)).as_deref()),
+        condition: condition(a, at),
+        in_use: a.in_use,
+        damping: a.damping,
+        cells,
+        all: a
+            .probers
+            .as_ref()
+            .map_or_else(|| badge(Tone::Neutral, "not evaluated"), |v| seen_from(v, "in every region")),
+    }
 }
 
 /// What an address's reachability is about to do, and since when it has been so: failing (a
@@ -50,6 +106,8 @@ struct NodePage {
     metrics_at: Markup,
     level: String,
     addresses: Vec<AddressRow>,
+    /// The matrix's region columns: `(code, name)`.
+    regions: Vec<(String, String)>,
     results: Vec<ResultView>,
     results_by_prober: bool,
     ranges: Vec<(&'static str, &'static str, bool)>,
@@ -164,6 +222,7 @@ pub(in crate::ui) async fn node(
             ]
         })
         .unwrap_or_default();
+    let columns = region_columns(&n.addresses);
     let page = NodePage {
         frame: Frame::new(&v, format!("Node {}", n.name), "clusters", 10),
         cluster: c.name,
@@ -181,28 +240,8 @@ pub(in crate::ui) async fn node(
         metrics_at: time_or(n.metrics.as_ref().map(|m| m.at), at, "No metrics"),
         metrics,
         level: n.level.map_or_else(|| "none".into(), |l| level(&word(&l))),
-        addresses: n
-            .addresses
-            .iter()
-            .map(|a| AddressRow {
-                ip: a.ip.to_string(),
-                level: level(&word(&a.level)),
-                source: if a.source == AddressSource::Configured {
-                    "Configured".into()
-                } else {
-                    "Reported".into()
-                },
-                reachability: format::reachability(a.reachability.map(|r| word(&r)).as_deref()),
-                condition: condition(a, at),
-                in_use: a.in_use,
-                damping: a.damping,
-                probers: a
-                    .probers
-                    .as_ref()
-                    .map(|p| format!("{} of {} failing", p.failing, p.counting))
-                    .unwrap_or_else(|| "—".into()),
-            })
-            .collect(),
+        addresses: n.addresses.iter().map(|a| address_row(a, &columns, at)).collect(),
+        regions: columns,
         results: results.items.iter().map(|r| result_view(r, true, &names, at)).collect(),
         results_by_prober: true,
         ranges: range_tabs(range),
@@ -211,4 +250,29 @@ pub(in crate::ui) async fn node(
         n,
     };
     Ok(render(&page))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cell_says_ok_failing_or_no_data() {
+        let v = |failing, counting| Verdict { counting, failing, ..Verdict::default() };
+        let text = |m: Markup| {
+            let inner = m.0.split_once("\">").map_or(String::new(), |(_, r)| r.to_owned());
+            let inner = inner.split_once("\">").map_or(String::new(), |(_, r)| r.to_owned());
+            inner.trim_end_matches("</span></span>").to_owned()
+        };
+        assert_eq!(text(seen_from(&v(0, 2), "in Singapore")), "ok");
+        assert_eq!(text(seen_from(&v(2, 3), "in Singapore")), "failing 2/3");
+        assert_eq!(text(seen_from(&v(0, 0), "in Singapore")), "no data");
+        assert!(seen_from(&v(2, 3), "in X").0.contains("badge bad"), "a majority of them");
+        assert!(seen_from(&v(1, 3), "in X").0.contains("badge warn"), "a minority");
+        assert!(
+            seen_from(&v(1, 3), "in <X>")
+                .0
+                .contains("title=\"1 of 3 counting probers in &lt;X&gt; see it failing\"")
+        );
+    }
 }
