@@ -229,6 +229,41 @@ impl Browser {
         self.client.set_window_size(1400, 1000).await.unwrap();
     }
 
+    /// Every page of `urls` fits a phone's width (420 px): the document never scrolls
+    /// sideways, only a table inside its own box. Names what sticks out when one does not.
+    async fn fits_a_phone(&self, urls: &[String]) {
+        const OVERFLOW: &str = r#"
+            const d = document.documentElement, cw = d.clientWidth;
+            if (window.innerWidth > 440) return 'the window is ' + window.innerWidth + ' px wide';
+            if (d.scrollWidth <= cw) return null;
+            const out = [];
+            for (const e of document.querySelectorAll('body *')) {
+              const r = e.getBoundingClientRect();
+              if (r.right <= cw + 0.5) continue;
+              let p = e.parentElement, clipped = false;
+              for (; p && p !== document.body; p = p.parentElement)
+                if (getComputedStyle(p).overflowX !== 'visible') { clipped = true; break; }
+              if (!clipped) out.push(e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+                + (typeof e.className === 'string' && e.className ? '.' + e.className.trim().split(/ +/).join('.') : '')
+                + ' to ' + Math.round(r.right) + ' px');
+              if (out.length >= 6) break;
+            }
+            return 'scrolls to ' + d.scrollWidth + ' px of ' + cw + ': ' + out.join(', ');
+        "#;
+        self.client.set_window_size(420, 900).await.unwrap();
+        for url in urls {
+            self.goto(url).await;
+            let r = self.client.execute(OVERFLOW, vec![]).await.unwrap();
+            assert!(r.is_null(), "{url} at 420 px: {r}");
+            let path = url.split_once("/ui").map_or("", |(_, p)| p);
+            let name: String =
+                path.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+            let png = self.client.screenshot().await.unwrap();
+            std::fs::write(screenshot_dir().join(format!("phone{name}.png")), png).unwrap();
+        }
+        self.client.set_window_size(1400, 1000).await.unwrap();
+    }
+
     async fn login(&self, base: &str, token: &str) {
         self.goto(&format!("{base}/ui/login")).await;
         self.fill("#token", token).await;
@@ -646,6 +681,39 @@ async fn fleet_scenario() {
     })
     .await;
 
+    // The audit log dates each entry in full, with its age beside it.
+    b.goto(&format!("{base}/ui/audit")).await;
+    let when = b.text("#audit tbody tr:first-child td:first-child").await;
+    let (date, age) = when.split_once(" UTC · ").unwrap_or_else(|| panic!("{when}"));
+    assert!(
+        date.len() == 19
+            && date.as_bytes()[4] == b'-'
+            && date.as_bytes()[10] == b' '
+            && date.as_bytes()[13] == b':',
+        "{when}"
+    );
+    assert!(age.ends_with(" ago") || age == "just now", "{when}");
+
+    // Every page of the fleet fits a phone.
+    let (_, ps) = s.call(Method::GET, "/v1/probers", None).await;
+    let prober = ps["items"][0]["id"].as_i64().unwrap();
+    let pages = [
+        "/ui".to_owned(),
+        "/ui/regions".to_owned(),
+        "/ui/probers".to_owned(),
+        format!("/ui/probers/{prober}"),
+        "/ui/clusters".to_owned(),
+        format!("/ui/clusters/{cluster}"),
+        format!("/ui/nodes/{}", nodes[0]),
+        format!("/ui/nodes/{}?range=24h", nodes[0]),
+        "/ui/alerts".to_owned(),
+        "/ui/audit".to_owned(),
+        "/ui/mirrors".to_owned(),
+        "/ui/monitors".to_owned(),
+        "/ui/tenants".to_owned(),
+        "/ui/checks".to_owned(),
+    ];
+    b.fits_a_phone(&pages.map(|p| format!("{base}{p}"))).await;
     b.close().await;
     for p in probers {
         p.kill().await;
@@ -844,6 +912,7 @@ async fn mirror_regions_scenario() {
         "{}",
         b.text("#opinions").await
     );
+    b.fits_a_phone(&[format!("{base}/ui/mirrors/down.example.net"), format!("{base}/ui/mirrors")]).await;
     b.close().await;
     for p in probers {
         p.kill().await;
@@ -929,6 +998,7 @@ async fn monitors_scenario() {
     b.goto(&format!("{base}/ui/monitors")).await;
     assert_eq!(b.text(&format!("{row} td.verdict")).await, "degraded");
     b.screenshot("monitors.png").await;
+    b.fits_a_phone(&[page, format!("{base}/ui/monitors")]).await;
     b.close().await;
     prober.kill().await;
 }
