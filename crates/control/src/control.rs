@@ -15,8 +15,10 @@ use vantage_core::evaluate::{
     AddressView, ClusterState, ClusterView, Event, FastMap, NodeMetrics, NodeView, PreviewRow, Records,
     evaluate, preview,
 };
-use vantage_core::ids::{ClusterId, NodeId, RuleId};
-use vantage_core::reachability::{Observation, Observations as Seen, ProberView, sees_failing};
+use vantage_core::ids::{ClusterId, NodeId, RegionId, RuleId};
+use vantage_core::reachability::{
+    Observation, Observations as Seen, ProberView, Verdict, sees_failing, verdicts_by_region,
+};
 use vantage_core::rules::Rule;
 use vantage_core::wire;
 
@@ -354,6 +356,19 @@ impl Control {
     pub fn node_status(&self, node: NodeId) -> Option<&vantage_core::evaluate::NodeStatus> {
         let cluster = self.config.nodes.get(&node.0)?.value.cluster;
         self.snapshots.get(&cluster)?.nodes.get(&node)
+    }
+
+    /// How the counting probers of each region see one address of a node at `now` (SPEC
+    /// §5.1's tally, region by region): where a failure is seen from, which the address's own
+    /// verdict sums up.
+    pub fn region_verdicts(&self, node: NodeId, ip: IpAddr, now: Timestamp) -> Vec<(RegionId, Verdict)> {
+        let c = &self.config;
+        let Some(cluster) = c.nodes.get(&node.0).and_then(|n| c.clusters.get(&n.value.cluster.0)) else {
+            return Vec::new();
+        };
+        let (probers, index) = Parts::prober_table(c);
+        let seen = Parts::seen(&self.obs, &index, &cluster.value.listeners, node, ip);
+        verdicts_by_region(&seen, &probers, &c.settings, now)
     }
 
     /// A node's scheduling addresses in use now (configured, else reported).
@@ -1400,7 +1415,9 @@ struct Parts {
 }
 
 impl Parts {
-    fn gather(c: &Config, obs: &Observations, policy: AddressPolicy, id: ClusterId) -> Parts {
+    /// The prober table observations index (every prober, then every node that probes), and
+    /// each one's place in it.
+    fn prober_table(c: &Config) -> (Vec<ProberView>, FastMap<Caller, u32>) {
         let mut probers = Vec::new();
         let mut index: FastMap<Caller, u32> = FastMap::default();
         let mut add = |caller: Caller, view: ProberView| {
@@ -1419,6 +1436,39 @@ impl Parts {
             };
             add(Caller::Node(NodeId(*nid)), ProberView { region, active: c.node_probes(NodeId(*nid)) });
         }
+        (probers, index)
+    }
+
+    /// Every prober's latest result for one address of a node, on every listener.
+    fn seen(
+        obs: &Observations,
+        index: &FastMap<Caller, u32>,
+        listeners: &[vantage_core::check::Listener],
+        node: NodeId,
+        ip: IpAddr,
+    ) -> Seen {
+        let mut seen = Vec::new();
+        for l in listeners {
+            let Some(per) = obs.results.get(&TargetKey { node, ip, port: l.port }) else {
+                continue;
+            };
+            for (caller, latest) in per {
+                let Some(&p) = index.get(caller) else { continue };
+                seen.push(Observation {
+                    prober: p,
+                    sent: latest.sent,
+                    lost: latest.lost,
+                    rtt_ms: latest.rtt_us.map(|us| us as f32 / 1000.0),
+                    reported_at: latest.at,
+                    failed_at: latest.failed_at,
+                });
+            }
+        }
+        Seen::new(seen)
+    }
+
+    fn gather(c: &Config, obs: &Observations, policy: AddressPolicy, id: ClusterId) -> Parts {
+        let (probers, index) = Parts::prober_table(c);
         let lines = c
             .lines_of(id)
             .map(|(lid, l)| LineSpec {
@@ -1439,27 +1489,9 @@ impl Parts {
                     addresses_in_use(&n.value.addresses, agent.map(|a| a.addresses.as_slice()), policy)
                         .as_slice()
                         .iter()
-                        .map(|a| {
-                            let mut seen = Vec::new();
-                            for l in &listeners {
-                                let Some(per) =
-                                    obs.results.get(&TargetKey { node: nid, ip: a.ip, port: l.port })
-                                else {
-                                    continue;
-                                };
-                                for (caller, latest) in per {
-                                    let Some(&p) = index.get(caller) else { continue };
-                                    seen.push(Observation {
-                                        prober: p,
-                                        sent: latest.sent,
-                                        lost: latest.lost,
-                                        rtt_ms: latest.rtt_us.map(|us| us as f32 / 1000.0),
-                                        reported_at: latest.at,
-                                        failed_at: latest.failed_at,
-                                    });
-                                }
-                            }
-                            AddressView { address: *a, observations: Seen::new(seen) }
+                        .map(|a| AddressView {
+                            address: *a,
+                            observations: Parts::seen(obs, &index, &listeners, nid, a.ip),
                         })
                         .collect();
                 NodeView {

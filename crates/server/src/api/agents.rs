@@ -1,6 +1,6 @@
 //! Probers and node agents in the admin API: enrollment tokens, the prober list's runtime
 //! columns, per-prober and per-node results with their window strips, and a cluster's
-//! revisions and current records.
+//! current records (its revisions are in `revisions`).
 
 use std::sync::Arc;
 
@@ -11,7 +11,8 @@ use axum::{Extension, Json};
 use serde_json::{Value, json};
 use vantage_core::Timestamp;
 use vantage_core::address::AddressSource;
-use vantage_core::ids::{ClusterId, NodeId, ProberId};
+use vantage_core::ids::{ClusterId, NodeId, ProberId, RegionId};
+use vantage_core::reachability::Verdict;
 
 use super::{Api, Op};
 use crate::app::{Actor, App, Change};
@@ -19,8 +20,8 @@ use crate::auth::new_token;
 use crate::error::{ApiError, parse_json};
 use crate::support::now;
 use crate::views::{
-    AddressView, DnsLine, DnsView, EnrollTokenView, HeldBy, Items, NewEnrollToken, NodeTokenBody, NodeView,
-    ProberKind, ProberTokenBody, ProberView, ResultView, WindowView,
+    AddressRegionView, AddressView, DnsLine, DnsView, EnrollTokenView, HeldBy, Items, NewEnrollToken,
+    NodeTokenBody, NodeView, ProberKind, ProberTokenBody, ProberView, ResultView, WindowView,
 };
 use vantage_control::config::{Config, EnrollToken, NodeRecord, Object, ProberRecord, Role, Stored};
 use vantage_control::identity::Caller;
@@ -267,6 +268,7 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
     let agent = control.observations().nodes.get(&id);
     let source = if rec.addresses.is_empty() { AddressSource::Reported } else { AddressSource::Configured };
     let status = control.node_status(id);
+    let at = now();
     let addresses = control
         .addresses_of(id)
         .unwrap_or_default()
@@ -285,6 +287,7 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
                 condition: s.map(|s| s.condition.condition),
                 since: s.and_then(|s| s.condition.since),
                 changes_at: s.and_then(|s| s.condition.changes_at),
+                regions: region_views(c, control.region_verdicts(id, a.ip, at)),
             }
         })
         .collect();
@@ -298,7 +301,7 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
         enabled: rec.node.enabled,
         also_probes: rec.node.also_probes,
         enrolled: rec.cert_sha256.is_some(),
-        online: agent_online(agent.and_then(|a| a.last_heartbeat), now()),
+        online: agent_online(agent.and_then(|a| a.last_heartbeat), at),
         last_heartbeat: agent.and_then(|a| a.last_heartbeat),
         version: agent.and_then(|a| a.version.clone()),
         hostname: agent.and_then(|a| a.hostname.clone()),
@@ -314,6 +317,24 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
             .and_then(|s| s.held_by)
             .map(|r| HeldBy { rule: r, name: c.rules.get(&r.0).map(|x| x.value.rule.name.clone()) }),
     }
+}
+
+/// Each region's tally of an address under the region's code and name, by code.
+fn region_views(c: &Config, verdicts: Vec<(RegionId, Verdict)>) -> Vec<AddressRegionView> {
+    let mut out: Vec<AddressRegionView> = verdicts
+        .into_iter()
+        .filter_map(|(r, probers)| {
+            let region = &c.regions.get(&r.0)?.value;
+            Some(AddressRegionView {
+                region: r,
+                code: region.code.clone(),
+                name: region.name.clone(),
+                probers,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.code.cmp(&b.code));
+    out
 }
 
 /// One result row with its window strip.

@@ -6,6 +6,7 @@ mod admin;
 mod agents;
 
 pub(crate) use admin::create_admin_token;
+pub(crate) use history::Range;
 mod doors;
 mod events;
 mod history;

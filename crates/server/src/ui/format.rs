@@ -64,6 +64,16 @@ pub(super) fn time(t: Timestamp, now: Timestamp) -> Markup {
     Markup(format!("<time datetime=\"{}\" title=\"{}\">{}</time>", t, absolute(t), esc(&relative(t, now))))
 }
 
+/// An absolute time with its age beside it, for a log read after the fact (`2026-12-01
+/// 20:31:07 UTC · 3 min ago`): the age alone cannot be lined up with other records.
+pub(super) fn stamp(t: Timestamp, now: Timestamp) -> Markup {
+    Markup(format!(
+        "<span class=\"stamp\">{}</span> <span class=\"muted small\">· {}</span>",
+        absolute(t),
+        time(t, now)
+    ))
+}
+
 /// A time, or `never`.
 pub(super) fn time_or(t: Option<Timestamp>, now: Timestamp, none: &str) -> Markup {
     match t {
@@ -331,6 +341,13 @@ mod tests {
         assert_eq!(
             t.0,
             "<time datetime=\"1970-01-01T00:00:00.000Z\" title=\"1970-01-01 00:00:00 UTC\">2 d ago</time>"
+        );
+        let s = stamp(Timestamp::from_secs(0), Timestamp::from_secs(86_400 * 2));
+        assert_eq!(
+            s.0,
+            format!(
+                "<span class=\"stamp\">1970-01-01 00:00:00 UTC</span> <span class=\"muted small\">· {t}</span>"
+            )
         );
     }
 
