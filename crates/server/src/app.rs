@@ -105,6 +105,8 @@ pub(crate) struct App {
     mirrors_lock: tokio::sync::Mutex<()>,
     /// The open event streams.
     events: crate::events::EventHub,
+    /// Store writes the driver does not wait for.
+    saves: crate::saves::Saves,
 }
 
 /// What [`App::new`] is made of.
@@ -131,6 +133,7 @@ impl App {
             steering: ArcSwap::new(control.steering()),
             mirrors_lock: tokio::sync::Mutex::new(()),
             events: crate::events::EventHub::default(),
+            saves: crate::saves::Saves::default(),
             control: Mutex::new(control),
             wake: tokio::sync::Notify::new(),
             rechecks: tokio::sync::watch::Sender::new(0),
@@ -171,6 +174,11 @@ impl App {
     /// Resolves when an event was fed since the driver last looked.
     pub(crate) async fn woken(&self) {
         self.wake.notified().await;
+    }
+
+    /// Events, states and audit entries to store, written by their own task.
+    pub(crate) fn saves(&self) -> &crate::saves::Saves {
+        &self.saves
     }
 
     /// Where events go live.

@@ -81,13 +81,9 @@ async fn execute(
             // Delivery stops only at shutdown; an alert then has nowhere to go.
             let _ = notices.send(Notice(a));
         }
-        Output::SaveAlerts(json) => {
-            if let Err(e) = store.put_state("alerts", &json, now()).await {
-                tracing::warn!(error = %e, "cannot save alerts");
-            }
-        }
-        Output::Audit(entries) => {
-            let audit: Vec<NewAudit> = entries
+        Output::SaveAlerts(json) => app.saves().state("alerts".into(), json),
+        Output::Audit(entries) => app.saves().audit(
+            entries
                 .into_iter()
                 .map(|e| NewAudit {
                     actor: "system".into(),
@@ -95,30 +91,15 @@ async fn execute(
                     object: e.object,
                     metadata: e.metadata,
                 })
-                .collect();
-            if let Err(e) = store.commit(&[], &audit, now()).await {
-                tracing::error!(error = %e, "cannot audit scheduling events");
-            }
-        }
-        Output::SaveMirrors(json) => {
-            if let Err(e) = store.put_state("mirrors", &json, now()).await {
-                tracing::warn!(error = %e, "cannot save the mirrors' state");
-            }
-        }
-        Output::SaveMonitors(json) => {
-            if let Err(e) = store.put_state("monitors", &json, now()).await {
-                tracing::warn!(error = %e, "cannot save the monitors' state");
-            }
-        }
+                .collect(),
+        ),
+        Output::SaveMirrors(json) => app.saves().state("mirrors".into(), json),
+        Output::SaveMonitors(json) => app.saves().state("monitors".into(), json),
         Output::Doors => app.sync_doors(),
         Output::Steering => app.sync_steering(),
         Output::Recheck => app.wake_rechecks(),
         Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
-        Output::SaveState { cluster, json } => {
-            if let Err(e) = store.put_state(&format!("cluster:{cluster}"), &json, now()).await {
-                tracing::warn!(cluster = cluster.0, error = %e, "cannot save evaluator state");
-            }
-        }
+        Output::SaveState { cluster, json } => app.saves().state(format!("cluster:{cluster}"), json),
         Output::ForgetResults(caller) => {
             if let Err(e) = store.delete_latest_of(caller.id()).await {
                 tracing::warn!(prober = caller.id(), error = %e, "cannot delete the results of a prober");
@@ -130,13 +111,10 @@ async fn execute(
             Err(e) => tracing::warn!(error = %e, "cannot expire latest results"),
         },
         Output::Events(events) => {
-            let rows: Vec<EventRow> = events.iter().map(event_row).collect();
+            app.saves().events(events.iter().map(event_row).collect());
             for e in events {
                 tracing::info!(kind = e.kind.as_str(), id = e.id, "{}", e.summary);
                 app.events().publish(e);
-            }
-            if let Err(e) = store.insert_events(&rows).await {
-                tracing::warn!(error = %e, dropped = rows.len(), "cannot store events (they were streamed)");
             }
         }
         Output::ExpireEvents { before } => match store.delete_events_before(before).await {

@@ -17,6 +17,7 @@ mod listen;
 mod metrics;
 mod mirrors;
 mod publishing;
+mod saves;
 mod server;
 mod support;
 mod ui;

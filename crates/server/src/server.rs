@@ -177,6 +177,7 @@ impl Server {
             tokio::spawn(crate::channel::serve(app.clone(), agent_listener, channel_limits, stopped.clone()));
         tracing::info!(addr = %agent_addr, ca_sha256 = %app.ca().fingerprint, "agent channel listening");
         let driver = tokio::spawn(crate::driver::run(app.clone(), notices, stopped.clone()));
+        let saves = tokio::spawn(app.saves().clone().run(app.store().clone(), stopped.clone()));
         let watcher = tokio::spawn(crate::mirrors::watch(app.clone(), stopped.clone()));
         let dns_metrics = Arc::new(vantage_dns::DnsMetrics::new());
         app.metrics().register_dns(&dns_metrics);
@@ -211,7 +212,7 @@ impl Server {
             ca_fingerprint: app.ca().fingerprint.clone(),
             admin_token_file,
             stop,
-            tasks: vec![api, channel, driver, watcher],
+            tasks: vec![api, channel, driver, watcher, saves],
             delivery,
             dns: Some(dns),
             dns_addr,
