@@ -42,7 +42,7 @@ static CONFIG: LazyLock<Arc<Config>> = LazyLock::new(|| {
         serde_json::from_value(serde_json::json!({"name": "fra-1", "region": 1})).expect("a valid group");
     let node = |name: &str, rows: &[(&str, Level)], also_probes: bool| {
         let rows: Vec<AddressInput> =
-            rows.iter().map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level }).collect();
+            rows.iter().map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level, trusted: false }).collect();
         Object::Node(NodeRecord {
             cluster: ClusterId(3),
             node: serde_json::from_value(

@@ -64,6 +64,7 @@ fn main() {
             .map(|k| AddressInput {
                 ip: std::net::Ipv4Addr::from(0x0a00_0000 + n * 4 + k).to_string(),
                 level: levels[k as usize],
+                trusted: true,
             })
             .collect();
         let rec = NodeRecord {

@@ -266,12 +266,14 @@ impl Control {
             slot.revision = r.number;
             // The published records survive a restart even when the state did not.
             slot.state.published.get_or_insert_with(|| r.records.clone());
+            let line_since = r.records.lines.keys().map(|l| (*l, r.at)).collect();
             let published =
                 Published { cluster: r.cluster, number: r.number, at: r.at, records: r.records, zone };
             snapshots.insert(
                 r.cluster,
                 Arc::new(ClusterSnapshot {
                     published: Some(Arc::new(published)),
+                    line_since,
                     ..ClusterSnapshot::default()
                 }),
             );
@@ -358,6 +360,20 @@ impl Control {
         self.snapshots.get(&cluster)?.nodes.get(&node)
     }
 
+    /// How many probers probe each address now (every counting prober online, within the
+    /// probe budget): a new address waits for a strict majority of them.
+    fn expected_probers(&self, now: Timestamp) -> u32 {
+        let spread =
+            Spread::of(&self.config, |p| self.prober_status(p, now) == crate::observe::ProberStatus::Online);
+        u32::try_from(spread.per_target()).unwrap_or(u32::MAX)
+    }
+
+    /// Since when a node has been at its level (unknown before its first change after a start).
+    pub fn level_since(&self, node: NodeId) -> Option<Timestamp> {
+        let cluster = self.config.nodes.get(&node.0)?.value.cluster;
+        self.snapshots.get(&cluster)?.level_since.get(&node).copied()
+    }
+
     /// How the counting probers of each region see one address of a node at `now` (SPEC
     /// §5.1's tally, region by region): where a failure is seen from, which the address's own
     /// verdict sums up.
@@ -414,9 +430,9 @@ impl Control {
     pub fn preview(&self, cluster: ClusterId, now: Timestamp) -> Option<Vec<PreviewRow>> {
         let c = &self.config;
         let spec = &c.clusters.get(&cluster.0)?.value;
-        let parts = Parts::gather(c, &self.obs, self.policy, cluster);
         let empty = ClusterState::default();
         let state = self.slots.get(&cluster).map_or(&empty, |s| &s.state);
+        let parts = Parts::gather(c, &self.obs, self.policy, cluster, (state, self.expected_probers(now)));
         Some(preview(&parts.view(c, spec, None), state, now))
     }
 
@@ -938,7 +954,9 @@ impl Control {
         let interval = self.timing.evaluation_interval_s.max(1);
         let Some(cluster) = c.clusters.get(&id.0).map(|s| &s.value) else { return };
         let Some(zone) = Zone::of(&c, id) else { return };
-        let parts = Parts::gather(&c, &self.obs, self.policy, id);
+        let expected = self.expected_probers(now);
+        let Some(state) = self.slots.get(&id).map(|s| &s.state) else { return };
+        let parts = Parts::gather(&c, &self.obs, self.policy, id, (state, expected));
         let Some(slot) = self.slots.get_mut(&id) else { return };
         let reason = slot.reason.take();
         let out = evaluate(&parts.view(&c, cluster, reason.as_deref()), &mut slot.state, now);
@@ -988,11 +1006,23 @@ impl Control {
             }
             slot.saved_at = Some(now);
         }
+        let line_since = since_lines(&before, published.as_deref(), now);
+        let level_since = out
+            .nodes
+            .iter()
+            .filter_map(|n| match before.nodes.get(&n.node) {
+                Some(old) if old.level == n.level => before.level_since.get(&n.node).map(|t| (n.node, *t)),
+                Some(_) => Some((n.node, now)),
+                None => None,
+            })
+            .collect();
         let snapshot = ClusterSnapshot {
             evaluated_at: Some(now),
             published,
             nodes: out.nodes.into_iter().map(|s| (s.node, s)).collect(),
             rules: out.rules,
+            line_since,
+            level_since,
         };
         let mut all = Snapshots::clone(&self.snapshots);
         all.insert(id, Arc::new(snapshot));
@@ -1396,6 +1426,26 @@ impl Control {
     }
 }
 
+/// Since when each line of `published` has answered its records: as before where they did not
+/// change, else from `now`.
+fn since_lines(
+    before: &ClusterSnapshot,
+    published: Option<&Published>,
+    now: Timestamp,
+) -> BTreeMap<vantage_core::ids::LineId, Timestamp> {
+    let Some(p) = published else { return BTreeMap::new() };
+    let was = before.published.as_deref().map(|b| &b.records.lines);
+    p.records
+        .lines
+        .iter()
+        .map(|(line, records)| {
+            let same = was.and_then(|w| w.get(line)) == Some(records);
+            let since = if same { before.line_since.get(line).copied().unwrap_or(now) } else { now };
+            (*line, since)
+        })
+        .collect()
+}
+
 /// What a reported result is about.
 enum Key<'a> {
     Cluster(TargetKey),
@@ -1467,7 +1517,16 @@ impl Parts {
         Seen::new(seen)
     }
 
-    fn gather(c: &Config, obs: &Observations, policy: AddressPolicy, id: ClusterId) -> Parts {
+    /// What a pass of cluster `id` reads; `state` says which addresses still wait to be
+    /// verified, which `expected` probers (every counting prober online, within the probe
+    /// budget) are to see answering.
+    fn gather(
+        c: &Config,
+        obs: &Observations,
+        policy: AddressPolicy,
+        id: ClusterId,
+        (state, expected): (&ClusterState, u32),
+    ) -> Parts {
         let (probers, index) = Parts::prober_table(c);
         let lines = c
             .lines_of(id)
@@ -1489,9 +1548,13 @@ impl Parts {
                     addresses_in_use(&n.value.addresses, agent.map(|a| a.addresses.as_slice()), policy)
                         .as_slice()
                         .iter()
-                        .map(|a| AddressView {
-                            address: *a,
-                            observations: Parts::seen(obs, &index, &listeners, nid, a.ip),
+                        .map(|a| {
+                            let waiting = state.addresses.get(&(nid, a.ip)).is_none_or(|h| !h.verified);
+                            AddressView {
+                                address: *a,
+                                observations: Parts::seen(obs, &index, &listeners, nid, a.ip),
+                                expected_probers: if waiting { expected } else { 0 },
+                            }
                         })
                         .collect();
                 NodeView {

@@ -34,6 +34,11 @@ pub enum EventKind {
     AddressRecovering,
     /// An address is reachable again, or no longer failing.
     AddressReachable,
+    /// A new address waits for the probers: out of DNS until a strict majority sees it answer
+    /// (or serving unverified when no prober checks its cluster).
+    AddressUnverified,
+    /// A new address was seen answering by a strict majority (or is trusted): DNS may use it.
+    AddressVerified,
     /// A node answers with another level (or with none).
     LevelChanged,
     /// A scheduling rule's action started on a node.
@@ -60,11 +65,13 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, for parsing filters.
-    pub const ALL: [EventKind; 15] = [
+    pub const ALL: [EventKind; 17] = [
         EventKind::AddressFailing,
         EventKind::AddressUnreachable,
         EventKind::AddressRecovering,
         EventKind::AddressReachable,
+        EventKind::AddressUnverified,
+        EventKind::AddressVerified,
         EventKind::LevelChanged,
         EventKind::RuleActivated,
         EventKind::RuleRecovered,
@@ -85,6 +92,8 @@ impl EventKind {
             EventKind::AddressUnreachable => "address_unreachable",
             EventKind::AddressRecovering => "address_recovering",
             EventKind::AddressReachable => "address_reachable",
+            EventKind::AddressUnverified => "address_unverified",
+            EventKind::AddressVerified => "address_verified",
             EventKind::LevelChanged => "level_changed",
             EventKind::RuleActivated => "rule_activated",
             EventKind::RuleRecovered => "rule_recovered",
@@ -208,14 +217,18 @@ pub(crate) fn pass_events(
         .get(&id.0)
         .map(|cl| cl.value.listeners.iter().map(|l| l.port).collect())
         .unwrap_or_default();
+    // The first pass after a start has nothing to compare with.
+    if before.is_empty() {
+        return;
+    }
     for n in after {
-        let Some(old) = before.get(&n.node) else { continue };
+        let old = before.get(&n.node);
         let node = c.node_name(n.node);
         let scope = (Some(id), Some(n.node));
         for a in &n.addresses {
-            let Some(was) = old.addresses.iter().find(|x| x.ip == a.ip) else { continue };
-            let (from, to) = (was.condition.condition, a.condition.condition);
-            if from == to {
+            let was = old.and_then(|o| o.addresses.iter().find(|x| x.ip == a.ip));
+            let (from, to) = (was.map(|w| w.condition.condition), a.condition.condition);
+            if from == Some(to) {
                 continue;
             }
             let failing = failing_probers(c, obs, n.node, a.ip, &ports);
@@ -226,34 +239,55 @@ pub(crate) fn pass_events(
                 format!("{} of {} probers see it failing ({})", v.failing, v.counting, failing.join(", "))
             };
             let within = secs_until(a.condition.changes_at, now);
-            let (kind, summary) = match to {
-                Condition::Failing => (
+            let answering = v.counting - v.failing.min(v.counting);
+            let (kind, summary) = match (from, to) {
+                (_, Condition::Unverified) if a.in_use => (
+                    EventKind::AddressUnverified,
+                    format!(
+                        "{ip} of {node} is new and serves unverified: no prober checks {} yet",
+                        zone.name
+                    ),
+                ),
+                (_, Condition::Unverified) => (
+                    EventKind::AddressUnverified,
+                    format!(
+                        "{ip} of {node} is new: out of DNS until a strict majority of the probers sees it answer"
+                    ),
+                ),
+                (None | Some(Condition::Unverified), Condition::Reachable) => {
+                    let how = if v.counting == 0 {
+                        "trusted, it serves without waiting for the probers".to_owned()
+                    } else {
+                        format!("{answering} of {} probers see it answer", v.counting)
+                    };
+                    (EventKind::AddressVerified, format!("{ip} of {node} is verified: {how}"))
+                }
+                (_, Condition::Failing) => (
                     EventKind::AddressFailing,
                     format!(
                         "{ip} of {node} is failing: {seen}; unreachable in {} s unless it answers",
                         within.unwrap_or(0)
                     ),
                 ),
-                Condition::Unreachable if from == Condition::Recovering => {
+                (Some(Condition::Recovering), Condition::Unreachable) => {
                     (EventKind::AddressUnreachable, format!("{ip} of {node} fails again: {seen}"))
                 }
-                Condition::Unreachable => {
+                (_, Condition::Unreachable) => {
                     (EventKind::AddressUnreachable, format!("{ip} of {node} is unreachable: {seen}"))
                 }
-                Condition::Recovering => (
+                (_, Condition::Recovering) => (
                     EventKind::AddressRecovering,
                     format!(
-                        "{ip} of {node} answers again: {} of {} probers see it answer; reachable in {} s if it goes on",
-                        v.counting - v.failing.min(v.counting),
+                        "{ip} of {node} answers again: {answering} of {} probers see it answer; reachable in {} s if it goes on",
                         v.counting,
                         within.unwrap_or(0)
                     ),
                 ),
-                Condition::Reachable if from == Condition::Failing => (
+                (Some(Condition::Failing), Condition::Reachable) => (
                     EventKind::AddressReachable,
                     format!("{ip} of {node} answers again before it was decided: {seen}"),
                 ),
-                Condition::Reachable => {
+                (_, Condition::Reachable) => {
                     (EventKind::AddressReachable, format!("{ip} of {node} is reachable again"))
                 }
             };
@@ -264,6 +298,7 @@ pub(crate) fn pass_events(
             });
             log.push(now, kind, scope, summary, details);
         }
+        let Some(old) = old else { continue };
         if n.level != old.level {
             let word = |l: Option<vantage_core::address::Level>| l.map_or("none", |l| l.as_str());
             let used: Vec<String> =

@@ -106,6 +106,20 @@ pub struct ClusterSnapshot {
     pub nodes: BTreeMap<NodeId, NodeStatus>,
     /// Every rule state that is not idle.
     pub rules: Vec<RuleNodeStatus>,
+    /// Since when each line has answered its current records: the revision that last changed
+    /// them (after a restart, at the latest the stored revision's time).
+    pub line_since: BTreeMap<LineId, Timestamp>,
+    /// Since when each node has been at its current level (unknown before the first change
+    /// after a start).
+    pub level_since: BTreeMap<NodeId, Timestamp>,
+}
+
+impl ClusterSnapshot {
+    /// Some prober counted for some address in the last pass: a new address then waits for
+    /// a strict majority of them to see it answer. Without any, it serves unverified.
+    pub fn checked(&self) -> bool {
+        self.nodes.values().flat_map(|n| &n.addresses).any(|a| a.verdict.counting > 0)
+    }
 }
 
 /// Every cluster's snapshot.

@@ -65,7 +65,8 @@ fn world(now: Timestamp, failing_every: u32) -> World {
                         })
                         .collect();
                     AddressView {
-                        address: SchedulingAddress { ip, level: levels[k as usize] },
+                        expected_probers: 0,
+                        address: SchedulingAddress { ip, level: levels[k as usize], trusted: true },
                         observations: Observations::new(obs),
                     }
                 })

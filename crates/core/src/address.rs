@@ -72,6 +72,10 @@ pub struct SchedulingAddress {
     pub ip: IpAddr,
     /// Its level.
     pub level: Level,
+    /// Marked by the operator to serve at once: DNS answers with it before any prober has
+    /// seen it answer (others wait for a strict majority of the counting probers).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trusted: bool,
 }
 
 /// Which addresses the validation accepts beyond public and private unicast ones.
@@ -100,6 +104,9 @@ pub struct AddressInput {
     /// Its level (primary when absent).
     #[serde(default = "primary")]
     pub level: Level,
+    /// Serve it at once, without waiting for the probers to see it answer.
+    #[serde(default)]
+    pub trusted: bool,
 }
 
 fn primary() -> Level {
@@ -156,7 +163,7 @@ impl AddressList {
                     format!("Not a single unicast IP address: {} (duplicate)", row.ip.trim()),
                 ));
             }
-            out.push(SchedulingAddress { ip, level: row.level });
+            out.push(SchedulingAddress { ip, level: row.level, trusted: row.trusted });
         }
         if !out.is_empty() && !out.iter().any(|a| a.level == Level::Primary) {
             return Err(Error::invalid("addresses", "a primary address is required"));
@@ -173,7 +180,7 @@ impl AddressList {
                 break;
             }
             if is_unicast(ip, policy) && !out.iter().any(|a| a.ip == ip) {
-                out.push(SchedulingAddress { ip, level: Level::Primary });
+                out.push(SchedulingAddress { ip, level: Level::Primary, trusted: false });
             }
         }
         AddressList(out)
@@ -204,7 +211,9 @@ mod tests {
     use super::*;
 
     fn rows(list: &[(&str, Level)]) -> Vec<AddressInput> {
-        list.iter().map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level }).collect()
+        list.iter()
+            .map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level, trusted: false })
+            .collect()
     }
 
     fn reason(list: &[(&str, Level)]) -> String {

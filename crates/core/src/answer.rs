@@ -323,7 +323,7 @@ mod tests {
     }
 
     fn addr(s: &str, level: Level) -> SchedulingAddress {
-        SchedulingAddress { ip: ip(s), level }
+        SchedulingAddress { ip: ip(s), level, trusted: false }
     }
 
     #[test]

@@ -252,6 +252,9 @@ pub enum Condition {
     Unreachable,
     /// Unreachable, answering again: reachable at `changes_at` unless it fails again first.
     Recovering,
+    /// New, and no strict majority of the counting probers has seen it answer yet: DNS leaves
+    /// it out (unless no prober checks its cluster at all, or it is trusted).
+    Unverified,
 }
 
 /// [`Condition`] with its times.
@@ -289,6 +292,15 @@ pub struct AddressHealth {
     /// streak starts no earlier. Without it, the previous evaluation bounds the streak.
     #[serde(default)]
     pub answered_at: Option<Timestamp>,
+    /// A strict majority of the counting probers has seen it answer since it was added (or
+    /// it is trusted); until then DNS leaves it out. State saved before addresses were
+    /// verified reads as verified.
+    #[serde(default = "verified")]
+    pub verified: bool,
+}
+
+fn verified() -> bool {
+    true
 }
 
 impl Default for AddressHealth {
@@ -302,11 +314,25 @@ impl Default for AddressHealth {
             doublings: 0,
             damped_at: None,
             answered_at: None,
+            verified: true,
         }
     }
 }
 
 impl AddressHealth {
+    /// A newly added address: unverified unless the operator trusts it.
+    pub fn added(trusted: bool) -> AddressHealth {
+        AddressHealth { verified: trusted, ..AddressHealth::default() }
+    }
+
+    /// Verified once a strict majority of the counting probers sees it answer (`v`; of the
+    /// `expected` probers, when more probe it than have reported yet), or at once when
+    /// trusted; it stays verified.
+    pub fn verify(&mut self, v: &Verdict, expected: u32, trusted: bool) {
+        let answering = v.counting - v.failing.min(v.counting);
+        self.verified |= trusted || answering * 2 > v.counting.max(expected);
+    }
+
     /// Feeds one evaluation at `now`: whether the address is failing, and since when the
     /// evidence says so (`evidence ≤ now`; a failing streak may start no earlier than the
     /// reports last showed it answering, or without that the previous evaluation, which saw it
@@ -368,6 +394,7 @@ impl AddressHealth {
             doublings: doublings.min(damping.max_doublings()),
             damped_at,
             answered_at: self.answered_at,
+            verified: self.verified,
         };
         Some(state)
     }
@@ -428,6 +455,9 @@ impl AddressHealth {
     /// What the address is doing, for people: its reachability, or the streak that will change
     /// it if it goes on — with since when, and when it would change.
     pub fn condition(&self, settings: &ProbeSettings) -> AddressCondition {
+        if !self.verified {
+            return AddressCondition { condition: Condition::Unverified, since: None, changes_at: None };
+        }
         let (condition, since) = match (self.state, self.failing_since, self.answering_since) {
             (Reachability::Reachable, Some(t), _) => (Condition::Failing, Some(t)),
             (Reachability::Reachable, None, _) => (Condition::Reachable, self.since),

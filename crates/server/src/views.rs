@@ -307,6 +307,8 @@ pub struct NodeView {
     pub addresses: Vec<AddressView>,
     /// The level DNS uses (`None`: no address, or not evaluated yet).
     pub level: Option<Level>,
+    /// Since when it has used that level (unknown before its first change after a start).
+    pub level_since: Option<Timestamp>,
     /// Answered by DNS (`None`: not evaluated yet).
     pub serving: Option<bool>,
     /// The rule holding it on a backup level, while one does.
@@ -348,6 +350,10 @@ pub struct Addresses {
     pub source: AddressSource,
     /// The configured addresses.
     pub configured: Vec<SchedulingAddress>,
+    /// What the save should know: new addresses that serve before any prober has seen them
+    /// answer, because no prober checks the cluster yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// An enrollment token as listed (the token itself is shown once, at creation).
@@ -515,6 +521,9 @@ pub struct DnsLine {
     /// Its records.
     #[schema(value_type = Vec<String>)]
     pub records: Vec<std::net::IpAddr>,
+    /// Since when it has answered them (after a restart, at the latest the stored revision's
+    /// time).
+    pub since: Option<Timestamp>,
 }
 
 /// What DNS answers for a cluster now: the published revision.

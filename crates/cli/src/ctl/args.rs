@@ -221,8 +221,10 @@ pub(super) enum NodeAction {
     Common(Action),
     /// Show a node's scheduling addresses.
     Addresses { id: i64 },
-    /// Set a node's scheduling addresses: IP[:LEVEL]… (level primary, backup1 or backup2;
-    /// primary when absent). No address: use the reported ones again.
+    /// Set a node's scheduling addresses: IP[:LEVEL][:trusted]… (level primary, backup1 or
+    /// backup2; primary when absent). A new address stays out of DNS until a strict majority
+    /// of the probers has seen it answer; `trusted` serves it at once. No address: use the
+    /// reported ones again.
     SetAddresses { id: i64, addresses: Vec<String> },
     /// Create an enrollment token for a node's agent (shown once) and print the start command.
     Token {

@@ -461,6 +461,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                         name: "all".into(),
                         client_networks: Vec::new(),
                         records: v.all.clone(),
+                        since: None,
                     });
                     table(&lines);
                 }
@@ -543,15 +544,26 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             NodeAction::SetAddresses { id, addresses } => {
                 let rows: Vec<Value> = addresses
                     .iter()
-                    .map(|a| match a.rsplit_once(':') {
-                        Some((ip, level)) if matches!(level, "primary" | "backup1" | "backup2") => {
-                            json!({"ip": ip, "level": level})
+                    .map(|a| {
+                        let (a, trusted) =
+                            a.strip_suffix(":trusted").map_or((a.as_str(), false), |a| (a, true));
+                        let mut row = match a.rsplit_once(':') {
+                            Some((ip, level)) if matches!(level, "primary" | "backup1" | "backup2") => {
+                                json!({"ip": ip, "level": level})
+                            }
+                            _ => json!({"ip": a}),
+                        };
+                        if trusted {
+                            row["trusted"] = json!(true);
                         }
-                        _ => json!({"ip": a}),
+                        row
                     })
                     .collect();
                 let path = format!("/v1/nodes/{id}/addresses");
                 let out: Addresses = c.call(Method::PUT, &path, Some(&Value::Array(rows))).await?;
+                for w in &out.warnings {
+                    eprintln!("warning: {w}");
+                }
                 print(&out, json);
                 Ok(())
             }

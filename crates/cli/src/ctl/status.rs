@@ -100,8 +100,9 @@ fn show(s: &Status) {
         println!("cluster   {} ({})  {revision}", c.cluster.name, c.dns.domain);
         for l in &c.dns.lines {
             let records: Vec<String> = l.records.iter().map(ToString::to_string).collect();
+            let since = l.since.map(|t| format!("  since {} ago", age(t))).unwrap_or_default();
             println!(
-                "  line    {}  {}",
+                "  line    {}  {}{since}",
                 l.name,
                 if records.is_empty() { "-".to_owned() } else { records.join(" ") }
             );

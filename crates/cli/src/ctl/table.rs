@@ -178,7 +178,7 @@ rows! {
         "error" => |r| r.error, "checked" => |r| r.checked, "good" => |r| r.window.good_strip,
     ];
     RevisionView: ["number" => |r| r.number, "at" => |r| r.at, "reason" => |r| r.reason, "records" => |r| r.records.all];
-    DnsLine: ["name" => |r| r.name, "client_networks" => |r| r.client_networks, "records" => |r| r.records];
+    DnsLine: ["name" => |r| r.name, "client_networks" => |r| r.client_networks, "records" => |r| r.records, "since" => |r| r.since];
     TenantView: ["name" => |r| r.name, "note" => |r| r.note, "mirrors" => |r| r.mirrors];
     CheckView: [
         "id" => |r| r.id, "name" => |r| r.name, "method" => |r| r.check.method(), "path" => |r| r.check.path(),

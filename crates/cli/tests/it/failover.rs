@@ -154,6 +154,10 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     let edge0 = &node["items"].as_array().unwrap()[0];
     assert_eq!(edge0["addresses"][0]["reachability"], "unreachable", "{edge0}");
     assert_eq!(edge0["addresses"][1]["in_use"], true, "{edge0}");
+    // Since when: the node's level and the line's records date from the failover's revision.
+    let (_, served) = s.call(Method::GET, &dns, None).await;
+    assert_eq!(served["lines"][0]["since"], revs["items"][0]["at"], "{served}");
+    assert_eq!(edge0["level_since"], revs["items"][0]["at"], "{edge0}");
     let (_, results) = s.call(Method::GET, &format!("/v1/nodes/{}/results", edge0["id"]), None).await;
     let refused = results["items"]
         .as_array()
@@ -183,7 +187,7 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     assert!(status.starts_with("probers   3 of 3 online\nalerts    1 firing\n"), "{status}");
     assert!(status.contains("address_unreachable") && status.contains("127.0.0.10 of edge-0 is unreachable"));
     assert!(status.contains(": Node health changed: 127.0.0.10 of edge-0 unreachable;"), "{status}");
-    assert!(status.contains("  line    default  127.0.0.11 127.0.0.12 127.0.0.13\n"), "{status}");
+    assert!(status.contains("  line    default  127.0.0.11 127.0.0.12 127.0.0.13  since "), "{status}");
     assert!(
         status
             .lines()

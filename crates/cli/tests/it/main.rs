@@ -21,6 +21,7 @@ mod netlab;
 mod openapi;
 mod rules;
 mod ui;
+mod verify;
 
 use std::process::Output;
 

@@ -92,8 +92,10 @@ impl Lab {
         name: &str,
         addresses: &[(&str, Level)],
     ) -> NodeId {
-        let rows: Vec<AddressInput> =
-            addresses.iter().map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level }).collect();
+        let rows: Vec<AddressInput> = addresses
+            .iter()
+            .map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level, trusted: false })
+            .collect();
         let rec = NodeRecord {
             cluster,
             node: serde_json::from_value::<Node>(serde_json::json!({"group": group, "name": name})).unwrap(),

@@ -17,3 +17,4 @@ mod online;
 mod publish;
 mod reports;
 mod schedule;
+mod verify;

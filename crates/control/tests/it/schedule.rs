@@ -73,11 +73,18 @@ fn a_pass_is_due_when_a_timer_runs_out() {
     let c = lab.cluster(CLUSTER);
     let g = lab.group(c, "fra-1", Some(r));
     lab.node(c, g, "edge-1", &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
+    // Both answer first: a new address serves once a majority has seen it answer.
+    for p in &probers {
+        lab.round(*p, &[]);
+    }
+    lab.tick();
+    lab.advance(10);
+    let failing_since = lab.now;
     for p in &probers {
         lab.round(*p, &["203.0.113.10"]);
     }
-    lab.tick();
-    let failing_since = lab.now;
+    // A report is evaluated 2 s after the previous pass at the earliest.
+    lab.advance(2);
     lab.take();
     assert_eq!(lab.control.poll_timeout(), Some(failing_since.plus_secs(5)));
     lab.advance(5);

@@ -94,6 +94,10 @@ pub struct AddressView {
     pub address: SchedulingAddress,
     /// Every prober's latest result on every port.
     pub observations: Observations,
+    /// How many counting probers probe it (every one online, within the probe budget) while
+    /// it waits to be verified (0 once verified): a strict majority of them must see it
+    /// answer, not just of the first ones that reported.
+    pub expected_probers: u32,
 }
 
 /// A node as the evaluator sees it.
@@ -501,12 +505,27 @@ fn reachability(
     let mut facts = Vec::with_capacity(view.nodes.len());
     let mut statuses = Vec::with_capacity(view.nodes.len());
     let mut pairs: Vec<(SchedulingAddress, bool)> = Vec::new();
+    let verdicts: Vec<Verdict> = view
+        .nodes
+        .iter()
+        .flat_map(|n| n.addresses.iter())
+        .map(|a| verdict(&a.observations, view.probers, settings, now))
+        .collect();
+    // Without a prober that counts for the cluster nothing can verify a new address: it serves
+    // unverified rather than leave DNS empty.
+    let checked = verdicts.iter().any(|v| v.counting > 0);
+    let mut verdicts = verdicts.into_iter();
     for node in view.nodes {
         pairs.clear();
         let mut addresses = Vec::with_capacity(node.addresses.len());
         for a in &node.addresses {
-            let v = verdict(&a.observations, view.probers, settings, now);
-            let health = state.addresses.entry((node.id, a.address.ip)).or_default();
+            let v = verdicts.next().unwrap_or_default();
+            let trusted = a.address.trusted;
+            let health = state
+                .addresses
+                .entry((node.id, a.address.ip))
+                .or_insert_with(|| AddressHealth::added(trusted));
+            health.verify(&v, a.expected_probers, trusted);
             seen += 1;
             match health.observe(&v, now, settings, view.detection.damping()) {
                 Some(Reachability::Unreachable) => events.push(Event::AddressUnreachable {
@@ -519,7 +538,7 @@ fn reachability(
                 }
                 None => {}
             }
-            pairs.push((a.address, health.is_reachable()));
+            pairs.push((a.address, health.is_reachable() && (health.verified || !checked)));
             addresses.push(AddressStatus {
                 ip: a.address.ip,
                 level: a.address.level,

@@ -99,7 +99,8 @@ impl Fleet {
             addresses: addresses
                 .iter()
                 .map(|(a, level)| AddressView {
-                    address: SchedulingAddress { ip: ip(a), level: *level },
+                    expected_probers: 0,
+                    address: SchedulingAddress { ip: ip(a), level: *level, trusted: false },
                     observations: Observations::default(),
                 })
                 .collect(),

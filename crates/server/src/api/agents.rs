@@ -312,6 +312,7 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
         reported_addresses: agent.map(|a| a.addresses.clone()).unwrap_or_default(),
         addresses,
         level: status.and_then(|s| s.level),
+        level_since: control.level_since(id),
         serving: status.map(|s| s.serving),
         held_by: status
             .and_then(|s| s.held_by)
@@ -430,6 +431,7 @@ async fn dns(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Dn
                     name: line.name.clone(),
                     client_networks: line.client_networks.clone(),
                     records: records.to_vec(),
+                    since: snapshot.as_ref().and_then(|s| s.line_since.get(&id).copied()),
                 })
                 .collect()
         })

@@ -51,6 +51,7 @@ pub(super) fn routes(api: &mut Api) {
             "events",
             "Follow events as server-sent events (text/event-stream): the stored ones after Last-Event-ID, after= or since=, then each as it happens; same filters as /v1/events",
         )
+        .streams::<FleetEvent>()
         .unavailable_when("too many streams are open"),
         get(stream),
     );

@@ -66,10 +66,12 @@ type Schemas = Vec<(String, RefOr<Schema>)>;
 /// Registers a type's schema and answers a reference to it.
 type Component = fn(&mut Schemas) -> RefOr<Schema>;
 
-/// A body's schema: a named component, a list of one, or nothing.
+/// A body's schema: a named component, a list of one, a stream of server-sent events each
+/// carrying one (as its `data`), or nothing.
 enum Body {
     Named(Component),
     List(Component),
+    Events(Component),
     Empty,
 }
 
@@ -90,7 +92,16 @@ impl Body {
                     .required("items")
                     .into(),
             ),
+            Body::Events(f) => Some(f(schemas)),
             Body::Empty => None,
+        }
+    }
+
+    /// Its media type.
+    fn media_type(&self) -> &'static str {
+        match self {
+            Body::Events(_) => "text/event-stream",
+            _ => "application/json",
         }
     }
 }
@@ -132,6 +143,10 @@ impl Op {
     /// It answers 200 with `{"items": [T…]}`.
     pub(super) fn lists<T: ToSchema>(self) -> Op {
         Op { answers: vec![("200", "Success", Body::List(component::<T>))], ..self }
+    }
+    /// It answers 200 with server-sent events, each event's data a `T`.
+    pub(super) fn streams<T: ToSchema>(self) -> Op {
+        Op { answers: vec![("200", "Success", Body::Events(component::<T>))], ..self }
     }
     /// It answers 201 with the `T` it created.
     pub(super) fn creates<T: ToSchema>(self) -> Op {
@@ -252,7 +267,7 @@ impl Api {
         for (status, description, answer) in &op.answers {
             let mut ok = ResponseBuilder::new().description(*description);
             if let Some(schema) = answer.schema(&mut self.schemas) {
-                ok = ok.content("application/json", json_content(schema));
+                ok = ok.content(answer.media_type(), json_content(schema));
             }
             b = b.response(*status, ok.build());
         }
@@ -559,7 +574,9 @@ mod tests {
                 let responses = op["responses"].as_object().unwrap();
                 let (status, ok) = responses.iter().find(|(s, _)| s.starts_with('2')).unwrap();
                 if status != "204" {
-                    assert!(ok["content"]["application/json"]["schema"].is_object(), "{method} {path}: {ok}");
+                    let content = &ok["content"];
+                    let schema = content.get("application/json").or(content.get("text/event-stream"));
+                    assert!(schema.is_some_and(|c| c["schema"].is_object()), "{method} {path}: {ok}");
                 }
                 assert!(
                     responses["4XX"]["content"]["application/json"]["schema"].is_object(),

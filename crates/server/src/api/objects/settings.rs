@@ -47,7 +47,7 @@ pub(super) async fn addresses_get(
     let n = find::<NodeRecord>(&c, id, None)?;
     let source =
         if n.value.addresses.is_empty() { AddressSource::Reported } else { AddressSource::Configured };
-    Ok(Json(Addresses { source, configured: n.value.addresses.as_slice().to_vec() }))
+    Ok(Json(Addresses { source, configured: n.value.addresses.as_slice().to_vec(), warnings: Vec::new() }))
 }
 
 pub(super) async fn addresses_put(
@@ -57,15 +57,33 @@ pub(super) async fn addresses_put(
 ) -> Result<Json<Addresses>, ApiError> {
     let rows: Vec<AddressInput> = parse_json(body)?;
     let list = AddressList::parse(&rows, app.address_policy())?;
-    app.change(&actor, |c| {
-        let mut n = find::<NodeRecord>(c, id, None)?.value.clone();
-        let before = n.addresses.clone();
-        n.addresses = list.clone();
-        let mut ch = Change::default();
-        ch.audit("node.set_addresses", format!("node:{id}"), json!({"before": before, "after": list}));
-        ch.puts.push((id, Object::Node(n)));
-        Ok((ch, ()))
-    })
-    .await?;
-    addresses_get(State(app), Path(id)).await
+    let (cluster, added) = app
+        .change(&actor, |c| {
+            let mut n = find::<NodeRecord>(c, id, None)?.value.clone();
+            let before = n.addresses.clone();
+            let added: Vec<String> = list
+                .as_slice()
+                .iter()
+                .filter(|a| !a.trusted && !before.as_slice().iter().any(|b| b.ip == a.ip))
+                .map(|a| a.ip.to_string())
+                .collect();
+            let cluster = n.cluster;
+            n.addresses = list.clone();
+            let mut ch = Change::default();
+            ch.audit("node.set_addresses", format!("node:{id}"), json!({"before": before, "after": list}));
+            ch.puts.push((id, Object::Node(n)));
+            Ok((ch, (cluster, added)))
+        })
+        .await?;
+    let checked = app.control().snapshots().get(&cluster).is_some_and(|s| s.checked());
+    let Json(mut saved) = addresses_get(State(app), Path(id)).await?;
+    if !checked && !added.is_empty() {
+        saved.warnings.push(format!(
+            "no prober checks this node's cluster yet: {} serve{} before any prober has seen {} answer",
+            added.join(", "),
+            if added.len() == 1 { "s" } else { "" },
+            if added.len() == 1 { "it" } else { "them" },
+        ));
+    }
+    Ok(Json(saved))
 }

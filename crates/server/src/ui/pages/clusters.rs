@@ -54,6 +54,7 @@ struct DnsRow {
     line: String,
     networks: String,
     records: Vec<String>,
+    since: Markup,
 }
 
 #[derive(Debug)]
@@ -123,6 +124,7 @@ struct ClusterPage {
     revisions: Vec<RevisionView>,
     rules: Vec<RuleRow>,
     preview: PreviewView,
+    events: Vec<timeline::EventRow>,
 }
 
 /// Each value as text.
@@ -239,6 +241,7 @@ pub(in crate::ui) async fn cluster(
     let nodes: Items<views::Node> = api.get("/v1/nodes").await?;
     let dns: views::Dns = api.get(&format!("/v1/clusters/{id}/dns")).await?;
     let revisions: views::Revisions = api.get(&format!("/v1/clusters/{id}/revisions?limit=20")).await?;
+    let events = timeline::recent(&api, &format!("cluster={id}"), at).await?;
     let rules: Items<views::Rule> = api.get(&format!("/v1/clusters/{id}/rules")).await?;
     let preview: Option<Value> = api.get_optional(&format!("/v1/clusters/{id}/preview")).await?;
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
@@ -294,6 +297,7 @@ pub(in crate::ui) async fn cluster(
                     line: l.name.clone(),
                     networks: if nets.is_empty() { "every other client".into() } else { nets.join(", ") },
                     records: strings(&l.records),
+                    since: l.since.map_or_else(Markup::default, |t| time(t, at)),
                 }
             })
             .collect(),
@@ -328,6 +332,7 @@ pub(in crate::ui) async fn cluster(
             })
             .collect(),
         nodes: node_rows,
+        events,
         revisions: revisions.items.into_iter().map(|r| revision_view(r, &revisions.lines, at)).collect(),
         rules: rules
             .items

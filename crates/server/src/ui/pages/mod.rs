@@ -80,6 +80,7 @@ mod probers;
 mod regions;
 mod shapes;
 mod tenants;
+mod timeline;
 
 pub(super) use alerts::alerts;
 pub(super) use audit::audit;

@@ -84,6 +84,16 @@ fn condition(a: &views::AddressView, now: Timestamp) -> Markup {
         (Some(AddressCondition::Recovering), Some(at), _) => {
             streak(Tone::Warn, "Recovering", "· reachable", at)
         }
+        // A new address: out of DNS until a strict majority of the probers sees it answer, or
+        // serving unverified when no prober checks the cluster.
+        (Some(AddressCondition::Unverified), _, _) if a.in_use => Markup(format!(
+            "{} <span class=\"muted small\">serves: no prober checks it yet</span>",
+            badge(Tone::Warn, "Unverified")
+        )),
+        (Some(AddressCondition::Unverified), _, _) => Markup(format!(
+            "{} <span class=\"muted small\">out of DNS until the probers see it answer</span>",
+            badge(Tone::Warn, "Unverified")
+        )),
         (_, _, Some(since)) => {
             Markup(format!("<span class=\"muted small\">since {}</span>", time(since, now)))
         }
@@ -105,6 +115,7 @@ struct NodePage {
     metrics: Vec<(String, String)>,
     metrics_at: Markup,
     level: String,
+    level_since: Markup,
     addresses: Vec<AddressRow>,
     /// The matrix's region columns: `(code, name)`.
     regions: Vec<(String, String)>,
@@ -113,6 +124,7 @@ struct NodePage {
     ranges: Vec<(&'static str, &'static str, bool)>,
     charts: Vec<(String, ChartView)>,
     history_error: String,
+    events: Vec<timeline::EventRow>,
 }
 
 /// One series as a chart line, with what its legend says now: the latest round (every
@@ -193,6 +205,7 @@ pub(in crate::ui) async fn node(
     let history: Result<views::History, PageError> =
         api.get(&format!("/v1/nodes/{id}/history?range={}", range.name())).await;
     let names = region_names(&regions.items);
+    let events = timeline::recent(&api, &format!("node={id}"), at).await?;
     let h = health(&n);
     let (charts, history_error) = match history {
         Ok(hist) => (node_charts(&hist, range), String::new()),
@@ -240,6 +253,8 @@ pub(in crate::ui) async fn node(
         metrics_at: time_or(n.metrics.as_ref().map(|m| m.at), at, "No metrics"),
         metrics,
         level: n.level.map_or_else(|| "none".into(), |l| level(&word(&l))),
+        level_since: n.level_since.map_or_else(Markup::default, |t| Markup(format!("since {}", time(t, at)))),
+        events,
         addresses: n.addresses.iter().map(|a| address_row(a, &columns, at)).collect(),
         regions: columns,
         results: results.items.iter().map(|r| result_view(r, true, &names, at)).collect(),

@@ -1,0 +1,134 @@
+//! A newly saved address stays out of DNS until a strict majority of the counting probers has
+//! seen it answer; a trusted one serves at once, and so does one no prober can check.
+
+use vantage_control::Output;
+use vantage_control::config::Object;
+use vantage_control::events::EventKind;
+use vantage_core::address::{AddressInput, AddressList, AddressPolicy};
+use vantage_core::ids::{ClusterId, NodeId};
+
+use crate::lab::{Lab, ip};
+
+fn records(lab: &Lab, c: ClusterId) -> Vec<std::net::IpAddr> {
+    lab.control.snapshots()[&c].published.as_ref().map(|p| p.records.all.clone()).unwrap_or_default()
+}
+
+fn set(lab: &mut Lab, n: NodeId, rows: &[(&str, bool)]) {
+    let mut rec = lab.control.config().nodes[&n.0].value.clone();
+    let rows: Vec<AddressInput> = rows
+        .iter()
+        .map(|(a, trusted)| AddressInput {
+            ip: (*a).into(),
+            level: vantage_core::address::Level::Primary,
+            trusted: *trusted,
+        })
+        .collect();
+    rec.addresses = AddressList::parse(&rows, AddressPolicy::default()).unwrap();
+    lab.replace(n.0, Object::Node(rec));
+}
+
+fn kinds(outputs: &[Output]) -> Vec<(EventKind, String)> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Events(e) => Some(e.iter().map(|e| (e.kind, e.summary.clone())).collect::<Vec<_>>()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+#[test]
+fn a_typo_never_serves_and_a_new_address_serves_once_the_probers_see_it() {
+    let mut lab = Lab::new();
+    let (p, c, _, n) = lab.one_node();
+    lab.round(p, &[]);
+    lab.advance(10);
+    assert_eq!(records(&lab, c), [ip("203.0.113.10")]);
+    lab.take();
+
+    // A typo: nothing answers there. It is saved, but never reaches DNS.
+    set(&mut lab, n, &[("203.0.113.10", false), ("203.0.113.99", false)]);
+    lab.tick();
+    assert_eq!(records(&lab, c), [ip("203.0.113.10")], "not before a prober has seen it answer");
+    let out = lab.take();
+    assert!(
+        kinds(&out).contains(&(
+            EventKind::AddressUnverified,
+            "203.0.113.99 of edge-1 is new: out of DNS until a strict majority of the probers sees it answer"
+                .into()
+        )),
+        "{:?}",
+        kinds(&out)
+    );
+    let status = &lab.control.node_status(n).unwrap().addresses[1];
+    assert_eq!(status.condition.condition, vantage_core::reachability::Condition::Unverified);
+    assert!(!status.in_use);
+    for _ in 0..4 {
+        lab.advance(5);
+        lab.round(p, &["203.0.113.99"]);
+    }
+    lab.advance(5);
+    assert_eq!(records(&lab, c), [ip("203.0.113.10")], "failing, it stays out");
+
+    // Fixed: the prober sees it answer, and it serves.
+    lab.take();
+    lab.round(p, &[]);
+    lab.advance(5);
+    assert_eq!(records(&lab, c), [ip("203.0.113.10"), ip("203.0.113.99")]);
+    let out = kinds(&lab.take());
+    assert!(
+        out.iter().any(|(k, s)| *k == EventKind::AddressVerified
+            && s.starts_with("203.0.113.99 of edge-1 is verified: 1 of 1 probers see it answer")),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_trusted_address_serves_at_once() {
+    let mut lab = Lab::new();
+    let (p, c, _, n) = lab.one_node();
+    lab.round(p, &[]);
+    lab.advance(10);
+    set(&mut lab, n, &[("203.0.113.10", false), ("203.0.113.77", true)]);
+    lab.tick();
+    assert_eq!(records(&lab, c), [ip("203.0.113.10"), ip("203.0.113.77")]);
+}
+
+#[test]
+fn without_a_prober_that_counts_a_new_address_serves_unverified() {
+    let mut lab = Lab::new();
+    let c = lab.cluster(crate::lab::CLUSTER);
+    let g = lab.group(c, "fra-1", None);
+    let n = lab.node(c, g, "edge-1", &[("203.0.113.10", vantage_core::address::Level::Primary)]);
+    lab.tick();
+    assert_eq!(records(&lab, c), [ip("203.0.113.10")], "no prober: nothing could verify it");
+    assert!(!lab.control.snapshots()[&c].checked());
+    let status = &lab.control.node_status(n).unwrap().addresses[0];
+    assert_eq!(status.condition.condition, vantage_core::reachability::Condition::Unverified);
+    assert!(status.in_use, "it serves, unverified");
+}
+
+#[test]
+fn the_first_prober_to_answer_is_not_a_majority_of_three() {
+    let mut lab = Lab::new();
+    let r = lab.region("eu");
+    let probers: Vec<_> = ["a", "b", "c"].iter().map(|n| lab.prober(n, r)).collect();
+    let c = lab.cluster(crate::lab::CLUSTER);
+    let g = lab.group(c, "fra-1", Some(r));
+    let n = lab.node(c, g, "edge-1", &[("203.0.113.10", vantage_core::address::Level::Primary)]);
+    for p in &probers {
+        lab.round(*p, &[]);
+    }
+    lab.advance(10);
+    set(&mut lab, n, &[("203.0.113.10", false), ("203.0.113.11", false)]);
+    lab.advance(3);
+    // One of the three sees it answer: not yet.
+    lab.round(probers[0], &[]);
+    lab.advance(3);
+    assert_eq!(records(&lab, c), [ip("203.0.113.10")], "1 of 3 is no majority");
+    // Two of three: it serves.
+    lab.round(probers[1], &[]);
+    lab.advance(3);
+    assert_eq!(records(&lab, c), [ip("203.0.113.10"), ip("203.0.113.11")]);
+}
