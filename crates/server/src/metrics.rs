@@ -18,6 +18,7 @@ use vantage_control::fleet::ProbePlace;
 
 mod mirrors;
 mod monitors;
+mod process;
 
 /// Labels of an HTTP request.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -284,6 +285,7 @@ impl Metrics {
             "Wall time of the control core's evaluation of the clusters that were due",
             evaluation.clone(),
         );
+        registry.register_collector(Box::new(process::Process));
         let revisions = Family::<RevisionLabels, Counter>::default();
         registry.register("vantage_revisions", "Revisions cut, by cluster and cause", revisions.clone());
         let publications = Family::<PublicationLabels, Counter>::default();
