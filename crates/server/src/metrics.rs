@@ -338,20 +338,47 @@ impl Metrics {
         self.revisions.get_or_create(&RevisionLabels { cluster: cluster.into(), cause: cause.into() }).inc();
     }
 
-    /// Counts a push to an external DNS server.
-    pub(crate) fn publication(&self, cluster: &str, target: &str, published: bool) {
+    /// The counter of pushes to an external DNS server that ended `published` or not.
+    fn publications_of(&self, cluster: &str, target: &str, published: bool) -> Counter {
         let outcome = if published { "published" } else { "failed" };
         let labels =
             PublicationLabels { cluster: cluster.into(), target: target.into(), outcome: outcome.into() };
-        self.publications.get_or_create(&labels).inc();
+        self.publications.get_or_create(&labels).clone()
+    }
+
+    /// Counts a push to an external DNS server.
+    pub(crate) fn publication(&self, cluster: &str, target: &str, published: bool) {
+        self.publications_of(cluster, target, published).inc();
+    }
+
+    /// A publisher now exists: both its outcomes are shown from 0, so that `increase()` sees
+    /// its first failure (a series that starts at 1 shows no increase).
+    pub(crate) fn publisher(&self, cluster: &str, target: &str) {
+        for published in [true, false] {
+            self.publications_of(cluster, target, published);
+        }
+    }
+
+    fn deliveries_of(&self, webhook: &str, delivered: bool) -> Counter {
+        let outcome = if delivered { "delivered" } else { "failed" };
+        self.deliveries
+            .get_or_create(&DeliveryLabels { webhook: webhook.into(), outcome: outcome.into() })
+            .clone()
     }
 
     /// Counts an alert's delivery to a webhook.
     pub(crate) fn delivery(&self, webhook: &str, delivered: bool) {
-        let outcome = if delivered { "delivered" } else { "failed" };
-        self.deliveries
-            .get_or_create(&DeliveryLabels { webhook: webhook.into(), outcome: outcome.into() })
-            .inc();
+        self.deliveries_of(webhook, delivered).inc();
+    }
+
+    /// Shows both outcomes of every configured webhook from 0, for the reason given at
+    /// [`publisher`](Self::publisher).
+    pub(crate) fn set_webhooks(&self, c: &Config) {
+        for w in c.webhooks.values() {
+            for delivered in [true, false] {
+                self.deliveries_of(&w.value.name, delivered);
+            }
+        }
     }
 
     /// Records the round trip of a good probe attempt counted at `place`.

@@ -15,6 +15,7 @@ mod failover;
 mod faults;
 mod harness;
 mod limits;
+mod metrics;
 mod mirrors;
 mod monitors;
 mod netlab;
