@@ -257,8 +257,15 @@ pub struct NodeView {
     pub updated_at: Timestamp,
     /// Its cluster.
     pub cluster: ClusterId,
+    /// Its cluster's name, so that lists read without a second lookup (empty from a server
+    /// older than the field, whose bodies still read).
+    #[serde(default)]
+    pub cluster_name: String,
     /// Its group.
     pub group: GroupId,
+    /// Its group's name (empty from an older server).
+    #[serde(default)]
+    pub group_name: String,
     /// Name, unique in the cluster.
     pub name: String,
     /// Probed and answered.

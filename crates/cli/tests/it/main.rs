@@ -8,6 +8,7 @@ mod check;
 mod control_plane;
 mod ctl_mirrors;
 mod ctl_monitors;
+mod ctl_names;
 mod demo;
 mod dns;
 mod edges;

@@ -1,0 +1,97 @@
+//! `vantage ctl` against a real server with names where ids go: flags, arguments and the fields
+//! that name other objects; refusals that name the flag; node and revision tables in names.
+
+use std::time::Duration;
+
+use crate::harness::ServerProcess;
+
+/// `ctl ARGS` (split on spaces): exit code, standard output, standard error.
+async fn run(s: &ServerProcess, args: &str) -> (Option<i32>, String, String) {
+    let args: Vec<&str> = args.split_whitespace().collect();
+    let out = s.ctl(&args).await;
+    let (stdout, stderr) = crate::text(&out);
+    (out.status.code(), stdout, stderr)
+}
+
+/// The `id` of the object a `--json` command printed.
+fn id(json: &str) -> i64 {
+    serde_json::from_str::<serde_json::Value>(json).unwrap()["id"].as_i64().unwrap()
+}
+
+/// `ctl ARGS` that must succeed: its standard output.
+async fn ok(s: &ServerProcess, args: &str) -> String {
+    let (code, out, err) = run(s, args).await;
+    assert_eq!(code, Some(0), "ctl {args}: {err}{out}");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_stand_for_ids_everywhere_and_unknown_or_ambiguous_ones_name_the_flag() {
+    let s = ServerProcess::start().await;
+    ok(&s, "regions create code=ap-sg name=Singapore").await;
+    let video = id(&ok(&s, "--json clusters create name=video domain=cdn.names.example").await);
+    ok(&s, "clusters create name=audio domain=audio.names.example").await;
+    // Groups by their region's code, lines by their groups' names, nodes by cluster and group.
+    ok(&s, "groups --cluster video create name=sin-1 region=ap-sg").await;
+    ok(&s, "groups --cluster video create name=sin-2 region=Singapore").await;
+    ok(&s, "groups --cluster audio create name=sin-1").await;
+    let line =
+        ok(&s, r#"--json lines --cluster video create name=default group=sin-1 backup_groups=["sin-2"]"#)
+            .await;
+    let line: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let (_, groups) = s.call(reqwest::Method::GET, &format!("/v1/clusters/{video}/groups"), None).await;
+    let id_of = |name: &str| {
+        groups["items"].as_array().unwrap().iter().find(|g| g["name"] == name).unwrap()["id"].clone()
+    };
+    assert_eq!((&line["group"], &line["backup_groups"][0]), (&id_of("sin-1"), &id_of("sin-2")), "{line}");
+    let sin_1a = id(&ok(&s, "--json nodes create cluster=video group=sin-1 name=sin-1a").await);
+    ok(&s, "nodes create cluster=audio group=sin-1 name=sin-1b").await;
+    ok(&s, "nodes set-addresses sin-1a 203.0.113.10").await;
+    // A group given by name when changing a node is the node's cluster's group.
+    let node = ok(&s, "--json nodes update sin-1a group=sin-2").await;
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&node).unwrap()["group"], id_of("sin-2"), "{node}");
+    ok(&s, r#"rules --cluster video create name=hot line=default conditions=[{"metric":"cpu","comparison":">","threshold":90}]"#)
+        .await;
+    assert!(ok(&s, "rules --cluster video get hot").await.contains("hot"));
+    assert!(ok(&s, "regions get Singapore").await.contains("ap-sg"));
+    assert!(ok(&s, "clusters get cdn.names.example").await.contains("video"));
+    let (code, out, err) = run(&s, "probers token --name sg-1 --region ap-sg").await;
+    assert!(code == Some(0) && out.starts_with("vtp_"), "{err}");
+
+    // `nodes list` in names, with the state.
+    let list = ok(&s, "nodes list").await;
+    let header = list.lines().next().unwrap_or_default();
+    assert!(header.starts_with("ID  CLUSTER  GROUP  NAME") && header.ends_with("STATE"), "{list}");
+    assert!(list.lines().any(|l| l.contains(" video    sin-2  sin-1a ")), "{list}");
+    assert!(list.lines().any(|l| l.contains(" audio    sin-1  sin-1b ")), "{list}");
+
+    // The refusals say which flag or field gave the name, and what it could have been.
+    let (code, _, err) = run(&s, "groups --cluster vdeo list").await;
+    assert_eq!(code, Some(1));
+    assert!(err.contains(r#"--cluster: no cluster named "vdeo" (known: video, audio)"#), "{err}");
+    let (code, _, err) = run(&s, "lines --cluster video create name=other group=sin-9").await;
+    assert_eq!(code, Some(1));
+    assert!(err.contains(r#"group=: no group named "sin-9" (known: sin-1, sin-2)"#), "{err}");
+    let other = id(&ok(&s, "--json nodes create cluster=audio group=sin-1 name=sin-1a").await);
+    let (code, _, err) = run(&s, "nodes addresses sin-1a").await;
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains(&format!(
+            r#"NODE: "sin-1a" names 2 nodes: {sin_1a} in cluster video, {other} in cluster audio; give the id"#
+        )),
+        "{err}"
+    );
+    assert!(ok(&s, &format!("nodes addresses {sin_1a}")).await.contains("203.0.113.10"));
+
+    // Revisions show each line's records, by the line's name.
+    s.wait_for(&format!("/v1/clusters/{video}/dns"), Duration::from_secs(10), |v| {
+        v["lines"][0]["records"][0] == "203.0.113.10"
+    })
+    .await;
+    let revisions = ok(&s, "clusters revisions video").await;
+    assert!(revisions.starts_with("NUMBER  AT"), "{revisions}");
+    let header: Vec<&str> = revisions.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NUMBER", "AT", "LINE", "RECORDS", "REASON"], "{revisions}");
+    assert!(revisions.lines().any(|l| l.contains(" default  203.0.113.10 ")), "{revisions}");
+    assert!(ok(&s, "status --cluster video").await.contains("cluster   video"));
+}
