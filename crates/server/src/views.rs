@@ -438,10 +438,10 @@ impl WindowView {
             threshold: u32::from(threshold),
             window: u32::from(window),
             avg_rtt_ms: r.avg_rtt_ms,
-            connected: strip(r.connected, if ipv6 { '6' } else { '4' }),
-            sent: strip(r.sent, 'X'),
-            received: strip(r.received, 'R'),
-            good_strip: strip(r.good, 'H'),
+            connected: strip(r.connected, if ipv6 { '6' } else { '4' }, r.filled()),
+            sent: strip(r.sent, 'X', r.filled()),
+            received: strip(r.received, 'R', r.filled()),
+            good_strip: strip(r.good, 'H', r.filled()),
             text: r.render(window, threshold, ipv6),
         }
     }

@@ -98,6 +98,15 @@ fn listing<R: Row + Serialize>(items: Items<R>, json: bool) {
     }
 }
 
+/// Prints a list of results with window strips, and under a table what the strips say.
+fn with_strips<R: Row + Serialize>(items: Items<R>, json: bool) {
+    let legend = !json && !items.items.is_empty();
+    listing(items, json);
+    if legend {
+        println!("{}", table::STRIP_LEGEND);
+    }
+}
+
 /// Runs a generic action on the `kind`'s collection at `path`, whose objects read as `V`;
 /// an object and the objects its fields refer to may be given by name.
 async fn generic<V>(
@@ -248,6 +257,7 @@ fn mirror(m: &MirrorView, json: bool) -> anyhow::Result<()> {
         println!("no prober has reported");
     } else {
         table(&m.probers);
+        println!("{}", table::STRIP_LEGEND);
     }
     Ok(())
 }
@@ -524,7 +534,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             }
             ProberAction::Results { id } => {
                 let id = names.id(Kind::Prober, "PROBER", id).await?;
-                listing(c.get::<Items<ResultView>>(&format!("/v1/probers/{id}/results")).await?, json);
+                with_strips(c.get::<Items<ResultView>>(&format!("/v1/probers/{id}/results")).await?, json);
                 Ok(())
             }
         },
@@ -582,7 +592,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             }
             NodeAction::Results { id } => {
                 let id = names.id(Kind::Node, "NODE", id).await?;
-                listing(c.get::<Items<ResultView>>(&format!("/v1/nodes/{id}/results")).await?, json);
+                with_strips(c.get::<Items<ResultView>>(&format!("/v1/nodes/{id}/results")).await?, json);
                 Ok(())
             }
             NodeAction::Addresses { id } => {

@@ -82,6 +82,10 @@ fn node_state(n: &NodeView) -> String {
     }
 }
 
+/// Printed under a table of window strips: an empty slot is not a failed attempt.
+pub(super) const STRIP_LEGEND: &str =
+    "strip: oldest to newest; H good attempt, - failed attempt, . no attempt yet";
+
 /// One line of a table.
 pub(super) trait Row {
     /// The column names, in order.

@@ -6,9 +6,9 @@
 mod channel;
 mod check;
 mod control_plane;
+mod ctl_incident;
 mod ctl_mirrors;
 mod ctl_monitors;
-mod ctl_names;
 mod demo;
 mod dns;
 mod edges;

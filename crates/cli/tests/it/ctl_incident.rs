@@ -1,9 +1,10 @@
-//! `vantage ctl` against a real server with names where ids go: flags, arguments and the fields
-//! that name other objects; refusals that name the flag; node and revision tables in names.
+//! `vantage ctl` as an incident needs it, against a real server: names where ids go (flags,
+//! arguments and the fields that name other objects) with refusals that name the flag; node and
+//! revision tables in names; window strips that tell an empty slot from a failed attempt.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::harness::ServerProcess;
+use crate::harness::{LabFleet, ServerProcess};
 
 /// `ctl ARGS` (split on spaces): exit code, standard output, standard error.
 async fn run(s: &ServerProcess, args: &str) -> (Option<i32>, String, String) {
@@ -94,4 +95,44 @@ async fn names_stand_for_ids_everywhere_and_unknown_or_ambiguous_ones_name_the_f
     assert_eq!(header, ["NUMBER", "AT", "LINE", "RECORDS", "REASON"], "{revisions}");
     assert!(revisions.lines().any(|l| l.contains(" default  203.0.113.10 ")), "{revisions}");
     assert!(ok(&s, "status --cluster video").await.contains("cluster   video"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn window_strips_tell_empty_slots_from_failed_attempts_with_a_legend() {
+    let LabFleet { s, edges, probers: _probers, temp: _temp, .. } =
+        LabFleet::start("cdn.strips.example", 130).await;
+    // edge-2's only address stops answering: its next rounds are refused.
+    edges[3].stop().await;
+    let started = Instant::now();
+    let table = loop {
+        let out = ok(&s, "nodes results edge-2").await;
+        if out.lines().filter(|l| l.contains(" 127.0.0.133 ") && l.contains(" refused ")).count() == 3
+            || started.elapsed() > Duration::from_secs(20)
+        {
+            break out;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let strips: Vec<&str> = table
+        .lines()
+        .filter(|l| l.contains(" refused "))
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert_eq!(strips.len(), 3, "each prober's result:\n{table}");
+    for strip in strips {
+        // A few rounds in: most slots are still empty; the assumed and the good attempts are
+        // `H`, the refused ones `-`.
+        assert_eq!(strip.chars().count(), 64, "{table}");
+        assert!(strip.starts_with("....") && strip.contains('H') && strip.ends_with('-'), "{table}");
+        let (empty, rest) = strip.split_at(strip.rfind('.').map_or(0, |i| i + 1));
+        assert!(empty.chars().all(|c| c == '.') && !rest.contains('.'), "empty slots come first: {strip}");
+    }
+    assert_eq!(
+        table.lines().last(),
+        Some("strip: oldest to newest; H good attempt, - failed attempt, . no attempt yet"),
+        "{table}"
+    );
+    // JSON carries the strips, without the legend.
+    let json = ok(&s, "--json nodes results edge-2").await;
+    assert!(serde_json::from_str::<serde_json::Value>(&json).is_ok(), "{json}");
 }
