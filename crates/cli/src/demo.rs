@@ -321,7 +321,7 @@ async fn run_fleet(
     println!("ready {ready}");
     println!();
 
-    parts.tasks.push(tokio::spawn(narrate::run(api, dns, fleet, out.clone(), stopped.clone())));
+    parts.tasks.push(tokio::spawn(narrate::run(api, dns, out.clone(), stopped.clone())));
     if !args.no_failure {
         let story = story(parts.edges.clone(), args.fail_after, args.down_for, out.clone(), stopped);
         parts.tasks.push(tokio::spawn(story));
@@ -412,6 +412,7 @@ fn print_banner(b: &Banner<'_>) {
     println!("  {vantage} ctl clusters revisions {cluster}");
     println!("  {vantage} ctl clusters dns {cluster}");
     println!("  {vantage} ctl alerts");
+    println!("  {vantage} ctl events --follow            # what happens, as it happens");
     println!();
     let first = NODES[0];
     match b.story {

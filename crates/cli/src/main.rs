@@ -8,6 +8,7 @@ mod agent;
 mod check;
 mod ctl;
 mod demo;
+mod follow;
 mod probe;
 mod serve;
 

@@ -460,6 +460,11 @@ impl Config {
         self.probers.iter().find(|(_, p)| p.value.name.eq_ignore_ascii_case(name)).map(|(id, _)| *id)
     }
 
+    /// A node's name, or `node N` once it is gone: alerts and events name what they are about.
+    pub fn node_name(&self, node: NodeId) -> String {
+        self.nodes.get(&node.0).map_or_else(|| format!("node {node}"), |n| n.value.node.name.clone())
+    }
+
     /// The check an endpoint naming `name` is probed with (`None`: `default`): the named
     /// check, else the built-in defaults when the name is `default` and no such check exists.
     /// `None` for a name that is not a check.

@@ -15,8 +15,10 @@ use vantage_core::evaluate::{
     AddressView, ClusterState, ClusterView, Event, FastMap, NodeMetrics, NodeView, PreviewRow, Records,
     evaluate, preview,
 };
-use vantage_core::ids::{ClusterId, NodeId, RuleId};
-use vantage_core::reachability::{Observation, Observations as Seen, ProberView, sees_failing};
+use vantage_core::ids::{ClusterId, NodeId, RegionId, RuleId};
+use vantage_core::reachability::{
+    Observation, Observations as Seen, ProberView, Verdict, sees_failing, verdicts_by_region,
+};
 use vantage_core::rules::Rule;
 use vantage_core::wire;
 
@@ -24,6 +26,7 @@ use crate::alerts::{Alert, AlertBook};
 use crate::config::{Config, Object};
 use crate::confirm::Confirmations;
 use crate::effects::Effects;
+use crate::events::{EventKind, EventLog, FleetEvent, describe_lines, line_changes, pass_events};
 use crate::identity::Caller;
 use crate::mirrors::book::VerdictChange;
 use crate::mirrors::registry::Changes;
@@ -106,6 +109,8 @@ pub struct Start {
     pub mirror_states: Option<String>,
     /// The saved state of the monitors (JSON).
     pub monitor_states: Option<String>,
+    /// The newest stored event's id: numbering continues after it.
+    pub last_event: u64,
 }
 
 /// A revision to store, then to push to the cluster's external DNS servers.
@@ -165,6 +170,13 @@ pub enum Output {
     },
     /// Delete the stored latest results of this prober or probing node.
     ForgetResults(Caller),
+    /// Events to store and stream, in order.
+    Events(Vec<FleetEvent>),
+    /// Delete stored events older than `before`.
+    ExpireEvents {
+        /// Cut-off.
+        before: Timestamp,
+    },
     /// Delete stored latest results not updated since `before`.
     ExpireResults {
         /// Cut-off.
@@ -203,7 +215,7 @@ struct Slot {
     revision: u32,
     due: Timestamp,
     last: Option<Timestamp>,
-    reason: Option<&'static str>,
+    reason: Option<String>,
     saved_at: Option<Timestamp>,
     /// When the oldest report not yet used by a pass arrived.
     waiting_since: Option<Timestamp>,
@@ -223,6 +235,7 @@ pub struct Control {
     snapshots: Arc<Snapshots>,
     alerts: AlertBook,
     alerts_dirty: bool,
+    events: EventLog,
     mirrors: Mirrors,
     monitors: Monitors,
     steering: Arc<SteeringTable>,
@@ -280,6 +293,7 @@ impl Control {
             alerts: start.alerts.unwrap_or_default(),
             alerts_dirty: false,
             passes: 0,
+            events: EventLog::after(start.last_event),
             mirrors: Mirrors::new(start.mirror_states.as_deref()),
             monitors: Monitors::restore(start.monitor_states.as_deref()),
             steering: Arc::default(),
@@ -349,6 +363,19 @@ impl Control {
     pub fn node_status(&self, node: NodeId) -> Option<&vantage_core::evaluate::NodeStatus> {
         let cluster = self.config.nodes.get(&node.0)?.value.cluster;
         self.snapshots.get(&cluster)?.nodes.get(&node)
+    }
+
+    /// How the counting probers of each region see one address of a node at `now` (SPEC
+    /// §5.1's tally, region by region): where a failure is seen from, which the address's own
+    /// verdict sums up.
+    pub fn region_verdicts(&self, node: NodeId, ip: IpAddr, now: Timestamp) -> Vec<(RegionId, Verdict)> {
+        let c = &self.config;
+        let Some(cluster) = c.nodes.get(&node.0).and_then(|n| c.clusters.get(&n.value.cluster.0)) else {
+            return Vec::new();
+        };
+        let (probers, index) = Parts::prober_table(c);
+        let seen = Parts::seen(&self.obs, &index, &cluster.value.listeners, node, ip);
+        verdicts_by_region(&seen, &probers, &c.settings, now)
     }
 
     /// A node's scheduling addresses in use now (configured, else reported).
@@ -608,9 +635,15 @@ impl Control {
             self.confirm(key, caller, now);
         }
         let p = self.obs.probers.entry(caller).or_default();
+        let was_reporting =
+            p.last_report.is_some_and(|t| t.within_secs_of(now, c.settings.prober_online_s()));
         p.last_seen = Some(now);
+        p.last_report = Some(now);
         p.version = Some(report.version.chars().take(64).collect());
         p.last_round = Some(RoundSummary::of(p.last_round, report.started_at, &report.results));
+        if !was_reporting {
+            self.prober_online(&c, caller, now);
+        }
         for cl in clusters {
             if let Some(s) = self.slots.get_mut(&cl) {
                 s.waiting_since.get_or_insert(now);
@@ -724,19 +757,56 @@ impl Control {
         n.connects_from = Some(from);
         let c = self.config.clone();
         if let Some(rec) = c.nodes.get(&node.0) {
+            if !was_online {
+                let name = &rec.value.node.name;
+                let summary = format!("the node agent of {name} is online (from {from})");
+                let hostname = self.obs.nodes.get(&node).and_then(|n| n.hostname.clone());
+                let details = json!({"node": name, "from": from.to_string(), "hostname": hostname});
+                self.events.push(
+                    now,
+                    EventKind::AgentOnline,
+                    (Some(rec.value.cluster), Some(node)),
+                    summary,
+                    details,
+                );
+            }
+            let name = &rec.value.node.name;
             let reason = if addresses_changed && rec.value.addresses.is_empty() {
-                Some("Reported addresses changed")
+                Some(format!("Addresses {name} reports changed"))
             } else if !was_online {
-                Some("Node agent connected")
+                Some(format!("Node agent of {name} connected"))
             } else {
                 None
             };
-            self.trigger(rec.value.cluster, reason, now, reason.is_some());
+            let immediate = reason.is_some();
+            self.trigger(rec.value.cluster, reason, now, immediate);
         }
         wire::HeartbeatReply {
             also_probes: c.node_probes(node),
             renew_in_s: c.renew_in_s(Caller::Node(node), now),
         }
+    }
+
+    /// A push of revision `number` of `cluster` to the external DNS server `target` ended,
+    /// after its retries: published, or failed with `failure`.
+    pub fn handle_publication(
+        &mut self,
+        cluster: ClusterId,
+        number: u32,
+        target: &str,
+        failure: Option<&str>,
+        now: Timestamp,
+    ) {
+        let Some(name) = self.config.clusters.get(&cluster.0).map(|c| c.value.name.clone()) else { return };
+        let (kind, summary) = match failure {
+            None => (EventKind::Published, format!("revision {number} of {name} published to {target}")),
+            Some(why) => (
+                EventKind::PublicationFailed,
+                format!("revision {number} of {name} not published to {target}: {why}"),
+            ),
+        };
+        let details = json!({"cluster": name, "number": number, "target": target, "reason": failure});
+        self.events.push(now, kind, (Some(cluster), None), summary, details);
     }
 
     /// Time passed: every cluster that is due is evaluated, silence alerts are checked, old
@@ -785,6 +855,7 @@ impl Control {
             let before = now.plus_millis(-days * 86_400_000);
             let daily_before = before.plus_millis(-DAILY_KEPT_DAYS * 86_400_000);
             self.outputs.push_back(Output::RollUpHistory { before, daily_before });
+            self.outputs.push_back(Output::ExpireEvents { before });
             self.next_roll_up = now.plus_secs(ROLL_UP_EVERY_S);
         }
         self.flush_alerts();
@@ -817,6 +888,10 @@ impl Control {
     /// The next thing to carry out.
     pub fn poll_output(&mut self) -> Option<Output> {
         self.flush_alerts();
+        let events = self.events.take();
+        if !events.is_empty() {
+            self.outputs.push_back(Output::Events(events));
+        }
         self.outputs.pop_front()
     }
 
@@ -865,7 +940,7 @@ impl Control {
 
     /// Asks for a pass of `cluster`: at once, or for a report no sooner than 2 s after its
     /// last pass. The first reason given before the pass is the one its revision carries.
-    fn trigger(&mut self, cluster: ClusterId, reason: Option<&'static str>, now: Timestamp, immediate: bool) {
+    fn trigger(&mut self, cluster: ClusterId, reason: Option<String>, now: Timestamp, immediate: bool) {
         let Some(s) = self.slots.get_mut(&cluster) else { return };
         let at =
             if immediate { now } else { s.last.map_or(now, |l| l.plus_millis(REPORT_SPACING_MS).max(now)) };
@@ -895,17 +970,32 @@ impl Control {
             slot.lag_ms = Some(now.millis_since(t));
         }
         self.passes += 1;
-        let out = evaluate(&parts.view(&c, cluster, reason), &mut slot.state, now);
+        let out = evaluate(&parts.view(&c, cluster, reason.as_deref()), &mut slot.state, now);
         slot.last = Some(now);
         slot.due = now.plus_secs(interval);
         if let Some(d) = out.next_deadline {
             slot.due = slot.due.min(d.max(now));
         }
         let base = slot.revision;
-        let mut published = self.snapshots.get(&id).and_then(|s| s.published.clone());
+        let before = self.snapshots.get(&id).cloned().unwrap_or_default();
+        let mut published = before.published.clone();
         let revisions_at = self.outputs.len();
+        pass_events(&mut self.events, &c, &self.obs, id, &zone, &before.nodes, &out.nodes, now);
         for draft in &out.revisions {
             slot.revision += 1;
+            let lines =
+                line_changes(published.as_ref().map(|p| &p.records), &draft.records, |l| zone.line_name(l));
+            let held: BTreeMap<String, &String> =
+                draft.held.iter().map(|(l, why)| (zone.line_name(*l), why)).collect();
+            let summary = format!(
+                "revision {} of {}: {} — {}",
+                slot.revision,
+                zone.name,
+                draft.reason,
+                describe_lines(&lines)
+            );
+            let details = json!({"cluster": zone.name, "number": slot.revision, "reason": draft.reason, "lines": lines, "held": held});
+            self.events.push(now, EventKind::Revision, (Some(id), None), summary, details);
             let p = Arc::new(Published {
                 cluster: id,
                 number: slot.revision,
@@ -1055,6 +1145,7 @@ impl Control {
 
     fn fire(&mut self, key: String, kind: &str, summary: String, details: Value, now: Timestamp) {
         if let Some(a) = self.alerts.fire(key, kind, summary, details, now) {
+            self.alert_event(&a, now);
             self.outputs.push_back(Output::Alert(a));
         }
         self.alerts_dirty = true;
@@ -1062,9 +1153,58 @@ impl Control {
 
     fn resolve(&mut self, key: &str, now: Timestamp) {
         if let Some(a) = self.alerts.resolve(key, now) {
+            self.alert_event(&a, now);
             self.outputs.push_back(Output::Alert(a));
             self.alerts_dirty = true;
         }
+    }
+
+    /// The event of an alert firing or resolving, about the node or cluster its key names.
+    fn alert_event(&mut self, a: &Alert, now: Timestamp) {
+        let c = &self.config;
+        let part = |tag: &str| {
+            a.key.split('/').find_map(|p| p.strip_prefix(tag)).and_then(|id| id.parse::<i64>().ok())
+        };
+        let node = part("node:").map(NodeId);
+        let cluster = part("cluster:")
+            .map(ClusterId)
+            .or_else(|| node.and_then(|n| c.nodes.get(&n.0)).map(|n| n.value.cluster));
+        let (kind, summary) = match a.resolved_at {
+            None => (EventKind::AlertFired, format!("alert firing: {}", a.summary)),
+            Some(end) => (
+                EventKind::AlertResolved,
+                format!(
+                    "alert resolved after {}: {}",
+                    vantage_core::time::span(end.millis_since(a.fired_at)),
+                    a.summary
+                ),
+            ),
+        };
+        let details = json!({"alert": a.id, "kind": a.kind, "key": a.key, "fired_at": a.fired_at, "resolved_at": a.resolved_at});
+        self.events.push(now, kind, (cluster, node), summary, details);
+    }
+
+    /// A prober's first report, or its first after being silent.
+    fn prober_online(&mut self, c: &Config, caller: Caller, now: Timestamp) {
+        let (name, region, cluster, node) = match caller {
+            Caller::Prober(p) => {
+                let Some(rec) = c.probers.get(&p.0) else { return };
+                (
+                    rec.value.name.clone(),
+                    c.region_code(rec.value.region).unwrap_or("?").to_owned(),
+                    None,
+                    None,
+                )
+            }
+            Caller::Node(n) => {
+                let Some(rec) = c.nodes.get(&n.0) else { return };
+                (rec.value.node.name.clone(), "its node".to_owned(), Some(rec.value.cluster), Some(n))
+            }
+        };
+        let targets = self.obs.probers.get(&caller).map_or(0, |p| p.targets);
+        let summary = format!("prober {name} ({region}) reports: {targets} targets");
+        let details = json!({"prober": name, "region": region, "targets": targets});
+        self.events.push(now, EventKind::ProberOnline, (cluster, node), summary, details);
     }
 
     fn flush_alerts(&mut self) {
@@ -1089,8 +1229,6 @@ impl Control {
         e: &Event,
         now: Timestamp,
     ) -> Option<AuditEntry> {
-        let node_name =
-            |n: NodeId| c.nodes.get(&n.0).map_or_else(|| format!("node {n}"), |r| r.value.node.name.clone());
         let key = |rule: RuleId, node: NodeId| format!("scheduling_action/rule:{rule}/node:{node}");
         match e {
             Event::RuleActivated(ev) | Event::RuleRecovered(ev) => {
@@ -1116,6 +1254,22 @@ impl Control {
                     "revision": base + u32::try_from(ev.revision).unwrap_or(0) + 1,
                     "no_effect": ev.no_effect,
                 });
+                let on_line = ev.line.map(|l| format!(" on line {}", zone.line_name(l))).unwrap_or_default();
+                let (kind, said) = if activated {
+                    let effect =
+                        ev.no_effect.as_ref().map(|why| format!(" (no effect: {why})")).unwrap_or_default();
+                    let act = ev.action.describe();
+                    (
+                        EventKind::RuleActivated,
+                        format!("rule {} acts on {}: {act}{on_line}{effect}", ev.rule_name, ev.node_name),
+                    )
+                } else {
+                    (
+                        EventKind::RuleRecovered,
+                        format!("rule {} no longer acts on {}{on_line}", ev.rule_name, ev.node_name),
+                    )
+                };
+                self.events.push(now, kind, (Some(cluster_id), Some(ev.node)), said, details.clone());
                 if activated {
                     let summary = format!("{} · {}", ev.rule_name, ev.node_name);
                     self.fire(key(ev.rule, ev.node), "scheduling_action", summary, details.clone(), now);
@@ -1129,6 +1283,15 @@ impl Control {
                 })
             }
             Event::RuleEnded { rule, nodes, .. } => {
+                let name = rules
+                    .iter()
+                    .find(|(r, _)| r == rule)
+                    .map_or_else(|| format!("rule {rule}"), |(_, r)| format!("rule {}", r.name));
+                let names: Vec<String> = nodes.iter().map(|n| c.node_name(*n)).collect();
+                let summary =
+                    format!("{name} was changed or removed: its action on {} ended", names.join(", "));
+                let details = json!({"cluster": cluster.name, "rule": rule, "nodes": names});
+                self.events.push(now, EventKind::RuleEnded, (Some(cluster_id), None), summary, details);
                 for n in nodes {
                     self.resolve(&key(*rule, *n), now);
                 }
@@ -1138,12 +1301,12 @@ impl Control {
                 let summary = if *damping > 1 {
                     format!(
                         "{ip} of {} is unreachable (flapping: back only after {damping}× the usual wait)",
-                        node_name(*node)
+                        c.node_name(*node)
                     )
                 } else {
-                    format!("{ip} of {} is unreachable", node_name(*node))
+                    format!("{ip} of {} is unreachable", c.node_name(*node))
                 };
-                let details = json!({"cluster": cluster.name, "node": node_name(*node), "address": ip.to_string(), "damping": damping});
+                let details = json!({"cluster": cluster.name, "node": c.node_name(*node), "address": ip.to_string(), "damping": damping});
                 self.fire(
                     format!("address_unreachable/node:{node}/{ip}"),
                     "address_unreachable",
@@ -1189,10 +1352,7 @@ impl Control {
                 self.resolve(&alert, now);
                 continue;
             }
-            let node = c
-                .nodes
-                .get(&key.node.0)
-                .map_or_else(|| format!("node {}", key.node), |n| n.value.node.name.clone());
+            let node = c.node_name(key.node);
             let days = not_after.millis_since(now).div_euclid(86_400_000);
             let summary = if days < 0 {
                 format!("certificate of {node} ({}:{}) expired at {not_after}", key.ip, key.port)
@@ -1284,7 +1444,9 @@ struct Parts {
 }
 
 impl Parts {
-    fn gather(c: &Config, obs: &Observations, policy: AddressPolicy, id: ClusterId) -> Parts {
+    /// The prober table observations index (every prober, then every node that probes), and
+    /// each one's place in it.
+    fn prober_table(c: &Config) -> (Vec<ProberView>, FastMap<Caller, u32>) {
         let mut probers = Vec::new();
         let mut index: FastMap<Caller, u32> = FastMap::default();
         let mut add = |caller: Caller, view: ProberView| {
@@ -1303,10 +1465,44 @@ impl Parts {
             };
             add(Caller::Node(NodeId(*nid)), ProberView { region, active: c.node_probes(NodeId(*nid)) });
         }
+        (probers, index)
+    }
+
+    /// Every prober's latest result for one address of a node, on every listener.
+    fn seen(
+        obs: &Observations,
+        index: &FastMap<Caller, u32>,
+        listeners: &[vantage_core::check::Listener],
+        node: NodeId,
+        ip: IpAddr,
+    ) -> Seen {
+        let mut seen = Vec::new();
+        for l in listeners {
+            let Some(per) = obs.results.get(&TargetKey { node, ip, port: l.port }) else {
+                continue;
+            };
+            for (caller, latest) in per {
+                let Some(&p) = index.get(caller) else { continue };
+                seen.push(Observation {
+                    prober: p,
+                    sent: latest.sent,
+                    lost: latest.lost,
+                    rtt_ms: latest.rtt_us.map(|us| us as f32 / 1000.0),
+                    reported_at: latest.at,
+                    failed_at: latest.failed_at,
+                });
+            }
+        }
+        Seen::new(seen)
+    }
+
+    fn gather(c: &Config, obs: &Observations, policy: AddressPolicy, id: ClusterId) -> Parts {
+        let (probers, index) = Parts::prober_table(c);
         let lines = c
             .lines_of(id)
             .map(|(lid, l)| LineSpec {
                 id: lid,
+                name: l.value.line.name.clone(),
                 group: Some(l.value.line.group),
                 backup_groups: l.value.line.backup_groups.clone(),
                 min_healthy: l.value.line.min_healthy,
@@ -1322,27 +1518,9 @@ impl Parts {
                     addresses_in_use(&n.value.addresses, agent.map(|a| a.addresses.as_slice()), policy)
                         .as_slice()
                         .iter()
-                        .map(|a| {
-                            let mut seen = Vec::new();
-                            for l in &listeners {
-                                let Some(per) =
-                                    obs.results.get(&TargetKey { node: nid, ip: a.ip, port: l.port })
-                                else {
-                                    continue;
-                                };
-                                for (caller, latest) in per {
-                                    let Some(&p) = index.get(caller) else { continue };
-                                    seen.push(Observation {
-                                        prober: p,
-                                        sent: latest.sent,
-                                        lost: latest.lost,
-                                        rtt_ms: latest.rtt_us.map(|us| us as f32 / 1000.0),
-                                        reported_at: latest.at,
-                                        failed_at: latest.failed_at,
-                                    });
-                                }
-                            }
-                            AddressView { address: *a, observations: Seen::new(seen) }
+                        .map(|a| AddressView {
+                            address: *a,
+                            observations: Parts::seen(obs, &index, &listeners, nid, a.ip),
                         })
                         .collect();
                 NodeView {

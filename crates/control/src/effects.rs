@@ -6,11 +6,8 @@ use std::collections::BTreeSet;
 
 use vantage_core::ids::{ClusterId, NodeId, ProberId};
 
-use crate::config::{Config, Object};
+use crate::config::{Config, NodeRecord, Object};
 use crate::identity::Caller;
-
-/// The reason of a revision cut because configuration changed.
-pub const BINDING_SAVED: &str = "Binding saved";
 
 /// The consequences of one change.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -19,16 +16,16 @@ pub struct Effects {
     pub forget: BTreeSet<Caller>,
     /// Evaluate every cluster (probers or settings changed).
     pub all: bool,
-    /// Clusters to evaluate, with the reason of the change (`None`: rules, which cut their own
-    /// revisions when they act).
-    pub clusters: Vec<(ClusterId, Option<&'static str>)>,
+    /// Clusters to evaluate, with the reason of the change, naming what changed (`Addresses
+    /// of sin-1a saved`; `None`: rules, which cut their own revisions when they act).
+    pub clusters: Vec<(ClusterId, Option<String>)>,
 }
 
 impl Effects {
     /// The effects of saving `puts` and deleting `deletes` on configuration `before`.
     pub fn of(before: &Config, puts: &[(i64, Object)], deletes: &[i64]) -> Effects {
         let mut e = Effects::default();
-        let saved = Some(BINDING_SAVED);
+        let said = |what: String, new: bool| Some(format!("{what} {}", if new { "added" } else { "saved" }));
         for (id, o) in puts {
             match o {
                 Object::Settings(_) | Object::Detection(_) => e.all = true,
@@ -38,12 +35,20 @@ impl Effects {
                         e.forget.insert(Caller::Prober(ProberId(*id)));
                     }
                 }
-                Object::Cluster(_) => e.clusters.push((ClusterId(*id), saved)),
-                Object::Group(g) => e.clusters.push((g.cluster, saved)),
-                Object::Line(l) => e.clusters.push((l.cluster, saved)),
+                Object::Cluster(c) => e.clusters.push((
+                    ClusterId(*id),
+                    said(format!("Cluster {}", c.name), !before.clusters.contains_key(id)),
+                )),
+                Object::Group(g) => e.clusters.push((
+                    g.cluster,
+                    said(format!("Group {}", g.group.name), !before.groups.contains_key(id)),
+                )),
+                Object::Line(l) => e
+                    .clusters
+                    .push((l.cluster, said(format!("Line {}", l.line.name), !before.lines.contains_key(id)))),
                 Object::Rule(r) => e.clusters.push((r.cluster, None)),
                 Object::Node(n) => {
-                    e.clusters.push((n.cluster, saved));
+                    e.clusters.push((n.cluster, node_reason(before.nodes.get(id).map(|o| &o.value), n)));
                     if !n.node.also_probes || !n.node.enabled {
                         e.forget.insert(Caller::Node(NodeId(*id)));
                     }
@@ -68,14 +73,14 @@ impl Effects {
             }
             if let Some(n) = before.nodes.get(id) {
                 e.forget.insert(Caller::Node(NodeId(*id)));
-                e.clusters.push((n.value.cluster, saved));
+                e.clusters.push((n.value.cluster, Some(format!("Node {} deleted", n.value.node.name))));
                 e.all |= n.value.node.also_probes;
             }
             if let Some(g) = before.groups.get(id) {
-                e.clusters.push((g.value.cluster, saved));
+                e.clusters.push((g.value.cluster, Some(format!("Group {} deleted", g.value.group.name))));
             }
             if let Some(l) = before.lines.get(id) {
-                e.clusters.push((l.value.cluster, saved));
+                e.clusters.push((l.value.cluster, Some(format!("Line {} deleted", l.value.line.name))));
             }
             if let Some(r) = before.rules.get(id) {
                 e.clusters.push((r.value.cluster, None));
@@ -83,4 +88,18 @@ impl Effects {
         }
         e
     }
+}
+
+/// What saving node `n` changed, in the words of a revision's reason: its addresses, its being
+/// enabled, or anything else about it.
+fn node_reason(old: Option<&NodeRecord>, n: &NodeRecord) -> Option<String> {
+    let name = &n.node.name;
+    Some(match old {
+        None => format!("Node {name} added"),
+        Some(o) if o.node.enabled != n.node.enabled => {
+            format!("Node {name} {}", if n.node.enabled { "enabled" } else { "disabled" })
+        }
+        Some(o) if o.addresses != n.addresses => format!("Addresses of {name} saved"),
+        Some(_) => format!("Node {name} saved"),
+    })
 }

@@ -140,6 +140,8 @@ pub struct ProberRuntime {
     pub hostname: Option<String>,
     /// The last round.
     pub last_round: Option<RoundSummary>,
+    /// When its last report arrived (the server's time).
+    pub last_report: Option<Timestamp>,
     /// Targets in its last work.
     pub targets: u32,
     /// Target keys of its last work: reports may only carry these.

@@ -38,6 +38,7 @@ fn world(now: Timestamp, failing_every: u32) -> World {
     let lines = (1..=GROUPS)
         .map(|g| LineSpec {
             id: LineId(g),
+            name: format!("line-{g}"),
             group: Some(GroupId(g)),
             backup_groups: vec![GroupId(g % GROUPS + 1)],
             min_healthy: 2,

@@ -133,6 +133,8 @@ impl GroupIndex {
 pub struct LineSpec {
     /// The line.
     pub id: LineId,
+    /// Its name, for the reasons of revisions (`default` for the implicit line).
+    pub name: String,
     /// Its group; `None` for the implicit default line of a cluster without lines (every group).
     pub group: Option<GroupId>,
     /// Backup groups in order.
@@ -395,6 +397,7 @@ mod tests {
     fn line(min: u32, backups: &[i64]) -> LineSpec {
         LineSpec {
             id: LineId(1),
+            name: "local".into(),
             group: Some(GroupId(1)),
             backup_groups: backups.iter().map(|g| GroupId(*g)).collect(),
             min_healthy: min,

@@ -202,6 +202,31 @@ pub fn verdict(
     v
 }
 
+/// How the counting probers of each region see an address: [`verdict`] over that region's
+/// probers alone, for every region with an active prober (a region whose probers have no
+/// fresh result counts none). For reading where a failure is seen from; a few regions alone
+/// decide nothing (§5.1).
+pub fn verdicts_by_region(
+    obs: &Observations,
+    probers: &[ProberView],
+    settings: &ProbeSettings,
+    now: Timestamp,
+) -> Vec<(RegionId, Verdict)> {
+    let mut regions: Vec<RegionId> = probers.iter().filter(|p| p.active).map(|p| p.region).collect();
+    regions.sort_unstable();
+    regions.dedup();
+    let mut only = probers.to_vec();
+    regions
+        .into_iter()
+        .map(|r| {
+            for (o, p) in only.iter_mut().zip(probers) {
+                o.active = p.active && p.region == r;
+            }
+            (r, verdict(obs, &only, settings, now))
+        })
+        .collect()
+}
+
 /// Reachability of an address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
@@ -507,6 +532,32 @@ mod tests {
             obs(1, 3, 3, T0.plus_millis(-15_001)),
         ]);
         assert_eq!(verdict(&o, &probers(2), &fast, T0).counting, 1);
+    }
+
+    #[test]
+    fn each_region_is_tallied_over_its_own_probers() {
+        let mut p = probers(5);
+        p[2].region = RegionId(2);
+        p[3].region = RegionId(2);
+        p[4] = ProberView { region: RegionId(3), active: false };
+        let s = settings();
+        // Region 1 sees it failing 2 of 2, region 2 answering (one fresh result of two), and
+        // region 3 has no active prober, so no column.
+        let o = Observations::new(vec![
+            obs(0, 3, 3, T0),
+            obs(1, 3, 3, T0),
+            obs(2, 3, 0, T0),
+            obs(3, 3, 3, T0.plus_millis(-31_000)),
+            obs(4, 3, 3, T0),
+        ]);
+        let by = verdicts_by_region(&o, &p, &s, T0);
+        let tallies: Vec<(RegionId, u32, u32)> =
+            by.iter().map(|(r, v)| (*r, v.failing, v.counting)).collect();
+        assert_eq!(tallies, [(RegionId(1), 2, 2), (RegionId(2), 0, 1)]);
+        assert!(by[0].1.is_failing() && !by[1].1.is_failing());
+        // Together they are what the whole verdict counts.
+        let all = verdict(&o, &p, &s, T0);
+        assert_eq!((all.failing, all.counting), (2, 3));
     }
 
     #[test]

@@ -175,6 +175,18 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
 }
 
+/// How long something lasted, in its two largest units: `42 s`, `3 min 5 s`, `2 h 10 min`,
+/// `4 d 3 h` (alerts, events and the UI say durations the same way).
+pub fn span(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min {} s", s / 60, s % 60),
+        3600..86_400 => format!("{} h {} min", s / 3600, s / 60 % 60),
+        _ => format!("{} d {} h", s / 86_400, s / 3600 % 24),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

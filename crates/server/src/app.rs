@@ -103,6 +103,8 @@ pub(crate) struct App {
     steering: ArcSwap<SteeringTable>,
     /// Serialises writes to the mirror registry's files.
     mirrors_lock: tokio::sync::Mutex<()>,
+    /// The open event streams.
+    events: crate::events::EventHub,
 }
 
 /// What [`App::new`] is made of.
@@ -128,6 +130,7 @@ impl App {
             doors: ArcSwap::new(control.doors()),
             steering: ArcSwap::new(control.steering()),
             mirrors_lock: tokio::sync::Mutex::new(()),
+            events: crate::events::EventHub::default(),
             control: Mutex::new(control),
             wake: tokio::sync::Notify::new(),
             rechecks: tokio::sync::watch::Sender::new(0),
@@ -168,6 +171,11 @@ impl App {
     /// Resolves when an event was fed since the driver last looked.
     pub(crate) async fn woken(&self) {
         self.wake.notified().await;
+    }
+
+    /// Where events go live.
+    pub(crate) fn events(&self) -> &crate::events::EventHub {
+        &self.events
     }
 
     /// The current configuration.

@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
+use vantage_control::events::FleetEvent;
 use vantage_control::{Output, Revision};
 use vantage_core::ids::ClusterId;
-use vantage_store::{NewAudit, RevisionRow};
+use vantage_store::{EventRow, NewAudit, RevisionRow};
 
 use crate::alerts::Notice;
 use crate::app::App;
@@ -134,6 +135,21 @@ async fn execute(
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot expire latest results"),
         },
+        Output::Events(events) => {
+            let rows: Vec<EventRow> = events.iter().map(event_row).collect();
+            for e in events {
+                tracing::info!(kind = e.kind.as_str(), id = e.id, "{}", e.summary);
+                app.events().publish(e);
+            }
+            if let Err(e) = store.insert_events(&rows).await {
+                tracing::warn!(error = %e, dropped = rows.len(), "cannot store events (they were streamed)");
+            }
+        }
+        Output::ExpireEvents { before } => match store.delete_events_before(before).await {
+            Ok(n) if n > 0 => tracing::info!(dropped = n, "deleted events past the history's retention"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot delete old events"),
+        },
         Output::RollUpHistory { before, daily_before } => {
             match store.roll_up_history(before).await {
                 Ok(n) if n > 0 => tracing::info!(rows = n, "rolled up history"),
@@ -147,10 +163,22 @@ async fn execute(
     }
 }
 
+fn event_row(e: &FleetEvent) -> EventRow {
+    EventRow {
+        id: i64::try_from(e.id).unwrap_or(i64::MAX),
+        at: e.at,
+        kind: e.kind.as_str().to_owned(),
+        cluster: e.cluster.map(|c| c.0),
+        node: e.node.map(|n| n.0),
+        summary: e.summary.clone(),
+        details: e.details.clone(),
+    }
+}
+
 /// Stores a revision (after any that wait before it), then hands it to the cluster's
 /// publishers, which record their outcome on it. While storage is down the answer still
 /// changes (DNS serves from memory) and the revision waits to be stored.
-async fn revision(app: &App, r: Revision, unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>) {
+async fn revision(app: &Arc<App>, r: Revision, unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>) {
     let p = &r.published;
     tracing::info!(cluster = %p.zone.name, revision = p.number, reason = %r.reason, records = ?p.records.all, "revision");
     app.metrics().revision(&p.zone.name, r.cause());
@@ -165,7 +193,7 @@ async fn revision(app: &App, r: Revision, unsaved: &mut BTreeMap<ClusterId, Vec<
         publish: json!([]),
     });
     store_unsaved(app, rows).await;
-    app.publishers().push(app.store(), &app.config(), p);
+    app.publishers().push(app, p);
 }
 
 /// Stores the waiting revisions, oldest first, and stops at the first one storage refuses

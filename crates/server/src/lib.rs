@@ -11,6 +11,7 @@ mod channel;
 pub mod config;
 mod driver;
 mod error;
+mod events;
 mod freshness;
 mod listen;
 mod metrics;

@@ -4,11 +4,10 @@
 //! sends the newest records; the outcome of each push is recorded on the revision it carried.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use vantage_control::config::Config;
 use vantage_control::snapshot::{Published, Snapshots};
 use vantage_core::ids::ClusterId;
 use vantage_core::model::{PublisherSpec, TsigAlgorithm};
@@ -18,8 +17,9 @@ use vantage_dns::{
 };
 use vantage_store::Store;
 
+use crate::app::App;
 use crate::metrics::Metrics;
-use crate::support::lock;
+use crate::support::{lock, now};
 
 /// The zone answers of a published revision: records, names and TTL all as of that revision,
 /// so the serial always matches what is served.
@@ -92,7 +92,8 @@ impl Publishers {
 
     /// Hands a cluster's newest revision to each of its publishers (starting, replacing or
     /// stopping workers as the cluster's publisher list says).
-    pub(crate) fn push(&self, store: &Store, c: &Config, p: &Published) {
+    pub(crate) fn push(&self, app: &Arc<App>, p: &Published) {
+        let (store, c) = (app.store(), &app.config());
         let id = p.cluster;
         let Some(cluster) = c.clusters.get(&id.0) else { return };
         let z = zone(p);
@@ -110,7 +111,7 @@ impl Publishers {
                         tokio::spawn(work(
                             Box::new(pb),
                             rx,
-                            store.clone(),
+                            (store.clone(), Arc::downgrade(app)),
                             id,
                             self.outcomes.clone(),
                             self.metrics.clone(),
@@ -134,7 +135,7 @@ impl Publishers {
 async fn work(
     publisher: Box<dyn Publisher>,
     mut rx: watch::Receiver<Job>,
-    store: Store,
+    (store, app): (Store, Weak<App>),
     cluster: ClusterId,
     outcomes: Outcomes,
     metrics: Arc<Metrics>,
@@ -145,6 +146,14 @@ async fn work(
         let published = matches!(outcome.status, vantage_dns::PublishStatus::Published);
         metrics.publication(&zone.cluster, &outcome.target, published);
         tracing::info!(cluster = %zone.cluster, revision = number, target = %outcome.target, status = ?outcome.status, attempts = outcome.attempts, "publish");
+        // The worker outlives nothing: once the server is gone there is no one to tell.
+        if let Some(app) = app.upgrade() {
+            let failure = match &outcome.status {
+                vantage_dns::PublishStatus::Published => None,
+                vantage_dns::PublishStatus::Failed { reason } => Some(reason.as_str()),
+            };
+            app.feed(|c| c.handle_publication(cluster, number, &outcome.target, failure, now()));
+        }
         let all = {
             let mut o = lock(&outcomes);
             let list = o.entry((cluster, number)).or_default();

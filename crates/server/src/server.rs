@@ -414,5 +414,6 @@ async fn load(
         mirror_files_error,
         mirror_states,
         monitor_states,
+        last_event: u64::try_from(store.last_event().await?).unwrap_or(0),
     })
 }

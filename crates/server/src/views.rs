@@ -241,6 +241,22 @@ pub struct AddressView {
     pub since: Option<Timestamp>,
     /// While failing or recovering: when its reachability changes if the streak goes on.
     pub changes_at: Option<Timestamp>,
+    /// How the counting probers of each region see it now, every region with an active
+    /// prober (by code): where a failure is seen from. The verdict above sums them up.
+    #[serde(default)]
+    pub regions: Vec<AddressRegionView>,
+}
+
+/// How one region's counting probers see an address now.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AddressRegionView {
+    pub region: RegionId,
+    /// Its code.
+    pub code: String,
+    /// Its name.
+    pub name: String,
+    /// Its probers whose results count, and of those the ones that see it failing.
+    pub probers: Verdict,
 }
 
 fn one() -> u32 {
@@ -590,6 +606,27 @@ pub struct Revisions {
     pub lines: BTreeMap<String, LineName>,
 }
 
+/// What changed from revision `from` to the later `to` of a cluster.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RevisionDiff {
+    pub cluster: ClusterId,
+    pub from: u32,
+    pub to: u32,
+    /// When `from` was cut.
+    pub from_at: Timestamp,
+    /// When `to` was cut.
+    pub to_at: Timestamp,
+    /// Distinct records (every line) of `from`.
+    pub records_before: usize,
+    /// Distinct records (every line) of `to`.
+    pub records_after: usize,
+    /// Each line of `to` (and each line with records only `from` had): its records in `to`,
+    /// and what it gained and lost.
+    pub lines: Vec<vantage_control::events::LineChange>,
+    /// The revisions after `from` up to `to`, oldest first (at most 1,000, the newest).
+    pub revisions: Vec<RevisionView>,
+}
+
 /// One row of the rule preview, with the outcome in words.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct PreviewItem {
@@ -673,7 +710,7 @@ pub struct NewAdminToken {
 /// One bucket of a history series.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SeriesPoint {
-    /// Start of the bucket.
+    /// Start of the bucket (of a latest round: its newest result).
     pub at: Timestamp,
     /// Loss, %.
     pub loss_pct: f64,
@@ -693,9 +730,15 @@ pub struct AddressSeries {
     pub level: Level,
     /// Buckets with attempts.
     pub points: Vec<SeriesPoint>,
+    /// The latest round: every prober's newest result that still counts (`None`: none does).
+    #[serde(default)]
+    pub latest: Option<SeriesPoint>,
+    /// Per prober region, this address alone.
+    #[serde(default)]
+    pub regions: Vec<RegionSeries>,
 }
 
-/// One region's series over every address of the node.
+/// One region's series: of one address, or of every address of the node.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RegionSeries {
     /// Region (`None`: probing nodes without a region).
@@ -706,13 +749,16 @@ pub struct RegionSeries {
     pub name: Option<String>,
     /// Buckets with attempts.
     pub points: Vec<SeriesPoint>,
+    /// The latest round: its probers' newest results that still count (`None`: none does).
+    #[serde(default)]
+    pub latest: Option<SeriesPoint>,
 }
 
 /// A node's probe history: loss and RTT per address and per region.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct History {
     pub node: NodeId,
-    /// `1h`, `24h` or `14d`.
+    /// `15m`, `1h`, `24h` or `14d`.
     pub range: String,
     /// From.
     pub since: Timestamp,
@@ -722,6 +768,7 @@ pub struct History {
     pub bucket_s: i64,
     /// Per address.
     pub addresses: Vec<AddressSeries>,
-    /// Per region.
+    /// Per region, over every address (primary and backups alike: for a failure seen from
+    /// one place, read the address's own `regions`).
     pub regions: Vec<RegionSeries>,
 }

@@ -183,7 +183,13 @@
         if (!resp.ok) return;
         const doc = new DOMParser().parseFromString(await resp.text(), 'text/html');
         const fresh = doc.querySelector('main');
-        if (fresh) { main.innerHTML = fresh.innerHTML; refreshTimes(main); }
+        if (fresh) {
+          // What the reader unfolded stays unfolded.
+          const open = [...main.querySelectorAll('details[id][open]')].map(d => d.id);
+          main.innerHTML = fresh.innerHTML;
+          for (const id of open) { const d = document.getElementById(id); if (d) d.open = true; }
+          refreshTimes(main);
+        }
       } catch (_) { /* the next round tries again */ }
     }, every);
   }

@@ -126,6 +126,35 @@ pub struct AuditFilter {
     pub limit: Option<u32>,
 }
 
+/// One event of the fleet's stream, as stored (the control core numbers them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRow {
+    pub id: i64,
+    pub at: Timestamp,
+    /// Kind (`address_failing`).
+    pub kind: String,
+    pub cluster: Option<i64>,
+    pub node: Option<i64>,
+    /// One sentence for people.
+    pub summary: String,
+    pub details: serde_json::Value,
+}
+
+/// Which events to list. `None` and empty fields do not filter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    pub cluster: Option<i64>,
+    pub node: Option<i64>,
+    /// At or after.
+    pub since: Option<Timestamp>,
+    /// With a greater id (a stream resuming after its last event).
+    pub after: Option<i64>,
+    /// Any of these kinds.
+    pub kinds: Vec<String>,
+    /// The newest this many, oldest first (at most 10,000).
+    pub limit: u32,
+}
+
 /// One result as stored: the latest row of a (prober, target) and one history row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResultRow {
@@ -331,6 +360,43 @@ impl Store {
     /// Deletes daily roll-ups older than `before`.
     pub async fn delete_daily_before(&self, before: Timestamp) -> Result<u64> {
         dispatch!(self, "delete_daily_before", p => sqlite::delete_daily_before(p, before))
+    }
+
+    /// Stores events (an id already stored is kept as it was).
+    pub async fn insert_events(&self, events: &[EventRow]) -> Result<()> {
+        dispatch!(self, "insert_events", p => sqlite::insert_events(p, events))
+    }
+
+    /// Events, oldest first.
+    pub async fn events(&self, filter: &EventFilter) -> Result<Vec<EventRow>> {
+        dispatch!(self, "events", p => sqlite::events(p, filter))
+    }
+
+    /// The newest event's id (0: none).
+    pub async fn last_event(&self) -> Result<i64> {
+        dispatch!(self, "last_event", p => sqlite::last_event(p))
+    }
+
+    /// Deletes events older than `before`; returns how many.
+    pub async fn delete_events_before(&self, before: Timestamp) -> Result<u64> {
+        dispatch!(self, "delete_events_before", p => sqlite::delete_events_before(p, before))
+    }
+
+    /// One revision of a cluster.
+    pub async fn revision(&self, cluster: i64, number: u32) -> Result<Option<RevisionRow>> {
+        dispatch!(self, "revision", p => sqlite::revision(p, cluster, number))
+    }
+
+    /// The revisions of a cluster after `after` up to `upto`, oldest first (the newest
+    /// `limit` of them).
+    pub async fn revisions_between(
+        &self,
+        cluster: i64,
+        after: u32,
+        upto: u32,
+        limit: u32,
+    ) -> Result<Vec<RevisionRow>> {
+        dispatch!(self, "revisions_between", p => sqlite::revisions_between(p, cluster, after, upto, limit))
     }
 
     /// Appends a revision; storing the same (cluster, number) again changes nothing, so a write

@@ -13,8 +13,8 @@ use vantage_core::result::ErrorCode;
 use vantage_core::window::WindowRegister;
 
 use crate::{
-    AuditEntry, AuditFilter, DailyPoint, Error, HistoryPoint, NewAudit, ObjectRow, Result, ResultRow,
-    RevisionRow, Write,
+    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, NewAudit, ObjectRow,
+    Result, ResultRow, RevisionRow, Write,
 };
 
 const DAY_MS: i64 = 86_400_000;
@@ -532,7 +532,7 @@ pub(crate) async fn set_revision_publish(
     Ok(())
 }
 
-fn revision(r: &sqlx::sqlite::SqliteRow) -> Result<RevisionRow> {
+fn revision_of(r: &sqlx::sqlite::SqliteRow) -> Result<RevisionRow> {
     let records: String = r.try_get("records")?;
     let held: String = r.try_get("held")?;
     let publish: String = r.try_get("publish")?;
@@ -556,7 +556,7 @@ pub(crate) async fn revisions(pool: &SqlitePool, cluster: i64, limit: u32) -> Re
     .bind(i64::from(limit))
     .fetch_all(pool)
     .await?;
-    rows.iter().map(revision).collect()
+    rows.iter().map(revision_of).collect()
 }
 
 pub(crate) async fn latest_revisions(pool: &SqlitePool) -> Result<Vec<RevisionRow>> {
@@ -567,7 +567,7 @@ pub(crate) async fn latest_revisions(pool: &SqlitePool) -> Result<Vec<RevisionRo
     )
     .fetch_all(pool)
     .await?;
-    rows.iter().map(revision).collect()
+    rows.iter().map(revision_of).collect()
 }
 
 pub(crate) async fn put_state(pool: &SqlitePool, key: &str, value: &str, now: Timestamp) -> Result<()> {
@@ -607,4 +607,115 @@ pub(crate) async fn size_bytes(pool: &SqlitePool) -> Result<u64> {
     let pages: i64 = sqlx::query_scalar("PRAGMA page_count").fetch_one(pool).await?;
     let size: i64 = sqlx::query_scalar("PRAGMA page_size").fetch_one(pool).await?;
     Ok(u64::try_from(pages.saturating_mul(size)).unwrap_or(0))
+}
+
+pub(crate) async fn insert_events(pool: &SqlitePool, events: &[EventRow]) -> Result<()> {
+    in_transaction(pool, async |tx| {
+        for e in events {
+            sqlx::query(
+                "INSERT INTO events (id, at, kind, cluster, node, summary, details) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO NOTHING",
+            )
+            .bind(e.id)
+            .bind(e.at.millis())
+            .bind(&e.kind)
+            .bind(e.cluster)
+            .bind(e.node)
+            .bind(&e.summary)
+            .bind(serde_json::to_string(&e.details)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+pub(crate) async fn events(pool: &SqlitePool, f: &EventFilter) -> Result<Vec<EventRow>> {
+    let mut q = sqlx::QueryBuilder::new(
+        "SELECT id, at, kind, cluster, node, summary, details FROM events WHERE 1 = 1",
+    );
+    if let Some(c) = f.cluster {
+        q.push(" AND cluster = ").push_bind(c);
+    }
+    if let Some(n) = f.node {
+        q.push(" AND node = ").push_bind(n);
+    }
+    if let Some(t) = f.since {
+        q.push(" AND at >= ").push_bind(t.millis());
+    }
+    if let Some(id) = f.after {
+        q.push(" AND id > ").push_bind(id);
+    }
+    if !f.kinds.is_empty() {
+        q.push(" AND kind IN (");
+        let mut list = q.separated(", ");
+        for k in &f.kinds {
+            list.push_bind(k.clone());
+        }
+        q.push(")");
+    }
+    // The newest `limit`, returned oldest first (a timeline reads forward).
+    q.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(f.limit.min(10_000)));
+    let rows = q.build().fetch_all(pool).await?;
+    let mut out = rows
+        .iter()
+        .map(|r| {
+            let details: String = r.try_get("details")?;
+            Ok(EventRow {
+                id: r.try_get("id")?,
+                at: Timestamp::from_millis(r.try_get("at")?),
+                kind: r.try_get("kind")?,
+                cluster: r.try_get("cluster")?,
+                node: r.try_get("node")?,
+                summary: r.try_get("summary")?,
+                details: serde_json::from_str(&details)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    out.reverse();
+    Ok(out)
+}
+
+pub(crate) async fn last_event(pool: &SqlitePool) -> Result<i64> {
+    Ok(sqlx::query_scalar::<_, Option<i64>>("SELECT MAX(id) FROM events").fetch_one(pool).await?.unwrap_or(0))
+}
+
+pub(crate) async fn delete_events_before(pool: &SqlitePool, before: Timestamp) -> Result<u64> {
+    let done = sqlx::query("DELETE FROM events WHERE at < ?1").bind(before.millis()).execute(pool).await?;
+    Ok(done.rows_affected())
+}
+
+pub(crate) async fn revision(pool: &SqlitePool, cluster: i64, number: u32) -> Result<Option<RevisionRow>> {
+    let row = sqlx::query(
+        "SELECT cluster, number, at, reason, records, held, publish FROM revisions \
+         WHERE cluster = ?1 AND number = ?2",
+    )
+    .bind(cluster)
+    .bind(i64::from(number))
+    .fetch_optional(pool)
+    .await?;
+    row.as_ref().map(revision_of).transpose()
+}
+
+pub(crate) async fn revisions_between(
+    pool: &SqlitePool,
+    cluster: i64,
+    after: u32,
+    upto: u32,
+    limit: u32,
+) -> Result<Vec<RevisionRow>> {
+    let rows = sqlx::query(
+        "SELECT cluster, number, at, reason, records, held, publish FROM revisions \
+         WHERE cluster = ?1 AND number > ?2 AND number <= ?3 ORDER BY number DESC LIMIT ?4",
+    )
+    .bind(cluster)
+    .bind(i64::from(after))
+    .bind(i64::from(upto))
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    let mut out = rows.iter().map(revision_of).collect::<Result<Vec<_>>>()?;
+    out.reverse();
+    Ok(out)
 }

@@ -86,6 +86,9 @@ pub(super) enum Resource {
     },
     /// The audit log.
     Audit(AuditArgs),
+    /// What happened in the fleet, in order: addresses failing, unreachable and back, levels,
+    /// rules, revisions with their records per line, alerts, probers, publications.
+    Events(EventArgs),
     /// One screen for an incident: probers offline, alerts firing, and per cluster what DNS
     /// answers now, why, and every node that is not healthy (failing, unreachable,
     /// recovering, left out), with since when.
@@ -160,6 +163,9 @@ pub(super) enum ClusterAction {
     },
     /// A cluster's current records per line.
     Dns { id: Ref },
+    /// What changed from revision FROM to the later TO: each line's records gained and lost,
+    /// and every revision in between with its reason.
+    Diff { id: Ref, from: u32, to: u32 },
 }
 
 #[derive(Debug, clap::Args)]
@@ -539,6 +545,28 @@ pub(super) struct AuditArgs {
     /// At most this many (100).
     #[arg(long)]
     pub(super) limit: Option<u32>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct EventArgs {
+    /// Only this cluster (its id).
+    #[arg(long)]
+    pub(super) cluster: Option<i64>,
+    /// Only this node (its id).
+    #[arg(long)]
+    pub(super) node: Option<i64>,
+    /// Only these kinds, comma-separated (`address_failing,revision`).
+    #[arg(long)]
+    pub(super) kind: Option<String>,
+    /// Since this RFC 3339 time or this long ago (`15m`, `2h`, `1d`) [default: the last 20].
+    #[arg(long)]
+    pub(super) since: Option<String>,
+    /// At most this many stored ones (the newest) [default: 20, or 200 with --since].
+    #[arg(long)]
+    pub(super) limit: Option<u32>,
+    /// Then keep printing each one as it happens, until interrupted.
+    #[arg(long, short = 'f')]
+    pub(super) follow: bool,
 }
 
 #[cfg(test)]

@@ -65,6 +65,16 @@ impl Client {
         Ok(Client { base, token, http: http_client(&args.data_dir)? })
     }
 
+    /// The event stream of this server, with filters (`cluster=3`).
+    pub(super) fn source(&self, query: String) -> crate::follow::Source {
+        crate::follow::Source {
+            http: self.http.clone(),
+            base: self.base.clone(),
+            token: self.token.clone(),
+            query,
+        }
+    }
+
     fn request(&self, method: Method, path: &str) -> RequestBuilder {
         self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token)
     }

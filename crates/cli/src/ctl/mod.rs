@@ -4,7 +4,9 @@
 
 mod args;
 mod client;
+mod events;
 mod names;
+mod revisions;
 mod status;
 mod table;
 
@@ -499,6 +501,10 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 table(&rows);
                 Ok(())
             }
+            ClusterAction::Diff { id, from, to } => {
+                let id = names.id(Kind::Cluster, "CLUSTER", id).await?;
+                revisions::diff(&c, id, *from, *to, json).await
+            }
             ClusterAction::Dns { id } => {
                 let id = names.id(Kind::Cluster, "CLUSTER", id).await?;
                 let v: DnsView = c.get(&format!("/v1/clusters/{id}/dns")).await?;
@@ -716,6 +722,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             };
             status::status(&c, only, json).await
         }
+        Resource::Events(a) => events::events(&c, a, json).await,
         Resource::Audit(a) => {
             let mut q: Vec<(&str, String)> = Vec::new();
             for (k, v) in [

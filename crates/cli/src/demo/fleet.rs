@@ -97,6 +97,30 @@ impl Api {
         self.call(Method::GET, path, None).await
     }
 
+    /// Stored events (`path` is `/v1/events?…`).
+    pub(crate) async fn events(
+        &self,
+        path: &str,
+    ) -> anyhow::Result<Vec<vantage_control::events::FleetEvent>> {
+        let v = self.get(path).await?;
+        Ok(serde_json::from_value(v["items"].clone())?)
+    }
+
+    /// The event stream, unfiltered, on a client of its own: a stream has no end, so the
+    /// whole-request timeout of the other calls must not apply.
+    pub(crate) fn source(&self) -> crate::follow::Source {
+        let http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .build()
+            .unwrap_or_else(|_| self.http.clone());
+        crate::follow::Source {
+            http,
+            base: self.base.clone(),
+            token: self.token.clone(),
+            query: String::new(),
+        }
+    }
+
     async fn create(&self, path: &str, body: Value) -> anyhow::Result<i64> {
         let v = self.call(Method::POST, path, Some(body)).await?;
         v["id"].as_i64().ok_or_else(|| anyhow!("POST {path}: no id in {v}"))

@@ -649,7 +649,7 @@ async fn every_object_through_ctl() {
     assert!(out.starts_with("cdn.example.net (TTL 120"), "{out}");
     let (code, out, _) = run(a(&format!("clusters revisions {cluster}"))).await;
     assert_eq!(code, Some(0));
-    assert!(out.contains("Binding saved"), "{out}");
+    assert!(out.contains("Cluster ") && out.contains(" added"), "{out}");
     let (code, _, err) =
         run(a("webhooks create name=ops url=http://127.0.0.1:9/hook format=alertmanager")).await;
     assert_eq!(code, Some(0), "{err}");

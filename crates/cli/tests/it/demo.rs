@@ -245,8 +245,8 @@ async fn the_scripted_failure_moves_dns_to_the_backup_and_back_and_a_signal_stop
     demo.dig_until("cdn.demo.test", &[], &LOCAL_ON_BACKUP, Duration::from_secs(45)).await;
     assert!(demo.output().contains("edge 127.0.0.11 (sin-1a's primary) stopped"), "{}", demo.story());
     let second = Duration::from_secs(2);
-    demo.wait_for_output("127.0.0.11 (sin-1a primary) is unreachable", second).await;
-    demo.wait_for_output("node sin-1a answers with its backup address: 127.0.0.12", second).await;
+    demo.wait_for_output("127.0.0.11 of sin-1a is unreachable", second).await;
+    demo.wait_for_output("sin-1a answers with its backup1 addresses (127.0.0.12), was primary", second).await;
     // The other line and `all.` follow.
     assert_eq!(demo.dig("cdn.demo.test", &["+subnet=192.0.2.0/24"]).await, DEFAULT);
     assert_eq!(
@@ -257,8 +257,8 @@ async fn the_scripted_failure_moves_dns_to_the_backup_and_back_and_a_signal_stop
     // Back at +35 s: the primary returns after 5 s of answering.
     demo.dig_until("cdn.demo.test", &[], &LOCAL, Duration::from_secs(45)).await;
     assert!(demo.output().contains("edge 127.0.0.11 is back"), "{}", demo.story());
-    demo.wait_for_output("127.0.0.11 (sin-1a primary) is reachable again", second).await;
-    demo.wait_for_output("node sin-1a answers with its primary address again: 127.0.0.11", second).await;
+    demo.wait_for_output("127.0.0.11 of sin-1a is reachable again", second).await;
+    demo.wait_for_output("sin-1a answers with its primary addresses (127.0.0.11), was backup1", second).await;
     let started = Instant::now();
     while health_revisions(&demo.output()) < 2 {
         assert!(started.elapsed() < second, "one revision to the backup, one back: {}", demo.story());

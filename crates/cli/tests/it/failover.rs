@@ -16,6 +16,11 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     let (_, probers_list) = s.call(Method::GET, "/v1/probers", None).await;
     assert_eq!(probers_list["items"][0]["targets"], 4, "every address × listener");
 
+    // `ctl events --follow` runs through the whole failover, as an operator's terminal would.
+    let cluster_id = cluster.to_string();
+    let follow = s.ctl_running(&["events", "--follow", "--cluster", &cluster_id]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
     // The primary's edge stops: connections are refused.
     edges[0].stop().await;
     let stopped = std::time::Instant::now();
@@ -47,6 +52,17 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
         a["condition"] == "failing" && a["reachability"] == "reachable" && a["changes_at"].is_string()
     })
     .await;
+    // The stream said so as the pass decided it, with who sees it.
+    let failing = follow
+        .line(Duration::from_secs(2), |l| {
+            l.contains("address_failing") && l.contains("127.0.0.10 of edge-0 is failing: ")
+        })
+        .await;
+    println!("failover: ctl events --follow printed\n{failing}");
+    assert!(
+        failing.contains(" of 3 probers see it failing (") && failing.contains("unreachable in "),
+        "{failing}"
+    );
     let out = s.ctl(&["nodes", "addresses", &nodes[0].to_string()]).await;
     let table = String::from_utf8_lossy(&out.stdout);
     let row = table.lines().find(|l| l.starts_with("127.0.0.10 ")).unwrap_or_default();
@@ -83,8 +99,57 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     let (_, revs) = s.call(Method::GET, &revisions, None).await;
     assert_eq!(
         revs["items"][0]["reason"],
-        "Node health changed: 127.0.0.10 of edge-0 unreachable; out of DNS: 127.0.0.10; into DNS: 127.0.0.11"
+        "Node health changed: 127.0.0.10 of edge-0 unreachable; line default: 127.0.0.11 in, 127.0.0.10 out"
     );
+    // The stream follows with the verdict, the level and the revision with its records per line.
+    follow
+        .line(Duration::from_secs(2), |l| {
+            l.contains("address_unreachable") && l.contains("127.0.0.10 of edge-0 is unreachable: 3 of 3")
+        })
+        .await;
+    follow
+        .line(Duration::from_secs(2), |l| {
+            l.contains("level_changed")
+                && l.contains("edge-0 answers with its backup1 addresses (127.0.0.11), was primary")
+        })
+        .await;
+    follow
+        .line(Duration::from_secs(2), |l| {
+            l.contains("revision")
+                && l.ends_with("default: 127.0.0.11 127.0.0.12 127.0.0.13 (+127.0.0.11 −127.0.0.10)")
+        })
+        .await;
+    // The stored list says the same, in order, for the node.
+    let (_, events) = s.call(Method::GET, &format!("/v1/events?node={}&since=15m", nodes[0]), None).await;
+    let kinds: Vec<&str> =
+        events["items"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    let at = |k: &str| kinds.iter().position(|x| *x == k).unwrap_or_else(|| panic!("no {k}: {events}"));
+    assert!(
+        at("address_failing") < at("address_unreachable")
+            && kinds.iter().rposition(|x| *x == "level_changed") > Some(at("address_unreachable")),
+        "{kinds:?}"
+    );
+    let (status, refused) = s.call(Method::GET, "/v1/events?kind=nonsense", None).await;
+    assert_eq!((status, refused["error"]["field"].as_str()), (400, Some("kind")), "{refused}");
+    // The difference across the failover, line by line, with the revisions in between.
+    let n = revs["items"][0]["number"].as_u64().unwrap();
+    let out = s.ctl(&["clusters", "diff", &cluster.to_string(), &(n - 2).to_string(), &n.to_string()]).await;
+    let diff = String::from_utf8_lossy(&out.stdout);
+    println!("failover: ctl clusters diff reads\n{diff}");
+    assert!(
+        diff.contains("\nline default  127.0.0.11 127.0.0.12 127.0.0.13  (+127.0.0.11 −127.0.0.10)\n"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("failing, TTL 15 s")
+            && diff.contains("127.0.0.10 of edge-0 unreachable; line default:"),
+        "{diff}"
+    );
+    let path = |a: u64, b: u64| format!("/v1/clusters/{cluster}/revisions/{a}/diff/{b}");
+    let (status, refused) = s.call(Method::GET, &path(n, n), None).await;
+    assert_eq!((status, refused["error"]["field"].as_str()), (400, Some("to")), "{refused}");
+    let (status, _) = s.call(Method::GET, &path(n, n + 1000), None).await;
+    assert_eq!(status, 404);
     let (_, node) = s.call(Method::GET, "/v1/nodes?x=1", None).await;
     let edge0 = &node["items"].as_array().unwrap()[0];
     assert_eq!(edge0["addresses"][0]["reachability"], "unreachable", "{edge0}");
@@ -160,6 +225,20 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
         .await;
     println!("recovery: primary restarted → primary published in {:.1} s", recovery.as_secs_f64());
     assert!(recovery >= Duration::from_secs(5), "not before answering-before-reachable: {recovery:?}");
+    follow
+        .line(Duration::from_secs(2), |l| {
+            l.contains("address_recovering") && l.contains("127.0.0.10 of edge-0 answers again: ")
+        })
+        .await;
+    follow
+        .line(Duration::from_secs(2), |l| {
+            l.contains("address_reachable") && l.contains("127.0.0.10 of edge-0 is reachable again")
+        })
+        .await;
+    follow
+        .line(Duration::from_secs(2), |l| l.contains("alert_resolved") && l.contains("alert resolved after "))
+        .await;
+    println!("failover: ctl events --follow printed in all\n{}", follow.text());
 
     // One prober alone: stop it; with results from the two others nothing changes. (DNS takes
     // a revision before it is stored: the stored list catches up with what DNS serves first.)

@@ -137,6 +137,32 @@ impl ServerProcess {
             .unwrap()
     }
 
+    /// `vantage ctl ARGS` left running (`events --follow`): what it prints so far is in the
+    /// returned [`Printed`]; the process ends when that is dropped.
+    pub(crate) fn ctl_running(&self, args: &[&str]) -> Printed {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vantage"))
+            .arg("ctl")
+            .args(args)
+            .env("VANTAGE_DATA_DIR", &self.dir)
+            .env_remove("VANTAGE_URL")
+            .env_remove("VANTAGE_ADMIN_TOKEN")
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let into = text.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = stdout.read(&mut buf).await {
+                into.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Printed { _child: child, text }
+    }
+
     /// Stops the process with SIGTERM and waits.
     pub(crate) async fn stop(mut self) -> Option<tempfile::TempDir> {
         if let Some(pid) = self.child.id() {
@@ -458,4 +484,28 @@ pub(crate) async fn lock_storage(dir: &Path) -> sqlx::SqliteConnection {
     let mut lock = sqlx::SqliteConnection::connect(&url).await.unwrap();
     sqlx::query("BEGIN EXCLUSIVE").execute(&mut lock).await.unwrap();
     lock
+}
+
+/// What a running `vantage ctl` printed so far.
+pub(crate) struct Printed {
+    _child: Child,
+    text: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Printed {
+    pub(crate) fn text(&self) -> String {
+        self.text.lock().unwrap().clone()
+    }
+
+    /// Waits until a printed line satisfies `f` and returns it; fails after `limit`.
+    pub(crate) async fn line(&self, limit: Duration, f: impl Fn(&str) -> bool) -> String {
+        let started = Instant::now();
+        loop {
+            if let Some(l) = self.text().lines().find(|l| f(l)) {
+                return l.to_owned();
+            }
+            assert!(started.elapsed() < limit, "no such line within {limit:?}:\n{}", self.text());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }

@@ -229,6 +229,41 @@ impl Browser {
         self.client.set_window_size(1400, 1000).await.unwrap();
     }
 
+    /// Every page of `urls` fits a phone's width (420 px): the document never scrolls
+    /// sideways, only a table inside its own box. Names what sticks out when one does not.
+    async fn fits_a_phone(&self, urls: &[String]) {
+        const OVERFLOW: &str = r#"
+            const d = document.documentElement, cw = d.clientWidth;
+            if (window.innerWidth > 440) return 'the window is ' + window.innerWidth + ' px wide';
+            if (d.scrollWidth <= cw) return null;
+            const out = [];
+            for (const e of document.querySelectorAll('body *')) {
+              const r = e.getBoundingClientRect();
+              if (r.right <= cw + 0.5) continue;
+              let p = e.parentElement, clipped = false;
+              for (; p && p !== document.body; p = p.parentElement)
+                if (getComputedStyle(p).overflowX !== 'visible') { clipped = true; break; }
+              if (!clipped) out.push(e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+                + (typeof e.className === 'string' && e.className ? '.' + e.className.trim().split(/ +/).join('.') : '')
+                + ' to ' + Math.round(r.right) + ' px');
+              if (out.length >= 6) break;
+            }
+            return 'scrolls to ' + d.scrollWidth + ' px of ' + cw + ': ' + out.join(', ');
+        "#;
+        self.client.set_window_size(420, 900).await.unwrap();
+        for url in urls {
+            self.goto(url).await;
+            let r = self.client.execute(OVERFLOW, vec![]).await.unwrap();
+            assert!(r.is_null(), "{url} at 420 px: {r}");
+            let path = url.split_once("/ui").map_or("", |(_, p)| p);
+            let name: String =
+                path.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+            let png = self.client.screenshot().await.unwrap();
+            std::fs::write(screenshot_dir().join(format!("phone{name}.png")), png).unwrap();
+        }
+        self.client.set_window_size(1400, 1000).await.unwrap();
+    }
+
     async fn login(&self, base: &str, token: &str) {
         self.goto(&format!("{base}/ui/login")).await;
         self.fill("#token", token).await;
@@ -490,6 +525,20 @@ async fn fleet_scenario() {
         backup.contains("Backup 1") && backup.contains("Reachable") && !backup.contains("In use"),
         "{backup}"
     );
+    // The matrix: each address as each region sees it, and every counting prober.
+    let cell = |ip: &str, region: &str| format!("#matrix tr[data-address='{ip}'] td[data-region='{region}']");
+    for ip in ["127.0.0.60", "127.0.0.61"] {
+        for region in ["ap-sg", "eu-de", "us-va"] {
+            assert_eq!(b.text(&cell(ip, region)).await, "ok", "{ip} from {region}");
+        }
+        assert_eq!(b.text(&cell(ip, "all")).await, "ok", "{ip}");
+    }
+    // The window strips are folded under the results, and unfold.
+    let folded = b.client.find(Locator::Css("details#strips")).await.unwrap();
+    assert_eq!(folded.attr("open").await.unwrap(), None, "folded by default");
+    assert!(!b.client.find(Locator::Css("#results pre.strip")).await.unwrap().is_displayed().await.unwrap());
+    b.click("details#strips summary").await;
+    b.visible("#results pre.strip", Duration::from_secs(2)).await;
     let strips = b.texts("#results pre.strip").await;
     assert_eq!(strips.len(), 6, "3 probers × 2 addresses");
     for strip in &strips {
@@ -510,11 +559,17 @@ async fn fleet_scenario() {
         !b.client.find_all(Locator::Css("#history svg.chart path")).await.unwrap().is_empty(),
         "a chart line"
     );
-    assert!(b.text("#history").await.contains("Loss by prober region"));
+    let history = b.text("#history").await;
+    for ip in ["127.0.0.60 (Primary)", "127.0.0.61 (Backup 1)"] {
+        assert!(
+            history.contains(&format!("Loss of {ip} by prober region")),
+            "one chart per address: {history}"
+        );
+    }
     b.screenshot("node.png").await;
-    for range in ["24h", "14d"] {
+    for (range, label) in [("15m", "15 min"), ("24h", "24 h"), ("14d", "14 d")] {
         b.goto(&format!("{node_page}?range={range}")).await;
-        assert_eq!(b.text("#history nav.tabs a[aria-current=page]").await.replace(' ', ""), range);
+        assert_eq!(b.text("#history nav.tabs a[aria-current=page]").await, label);
         assert!(!b.client.find_all(Locator::Css("#history svg.chart")).await.unwrap().is_empty(), "{range}");
     }
 
@@ -528,11 +583,19 @@ async fn fleet_scenario() {
     let codes: Vec<&str> =
         h["regions"].as_array().unwrap().iter().map(|r| r["code"].as_str().unwrap()).collect();
     assert_eq!(codes, ["ap-sg", "eu-de", "us-va"]);
-    for series in h["addresses"].as_array().unwrap().iter().chain(h["regions"].as_array().unwrap()) {
+    let per_address =
+        h["addresses"].as_array().unwrap().iter().flat_map(|a| a["regions"].as_array().unwrap());
+    assert_eq!(per_address.clone().count(), 6, "each address from each region");
+    for series in
+        h["addresses"].as_array().unwrap().iter().chain(h["regions"].as_array().unwrap()).chain(per_address)
+    {
         let points = series["points"].as_array().unwrap();
         assert!(!points.is_empty() && points.len() <= 180, "{series}");
         assert!(points.iter().all(|p| p["loss_pct"] == 0.0 && p["rtt_ms"].as_f64() > Some(0.0)), "{series}");
+        assert_eq!(series["latest"]["loss_pct"], 0.0, "{series}");
     }
+    let (st, q) = s.call(Method::GET, &format!("/v1/nodes/{}/history?range=15m", nodes[0]), None).await;
+    assert_eq!((st, &q["bucket_s"]), (200, &json!(5)), "{q}");
     let (st, e) = s.call(Method::GET, &format!("/v1/nodes/{}/history?range=7d", nodes[0]), None).await;
     assert_eq!((st, &e["error"]["field"]), (400, &json!("range")), "{e}");
 
@@ -553,6 +616,13 @@ async fn fleet_scenario() {
         )
         .await;
     println!("ui: primary stopped → its node page read Failing in {:.1} s", took.as_secs_f64());
+    // Seen failing from every region (loopback fails alike everywhere) once the last prober's
+    // round is in; the backup is not.
+    b.until(&node_page, &cell("127.0.0.60", "all"), Duration::from_secs(15), |t| t == "failing 3/3").await;
+    for region in ["ap-sg", "eu-de", "us-va"] {
+        assert_eq!(b.text(&cell("127.0.0.60", region)).await, "failing 1/1", "{region}");
+        assert_eq!(b.text(&cell("127.0.0.61", region)).await, "ok", "{region}");
+    }
     let h1 = b.text("h1").await;
     assert!(h1.contains("Failing") || h1.contains("On Backup 1"), "{h1}");
     let took = b
@@ -595,6 +665,55 @@ async fn fleet_scenario() {
     b.goto(&format!("{base}/ui")).await;
     assert!(b.text("#latest-revisions").await.contains("Node health changed"));
     b.screenshot("overview-failover.png").await;
+
+    // The edge comes back: every region sees it answer at its next round, before the
+    // address is reachable again; the 24 h legend says what the latest round saw, not the
+    // 5 min bucket that still holds the outage.
+    edges[0].restart().await.unwrap();
+    let took = b.until(&node_page, &cell("127.0.0.60", "all"), Duration::from_secs(20), |t| t == "ok").await;
+    println!("ui: primary back → every region's cell read ok in {:.1} s", took.as_secs_f64());
+    for region in ["ap-sg", "eu-de", "us-va"] {
+        assert_eq!(b.text(&cell("127.0.0.60", region)).await, "ok", "{region}");
+    }
+    let legend = "#history figure:first-child ul.legend li:first-child";
+    b.until(&format!("{node_page}?range=24h"), legend, Duration::from_secs(15), |t| {
+        t == "127.0.0.60 (Primary) now 0 %"
+    })
+    .await;
+
+    // The audit log dates each entry in full, with its age beside it.
+    b.goto(&format!("{base}/ui/audit")).await;
+    let when = b.text("#audit tbody tr:first-child td:first-child").await;
+    let (date, age) = when.split_once(" UTC · ").unwrap_or_else(|| panic!("{when}"));
+    assert!(
+        date.len() == 19
+            && date.as_bytes()[4] == b'-'
+            && date.as_bytes()[10] == b' '
+            && date.as_bytes()[13] == b':',
+        "{when}"
+    );
+    assert!(age.ends_with(" ago") || age == "just now", "{when}");
+
+    // Every page of the fleet fits a phone.
+    let (_, ps) = s.call(Method::GET, "/v1/probers", None).await;
+    let prober = ps["items"][0]["id"].as_i64().unwrap();
+    let pages = [
+        "/ui".to_owned(),
+        "/ui/regions".to_owned(),
+        "/ui/probers".to_owned(),
+        format!("/ui/probers/{prober}"),
+        "/ui/clusters".to_owned(),
+        format!("/ui/clusters/{cluster}"),
+        format!("/ui/nodes/{}", nodes[0]),
+        format!("/ui/nodes/{}?range=24h", nodes[0]),
+        "/ui/alerts".to_owned(),
+        "/ui/audit".to_owned(),
+        "/ui/mirrors".to_owned(),
+        "/ui/monitors".to_owned(),
+        "/ui/tenants".to_owned(),
+        "/ui/checks".to_owned(),
+    ];
+    b.fits_a_phone(&pages.map(|p| format!("{base}{p}"))).await;
     b.close().await;
     for p in probers {
         p.kill().await;
@@ -793,6 +912,7 @@ async fn mirror_regions_scenario() {
         "{}",
         b.text("#opinions").await
     );
+    b.fits_a_phone(&[format!("{base}/ui/mirrors/down.example.net"), format!("{base}/ui/mirrors")]).await;
     b.close().await;
     for p in probers {
         p.kill().await;
@@ -878,6 +998,7 @@ async fn monitors_scenario() {
     b.goto(&format!("{base}/ui/monitors")).await;
     assert_eq!(b.text(&format!("{row} td.verdict")).await, "degraded");
     b.screenshot("monitors.png").await;
+    b.fits_a_phone(&[page, format!("{base}/ui/monitors")]).await;
     b.close().await;
     prober.kill().await;
 }

@@ -45,3 +45,39 @@ fn results_not_updated_for_an_hour_expire() {
     assert!(lab.control.observations().results.is_empty());
     assert!(lab.take().iter().any(|o| matches!(o, Output::ExpireResults { .. })));
 }
+
+#[test]
+fn a_revision_names_what_the_change_saved() {
+    use vantage_core::address::{AddressInput, AddressList, AddressPolicy};
+
+    use crate::lab::revisions;
+    let mut lab = Lab::new();
+    let (_, c, _, n) = lab.one_node();
+    lab.tick();
+    lab.take();
+    let mut rec = lab.control.config().nodes[&n.0].value.clone();
+    let rows = [AddressInput { ip: "203.0.113.11".into(), level: Primary }];
+    rec.addresses = AddressList::parse(&rows, AddressPolicy::default()).unwrap();
+    lab.replace(n.0, Object::Node(rec.clone()));
+    lab.tick();
+    assert_eq!(revisions(&lab.take()), vec![(2, "Addresses of edge-1 saved".to_owned())]);
+    rec.node.enabled = false;
+    lab.replace(n.0, Object::Node(rec));
+    lab.tick();
+    assert_eq!(
+        revisions(&lab.take()),
+        vec![(
+            3,
+            "Node edge-1 disabled; line default held: no healthy address; keeping the previous records"
+                .to_owned()
+        )]
+    );
+    let line: vantage_core::model::Line =
+        serde_json::from_value(serde_json::json!({"name": "local", "group": lab.control.config().groups.keys().next().unwrap(), "client_networks": ["192.0.2.0/24"]})).unwrap();
+    let l = lab.put(Object::Line(vantage_control::config::LineRecord { cluster: c, line }));
+    lab.tick();
+    assert_eq!(revisions(&lab.take()), vec![(4, "Line local added".to_owned())]);
+    lab.delete(l);
+    lab.tick();
+    assert_eq!(revisions(&lab.take()), vec![(5, "Line local deleted".to_owned())]);
+}

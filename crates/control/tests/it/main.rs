@@ -7,6 +7,7 @@ mod lab;
 mod certificates;
 mod changes;
 mod detection;
+mod events;
 mod fleet;
 mod identity;
 mod invariants;

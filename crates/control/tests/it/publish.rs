@@ -57,7 +57,7 @@ fn the_zone_changes_only_with_a_revision() {
     assert_eq!((published(&lab).number, published(&lab).zone.ttl), (1, 30), "still revision 1 with TTL 30");
     lab.tick();
     let out = lab.take();
-    assert_eq!(revisions(&out), vec![(2, "Binding saved".to_owned())]);
+    assert_eq!(revisions(&out), vec![(2, "Cluster video saved".to_owned())]);
     let at = |o: &Output| out.iter().position(|x| x == o);
     let revision = out.iter().position(|o| matches!(o, Output::Revision(_)));
     // DNS rebuilds from the new snapshot before the revision is stored (which may be slow).

@@ -15,7 +15,7 @@ fn a_new_cluster_is_evaluated_at_once_then_every_10_s() {
     lab.tick();
     let snap = lab.control.snapshots()[&c].clone();
     assert_eq!(snap.evaluated_at, Some(lab.now));
-    assert_eq!(revisions(&lab.take()), vec![(1, "Binding saved".to_owned())]);
+    assert_eq!(revisions(&lab.take()), vec![(1, "Cluster video added".to_owned())]);
     let first = lab.now;
     lab.advance(9);
     assert_eq!(lab.control.snapshots()[&c].evaluated_at, Some(first), "not again within 10 s");
@@ -55,7 +55,7 @@ fn a_configuration_change_evaluates_at_once_and_a_rule_change_cuts_no_revision()
     lab.advance(1);
     lab.group(c, "fra-2", None);
     lab.tick();
-    assert_eq!(revisions(&lab.take()), vec![(2, "Binding saved".to_owned())]);
+    assert_eq!(revisions(&lab.take()), vec![(2, "Group fra-2 added".to_owned())]);
 }
 
 /// The next pass is due when a timer of the pass runs out, not only at the 10 s sweep: with

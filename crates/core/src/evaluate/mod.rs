@@ -130,7 +130,7 @@ pub struct ClusterView<'a> {
     pub probers: &'a [ProberView],
     /// Its rules.
     pub rules: &'a [(RuleId, Rule)],
-    /// Reason for a change caused by configuration (`Binding saved`): the pass then always cuts
+    /// Reason for a change caused by configuration (`Addresses of sin-1a saved`): the pass then always cuts
     /// a revision. `None`: health, which cuts one only when the records change.
     pub reason: Option<&'a str>,
 }
@@ -398,7 +398,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         for (_, rule, nodes) in ended {
             out.events.push(Event::RuleEnded { rule, nodes, revision: out.revisions.len() });
         }
-        out.revisions.push(first.draft(reason));
+        out.revisions.push(first.draft(reason, &lines));
         current = Some(first.records);
     }
     for (mut ev, t) in transitions {
@@ -416,7 +416,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
             reason.push_str(&format!(" (no effect: {why})"));
         }
         ev.revision = out.revisions.len();
-        out.revisions.push(result.draft(reason));
+        out.revisions.push(result.draft(reason, &lines));
         out.events.push(match t {
             Transition::Activated => Event::RuleActivated(ev),
             Transition::Recovered => Event::RuleRecovered(ev),
@@ -476,7 +476,13 @@ fn apply(set: &mut FastSet<(RuleId, NodeId)>, ev: &RuleEvent, t: Transition) {
 
 fn effective_lines(lines: &[LineSpec]) -> Vec<LineSpec> {
     if lines.is_empty() {
-        vec![LineSpec { id: DEFAULT_LINE, group: None, backup_groups: Vec::new(), min_healthy: 1 }]
+        vec![LineSpec {
+            id: DEFAULT_LINE,
+            name: "default".into(),
+            group: None,
+            backup_groups: Vec::new(),
+            min_healthy: 1,
+        }]
     } else {
         lines.to_vec()
     }

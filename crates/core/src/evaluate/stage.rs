@@ -11,12 +11,18 @@ pub(super) struct StageResult {
 }
 
 impl StageResult {
-    pub(super) fn draft(&self, mut reason: String) -> RevisionDraft {
+    /// The revision of this stage: `reason`, then each held line (by name) and why.
+    pub(super) fn draft(&self, mut reason: String, lines: &[LineSpec]) -> RevisionDraft {
         for (line, why) in &self.held {
-            reason.push_str(&format!("; line {line} held: {why}"));
+            reason.push_str(&format!("; line {} held: {why}", line_name(lines, *line)));
         }
         RevisionDraft { reason, records: self.records.clone(), held: self.held.clone() }
     }
+}
+
+/// A line's name among `lines`, or its id where it is not one of them.
+fn line_name(lines: &[LineSpec], id: LineId) -> String {
+    lines.iter().find(|l| l.id == id).map_or_else(|| id.to_string(), |l| l.name.clone())
 }
 
 /// The rule-effect-dependent part of a pass.
@@ -128,17 +134,20 @@ impl Stage<'_> {
                     _ => None,
                 })
                 .collect();
-            let was: &[IpAddr] = before.map_or(&[], |b| &b.all);
-            let words = |ips: Vec<String>| ips.join(" ");
-            let gone: Vec<String> =
-                was.iter().filter(|ip| !after.all.contains(ip)).map(IpAddr::to_string).collect();
-            let came: Vec<String> =
-                after.all.iter().filter(|ip| !was.contains(ip)).map(IpAddr::to_string).collect();
-            if !gone.is_empty() {
-                what.push(format!("out of DNS: {}", words(gone)));
-            }
-            if !came.is_empty() {
-                what.push(format!("into DNS: {}", words(came)));
+            // Then each line whose records changed, by name: what came and what went.
+            let words = |ips: Vec<&IpAddr>| ips.iter().map(|ip| ip.to_string()).collect::<Vec<_>>().join(" ");
+            for line in self.lines {
+                let now: &[IpAddr] = after.lines.get(&line.id).map_or(&[], Vec::as_slice);
+                let was: &[IpAddr] = before.and_then(|b| b.lines.get(&line.id)).map_or(&[], Vec::as_slice);
+                let came: Vec<&IpAddr> = now.iter().filter(|ip| !was.contains(ip)).collect();
+                let gone: Vec<&IpAddr> = was.iter().filter(|ip| !now.contains(ip)).collect();
+                let change = match (came.is_empty(), gone.is_empty()) {
+                    (true, true) => continue,
+                    (false, true) => format!("{} in", words(came)),
+                    (true, false) => format!("{} out", words(gone)),
+                    (false, false) => format!("{} in, {} out", words(came), words(gone)),
+                };
+                what.push(format!("line {}: {change}", line.name));
             }
             return if what.is_empty() {
                 "Node health changed".to_owned()

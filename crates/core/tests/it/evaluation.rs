@@ -422,7 +422,7 @@ fn rule_switch_to_backup_ip_and_its_no_effect_reason() {
     assert_eq!(
         reasons,
         vec![
-            "Node health changed: into DNS: 203.0.113.10 203.0.113.20",
+            "Node health changed: line default: 203.0.113.10 203.0.113.20 in",
             "Scheduling: egress on edge-1 — switch to backup IP activated",
             "Scheduling: egress on edge-2 — switch to backup IP activated (no effect: no reachable backup address)",
         ]

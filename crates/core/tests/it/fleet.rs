@@ -78,6 +78,7 @@ impl Fleet {
     pub(crate) fn line(mut self, id: i64, group: i64, backups: &[i64], min: u32) -> Self {
         self.lines.push(LineSpec {
             id: LineId(id),
+            name: format!("line-{id}"),
             group: Some(GroupId(group)),
             backup_groups: backups.iter().map(|g| GroupId(*g)).collect(),
             min_healthy: min,

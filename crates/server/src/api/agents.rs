@@ -1,18 +1,18 @@
 //! Probers and node agents in the admin API: enrollment tokens, the prober list's runtime
 //! columns, per-prober and per-node results with their window strips, and a cluster's
-//! revisions and current records.
+//! current records (its revisions are in `revisions`).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::{get, post};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 use vantage_core::Timestamp;
 use vantage_core::address::AddressSource;
-use vantage_core::ids::{ClusterId, NodeId, ProberId};
+use vantage_core::ids::{ClusterId, NodeId, ProberId, RegionId};
+use vantage_core::reachability::Verdict;
 
 use super::{Api, Op};
 use crate::app::{Actor, App, Change};
@@ -20,8 +20,8 @@ use crate::auth::new_token;
 use crate::error::{ApiError, parse_json};
 use crate::support::now;
 use crate::views::{
-    AddressView, DnsLine, DnsView, EnrollTokenView, HeldBy, Items, LineName, NewEnrollToken, NodeTokenBody,
-    NodeView, ProberKind, ProberTokenBody, ProberView, ResultView, RevisionView, Revisions, WindowView,
+    AddressRegionView, AddressView, DnsLine, DnsView, EnrollTokenView, HeldBy, Items, NewEnrollToken,
+    NodeTokenBody, NodeView, ProberKind, ProberTokenBody, ProberView, ResultView, WindowView,
 };
 use vantage_control::config::{Config, EnrollToken, NodeRecord, Object, ProberRecord, Role, Stored};
 use vantage_control::identity::Caller;
@@ -57,11 +57,6 @@ pub(super) fn routes(api: &mut Api) {
         Op::get("/v1/nodes/{id}/results", "nodes", "Every prober's latest results for a node")
             .lists::<ResultView>(),
         get(node_results),
-    );
-    api.add(
-        Op::get("/v1/clusters/{id}/revisions", "clusters", "A cluster's revisions, newest first")
-            .answers::<Revisions>(),
-        get(revisions),
     );
     api.add(
         Op::get("/v1/clusters/{id}/dns", "clusters", "What DNS answers for a cluster now, per line")
@@ -273,6 +268,7 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
     let agent = control.observations().nodes.get(&id);
     let source = if rec.addresses.is_empty() { AddressSource::Reported } else { AddressSource::Configured };
     let status = control.node_status(id);
+    let at = now();
     let addresses = control
         .addresses_of(id)
         .unwrap_or_default()
@@ -291,6 +287,7 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
                 condition: s.map(|s| s.condition.condition),
                 since: s.and_then(|s| s.condition.since),
                 changes_at: s.and_then(|s| s.condition.changes_at),
+                regions: region_views(c, control.region_verdicts(id, a.ip, at)),
             }
         })
         .collect();
@@ -306,7 +303,7 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
         enabled: rec.node.enabled,
         also_probes: rec.node.also_probes,
         enrolled: rec.cert_sha256.is_some(),
-        online: agent_online(agent.and_then(|a| a.last_heartbeat), now()),
+        online: agent_online(agent.and_then(|a| a.last_heartbeat), at),
         last_heartbeat: agent.and_then(|a| a.last_heartbeat),
         version: agent.and_then(|a| a.version.clone()),
         hostname: agent.and_then(|a| a.hostname.clone()),
@@ -322,6 +319,24 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
             .and_then(|s| s.held_by)
             .map(|r| HeldBy { rule: r, name: c.rules.get(&r.0).map(|x| x.value.rule.name.clone()) }),
     }
+}
+
+/// Each region's tally of an address under the region's code and name, by code.
+fn region_views(c: &Config, verdicts: Vec<(RegionId, Verdict)>) -> Vec<AddressRegionView> {
+    let mut out: Vec<AddressRegionView> = verdicts
+        .into_iter()
+        .filter_map(|(r, probers)| {
+            let region = &c.regions.get(&r.0)?.value;
+            Some(AddressRegionView {
+                region: r,
+                code: region.code.clone(),
+                name: region.name.clone(),
+                probers,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.code.cmp(&b.code));
+    out
 }
 
 /// One result row with its window strip.
@@ -402,55 +417,6 @@ async fn node_results(
     drop(control);
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(Json(rows.into_iter().map(|(_, v)| v).collect::<Vec<_>>().into()))
-}
-
-/// The names of a cluster's lines (and of the implicit default line), by id.
-fn line_names(c: &Config, cluster: ClusterId) -> BTreeMap<String, LineName> {
-    let mut m: BTreeMap<String, LineName> = c
-        .lines_of(cluster)
-        .map(|(id, l)| {
-            let name = LineName {
-                name: l.value.line.name.clone(),
-                client_networks: l.value.line.client_networks.clone(),
-            };
-            (id.0.to_string(), name)
-        })
-        .collect();
-    m.entry(vantage_core::evaluate::DEFAULT_LINE.0.to_string())
-        .or_insert_with(|| LineName { name: "default".into(), client_networks: Vec::new() });
-    m
-}
-
-async fn revisions(
-    State(app): State<Arc<App>>,
-    Path(id): Path<i64>,
-    Query(q): Query<BTreeMap<String, String>>,
-) -> Result<Json<Revisions>, ApiError> {
-    let c = app.config();
-    if !c.clusters.contains_key(&id) {
-        return Err(ApiError::NotFound(format!("Cluster {id} not found")));
-    }
-    let limit = match q.get("limit") {
-        Some(l) => l
-            .parse::<u32>()
-            .map_err(|_| ApiError::invalid("limit", format!("must be a whole number, got {l:?}")))?,
-        None => 50,
-    };
-    let rows = app.store().revisions(id, limit.min(1000)).await?;
-    let items = rows
-        .into_iter()
-        .map(|r| RevisionView {
-            cluster: ClusterId(r.cluster),
-            number: r.number,
-            at: r.at,
-            reason: r.reason,
-            // Written by this server from these types; a row that no longer reads shows empty.
-            records: serde_json::from_value(r.records).unwrap_or_default(),
-            held: serde_json::from_value(r.held).unwrap_or_default(),
-            publish: serde_json::from_value(r.publish).unwrap_or_default(),
-        })
-        .collect();
-    Ok(Json(Revisions { items, lines: line_names(&c, ClusterId(id)) }))
 }
 
 async fn dns(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<DnsView>, ApiError> {

@@ -6,11 +6,14 @@ mod admin;
 mod agents;
 
 pub(crate) use admin::create_admin_token;
+pub(crate) use history::Range;
 mod doors;
+mod events;
 mod history;
 pub(crate) mod mirrors;
 pub(crate) mod monitors;
 mod objects;
+mod revisions;
 mod rules;
 
 use std::sync::Arc;
@@ -159,7 +162,7 @@ fn path_parameters(path: &str) -> Vec<Parameter> {
         .filter_map(|part| part.strip_prefix('{')?.strip_suffix('}'))
         .map(|name| {
             let schema = match name {
-                "id" | "child" => ObjectBuilder::new()
+                "id" | "child" | "from" | "to" => ObjectBuilder::new()
                     .schema_type(Type::Integer)
                     .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64))),
                 _ => ObjectBuilder::new().schema_type(Type::String),
@@ -327,6 +330,8 @@ fn table() -> Api {
     admin::routes(&mut api);
     rules::routes(&mut api);
     history::routes(&mut api);
+    events::routes(&mut api);
+    revisions::routes(&mut api);
     mirrors::routes(&mut api);
     doors::routes(&mut api);
     monitors::routes(&mut api);

@@ -39,7 +39,7 @@ pub(super) fn routes(api: &mut Api) {
         Op::get(
             "/v1/monitors/{id}/history",
             "monitors",
-            "A monitor's per-region probes, failures and segment age over time (range=1h|24h|14d), and its verdict changes",
+            "A monitor's per-region probes, failures and segment age over time (range=15m|1h|24h|14d), and its verdict changes",
         )
         .answers::<MonitorHistory>(),
         get(history),
@@ -126,7 +126,7 @@ async fn history(
     Query(q): Query<BTreeMap<String, String>>,
 ) -> Result<Json<MonitorHistory>, ApiError> {
     if let Some(k) = q.keys().find(|k| k.as_str() != "range") {
-        return Err(ApiError::invalid(k.clone(), "unknown parameter; use range=1h|24h|14d"));
+        return Err(ApiError::invalid(k.clone(), "unknown parameter; use range=15m|1h|24h|14d"));
     }
     let range = Range::parse(q.get("range").map_or("1h", String::as_str))?;
     let m = find(&app, id)?;

@@ -56,22 +56,22 @@ pub(super) fn relative(t: Timestamp, now: Timestamp) -> String {
     if future { format!("in {amount}") } else { format!("{amount} ago") }
 }
 
-/// How long something lasted, in its two largest units: `42 s`, `3 min 5 s`, `2 h 10 min`,
-/// `4 d 3 h`.
-pub(super) fn span(ms: i64) -> String {
-    let s = ms.max(0) / 1000;
-    match s {
-        0..60 => format!("{s} s"),
-        60..3600 => format!("{} min {} s", s / 60, s % 60),
-        3600..86_400 => format!("{} h {} min", s / 3600, s / 60 % 60),
-        _ => format!("{} d {} h", s / 86_400, s / 3600 % 24),
-    }
-}
+pub(super) use vantage_core::time::span;
 
 /// A `<time>` element: relative text, absolute on hover; the page's script keeps the relative
 /// text current.
 pub(super) fn time(t: Timestamp, now: Timestamp) -> Markup {
     Markup(format!("<time datetime=\"{}\" title=\"{}\">{}</time>", t, absolute(t), esc(&relative(t, now))))
+}
+
+/// An absolute time with its age beside it, for a log read after the fact (`2026-12-01
+/// 20:31:07 UTC · 3 min ago`): the age alone cannot be lined up with other records.
+pub(super) fn stamp(t: Timestamp, now: Timestamp) -> Markup {
+    Markup(format!(
+        "<span class=\"stamp\">{}</span> <span class=\"muted small\">· {}</span>",
+        absolute(t),
+        time(t, now)
+    ))
 }
 
 /// A time, or `never`.
@@ -341,6 +341,13 @@ mod tests {
         assert_eq!(
             t.0,
             "<time datetime=\"1970-01-01T00:00:00.000Z\" title=\"1970-01-01 00:00:00 UTC\">2 d ago</time>"
+        );
+        let s = stamp(Timestamp::from_secs(0), Timestamp::from_secs(86_400 * 2));
+        assert_eq!(
+            s.0,
+            format!(
+                "<span class=\"stamp\">1970-01-01 00:00:00 UTC</span> <span class=\"muted small\">· {t}</span>"
+            )
         );
     }
 

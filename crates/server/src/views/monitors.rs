@@ -97,7 +97,7 @@ pub struct RegionHistory {
 /// A monitor's history: per-region series from the time series, and the verdict changes.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct MonitorHistory {
-    /// `1h`, `24h` or `14d`.
+    /// `15m`, `1h`, `24h` or `14d`.
     pub range: String,
     /// Bucket width, s.
     pub bucket_s: i64,

@@ -4,7 +4,7 @@
 use vantage_core::Timestamp;
 use vantage_core::result::{Attempt, ErrorCode, Stages};
 use vantage_core::window::WindowRegister;
-use vantage_store::{AuditFilter, NewAudit, ResultRow, RevisionRow, Store, Write};
+use vantage_store::{AuditFilter, EventFilter, EventRow, NewAudit, ResultRow, RevisionRow, Store, Write};
 
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 
@@ -242,4 +242,48 @@ async fn revisions_and_state_survive_a_reopen() {
     assert_eq!(s.objects().await.unwrap().len(), 1);
     assert!(s.size_bytes().await.unwrap() > 0);
     s.ping().await.unwrap();
+}
+
+#[tokio::test]
+async fn events_filter_by_cluster_node_kind_time_and_id_oldest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(&dir).await;
+    let t0 = T0;
+    let event = |id: i64, kind: &str, cluster: Option<i64>, node: Option<i64>| EventRow {
+        id,
+        at: t0.plus_millis(id * 1000),
+        kind: kind.into(),
+        cluster,
+        node,
+        summary: format!("event {id}"),
+        details: serde_json::json!({"n": id}),
+    };
+    let rows = vec![
+        event(1, "prober_online", None, None),
+        event(2, "address_failing", Some(3), Some(7)),
+        event(3, "revision", Some(3), None),
+        event(4, "address_failing", Some(4), Some(8)),
+        event(5, "revision", Some(4), None),
+    ];
+    s.insert_events(&rows).await.unwrap();
+    // Storing an id again keeps the first.
+    s.insert_events(&[event(5, "alert_fired", None, None)]).await.unwrap();
+    assert_eq!(s.last_event().await.unwrap(), 5);
+    let ids = |v: Vec<EventRow>| v.into_iter().map(|e| e.id).collect::<Vec<_>>();
+    let all = EventFilter { limit: 100, ..EventFilter::default() };
+    assert_eq!(s.events(&all).await.unwrap(), rows, "everything, oldest first");
+    assert_eq!(
+        ids(s.events(&EventFilter { limit: 2, ..all.clone() }).await.unwrap()),
+        [4, 5],
+        "the newest two"
+    );
+    assert_eq!(ids(s.events(&EventFilter { cluster: Some(3), ..all.clone() }).await.unwrap()), [2, 3]);
+    assert_eq!(ids(s.events(&EventFilter { node: Some(8), ..all.clone() }).await.unwrap()), [4]);
+    let kinds = vec!["revision".to_owned(), "prober_online".to_owned()];
+    assert_eq!(ids(s.events(&EventFilter { kinds, ..all.clone() }).await.unwrap()), [1, 3, 5]);
+    assert_eq!(ids(s.events(&EventFilter { after: Some(3), ..all.clone() }).await.unwrap()), [4, 5]);
+    let since = Some(t0.plus_millis(4000));
+    assert_eq!(ids(s.events(&EventFilter { since, ..all.clone() }).await.unwrap()), [4, 5]);
+    assert_eq!(s.delete_events_before(t0.plus_millis(3000)).await.unwrap(), 2);
+    assert_eq!(ids(s.events(&all).await.unwrap()), [3, 4, 5]);
 }

@@ -88,7 +88,7 @@ pub(in crate::ui) async fn audit(
                 full.clone()
             };
             AuditRow {
-                at: time(e.at, at),
+                at: stamp(e.at, at),
                 actor: e.actor,
                 action: e.action,
                 object_href: object_href(&e.object),

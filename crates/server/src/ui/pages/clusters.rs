@@ -1,6 +1,7 @@
 //! The cluster list and one cluster: DNS answers, groups, lines, nodes, revisions, rules and their preview.
 
 use super::*;
+use vantage_core::rules::Outcome;
 
 #[derive(Template)]
 #[template(path = "clusters.html")]
@@ -94,7 +95,7 @@ struct PreviewRowView {
     node_id: i64,
     status: Markup,
     conditions: Vec<String>,
-    outcome: String,
+    outcome: Markup,
 }
 
 /// The preview section: not offered by this server, or rows, or why it could not be read.
@@ -174,7 +175,18 @@ fn condition_text(c: &views::Condition, regions: &HashMap<RegionId, String>) -> 
     )
 }
 
-fn preview_view(v: Value) -> PreviewView {
+/// What the next evaluation does, as the API says it, with a time to come read as `in 12 s`
+/// (its absolute time on hover) rather than as a raw timestamp.
+fn outcome(o: &Outcome, text: String, now: Timestamp) -> Markup {
+    match o {
+        Outcome::InEffectRecoversAt { at } => {
+            Markup(format!("In effect, recovers {} at the earliest", time(*at, now)))
+        }
+        _ => Markup(esc(&text)),
+    }
+}
+
+fn preview_view(v: Value, at: Timestamp) -> PreviewView {
     let preview: views::Preview = match serde_json::from_value(v) {
         Ok(r) => r,
         Err(e) => return PreviewView::Unreadable(e.to_string()),
@@ -207,7 +219,7 @@ fn preview_view(v: Value) -> PreviewView {
                             )
                         })
                         .collect(),
-                    outcome: item.outcome_text,
+                    outcome: outcome(&r.preview.outcome, item.outcome_text, at),
                 }
             })
             .collect(),
@@ -339,9 +351,26 @@ pub(in crate::ui) async fn cluster(
                 acting_on: view.acting_on.join(", "),
             })
             .collect(),
-        preview: preview.map_or(PreviewView::Missing, preview_view),
+        preview: preview.map_or(PreviewView::Missing, |p| preview_view(p, at)),
         dns_mode: word(&c.dns_mode),
         c,
     };
     Ok(render(&page))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recovery to come reads as a countdown with the full time on hover, not as a raw
+    /// timestamp; the other outcomes read as the API says them.
+    #[test]
+    fn a_recovery_to_come_reads_in_seconds() {
+        let now = Timestamp::from_secs(1_800_000_000);
+        let at = Timestamp::from_secs(1_800_000_012);
+        let o = outcome(&Outcome::InEffectRecoversAt { at }, format!("In effect, recovers {at}"), now);
+        assert_eq!(o.0, format!("In effect, recovers {} at the earliest", time(at, now)));
+        assert!(o.0.contains(">in 12 s</time>") && !o.0.contains(">2027"), "{o}");
+        assert_eq!(outcome(&Outcome::NoChange, "No <change>".into(), now).0, "No &lt;change&gt;");
+    }
 }

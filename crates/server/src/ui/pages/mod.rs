@@ -17,11 +17,12 @@ use vantage_core::Timestamp;
 use super::chart::{self, Chart};
 use super::client::{Client, PageError};
 use super::format::{
-    self, Markup, Tone, action, badge, comparison, esc, level, metric, ms, num, pct, span, time, time_or,
-    word,
+    self, Markup, Tone, action, badge, comparison, esc, level, metric, ms, num, pct, span, stamp, time,
+    time_or, word,
 };
 use super::views::{self, Items};
 use super::{Ui, Visitor, render};
+use crate::api::Range;
 use crate::support::now;
 use crate::views::{ProberKind, PublishState};
 use vantage_control::config::TokenState;

@@ -156,7 +156,7 @@ struct MonitorPage {
     steering_ttl_s: u32,
     regions: Vec<RegionRow>,
     steering: Vec<String>,
-    range: String,
+    ranges: Vec<(&'static str, &'static str, bool)>,
     /// Newest first.
     changes: Vec<ChangeRow>,
     charts: Vec<(String, ChartView)>,
@@ -165,15 +165,8 @@ struct MonitorPage {
 
 /// The time axis of a history, as the API buckets it: whole buckets, the last one holding
 /// now, over the range's length.
-fn axis(range: &str, bucket_s: i64, at: Timestamp) -> (Timestamp, Timestamp) {
-    let length_s = match range {
-        "24h" => 86_400,
-        "14d" => 14 * 86_400,
-        _ => 3600,
-    };
-    let b = bucket_s.max(1) * 1000;
-    let until = (at.millis().div_euclid(b) + 1) * b;
-    (Timestamp::from_millis(until - length_s * 1000), Timestamp::from_millis(until))
+fn axis(range: &str, at: Timestamp) -> (Timestamp, Timestamp) {
+    Range::parse(range).unwrap_or(Range::Hour).window(at)
 }
 
 /// Top of the failures axis: a multiple of five, so that its five grid steps are whole
@@ -191,7 +184,7 @@ fn monitor_charts(
     names: &HashMap<String, String>,
     at: Timestamp,
 ) -> Vec<(String, ChartView)> {
-    let (since, until) = axis(&h.range, h.bucket_s, at);
+    let (since, until) = axis(&h.range, at);
     let lines = |f: &dyn Fn(&crate::views::MonitorPoint) -> Option<f64>| -> Vec<chart::Line> {
         h.regions
             .iter()
@@ -205,7 +198,8 @@ fn monitor_charts(
     let failures = lines(&|p| Some(f64::from(p.failures)));
     let chart =
         |title, unit, max, lines| Chart { title, unit, since, until, bucket_s: h.bucket_s, max, lines };
-    let span = format!("last {}", h.range);
+    let span =
+        format!("last {}", Range::parse(&h.range).map_or_else(|_| h.range.clone(), |r| r.label().to_owned()));
     let limit = format::seconds(Some(f64::from(max_age_s)));
     vec![
         (
@@ -232,7 +226,7 @@ pub(in crate::ui) async fn monitor(
     let verdict: views::MonitorVerdict = api.get(&format!("/v1/monitors/{id}/verdict")).await?;
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
     let history: Result<views::MonitorHistory, PageError> =
-        api.get(&format!("/v1/monitors/{id}/history?range={range}")).await;
+        api.get(&format!("/v1/monitors/{id}/history?range={}", range.name())).await;
     let names: HashMap<String, String> =
         regions.items.iter().map(|r| (r.code.clone(), format!("{} ({})", r.name, r.code))).collect();
     let (charts, changes, history_error) = match history {
@@ -272,7 +266,7 @@ pub(in crate::ui) async fn monitor(
         steering_ttl_s: def.steering_ttl_s,
         regions: verdict.regions.iter().map(|r| region_row(r, total, &names, at)).collect(),
         steering: verdict.pathway_priority,
-        range,
+        ranges: range_tabs(range),
         changes,
         charts,
         history_error,
@@ -351,10 +345,10 @@ mod tests {
     #[test]
     fn the_time_axis_is_whole_buckets() {
         let at = Timestamp::from_millis(1_800_000_010_500);
-        let (since, until) = axis("1h", 20, at);
+        let (since, until) = axis("1h", at);
         assert_eq!(until.millis(), 1_800_000_020_000);
         assert_eq!(until.millis_since(since), 3_600_000);
-        let (since, until) = axis("14d", 3600, at);
+        let (since, until) = axis("14d", at);
         assert_eq!(until.millis_since(since), 14 * 86_400_000);
     }
 }

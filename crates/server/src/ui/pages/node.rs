@@ -1,6 +1,7 @@
 //! One node: its addresses, agent, metrics, results and history charts.
 
 use super::*;
+use vantage_core::reachability::Verdict;
 
 #[derive(Debug)]
 struct AddressRow {
@@ -11,9 +12,64 @@ struct AddressRow {
     /// The streak under way and since when: `Failing · unreachable in 12 s`.
     condition: Markup,
     in_use: bool,
-    probers: String,
+    /// How each region's counting probers see it, by region code in the page's column order.
+    cells: Vec<(String, Markup)>,
+    /// How every counting prober sees it.
+    all: Markup,
     /// Flap damping multiplier (1: not damped).
     damping: u32,
+}
+
+/// What counting probers make of an address, as a matrix cell: `ok`, `failing 2/3` (red for
+/// a strict majority of them, amber for fewer), or `no data` when none counts; the title
+/// says it in words.
+fn seen_from(v: &Verdict, from: &str) -> Markup {
+    let (tone, text) = match (v.failing, v.counting) {
+        (_, 0) => (Tone::Neutral, "no data".to_owned()),
+        (0, _) => (Tone::Good, "ok".to_owned()),
+        (f, c) => (if v.is_failing() { Tone::Bad } else { Tone::Warn }, format!("failing {f}/{c}")),
+    };
+    let title = if v.counting == 0 {
+        format!("No result from {from} counts now")
+    } else {
+        format!("{} of {} counting probers {from} see it failing", v.failing, v.counting)
+    };
+    Markup(format!("<span title=\"{}\">{}</span>", esc(&title), badge(tone, &text)))
+}
+
+/// The matrix's region columns, `(code, name)` by code: every region some address is seen
+/// from (the same prober regions for each address of a node).
+fn region_columns(addresses: &[views::AddressView]) -> Vec<(String, String)> {
+    let columns: BTreeMap<&str, &str> =
+        addresses.iter().flat_map(|a| &a.regions).map(|r| (r.code.as_str(), r.name.as_str())).collect();
+    columns.into_iter().map(|(c, n)| (c.to_owned(), n.to_owned())).collect()
+}
+
+fn address_row(a: &views::AddressView, columns: &[(String, String)], at: Timestamp) -> AddressRow {
+    let cells = columns
+        .iter()
+        .map(|(code, name)| {
+            let cell = a.regions.iter().find(|r| &r.code == code).map_or_else(
+                || Markup("<span class=\"muted\">—</span>".into()),
+                |r| seen_from(&r.probers, &format!("in {name}")),
+            );
+            (code.clone(), cell)
+        })
+        .collect();
+    AddressRow {
+        ip: a.ip.to_string(),
+        level: level(&word(&a.level)),
+        source: if a.source == AddressSource::Configured { "Configured".into() } else { "Reported".into() },
+        reachability: format::reachability(a.reachability.map(|r| word(&r)).as_deref()),
+        condition: condition(a, at),
+        in_use: a.in_use,
+        damping: a.damping,
+        cells,
+        all: a
+            .probers
+            .as_ref()
+            .map_or_else(|| badge(Tone::Neutral, "not evaluated"), |v| seen_from(v, "in every region")),
+    }
 }
 
 /// What an address's reachability is about to do, and since when it has been so: failing (a
@@ -50,71 +106,74 @@ struct NodePage {
     metrics_at: Markup,
     level: String,
     addresses: Vec<AddressRow>,
+    /// The matrix's region columns: `(code, name)`.
+    regions: Vec<(String, String)>,
     results: Vec<ResultView>,
     results_by_prober: bool,
-    range: String,
+    ranges: Vec<(&'static str, &'static str, bool)>,
     charts: Vec<(String, ChartView)>,
     history_error: String,
 }
 
-fn chart_view(
-    title: &str,
-    unit: &str,
-    h: &views::History,
-    max: Option<f64>,
-    lines: Vec<chart::Line>,
-) -> ChartView {
-    let chart =
-        Chart { title, unit, since: h.since, until: h.until, bucket_s: h.bucket_s, max, lines: &lines };
-    ChartView::new(&chart, |v| if unit == "ms" { ms(Some(v)) } else { pct(v) })
+/// One series as a chart line, with what its legend says now: the latest round (every
+/// prober's newest result that still counts), not the newest bucket, which on a wide range
+/// still averages an outage in after the recovery.
+fn series_line(
+    label: String,
+    points: &[views::SeriesPoint],
+    latest: Option<&views::SeriesPoint>,
+    rtt: bool,
+) -> (chart::Line, String) {
+    let value = |p: &views::SeriesPoint| if rtt { p.rtt_ms } else { Some(p.loss_pct) };
+    let note = match latest {
+        Some(p) => match value(p) {
+            Some(v) => format!("now {}", if rtt { ms(Some(v)) } else { pct(v) }),
+            None => "no answer now".to_owned(),
+        },
+        None => "no result now".to_owned(),
+    };
+    (chart::Line { label, points: points.iter().map(|p| (p.at, value(p))).collect() }, note)
 }
 
-fn node_charts(h: &views::History, range: &str) -> Vec<(String, ChartView)> {
-    let by_address = |rtt: bool| -> Vec<chart::Line> {
-        h.addresses
+fn chart_view(title: &str, unit: &str, h: &views::History, lines: Vec<(chart::Line, String)>) -> ChartView {
+    let (lines, notes): (Vec<chart::Line>, Vec<String>) = lines.into_iter().unzip();
+    let max = (unit == "%").then_some(100.0);
+    let chart =
+        Chart { title, unit, since: h.since, until: h.until, bucket_s: h.bucket_s, max, lines: &lines };
+    ChartView::with_notes(&chart, notes)
+}
+
+/// Loss and RTT by address, then each address by prober region: an address's own regions,
+/// so that a primary down everywhere reads 100 % beside a backup that answers, rather than
+/// the two averaged into 50 %.
+fn node_charts(h: &views::History, range: Range) -> Vec<(String, ChartView)> {
+    let span = format!("last {}", range.label());
+    let name = |a: &views::AddressSeries| format!("{} ({})", a.ip, level(&word(&a.level)));
+    let by_address =
+        |rtt| h.addresses.iter().map(|a| series_line(name(a), &a.points, a.latest.as_ref(), rtt)).collect();
+    let by_region = |a: &views::AddressSeries, rtt| {
+        a.regions
             .iter()
-            .map(|a| chart::Line {
-                label: a.ip.to_string(),
-                points: a
-                    .points
-                    .iter()
-                    .map(|p| (p.at, if rtt { p.rtt_ms } else { Some(p.loss_pct) }))
-                    .collect(),
-            })
-            .collect()
-    };
-    let by_region = |rtt: bool| -> Vec<chart::Line> {
-        h.regions
-            .iter()
-            .map(|r| chart::Line {
-                label: match (&r.name, &r.code) {
+            .map(|r| {
+                let label = match (&r.name, &r.code) {
                     (Some(n), Some(c)) => format!("{n} ({c})"),
                     _ => "no region".into(),
-                },
-                points: r
-                    .points
-                    .iter()
-                    .map(|p| (p.at, if rtt { p.rtt_ms } else { Some(p.loss_pct) }))
-                    .collect(),
+                };
+                series_line(label, &r.points, r.latest.as_ref(), rtt)
             })
             .collect()
     };
-    let span = format!("last {range}");
-    vec![
-        (
-            format!("Loss by address, {span}"),
-            chart_view("Loss by address", "%", h, Some(100.0), by_address(false)),
-        ),
-        (format!("RTT by address, {span}"), chart_view("RTT by address", "ms", h, None, by_address(true))),
-        (
-            format!("Loss by prober region, {span}"),
-            chart_view("Loss by region", "%", h, Some(100.0), by_region(false)),
-        ),
-        (
-            format!("RTT by prober region, {span}"),
-            chart_view("RTT by region", "ms", h, None, by_region(true)),
-        ),
-    ]
+    let mut charts = vec![
+        (format!("Loss by address, {span}"), chart_view("Loss by address", "%", h, by_address(false))),
+        (format!("RTT by address, {span}"), chart_view("RTT by address", "ms", h, by_address(true))),
+    ];
+    for a in &h.addresses {
+        for (what, unit, rtt) in [("Loss", "%", false), ("RTT", "ms", true)] {
+            let title = format!("{what} of {} by prober region", name(a));
+            charts.push((format!("{title}, {span}"), chart_view(&title, unit, h, by_region(a, rtt))));
+        }
+    }
+    charts
 }
 
 pub(in crate::ui) async fn node(
@@ -132,11 +191,11 @@ pub(in crate::ui) async fn node(
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
     let results: Items<views::ResultRow> = api.get(&format!("/v1/nodes/{id}/results")).await?;
     let history: Result<views::History, PageError> =
-        api.get(&format!("/v1/nodes/{id}/history?range={range}")).await;
+        api.get(&format!("/v1/nodes/{id}/history?range={}", range.name())).await;
     let names = region_names(&regions.items);
     let h = health(&n);
     let (charts, history_error) = match history {
-        Ok(hist) => (node_charts(&hist, &range), String::new()),
+        Ok(hist) => (node_charts(&hist, range), String::new()),
         Err(PageError::LoggedOut) => return Err(PageError::LoggedOut),
         Err(PageError::NotFound(m) | PageError::Failed(_, m)) => (Vec::new(), m),
     };
@@ -163,6 +222,7 @@ pub(in crate::ui) async fn node(
             ]
         })
         .unwrap_or_default();
+    let columns = region_columns(&n.addresses);
     let page = NodePage {
         frame: Frame::new(&v, format!("Node {}", n.name), "clusters", 10),
         cluster: c.name,
@@ -180,34 +240,39 @@ pub(in crate::ui) async fn node(
         metrics_at: time_or(n.metrics.as_ref().map(|m| m.at), at, "No metrics"),
         metrics,
         level: n.level.map_or_else(|| "none".into(), |l| level(&word(&l))),
-        addresses: n
-            .addresses
-            .iter()
-            .map(|a| AddressRow {
-                ip: a.ip.to_string(),
-                level: level(&word(&a.level)),
-                source: if a.source == AddressSource::Configured {
-                    "Configured".into()
-                } else {
-                    "Reported".into()
-                },
-                reachability: format::reachability(a.reachability.map(|r| word(&r)).as_deref()),
-                condition: condition(a, at),
-                in_use: a.in_use,
-                damping: a.damping,
-                probers: a
-                    .probers
-                    .as_ref()
-                    .map(|p| format!("{} of {} failing", p.failing, p.counting))
-                    .unwrap_or_else(|| "—".into()),
-            })
-            .collect(),
+        addresses: n.addresses.iter().map(|a| address_row(a, &columns, at)).collect(),
+        regions: columns,
         results: results.items.iter().map(|r| result_view(r, true, &names, at)).collect(),
         results_by_prober: true,
-        range,
+        ranges: range_tabs(range),
         charts,
         history_error,
         n,
     };
     Ok(render(&page))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cell_says_ok_failing_or_no_data() {
+        let v = |failing, counting| Verdict { counting, failing, ..Verdict::default() };
+        let text = |m: Markup| {
+            let inner = m.0.split_once("\">").map_or(String::new(), |(_, r)| r.to_owned());
+            let inner = inner.split_once("\">").map_or(String::new(), |(_, r)| r.to_owned());
+            inner.trim_end_matches("</span></span>").to_owned()
+        };
+        assert_eq!(text(seen_from(&v(0, 2), "in Singapore")), "ok");
+        assert_eq!(text(seen_from(&v(2, 3), "in Singapore")), "failing 2/3");
+        assert_eq!(text(seen_from(&v(0, 0), "in Singapore")), "no data");
+        assert!(seen_from(&v(2, 3), "in X").0.contains("badge bad"), "a majority of them");
+        assert!(seen_from(&v(1, 3), "in X").0.contains("badge warn"), "a minority");
+        assert!(
+            seen_from(&v(1, 3), "in <X>")
+                .0
+                .contains("title=\"1 of 3 counting probers in &lt;X&gt; see it failing\"")
+        );
+    }
 }

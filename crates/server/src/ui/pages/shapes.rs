@@ -299,15 +299,25 @@ pub(super) struct ChartView {
 impl ChartView {
     /// Draws `c`; each legend entry ends with the line's newest value as `last` reads it.
     pub(super) fn new(c: &Chart<'_>, last: impl Fn(f64) -> String) -> ChartView {
+        let notes = c
+            .lines
+            .iter()
+            .map(|l| {
+                let newest = l.points.iter().rev().find_map(|(_, v)| *v);
+                newest.map_or_else(|| "no data".into(), |v| format!("last {}", last(v)))
+            })
+            .collect();
+        ChartView::with_notes(c, notes)
+    }
+
+    /// Draws `c`; each legend entry ends with its line's note.
+    pub(super) fn with_notes(c: &Chart<'_>, notes: Vec<String>) -> ChartView {
         let legend = c
             .lines
             .iter()
+            .zip(notes)
             .enumerate()
-            .map(|(i, l)| {
-                let newest = l.points.iter().rev().find_map(|(_, v)| *v);
-                let text = newest.map_or_else(|| "no data".into(), |v| format!("last {}", last(v)));
-                (i % chart::COLOURS, l.label.clone(), text)
-            })
+            .map(|(i, (l, note))| (i % chart::COLOURS, l.label.clone(), note))
             .collect();
         ChartView { svg: c.render(), legend }
     }
@@ -321,10 +331,12 @@ pub(in crate::ui) struct RangeQuery {
 
 impl RangeQuery {
     /// The range asked for when the history routes know it, else the last hour.
-    pub(super) fn range(&self) -> String {
-        match self.range.as_deref() {
-            Some(r @ ("1h" | "24h" | "14d")) => r.to_owned(),
-            _ => "1h".to_owned(),
-        }
+    pub(super) fn range(&self) -> Range {
+        self.range.as_deref().and_then(|r| Range::parse(r).ok()).unwrap_or(Range::Hour)
     }
+}
+
+/// The range tabs (`_range_tabs.html`): each range's name, label and whether it is `current`.
+pub(super) fn range_tabs(current: Range) -> Vec<(&'static str, &'static str, bool)> {
+    Range::ALL.into_iter().map(|r| (r.name(), r.label(), r == current)).collect()
 }

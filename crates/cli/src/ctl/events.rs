@@ -1,0 +1,78 @@
+//! `vantage ctl events`: the fleet's events as lines to read during an incident — the stored
+//! ones first, then, with `--follow`, each as the server decides it.
+
+use std::time::SystemTime;
+
+use vantage_control::events::FleetEvent;
+use vantage_core::Timestamp;
+use vantage_server::views::Items;
+
+use super::args::EventArgs;
+use super::client::Client;
+use super::query;
+
+/// Stored events printed before following, unless `--limit` or `--since` says otherwise.
+const RECENT: u32 = 20;
+
+pub(super) async fn events(c: &Client, a: &EventArgs, json: bool) -> anyhow::Result<()> {
+    let mut filters: Vec<(&str, String)> = Vec::new();
+    if let Some(id) = a.cluster {
+        filters.push(("cluster", id.to_string()));
+    }
+    if let Some(id) = a.node {
+        filters.push(("node", id.to_string()));
+    }
+    if let Some(k) = &a.kind {
+        filters.push(("kind", k.clone()));
+    }
+    let mut list = filters.clone();
+    if let Some(s) = &a.since {
+        list.push(("since", s.clone()));
+    }
+    let limit = a.limit.unwrap_or(if a.since.is_some() { 200 } else { RECENT });
+    list.push(("limit", limit.to_string()));
+    let stored: Items<FleetEvent> = c.get(&format!("/v1/events{}", query(&list))).await?;
+    let today = date(Timestamp::from_system(SystemTime::now()));
+    for e in &stored.items {
+        print_event(e, json, &today);
+    }
+    if !a.follow {
+        return Ok(());
+    }
+    // The stream resumes after the last event printed; with none printed it starts now.
+    let after = stored.items.last().map(|e| e.id);
+    let src = c.source(query(&filters).trim_start_matches('?').to_owned());
+    crate::follow::follow(
+        &src,
+        after,
+        |e| print_event(&e, json, &date(Timestamp::from_system(SystemTime::now()))),
+        |err| eprintln!("event stream: {err:#}; opening it again"),
+    )
+    .await;
+    Ok(())
+}
+
+/// `2026-12-01`.
+fn date(t: Timestamp) -> String {
+    t.to_string().chars().take(10).collect()
+}
+
+/// One line: `20:31:07  address_failing     127.0.0.10 of edge-0 is failing: …`, the date
+/// before the time when it is not today's; or the event as one JSON line.
+fn print_event(e: &FleetEvent, json: bool, today: &str) {
+    use std::io::Write;
+    let line = if json {
+        serde_json::to_string(e).unwrap_or_default()
+    } else {
+        let at = e.at.to_string();
+        let day = date(e.at);
+        let time: String = at.chars().skip(11).take(8).collect();
+        let when = if day == today { time } else { format!("{day} {time}") };
+        format!("{when}  {:<19} {}", e.kind.as_str(), e.summary)
+    };
+    // A closed output (`| head`) ends the command, not with a panic.
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+        std::process::exit(0);
+    }
+}

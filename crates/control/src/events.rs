@@ -1,0 +1,358 @@
+//! The fleet's event stream: one entry per thing an operator follows during an incident — an
+//! address starting to fail, becoming unreachable, answering again; a node changing level; a
+//! rule acting; a revision with what it changed per line; an alert firing or resolving; a
+//! prober or node agent coming online; a push to an external DNS server. The control core
+//! makes them as it decides (with the time passed in), numbers them, and the driver stores
+//! them and streams them; each carries one sentence for people and its figures for programs.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use vantage_core::Timestamp;
+use vantage_core::evaluate::{NodeStatus, Records};
+use vantage_core::ids::{ClusterId, LineId, NodeId};
+use vantage_core::reachability::{Condition, sees_failing};
+
+use crate::config::Config;
+use crate::identity::Caller;
+use crate::observe::Observations;
+use crate::snapshot::Zone;
+use crate::target::TargetKey;
+
+/// What happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A strict majority of the counting probers sees a reachable address failing: it leaves
+    /// DNS when that lasts.
+    AddressFailing,
+    /// An address was decided unreachable.
+    AddressUnreachable,
+    /// An unreachable address answers again: it returns to DNS when that lasts.
+    AddressRecovering,
+    /// An address is reachable again, or no longer failing.
+    AddressReachable,
+    /// A node answers with another level (or with none).
+    LevelChanged,
+    /// A scheduling rule's action started on a node.
+    RuleActivated,
+    /// A scheduling rule's action on a node ended.
+    RuleRecovered,
+    /// A rule was changed or removed: its actions ended at once.
+    RuleEnded,
+    /// A revision was cut.
+    Revision,
+    /// An alert fired.
+    AlertFired,
+    /// An alert resolved.
+    AlertResolved,
+    /// A prober reported after being offline (or for the first time).
+    ProberOnline,
+    /// A node agent sent a heartbeat after being offline (or for the first time).
+    AgentOnline,
+    /// A revision reached an external DNS server.
+    Published,
+    /// A push to an external DNS server failed (after its retries).
+    PublicationFailed,
+}
+
+impl EventKind {
+    /// Every kind, for parsing filters.
+    pub const ALL: [EventKind; 15] = [
+        EventKind::AddressFailing,
+        EventKind::AddressUnreachable,
+        EventKind::AddressRecovering,
+        EventKind::AddressReachable,
+        EventKind::LevelChanged,
+        EventKind::RuleActivated,
+        EventKind::RuleRecovered,
+        EventKind::RuleEnded,
+        EventKind::Revision,
+        EventKind::AlertFired,
+        EventKind::AlertResolved,
+        EventKind::ProberOnline,
+        EventKind::AgentOnline,
+        EventKind::Published,
+        EventKind::PublicationFailed,
+    ];
+
+    /// The API name (`address_failing`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::AddressFailing => "address_failing",
+            EventKind::AddressUnreachable => "address_unreachable",
+            EventKind::AddressRecovering => "address_recovering",
+            EventKind::AddressReachable => "address_reachable",
+            EventKind::LevelChanged => "level_changed",
+            EventKind::RuleActivated => "rule_activated",
+            EventKind::RuleRecovered => "rule_recovered",
+            EventKind::RuleEnded => "rule_ended",
+            EventKind::Revision => "revision",
+            EventKind::AlertFired => "alert_fired",
+            EventKind::AlertResolved => "alert_resolved",
+            EventKind::ProberOnline => "prober_online",
+            EventKind::AgentOnline => "agent_online",
+            EventKind::Published => "published",
+            EventKind::PublicationFailed => "publication_failed",
+        }
+    }
+}
+
+impl std::str::FromStr for EventKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == s).ok_or_else(|| {
+            let all: Vec<&str> = EventKind::ALL.iter().map(|k| k.as_str()).collect();
+            format!("unknown event kind {s:?}; one of {}", all.join(", "))
+        })
+    }
+}
+
+/// One event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct FleetEvent {
+    /// Sequence number: increasing, never reused (the stream's `Last-Event-ID`).
+    pub id: u64,
+    /// When the control plane decided it.
+    pub at: Timestamp,
+    pub kind: EventKind,
+    /// The cluster it concerns, if one.
+    pub cluster: Option<ClusterId>,
+    /// The node it concerns, if one.
+    pub node: Option<NodeId>,
+    /// One sentence for people, with names (`127.0.0.11 of sin-1a is failing: …`).
+    pub summary: String,
+    /// The figures behind it (addresses, probers, records per line, alert…).
+    pub details: Value,
+}
+
+/// Numbers events and keeps them until the driver takes them.
+#[derive(Debug, Default)]
+pub(crate) struct EventLog {
+    last_id: u64,
+    pending: Vec<FleetEvent>,
+}
+
+impl EventLog {
+    /// Continues after `last_id` (the newest stored event).
+    pub(crate) fn after(last_id: u64) -> EventLog {
+        EventLog { last_id, pending: Vec::new() }
+    }
+
+    pub(crate) fn push(
+        &mut self,
+        at: Timestamp,
+        kind: EventKind,
+        (cluster, node): (Option<ClusterId>, Option<NodeId>),
+        summary: String,
+        details: Value,
+    ) {
+        self.last_id += 1;
+        self.pending.push(FleetEvent { id: self.last_id, at, kind, cluster, node, summary, details });
+    }
+
+    pub(crate) fn take(&mut self) -> Vec<FleetEvent> {
+        std::mem::take(&mut self.pending)
+    }
+}
+
+/// The names of the counting probers whose latest round saw `ip` of `node` failing on any of
+/// the cluster's listener ports.
+fn failing_probers(c: &Config, obs: &Observations, node: NodeId, ip: IpAddr, ports: &[u16]) -> Vec<String> {
+    let mut names = Vec::new();
+    for port in ports {
+        let Some(per) = obs.results.get(&TargetKey { node, ip, port: *port }) else { continue };
+        for (caller, latest) in per {
+            if !sees_failing(latest.sent, latest.lost, &c.settings) {
+                continue;
+            }
+            let name = match caller {
+                Caller::Prober(p) => {
+                    c.probers.get(&p.0).filter(|p| p.value.enabled).map(|p| p.value.name.clone())
+                }
+                Caller::Node(n) => c.node_probes(*n).then(|| c.node_name(*n)),
+            };
+            if let Some(name) = name.filter(|n| !names.contains(n)) {
+                names.push(name);
+            }
+        }
+    }
+    names.sort_unstable();
+    names
+}
+
+/// Seconds from `now` to `at`, for "in N s".
+fn secs_until(at: Option<Timestamp>, now: Timestamp) -> Option<i64> {
+    at.map(|t| (t.millis_since(now) + 999).div_euclid(1000).max(0))
+}
+
+/// The events of one pass of cluster `id`: each address whose condition changed and each node
+/// whose level changed since the previous pass (`before`; a node or address not in it — the
+/// first pass after a start — has no event).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pass_events(
+    log: &mut EventLog,
+    c: &Config,
+    obs: &Observations,
+    id: ClusterId,
+    zone: &Zone,
+    before: &std::collections::BTreeMap<NodeId, NodeStatus>,
+    after: &[NodeStatus],
+    now: Timestamp,
+) {
+    let ports: Vec<u16> = c
+        .clusters
+        .get(&id.0)
+        .map(|cl| cl.value.listeners.iter().map(|l| l.port).collect())
+        .unwrap_or_default();
+    for n in after {
+        let Some(old) = before.get(&n.node) else { continue };
+        let node = c.node_name(n.node);
+        let scope = (Some(id), Some(n.node));
+        for a in &n.addresses {
+            let Some(was) = old.addresses.iter().find(|x| x.ip == a.ip) else { continue };
+            let (from, to) = (was.condition.condition, a.condition.condition);
+            if from == to {
+                continue;
+            }
+            let failing = failing_probers(c, obs, n.node, a.ip, &ports);
+            let (v, ip) = (&a.verdict, a.ip);
+            let seen = if failing.is_empty() {
+                format!("{} of {} probers see it failing", v.failing, v.counting)
+            } else {
+                format!("{} of {} probers see it failing ({})", v.failing, v.counting, failing.join(", "))
+            };
+            let within = secs_until(a.condition.changes_at, now);
+            let (kind, summary) = match to {
+                Condition::Failing => (
+                    EventKind::AddressFailing,
+                    format!(
+                        "{ip} of {node} is failing: {seen}; unreachable in {} s unless it answers",
+                        within.unwrap_or(0)
+                    ),
+                ),
+                Condition::Unreachable if from == Condition::Recovering => {
+                    (EventKind::AddressUnreachable, format!("{ip} of {node} fails again: {seen}"))
+                }
+                Condition::Unreachable => {
+                    (EventKind::AddressUnreachable, format!("{ip} of {node} is unreachable: {seen}"))
+                }
+                Condition::Recovering => (
+                    EventKind::AddressRecovering,
+                    format!(
+                        "{ip} of {node} answers again: {} of {} probers see it answer; reachable in {} s if it goes on",
+                        v.counting - v.failing.min(v.counting),
+                        v.counting,
+                        within.unwrap_or(0)
+                    ),
+                ),
+                Condition::Reachable if from == Condition::Failing => (
+                    EventKind::AddressReachable,
+                    format!("{ip} of {node} answers again before it was decided: {seen}"),
+                ),
+                Condition::Reachable => {
+                    (EventKind::AddressReachable, format!("{ip} of {node} is reachable again"))
+                }
+            };
+            let details = json!({
+                "cluster": zone.name, "node": node, "address": ip, "level": a.level,
+                "from": from, "to": to, "since": a.condition.since, "changes_at": a.condition.changes_at,
+                "failing": v.failing, "counting": v.counting, "probers_failing": failing, "in_use": a.in_use,
+            });
+            log.push(now, kind, scope, summary, details);
+        }
+        if n.level != old.level {
+            let word = |l: Option<vantage_core::address::Level>| l.map_or("none", |l| l.as_str());
+            let used: Vec<String> =
+                n.addresses.iter().filter(|a| a.in_use).map(|a| a.ip.to_string()).collect();
+            let summary = match n.level {
+                Some(l) => format!(
+                    "{node} answers with its {l} addresses ({}), was {}",
+                    used.join(" "),
+                    word(old.level)
+                ),
+                None => format!("{node} has no address to answer with (was {})", word(old.level)),
+            };
+            let details =
+                json!({"cluster": zone.name, "node": node, "from": old.level, "to": n.level, "in_use": used});
+            log.push(now, EventKind::LevelChanged, scope, summary, details);
+        }
+    }
+}
+
+/// What one line's records became, against the previous revision's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct LineChange {
+    pub line: LineId,
+    /// Line name as of the newer revision.
+    pub name: String,
+    /// Its records now.
+    #[cfg_attr(feature = "schema", schema(value_type = Vec<String>))]
+    pub records: Vec<IpAddr>,
+    /// Records it gained.
+    #[cfg_attr(feature = "schema", schema(value_type = Vec<String>))]
+    pub added: Vec<IpAddr>,
+    /// Records it lost.
+    #[cfg_attr(feature = "schema", schema(value_type = Vec<String>))]
+    pub removed: Vec<IpAddr>,
+}
+
+/// Every line of `after`, and lines with records only `before` had, with the records each
+/// gained and lost (`before` `None`: everything is new).
+pub fn line_changes(
+    before: Option<&Records>,
+    after: &Records,
+    name: impl Fn(LineId) -> String,
+) -> Vec<LineChange> {
+    let empty = Vec::new();
+    let mut ids: Vec<LineId> = after.lines.keys().copied().collect();
+    // A line that went is listed when it lost records (not the implicit default line a
+    // cluster's first line replaces, which had none).
+    if let Some(b) = before {
+        ids.extend(
+            b.lines.iter().filter(|(l, r)| !r.is_empty() && !after.lines.contains_key(l)).map(|(l, _)| *l),
+        );
+    }
+    ids.into_iter()
+        .map(|line| {
+            let now = after.lines.get(&line).unwrap_or(&empty);
+            let was = before.and_then(|b| b.lines.get(&line)).unwrap_or(&empty);
+            LineChange {
+                line,
+                name: name(line),
+                records: now.clone(),
+                added: now.iter().filter(|ip| !was.contains(ip)).copied().collect(),
+                removed: was.iter().filter(|ip| !now.contains(ip)).copied().collect(),
+            }
+        })
+        .collect()
+}
+
+/// `local: 127.0.0.12 127.0.0.13 (+127.0.0.12 −127.0.0.11) · default: …`: every line's records,
+/// with what changed.
+pub fn describe_lines(changes: &[LineChange]) -> String {
+    let ips = |v: &[IpAddr]| {
+        if v.is_empty() {
+            "nothing".to_owned()
+        } else {
+            v.iter().map(IpAddr::to_string).collect::<Vec<_>>().join(" ")
+        }
+    };
+    changes
+        .iter()
+        .map(|ch| {
+            let mut delta: Vec<String> = ch.added.iter().map(|ip| format!("+{ip}")).collect();
+            delta.extend(ch.removed.iter().map(|ip| format!("−{ip}")));
+            if delta.is_empty() {
+                format!("{}: {}", ch.name, ips(&ch.records))
+            } else {
+                format!("{}: {} ({})", ch.name, ips(&ch.records), delta.join(" "))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
