@@ -217,6 +217,10 @@ struct Slot {
     last: Option<Timestamp>,
     reason: Option<String>,
     saved_at: Option<Timestamp>,
+    /// When the oldest report not yet used by a pass arrived.
+    waiting_since: Option<Timestamp>,
+    /// How long the oldest report the last pass used had waited for it, ms.
+    lag_ms: Option<i64>,
 }
 
 /// The control core.
@@ -241,6 +245,8 @@ pub struct Control {
     next_silence: Timestamp,
     next_expiry: Timestamp,
     next_roll_up: Timestamp,
+    /// Cluster passes run since the start, so a driver can tell a wake-up that evaluated.
+    passes: u64,
 }
 
 impl Control {
@@ -288,6 +294,7 @@ impl Control {
             snapshots: Arc::new(snapshots),
             alerts: start.alerts.unwrap_or_default(),
             alerts_dirty: false,
+            passes: 0,
             events: EventLog::after(start.last_event),
             mirrors: Mirrors::new(start.mirror_states.as_deref()),
             monitors: Monitors::restore(start.monitor_states.as_deref()),
@@ -654,6 +661,9 @@ impl Control {
             self.prober_online(&c, caller, now);
         }
         for cl in clusters {
+            if let Some(s) = self.slots.get_mut(&cl) {
+                s.waiting_since.get_or_insert(now);
+            }
             self.trigger(cl, None, now, false);
         }
         self.verdicts(verdicts, now);
@@ -867,6 +877,21 @@ impl Control {
         self.flush_alerts();
     }
 
+    /// Cluster passes run so far: a driver that times [`handle_timeout`](Self::handle_timeout)
+    /// compares it before and after to time only the calls that evaluated.
+    pub fn passes(&self) -> u64 {
+        self.passes
+    }
+
+    /// How long reports wait for the pass that uses them in `cluster`, ms: as long as the
+    /// oldest report of its last pass waited, or longer while a report still waits at `now`
+    /// (`None`: no report has been used or waits).
+    pub fn evaluation_lag_ms(&self, cluster: ClusterId, now: Timestamp) -> Option<i64> {
+        let s = self.slots.get(&cluster)?;
+        let waiting = s.waiting_since.map(|t| now.millis_since(t));
+        s.lag_ms.max(waiting)
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) next has something to do.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         let clusters = self.slots.values().map(|s| s.due);
@@ -959,6 +984,10 @@ impl Control {
         let parts = Parts::gather(&c, &self.obs, self.policy, id, (state, expected));
         let Some(slot) = self.slots.get_mut(&id) else { return };
         let reason = slot.reason.take();
+        if let Some(t) = slot.waiting_since.take() {
+            slot.lag_ms = Some(now.millis_since(t));
+        }
+        self.passes += 1;
         let out = evaluate(&parts.view(&c, cluster, reason.as_deref()), &mut slot.state, now);
         slot.last = Some(now);
         slot.due = now.plus_secs(interval);

@@ -1,7 +1,8 @@
 //! The fleet as numbers for `/metrics`: every address's reachability and failing probers, every
-//! node's level, every line's record count and hold, every prober's liveness, and the alerts
-//! firing by kind — read from the snapshots and observations, so the figures are the ones DNS
-//! and the API use.
+//! node's level, every line's record count and hold, every prober's liveness, the alerts
+//! firing by kind, probe loss per cluster and prober region, and how long reports wait for the
+//! pass that uses them — read from the snapshots and observations, so the figures are the ones
+//! DNS and the API use.
 
 use std::collections::BTreeMap;
 
@@ -9,9 +10,11 @@ use vantage_core::Timestamp;
 use vantage_core::address::Level;
 use vantage_core::reachability::{Condition, Reachability};
 
+use crate::config::Config;
 use crate::control::Control;
 use crate::identity::Caller;
 use crate::observe::ProberStatus;
+use crate::target::TargetKey;
 
 /// One scheduling address as the last pass saw it.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +67,37 @@ pub struct Fleet {
     pub alerts_firing: BTreeMap<String, usize>,
     /// Attempts per second each `ip:port` receives from every prober together.
     pub probe_rates: Vec<(std::net::SocketAddr, f64)>,
+    /// Probe loss (0–1) over the fresh latest results, by [`ProbePlace`].
+    pub probe_loss: BTreeMap<ProbePlace, f64>,
+    /// (cluster, seconds the oldest report used by its last pass had waited for it, or the
+    /// longer wait of a report no pass has used yet).
+    pub evaluation_lag: Vec<(String, f64)>,
+}
+
+/// Where a probe's figures are counted: the cluster of its target and the region its prober
+/// probes from — both names from the configuration, so label sets stay bounded.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProbePlace {
+    /// Cluster name.
+    pub cluster: String,
+    /// Region code of the prober (of the node's group for a node that probes).
+    pub region: String,
+}
+
+impl ProbePlace {
+    /// The place of `caller`'s probe of `key`; `None` when either is no longer configured.
+    pub fn of(c: &Config, caller: Caller, key: TargetKey) -> Option<ProbePlace> {
+        let node = c.nodes.get(&key.node.0)?;
+        let cluster = c.clusters.get(&node.value.cluster.0)?.value.name.clone();
+        let region = match caller {
+            Caller::Prober(p) => c.probers.get(&p.0)?.value.region,
+            Caller::Node(n) => {
+                let group = c.nodes.get(&n.0)?.value.node.group;
+                c.groups.get(&group.0)?.value.group.region?
+            }
+        };
+        Some(ProbePlace { cluster, region: c.region_code(region)?.to_owned() })
+    }
 }
 
 impl Control {
@@ -112,6 +146,31 @@ impl Control {
             *f.alerts_firing.entry(a.kind).or_default() += 1;
         }
         f.probe_rates = self.probe_rates(now);
+        f.probe_loss = self.probe_loss(&c, now);
+        f.evaluation_lag = c
+            .clusters
+            .iter()
+            .filter_map(|(id, cl)| {
+                let ms = self.evaluation_lag_ms(vantage_core::ids::ClusterId(*id), now)?;
+                Some((cl.value.name.clone(), ms as f64 / 1000.0))
+            })
+            .collect();
         f
+    }
+
+    /// Lost attempts over sent attempts of the latest results that count (reported within
+    /// the freshness window), per place.
+    fn probe_loss(&self, c: &Config, now: Timestamp) -> BTreeMap<ProbePlace, f64> {
+        let fresh_s = c.settings.result_fresh_s();
+        let mut tally: BTreeMap<ProbePlace, (u64, u64)> = BTreeMap::new();
+        for (key, per) in &self.observations().results {
+            for (caller, l) in per.iter().filter(|(_, l)| l.sent > 0 && l.at.within_secs_of(now, fresh_s)) {
+                let Some(place) = ProbePlace::of(c, *caller, *key) else { continue };
+                let t = tally.entry(place).or_default();
+                t.0 += u64::from(l.sent);
+                t.1 += u64::from(l.lost);
+            }
+        }
+        tally.into_iter().map(|(place, (sent, lost))| (place, lost as f64 / sent as f64)).collect()
     }
 }

@@ -28,6 +28,15 @@ pub struct WindowRegister {
     pub avg_rtt_ms: f64,
     /// Good attempts averaged so far, capped at the averaging rate.
     rate: f64,
+    /// Slots holding an attempt (or an `initial` one assumed), the newest ones: the others
+    /// are empty, which a clear bit alone cannot tell from a failed attempt. A register saved
+    /// before this was kept reads as full.
+    #[serde(default = "full")]
+    filled: u8,
+}
+
+fn full() -> u8 {
+    SLOTS as u8
 }
 
 impl WindowRegister {
@@ -42,14 +51,29 @@ impl WindowRegister {
         r
     }
 
-    /// A register restored from storage. The averaging rate resumes from the number of good
-    /// attempts kept (at most the averaging rate).
-    pub fn from_parts(connected: u64, sent: u64, received: u64, good: u64, avg_rtt_ms: f64) -> Self {
+    /// A register restored from storage, `filled` of its slots holding attempts (`None`, as
+    /// stored before that was: all of them). The averaging rate resumes from the number of
+    /// good attempts kept (at most the averaging rate).
+    pub fn from_parts(
+        connected: u64,
+        sent: u64,
+        received: u64,
+        good: u64,
+        avg_rtt_ms: f64,
+        filled: Option<u8>,
+    ) -> Self {
         let rate = f64::from(good.count_ones()).min(AVG_RATE);
-        WindowRegister { connected, sent, received, good, avg_rtt_ms, rate }
+        let filled = filled.unwrap_or_else(full).min(full());
+        WindowRegister { connected, sent, received, good, avg_rtt_ms, rate, filled }
+    }
+
+    /// Slots holding an attempt, newest first (at most 64).
+    pub fn filled(&self) -> u8 {
+        self.filled
     }
 
     fn shift(&mut self) {
+        self.filled = self.filled.saturating_add(1).min(full());
         self.connected <<= 1;
         self.sent <<= 1;
         self.received <<= 1;
@@ -102,15 +126,26 @@ impl WindowRegister {
             (self.good, 'H', "Good"),
         ];
         for (bits, c, label) in strips {
-            let _ = writeln!(out, "{} {label}", strip(bits, c));
+            let _ = writeln!(out, "{} {label}", strip(bits, c, self.filled));
         }
         out
     }
 }
 
-/// The 64 slots of `bits`, oldest first, `c` for set and `-` for clear.
-pub fn strip(bits: u64, c: char) -> String {
-    (0..SLOTS).rev().map(|i| if bits >> i & 1 == 1 { c } else { '-' }).collect()
+/// Marks an empty slot of a strip (no attempt yet), as `-` marks a failed stage.
+pub const EMPTY: char = '.';
+
+/// The 64 slots of `bits`, oldest first: `c` for set, `-` for clear, [`EMPTY`] for the slots
+/// beyond the newest `filled`, which hold no attempt.
+pub fn strip(bits: u64, c: char, filled: u8) -> String {
+    (0..SLOTS)
+        .rev()
+        .map(|i| match bits >> i & 1 {
+            _ if i >= u32::from(filled) => EMPTY,
+            1 => c,
+            _ => '-',
+        })
+        .collect()
 }
 
 fn mask(window: u8) -> u64 {
@@ -193,10 +228,31 @@ mod tests {
         assert_eq!(lines[0], "Current states  good:  1 threshold:  4 window:  5");
         assert_eq!(lines[1], "Average response time of good attempts: 0.793 ms");
         assert!(lines[2].starts_with("Oldest ====") && lines[2].ends_with(" Newest"));
-        assert_eq!(lines[3], format!("{}44 Connected", "-".repeat(62)));
-        assert_eq!(lines[4], format!("{}XX Sent", "-".repeat(62)));
-        assert_eq!(lines[5], format!("{}R- Received", "-".repeat(62)));
-        assert_eq!(lines[6], format!("{}H- Good", "-".repeat(62)));
+        // The 62 slots before the first attempt are empty, not failed.
+        assert_eq!(lines[3], format!("{}44 Connected", ".".repeat(62)));
+        assert_eq!(lines[4], format!("{}XX Sent", ".".repeat(62)));
+        assert_eq!(lines[5], format!("{}R- Received", ".".repeat(62)));
+        assert_eq!(lines[6], format!("{}H- Good", ".".repeat(62)));
+    }
+
+    #[test]
+    fn empty_slots_differ_from_failed_attempts_until_the_register_is_full() {
+        // Two assumed good attempts, then a refusal (nothing connected).
+        let mut r = WindowRegister::new(2);
+        r.push(&Attempt { stages: Stages::empty(), rtt_us: 0, error: Some(ErrorCode::Refused) });
+        assert_eq!(r.filled(), 3);
+        assert_eq!(strip(r.good, 'H', r.filled()), format!("{}HH-", ".".repeat(61)));
+        assert_eq!(strip(r.connected, '4', r.filled()), format!("{}---", ".".repeat(61)));
+        for _ in 0..100 {
+            r.push(&good(1000));
+        }
+        assert_eq!(r.filled(), 64);
+        assert_eq!(strip(r.good, 'H', r.filled()), "H".repeat(64));
+        // Registers stored before the count was kept read as full, as they were shown.
+        let old = WindowRegister::from_parts(0, 0, 0, 1, 1.0, None);
+        assert_eq!(strip(old.good, 'H', old.filled()), format!("{}H", "-".repeat(63)));
+        let saved = serde_json::json!({"connected": 0, "sent": 0, "received": 0, "good": 1, "avg_rtt_ms": 1.0, "rate": 1.0});
+        assert_eq!(serde_json::from_value::<WindowRegister>(saved).unwrap().filled(), 64);
     }
 
     #[test]

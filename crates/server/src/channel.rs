@@ -377,10 +377,16 @@ async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<Statu
         )));
     }
     let latest = app.feed(|c| c.handle_report(caller, &report, now()))?;
-    // Accepted: every mirror and monitor endpoint it names was given out.
+    // Accepted: every target it names was given out, so its labels are configured names.
     let config = app.config();
     for r in &report.results {
-        if let Some(host) = vantage_control::mirrors::host_of_key(&r.target) {
+        if let Ok(key) = r.target.parse::<vantage_control::target::TargetKey>()
+            && let Some(place) = vantage_control::fleet::ProbePlace::of(&config, caller, key)
+        {
+            for a in r.attempts.iter().filter(|a| a.good()) {
+                app.metrics().probe_rtt(&place, f64::from(a.rtt_us) / 1e6);
+            }
+        } else if let Some(host) = vantage_control::mirrors::host_of_key(&r.target) {
             // Attempts that ended before any exchange carry no duration.
             for a in r.attempts.iter().filter(|a| a.rtt_us > 0) {
                 app.metrics().mirrors().check_took(host, f64::from(a.rtt_us) / 1e6);

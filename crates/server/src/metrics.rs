@@ -1,5 +1,7 @@
-//! Prometheus metrics of the control plane: HTTP requests by route and status, objects by
-//! kind, store latency. Rendered in the text format at `/metrics`.
+//! Prometheus metrics of the control plane: the fleet as the control core sees it (addresses,
+//! levels, lines, probers, probe loss and RTT by cluster and region, revisions, alerts,
+//! publications, webhook deliveries), how evaluation keeps up, the process, HTTP requests by
+//! route and status, objects by kind, store latency. Rendered as OpenMetrics at `/metrics`.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -12,9 +14,11 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use vantage_control::config::Config;
+use vantage_control::fleet::ProbePlace;
 
 mod mirrors;
 mod monitors;
+mod process;
 
 /// Labels of an HTTP request.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -59,6 +63,25 @@ pub(crate) struct NodeLabels {
 pub(crate) struct LineLabels {
     pub cluster: String,
     pub line: String,
+}
+
+/// A cluster.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ClusterLabel {
+    pub cluster: String,
+}
+
+/// Where a probe is counted: its target's cluster and its prober's region.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct PlaceLabels {
+    pub cluster: String,
+    pub region: String,
+}
+
+impl From<&ProbePlace> for PlaceLabels {
+    fn from(p: &ProbePlace) -> Self {
+        PlaceLabels { cluster: p.cluster.clone(), region: p.region.clone() }
+    }
 }
 
 /// A prober and its region.
@@ -107,6 +130,14 @@ fn latency_histogram() -> Histogram {
     Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5])
 }
 
+/// Round trips of good probe attempts: from a rack away to across the world, up to the
+/// 2 s default timeout and beyond.
+fn rtt_histogram() -> Histogram {
+    Histogram::new([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5])
+}
+
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
 /// The control plane's metrics.
 #[derive(Debug)]
 pub(crate) struct Metrics {
@@ -119,6 +150,8 @@ pub(crate) struct Metrics {
     revisions: Family<RevisionLabels, Counter>,
     publications: Family<PublicationLabels, Counter>,
     deliveries: Family<DeliveryLabels, Counter>,
+    probe_rtt: Family<PlaceLabels, Histogram, fn() -> Histogram>,
+    evaluation: Histogram,
     mirrors: mirrors::MirrorFamilies,
     monitors: monitors::MonitorFamilies,
 }
@@ -131,13 +164,15 @@ struct FleetFamilies {
     counting: Family<AddressLabels, Gauge>,
     damping: Family<AddressLabels, Gauge>,
     suspect: Family<AddressLabels, Gauge>,
-    probe_rate: Family<TargetLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    probe_rate: Family<TargetLabel, FloatGauge>,
     level: Family<NodeLabels, Gauge>,
     records: Family<LineLabels, Gauge>,
     held: Family<LineLabels, Gauge>,
     prober_online: Family<ProberLabels, Gauge>,
-    prober_age: Family<ProberLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    prober_age: Family<ProberLabels, FloatGauge>,
     alerts: Family<KindLabel, Gauge>,
+    loss: Family<PlaceLabels, FloatGauge>,
+    lag: Family<ClusterLabel, FloatGauge>,
 }
 
 impl FleetFamilies {
@@ -190,6 +225,16 @@ impl FleetFamilies {
             self.prober_age.clone(),
         );
         r.register("vantage_alerts_firing", "Alerts firing, by kind", self.alerts.clone());
+        r.register(
+            "vantage_probe_loss_ratio",
+            "Lost attempts over sent attempts (0-1) of the fresh latest results, by target cluster and prober region",
+            self.loss.clone(),
+        );
+        r.register(
+            "vantage_evaluation_lag_seconds",
+            "How long reports wait for the pass that uses them: the oldest report of the last pass, or a report still waiting if longer",
+            self.lag.clone(),
+        );
     }
 }
 
@@ -224,7 +269,23 @@ impl Metrics {
         fleet.register(&mut registry);
         let build = Family::<BuildLabels, Gauge>::default();
         build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION").into() }).set(1);
-        registry.register("vantage_build", "This build (value 1)", build);
+        // A gauge named `…_info` rather than an OpenMetrics info: the older text format, which
+        // promtool and many tools still read, has no info type.
+        registry.register("vantage_build_info", "This build (value 1)", build);
+        let probe_rtt =
+            Family::<PlaceLabels, Histogram, fn() -> Histogram>::new_with_constructor(rtt_histogram);
+        registry.register(
+            "vantage_probe_rtt_seconds",
+            "Round trip of good probe attempts as reports arrive, by target cluster and prober region",
+            probe_rtt.clone(),
+        );
+        let evaluation = latency_histogram();
+        registry.register(
+            "vantage_evaluation_duration_seconds",
+            "Wall time of the control core's evaluation of the clusters that were due",
+            evaluation.clone(),
+        );
+        registry.register_collector(Box::new(process::Process));
         let revisions = Family::<RevisionLabels, Counter>::default();
         registry.register("vantage_revisions", "Revisions cut, by cluster and cause", revisions.clone());
         let publications = Family::<PublicationLabels, Counter>::default();
@@ -253,6 +314,8 @@ impl Metrics {
             revisions,
             publications,
             deliveries,
+            probe_rtt,
+            evaluation,
         }
     }
 
@@ -275,20 +338,57 @@ impl Metrics {
         self.revisions.get_or_create(&RevisionLabels { cluster: cluster.into(), cause: cause.into() }).inc();
     }
 
-    /// Counts a push to an external DNS server.
-    pub(crate) fn publication(&self, cluster: &str, target: &str, published: bool) {
+    /// The counter of pushes to an external DNS server that ended `published` or not.
+    fn publications_of(&self, cluster: &str, target: &str, published: bool) -> Counter {
         let outcome = if published { "published" } else { "failed" };
         let labels =
             PublicationLabels { cluster: cluster.into(), target: target.into(), outcome: outcome.into() };
-        self.publications.get_or_create(&labels).inc();
+        self.publications.get_or_create(&labels).clone()
+    }
+
+    /// Counts a push to an external DNS server.
+    pub(crate) fn publication(&self, cluster: &str, target: &str, published: bool) {
+        self.publications_of(cluster, target, published).inc();
+    }
+
+    /// A publisher now exists: both its outcomes are shown from 0, so that `increase()` sees
+    /// its first failure (a series that starts at 1 shows no increase).
+    pub(crate) fn publisher(&self, cluster: &str, target: &str) {
+        for published in [true, false] {
+            self.publications_of(cluster, target, published);
+        }
+    }
+
+    fn deliveries_of(&self, webhook: &str, delivered: bool) -> Counter {
+        let outcome = if delivered { "delivered" } else { "failed" };
+        self.deliveries
+            .get_or_create(&DeliveryLabels { webhook: webhook.into(), outcome: outcome.into() })
+            .clone()
     }
 
     /// Counts an alert's delivery to a webhook.
     pub(crate) fn delivery(&self, webhook: &str, delivered: bool) {
-        let outcome = if delivered { "delivered" } else { "failed" };
-        self.deliveries
-            .get_or_create(&DeliveryLabels { webhook: webhook.into(), outcome: outcome.into() })
-            .inc();
+        self.deliveries_of(webhook, delivered).inc();
+    }
+
+    /// Shows both outcomes of every configured webhook from 0, for the reason given at
+    /// [`publisher`](Self::publisher).
+    pub(crate) fn set_webhooks(&self, c: &Config) {
+        for w in c.webhooks.values() {
+            for delivered in [true, false] {
+                self.deliveries_of(&w.value.name, delivered);
+            }
+        }
+    }
+
+    /// Records the round trip of a good probe attempt counted at `place`.
+    pub(crate) fn probe_rtt(&self, place: &ProbePlace, seconds: f64) {
+        self.probe_rtt.get_or_create(&place.into()).observe(seconds);
+    }
+
+    /// Records how long an evaluation of the due clusters took.
+    pub(crate) fn evaluation(&self, d: Duration) {
+        self.evaluation.observe(d.as_secs_f64());
     }
 
     /// Mirror and door metrics.
@@ -350,6 +450,14 @@ impl Metrics {
         m.prober_online.clear();
         m.prober_age.clear();
         m.alerts.clear();
+        m.loss.clear();
+        m.lag.clear();
+        for (place, ratio) in &f.probe_loss {
+            m.loss.get_or_create(&place.into()).set(*ratio);
+        }
+        for (cluster, seconds) in &f.evaluation_lag {
+            m.lag.get_or_create(&ClusterLabel { cluster: cluster.clone() }).set(*seconds);
+        }
         let word = |l: vantage_core::address::Level| match l {
             vantage_core::address::Level::Primary => "primary",
             vantage_core::address::Level::Backup1 => "backup1",

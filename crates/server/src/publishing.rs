@@ -106,6 +106,7 @@ impl Publishers {
             if !workers.contains_key(&key) {
                 match publisher(spec) {
                     Ok(pb) => {
+                        self.metrics.publisher(&z.cluster, pb.target());
                         let (tx, rx) = watch::channel(None);
                         tokio::spawn(work(
                             Box::new(pb),

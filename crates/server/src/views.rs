@@ -273,8 +273,15 @@ pub struct NodeView {
     pub updated_at: Timestamp,
     /// Its cluster.
     pub cluster: ClusterId,
+    /// Its cluster's name, so that lists read without a second lookup (empty from a server
+    /// older than the field, whose bodies still read).
+    #[serde(default)]
+    pub cluster_name: String,
     /// Its group.
     pub group: GroupId,
+    /// Its group's name (empty from an older server).
+    #[serde(default)]
+    pub group_name: String,
     /// Name, unique in the cluster.
     pub name: String,
     /// Probed and answered.
@@ -453,10 +460,10 @@ impl WindowView {
             threshold: u32::from(threshold),
             window: u32::from(window),
             avg_rtt_ms: r.avg_rtt_ms,
-            connected: strip(r.connected, if ipv6 { '6' } else { '4' }),
-            sent: strip(r.sent, 'X'),
-            received: strip(r.received, 'R'),
-            good_strip: strip(r.good, 'H'),
+            connected: strip(r.connected, if ipv6 { '6' } else { '4' }, r.filled()),
+            sent: strip(r.sent, 'X', r.filled()),
+            received: strip(r.received, 'R', r.filled()),
+            good_strip: strip(r.good, 'H', r.filled()),
             text: r.render(window, threshold, ipv6),
         }
     }

@@ -265,13 +265,13 @@ async fn write_results_in(
         .iter()
         .map(|r| r.hls.map(|h| serde_json::to_string(&h)).transpose())
         .collect::<Result<_, _>>()?;
-    let latest: Vec<&[usize]> = latest.chunks(MAX_VARIABLES / 13).collect();
+    let latest: Vec<&[usize]> = latest.chunks(MAX_VARIABLES / 14).collect();
     let history: Vec<&[usize]> = history.chunks(MAX_VARIABLES / 9).collect();
     let statement = |k: usize| match latest.get(k) {
         Some(chunk) => {
             let mut q = sqlx::QueryBuilder::new(
                 "INSERT INTO latest_results (prober, target, at, sent, lost, rtt_us, error, connected, xmit, recv, \
-                 good, avg_rtt, hls) ",
+                 good, avg_rtt, hls, filled) ",
             );
             q.push_values(*chunk, |mut b, &i| {
                 let r = &rows[i];
@@ -287,13 +287,14 @@ async fn write_results_in(
                     .push_bind(bits_out(r.register.received))
                     .push_bind(bits_out(r.register.good))
                     .push_bind(r.register.avg_rtt_ms)
-                    .push_bind(hls[i].clone());
+                    .push_bind(hls[i].clone())
+                    .push_bind(i64::from(r.register.filled()));
             });
             q.push(
                 " ON CONFLICT (prober, target) DO UPDATE SET at = excluded.at, sent = excluded.sent, \
                  lost = excluded.lost, rtt_us = excluded.rtt_us, error = excluded.error, \
                  connected = excluded.connected, xmit = excluded.xmit, recv = excluded.recv, good = excluded.good, \
-                 avg_rtt = excluded.avg_rtt, hls = excluded.hls",
+                 avg_rtt = excluded.avg_rtt, hls = excluded.hls, filled = excluded.filled",
             );
             q
         }
@@ -347,7 +348,7 @@ fn count(v: i64) -> u32 {
 pub(crate) async fn latest(pool: &SqlitePool) -> Result<Vec<ResultRow>> {
     let rows = sqlx::query(
         "SELECT l.prober, t.key, l.at, l.sent, l.lost, l.rtt_us, l.error, l.connected, l.xmit, l.recv, l.good, \
-                l.avg_rtt, l.hls \
+                l.avg_rtt, l.hls, l.filled \
          FROM latest_results AS l JOIN targets AS t ON t.id = l.target",
     )
     .fetch_all(pool)
@@ -361,6 +362,7 @@ pub(crate) async fn latest(pool: &SqlitePool) -> Result<Vec<ResultRow>> {
                 bits_in(r.try_get("recv")?),
                 bits_in(r.try_get("good")?),
                 r.try_get("avg_rtt")?,
+                r.try_get::<Option<i64>, _>("filled")?.and_then(|n| u8::try_from(n).ok()),
             );
             Ok(ResultRow {
                 prober: r.try_get("prober")?,

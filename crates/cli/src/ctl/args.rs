@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use vantage_core::check::Method;
 use vantage_core::monitor::MonitorRegion;
 
+use super::names::Ref;
+
 /// Connection flags of `vantage ctl`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -91,9 +93,9 @@ pub(super) enum Resource {
     /// answers now, why, and every node that is not healthy (failing, unreachable,
     /// recovering, left out), with since when.
     Status {
-        /// Only this cluster (its id).
+        /// Only this cluster (its id or name).
         #[arg(long)]
-        cluster: Option<i64>,
+        cluster: Option<Ref>,
     },
 }
 
@@ -105,22 +107,24 @@ pub(super) struct Plain {
 
 #[derive(Debug, clap::Args)]
 pub(super) struct InCluster {
-    /// The cluster id.
+    /// The cluster (its id or name).
     #[arg(long)]
-    pub(super) cluster: i64,
+    pub(super) cluster: Ref,
     #[command(subcommand)]
     pub(super) action: Action,
 }
 
 /// The usual actions. FIELD=VALUE sets a field: VALUE is JSON when it parses as JSON
 /// (`ttl=60`, `enabled=false`, `listeners='[{"port":443,"protocol":"https"}]'`), text
-/// otherwise; `a.b=…` sets a nested field.
+/// otherwise; `a.b=…` sets a nested field. Wherever an id goes, a name may stand: `ID` is an
+/// id or a name (`nodes get sin-1a`), and so are the fields naming another object
+/// (`group=sin-1`, `region=ap-sg`, `cluster=video`, `line=default`, `backup_groups=[...]`).
 #[derive(Debug, clap::Subcommand)]
 pub(super) enum Action {
     /// List them.
     List,
     /// Show one.
-    Get { id: i64 },
+    Get { id: Ref },
     /// Create one from FIELD=VALUE pairs (or --file).
     Create {
         fields: Vec<String>,
@@ -130,14 +134,14 @@ pub(super) enum Action {
     },
     /// Change fields of one.
     Update {
-        id: i64,
+        id: Ref,
         fields: Vec<String>,
         /// JSON merge-patch file (`-` for standard input).
         #[arg(long)]
         file: Option<PathBuf>,
     },
     /// Delete one.
-    Delete { id: i64 },
+    Delete { id: Ref },
 }
 
 #[derive(Debug, clap::Args)]
@@ -152,16 +156,16 @@ pub(super) enum ClusterAction {
     Common(Action),
     /// A cluster's revisions, newest first.
     Revisions {
-        id: i64,
+        id: Ref,
         /// At most this many (50).
         #[arg(long)]
         limit: Option<u32>,
     },
     /// A cluster's current records per line.
-    Dns { id: i64 },
+    Dns { id: Ref },
     /// What changed from revision FROM to the later TO: each line's records gained and lost,
     /// and every revision in between with its reason.
-    Diff { id: i64, from: u32, to: u32 },
+    Diff { id: Ref, from: u32, to: u32 },
 }
 
 #[derive(Debug, clap::Args)]
@@ -179,9 +183,9 @@ pub(super) enum ProberAction {
         /// The new prober's name.
         #[arg(long)]
         name: String,
-        /// Its region id.
+        /// Its region (id, code or name).
         #[arg(long)]
-        region: i64,
+        region: Ref,
         /// Validity in seconds (300–604800, 3600).
         #[arg(long)]
         valid_for: Option<i64>,
@@ -189,14 +193,14 @@ pub(super) enum ProberAction {
     /// List enrollment tokens.
     Tokens,
     /// A prober's latest results with window strips.
-    Results { id: i64 },
+    Results { id: Ref },
 }
 
 #[derive(Debug, clap::Args)]
 pub(super) struct RuleArgs {
-    /// The cluster id.
+    /// The cluster (its id or name).
     #[arg(long)]
-    pub(super) cluster: i64,
+    pub(super) cluster: Ref,
     #[command(subcommand)]
     pub(super) action: RuleAction,
 }
@@ -220,16 +224,16 @@ pub(super) enum NodeAction {
     #[command(flatten)]
     Common(Action),
     /// Show a node's scheduling addresses.
-    Addresses { id: i64 },
+    Addresses { id: Ref },
     /// Set a node's scheduling addresses: IP[:LEVEL][:trusted]… (level primary, backup1 or
     /// backup2; primary when absent). A new address stays out of DNS until a strict majority
     /// of the probers has seen it answer; `trusted` serves it at once. No address: use the
     /// reported ones again.
-    SetAddresses { id: i64, addresses: Vec<String> },
+    SetAddresses { id: Ref, addresses: Vec<String> },
     /// Create an enrollment token for a node's agent (shown once) and print the start command.
     Token {
-        /// The node id.
-        id: i64,
+        /// The node (id or name).
+        id: Ref,
         /// Validity in seconds (300–604800, 3600).
         #[arg(long)]
         valid_for: Option<i64>,
@@ -237,7 +241,7 @@ pub(super) enum NodeAction {
     /// List node enrollment tokens.
     Tokens,
     /// Every prober's latest results for a node, with window strips.
-    Results { id: i64 },
+    Results { id: Ref },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -353,7 +357,7 @@ pub(super) enum CheckAction {
     /// List named checks.
     List,
     /// Show one.
-    Get { id: i64 },
+    Get { id: Ref },
     /// Create a named check; absent attributes take their defaults.
     Create {
         name: String,
@@ -362,14 +366,14 @@ pub(super) enum CheckAction {
     },
     /// Change fields of one: FIELD=VALUE… (or --file), as for other objects.
     Update {
-        id: i64,
+        id: Ref,
         fields: Vec<String>,
         /// JSON merge-patch file (`-` for standard input).
         #[arg(long)]
         file: Option<PathBuf>,
     },
     /// Delete one.
-    Delete { id: i64 },
+    Delete { id: Ref },
 }
 
 /// The attributes of a check as flags.
@@ -412,7 +416,7 @@ pub(super) enum MonitorAction {
     /// List monitors with their verdicts.
     List,
     /// Show a monitor's definition, verdict and regions.
-    Get { id: i64 },
+    Get { id: Ref },
     /// Create a monitor from a JSON or YAML file, or from a name and flags.
     ///
     /// From flags, e.g. `monitors create live --region eu-de=60=https://a.example/live.m3u8@cdn-a
@@ -432,12 +436,12 @@ pub(super) enum MonitorAction {
         monitor: MonitorFlags,
     },
     /// Delete a monitor.
-    Delete { id: i64 },
+    Delete { id: Ref },
     /// A monitor's verdict: global, the weights behind it, each region's tuple, the steering order.
-    Verdict { id: i64 },
+    Verdict { id: Ref },
     /// A monitor's probes, failures and segment age per region over time, and its verdict changes.
     History {
-        id: i64,
+        id: Ref,
         /// How far back: 1h (20 s buckets), 24h (5 min) or 14d (1 h).
         #[arg(long, default_value = "1h", value_parser = ["1h", "24h", "14d"])]
         range: String,
@@ -520,7 +524,7 @@ pub(super) enum TokenAction {
         read_only: bool,
     },
     /// Revoke a token.
-    Revoke { id: i64 },
+    Revoke { id: Ref },
 }
 
 #[derive(Debug, clap::Args)]
@@ -547,12 +551,12 @@ pub(super) struct AuditArgs {
 
 #[derive(Debug, clap::Args)]
 pub(super) struct EventArgs {
-    /// Only this cluster (its id).
+    /// Only this cluster (its id or name).
     #[arg(long)]
-    pub(super) cluster: Option<i64>,
-    /// Only this node (its id).
+    pub(super) cluster: Option<Ref>,
+    /// Only this node (its id or name).
     #[arg(long)]
-    pub(super) node: Option<i64>,
+    pub(super) node: Option<Ref>,
     /// Only these kinds, comma-separated (`address_failing,revision`).
     #[arg(long)]
     pub(super) kind: Option<String>,

@@ -14,12 +14,18 @@ use super::query;
 /// Stored events printed before following, unless `--limit` or `--since` says otherwise.
 const RECENT: u32 = 20;
 
-pub(super) async fn events(c: &Client, a: &EventArgs, json: bool) -> anyhow::Result<()> {
+/// Prints the events of `a`'s filters, `cluster` and `node` being its flags resolved to ids.
+pub(super) async fn events(
+    c: &Client,
+    a: &EventArgs,
+    (cluster, node): (Option<i64>, Option<i64>),
+    json: bool,
+) -> anyhow::Result<()> {
     let mut filters: Vec<(&str, String)> = Vec::new();
-    if let Some(id) = a.cluster {
+    if let Some(id) = cluster {
         filters.push(("cluster", id.to_string()));
     }
-    if let Some(id) = a.node {
+    if let Some(id) = node {
         filters.push(("node", id.to_string()));
     }
     if let Some(k) = &a.kind {

@@ -5,6 +5,7 @@
 mod args;
 mod client;
 mod events;
+mod names;
 mod revisions;
 mod status;
 mod table;
@@ -37,6 +38,7 @@ use args::{
     TenantAction, TokenAction,
 };
 use client::{Client, Refusal};
+use names::{Kind, Names};
 use table::{Row, record, table};
 
 /// Sets `path` (dotted) in `obj` to `value`.
@@ -98,27 +100,51 @@ fn listing<R: Row + Serialize>(items: Items<R>, json: bool) {
     }
 }
 
-/// Runs a generic action on the collection at `path`, whose objects read as `V`.
-async fn generic<V>(c: &Client, kind: &str, path: &str, action: &Action, json: bool) -> anyhow::Result<()>
+/// Prints a list of results with window strips, and under a table what the strips say.
+fn with_strips<R: Row + Serialize>(items: Items<R>, json: bool) {
+    let legend = !json && !items.items.is_empty();
+    listing(items, json);
+    if legend {
+        println!("{}", table::STRIP_LEGEND);
+    }
+}
+
+/// Runs a generic action on the `kind`'s collection at `path`, whose objects read as `V`;
+/// an object and the objects its fields refer to may be given by name.
+async fn generic<V>(
+    names: &mut Names<'_>,
+    kind: Kind,
+    path: &str,
+    action: &Action,
+    json: bool,
+) -> anyhow::Result<()>
 where
     V: Row + Serialize + DeserializeOwned,
 {
+    let c = names.client();
+    let what = kind.noun().to_uppercase();
     let out: V = match action {
         Action::List => {
             listing(c.get::<Items<V>>(path).await?, json);
             return Ok(());
         }
-        Action::Get { id } => c.get(&format!("{path}/{id}")).await?,
+        Action::Get { id } => c.get(&format!("{path}/{}", names.id(kind, &what, id).await?)).await?,
         Action::Create { fields, file } => {
-            c.call(Method::POST, path, Some(&body(fields, file.as_ref())?)).await?
+            let mut b = body(fields, file.as_ref())?;
+            names.fields(kind, None, &mut b).await?;
+            c.call(Method::POST, path, Some(&b)).await?
         }
         Action::Update { id, fields, file } => {
-            c.call(Method::PATCH, &format!("{path}/{id}"), Some(&body(fields, file.as_ref())?)).await?
+            let id = names.id(kind, &what, id).await?;
+            let mut b = body(fields, file.as_ref())?;
+            names.fields(kind, Some(id), &mut b).await?;
+            c.call(Method::PATCH, &format!("{path}/{id}"), Some(&b)).await?
         }
         Action::Delete { id } => {
+            let id = names.id(kind, &what, id).await?;
             c.delete(&format!("{path}/{id}")).await?;
             if !json {
-                println!("deleted {kind} {id}");
+                println!("deleted {} {id}", kind.noun());
             }
             return Ok(());
         }
@@ -233,6 +259,7 @@ fn mirror(m: &MirrorView, json: bool) -> anyhow::Result<()> {
         println!("no prober has reported");
     } else {
         table(&m.probers);
+        println!("{}", table::STRIP_LEGEND);
     }
     Ok(())
 }
@@ -397,13 +424,17 @@ fn history(h: &MonitorHistory, json: bool) {
     }
 }
 
-async fn monitors(c: &Client, action: &MonitorAction, json: bool) -> anyhow::Result<()> {
+async fn monitors(names: &mut Names<'_>, action: &MonitorAction, json: bool) -> anyhow::Result<()> {
+    let c = names.client();
     match action {
         MonitorAction::List => {
             listing(c.get::<Items<MonitorView>>("/v1/monitors").await?, json);
             Ok(())
         }
-        MonitorAction::Get { id } => monitor(&c.get(&format!("/v1/monitors/{id}")).await?, json),
+        MonitorAction::Get { id: r } => monitor(
+            &c.get(&format!("/v1/monitors/{}", names.id(Kind::Monitor, "MONITOR", r).await?)).await?,
+            json,
+        ),
         MonitorAction::Create { name, file, monitor: flags } => {
             let body = match (file, name) {
                 (Some(f), _) => monitor_file(f)?,
@@ -412,18 +443,24 @@ async fn monitors(c: &Client, action: &MonitorAction, json: bool) -> anyhow::Res
             };
             monitor(&c.call(Method::POST, "/v1/monitors", Some(&body)).await?, json)
         }
-        MonitorAction::Delete { id } => {
+        MonitorAction::Delete { id: r } => {
+            let id = names.id(Kind::Monitor, "MONITOR", r).await?;
             c.delete(&format!("/v1/monitors/{id}")).await?;
             if !json {
                 println!("deleted monitor {id}");
             }
             Ok(())
         }
-        MonitorAction::Verdict { id } => {
-            verdict(&c.get(&format!("/v1/monitors/{id}/verdict")).await?, json);
+        MonitorAction::Verdict { id: r } => {
+            verdict(
+                &c.get(&format!("/v1/monitors/{}/verdict", names.id(Kind::Monitor, "MONITOR", r).await?))
+                    .await?,
+                json,
+            );
             Ok(())
         }
-        MonitorAction::History { id, range } => {
+        MonitorAction::History { id: r, range } => {
+            let id = names.id(Kind::Monitor, "MONITOR", r).await?;
             let path = format!("/v1/monitors/{id}/history{}", query(&[("range", range.clone())]));
             history(&c.get(&path).await?, json);
             Ok(())
@@ -433,23 +470,43 @@ async fn monitors(c: &Client, action: &MonitorAction, json: bool) -> anyhow::Res
 
 async fn dispatch(args: &Args) -> anyhow::Result<()> {
     let c = Client::connect(args)?;
+    let names = &mut Names::new(&c);
     let json = args.json;
     match &args.command {
-        Resource::Regions(p) => generic::<RegionView>(&c, "regions", "/v1/regions", &p.action, json).await,
+        Resource::Regions(p) => {
+            generic::<RegionView>(names, Kind::Region, "/v1/regions", &p.action, json).await
+        }
         Resource::Clusters(a) => match &a.action {
-            ClusterAction::Common(x) => generic::<ClusterView>(&c, "clusters", "/v1/clusters", x, json).await,
+            ClusterAction::Common(x) => {
+                generic::<ClusterView>(names, Kind::Cluster, "/v1/clusters", x, json).await
+            }
             ClusterAction::Revisions { id, limit } => {
-                let path = format!("/v1/clusters/{id}/revisions?limit={}", limit.unwrap_or(50));
+                let cluster = names.id(Kind::Cluster, "CLUSTER", id).await?;
+                let path = format!("/v1/clusters/{cluster}/revisions?limit={}", limit.unwrap_or(50));
                 let v: Revisions = c.get(&path).await?;
                 if json {
-                    print(&v, true)
-                } else {
-                    table(&v.items)
+                    print(&v, true);
+                    return Ok(());
                 }
+                let mut rows = Vec::new();
+                for r in &v.items {
+                    let mut line_names = std::collections::BTreeMap::new();
+                    for id in r.records.lines.keys() {
+                        line_names.insert(*id, names.name_of(Kind::Line(cluster), id.0).await?);
+                    }
+                    rows.extend(table::revision_lines(r, |id| {
+                        line_names.get(&id).cloned().unwrap_or_default()
+                    }));
+                }
+                table(&rows);
                 Ok(())
             }
-            ClusterAction::Diff { id, from, to } => revisions::diff(&c, *id, *from, *to, json).await,
+            ClusterAction::Diff { id, from, to } => {
+                let id = names.id(Kind::Cluster, "CLUSTER", id).await?;
+                revisions::diff(&c, id, *from, *to, json).await
+            }
             ClusterAction::Dns { id } => {
+                let id = names.id(Kind::Cluster, "CLUSTER", id).await?;
                 let v: DnsView = c.get(&format!("/v1/clusters/{id}/dns")).await?;
                 if json {
                     print(&v, true);
@@ -469,8 +526,11 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             }
         },
         Resource::Probers(a) => match &a.action {
-            ProberAction::Common(x) => generic::<ProberView>(&c, "probers", "/v1/probers", x, json).await,
+            ProberAction::Common(x) => {
+                generic::<ProberView>(names, Kind::Prober, "/v1/probers", x, json).await
+            }
             ProberAction::Token { name, region, valid_for } => {
+                let region = names.id(Kind::Region, "--region", region).await?;
                 let body = json!({"name": name, "region": region, "valid_for_s": valid_for});
                 token(&c.call(Method::POST, "/v1/probers/tokens", Some(&body)).await?, json);
                 Ok(())
@@ -480,12 +540,13 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 Ok(())
             }
             ProberAction::Results { id } => {
-                listing(c.get::<Items<ResultView>>(&format!("/v1/probers/{id}/results")).await?, json);
+                let id = names.id(Kind::Prober, "PROBER", id).await?;
+                with_strips(c.get::<Items<ResultView>>(&format!("/v1/probers/{id}/results")).await?, json);
                 Ok(())
             }
         },
         Resource::Webhooks(p) => {
-            generic::<WebhookView>(&c, "webhooks", "/v1/webhooks", &p.action, json).await
+            generic::<WebhookView>(names, Kind::Webhook, "/v1/webhooks", &p.action, json).await
         }
         Resource::Alerts => {
             let v: Alerts = c.get("/v1/alerts").await?;
@@ -498,20 +559,24 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             Ok(())
         }
         Resource::Groups(p) => {
-            let path = format!("/v1/clusters/{}/groups", p.cluster);
-            generic::<GroupView>(&c, "groups", &path, &p.action, json).await
+            let cluster = names.id(Kind::Cluster, "--cluster", &p.cluster).await?;
+            let path = format!("/v1/clusters/{cluster}/groups");
+            generic::<GroupView>(names, Kind::Group(cluster), &path, &p.action, json).await
         }
         Resource::Lines(p) => {
-            let path = format!("/v1/clusters/{}/lines", p.cluster);
-            generic::<LineView>(&c, "lines", &path, &p.action, json).await
+            let cluster = names.id(Kind::Cluster, "--cluster", &p.cluster).await?;
+            let path = format!("/v1/clusters/{cluster}/lines");
+            generic::<LineView>(names, Kind::Line(cluster), &path, &p.action, json).await
         }
         Resource::Rules(r) => match &r.action {
             RuleAction::Common(a) => {
-                let path = format!("/v1/clusters/{}/rules", r.cluster);
-                generic::<RuleView>(&c, "rules", &path, a, json).await
+                let cluster = names.id(Kind::Cluster, "--cluster", &r.cluster).await?;
+                let path = format!("/v1/clusters/{cluster}/rules");
+                generic::<RuleView>(names, Kind::Rule(cluster), &path, a, json).await
             }
             RuleAction::Preview => {
-                let v: Preview = c.get(&format!("/v1/clusters/{}/preview", r.cluster)).await?;
+                let cluster = names.id(Kind::Cluster, "--cluster", &r.cluster).await?;
+                let v: Preview = c.get(&format!("/v1/clusters/{cluster}/preview")).await?;
                 if json {
                     print(&v, true)
                 } else {
@@ -521,8 +586,9 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             }
         },
         Resource::Nodes(n) => match &n.action {
-            NodeAction::Common(a) => generic::<NodeView>(&c, "nodes", "/v1/nodes", a, json).await,
+            NodeAction::Common(a) => generic::<NodeView>(names, Kind::Node, "/v1/nodes", a, json).await,
             NodeAction::Token { id, valid_for } => {
+                let id = names.id(Kind::Node, "NODE", id).await?;
                 let body = json!({"node": id, "valid_for_s": valid_for});
                 token(&c.call(Method::POST, "/v1/nodes/tokens", Some(&body)).await?, json);
                 Ok(())
@@ -532,16 +598,19 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 Ok(())
             }
             NodeAction::Results { id } => {
-                listing(c.get::<Items<ResultView>>(&format!("/v1/nodes/{id}/results")).await?, json);
+                let id = names.id(Kind::Node, "NODE", id).await?;
+                with_strips(c.get::<Items<ResultView>>(&format!("/v1/nodes/{id}/results")).await?, json);
                 Ok(())
             }
             NodeAction::Addresses { id } => {
+                let id = names.id(Kind::Node, "NODE", id).await?;
                 // The node's view: each address with what the probers and the last pass say.
                 let node = c.get::<NodeView>(&format!("/v1/nodes/{id}")).await?;
                 listing(Items { items: node.addresses }, json);
                 Ok(())
             }
             NodeAction::SetAddresses { id, addresses } => {
+                let id = names.id(Kind::Node, "NODE", id).await?;
                 let rows: Vec<Value> = addresses
                     .iter()
                     .map(|a| {
@@ -581,7 +650,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             }
         },
         Resource::Mirrors { action } => mirrors(&c, action, json).await,
-        Resource::Monitors { action } => monitors(&c, action, json).await,
+        Resource::Monitors { action } => monitors(names, action, json).await,
         Resource::Tenants { action } => match action {
             TenantAction::List => {
                 listing(c.get::<Items<TenantView>>("/v1/tenants").await?, json);
@@ -612,13 +681,13 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                     return Ok(());
                 }
                 CheckAction::List => Action::List,
-                CheckAction::Get { id } => Action::Get { id: *id },
+                CheckAction::Get { id } => Action::Get { id: id.clone() },
                 CheckAction::Update { id, fields, file } => {
-                    Action::Update { id: *id, fields: fields.clone(), file: file.clone() }
+                    Action::Update { id: id.clone(), fields: fields.clone(), file: file.clone() }
                 }
-                CheckAction::Delete { id } => Action::Delete { id: *id },
+                CheckAction::Delete { id } => Action::Delete { id: id.clone() },
             };
-            generic::<CheckView>(&c, "checks", "/v1/checks", &common, json).await
+            generic::<CheckView>(names, Kind::Check, "/v1/checks", &common, json).await
         }
         Resource::Doors { action } => match action {
             DoorAction::Select { tenant, exclude_regions, client } => {
@@ -639,7 +708,8 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
         },
         Resource::AdminTokens { action } => match action {
             TokenAction::List => {
-                generic::<AdminTokenView>(&c, "admin-tokens", "/v1/admin-tokens", &Action::List, json).await
+                generic::<AdminTokenView>(names, Kind::AdminToken, "/v1/admin-tokens", &Action::List, json)
+                    .await
             }
             TokenAction::Create { name, read_only } => {
                 let body = json!({ "name": name, "read_only": read_only });
@@ -653,12 +723,28 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 Ok(())
             }
             TokenAction::Revoke { id } => {
-                let delete = Action::Delete { id: *id };
-                generic::<AdminTokenView>(&c, "admin-tokens", "/v1/admin-tokens", &delete, json).await
+                let delete = Action::Delete { id: id.clone() };
+                generic::<AdminTokenView>(names, Kind::AdminToken, "/v1/admin-tokens", &delete, json).await
             }
         },
-        Resource::Status { cluster } => status::status(&c, *cluster, json).await,
-        Resource::Events(a) => events::events(&c, a, json).await,
+        Resource::Status { cluster } => {
+            let only = match cluster {
+                Some(r) => Some(names.id(Kind::Cluster, "--cluster", r).await?),
+                None => None,
+            };
+            status::status(&c, only, json).await
+        }
+        Resource::Events(a) => {
+            let cluster = match &a.cluster {
+                Some(r) => Some(names.id(Kind::Cluster, "--cluster", r).await?),
+                None => None,
+            };
+            let node = match &a.node {
+                Some(r) => Some(names.id(Kind::Node, "--node", r).await?),
+                None => None,
+            };
+            events::events(&c, a, (cluster, node), json).await
+        }
         Resource::Audit(a) => {
             let mut q: Vec<(&str, String)> = Vec::new();
             for (k, v) in [

@@ -7,6 +7,7 @@ use serde_json::Value;
 use vantage_control::alerts::Alert;
 use vantage_control::monitors::VerdictRecord;
 use vantage_core::Timestamp;
+use vantage_core::ids::LineId;
 use vantage_core::mirror::RegionObservation;
 use vantage_core::monitor::MonitorRegion;
 use vantage_core::reachability::Condition;
@@ -81,6 +82,10 @@ fn node_state(n: &NodeView) -> String {
     }
 }
 
+/// Printed under a table of window strips: an empty slot is not a failed attempt.
+pub(super) const STRIP_LEGEND: &str =
+    "strip: oldest to newest; H good attempt, - failed attempt, . no attempt yet";
+
 /// One line of a table.
 pub(super) trait Row {
     /// The column names, in order.
@@ -149,7 +154,7 @@ rows! {
         "recover_s" => |r| r.rule.recover_s,
     ];
     NodeView: [
-        "id" => |r| r.id, "cluster" => |r| r.cluster, "group" => |r| r.group, "name" => |r| r.name,
+        "id" => |r| r.id, "cluster" => |r| r.cluster_name, "group" => |r| r.group_name, "name" => |r| r.name,
         "enabled" => |r| r.enabled, "also_probes" => |r| r.also_probes, "enrolled" => |r| r.enrolled,
         "level" => |r| r.level.map_or_else(|| "none".to_owned(), |l| cell(&l)),
         "state" => |r| node_state(r),
@@ -177,7 +182,6 @@ rows! {
         "port" => |r| r.port, "method" => |r| r.method, "loss_pct" => |r| r.loss_pct, "rtt_ms" => |r| r.rtt_ms,
         "error" => |r| r.error, "checked" => |r| r.checked, "good" => |r| r.window.good_strip,
     ];
-    RevisionView: ["number" => |r| r.number, "at" => |r| r.at, "reason" => |r| r.reason, "records" => |r| r.records.all];
     DnsLine: ["name" => |r| r.name, "client_networks" => |r| r.client_networks, "records" => |r| r.records, "since" => |r| r.since];
     TenantView: ["name" => |r| r.name, "note" => |r| r.note, "mirrors" => |r| r.mirrors];
     CheckView: [
@@ -191,6 +195,58 @@ rows! {
         "fired_at" => |r| r.fired_at, "resolved_at" => |r| r.resolved_at,
         "lasted" => |r| r.resolved_at.map_or_else(|| format!("{} so far", age(r.fired_at)), |t| duration(t.millis_since(r.fired_at).max(0) / 1000)),
     ];
+}
+
+/// One line's records in one revision; the revision's number, time and reason are on its
+/// first line only, so a revision reads as one block.
+#[derive(Debug)]
+pub(super) struct RevisionLine {
+    number: String,
+    at: String,
+    line: String,
+    records: String,
+    reason: String,
+}
+
+impl Row for RevisionLine {
+    const COLUMNS: &'static [&'static str] = &["number", "at", "line", "records", "reason"];
+    fn cells(&self) -> Vec<String> {
+        [&self.number, &self.at, &self.line, &self.records, &self.reason].map(String::clone).to_vec()
+    }
+}
+
+/// The rows of `r`: one per line (named by `line_name`), its records, and `(held)` where the
+/// protection kept the line's previous records.
+pub(super) fn revision_lines(r: &RevisionView, line_name: impl Fn(LineId) -> String) -> Vec<RevisionLine> {
+    let mut lines: Vec<(String, String)> = r
+        .records
+        .lines
+        .iter()
+        .map(|(id, ips)| {
+            let mut records = if ips.is_empty() { "-".to_owned() } else { cell(ips).replace(',', " ") };
+            if r.held.contains_key(id) {
+                records.push_str(" (held)");
+            }
+            (line_name(*id), records)
+        })
+        .collect();
+    if lines.is_empty() {
+        lines.push(("-".into(), "-".into()));
+    }
+    lines
+        .into_iter()
+        .enumerate()
+        .map(|(i, (line, records))| {
+            let first = |s: String| if i == 0 { s } else { String::new() };
+            RevisionLine {
+                number: first(r.number.to_string()),
+                at: first(cell(&r.at)),
+                line,
+                records,
+                reason: first(r.reason.clone()),
+            }
+        })
+        .collect()
 }
 
 impl Row for ProberView {

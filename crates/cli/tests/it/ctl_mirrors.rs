@@ -135,7 +135,7 @@ async fn mirrors_tenants_and_checks_through_ctl() {
     assert_eq!(code, Some(0), "{err}");
     let (code, out, err) = ctl(&s, &["checks", "delete", &id]).await;
     assert_eq!(code, Some(0), "{err}");
-    assert_eq!(out.trim(), format!("deleted checks {id}"));
+    assert_eq!(out.trim(), format!("deleted check {id}"));
     let (_, out, _) = ctl(&s, &["--json", "checks", "list"]).await;
     assert_eq!(json(&out)["items"], serde_json::json!([]));
 

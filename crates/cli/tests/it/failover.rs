@@ -17,8 +17,7 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     assert_eq!(probers_list["items"][0]["targets"], 4, "every address × listener");
 
     // `ctl events --follow` runs through the whole failover, as an operator's terminal would.
-    let cluster_id = cluster.to_string();
-    let follow = s.ctl_running(&["events", "--follow", "--cluster", &cluster_id]);
+    let follow = s.ctl_running(&["events", "--follow", "--cluster", "video"]);
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // The primary's edge stops: connections are refused.

@@ -6,6 +6,7 @@
 mod channel;
 mod check;
 mod control_plane;
+mod ctl_incident;
 mod ctl_mirrors;
 mod ctl_monitors;
 mod demo;
@@ -15,6 +16,7 @@ mod failover;
 mod faults;
 mod harness;
 mod limits;
+mod metrics;
 mod mirrors;
 mod monitors;
 mod netlab;

@@ -1,5 +1,8 @@
 //! The fleet's figures for `/metrics` are the ones DNS and the API use.
 
+use std::collections::BTreeMap;
+
+use vantage_control::fleet::ProbePlace;
 use vantage_core::address::Level;
 
 use crate::lab::Lab;
@@ -27,4 +30,35 @@ fn figures_follow_the_last_pass() {
     assert!(!f.addresses[0].reachable);
     assert_eq!(f.nodes[0].2, None, "no address left: the node has no level");
     assert_eq!(f.alerts_firing.get("address_unreachable"), Some(&1));
+}
+
+#[test]
+fn loss_counts_by_cluster_and_region_and_the_lag_is_how_long_reports_wait_for_their_pass() {
+    let mut lab = Lab::new();
+    let (p, _, _, _) = lab.one_node();
+    let place = ProbePlace { cluster: "video".into(), region: "eu".into() };
+    // The first report is evaluated at once.
+    lab.round(p, &[]);
+    lab.tick();
+    let f = lab.control.fleet(lab.now);
+    assert_eq!(f.probe_loss, BTreeMap::from([(place.clone(), 0.0)]));
+    assert_eq!(f.evaluation_lag, [("video".to_owned(), 0.0)]);
+    // The next one waits for the report spacing (2 s after the last pass); while it waits the
+    // lag grows, and the pass that uses it says how long it waited.
+    lab.advance_ms(500);
+    lab.round(p, &["203.0.113.10"]);
+    let passes = lab.control.passes();
+    lab.advance_ms(1000);
+    assert_eq!(lab.control.passes(), passes, "not due yet");
+    assert_eq!(lab.control.fleet(lab.now).evaluation_lag, [("video".to_owned(), 1.0)]);
+    lab.advance_ms(1000);
+    assert_eq!(lab.control.passes(), passes + 1);
+    let f = lab.control.fleet(lab.now);
+    assert_eq!(f.evaluation_lag, [("video".to_owned(), 1.5)]);
+    assert_eq!(f.probe_loss, BTreeMap::from([(place, 1.0)]), "every attempt refused");
+    // Results that no longer count leave the loss; the lag stays that of the last report.
+    lab.advance(60);
+    let f = lab.control.fleet(lab.now);
+    assert!(f.probe_loss.is_empty(), "{:?}", f.probe_loss);
+    assert_eq!(f.evaluation_lag, [("video".to_owned(), 1.5)]);
 }

@@ -451,6 +451,7 @@ async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
         let c = app.control();
         app.metrics().mirrors().set(&c.config(), c.mirrors().book());
         app.metrics().monitors().set(&c.config(), c.monitors(), now);
+        app.metrics().set_webhooks(&c.config());
         (c.certificate_expiries(), c.fleet(now))
     };
     app.metrics().set_certificates(&expiries, now);

@@ -176,7 +176,7 @@ impl WithRate for ResultRow {
     /// The register as it reads back from storage.
     fn register_with_rate(&self) -> WindowRegister {
         let r = self.register;
-        WindowRegister::from_parts(r.connected, r.sent, r.received, r.good, r.avg_rtt_ms)
+        WindowRegister::from_parts(r.connected, r.sent, r.received, r.good, r.avg_rtt_ms, Some(r.filled()))
     }
 }
 
