@@ -123,6 +123,16 @@ impl ServerProcess {
         v
     }
 
+    /// The stored revisions of `cluster`, once they hold the one DNS serves: DNS takes a
+    /// revision before the driver stores it, so the list trails what DNS answers a moment.
+    pub(crate) async fn stored_revisions(&self, cluster: i64) -> Value {
+        let (_, served) = self.call(reqwest::Method::GET, &format!("/v1/clusters/{cluster}/dns"), None).await;
+        let n = served["revision"].as_i64();
+        let path = format!("/v1/clusters/{cluster}/revisions");
+        self.wait_for(&path, Duration::from_secs(5), |v| v["items"][0]["number"].as_i64() == n).await;
+        self.call(reqwest::Method::GET, &path, None).await.1
+    }
+
     /// `vantage ctl` against this server.
     pub(crate) async fn ctl(&self, args: &[&str]) -> std::process::Output {
         Command::new(env!("CARGO_BIN_EXE_vantage"))

@@ -202,7 +202,18 @@ async fn a_stale_region_degrades_missing_segments_go_down_and_steering_follows()
     assert!(text.contains("monitor live is degraded"), "the earlier stale incident alerted too: {alerts}");
 
     // The history: ap's failures and eu's stale ages, from the time series; the verdict changes.
-    let (_, h) = s.call(Method::GET, &format!("/v1/monitors/{id}/history?range=1h"), None).await;
+    // The results are written as they arrive, the verdict taken from memory: the time series
+    // holds the third failure a moment after the verdict.
+    let history = format!("/v1/monitors/{id}/history?range=1h");
+    s.wait_for(&history, Duration::from_secs(5), |h| {
+        h["regions"].as_array().and_then(|r| r.iter().find(|r| r["region"] == "ap")).is_some_and(|r| {
+            r["points"]
+                .as_array()
+                .is_some_and(|p| p.iter().filter_map(|p| p["failures"].as_u64()).sum::<u64>() >= 3)
+        })
+    })
+    .await;
+    let (_, h) = s.call(Method::GET, &history, None).await;
     let series = |code: &str| {
         h["regions"].as_array().unwrap().iter().find(|r| r["region"] == code).unwrap()["points"].clone()
     };

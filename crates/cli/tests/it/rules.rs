@@ -147,7 +147,7 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
         s.wait_for(&dns, Duration::from_secs(20), |v| all_answers(v) == ["127.0.0.32", "127.0.0.33"]).await;
     println!("cpu rule: removed {:.1} s after the CPU went up (for 2 s)", removed.as_secs_f64());
     assert!(removed >= Duration::from_secs(2), "not before the for-time: {removed:?}");
-    let (_, revs) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
+    let revs = s.stored_revisions(cluster).await;
     let activated_at = at(&revs["items"][0]);
     assert_eq!(
         revs["items"][0]["reason"], "Scheduling: cpu-high on edge-0 — remove the node activated",
@@ -224,7 +224,7 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
     let cool = Instant::now();
     s.wait_for(&dns, Duration::from_secs(30), |v| all_answers(v).len() == 3).await;
     let cleared = cool.elapsed();
-    let (_, revs) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
+    let revs = s.stored_revisions(cluster).await;
     // The server's own times: the recovery revision is at least hold-at-least after the activation.
     let held_ms = at(&revs["items"][0]).millis_since(activated_at);
     println!(
@@ -258,7 +258,7 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
     assert_eq!(st, 200);
     let ended = s.wait_for(&dns, Duration::from_secs(10), |v| all_answers(v).len() == 3).await;
     assert!(ended < Duration::from_secs(3), "at once: {ended:?}");
-    let (_, revs) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
+    let revs = s.stored_revisions(cluster).await;
     assert_eq!(revs["items"][0]["reason"], "Scheduling: cpu-very-high changed, its actions ended", "{revs}");
 }
 
@@ -333,7 +333,7 @@ async fn probe_loss_seen_from_one_region_switches_a_line_to_its_backup_group() {
         "probe-loss rule: line switched to its backup group {:.1} s after the edge stopped",
         switched.as_secs_f64()
     );
-    let (_, revs) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
+    let revs = s.stored_revisions(cluster).await;
     assert_eq!(
         revs["items"][0]["reason"],
         "Scheduling: east-loss on edge-127.0.0.41 — switch to backup groups activated",
