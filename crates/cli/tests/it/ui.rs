@@ -660,6 +660,18 @@ async fn fleet_scenario() {
     })
     .await;
     b.screenshot("node-failover.png").await;
+    // The node's timeline says what happened; its charts mark the outage and the revisions.
+    let events = b.text("#events").await;
+    assert!(events.contains("127.0.0.60 of edge-0 is unreachable: 3 of 3 probers"), "{events}");
+    assert!(events.contains("127.0.0.60 of edge-0 is failing"), "{events}");
+    assert!(!b.texts("#history svg rect.outage").await.is_empty(), "the outage is marked");
+    assert!(!b.texts("#history svg line.mark").await.is_empty(), "revisions are marked");
+    // What the failover's revision changed, line by line.
+    b.goto(&format!("{base}/ui/clusters/{cluster}/diff?from={}&to={number}", number - 1)).await;
+    assert_eq!(b.text("h1").await, format!("Revision {} → {number}", number - 1));
+    let lines = b.text("#diff-lines tbody").await;
+    assert!(lines.contains("127.0.0.61") && lines.contains("127.0.0.60"), "{lines}");
+    assert!(b.text("#diff-revisions").await.contains("127.0.0.60 of edge-0 unreachable"));
     b.goto(&format!("{base}/ui/alerts")).await;
     assert!(b.text("#open-alerts").await.contains("127.0.0.60 of edge-0 is unreachable"));
     b.goto(&format!("{base}/ui")).await;
@@ -704,6 +716,7 @@ async fn fleet_scenario() {
         format!("/ui/probers/{prober}"),
         "/ui/clusters".to_owned(),
         format!("/ui/clusters/{cluster}"),
+        format!("/ui/clusters/{cluster}/diff?from=1"),
         format!("/ui/nodes/{}", nodes[0]),
         format!("/ui/nodes/{}?range=24h", nodes[0]),
         "/ui/alerts".to_owned(),

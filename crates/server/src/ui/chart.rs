@@ -26,6 +26,16 @@ pub(super) struct Line {
     pub points: Vec<(Timestamp, Option<f64>)>,
 }
 
+/// Something that happened, marked on a chart: an instant (a revision) or a span (an
+/// outage, still going on when `until` is `None`).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Mark {
+    pub at: Timestamp,
+    pub until: Option<Timestamp>,
+    /// What it was (its tooltip).
+    pub label: String,
+}
+
 /// What a chart shows.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Chart<'a> {
@@ -41,6 +51,8 @@ pub(super) struct Chart<'a> {
     /// A fixed top of the value axis (100 for loss), else from the data.
     pub max: Option<f64>,
     pub lines: &'a [Line],
+    /// Revisions (instants) and outages (spans) drawn behind the lines.
+    pub marks: &'a [Mark],
 }
 
 /// A round axis top at or above `v`: 1, 2, 2.5 or 5 × 10ⁿ.
@@ -128,6 +140,29 @@ impl Chart<'_> {
                 esc(&time_label(t, span))
             );
         }
+        // Marks behind the lines, clipped to the time axis.
+        for m in self.marks {
+            let x0 = x(m.at.max(self.since));
+            let label = esc(&m.label);
+            match m.until {
+                None if m.at < self.since => {}
+                None => {
+                    let _ = write!(
+                        svg,
+                        "<line class=\"mark\" x1=\"{x0:.1}\" x2=\"{x0:.1}\" y1=\"{TOP}\" y2=\"{:.1}\"><title>{label}</title></line>",
+                        TOP + ph
+                    );
+                }
+                Some(end) => {
+                    let x1 = x(end.min(self.until));
+                    let _ = write!(
+                        svg,
+                        "<rect class=\"outage\" x=\"{x0:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{ph:.1}\"><title>{label}</title></rect>",
+                        (x1 - x0).max(1.0)
+                    );
+                }
+            }
+        }
         let gap = self.bucket_s.max(1) * 2500;
         for (n, line) in self.lines.iter().enumerate() {
             let mut d = String::new();
@@ -184,6 +219,7 @@ mod tests {
             points: vec![(t(0), Some(10.0)), (t(20), Some(20.0)), (t(200), Some(5.0)), (t(220), None)],
         }];
         let c = Chart {
+            marks: &[],
             title: "Loss",
             unit: "%",
             since: t(0),

@@ -55,6 +55,7 @@ pub(crate) fn router(app: Arc<App>, sessions: Arc<Sessions>, api: Router) -> Rou
         .route("/ui/probers/{id}", get(pages::prober))
         .route("/ui/clusters", get(pages::clusters))
         .route("/ui/clusters/{id}", get(pages::cluster))
+        .route("/ui/clusters/{id}/diff", get(pages::diff))
         .route("/ui/nodes/{id}", get(pages::node))
         .route("/ui/mirrors", get(pages::mirrors))
         .route("/ui/mirrors/{host}", get(pages::mirror))

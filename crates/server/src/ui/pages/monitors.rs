@@ -196,8 +196,16 @@ fn monitor_charts(
     };
     let ages = lines(&|p| p.max_age_s);
     let failures = lines(&|p| Some(f64::from(p.failures)));
-    let chart =
-        |title, unit, max, lines| Chart { title, unit, since, until, bucket_s: h.bucket_s, max, lines };
+    let chart = |title, unit, max, lines| Chart {
+        title,
+        unit,
+        since,
+        until,
+        bucket_s: h.bucket_s,
+        max,
+        lines,
+        marks: &[],
+    };
     let span =
         format!("last {}", Range::parse(&h.range).map_or_else(|_| h.range.clone(), |r| r.label().to_owned()));
     let limit = format::seconds(Some(f64::from(max_age_s)));

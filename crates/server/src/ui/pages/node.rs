@@ -147,18 +147,31 @@ fn series_line(
     (chart::Line { label, points: points.iter().map(|p| (p.at, value(p))).collect() }, note)
 }
 
-fn chart_view(title: &str, unit: &str, h: &views::History, lines: Vec<(chart::Line, String)>) -> ChartView {
+fn chart_view(
+    title: &str,
+    unit: &str,
+    (h, marks): (&views::History, &[chart::Mark]),
+    lines: Vec<(chart::Line, String)>,
+) -> ChartView {
     let (lines, notes): (Vec<chart::Line>, Vec<String>) = lines.into_iter().unzip();
     let max = (unit == "%").then_some(100.0);
-    let chart =
-        Chart { title, unit, since: h.since, until: h.until, bucket_s: h.bucket_s, max, lines: &lines };
+    let chart = Chart {
+        title,
+        unit,
+        since: h.since,
+        until: h.until,
+        bucket_s: h.bucket_s,
+        max,
+        lines: &lines,
+        marks,
+    };
     ChartView::with_notes(&chart, notes)
 }
 
 /// Loss and RTT by address, then each address by prober region: an address's own regions,
 /// so that a primary down everywhere reads 100 % beside a backup that answers, rather than
 /// the two averaged into 50 %.
-fn node_charts(h: &views::History, range: Range) -> Vec<(String, ChartView)> {
+fn node_charts(h: &views::History, range: Range, marks: &[chart::Mark]) -> Vec<(String, ChartView)> {
     let span = format!("last {}", range.label());
     let name = |a: &views::AddressSeries| format!("{} ({})", a.ip, level(&word(&a.level)));
     let by_address =
@@ -176,13 +189,17 @@ fn node_charts(h: &views::History, range: Range) -> Vec<(String, ChartView)> {
             .collect()
     };
     let mut charts = vec![
-        (format!("Loss by address, {span}"), chart_view("Loss by address", "%", h, by_address(false))),
-        (format!("RTT by address, {span}"), chart_view("RTT by address", "ms", h, by_address(true))),
+        (
+            format!("Loss by address, {span}"),
+            chart_view("Loss by address", "%", (h, marks), by_address(false)),
+        ),
+        (format!("RTT by address, {span}"), chart_view("RTT by address", "ms", (h, marks), by_address(true))),
     ];
     for a in &h.addresses {
         for (what, unit, rtt) in [("Loss", "%", false), ("RTT", "ms", true)] {
             let title = format!("{what} of {} by prober region", name(a));
-            charts.push((format!("{title}, {span}"), chart_view(&title, unit, h, by_region(a, rtt))));
+            charts
+                .push((format!("{title}, {span}"), chart_view(&title, unit, (h, marks), by_region(a, rtt))));
         }
     }
     charts
@@ -208,7 +225,10 @@ pub(in crate::ui) async fn node(
     let events = timeline::recent(&api, &format!("node={id}"), at).await?;
     let h = health(&n);
     let (charts, history_error) = match history {
-        Ok(hist) => (node_charts(&hist, range), String::new()),
+        Ok(hist) => {
+            let marks = timeline::marks(&api, (n.cluster.0, id), (hist.since, hist.until)).await?;
+            (node_charts(&hist, range, &marks), String::new())
+        }
         Err(PageError::LoggedOut) => return Err(PageError::LoggedOut),
         Err(PageError::NotFound(m) | PageError::Failed(_, m)) => (Vec::new(), m),
     };

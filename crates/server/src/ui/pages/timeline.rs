@@ -47,3 +47,44 @@ pub(in crate::ui) async fn recent(
         })
         .collect())
 }
+
+/// What the history charts of a node mark from `since` to `until`: its addresses' outages
+/// (unreachable until reachable again, or still) and its cluster's revisions.
+pub(in crate::ui) async fn marks(
+    api: &Client,
+    (cluster, node): (i64, i64),
+    (since, until): (Timestamp, Timestamp),
+) -> Result<Vec<chart::Mark>, PageError> {
+    let from = urlencode(&since.to_string());
+    let outages: Items<FleetEvent> = api
+        .get(&format!(
+            "/v1/events?node={node}&kind=address_unreachable,address_reachable&since={from}&limit=1000"
+        ))
+        .await?;
+    let revisions: Items<FleetEvent> =
+        api.get(&format!("/v1/events?cluster={cluster}&kind=revision&since={from}&limit=200")).await?;
+    let mut marks = Vec::new();
+    let mut open: BTreeMap<String, Timestamp> = BTreeMap::new();
+    for e in outages.items {
+        let address = e.details["address"].as_str().unwrap_or_default().to_owned();
+        match e.kind {
+            EventKind::AddressUnreachable => {
+                open.entry(address).or_insert(e.at);
+            }
+            _ => {
+                // Reachable again: the outage began where it opened, or before the range.
+                let began = open.remove(&address).unwrap_or(since);
+                let label = format!("{address} unreachable for {}", span(e.at.millis_since(began)));
+                marks.push(chart::Mark { at: began, until: Some(e.at), label });
+            }
+        }
+    }
+    for (address, began) in open {
+        let label = format!("{address} unreachable since {}", format::absolute(began));
+        marks.push(chart::Mark { at: began, until: Some(until), label });
+    }
+    for e in revisions.items {
+        marks.push(chart::Mark { at: e.at, until: None, label: e.summary });
+    }
+    Ok(marks)
+}
