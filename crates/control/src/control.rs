@@ -367,6 +367,12 @@ impl Control {
         self.snapshots.get(&cluster)?.nodes.get(&node)
     }
 
+    /// A new address of `cluster` saved now waits for the probers: some reported on the
+    /// cluster in its last pass, or some are online to probe it. Otherwise it serves unverified.
+    pub fn checks_new_addresses(&self, cluster: ClusterId, now: Timestamp) -> bool {
+        self.snapshots.get(&cluster).is_some_and(|s| s.checked()) || self.expected_probers(now) > 0
+    }
+
     /// How many probers probe each address now (every counting prober online, within the
     /// probe budget): a new address waits for a strict majority of them.
     fn expected_probers(&self, now: Timestamp) -> u32 {

@@ -119,7 +119,13 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
         })
         .await;
     // The stored list says the same, in order, for the node.
-    let (_, events) = s.call(Method::GET, &format!("/v1/events?node={}&since=15m", nodes[0]), None).await;
+    // (Stored by a task of their own, a moment after they were streamed.)
+    let stored = format!("/v1/events?node={}&since=15m", nodes[0]);
+    s.wait_for(&stored, Duration::from_secs(5), |v| {
+        v["items"].as_array().is_some_and(|e| e.iter().any(|e| e["kind"] == "address_unreachable"))
+    })
+    .await;
+    let (_, events) = s.call(Method::GET, &stored, None).await;
     let kinds: Vec<&str> =
         events["items"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
     let at = |k: &str| kinds.iter().position(|x| *x == k).unwrap_or_else(|| panic!("no {k}: {events}"));

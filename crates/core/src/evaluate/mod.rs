@@ -511,8 +511,9 @@ fn reachability(
         .flat_map(|n| n.addresses.iter())
         .map(|a| verdict(&a.observations, view.probers, settings, now))
         .collect();
-    // Without a prober that counts for the cluster nothing can verify a new address: it serves
-    // unverified rather than leave DNS empty.
+    // Without a prober that counts for the cluster (none reported on it, none online to probe
+    // a new address) nothing can verify a new address: it serves unverified rather than leave
+    // DNS empty.
     let checked = verdicts.iter().any(|v| v.counting > 0);
     let mut verdicts = verdicts.into_iter();
     for node in view.nodes {
@@ -538,7 +539,8 @@ fn reachability(
                 }
                 None => {}
             }
-            pairs.push((a.address, health.is_reachable() && (health.verified || !checked)));
+            let unchecked = !checked && a.expected_probers == 0;
+            pairs.push((a.address, health.is_reachable() && (health.verified || unchecked)));
             addresses.push(AddressStatus {
                 ip: a.address.ip,
                 level: a.address.level,

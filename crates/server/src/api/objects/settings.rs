@@ -75,7 +75,7 @@ pub(super) async fn addresses_put(
             Ok((ch, (cluster, added)))
         })
         .await?;
-    let checked = app.control().snapshots().get(&cluster).is_some_and(|s| s.checked());
+    let checked = app.control().checks_new_addresses(cluster, crate::support::now());
     let Json(mut saved) = addresses_get(State(app), Path(id)).await?;
     if !checked && !added.is_empty() {
         saved.warnings.push(format!(
