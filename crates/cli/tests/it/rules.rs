@@ -154,7 +154,10 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
         "{revs}"
     );
     let revision = revs["items"][0]["number"].clone();
-    let (_, audit) = s.call(Method::GET, "/v1/audit?action=scheduling.activate", None).await;
+    // The system's audit entries are written by a task of their own, a moment after.
+    let path = "/v1/audit?action=scheduling.activate";
+    s.wait_for(path, Duration::from_secs(5), |v| v["items"].as_array().is_some_and(|i| !i.is_empty())).await;
+    let (_, audit) = s.call(Method::GET, path, None).await;
     let a = &audit["items"][0];
     assert_eq!(
         (a["actor"].as_str(), a["object"].as_str()),
@@ -242,7 +245,10 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
             got.iter().any(|(k, v)| k == "json" && v["status"] == "resolved")
         })
         .await;
-    let (_, audit) = s.call(Method::GET, "/v1/audit?action=scheduling.recover", None).await;
+    // The system's audit entries are written by a task of their own, a moment after.
+    let path = "/v1/audit?action=scheduling.recover";
+    s.wait_for(path, Duration::from_secs(5), |v| v["items"].as_array().is_some_and(|i| !i.is_empty())).await;
+    let (_, audit) = s.call(Method::GET, path, None).await;
     assert_eq!(audit["items"][0]["actor"], "system");
 
     // Active again, then a change of its conditions ends the action at once.
