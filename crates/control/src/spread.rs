@@ -60,15 +60,15 @@ impl Spread {
         }
     }
 
-    /// Whether `caller` probes `ip:port` of the node `own` (which does not probe itself):
-    /// always, unless the probers together would exceed the budget; then only the target's
-    /// window does, one place longer when `own` holds a place in it. A caller without a place
-    /// (not counting) probes what it is given.
     /// How many probers probe each target: every counting prober online, within the budget.
     pub fn per_target(&self) -> usize {
         self.window.min(self.place.len())
     }
 
+    /// Whether `caller` probes `ip:port` of the node `own` (which does not probe itself):
+    /// always, unless the probers together would exceed the budget; then only the target's
+    /// window does, one place longer when `own` holds a place in it. A caller without a place
+    /// (not counting) probes what it is given.
     pub fn probes(&self, caller: Caller, ip: IpAddr, port: u16, own: Caller) -> bool {
         let n = self.place.len();
         if n <= self.window {

@@ -26,8 +26,8 @@ pub(super) struct Line {
     pub points: Vec<(Timestamp, Option<f64>)>,
 }
 
-/// Something that happened, marked on a chart: an instant (a revision) or a span (an
-/// outage, still going on when `until` is `None`).
+/// Something that happened, marked on a chart: an instant (`until` is `None`: a revision) or
+/// a span (an outage; one still going on ends at the chart's end).
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Mark {
     pub at: Timestamp,
