@@ -65,6 +65,15 @@ impl Spread {
         self.window.min(self.place.len())
     }
 
+    /// How many probers probe an address of the node `own`: those of
+    /// [`per_target`](Self::per_target), less `own` itself when it would be one of them (a node
+    /// never probes its own addresses; over budget, the window is one place longer instead, so
+    /// the count stays the budget).
+    pub fn per_address_of(&self, own: Caller) -> usize {
+        let n = self.place.len();
+        if n <= self.window { n - usize::from(self.place.contains_key(&own)) } else { self.window }
+    }
+
     /// Whether `caller` probes `ip:port` of the node `own` (which does not probe itself):
     /// always, unless the probers together would exceed the budget; then only the target's
     /// window does, one place longer when `own` holds a place in it. A caller without a place
