@@ -88,3 +88,27 @@ fn a_failover_and_its_recovery_read_as_events_in_order() {
     assert!(resolved.summary.starts_with("alert resolved after "), "{}", resolved.summary);
     assert!(outage.last().unwrap().id < back[0].id);
 }
+
+/// A cluster evaluated before it had nodes: its first node's addresses are news, not the
+/// silence of the first pass after a start.
+#[test]
+fn a_clusters_first_node_is_news() {
+    let mut lab = Lab::new();
+    let r = lab.region("eu");
+    let p = lab.prober("fra", r);
+    let c = lab.cluster(crate::lab::CLUSTER);
+    let g = lab.group(c, "fra-1", Some(r));
+    rounds(&mut lab, p, &[], 1);
+    lab.take();
+    lab.node(c, g, "edge-1", &[("203.0.113.10", vantage_core::address::Level::Primary)]);
+    rounds(&mut lab, p, &[], 2);
+    let kinds: Vec<(EventKind, String)> =
+        events(&lab.take()).into_iter().map(|e| (e.kind, e.summary)).collect();
+    assert!(
+        kinds.iter().any(
+            |(k, s)| *k == EventKind::AddressUnverified && s.starts_with("203.0.113.10 of edge-1 is new")
+        ),
+        "{kinds:#?}"
+    );
+    assert!(kinds.iter().any(|(k, _)| *k == EventKind::AddressVerified), "{kinds:#?}");
+}
