@@ -1537,11 +1537,10 @@ impl Parts {
                 ProberView { region: p.value.region, active: p.value.enabled },
             );
         }
-        for (nid, n) in &c.nodes {
-            let Some(region) = c.groups.get(&n.value.node.group.0).and_then(|g| g.value.group.region) else {
-                continue;
-            };
-            add(Caller::Node(NodeId(*nid)), ProberView { region, active: c.node_probes(NodeId(*nid)) });
+        for nid in c.nodes.keys() {
+            let node = Caller::Node(NodeId(*nid));
+            let Some(region) = c.region_of(node) else { continue };
+            add(node, ProberView { region, active: c.node_probes(NodeId(*nid)) });
         }
         (probers, index)
     }

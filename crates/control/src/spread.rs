@@ -37,13 +37,13 @@ impl Spread {
                 by_region.entry(p.value.region).or_default().push(caller);
             }
         }
-        for (id, n) in &c.nodes {
-            let node = NodeId(*id);
-            if let Some(region) = c.groups.get(&n.value.node.group.0).and_then(|g| g.value.group.region)
-                && c.node_probes(node)
-                && online(Caller::Node(node))
+        for id in c.nodes.keys() {
+            let node = Caller::Node(NodeId(*id));
+            if let Some(region) = c.region_of(node)
+                && c.node_probes(NodeId(*id))
+                && online(node)
             {
-                by_region.entry(region).or_default().push(Caller::Node(node));
+                by_region.entry(region).or_default().push(node);
             }
         }
         let mut order = Vec::new();
