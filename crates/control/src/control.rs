@@ -109,7 +109,8 @@ pub struct Start {
     pub mirror_states: Option<String>,
     /// The saved state of the monitors (JSON).
     pub monitor_states: Option<String>,
-    /// The newest stored event's id: numbering continues after it.
+    /// The newest stored event's id: numbering continues after it, or after the start's own
+    /// base if that is greater ([`events::PER_MS`](crate::events::PER_MS)).
     pub last_event: u64,
 }
 
@@ -295,7 +296,7 @@ impl Control {
             alerts: start.alerts.unwrap_or_default(),
             alerts_dirty: false,
             passes: 0,
-            events: EventLog::after(start.last_event),
+            events: EventLog::starting(start.last_event, now),
             mirrors: Mirrors::new(start.mirror_states.as_deref()),
             monitors: Monitors::restore(start.monitor_states.as_deref()),
             steering: Arc::default(),
@@ -881,6 +882,12 @@ impl Control {
             self.next_roll_up = now.plus_secs(ROLL_UP_EVERY_S);
         }
         self.flush_alerts();
+    }
+
+    /// The newest event id numbered so far (before the first event: the id numbering
+    /// continues after). An id a client resumes after that is greater is stale.
+    pub fn last_event_id(&self) -> u64 {
+        self.events.last_id()
     }
 
     /// Cluster passes run so far: a driver that times [`handle_timeout`](Self::handle_timeout)
