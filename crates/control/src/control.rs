@@ -141,6 +141,8 @@ impl Revision {
 /// An audit entry the control core makes (actor `system`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditEntry {
+    /// When it was decided (written with this time, however late storage takes it).
+    pub at: Timestamp,
     /// Action (`scheduling.activate`).
     pub action: String,
     /// Object (`node:7`).
@@ -722,6 +724,7 @@ impl Control {
                 self.resolve(&key, now);
             }
             self.outputs.push_back(Output::Audit(vec![AuditEntry {
+                at: now,
                 action: "mirror.freshness".into(),
                 object: format!("mirror:{host}"),
                 metadata: json!({"stale": stale, "lag_s": lag}),
@@ -1108,6 +1111,7 @@ impl Control {
                 self.resolve(&key, now);
             }
             audit.push(AuditEntry {
+                at: now,
                 action: "mirror.verdict".into(),
                 object: format!("mirror:{}", ch.host),
                 metadata: json!({"from": ch.from, "to": ch.to, "manual": ch.manual, "failing_regions": failing}),
@@ -1158,6 +1162,7 @@ impl Control {
                 }
             }
             audit.push(AuditEntry {
+                at: now,
                 action: "monitor.verdict".into(),
                 object: format!("monitor:{}", ch.monitor),
                 metadata: json!({"from": ch.from, "to": ch.to.global, "down_weight_pct": ch.to.down_weight_pct,
@@ -1320,6 +1325,7 @@ impl Control {
                     self.resolve(&key(ev.rule, ev.node), now);
                 }
                 Some(AuditEntry {
+                    at: now,
                     action: if activated { "scheduling.activate" } else { "scheduling.recover" }.into(),
                     object: format!("node:{}", ev.node),
                     metadata: details,

@@ -108,8 +108,6 @@ pub(crate) struct App {
     mirrors_lock: tokio::sync::Mutex<()>,
     /// The open event streams.
     events: crate::events::EventHub,
-    /// Store writes the driver does not wait for.
-    saves: crate::saves::Saves,
 }
 
 /// What [`App::new`] is made of.
@@ -136,7 +134,6 @@ impl App {
             steering: ArcSwap::new(control.steering()),
             mirrors_lock: tokio::sync::Mutex::new(()),
             events: crate::events::EventHub::new(control.last_event_id()),
-            saves: crate::saves::Saves::default(),
             control: Mutex::new(control),
             wake: tokio::sync::Notify::new(),
             rechecks: tokio::sync::watch::Sender::new(0),
@@ -178,11 +175,6 @@ impl App {
     /// Resolves when an event was fed since the driver last looked.
     pub(crate) async fn woken(&self) {
         self.wake.notified().await;
-    }
-
-    /// Events, states and audit entries to store, written by their own task.
-    pub(crate) fn saves(&self) -> &crate::saves::Saves {
-        &self.saves
     }
 
     /// Where events go live.
