@@ -397,15 +397,27 @@ mod tests {
     use super::*;
     use crate::app::{Actor, Parts};
 
-    /// A control plane over a real store in `dir`, with its router and an admin token.
-    async fn app(dir: &tempfile::TempDir) -> (Arc<App>, axum::Router, (i64, String)) {
+    /// A control plane over a real store in a directory of its own, with its router and an
+    /// admin token.
+    struct Lab {
+        _dir: tempfile::TempDir,
+        app: Arc<App>,
+        router: axum::Router,
+        token: (i64, String),
+        /// The id this process numbers after.
+        base: u64,
+    }
+
+    async fn lab() -> Lab {
+        let dir = tempfile::tempdir().unwrap();
         let store = Store::open_sqlite(&dir.path().join("vantage.db")).await.unwrap();
         let ca = crate::ca::Ca::load_or_create(&dir.path().join("ca")).unwrap();
         let settings = crate::config::ServeConfig { data_dir: dir.path().into(), ..Default::default() };
         let metrics = Arc::new(crate::metrics::Metrics::new());
         let app = Arc::new(App::new(Parts { start: Start::default(), store, metrics, settings, ca }));
         let token = crate::api::create_admin_token(&app, &Actor::system(), "ops", false).await.unwrap();
-        (app.clone(), crate::api::router(app), token)
+        let base = app.control().last_event_id();
+        Lab { _dir: dir, router: crate::api::router(app.clone()), app, token, base }
     }
 
     fn event(id: u64) -> FleetEvent {
@@ -488,9 +500,7 @@ mod tests {
     /// channel as well.
     #[tokio::test]
     async fn a_resumed_or_lagging_stream_skips_no_event() {
-        let dir = tempfile::tempdir().unwrap();
-        let (app, router, (_, token)) = app(&dir).await;
-        let base = app.control().last_event_id();
+        let Lab { _dir, app, router, token: (_, token), base } = lab().await;
         store(&app, 1..=2_500).await;
         for id in base + 1..=base + 3 {
             app.events().publish(event(id));
@@ -520,9 +530,7 @@ mod tests {
     /// event this server made (another database), reads as a `gap` before what follows.
     #[tokio::test]
     async fn missing_events_read_as_a_gap() {
-        let dir = tempfile::tempdir().unwrap();
-        let (app, router, (_, token)) = app(&dir).await;
-        let base = app.control().last_event_id();
+        let Lab { _dir, app, router, token: (_, token), base } = lab().await;
         store(&app, 1..=300).await;
         // Retention deleted 1 to 99.
         app.store().delete_events_before(event(100).at).await.unwrap();
@@ -540,12 +548,10 @@ mod tests {
     /// A stream opened with a token ends when the token is deleted.
     #[tokio::test]
     async fn a_revoked_token_ends_its_stream() {
-        let dir = tempfile::tempdir().unwrap();
-        let (app, router, (_, admin)) = app(&dir).await;
+        let Lab { _dir, app, router, token: (_, admin), base } = lab().await;
         let (id, token) =
             crate::api::create_admin_token(&app, &Actor::system(), "watcher", true).await.unwrap();
         let mut stream = Reader::open(&router, &token, None).await;
-        let base = app.control().last_event_id();
         app.events().publish(event(base + 1));
         assert_eq!(stream.ids(1).await, [base + 1]);
         let delete = Request::delete(format!("/v1/admin-tokens/{id}"))
