@@ -109,7 +109,8 @@ pub struct Start {
     pub mirror_states: Option<String>,
     /// The saved state of the monitors (JSON).
     pub monitor_states: Option<String>,
-    /// The newest stored event's id: numbering continues after it.
+    /// The newest stored event's id: numbering continues after it, or after the start's own
+    /// base if that is greater ([`events::PER_MS`](crate::events::PER_MS)).
     pub last_event: u64,
 }
 
@@ -140,6 +141,8 @@ impl Revision {
 /// An audit entry the control core makes (actor `system`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditEntry {
+    /// When it was decided (written with this time, however late storage takes it).
+    pub at: Timestamp,
     /// Action (`scheduling.activate`).
     pub action: String,
     /// Object (`node:7`).
@@ -299,7 +302,7 @@ impl Control {
             alerts: start.alerts.unwrap_or_default(),
             alerts_dirty: false,
             passes: 0,
-            events: EventLog::after(start.last_event),
+            events: EventLog::starting(start.last_event, now),
             mirrors: Mirrors::new(start.mirror_states.as_deref()),
             monitors: Monitors::restore(start.monitor_states.as_deref()),
             steering: Arc::default(),
@@ -743,6 +746,7 @@ impl Control {
                 self.resolve(&key, now);
             }
             self.outputs.push_back(Output::Audit(vec![AuditEntry {
+                at: now,
                 action: "mirror.freshness".into(),
                 object: format!("mirror:{host}"),
                 metadata: json!({"stale": stale, "lag_s": lag}),
@@ -903,6 +907,12 @@ impl Control {
             self.next_roll_up = now.plus_secs(ROLL_UP_EVERY_S);
         }
         self.flush_alerts();
+    }
+
+    /// The newest event id numbered so far (before the first event: the id numbering
+    /// continues after). An id a client resumes after that is greater is stale.
+    pub fn last_event_id(&self) -> u64 {
+        self.events.last_id()
     }
 
     /// Cluster passes run so far: a driver that times [`handle_timeout`](Self::handle_timeout)
@@ -1123,6 +1133,7 @@ impl Control {
                 self.resolve(&key, now);
             }
             audit.push(AuditEntry {
+                at: now,
                 action: "mirror.verdict".into(),
                 object: format!("mirror:{}", ch.host),
                 metadata: json!({"from": ch.from, "to": ch.to, "manual": ch.manual, "failing_regions": failing}),
@@ -1173,6 +1184,7 @@ impl Control {
                 }
             }
             audit.push(AuditEntry {
+                at: now,
                 action: "monitor.verdict".into(),
                 object: format!("monitor:{}", ch.monitor),
                 metadata: json!({"from": ch.from, "to": ch.to.global, "down_weight_pct": ch.to.down_weight_pct,
@@ -1335,6 +1347,7 @@ impl Control {
                     self.resolve(&key(ev.rule, ev.node), now);
                 }
                 Some(AuditEntry {
+                    at: now,
                     action: if activated { "scheduling.activate" } else { "scheduling.recover" }.into(),
                     object: format!("node:{}", ev.node),
                     metadata: details,

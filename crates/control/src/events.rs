@@ -138,6 +138,10 @@ pub struct FleetEvent {
     pub details: Value,
 }
 
+/// Ids a start reserves per millisecond since the epoch (ids stay below 2^53, exact in
+/// JavaScript, until the year 2248).
+pub const PER_MS: u64 = 1024;
+
 /// Numbers events and keeps them until the driver takes them.
 #[derive(Debug, Default)]
 pub(crate) struct EventLog {
@@ -146,9 +150,20 @@ pub(crate) struct EventLog {
 }
 
 impl EventLog {
-    /// Continues after `last_id` (the newest stored event).
-    pub(crate) fn after(last_id: u64) -> EventLog {
-        EventLog { last_id, pending: Vec::new() }
+    /// Numbers after both `last_stored` (the newest stored event) and [`PER_MS`] ids per
+    /// millisecond since the epoch at `now`, the start: ids then never repeat across restarts,
+    /// even when the previous process's last events were never stored or retention deleted
+    /// every stored one — it would have to have made more than [`PER_MS`] events a
+    /// millisecond on average since its own start (and the clock not be set back) for its ids
+    /// to reach this start's.
+    pub(crate) fn starting(last_stored: u64, now: Timestamp) -> EventLog {
+        let base = u64::try_from(now.millis()).unwrap_or(0).saturating_mul(PER_MS);
+        EventLog { last_id: last_stored.max(base), pending: Vec::new() }
+    }
+
+    /// The newest id numbered (before any: the one numbering continues after).
+    pub(crate) fn last_id(&self) -> u64 {
+        self.last_id
     }
 
     pub(crate) fn push(

@@ -632,6 +632,18 @@ pub(crate) async fn insert_events(pool: &SqlitePool, events: &[EventRow]) -> Res
 }
 
 pub(crate) async fn events(pool: &SqlitePool, f: &EventFilter) -> Result<Vec<EventRow>> {
+    let mut out = select_events(pool, f, "DESC").await?;
+    // The newest `limit`, returned oldest first (a timeline reads forward).
+    out.reverse();
+    Ok(out)
+}
+
+pub(crate) async fn events_after(pool: &SqlitePool, f: &EventFilter) -> Result<Vec<EventRow>> {
+    select_events(pool, f, "ASC").await
+}
+
+/// The events of `f`, at most its `limit`, in the order of their ids (`ASC` or `DESC`).
+async fn select_events(pool: &SqlitePool, f: &EventFilter, order: &'static str) -> Result<Vec<EventRow>> {
     let mut q = sqlx::QueryBuilder::new(
         "SELECT id, at, kind, cluster, node, summary, details FROM events WHERE 1 = 1",
     );
@@ -655,11 +667,9 @@ pub(crate) async fn events(pool: &SqlitePool, f: &EventFilter) -> Result<Vec<Eve
         }
         q.push(")");
     }
-    // The newest `limit`, returned oldest first (a timeline reads forward).
-    q.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(f.limit.min(10_000)));
+    q.push(" ORDER BY id ").push(order).push(" LIMIT ").push_bind(i64::from(f.limit.min(10_000)));
     let rows = q.build().fetch_all(pool).await?;
-    let mut out = rows
-        .iter()
+    rows.iter()
         .map(|r| {
             let details: String = r.try_get("details")?;
             Ok(EventRow {
@@ -672,9 +682,7 @@ pub(crate) async fn events(pool: &SqlitePool, f: &EventFilter) -> Result<Vec<Eve
                 details: serde_json::from_str(&details)?,
             })
         })
-        .collect::<Result<Vec<_>>>()?;
-    out.reverse();
-    Ok(out)
+        .collect::<Result<Vec<_>>>()
 }
 
 pub(crate) async fn last_event(pool: &SqlitePool) -> Result<i64> {
