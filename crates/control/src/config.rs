@@ -482,8 +482,6 @@ impl Config {
         self.regions.get(&region.0).map(|r| r.value.code.as_str())
     }
 
-    /// The region code an enabled prober probes endpoints from. Node agents probe their
-    /// cluster only, so they have none here.
     /// The region `caller` probes from: a prober's own, a node's group's (none when the group
     /// has no region: such a node does not probe). Enabled or not.
     pub fn region_of(&self, caller: crate::identity::Caller) -> Option<RegionId> {
@@ -496,6 +494,8 @@ impl Config {
         }
     }
 
+    /// The region code an enabled prober probes endpoints from. Node agents probe their
+    /// cluster only, so they have none here.
     pub fn prober_region(&self, caller: crate::identity::Caller) -> Option<&str> {
         match caller {
             crate::identity::Caller::Prober(p) => {

@@ -230,9 +230,9 @@ struct Slot {
 #[derive(Debug)]
 pub struct Control {
     config: Arc<Config>,
-    /// The prober table of `config` (`Parts::prober_table`), kept for the reads that tally an
-    /// address by region, which would otherwise build it once per address.
-    table: (Vec<ProberView>, FastMap<Caller, u32>),
+    /// The prober table of `config` (`Parts::prober_table`), built once per configuration for
+    /// every pass and for the reads that tally an address by region.
+    table: Arc<ProberTable>,
     policy: AddressPolicy,
     timing: Timing,
     started: Timestamp,
@@ -291,7 +291,7 @@ impl Control {
             );
         }
         let mut c = Control {
-            table: Parts::prober_table(&config),
+            table: Arc::new(Parts::prober_table(&config)),
             config,
             policy: start.policy,
             timing: start.timing,
@@ -383,16 +383,25 @@ impl Control {
             return Vec::new();
         };
         let expected = self.online_spread(now).per_address_of(Caller::Node(node));
+        let expected = u32::try_from(expected).unwrap_or(u32::MAX);
         let verified = |ip: &IpAddr| {
             self.slots
                 .get(&cluster)
                 .and_then(|s| s.state.addresses.get(&(node, *ip)))
                 .is_some_and(|h| h.verified)
         };
-        // A new address has no results yet: nothing counts for it.
-        let unchecked =
-            AddressHealth::unchecked(&Verdict::default(), u32::try_from(expected).unwrap_or(u32::MAX));
-        ips.iter().filter(|ip| unchecked && !verified(ip)).copied().collect()
+        // What the last pass tallied for it (an address the agent reported may have results);
+        // a new one has none.
+        let verdict = |ip: &IpAddr| {
+            self.node_status(node)
+                .and_then(|s| s.addresses.iter().find(|a| a.ip == *ip))
+                .map(|a| a.verdict)
+                .unwrap_or_default()
+        };
+        ips.iter()
+            .filter(|ip| !verified(ip) && AddressHealth::unchecked(&verdict(ip), expected))
+            .copied()
+            .collect()
     }
 
     /// The places of the probers online now: a new address waits for a strict majority of
@@ -415,7 +424,7 @@ impl Control {
         let Some(cluster) = c.nodes.get(&node.0).and_then(|n| c.clusters.get(&n.value.cluster.0)) else {
             return Vec::new();
         };
-        let (probers, index) = &self.table;
+        let (probers, index) = &*self.table;
         let seen = Parts::seen(&self.obs, index, &cluster.value.listeners, node, ip);
         verdicts_by_region(&seen, probers, &c.settings, now)
     }
@@ -465,7 +474,8 @@ impl Control {
         let spec = &c.clusters.get(&cluster.0)?.value;
         let empty = ClusterState::default();
         let state = self.slots.get(&cluster).map_or(&empty, |s| &s.state);
-        let parts = Parts::gather(c, &self.obs, self.policy, cluster, (state, &self.online_spread(now)));
+        let spread = self.online_spread(now);
+        let parts = Parts::gather(c, &self.obs, self.policy, cluster, (state, &spread), self.table.clone());
         Some(preview(&parts.view(c, spec, None), state, now))
     }
 
@@ -505,7 +515,7 @@ impl Control {
     }
 
     fn swap_config(&mut self, next: Config) {
-        self.table = Parts::prober_table(&next);
+        self.table = Arc::new(Parts::prober_table(&next));
         self.config = Arc::new(next);
     }
 
@@ -915,6 +925,12 @@ impl Control {
         self.events.last_id()
     }
 
+    /// The id this process's numbering continues after: ids above it are this process's own
+    /// (events of the start itself, such as a refused mirror registry, included).
+    pub fn event_base(&self) -> u64 {
+        self.events.base()
+    }
+
     /// Cluster passes run so far: a driver that times [`handle_timeout`](Self::handle_timeout)
     /// compares it before and after to time only the calls that evaluated.
     pub fn passes(&self) -> u64 {
@@ -1019,7 +1035,7 @@ impl Control {
         let Some(zone) = Zone::of(&c, id) else { return };
         let spread = self.online_spread(now);
         let Some(state) = self.slots.get(&id).map(|s| &s.state) else { return };
-        let parts = Parts::gather(&c, &self.obs, self.policy, id, (state, &spread));
+        let parts = Parts::gather(&c, &self.obs, self.policy, id, (state, &spread), self.table.clone());
         let Some(slot) = self.slots.get_mut(&id) else { return };
         let reason = slot.reason.take();
         if let Some(t) = slot.waiting_since.take() {
@@ -1531,13 +1547,17 @@ struct Parts {
     lines: Vec<LineSpec>,
     rules: Vec<(RuleId, Rule)>,
     nodes: Vec<NodeView>,
-    probers: Vec<ProberView>,
+    table: Arc<ProberTable>,
 }
+
+/// The probers results are indexed by (every prober, then every node that probes), and each
+/// one's place in that list.
+type ProberTable = (Vec<ProberView>, FastMap<Caller, u32>);
 
 impl Parts {
     /// The prober table observations index (every prober, then every node that probes), and
     /// each one's place in it.
-    fn prober_table(c: &Config) -> (Vec<ProberView>, FastMap<Caller, u32>) {
+    fn prober_table(c: &Config) -> ProberTable {
         let mut probers = Vec::new();
         let mut index: FastMap<Caller, u32> = FastMap::default();
         let mut add = |caller: Caller, view: ProberView| {
@@ -1595,8 +1615,9 @@ impl Parts {
         policy: AddressPolicy,
         id: ClusterId,
         (state, spread): (&ClusterState, &Spread),
+        table: Arc<ProberTable>,
     ) -> Parts {
-        let (probers, index) = Parts::prober_table(c);
+        let index = &table.1;
         let lines = c
             .lines_of(id)
             .map(|(lid, l)| LineSpec {
@@ -1622,7 +1643,7 @@ impl Parts {
                             let waiting = state.addresses.get(&(nid, a.ip)).is_none_or(|h| !h.verified);
                             AddressView {
                                 address: *a,
-                                observations: Parts::seen(obs, &index, &listeners, nid, a.ip),
+                                observations: Parts::seen(obs, index, &listeners, nid, a.ip),
                                 expected_probers: if waiting { expected } else { 0 },
                             }
                         })
@@ -1639,7 +1660,7 @@ impl Parts {
                 }
             })
             .collect();
-        Parts { lines, rules, nodes, probers }
+        Parts { lines, rules, nodes, table }
     }
 
     fn view<'a>(
@@ -1654,7 +1675,7 @@ impl Parts {
             cluster,
             lines: &self.lines,
             nodes: &self.nodes,
-            probers: &self.probers,
+            probers: &self.table.0,
             rules: &self.rules,
             reason,
         }

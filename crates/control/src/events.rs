@@ -145,6 +145,8 @@ pub const PER_MS: u64 = 1024;
 /// Numbers events and keeps them until the driver takes them.
 #[derive(Debug, Default)]
 pub(crate) struct EventLog {
+    /// The id this process's numbering continues after.
+    base: u64,
     last_id: u64,
     pending: Vec<FleetEvent>,
 }
@@ -158,7 +160,13 @@ impl EventLog {
     /// to reach this start's.
     pub(crate) fn starting(last_stored: u64, now: Timestamp) -> EventLog {
         let base = u64::try_from(now.millis()).unwrap_or(0).saturating_mul(PER_MS);
-        EventLog { last_id: last_stored.max(base), pending: Vec::new() }
+        let base = last_stored.max(base);
+        EventLog { base, last_id: base, pending: Vec::new() }
+    }
+
+    /// The id this process's numbering continues after.
+    pub(crate) fn base(&self) -> u64 {
+        self.base
     }
 
     /// The newest id numbered (before any: the one numbering continues after).

@@ -252,3 +252,45 @@ fn reported_addresses_stay_verified_across_a_restart() {
         "verified before the restart, it serves at once"
     );
 }
+
+/// A kept address of a node not heard from since the start is not stepped: its failing streak
+/// must not ask for a pass at once, again and again (the driver would spin).
+#[test]
+fn a_kept_failing_address_does_not_wake_the_core_at_once() {
+    let mut lab = Lab::new();
+    let (p, c, g, n) = lab.one_node();
+    set(&mut lab, n, &[]);
+    lab.node(c, g, "edge-2", &[("203.0.113.20", vantage_core::address::Level::Primary)]);
+    let hb = vantage_core::wire::Heartbeat {
+        version: "test".into(),
+        hostname: "edge-1".into(),
+        metrics: None,
+        addresses: vec![ip("203.0.113.30")],
+        capabilities: Vec::new(),
+        links: Vec::new(),
+    };
+    lab.control.handle_heartbeat(n, hb, ip("203.0.113.30"), lab.now);
+    for _ in 0..2 {
+        lab.round(p, &[]);
+        lab.advance(5);
+    }
+    // It starts failing; the process stops mid-streak.
+    lab.round(p, &["203.0.113.30"]);
+    lab.advance(2);
+    let state = lab
+        .take()
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::SaveState { cluster, json } => Some((cluster, serde_json::from_str(&json).unwrap())),
+            _ => None,
+        })
+        .last()
+        .expect("the state was saved");
+    let config = (*lab.control.config()).clone();
+    let mut again =
+        Lab::with_start(vantage_control::Start { config, states: vec![state], ..Default::default() });
+    again.now = lab.now.plus_secs(60);
+    again.tick();
+    let next = again.control.poll_timeout().expect("a next pass");
+    assert!(next > again.now, "the next pass is due later, not at once: {next} at {}", again.now);
+}

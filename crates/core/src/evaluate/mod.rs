@@ -595,8 +595,15 @@ fn reachability(
     (facts, statuses)
 }
 
+/// The next time a pass must run. Only the addresses in the view count: one kept for a node
+/// not heard from since a start is not stepped, so its streak's deadline would stay in the
+/// past and ask for a pass at once, again and again.
 fn deadline(view: &ClusterView<'_>, state: &ClusterState) -> Option<Timestamp> {
-    let a = state.addresses.values().filter_map(|h| h.deadline(view.settings));
+    let a = view
+        .nodes
+        .iter()
+        .flat_map(|n| n.addresses.iter().map(move |a| (n.id, a.address.ip)))
+        .filter_map(|k| state.addresses.get(&k)?.deadline(view.settings));
     let rules: FastMap<RuleId, &Rule> = view.rules.iter().map(|(id, r)| (*id, r)).collect();
     let r = state.rules.iter().filter_map(|((id, _), s)| rules.get(id).and_then(|rule| s.deadline(rule)));
     a.chain(r).min()
