@@ -86,8 +86,11 @@ async fn read(src: &Source, after: &mut Option<u64>, each: &mut impl FnMut(Strea
         let body =
             tokio::time::timeout(HEAD, resp.text()).await.ok().and_then(Result::ok).unwrap_or_default();
         let e = anyhow!("{status}: {body}");
+        // A refusal asking again cannot change (a revoked token, a bad filter) ends the
+        // following; a timeout, a rate limit or a server error is tried again.
         return Err(match status.as_u16() {
-            401 | 403 => Ended::Refused(e),
+            408 | 429 => Ended::Dropped(e),
+            400..=499 => Ended::Refused(e),
             _ => Ended::Dropped(e),
         });
     }

@@ -133,7 +133,7 @@ impl App {
             doors: ArcSwap::new(control.doors()),
             steering: ArcSwap::new(control.steering()),
             mirrors_lock: tokio::sync::Mutex::new(()),
-            events: crate::events::EventHub::new(control.last_event_id()),
+            events: crate::events::EventHub::new(control.event_base()),
             control: Mutex::new(control),
             wake: tokio::sync::Notify::new(),
             rechecks: tokio::sync::watch::Sender::new(0),

@@ -123,6 +123,8 @@ impl Writer {
             }
             retry = RETRY_FIRST;
         }
+        // The last writes get the whole of their time, not the pause the outage had grown to.
+        retry = RETRY_FIRST;
         let last = async {
             while !self.flush(&store).await {
                 tokio::time::sleep(retry).await;

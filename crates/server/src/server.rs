@@ -65,8 +65,14 @@ pub struct Server {
     agent_addr: SocketAddr,
     ca_fingerprint: String,
     admin_token_file: Option<PathBuf>,
+    /// Stops the listeners (API, agent channel) and the registry watch: everything that feeds
+    /// the control core.
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// Stops the driver once those have ended, so that what their last requests decided is
+    /// still carried out and saved; the saves task ends after the driver.
+    stop_driver: watch::Sender<bool>,
+    after: Vec<JoinHandle<()>>,
     delivery: JoinHandle<()>,
     dns: Option<vantage_dns::DnsServer>,
     dns_addr: SocketAddr,
@@ -179,7 +185,8 @@ impl Server {
         // The writer of the driver's saves ends once the driver has ended (and dropped its
         // end), after writing what the driver handed over last.
         let (saves, writer) = crate::saves::queue();
-        let driver = tokio::spawn(crate::driver::run(app.clone(), notices, saves, stopped.clone()));
+        let (stop_driver, driver_stopped) = watch::channel(false);
+        let driver = tokio::spawn(crate::driver::run(app.clone(), notices, saves, driver_stopped));
         let saves = tokio::spawn(writer.run(app.store().clone()));
         let watcher = tokio::spawn(crate::mirrors::watch(app.clone(), stopped.clone()));
         let dns_metrics = Arc::new(vantage_dns::DnsMetrics::new());
@@ -215,7 +222,9 @@ impl Server {
             ca_fingerprint: app.ca().fingerprint.clone(),
             admin_token_file,
             stop,
-            tasks: vec![api, channel, driver, watcher, saves],
+            tasks: vec![api, channel, watcher],
+            stop_driver,
+            after: vec![driver, saves],
             delivery,
             dns: Some(dns),
             dns_addr,
@@ -247,10 +256,15 @@ impl Server {
         self.admin_token_file.as_deref()
     }
 
-    /// Stops accepting, lets requests in flight finish, and waits for every task.
+    /// Stops accepting, lets requests in flight finish, then stops the driver and waits for
+    /// every task.
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
         for t in self.tasks {
+            let _ = t.await;
+        }
+        let _ = self.stop_driver.send(true);
+        for t in self.after {
             let _ = t.await;
         }
         // Webhook deliveries in flight are abandoned at shutdown.

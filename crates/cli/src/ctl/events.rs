@@ -41,7 +41,8 @@ pub(super) async fn events(
     list.push(("limit", limit.to_string()));
     // The newest stored event of all, read before the list: following after it misses
     // nothing the list could not show, even when the list is empty.
-    let newest: Items<FleetEvent> = c.get("/v1/events?limit=1").await?;
+    let newest: Option<Items<FleetEvent>> =
+        if a.follow { Some(c.get("/v1/events?limit=1").await?) } else { None };
     let stored: Items<FleetEvent> = c.get(&format!("/v1/events{}", query(&list))).await?;
     let today = date(Timestamp::from_system(SystemTime::now()));
     for e in &stored.items {
@@ -52,7 +53,8 @@ pub(super) async fn events(
     }
     // The stream resumes after the last event printed; with none printed, after the newest
     // stored before the list was read (or from the first: none was).
-    let after = stored.items.last().or(newest.items.last()).map_or(0, |e| e.id);
+    let newest = newest.and_then(|n| n.items.last().map(|e| e.id));
+    let after = stored.items.last().map(|e| e.id).or(newest).unwrap_or(0);
     let src = c.source(query(&filters).trim_start_matches('?').to_owned());
     let refused = crate::follow::follow(
         &src,

@@ -51,7 +51,7 @@ pub(super) fn routes(api: &mut Api) {
             "events",
             "Follow events as server-sent events (text/event-stream): every one after Last-Event-ID, after= or since= (oldest first, however many), then each as it happens; same filters as /v1/events. An event `gap` (data: EventGap) says events may be missing; the stream ends when its admin token is deleted",
         )
-        .streams::<FleetEvent>()
+        .streams::<FleetEvent, EventGap>()
         .unavailable_when("too many streams are open"),
         get(stream),
     );
@@ -212,7 +212,9 @@ impl Cursor {
         let recent = self.app.events().recent(self.last);
         if self.last > recent.newest {
             let resume = recent.held_from.saturating_sub(1).min(recent.newest);
+            let last = self.last;
             self.gap(
+                last,
                 resume,
                 format!(
                     "event {} is newer than any this server made (newest {}): another database, or a clock set back; the stream goes on with the recent events",
@@ -229,13 +231,16 @@ impl Cursor {
         }
         let app = self.app.clone();
         let store = app.store();
-        if std::mem::take(&mut self.check_resume) && self.last > 0 {
+        // An id of this process is either stored or held, or the gap below says so; and an
+        // id a gap told a client to resume from was never an event's: only an older client
+        // id is looked up.
+        if std::mem::take(&mut self.check_resume) && self.last > 0 && self.last < recent.base {
             let probe = EventFilter { after: Some(id_of(self.last - 1)), limit: 1, ..EventFilter::default() };
             match store.events_after(&probe).await {
                 Ok(rows) if rows.first().is_some_and(|r| r.id == id_of(self.last)) => {}
                 Ok(_) => {
                     let last = self.last;
-                    self.gap(last, format!("event {last} is no longer stored (past the retention) or never was: events after it may be missing"));
+                    self.gap(last, last, format!("event {last} is no longer stored (past the retention) or never was: events after it may be missing"));
                 }
                 Err(e) => tracing::warn!(error = %e, "event stream: cannot read stored events"),
             }
@@ -255,7 +260,11 @@ impl Cursor {
                 tracing::warn!(error = %e, "event stream: cannot read stored events");
                 let resume = recent.held_from.saturating_sub(1);
                 let last = self.last;
-                self.gap(resume, format!("storage cannot be read ({e}): events after {last} may be missing"));
+                self.gap(
+                    last,
+                    resume,
+                    format!("storage cannot be read ({e}): events after {last} may be missing"),
+                );
                 self.paged = resume;
                 self.take_recent(self.app.events().recent(resume).events);
                 return;
@@ -275,6 +284,7 @@ impl Cursor {
         if !recent.covers(covered) {
             let resume = recent.held_from.saturating_sub(1);
             self.gap(
+                covered,
                 resume,
                 format!("events {} to {resume} are neither stored yet nor still held", covered + 1),
             );
@@ -289,9 +299,11 @@ impl Cursor {
         self.catching_up = false;
     }
 
-    fn gap(&mut self, resume: u64, reason: String) {
-        tracing::info!(after = self.last, resume, %reason, "event stream: gap");
-        self.pending.push_back(Item::Gap(EventGap { after: self.last, resume, reason }));
+    /// Queues a gap: events after `after` (the last one queued before it) up to `resume` may
+    /// be missing.
+    fn gap(&mut self, after: u64, resume: u64, reason: String) {
+        tracing::info!(after, resume, %reason, "event stream: gap");
+        self.pending.push_back(Item::Gap(EventGap { after, resume, reason }));
     }
 
     async fn next(mut self) -> Option<(Result<Event, Infallible>, Cursor)> {
@@ -327,7 +339,7 @@ impl Cursor {
                     Err(RecvError::Closed) => return None,
                 },
                 changed = self.config.changed() => {
-                    // A revoked token (or a server stopping) ends the stream.
+                    // A revoked token ends the stream.
                     if changed.is_err() || !self.app.config().admin_tokens.contains_key(&self.token.0) {
                         tracing::info!(token = self.token.0, "event stream: its admin token is gone; closing it");
                         return None;
@@ -365,6 +377,9 @@ async fn stream(
     // Without a place to resume from, the stream is live only. The catching up is done by
     // the stream itself: the answer's head goes out at once.
     let last = filter.after.unwrap_or(0);
+    // A token deleted between its check and this subscription is caught at the first look.
+    let mut config = app.config_changes();
+    config.mark_changed();
     let cursor = Cursor {
         catching_up: filter.after.is_some() || filter.since.is_some(),
         check_resume: filter.after.is_some(),
@@ -374,7 +389,7 @@ async fn stream(
         paged: last,
         rx,
         token,
-        config: app.config_changes(),
+        config,
         app,
         _permit: permit,
     };
@@ -416,7 +431,7 @@ mod tests {
         let metrics = Arc::new(crate::metrics::Metrics::new());
         let app = Arc::new(App::new(Parts { start: Start::default(), store, metrics, settings, ca }));
         let token = crate::api::create_admin_token(&app, &Actor::system(), "ops", false).await.unwrap();
-        let base = app.control().last_event_id();
+        let base = app.control().event_base();
         Lab { _dir: dir, router: crate::api::router(app.clone()), app, token, base }
     }
 

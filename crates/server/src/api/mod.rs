@@ -28,7 +28,9 @@ use axum::routing::{MethodRouter, get};
 use utoipa::ToSchema;
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::request_body::RequestBodyBuilder;
-use utoipa::openapi::schema::{ArrayBuilder, KnownFormat, Object, ObjectBuilder, Schema, SchemaFormat, Type};
+use utoipa::openapi::schema::{
+    ArrayBuilder, KnownFormat, Object, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, Type,
+};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{
     ComponentsBuilder, ContentBuilder, InfoBuilder, OpenApi, OpenApiBuilder, Paths, Ref, RefOr, Required,
@@ -67,11 +69,11 @@ type Schemas = Vec<(String, RefOr<Schema>)>;
 type Component = fn(&mut Schemas) -> RefOr<Schema>;
 
 /// A body's schema: a named component, a list of one, a stream of server-sent events each
-/// carrying one (as its `data`), or nothing.
+/// carrying one of two (as its `data`), or nothing.
 enum Body {
     Named(Component),
     List(Component),
-    Events(Component),
+    Events(Component, Component),
     Empty,
 }
 
@@ -92,7 +94,7 @@ impl Body {
                     .required("items")
                     .into(),
             ),
-            Body::Events(f) => Some(f(schemas)),
+            Body::Events(f, g) => Some(OneOfBuilder::new().item(f(schemas)).item(g(schemas)).into()),
             Body::Empty => None,
         }
     }
@@ -100,7 +102,7 @@ impl Body {
     /// Its media type.
     fn media_type(&self) -> &'static str {
         match self {
-            Body::Events(_) => "text/event-stream",
+            Body::Events(..) => "text/event-stream",
             _ => "application/json",
         }
     }
@@ -144,9 +146,10 @@ impl Op {
     pub(super) fn lists<T: ToSchema>(self) -> Op {
         Op { answers: vec![("200", "Success", Body::List(component::<T>))], ..self }
     }
-    /// It answers 200 with server-sent events, each event's data a `T`.
-    pub(super) fn streams<T: ToSchema>(self) -> Op {
-        Op { answers: vec![("200", "Success", Body::Events(component::<T>))], ..self }
+    /// It answers 200 with server-sent events, each event's data a `T` or (a notice among
+    /// them) a `U`.
+    pub(super) fn streams<T: ToSchema, U: ToSchema>(self) -> Op {
+        Op { answers: vec![("200", "Success", Body::Events(component::<T>, component::<U>))], ..self }
     }
     /// It answers 201 with the `T` it created.
     pub(super) fn creates<T: ToSchema>(self) -> Op {
