@@ -484,6 +484,18 @@ impl Config {
 
     /// The region code an enabled prober probes endpoints from. Node agents probe their
     /// cluster only, so they have none here.
+    /// The region `caller` probes from: a prober's own, a node's group's (none when the group
+    /// has no region: such a node does not probe). Enabled or not.
+    pub fn region_of(&self, caller: crate::identity::Caller) -> Option<RegionId> {
+        match caller {
+            crate::identity::Caller::Prober(p) => Some(self.probers.get(&p.0)?.value.region),
+            crate::identity::Caller::Node(n) => {
+                let group = self.nodes.get(&n.0)?.value.node.group;
+                self.groups.get(&group.0)?.value.group.region
+            }
+        }
+    }
+
     pub fn prober_region(&self, caller: crate::identity::Caller) -> Option<&str> {
         match caller {
             crate::identity::Caller::Prober(p) => {

@@ -17,7 +17,7 @@ use vantage_core::evaluate::{
 };
 use vantage_core::ids::{ClusterId, NodeId, RegionId, RuleId};
 use vantage_core::reachability::{
-    Observation, Observations as Seen, ProberView, Verdict, sees_failing, verdicts_by_region,
+    AddressHealth, Observation, Observations as Seen, ProberView, Verdict, sees_failing, verdicts_by_region,
 };
 use vantage_core::rules::Rule;
 use vantage_core::wire;
@@ -109,7 +109,8 @@ pub struct Start {
     pub mirror_states: Option<String>,
     /// The saved state of the monitors (JSON).
     pub monitor_states: Option<String>,
-    /// The newest stored event's id: numbering continues after it.
+    /// The newest stored event's id: numbering continues after it, or after the start's own
+    /// base if that is greater ([`events::PER_MS`](crate::events::PER_MS)).
     pub last_event: u64,
 }
 
@@ -140,6 +141,8 @@ impl Revision {
 /// An audit entry the control core makes (actor `system`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditEntry {
+    /// When it was decided (written with this time, however late storage takes it).
+    pub at: Timestamp,
     /// Action (`scheduling.activate`).
     pub action: String,
     /// Object (`node:7`).
@@ -227,6 +230,9 @@ struct Slot {
 #[derive(Debug)]
 pub struct Control {
     config: Arc<Config>,
+    /// The prober table of `config` (`Parts::prober_table`), kept for the reads that tally an
+    /// address by region, which would otherwise build it once per address.
+    table: (Vec<ProberView>, FastMap<Caller, u32>),
     policy: AddressPolicy,
     timing: Timing,
     started: Timestamp,
@@ -285,6 +291,7 @@ impl Control {
             );
         }
         let mut c = Control {
+            table: Parts::prober_table(&config),
             config,
             policy: start.policy,
             timing: start.timing,
@@ -295,7 +302,7 @@ impl Control {
             alerts: start.alerts.unwrap_or_default(),
             alerts_dirty: false,
             passes: 0,
-            events: EventLog::after(start.last_event),
+            events: EventLog::starting(start.last_event, now),
             mirrors: Mirrors::new(start.mirror_states.as_deref()),
             monitors: Monitors::restore(start.monitor_states.as_deref()),
             steering: Arc::default(),
@@ -367,18 +374,31 @@ impl Control {
         self.snapshots.get(&cluster)?.nodes.get(&node)
     }
 
-    /// A new address of `cluster` saved now waits for the probers: some reported on the
-    /// cluster in its last pass, or some are online to probe it. Otherwise it serves unverified.
-    pub fn checks_new_addresses(&self, cluster: ClusterId, now: Timestamp) -> bool {
-        self.snapshots.get(&cluster).is_some_and(|s| s.checked()) || self.expected_probers(now) > 0
+    /// Of `ips`, the addresses of `node` that serve before any prober has seen them answer:
+    /// not verified yet, and no prober online to probe them (the same rule a pass applies,
+    /// [`vantage_core::reachability::AddressHealth::unchecked`], for an address without
+    /// results).
+    pub fn unchecked_addresses(&self, node: NodeId, ips: &[IpAddr], now: Timestamp) -> Vec<IpAddr> {
+        let Some(cluster) = self.config.nodes.get(&node.0).map(|n| n.value.cluster) else {
+            return Vec::new();
+        };
+        let expected = self.online_spread(now).per_address_of(Caller::Node(node));
+        let verified = |ip: &IpAddr| {
+            self.slots
+                .get(&cluster)
+                .and_then(|s| s.state.addresses.get(&(node, *ip)))
+                .is_some_and(|h| h.verified)
+        };
+        // A new address has no results yet: nothing counts for it.
+        let unchecked =
+            AddressHealth::unchecked(&Verdict::default(), u32::try_from(expected).unwrap_or(u32::MAX));
+        ips.iter().filter(|ip| unchecked && !verified(ip)).copied().collect()
     }
 
-    /// How many probers probe each address now (every counting prober online, within the
-    /// probe budget): a new address waits for a strict majority of them.
-    fn expected_probers(&self, now: Timestamp) -> u32 {
-        let spread =
-            Spread::of(&self.config, |p| self.prober_status(p, now) == crate::observe::ProberStatus::Online);
-        u32::try_from(spread.per_target()).unwrap_or(u32::MAX)
+    /// The places of the probers online now: a new address waits for a strict majority of
+    /// those that probe it.
+    fn online_spread(&self, now: Timestamp) -> Spread {
+        Spread::of(&self.config, |p| self.prober_status(p, now) == crate::observe::ProberStatus::Online)
     }
 
     /// Since when a node has been at its level (unknown before its first change after a start).
@@ -395,9 +415,9 @@ impl Control {
         let Some(cluster) = c.nodes.get(&node.0).and_then(|n| c.clusters.get(&n.value.cluster.0)) else {
             return Vec::new();
         };
-        let (probers, index) = Parts::prober_table(c);
-        let seen = Parts::seen(&self.obs, &index, &cluster.value.listeners, node, ip);
-        verdicts_by_region(&seen, &probers, &c.settings, now)
+        let (probers, index) = &self.table;
+        let seen = Parts::seen(&self.obs, index, &cluster.value.listeners, node, ip);
+        verdicts_by_region(&seen, probers, &c.settings, now)
     }
 
     /// A node's scheduling addresses in use now (configured, else reported).
@@ -445,7 +465,7 @@ impl Control {
         let spec = &c.clusters.get(&cluster.0)?.value;
         let empty = ClusterState::default();
         let state = self.slots.get(&cluster).map_or(&empty, |s| &s.state);
-        let parts = Parts::gather(c, &self.obs, self.policy, cluster, (state, self.expected_probers(now)));
+        let parts = Parts::gather(c, &self.obs, self.policy, cluster, (state, &self.online_spread(now)));
         Some(preview(&parts.view(c, spec, None), state, now))
     }
 
@@ -462,7 +482,7 @@ impl Control {
         for id in deletes {
             next.remove(id);
         }
-        self.config = Arc::new(next);
+        self.swap_config(next);
         for caller in effects.forget {
             self.obs.forget(caller);
             self.obs.probers.remove(&caller);
@@ -482,6 +502,11 @@ impl Control {
         for (cluster, reason) in effects.clusters {
             self.trigger(cluster, reason, now, true);
         }
+    }
+
+    fn swap_config(&mut self, next: Config) {
+        self.table = Parts::prober_table(&next);
+        self.config = Arc::new(next);
     }
 
     /// A prober or probing node was enrolled (the change itself came through
@@ -693,7 +718,7 @@ impl Control {
         }
         let mut next = Config::clone(&self.config);
         next.mirrors = Arc::new(registry);
-        self.config = Arc::new(next);
+        self.swap_config(next);
         let verdicts = self.mirrors.follow(&self.config, now);
         self.verdicts(verdicts, now);
         self.flush_doors();
@@ -721,6 +746,7 @@ impl Control {
                 self.resolve(&key, now);
             }
             self.outputs.push_back(Output::Audit(vec![AuditEntry {
+                at: now,
                 action: "mirror.freshness".into(),
                 object: format!("mirror:{host}"),
                 metadata: json!({"stale": stale, "lag_s": lag}),
@@ -883,6 +909,12 @@ impl Control {
         self.flush_alerts();
     }
 
+    /// The newest event id numbered so far (before the first event: the id numbering
+    /// continues after). An id a client resumes after that is greater is stale.
+    pub fn last_event_id(&self) -> u64 {
+        self.events.last_id()
+    }
+
     /// Cluster passes run so far: a driver that times [`handle_timeout`](Self::handle_timeout)
     /// compares it before and after to time only the calls that evaluated.
     pub fn passes(&self) -> u64 {
@@ -985,9 +1017,9 @@ impl Control {
         let interval = self.timing.evaluation_interval_s.max(1);
         let Some(cluster) = c.clusters.get(&id.0).map(|s| &s.value) else { return };
         let Some(zone) = Zone::of(&c, id) else { return };
-        let expected = self.expected_probers(now);
+        let spread = self.online_spread(now);
         let Some(state) = self.slots.get(&id).map(|s| &s.state) else { return };
-        let parts = Parts::gather(&c, &self.obs, self.policy, id, (state, expected));
+        let parts = Parts::gather(&c, &self.obs, self.policy, id, (state, &spread));
         let Some(slot) = self.slots.get_mut(&id) else { return };
         let reason = slot.reason.take();
         if let Some(t) = slot.waiting_since.take() {
@@ -1004,7 +1036,7 @@ impl Control {
         let before = self.snapshots.get(&id).cloned().unwrap_or_default();
         let mut published = before.published.clone();
         let revisions_at = self.outputs.len();
-        pass_events(&mut self.events, &c, &self.obs, id, &zone, &before.nodes, &out.nodes, now);
+        pass_events(&mut self.events, &c, &self.obs, id, &zone, &before, &out.nodes, now);
         for draft in &out.revisions {
             slot.revision += 1;
             let lines =
@@ -1101,6 +1133,7 @@ impl Control {
                 self.resolve(&key, now);
             }
             audit.push(AuditEntry {
+                at: now,
                 action: "mirror.verdict".into(),
                 object: format!("mirror:{}", ch.host),
                 metadata: json!({"from": ch.from, "to": ch.to, "manual": ch.manual, "failing_regions": failing}),
@@ -1151,6 +1184,7 @@ impl Control {
                 }
             }
             audit.push(AuditEntry {
+                at: now,
                 action: "monitor.verdict".into(),
                 object: format!("monitor:{}", ch.monitor),
                 metadata: json!({"from": ch.from, "to": ch.to.global, "down_weight_pct": ch.to.down_weight_pct,
@@ -1313,6 +1347,7 @@ impl Control {
                     self.resolve(&key(ev.rule, ev.node), now);
                 }
                 Some(AuditEntry {
+                    at: now,
                     action: if activated { "scheduling.activate" } else { "scheduling.recover" }.into(),
                     object: format!("node:{}", ev.node),
                     metadata: details,
@@ -1515,11 +1550,10 @@ impl Parts {
                 ProberView { region: p.value.region, active: p.value.enabled },
             );
         }
-        for (nid, n) in &c.nodes {
-            let Some(region) = c.groups.get(&n.value.node.group.0).and_then(|g| g.value.group.region) else {
-                continue;
-            };
-            add(Caller::Node(NodeId(*nid)), ProberView { region, active: c.node_probes(NodeId(*nid)) });
+        for nid in c.nodes.keys() {
+            let node = Caller::Node(NodeId(*nid));
+            let Some(region) = c.region_of(node) else { continue };
+            add(node, ProberView { region, active: c.node_probes(NodeId(*nid)) });
         }
         (probers, index)
     }
@@ -1553,14 +1587,14 @@ impl Parts {
     }
 
     /// What a pass of cluster `id` reads; `state` says which addresses still wait to be
-    /// verified, which `expected` probers (every counting prober online, within the probe
-    /// budget) are to see answering.
+    /// verified, which the probers that probe them (every counting prober online, within the
+    /// probe budget, but the node itself: `spread`) are to see answering.
     fn gather(
         c: &Config,
         obs: &Observations,
         policy: AddressPolicy,
         id: ClusterId,
-        (state, expected): (&ClusterState, u32),
+        (state, spread): (&ClusterState, &Spread),
     ) -> Parts {
         let (probers, index) = Parts::prober_table(c);
         let lines = c
@@ -1579,6 +1613,7 @@ impl Parts {
             .nodes_of(id)
             .map(|(nid, n)| {
                 let agent = obs.nodes.get(&nid);
+                let expected = u32::try_from(spread.per_address_of(Caller::Node(nid))).unwrap_or(u32::MAX);
                 let addresses =
                     addresses_in_use(&n.value.addresses, agent.map(|a| a.addresses.as_slice()), policy)
                         .as_slice()

@@ -17,7 +17,7 @@ use vantage_core::reachability::{Condition, sees_failing};
 use crate::config::Config;
 use crate::identity::Caller;
 use crate::observe::Observations;
-use crate::snapshot::Zone;
+use crate::snapshot::{ClusterSnapshot, Zone};
 use crate::target::TargetKey;
 
 /// What happened.
@@ -138,6 +138,10 @@ pub struct FleetEvent {
     pub details: Value,
 }
 
+/// Ids a start reserves per millisecond since the epoch (ids stay below 2^53, exact in
+/// JavaScript, until the year 2248).
+pub const PER_MS: u64 = 1024;
+
 /// Numbers events and keeps them until the driver takes them.
 #[derive(Debug, Default)]
 pub(crate) struct EventLog {
@@ -146,9 +150,20 @@ pub(crate) struct EventLog {
 }
 
 impl EventLog {
-    /// Continues after `last_id` (the newest stored event).
-    pub(crate) fn after(last_id: u64) -> EventLog {
-        EventLog { last_id, pending: Vec::new() }
+    /// Numbers after both `last_stored` (the newest stored event) and [`PER_MS`] ids per
+    /// millisecond since the epoch at `now`, the start: ids then never repeat across restarts,
+    /// even when the previous process's last events were never stored or retention deleted
+    /// every stored one — it would have to have made more than [`PER_MS`] events a
+    /// millisecond on average since its own start (and the clock not be set back) for its ids
+    /// to reach this start's.
+    pub(crate) fn starting(last_stored: u64, now: Timestamp) -> EventLog {
+        let base = u64::try_from(now.millis()).unwrap_or(0).saturating_mul(PER_MS);
+        EventLog { last_id: last_stored.max(base), pending: Vec::new() }
+    }
+
+    /// The newest id numbered (before any: the one numbering continues after).
+    pub(crate) fn last_id(&self) -> u64 {
+        self.last_id
     }
 
     pub(crate) fn push(
@@ -198,9 +213,10 @@ fn secs_until(at: Option<Timestamp>, now: Timestamp) -> Option<i64> {
     at.map(|t| (t.millis_since(now) + 999).div_euclid(1000).max(0))
 }
 
-/// The events of one pass of cluster `id`: each address whose condition changed and each node
-/// whose level changed since the previous pass (`before`; a node or address not in it — the
-/// first pass after a start — has no event).
+/// The events of one pass of cluster `id`: each address whose condition changed (and each
+/// unverified one that starts or stops failing) and each node whose level changed since the
+/// previous pass (`before`). The first pass after a start (`before` never evaluated) has
+/// nothing to compare with; after it, a node or address new to `before` is new to the fleet.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pass_events(
     log: &mut EventLog,
@@ -208,7 +224,7 @@ pub(crate) fn pass_events(
     obs: &Observations,
     id: ClusterId,
     zone: &Zone,
-    before: &std::collections::BTreeMap<NodeId, NodeStatus>,
+    before: &ClusterSnapshot,
     after: &[NodeStatus],
     now: Timestamp,
 ) {
@@ -217,18 +233,21 @@ pub(crate) fn pass_events(
         .get(&id.0)
         .map(|cl| cl.value.listeners.iter().map(|l| l.port).collect())
         .unwrap_or_default();
-    // The first pass after a start has nothing to compare with.
-    if before.is_empty() {
+    if before.evaluated_at.is_none() {
         return;
     }
     for n in after {
-        let old = before.get(&n.node);
+        let old = before.nodes.get(&n.node);
         let node = c.node_name(n.node);
         let scope = (Some(id), Some(n.node));
         for a in &n.addresses {
             let was = old.and_then(|o| o.addresses.iter().find(|x| x.ip == a.ip));
             let (from, to) = (was.map(|w| w.condition.condition), a.condition.condition);
-            if from == Some(to) {
+            // An unverified address is out of DNS whatever it does, but an operator still wants
+            // to hear that the probers see it failing (a typo, a closed port).
+            let fails_unverified = to == Condition::Unverified && a.verdict.is_failing();
+            let failed_unverified = was.is_some_and(|w| w.verdict.is_failing());
+            if from == Some(to) && (to != Condition::Unverified || fails_unverified == failed_unverified) {
                 continue;
             }
             let failing = failing_probers(c, obs, n.node, a.ip, &ports);
@@ -246,6 +265,12 @@ pub(crate) fn pass_events(
                     format!(
                         "{ip} of {node} is new and serves unverified: no prober checks {} yet",
                         zone.name
+                    ),
+                ),
+                (_, Condition::Unverified) if fails_unverified => (
+                    EventKind::AddressUnverified,
+                    format!(
+                        "{ip} of {node} is new and failing: {seen}; out of DNS until a strict majority of the probers sees it answer"
                     ),
                 ),
                 (_, Condition::Unverified) => (

@@ -89,13 +89,7 @@ impl ProbePlace {
     pub fn of(c: &Config, caller: Caller, key: TargetKey) -> Option<ProbePlace> {
         let node = c.nodes.get(&key.node.0)?;
         let cluster = c.clusters.get(&node.value.cluster.0)?.value.name.clone();
-        let region = match caller {
-            Caller::Prober(p) => c.probers.get(&p.0)?.value.region,
-            Caller::Node(n) => {
-                let group = c.nodes.get(&n.0)?.value.node.group;
-                c.groups.get(&group.0)?.value.group.region?
-            }
-        };
+        let region = c.region_of(caller)?;
         Some(ProbePlace { cluster, region: c.region_code(region)?.to_owned() })
     }
 }

@@ -114,13 +114,5 @@ pub struct ClusterSnapshot {
     pub level_since: BTreeMap<NodeId, Timestamp>,
 }
 
-impl ClusterSnapshot {
-    /// Some prober counted for some address in the last pass: a new address then waits for
-    /// a strict majority of them to see it answer. Without any, it serves unverified.
-    pub fn checked(&self) -> bool {
-        self.nodes.values().flat_map(|n| &n.addresses).any(|a| a.verdict.counting > 0)
-    }
-}
-
 /// Every cluster's snapshot.
 pub type Snapshots = BTreeMap<ClusterId, Arc<ClusterSnapshot>>;

@@ -37,13 +37,13 @@ impl Spread {
                 by_region.entry(p.value.region).or_default().push(caller);
             }
         }
-        for (id, n) in &c.nodes {
-            let node = NodeId(*id);
-            if let Some(region) = c.groups.get(&n.value.node.group.0).and_then(|g| g.value.group.region)
-                && c.node_probes(node)
-                && online(Caller::Node(node))
+        for id in c.nodes.keys() {
+            let node = Caller::Node(NodeId(*id));
+            if let Some(region) = c.region_of(node)
+                && c.node_probes(NodeId(*id))
+                && online(node)
             {
-                by_region.entry(region).or_default().push(Caller::Node(node));
+                by_region.entry(region).or_default().push(node);
             }
         }
         let mut order = Vec::new();
@@ -63,6 +63,15 @@ impl Spread {
     /// How many probers probe each target: every counting prober online, within the budget.
     pub fn per_target(&self) -> usize {
         self.window.min(self.place.len())
+    }
+
+    /// How many probers probe an address of the node `own`: those of
+    /// [`per_target`](Self::per_target), less `own` itself when it would be one of them (a node
+    /// never probes its own addresses; over budget, the window is one place longer instead, so
+    /// the count stays the budget).
+    pub fn per_address_of(&self, own: Caller) -> usize {
+        let n = self.place.len();
+        if n <= self.window { n - usize::from(self.place.contains_key(&own)) } else { self.window }
     }
 
     /// Whether `caller` probes `ip:port` of the node `own` (which does not probe itself):

@@ -333,6 +333,13 @@ impl AddressHealth {
         self.verified |= trusted || answering * 2 > v.counting.max(expected);
     }
 
+    /// Nothing can verify an address: no prober's results count for it and none online is to
+    /// probe it (no prober at all, or only the node itself, which never probes its own
+    /// addresses). It then serves unverified rather than leave DNS empty.
+    pub fn unchecked(v: &Verdict, expected: u32) -> bool {
+        v.counting == 0 && expected == 0
+    }
+
     /// Feeds one evaluation at `now`: whether the address is failing, and since when the
     /// evidence says so (`evidence ≤ now`; a failing streak may start no earlier than the
     /// reports last showed it answering, or without that the previous evaluation, which saw it

@@ -86,6 +86,9 @@ pub(crate) struct App {
     wake: tokio::sync::Notify,
     /// Bumped whenever confirmations wait: every recheck request held open looks again.
     rechecks: tokio::sync::watch::Sender<u64>,
+    /// Bumped whenever the configuration is swapped: open event streams look again at the
+    /// admin token they were opened with.
+    config_changes: tokio::sync::watch::Sender<u64>,
     store: Store,
     results: ResultWriter,
     metrics: Arc<Metrics>,
@@ -105,8 +108,6 @@ pub(crate) struct App {
     mirrors_lock: tokio::sync::Mutex<()>,
     /// The open event streams.
     events: crate::events::EventHub,
-    /// Store writes the driver does not wait for.
-    saves: crate::saves::Saves,
 }
 
 /// What [`App::new`] is made of.
@@ -132,11 +133,11 @@ impl App {
             doors: ArcSwap::new(control.doors()),
             steering: ArcSwap::new(control.steering()),
             mirrors_lock: tokio::sync::Mutex::new(()),
-            events: crate::events::EventHub::default(),
-            saves: crate::saves::Saves::default(),
+            events: crate::events::EventHub::new(control.last_event_id()),
             control: Mutex::new(control),
             wake: tokio::sync::Notify::new(),
             rechecks: tokio::sync::watch::Sender::new(0),
+            config_changes: tokio::sync::watch::Sender::new(0),
             results: ResultWriter::spawn(p.store.clone()),
             store: p.store,
             metrics: p.metrics,
@@ -176,11 +177,6 @@ impl App {
         self.wake.notified().await;
     }
 
-    /// Events, states and audit entries to store, written by their own task.
-    pub(crate) fn saves(&self) -> &crate::saves::Saves {
-        &self.saves
-    }
-
     /// Where events go live.
     pub(crate) fn events(&self) -> &crate::events::EventHub {
         &self.events
@@ -191,6 +187,18 @@ impl App {
         self.config.load_full()
     }
 
+    /// A receiver that sees every later swap of the configuration.
+    pub(crate) fn config_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.config_changes.subscribe()
+    }
+
+    /// Swaps in `config` (under the control core's lock, so that an older copy can never
+    /// overwrite a newer one) and tells whoever watches.
+    fn swap_config(&self, config: Arc<Config>) {
+        self.config.store(config);
+        self.config_changes.send_modify(|g| *g = g.wrapping_add(1));
+    }
+
     /// Copies the control core's configuration and doors after an event that may have changed
     /// them outside [`App::change`] (a registry reload).
     pub(crate) fn sync_config(&self) {
@@ -198,7 +206,7 @@ impl App {
         let c = self.control();
         let config = c.config();
         self.metrics.set_objects(&config);
-        self.config.store(config);
+        self.swap_config(config);
         self.doors.store(c.doors());
     }
 
@@ -321,7 +329,7 @@ impl App {
             c.handle_change(change.puts, change.deletes, at);
             // Stored under the core's lock, like every copy of its configuration.
             let config = c.config();
-            self.config.store(config.clone());
+            self.swap_config(config.clone());
             self.doors.store(c.doors());
             self.steering.store(c.steering());
             config

@@ -18,18 +18,22 @@ use vantage_store::{EventRow, NewAudit, RevisionRow};
 
 use crate::alerts::Notice;
 use crate::app::App;
+use crate::saves::Saves;
 use crate::support::{now, stopped};
 
 /// At most this many unsaved revisions are kept per cluster; the oldest go first.
 const MAX_UNSAVED: usize = 1_000;
 
-/// Runs until `stop`.
+/// Runs until `stop`, then carries out what the core still has for it; `saves` goes with it
+/// (its writer then writes what is left and ends).
 pub(crate) async fn run(
     app: Arc<App>,
     notices: mpsc::UnboundedSender<Notice>,
+    saves: Saves,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut unsaved: BTreeMap<ClusterId, Vec<RevisionRow>> = BTreeMap::new();
+    let saves = &saves;
     loop {
         let (outputs, next) = {
             let mut c = app.control();
@@ -48,7 +52,7 @@ pub(crate) async fn run(
         };
         let busy = !outputs.is_empty();
         for o in outputs {
-            execute(&app, o, &notices, &mut unsaved).await;
+            execute(&app, o, &notices, saves, &mut unsaved).await;
         }
         if busy {
             for rows in unsaved.values_mut() {
@@ -60,8 +64,14 @@ pub(crate) async fn run(
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))) => {}
             _ = app.woken() => {}
-            _ = stopped(&mut stop) => return,
+            _ = stopped(&mut stop) => break,
         }
+    }
+    // What was decided since the last pass (a change's outputs, the last events and states)
+    // is carried out before `saves` is dropped.
+    let outputs: Vec<Output> = std::iter::from_fn(|| app.control().poll_output()).collect();
+    for o in outputs {
+        execute(&app, o, &notices, saves, &mut unsaved).await;
     }
 }
 
@@ -69,6 +79,7 @@ async fn execute(
     app: &Arc<App>,
     o: Output,
     notices: &mpsc::UnboundedSender<Notice>,
+    saves: &Saves,
     unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>,
 ) {
     let store = app.store();
@@ -87,25 +98,28 @@ async fn execute(
             // Delivery stops only at shutdown; an alert then has nowhere to go.
             let _ = notices.send(Notice(a));
         }
-        Output::SaveAlerts(json) => app.saves().state("alerts".into(), json),
-        Output::Audit(entries) => app.saves().audit(
+        Output::SaveAlerts(json) => saves.state("alerts".into(), json),
+        Output::Audit(entries) => saves.audit(
             entries
                 .into_iter()
-                .map(|e| NewAudit {
-                    actor: "system".into(),
-                    action: e.action,
-                    object: e.object,
-                    metadata: e.metadata,
+                .map(|e| {
+                    let entry = NewAudit {
+                        actor: "system".into(),
+                        action: e.action,
+                        object: e.object,
+                        metadata: e.metadata,
+                    };
+                    (e.at, entry)
                 })
                 .collect(),
         ),
-        Output::SaveMirrors(json) => app.saves().state("mirrors".into(), json),
-        Output::SaveMonitors(json) => app.saves().state("monitors".into(), json),
+        Output::SaveMirrors(json) => saves.state("mirrors".into(), json),
+        Output::SaveMonitors(json) => saves.state("monitors".into(), json),
         Output::Doors => app.sync_doors(),
         Output::Steering => app.sync_steering(),
         Output::Recheck => app.wake_rechecks(),
         Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
-        Output::SaveState { cluster, json } => app.saves().state(format!("cluster:{cluster}"), json),
+        Output::SaveState { cluster, json } => saves.state(format!("cluster:{cluster}"), json),
         Output::ForgetResults(caller) => {
             if let Err(e) = store.delete_latest_of(caller.id()).await {
                 tracing::warn!(prober = caller.id(), error = %e, "cannot delete the results of a prober");
@@ -117,7 +131,7 @@ async fn execute(
             Err(e) => tracing::warn!(error = %e, "cannot expire latest results"),
         },
         Output::Events(events) => {
-            app.saves().events(events.iter().map(event_row).collect());
+            saves.events(events.iter().map(event_row).collect());
             for e in events {
                 tracing::info!(kind = e.kind.as_str(), id = e.id, "{}", e.summary);
                 app.events().publish(e);

@@ -188,8 +188,11 @@ impl Server {
         let channel =
             tokio::spawn(crate::channel::serve(app.clone(), agent_listener, channel_limits, stopped.clone()));
         tracing::info!(addr = %agent_addr, ca_sha256 = %app.ca().fingerprint, "agent channel listening");
-        let driver = tokio::spawn(crate::driver::run(app.clone(), notices, stopped.clone()));
-        let saves = tokio::spawn(app.saves().clone().run(app.store().clone(), stopped.clone()));
+        // The writer of the driver's saves ends once the driver has ended (and dropped its
+        // end), after writing what the driver handed over last.
+        let (saves, writer) = crate::saves::queue();
+        let driver = tokio::spawn(crate::driver::run(app.clone(), notices, saves, stopped.clone()));
+        let saves = tokio::spawn(writer.run(app.store().clone()));
         let watcher = tokio::spawn(crate::mirrors::watch(app.clone(), stopped.clone()));
         let dns_metrics = Arc::new(vantage_dns::DnsMetrics::new());
         app.metrics().register_dns(&dns_metrics);

@@ -39,6 +39,20 @@ impl<T> From<Vec<T>> for Items<T> {
     }
 }
 
+/// The `gap` event of `GET /v1/events/stream` (its SSE `id` is `resume`): events between
+/// `after` and `resume` may be missing — past the retention, never stored, not stored yet
+/// nor still held, or `after` is newer than any event this server made (another database, a
+/// clock set back). The stream goes on after `resume`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EventGap {
+    /// The event the stream had reached.
+    pub after: u64,
+    /// The stream goes on with the events after this id.
+    pub resume: u64,
+    /// Why events may be missing.
+    pub reason: String,
+}
+
 /// An error: `{"error": {"status", "field", "reason"}}`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {

@@ -38,9 +38,17 @@ where
     q
 }
 
-/// Events matching `f`: the newest `limit`, newest first (the caller turns them around, as a
-/// timeline reads forward).
-pub(crate) fn events<DB: Database>(f: &EventFilter) -> QueryBuilder<DB>
+/// Which end of the matching events a query takes `limit` of.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Order {
+    /// The newest, newest first.
+    Newest,
+    /// The oldest, oldest first.
+    Oldest,
+}
+
+/// Events matching `f`: `limit` of them from the end `order` says, in that order.
+pub(crate) fn events<DB: Database>(f: &EventFilter, order: Order) -> QueryBuilder<DB>
 where
     DB::Arguments: Default,
     for<'a> String: Encode<'a, DB> + Type<DB>,
@@ -68,6 +76,10 @@ where
         }
         q.push(")");
     }
-    q.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(f.limit.min(10_000)));
+    q.push(match order {
+        Order::Newest => " ORDER BY id DESC LIMIT ",
+        Order::Oldest => " ORDER BY id ASC LIMIT ",
+    })
+    .push_bind(i64::from(f.limit.min(10_000)));
     q
 }

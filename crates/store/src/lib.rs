@@ -159,7 +159,8 @@ pub struct EventFilter {
     pub after: Option<i64>,
     /// Any of these kinds.
     pub kinds: Vec<String>,
-    /// The newest this many, oldest first (at most 10,000).
+    /// At most this many (10,000): the newest ([`Store::events`]) or the oldest
+    /// ([`Store::events_after`]), oldest first either way.
     pub limit: u32,
 }
 
@@ -534,6 +535,12 @@ impl Store {
     /// Events, oldest first.
     pub async fn events(&self, filter: &EventFilter) -> Result<Vec<EventRow>> {
         dispatch!(self, events(filter))
+    }
+
+    /// The oldest `filter.limit` events after `filter.after` (from the first without it),
+    /// oldest first: a reader pages forward with it and skips none, however many there are.
+    pub async fn events_after(&self, filter: &EventFilter) -> Result<Vec<EventRow>> {
+        dispatch!(self, events_after(filter))
     }
 
     /// The newest event's id (0: none).

@@ -12,6 +12,7 @@ use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 use vantage_core::Timestamp;
 use vantage_core::result::ErrorCode;
 
+use crate::filters::Order;
 use crate::rows::{self, Fields, bits_out};
 use crate::{
     AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, NewAudit, ObjectRow,
@@ -767,10 +768,16 @@ pub(crate) async fn insert_events(pool: &PgPool, events: &[EventRow]) -> Result<
 }
 
 pub(crate) async fn events(pool: &PgPool, f: &EventFilter) -> Result<Vec<EventRow>> {
-    let rows = filters::events::<sqlx::Postgres>(f).build().fetch_all(pool).await?;
+    let rows = filters::events::<sqlx::Postgres>(f, Order::Newest).build().fetch_all(pool).await?;
     let mut out = rows::all(&rows, rows::event)?;
+    // The newest `limit`, returned oldest first (a timeline reads forward).
     out.reverse();
     Ok(out)
+}
+
+pub(crate) async fn events_after(pool: &PgPool, f: &EventFilter) -> Result<Vec<EventRow>> {
+    let rows = filters::events::<sqlx::Postgres>(f, Order::Oldest).build().fetch_all(pool).await?;
+    rows::all(&rows, rows::event)
 }
 
 pub(crate) async fn last_event(pool: &PgPool) -> Result<i64> {

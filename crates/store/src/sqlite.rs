@@ -10,6 +10,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use vantage_core::Timestamp;
 use vantage_core::result::ErrorCode;
 
+use crate::filters::Order;
 use crate::rows::{self, Fields, bits_out};
 use crate::{
     AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, NewAudit, ObjectRow,
@@ -463,10 +464,16 @@ pub(crate) async fn insert_events(pool: &SqlitePool, events: &[EventRow]) -> Res
 }
 
 pub(crate) async fn events(pool: &SqlitePool, f: &EventFilter) -> Result<Vec<EventRow>> {
-    let rows = filters::events::<sqlx::Sqlite>(f).build().fetch_all(pool).await?;
+    let rows = filters::events::<sqlx::Sqlite>(f, Order::Newest).build().fetch_all(pool).await?;
     let mut out = rows::all(&rows, rows::event)?;
+    // The newest `limit`, returned oldest first (a timeline reads forward).
     out.reverse();
     Ok(out)
+}
+
+pub(crate) async fn events_after(pool: &SqlitePool, f: &EventFilter) -> Result<Vec<EventRow>> {
+    let rows = filters::events::<sqlx::Sqlite>(f, Order::Oldest).build().fetch_all(pool).await?;
+    rows::all(&rows, rows::event)
 }
 
 pub(crate) async fn last_event(pool: &SqlitePool) -> Result<i64> {

@@ -442,8 +442,8 @@ pub(super) enum MonitorAction {
     /// A monitor's probes, failures and segment age per region over time, and its verdict changes.
     History {
         id: Ref,
-        /// How far back: 1h (20 s buckets), 24h (5 min) or 14d (1 h).
-        #[arg(long, default_value = "1h", value_parser = ["1h", "24h", "14d"])]
+        /// How far back: 15m (5 s buckets), 1h (20 s), 24h (5 min) or 14d (1 h).
+        #[arg(long, default_value = "1h", value_parser = ["15m", "1h", "24h", "14d"])]
         range: String,
     },
 }

@@ -7,6 +7,8 @@ use vantage_control::events::FleetEvent;
 use vantage_core::Timestamp;
 use vantage_server::views::Items;
 
+use crate::follow::Streamed;
+
 use super::args::EventArgs;
 use super::client::Client;
 use super::query;
@@ -37,6 +39,9 @@ pub(super) async fn events(
     }
     let limit = a.limit.unwrap_or(if a.since.is_some() { 200 } else { RECENT });
     list.push(("limit", limit.to_string()));
+    // The newest stored event of all, read before the list: following after it misses
+    // nothing the list could not show, even when the list is empty.
+    let newest: Items<FleetEvent> = c.get("/v1/events?limit=1").await?;
     let stored: Items<FleetEvent> = c.get(&format!("/v1/events{}", query(&list))).await?;
     let today = date(Timestamp::from_system(SystemTime::now()));
     for e in &stored.items {
@@ -45,17 +50,23 @@ pub(super) async fn events(
     if !a.follow {
         return Ok(());
     }
-    // The stream resumes after the last event printed; with none printed it starts now.
-    let after = stored.items.last().map(|e| e.id);
+    // The stream resumes after the last event printed; with none printed, after the newest
+    // stored before the list was read (or from the first: none was).
+    let after = stored.items.last().or(newest.items.last()).map_or(0, |e| e.id);
     let src = c.source(query(&filters).trim_start_matches('?').to_owned());
-    crate::follow::follow(
+    let refused = crate::follow::follow(
         &src,
-        after,
-        |e| print_event(&e, json, &date(Timestamp::from_system(SystemTime::now()))),
+        Some(after),
+        |s| match s {
+            Streamed::Event(e) => print_event(&e, json, &date(Timestamp::from_system(SystemTime::now()))),
+            Streamed::Gap(g) => {
+                eprintln!("event stream: events after {} may be missing: {}", g.after, g.reason)
+            }
+        },
         |err| eprintln!("event stream: {err:#}; opening it again"),
     )
     .await;
-    Ok(())
+    Err(refused.context("the server refuses the event stream"))
 }
 
 /// `2026-12-01`.

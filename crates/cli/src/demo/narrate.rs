@@ -129,13 +129,18 @@ pub(crate) async fn run(api: Api, dns: SocketAddr, out: Arc<Out>, mut stop: watc
     let follow = crate::follow::follow(
         &src,
         after,
-        |e| story.tell(&e, &out),
+        |s| match s {
+            crate::follow::Streamed::Event(e) => story.tell(&e, &out),
+            crate::follow::Streamed::Gap(g) => {
+                tracing::debug!(reason = %g.reason, "demo narrator: events missing")
+            }
+        },
         |e| {
             tracing::debug!(error = %e, "demo narrator: event stream dropped");
         },
     );
     tokio::select! {
-        () = follow => {}
+        e = follow => tracing::warn!(error = %e, "demo narrator: the server refuses the event stream"),
         () = watch_dns(dns, &out) => {}
         _ = stop.wait_for(|s| *s) => {}
     }

@@ -111,6 +111,9 @@ async fn monitors_through_ctl() {
     let h = json(&out);
     assert_eq!((h["range"].as_str(), h["bucket_s"].as_i64()), (Some("1h"), Some(20)), "{out}");
     assert_eq!(h["regions"][0]["points"], json!([]));
+    let (code, out, err) = ctl(&s, &["monitors", "history", &live_id, "--range", "15m"]).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("range 15m, 5 s buckets\n"), "{out}");
 
     // The API's refusals name the field, and create nothing: a region the server does not
     // know (from a YAML file), a negative weight, a quorum larger than its window.

@@ -18,7 +18,9 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
 
     // `ctl events --follow` runs through the whole failover, as an operator's terminal would.
     let follow = s.ctl_running(&["events", "--follow", "--cluster", "video"]);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // It is following once it has printed the cluster's recent events (the fleet's start made
+    // some).
+    follow.line(Duration::from_secs(10), |l| !l.trim().is_empty()).await;
 
     // The primary's edge stops: connections are refused.
     edges[0].stop().await;
@@ -53,7 +55,7 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     .await;
     // The stream said so as the pass decided it, with who sees it.
     let failing = follow
-        .line(Duration::from_secs(2), |l| {
+        .line(Duration::from_secs(10), |l| {
             l.contains("address_failing") && l.contains("127.0.0.10 of edge-0 is failing: ")
         })
         .await;
@@ -102,18 +104,18 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     );
     // The stream follows with the verdict, the level and the revision with its records per line.
     follow
-        .line(Duration::from_secs(2), |l| {
+        .line(Duration::from_secs(10), |l| {
             l.contains("address_unreachable") && l.contains("127.0.0.10 of edge-0 is unreachable: 3 of 3")
         })
         .await;
     follow
-        .line(Duration::from_secs(2), |l| {
+        .line(Duration::from_secs(10), |l| {
             l.contains("level_changed")
                 && l.contains("edge-0 answers with its backup1 addresses (127.0.0.11), was primary")
         })
         .await;
     follow
-        .line(Duration::from_secs(2), |l| {
+        .line(Duration::from_secs(10), |l| {
             l.contains("revision")
                 && l.ends_with("default: 127.0.0.11 127.0.0.12 127.0.0.13 (+127.0.0.11 −127.0.0.10)")
         })
@@ -235,17 +237,19 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     println!("recovery: primary restarted → primary published in {:.1} s", recovery.as_secs_f64());
     assert!(recovery >= Duration::from_secs(5), "not before answering-before-reachable: {recovery:?}");
     follow
-        .line(Duration::from_secs(2), |l| {
+        .line(Duration::from_secs(10), |l| {
             l.contains("address_recovering") && l.contains("127.0.0.10 of edge-0 answers again: ")
         })
         .await;
     follow
-        .line(Duration::from_secs(2), |l| {
+        .line(Duration::from_secs(10), |l| {
             l.contains("address_reachable") && l.contains("127.0.0.10 of edge-0 is reachable again")
         })
         .await;
     follow
-        .line(Duration::from_secs(2), |l| l.contains("alert_resolved") && l.contains("alert resolved after "))
+        .line(Duration::from_secs(10), |l| {
+            l.contains("alert_resolved") && l.contains("alert resolved after ")
+        })
         .await;
     println!("failover: ctl events --follow printed in all\n{}", follow.text());
 

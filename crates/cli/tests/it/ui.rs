@@ -638,6 +638,11 @@ async fn fleet_scenario() {
         })
         .await;
     println!("ui: then the cluster page showed the backup's records after {:.1} s", took.as_secs_f64());
+    // The revision table reads the store, which the revision reaches a moment after DNS.
+    b.until(&cluster_page, "#revisions tbody tr.revision", Duration::from_secs(10), |t| {
+        t.contains("Node health changed") && t.contains("127.0.0.61")
+    })
+    .await;
     let first = b.text("#revisions tbody tr.revision").await;
     let number: i64 = first.split_whitespace().next().unwrap().parse().unwrap();
     assert!(number > before, "a new revision: {first}");

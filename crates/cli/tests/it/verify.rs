@@ -90,9 +90,7 @@ async fn without_a_prober_a_new_address_serves_and_the_save_says_so() {
     assert_eq!(status, 200, "{saved}");
     assert_eq!(
         saved["warnings"],
-        json!([
-            "no prober checks this node's cluster yet: 203.0.113.5 serves before any prober has seen it answer"
-        ]),
+        json!(["no prober checks this node yet: 203.0.113.5 serves before any prober has seen it answer"]),
         "{saved}"
     );
     s.wait_for(&format!("/v1/clusters/{cluster}/dns"), Duration::from_secs(5), |v| {

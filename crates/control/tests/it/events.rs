@@ -2,10 +2,10 @@
 //! is about, numbered after the last stored one.
 
 use vantage_control::Output;
-use vantage_control::events::{EventKind, FleetEvent};
-use vantage_control::{Start, Timing};
+use vantage_control::events::{EventKind, FleetEvent, PER_MS};
+use vantage_control::{Control, Start, Timing};
 
-use crate::lab::Lab;
+use crate::lab::{Lab, T0};
 
 fn events(outputs: &[Output]) -> Vec<FleetEvent> {
     outputs
@@ -29,12 +29,14 @@ fn rounds(lab: &mut Lab, caller: vantage_control::identity::Caller, failing: &[&
 
 #[test]
 fn a_failover_and_its_recovery_read_as_events_in_order() {
-    let mut lab = Lab::with_start(Start { last_event: 41, timing: Timing::default(), ..Start::default() });
+    let stored = T0.millis() as u64 * PER_MS + 41;
+    let mut lab =
+        Lab::with_start(Start { last_event: stored, timing: Timing::default(), ..Start::default() });
     let (p, c, g, n) = lab.one_node();
     lab.node(c, g, "edge-2", &[("203.0.113.20", vantage_core::address::Level::Primary)]);
     rounds(&mut lab, p, &[], 2);
     let start = events(&lab.take());
-    assert_eq!(start.first().map(|e| e.id), Some(42), "numbering continues after the stored events");
+    assert_eq!(start.first().map(|e| e.id), Some(stored + 1), "numbering continues after the stored events");
     assert!(start.windows(2).all(|w| w[1].id == w[0].id + 1), "one after the other: {start:#?}");
     let online: Vec<&FleetEvent> = start.iter().filter(|e| e.kind == EventKind::ProberOnline).collect();
     assert_eq!(online.len(), 1, "one prober, online once: {start:#?}");
@@ -87,4 +89,53 @@ fn a_failover_and_its_recovery_read_as_events_in_order() {
     let resolved = &back[at(EventKind::AlertResolved)];
     assert!(resolved.summary.starts_with("alert resolved after "), "{}", resolved.summary);
     assert!(outage.last().unwrap().id < back[0].id);
+}
+
+/// A cluster evaluated before it had nodes: its first node's addresses are news, not the
+/// silence of the first pass after a start.
+#[test]
+fn a_clusters_first_node_is_news() {
+    let mut lab = Lab::new();
+    let r = lab.region("eu");
+    let p = lab.prober("fra", r);
+    let c = lab.cluster(crate::lab::CLUSTER);
+    let g = lab.group(c, "fra-1", Some(r));
+    rounds(&mut lab, p, &[], 1);
+    lab.take();
+    lab.node(c, g, "edge-1", &[("203.0.113.10", vantage_core::address::Level::Primary)]);
+    rounds(&mut lab, p, &[], 2);
+    let kinds: Vec<(EventKind, String)> =
+        events(&lab.take()).into_iter().map(|e| (e.kind, e.summary)).collect();
+    assert!(
+        kinds.iter().any(
+            |(k, s)| *k == EventKind::AddressUnverified && s.starts_with("203.0.113.10 of edge-1 is new")
+        ),
+        "{kinds:#?}"
+    );
+    assert!(kinds.iter().any(|(k, _)| *k == EventKind::AddressVerified), "{kinds:#?}");
+}
+
+/// A restart numbers after every id the previous process made, even those it never stored
+/// (stopped before the saves task wrote them, or all deleted by retention): nothing stored
+/// still starts past them, from the start's own time.
+#[test]
+fn ids_never_repeat_across_a_restart_even_with_nothing_stored() {
+    let mut first = Lab::with_start(Start { timing: Timing::default(), ..Start::default() });
+    let (p, _, _, _) = first.one_node();
+    rounds(&mut first, p, &[], 2);
+    rounds(&mut first, p, &["203.0.113.10"], 12);
+    let made = events(&first.take());
+    let newest = made.last().map(|e| e.id).unwrap();
+    assert!(made.len() > 3 && made[0].id == T0.millis() as u64 * PER_MS + 1, "{made:#?}");
+    assert_eq!(first.control.last_event_id(), newest);
+
+    // Restarted a second later with none of them stored.
+    let restart = Start { timing: Timing::default(), ..Start::default() };
+    let again = Control::new(restart, first.now.plus_millis(1_000));
+    assert!(again.last_event_id() > newest, "{} after {newest}", again.last_event_id());
+
+    // A stored id past the start's base (a clock set back) is still continued after.
+    let ahead = first.now.millis() as u64 * PER_MS + 5_000_000;
+    let restart = Start { last_event: ahead, timing: Timing::default(), ..Start::default() };
+    assert_eq!(Control::new(restart, first.now).last_event_id(), ahead);
 }

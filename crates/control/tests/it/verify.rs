@@ -7,6 +7,8 @@ use vantage_control::events::EventKind;
 use vantage_core::address::{AddressInput, AddressList, AddressPolicy};
 use vantage_core::ids::{ClusterId, NodeId};
 
+use vantage_control::identity::Caller;
+
 use crate::lab::{Lab, ip};
 
 fn records(lab: &Lab, c: ClusterId) -> Vec<std::net::IpAddr> {
@@ -103,7 +105,7 @@ fn without_a_prober_that_counts_a_new_address_serves_unverified() {
     let n = lab.node(c, g, "edge-1", &[("203.0.113.10", vantage_core::address::Level::Primary)]);
     lab.tick();
     assert_eq!(records(&lab, c), [ip("203.0.113.10")], "no prober: nothing could verify it");
-    assert!(!lab.control.snapshots()[&c].checked());
+    assert_eq!(lab.control.unchecked_addresses(n, &[ip("203.0.113.11")], lab.now), [ip("203.0.113.11")]);
     let status = &lab.control.node_status(n).unwrap().addresses[0];
     assert_eq!(status.condition.condition, vantage_core::reachability::Condition::Unverified);
     assert!(status.in_use, "it serves, unverified");
@@ -131,4 +133,122 @@ fn the_first_prober_to_answer_is_not_a_majority_of_three() {
     lab.round(probers[1], &[]);
     lab.advance(3);
     assert_eq!(records(&lab, c), [ip("203.0.113.10"), ip("203.0.113.11")]);
+}
+
+/// A node that probes never probes its own addresses: its new address waits for the other
+/// probers only, and a majority of them is enough.
+#[test]
+fn a_probing_nodes_new_address_is_verified_by_the_others() {
+    let mut lab = Lab::new();
+    let (p, c, g, n) = lab.one_node();
+    let mut rec = lab.control.config().nodes[&n.0].value.clone();
+    rec.node = serde_json::from_value(serde_json::json!({"group": g, "name": "edge-1", "also_probes": true}))
+        .unwrap();
+    lab.replace(n.0, Object::Node(rec));
+    let me = Caller::Node(n);
+    let other = lab.node(c, g, "edge-2", &[("203.0.113.20", vantage_core::address::Level::Primary)]);
+    for _ in 0..2 {
+        lab.round(p, &[]);
+        lab.round(me, &[]);
+        lab.advance(5);
+    }
+    assert_eq!(records(&lab, c), [ip("203.0.113.10"), ip("203.0.113.20")]);
+    assert!(lab.control.unchecked_addresses(n, &[ip("203.0.113.11")], lab.now).is_empty(), "fra checks it");
+
+    set(&mut lab, n, &[("203.0.113.10", false), ("203.0.113.11", false)]);
+    lab.advance(1);
+    assert_eq!(records(&lab, c), [ip("203.0.113.10"), ip("203.0.113.20")], "not before fra sees it");
+    let work = lab.round(me, &[]);
+    assert!(work.targets.iter().all(|t| t.ip != ip("203.0.113.11")), "a node skips its own addresses");
+    lab.round(p, &[]);
+    lab.advance(3);
+    assert_eq!(records(&lab, c), [ip("203.0.113.10"), ip("203.0.113.11"), ip("203.0.113.20")]);
+    // edge-2's new address needs both: edge-1 probes it too.
+    set(&mut lab, other, &[("203.0.113.20", false), ("203.0.113.21", false)]);
+    lab.round(p, &[]);
+    lab.advance(3);
+    assert!(!records(&lab, c).contains(&ip("203.0.113.21")), "1 of 2 is no majority");
+    lab.round(me, &[]);
+    lab.advance(3);
+    assert!(records(&lab, c).contains(&ip("203.0.113.21")));
+}
+
+/// A typo stays out of DNS, and the stream says the probers see it failing, by whom.
+#[test]
+fn an_unverified_address_that_fails_is_said_to_fail() {
+    let mut lab = Lab::new();
+    let (p, _, _, n) = lab.one_node();
+    lab.round(p, &[]);
+    lab.advance(10);
+    set(&mut lab, n, &[("203.0.113.10", false), ("203.0.113.99", false)]);
+    lab.tick();
+    lab.take();
+    lab.round(p, &["203.0.113.99"]);
+    lab.advance(3);
+    let out = kinds(&lab.take());
+    assert!(
+        out.contains(&(
+            EventKind::AddressUnverified,
+            "203.0.113.99 of edge-1 is new and failing: 1 of 1 probers see it failing (fra); out of DNS until a strict majority of the probers sees it answer".into()
+        )),
+        "{out:?}"
+    );
+    // Still failing: nothing new to say.
+    lab.round(p, &["203.0.113.99"]);
+    lab.advance(5);
+    assert!(kinds(&lab.take()).iter().all(|(k, _)| *k != EventKind::AddressUnverified));
+}
+
+/// Reported addresses (a node without configured ones) keep their verification across a
+/// restart: until the agent's first heartbeat they are not gone, only not heard of yet.
+#[test]
+fn reported_addresses_stay_verified_across_a_restart() {
+    let mut lab = Lab::new();
+    let (p, c, g, n) = lab.one_node();
+    set(&mut lab, n, &[]);
+    // A second node keeps the line from being empty (which would serve anything).
+    lab.node(c, g, "edge-2", &[("203.0.113.20", vantage_core::address::Level::Primary)]);
+    let heartbeat = |lab: &mut Lab| {
+        let hb = vantage_core::wire::Heartbeat {
+            version: "test".into(),
+            hostname: "edge-1".into(),
+            metrics: None,
+            addresses: vec![ip("203.0.113.30")],
+            capabilities: Vec::new(),
+            links: Vec::new(),
+        };
+        lab.control.handle_heartbeat(n, hb, ip("203.0.113.30"), lab.now);
+    };
+    heartbeat(&mut lab);
+    for _ in 0..2 {
+        lab.round(p, &[]);
+        lab.advance(5);
+    }
+    assert_eq!(records(&lab, c), [ip("203.0.113.20"), ip("203.0.113.30")]);
+    let saved: Vec<(ClusterId, vantage_core::evaluate::ClusterState)> = lab
+        .take()
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::SaveState { cluster, json } => Some((cluster, serde_json::from_str(&json).unwrap())),
+            _ => None,
+        })
+        .collect();
+    let state = saved.last().cloned().expect("the state was saved");
+
+    // The restart: the stored configuration and state, no heartbeat yet.
+    let config = (*lab.control.config()).clone();
+    let mut again =
+        Lab::with_start(vantage_control::Start { config, states: vec![state], ..Default::default() });
+    again.now = lab.now.plus_secs(1);
+    again.tick();
+    // The prober is back before the agent's heartbeat, and has not probed the address yet.
+    again.control.handle_work(p, again.now);
+    again.advance(5);
+    heartbeat(&mut again);
+    again.advance(1);
+    assert_eq!(
+        records(&again, c),
+        [ip("203.0.113.20"), ip("203.0.113.30")],
+        "verified before the restart, it serves at once"
+    );
 }

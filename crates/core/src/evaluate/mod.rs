@@ -511,10 +511,6 @@ fn reachability(
         .flat_map(|n| n.addresses.iter())
         .map(|a| verdict(&a.observations, view.probers, settings, now))
         .collect();
-    // Without a prober that counts for the cluster (none reported on it, none online to probe
-    // a new address) nothing can verify a new address: it serves unverified rather than leave
-    // DNS empty.
-    let checked = verdicts.iter().any(|v| v.counting > 0);
     let mut verdicts = verdicts.into_iter();
     for node in view.nodes {
         pairs.clear();
@@ -539,7 +535,7 @@ fn reachability(
                 }
                 None => {}
             }
-            let unchecked = !checked && a.expected_probers == 0;
+            let unchecked = AddressHealth::unchecked(&v, a.expected_probers);
             pairs.push((a.address, health.is_reachable() && (health.verified || unchecked)));
             addresses.push(AddressStatus {
                 ip: a.address.ip,
@@ -582,11 +578,19 @@ fn reachability(
             in_use_backup: backup,
         });
     }
-    // Forget addresses that are gone (only when some are: the common pass skips this).
+    // Forget addresses that are gone (only when some are: the common pass skips this). A node
+    // whose agent has not reported since a start, and that has no configured addresses, has
+    // lost none: its reported addresses keep their verification until the agent says.
     if seen != state.addresses.len() {
         let current: FastSet<(NodeId, IpAddr)> =
             view.nodes.iter().flat_map(|n| n.addresses.iter().map(move |a| (n.id, a.address.ip))).collect();
-        state.addresses.retain(|k, _| current.contains(k));
+        let unknown: FastSet<NodeId> = view
+            .nodes
+            .iter()
+            .filter(|n| n.addresses.is_empty() && n.last_heartbeat.is_none())
+            .map(|n| n.id)
+            .collect();
+        state.addresses.retain(|k, _| current.contains(k) || unknown.contains(&k.0));
     }
     (facts, statuses)
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::get;
@@ -20,17 +20,17 @@ use vantage_core::Timestamp;
 use vantage_core::ids::{ClusterId, NodeId};
 use vantage_store::{EventFilter, EventRow};
 
-use super::{Api, Op};
+use super::{Api, Op, TokenId};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::events::MAX_STREAMS;
 use crate::support::now;
-use crate::views::Items;
+use crate::views::{EventGap, Items};
 
 /// Events a list answers unless `limit` says otherwise.
 const DEFAULT_LIMIT: u32 = 200;
-/// Stored events a stream replays before it goes live.
-const REPLAY: u32 = 1_000;
+/// Stored events a stream reads at once while it catches up (page after page, oldest first).
+const PAGE: u32 = 1_000;
 /// A comment line this often keeps a quiet stream (and the proxies on its way) open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -49,7 +49,7 @@ pub(super) fn routes(api: &mut Api) {
         Op::get(
             "/v1/events/stream",
             "events",
-            "Follow events as server-sent events (text/event-stream): the stored ones after Last-Event-ID, after= or since=, then each as it happens; same filters as /v1/events",
+            "Follow events as server-sent events (text/event-stream): every one after Last-Event-ID, after= or since= (oldest first, however many), then each as it happens; same filters as /v1/events. An event `gap` (data: EventGap) says events may be missing; the stream ends when its admin token is deleted",
         )
         .streams::<FleetEvent>()
         .unavailable_when("too many streams are open"),
@@ -121,7 +121,8 @@ impl Filter {
     }
 
     fn matches(&self, e: &FleetEvent) -> bool {
-        self.cluster.is_none_or(|c| e.cluster == Some(c))
+        self.since.is_none_or(|t| e.at >= t)
+            && self.cluster.is_none_or(|c| e.cluster == Some(c))
             && self.node.is_none_or(|n| e.node == Some(n))
             && (self.kinds.is_empty() || self.kinds.contains(&e.kind))
     }
@@ -173,52 +174,173 @@ async fn list(
     Ok(Json(rows.into_iter().filter_map(event_of).collect::<Vec<_>>().into()))
 }
 
-/// One stream's place: events to send before waiting for more, and the last one sent.
+/// One item a stream sends.
+#[derive(Debug)]
+enum Item {
+    Event(Arc<FleetEvent>),
+    Gap(EventGap),
+}
+
+/// One stream's place: what to send before waiting for more, and how far it got.
 struct Cursor {
     filter: Filter,
-    pending: VecDeque<FleetEvent>,
+    pending: VecDeque<Item>,
+    /// Every event up to this id was sent, or does not match.
     last: u64,
+    /// Storage was read up to this id (every matching event up to it is sent or pending).
+    paged: u64,
+    /// Recent events or storage are still to be read before waiting for live ones.
+    catching_up: bool,
+    /// `last` is the client's, not one this stream sent: whether storage still has it is
+    /// checked once (if not, what followed it may be gone too).
+    check_resume: bool,
     rx: tokio::sync::broadcast::Receiver<Arc<FleetEvent>>,
+    /// The admin token the stream was opened with, checked again at every configuration change.
+    token: TokenId,
+    config: tokio::sync::watch::Receiver<u64>,
     app: Arc<App>,
     _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Cursor {
-    /// Reads what storage has after the last event sent (a replay, or a stream that fell
-    /// behind the live channel).
-    async fn replay(&mut self) {
+    /// Reads what follows the stream's place: the hub's recent events when they reach back
+    /// that far, else one page of storage (oldest first: the next call reads the next one),
+    /// and once storage is read to its end, the recent events after it. Whatever cannot be
+    /// read becomes a `gap`. Called only with nothing pending.
+    async fn catch_up(&mut self) {
+        self.last = self.last.max(self.paged);
+        let recent = self.app.events().recent(self.last);
+        if self.last > recent.newest {
+            let resume = recent.held_from.saturating_sub(1).min(recent.newest);
+            self.gap(
+                resume,
+                format!(
+                    "event {} is newer than any this server made (newest {}): another database, or a clock set back; the stream goes on with the recent events",
+                    self.last, recent.newest
+                ),
+            );
+            self.last = resume;
+            self.paged = resume;
+            return;
+        }
+        if recent.covers(self.last) {
+            self.take_recent(recent.events);
+            return;
+        }
+        let app = self.app.clone();
+        let store = app.store();
+        if std::mem::take(&mut self.check_resume) && self.last > 0 {
+            let probe = EventFilter { after: Some(id_of(self.last - 1)), limit: 1, ..EventFilter::default() };
+            match store.events_after(&probe).await {
+                Ok(rows) if rows.first().is_some_and(|r| r.id == id_of(self.last)) => {}
+                Ok(_) => {
+                    let last = self.last;
+                    self.gap(last, format!("event {last} is no longer stored (past the retention) or never was: events after it may be missing"));
+                }
+                Err(e) => tracing::warn!(error = %e, "event stream: cannot read stored events"),
+            }
+        }
+        // Read before the page: every event up to it was stored when the page was read.
+        let stored = store.last_event().await.map(|id| u64::try_from(id).unwrap_or(0));
         let mut f = self.filter.store();
-        f.limit = REPLAY;
-        if self.last > 0 || self.filter.since.is_none() {
-            f.after = Some(i64::try_from(self.last).unwrap_or(i64::MAX));
-            f.since = None;
+        f.after = Some(id_of(self.last));
+        f.limit = PAGE;
+        let page = match (stored, store.events_after(&f).await) {
+            (Ok(stored), Ok(page)) => Ok((stored, page)),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+        let (stored, page) = match page {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "event stream: cannot read stored events");
+                let resume = recent.held_from.saturating_sub(1);
+                let last = self.last;
+                self.gap(resume, format!("storage cannot be read ({e}): events after {last} may be missing"));
+                self.paged = resume;
+                self.take_recent(self.app.events().recent(resume).events);
+                return;
+            }
+        };
+        let full = page.len() >= PAGE as usize;
+        self.paged = page.last().map_or(self.last, |r| u64::try_from(r.id).unwrap_or(0));
+        self.pending.extend(page.into_iter().filter_map(event_of).map(|e| Item::Event(Arc::new(e))));
+        if full {
+            return;
         }
-        match self.app.store().events(&f).await {
-            Ok(rows) => self.pending.extend(rows.into_iter().filter_map(event_of)),
-            Err(e) => tracing::warn!(error = %e, "event stream: cannot read stored events"),
+        // Storage is read to its end: the recent events must follow on from it. Ids up to
+        // the start's base that are neither stored nor held cannot be told from ids never
+        // made (a start's numbering jumps); this process's own can.
+        let covered = self.paged.max(stored).max(recent.base);
+        let recent = self.app.events().recent(covered);
+        if !recent.covers(covered) {
+            let resume = recent.held_from.saturating_sub(1);
+            self.gap(
+                resume,
+                format!("events {} to {resume} are neither stored yet nor still held", covered + 1),
+            );
         }
+        self.paged = self.paged.max(covered);
+        self.take_recent(recent.events);
+    }
+
+    /// Queues the matching ones of `events` (the hub's, reaching back far enough) and goes live.
+    fn take_recent(&mut self, events: Vec<Arc<FleetEvent>>) {
+        self.pending.extend(events.into_iter().filter(|e| self.filter.matches(e)).map(Item::Event));
+        self.catching_up = false;
+    }
+
+    fn gap(&mut self, resume: u64, reason: String) {
+        tracing::info!(after = self.last, resume, %reason, "event stream: gap");
+        self.pending.push_back(Item::Gap(EventGap { after: self.last, resume, reason }));
     }
 
     async fn next(mut self) -> Option<(Result<Event, Infallible>, Cursor)> {
         loop {
-            if let Some(e) = self.pending.pop_front() {
-                if e.id <= self.last {
-                    continue;
-                }
-                self.last = e.id;
-                return Some((Ok(sse(&e)), self));
-            }
-            match self.rx.recv().await {
-                Ok(e) if e.id > self.last && self.filter.matches(&e) => {
+            match self.pending.pop_front() {
+                Some(Item::Event(e)) if e.id > self.last => {
                     self.last = e.id;
                     return Some((Ok(sse(&e)), self));
                 }
-                Ok(_) => {}
-                Err(RecvError::Lagged(_)) => self.replay().await,
-                Err(RecvError::Closed) => return None,
+                Some(Item::Event(_)) => continue,
+                Some(Item::Gap(g)) => {
+                    self.last = g.resume;
+                    let data = serde_json::to_string(&g).unwrap_or_default();
+                    return Some((
+                        Ok(Event::default().id(g.resume.to_string()).event("gap").data(data)),
+                        self,
+                    ));
+                }
+                None => {}
+            }
+            if self.catching_up {
+                self.catch_up().await;
+                continue;
+            }
+            tokio::select! {
+                r = self.rx.recv() => match r {
+                    Ok(e) if e.id > self.last && self.filter.matches(&e) => {
+                        self.last = e.id;
+                        return Some((Ok(sse(&e)), self));
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => self.catching_up = true,
+                    Err(RecvError::Closed) => return None,
+                },
+                changed = self.config.changed() => {
+                    // A revoked token (or a server stopping) ends the stream.
+                    if changed.is_err() || !self.app.config().admin_tokens.contains_key(&self.token.0) {
+                        tracing::info!(token = self.token.0, "event stream: its admin token is gone; closing it");
+                        return None;
+                    }
+                }
             }
         }
     }
+}
+
+/// An event id as storage keeps it.
+fn id_of(id: u64) -> i64 {
+    i64::try_from(id).unwrap_or(i64::MAX)
 }
 
 fn sse(e: &FleetEvent) -> Event {
@@ -228,6 +350,7 @@ fn sse(e: &FleetEvent) -> Event {
 
 async fn stream(
     State(app): State<Arc<App>>,
+    Extension(token): Extension<TokenId>,
     headers: HeaderMap,
     Query(q): Query<BTreeMap<String, String>>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
@@ -239,14 +362,203 @@ async fn stream(
     let Some((permit, rx)) = app.events().open() else {
         return Err(ApiError::Unavailable(format!("{MAX_STREAMS} event streams are open; close one first")));
     };
-    // Without a place to resume from, the stream is live only: the channel holds nothing
-    // from before it was opened.
-    let replay = filter.after.is_some() || filter.since.is_some();
+    // Without a place to resume from, the stream is live only. The catching up is done by
+    // the stream itself: the answer's head goes out at once.
     let last = filter.after.unwrap_or(0);
-    let mut cursor = Cursor { filter, pending: VecDeque::new(), last, rx, app, _permit: permit };
-    if replay {
-        cursor.replay().await;
-    }
+    let cursor = Cursor {
+        catching_up: filter.after.is_some() || filter.since.is_some(),
+        check_resume: filter.after.is_some(),
+        filter,
+        pending: VecDeque::new(),
+        last,
+        paged: last,
+        rx,
+        token,
+        config: app.config_changes(),
+        app,
+        _permit: permit,
+    };
     let events = futures_util::stream::unfold(cursor, Cursor::next);
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use futures_util::StreamExt;
+    use serde_json::json;
+    use tower::ServiceExt;
+    use vantage_control::Start;
+    use vantage_store::Store;
+
+    use super::*;
+    use crate::app::{Actor, Parts};
+
+    /// A control plane over a real store in a directory of its own, with its router and an
+    /// admin token.
+    struct Lab {
+        _dir: tempfile::TempDir,
+        app: Arc<App>,
+        router: axum::Router,
+        token: (i64, String),
+        /// The id this process numbers after.
+        base: u64,
+    }
+
+    async fn lab() -> Lab {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_sqlite(&dir.path().join("vantage.db")).await.unwrap();
+        let ca = crate::ca::Ca::load_or_create(&dir.path().join("ca")).unwrap();
+        let settings = crate::config::ServeConfig { data_dir: dir.path().into(), ..Default::default() };
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let app = Arc::new(App::new(Parts { start: Start::default(), store, metrics, settings, ca }));
+        let token = crate::api::create_admin_token(&app, &Actor::system(), "ops", false).await.unwrap();
+        let base = app.control().last_event_id();
+        Lab { _dir: dir, router: crate::api::router(app.clone()), app, token, base }
+    }
+
+    fn event(id: u64) -> FleetEvent {
+        FleetEvent {
+            id,
+            at: Timestamp::from_secs(1_800_000_000).plus_millis(i64::try_from(id % 1_000_000).unwrap()),
+            kind: EventKind::Revision,
+            cluster: Some(ClusterId(3)),
+            node: None,
+            summary: format!("event {id}"),
+            details: json!({}),
+        }
+    }
+
+    async fn store(app: &App, ids: impl Iterator<Item = u64>) {
+        let rows: Vec<EventRow> = ids
+            .map(event)
+            .map(|e| EventRow {
+                id: i64::try_from(e.id).unwrap(),
+                at: e.at,
+                kind: e.kind.as_str().into(),
+                cluster: e.cluster.map(|c| c.0),
+                node: None,
+                summary: e.summary,
+                details: e.details,
+            })
+            .collect();
+        app.store().insert_events(&rows).await.unwrap();
+    }
+
+    /// An open stream's body, read block by block.
+    struct Reader {
+        body: axum::body::BodyDataStream,
+        buf: String,
+    }
+
+    impl Reader {
+        async fn open(router: &axum::Router, token: &str, last_event_id: Option<u64>) -> Reader {
+            let mut req =
+                Request::get("/v1/events/stream").header("authorization", format!("Bearer {token}"));
+            if let Some(id) = last_event_id {
+                req = req.header("last-event-id", id.to_string());
+            }
+            let resp = router.clone().oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
+            assert_eq!(resp.status(), 200);
+            Reader { body: resp.into_body().into_data_stream(), buf: String::new() }
+        }
+
+        /// The next `(event, id)` (comments skipped); `None` when the stream ended.
+        async fn next(&mut self) -> Option<(String, u64)> {
+            loop {
+                if let Some(end) = self.buf.find("\n\n") {
+                    let block: String = self.buf.drain(..end + 2).collect();
+                    let field = |name: &str| {
+                        block.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_owned())
+                    };
+                    match (field("event:"), field("id:")) {
+                        (Some(kind), Some(id)) => return Some((kind, id.parse().unwrap())),
+                        _ => continue,
+                    }
+                }
+                let chunk = tokio::time::timeout(Duration::from_secs(10), self.body.next()).await.unwrap()?;
+                self.buf.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+            }
+        }
+
+        async fn ids(&mut self, n: usize) -> Vec<u64> {
+            let mut ids = Vec::with_capacity(n);
+            while ids.len() < n {
+                let (kind, id) = self.next().await.unwrap();
+                assert_eq!(kind, "revision", "after {:?}", ids.last());
+                ids.push(id);
+            }
+            ids
+        }
+    }
+
+    /// A client resuming with far more than a page of stored events after its id gets every
+    /// one, oldest first, then the recent ones not stored yet; one that fell behind the live
+    /// channel as well.
+    #[tokio::test]
+    async fn a_resumed_or_lagging_stream_skips_no_event() {
+        let Lab { _dir, app, router, token: (_, token), base } = lab().await;
+        store(&app, 1..=2_500).await;
+        for id in base + 1..=base + 3 {
+            app.events().publish(event(id));
+        }
+        let mut resumed = Reader::open(&router, &token, Some(10)).await;
+        let want: Vec<u64> = (11..=2_500).chain(base + 1..=base + 3).collect();
+        assert_eq!(resumed.ids(want.len()).await, want);
+
+        // A stream that does not read while 2,000 events go by (the channel holds 1,024):
+        // the first 1,000 were stored meanwhile (and the 3 before), the newest 1,024 are
+        // still held.
+        let mut lagging = Reader::open(&router, &token, Some(base + 3)).await;
+        let burst = base + 4..=base + 2_003;
+        store(&app, base + 1..=base + 1_003).await;
+        for id in burst.clone() {
+            app.events().publish(event(id));
+        }
+        assert_eq!(lagging.ids(2_000).await, burst.clone().collect::<Vec<_>>());
+        assert_eq!(
+            resumed.ids(2_000).await,
+            burst.collect::<Vec<_>>(),
+            "the live stream too, though it lagged"
+        );
+    }
+
+    /// What cannot be replayed is said: a resume point past the retention, or newer than any
+    /// event this server made (another database), reads as a `gap` before what follows.
+    #[tokio::test]
+    async fn missing_events_read_as_a_gap() {
+        let Lab { _dir, app, router, token: (_, token), base } = lab().await;
+        store(&app, 1..=300).await;
+        // Retention deleted 1 to 99.
+        app.store().delete_events_before(event(100).at).await.unwrap();
+        app.events().publish(event(base + 1));
+        let mut old = Reader::open(&router, &token, Some(50)).await;
+        assert_eq!(old.next().await, Some(("gap".into(), 50)));
+        let want: Vec<u64> = (100..=300).chain([base + 1]).collect();
+        assert_eq!(old.ids(want.len()).await, want);
+
+        let mut stale = Reader::open(&router, &token, Some(base + 500)).await;
+        assert_eq!(stale.next().await, Some(("gap".into(), base)), "resumes with the recent events");
+        assert_eq!(stale.ids(1).await, [base + 1]);
+    }
+
+    /// A stream opened with a token ends when the token is deleted.
+    #[tokio::test]
+    async fn a_revoked_token_ends_its_stream() {
+        let Lab { _dir, app, router, token: (_, admin), base } = lab().await;
+        let (id, token) =
+            crate::api::create_admin_token(&app, &Actor::system(), "watcher", true).await.unwrap();
+        let mut stream = Reader::open(&router, &token, None).await;
+        app.events().publish(event(base + 1));
+        assert_eq!(stream.ids(1).await, [base + 1]);
+        let delete = Request::delete(format!("/v1/admin-tokens/{id}"))
+            .header("authorization", format!("Bearer {admin}"))
+            .body(Body::empty())
+            .unwrap();
+        assert_eq!(router.clone().oneshot(delete).await.unwrap().status(), 204);
+        assert_eq!(stream.next().await, None, "the stream ended");
+    }
 }

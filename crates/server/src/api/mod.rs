@@ -353,6 +353,11 @@ fn table() -> Api {
     api
 }
 
+/// The admin token a request was authenticated with (a web UI session's too): what a
+/// request that outlives its authentication, an event stream, checks again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TokenId(pub(crate) i64);
+
 /// What `require_admin` checks against.
 #[derive(Debug, Clone)]
 struct Auth {
@@ -387,6 +392,7 @@ async fn require_admin(State(Auth { app, sessions }): State<Auth>, mut req: Requ
             return e.into_response();
         }
         req.extensions_mut().insert(Actor(format!("admin:{}", user.name)));
+        req.extensions_mut().insert(TokenId(user.token));
         return next.run(req).await;
     }
     let Some(token) = presented else {
@@ -395,13 +401,14 @@ async fn require_admin(State(Auth { app, sessions }): State<Auth>, mut req: Requ
     };
     let hash = sha256_hex(token.as_bytes());
     let config = app.config();
-    let Some(t) = config.admin_tokens.values().find(|t| t.value.sha256 == hash) else {
+    let Some((id, t)) = config.admin_tokens.iter().find(|(_, t)| t.value.sha256 == hash) else {
         return ApiError::Unauthorized("the admin token is not valid".into()).into_response();
     };
     if let Err(e) = may(t.value.read_only, req.method(), &t.value.name) {
         return e.into_response();
     }
     req.extensions_mut().insert(Actor(format!("admin:{}", t.value.name)));
+    req.extensions_mut().insert(TokenId(*id));
     next.run(req).await
 }
 

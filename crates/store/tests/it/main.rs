@@ -329,3 +329,46 @@ async fn a_batch_keeps_the_later_of_two_results_for_one_prober_and_target(db) {
     assert_eq!(s.history("t", T0, T0.plus_secs(60)).await.unwrap().len(), 3);
 }
 }
+
+on_both! {
+/// A stream resuming far behind pages forward through the oldest events after its last one:
+/// every page the next ids in order, filters applied, none skipped however many follow.
+async fn events_after_pages_forward_oldest_first(db) {
+    let s = db.open().await;
+    let rows: Vec<EventRow> = (1..=2_500)
+        .map(|id| EventRow {
+            id,
+            at: T0.plus_millis(id),
+            kind: if id % 2 == 0 { "revision" } else { "prober_online" }.into(),
+            cluster: Some(id % 3),
+            node: None,
+            summary: format!("event {id}"),
+            details: serde_json::json!({}),
+        })
+        .collect();
+    s.insert_events(&rows).await.unwrap();
+    let ids = |v: &[EventRow]| v.iter().map(|e| e.id).collect::<Vec<_>>();
+    let mut after = 10;
+    let mut seen = Vec::new();
+    loop {
+        let page = s
+            .events_after(&EventFilter { after: Some(after), limit: 1_000, ..EventFilter::default() })
+            .await
+            .unwrap();
+        let Some(last) = page.last() else { break };
+        after = last.id;
+        seen.extend(ids(&page));
+    }
+    assert_eq!(seen, (11..=2_500).collect::<Vec<_>>(), "every event after 10, in order, across pages");
+    let first = s.events_after(&EventFilter { limit: 3, ..EventFilter::default() }).await.unwrap();
+    assert_eq!(ids(&first), [1, 2, 3], "without after: from the first");
+    let filtered = EventFilter {
+        after: Some(100),
+        cluster: Some(0),
+        kinds: vec!["revision".into()],
+        limit: 3,
+        ..EventFilter::default()
+    };
+    assert_eq!(ids(&s.events_after(&filtered).await.unwrap()), [102, 108, 114], "filters apply");
+}
+}

@@ -1,6 +1,10 @@
 //! The probe and detection settings and a node's scheduling addresses: objects without a
 //! collection of their own.
 
+use std::net::IpAddr;
+
+use vantage_core::ids::NodeId;
+
 use super::*;
 
 pub(super) async fn settings_get(State(app): State<Arc<App>>) -> Json<ProbeSettings> {
@@ -57,29 +61,31 @@ pub(super) async fn addresses_put(
 ) -> Result<Json<Addresses>, ApiError> {
     let rows: Vec<AddressInput> = parse_json(body)?;
     let list = AddressList::parse(&rows, app.address_policy())?;
-    let (cluster, added) = app
+    let (node, added) = app
         .change(&actor, |c| {
             let mut n = find::<NodeRecord>(c, id, None)?.value.clone();
             let before = n.addresses.clone();
-            let added: Vec<String> = list
+            let added: Vec<IpAddr> = list
                 .as_slice()
                 .iter()
                 .filter(|a| !a.trusted && !before.as_slice().iter().any(|b| b.ip == a.ip))
-                .map(|a| a.ip.to_string())
+                .map(|a| a.ip)
                 .collect();
-            let cluster = n.cluster;
             n.addresses = list.clone();
             let mut ch = Change::default();
             ch.audit("node.set_addresses", format!("node:{id}"), json!({"before": before, "after": list}));
             ch.puts.push((id, Object::Node(n)));
-            Ok((ch, (cluster, added)))
+            Ok((ch, (NodeId(id), added)))
         })
         .await?;
-    let checked = app.control().checks_new_addresses(cluster, crate::support::now());
+    // Reported addresses already verified are not new to the probers: only those that
+    // nothing can check serve unseen.
+    let unchecked = app.control().unchecked_addresses(node, &added, crate::support::now());
     let Json(mut saved) = addresses_get(State(app), Path(id)).await?;
-    if !checked && !added.is_empty() {
+    if !unchecked.is_empty() {
+        let added: Vec<String> = unchecked.iter().map(ToString::to_string).collect();
         saved.warnings.push(format!(
-            "no prober checks this node's cluster yet: {} serve{} before any prober has seen {} answer",
+            "no prober checks this node yet: {} serve{} before any prober has seen {} answer",
             added.join(", "),
             if added.len() == 1 { "s" } else { "" },
             if added.len() == 1 { "it" } else { "them" },

@@ -90,6 +90,16 @@ fn condition(a: &views::AddressView, now: Timestamp) -> Markup {
             "{} <span class=\"muted small\">serves: no prober checks it yet</span>",
             badge(Tone::Warn, "Unverified")
         )),
+        // A typo or a closed port: say that the probers see it failing.
+        (Some(AddressCondition::Unverified), _, _) if a.probers.is_some_and(|v| v.is_failing()) => {
+            let v = a.probers.unwrap_or_default();
+            Markup(format!(
+                "{} <span class=\"muted small\">out of DNS: {} of {} probers see it failing</span>",
+                badge(Tone::Bad, "Unverified"),
+                v.failing,
+                v.counting
+            ))
+        }
         (Some(AddressCondition::Unverified), _, _) => Markup(format!(
             "{} <span class=\"muted small\">out of DNS until the probers see it answer</span>",
             badge(Tone::Warn, "Unverified")
