@@ -21,6 +21,13 @@ use crate::{
 
 const DAY_MS: i64 = 86_400_000;
 
+/// History rows are clustered in buckets of this many milliseconds (as on SQLite).
+const BUCKET_MS: i64 = 600_000;
+
+fn bucket(at: Timestamp) -> i64 {
+    at.millis().div_euclid(BUCKET_MS)
+}
+
 /// Rows per bulk statement: bounds the size of one statement's arrays (a group commit may
 /// carry a million results) while keeping the statements per commit few.
 const CHUNK: usize = 50_000;
@@ -150,19 +157,12 @@ fn day_of(at: i64) -> i64 {
     at.div_euclid(DAY_MS) * DAY_MS
 }
 
-/// The name of the history partition of the day starting at `day` (ms): `history_YYYYMMDD`.
+/// The name of the history partition of the day starting at `day` (ms): `history_YYYYMMDD`,
+/// from the day's RFC 3339 date.
 fn partition_name(day: i64) -> String {
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's `civil_from_days`).
-    let z = day.div_euclid(DAY_MS) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("history_{y:04}{m:02}{d:02}")
+    let date: String =
+        Timestamp::from_millis(day).to_string().chars().take(10).filter(|c| *c != '-').collect();
+    format!("history_{date}")
 }
 
 /// Creates the history partitions of the days of `rows`, and of the day after each, that are
@@ -291,7 +291,7 @@ async fn write_results_in(
     // would cost more than the copy itself (each row checked against the index before and
     // after its insert).
     let mut history: Vec<usize> = (0..rows.len()).collect();
-    history.sort_unstable_by_key(|&i| (ids[i], rows[i].at, rows[i].prober));
+    history.sort_unstable_by_key(|&i| (bucket(rows[i].at), ids[i], rows[i].at, rows[i].prober));
     let mut copy = sqlx::Connection::begin(&mut *tx).await?;
     match copy_history(&mut copy, rows, &ids, &history).await {
         Ok(()) => copy.commit().await?,
@@ -407,7 +407,8 @@ async fn copy_history(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64], or
     }
     let mut copy = tx
         .copy_in_raw(
-            "COPY history (target, at, prober, sent, lost, rtt_us, error, age_ms) FROM STDIN (FORMAT binary)",
+            "COPY history (bucket, target, at, prober, sent, lost, rtt_us, error, age_ms) FROM STDIN \
+             (FORMAT binary)",
         )
         .await?;
     // Signature, flags, header extension length.
@@ -416,7 +417,8 @@ async fn copy_history(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64], or
     buf.extend_from_slice(&[0; 8]);
     for &i in order {
         let r = &rows[i];
-        buf.extend_from_slice(&8i16.to_be_bytes());
+        buf.extend_from_slice(&9i16.to_be_bytes());
+        int(&mut buf, Some(bucket(r.at)));
         int(&mut buf, Some(ids[i]));
         int(&mut buf, Some(r.at.millis()));
         int(&mut buf, Some(r.prober));
@@ -472,9 +474,9 @@ async fn insert_history(
         age.push(r.hls.and_then(|h| h.segment_age_s).map(|s| (s * 1000.0).round() as i64));
     }
     sqlx::query(
-        "INSERT INTO history (target, at, prober, sent, lost, rtt_us, error, age_ms) \
-         SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], \
-             $7::text[], $8::bigint[]) \
+        "INSERT INTO history (bucket, target, at, prober, sent, lost, rtt_us, error, age_ms) \
+         SELECT at / $9, * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], \
+             $6::bigint[], $7::text[], $8::bigint[]) AS h (target, at, prober, sent, lost, rtt_us, error, age_ms) \
          ON CONFLICT DO NOTHING",
     )
     .bind(&target)
@@ -485,6 +487,7 @@ async fn insert_history(
     .bind(&rtt)
     .bind(&error)
     .bind(&age)
+    .bind(BUCKET_MS)
     .execute(&mut *tx)
     .await?;
     Ok(())
@@ -519,13 +522,15 @@ pub(crate) async fn history(
     until: Timestamp,
 ) -> Result<Vec<HistoryPoint>> {
     let rows = sqlx::query(
-        "SELECT h.at, h.prober, h.sent, h.lost, h.rtt_us, h.error, h.age_ms FROM history AS h \
-         WHERE h.target = (SELECT id FROM targets WHERE key = $1) AND h.at >= $2 AND h.at < $3 \
-         ORDER BY h.at, h.prober",
+        "SELECT h.at, h.prober, h.sent, h.lost, h.rtt_us, h.error, h.age_ms FROM generate_series($4, $5) AS b \
+         JOIN history AS h ON h.bucket = b AND h.target = (SELECT id FROM targets WHERE key = $1) \
+         WHERE h.at >= $2 AND h.at < $3 ORDER BY h.at, h.prober",
     )
     .bind(target)
     .bind(since.millis())
     .bind(until.millis())
+    .bind(bucket(since))
+    .bind(bucket(until.plus_millis(-1)))
     .fetch_all(pool)
     .await?;
     rows::all(&rows, rows::history_point)

@@ -57,7 +57,11 @@ CREATE TABLE latest_results (
 -- Every result, as a time series indexed by (target, time), partitioned by UTC day: one
 -- partition `history_YYYYMMDD` per day, created by the store ahead of the writes that need
 -- it, and dropped whole once its day is rolled up (no row deletes, no vacuum of dead rows).
+-- As in SQLite the key starts with a 10-minute bucket, so a batch of reports writes one small
+-- region at the end of the index instead of one leaf page per target across the whole day; a
+-- query seeks (bucket, target) in each bucket of its range.
 CREATE TABLE history (
+    bucket BIGINT NOT NULL,
     target BIGINT NOT NULL,
     at     BIGINT NOT NULL,
     prober BIGINT NOT NULL,
@@ -66,7 +70,7 @@ CREATE TABLE history (
     rtt_us BIGINT,
     error  TEXT,
     age_ms BIGINT,
-    PRIMARY KEY (target, at, prober)
+    PRIMARY KEY (bucket, target, at, prober)
 ) PARTITION BY RANGE (at);
 
 -- Daily roll-up of history rows before they are deleted.
