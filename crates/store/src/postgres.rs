@@ -316,42 +316,10 @@ async fn upsert_latest(
     ids: &[i64],
     chunk: &[usize],
 ) -> Result<()> {
-    let n = chunk.len();
-    let (mut prober, mut target, mut at, mut sent, mut lost, mut rtt, mut error) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    let (mut connected, mut xmit, mut recv, mut good, mut avg_rtt, mut hls, mut filled) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    for &i in chunk {
-        let r = &rows[i];
-        prober.push(r.prober);
-        target.push(ids[i]);
-        at.push(r.at.millis());
-        sent.push(i64::from(r.sent));
-        lost.push(i64::from(r.lost));
-        rtt.push(r.rtt_us.map(i64::from));
-        error.push(r.error.map(ErrorCode::as_str));
-        connected.push(bits_out(r.register.connected));
-        xmit.push(bits_out(r.register.sent));
-        recv.push(bits_out(r.register.received));
-        good.push(bits_out(r.register.good));
-        avg_rtt.push(r.register.avg_rtt_ms);
-        hls.push(r.hls.map(|h| serde_json::to_string(&h)).transpose()?);
-        filled.push(i64::from(r.register.filled()));
-    }
+    let hls = chunk
+        .iter()
+        .map(|&i| rows[i].hls.map(|h| serde_json::to_string(&h)).transpose())
+        .collect::<Result<Vec<_>, _>>()?;
     sqlx::query(
         "WITH input (prober, target, at, sent, lost, rtt_us, error, connected, xmit, recv, good, avg_rtt, hls, \
              filled) AS ( \
@@ -371,23 +339,33 @@ async fn upsert_latest(
              connected = EXCLUDED.connected, xmit = EXCLUDED.xmit, recv = EXCLUDED.recv, good = EXCLUDED.good, \
              avg_rtt = EXCLUDED.avg_rtt, hls = EXCLUDED.hls, filled = EXCLUDED.filled",
     )
-    .bind(&prober)
-    .bind(&target)
-    .bind(&at)
-    .bind(&sent)
-    .bind(&lost)
-    .bind(&rtt)
-    .bind(&error)
-    .bind(&connected)
-    .bind(&xmit)
-    .bind(&recv)
-    .bind(&good)
-    .bind(&avg_rtt)
+    .bind(column(rows, chunk, |_, r| r.prober))
+    .bind(column(rows, chunk, |i, _| ids[i]))
+    .bind(column(rows, chunk, |_, r| r.at.millis()))
+    .bind(column(rows, chunk, |_, r| i64::from(r.sent)))
+    .bind(column(rows, chunk, |_, r| i64::from(r.lost)))
+    .bind(column(rows, chunk, |_, r| r.rtt_us.map(i64::from)))
+    .bind(column(rows, chunk, |_, r| r.error.map(ErrorCode::as_str)))
+    .bind(column(rows, chunk, |_, r| bits_out(r.register.connected)))
+    .bind(column(rows, chunk, |_, r| bits_out(r.register.sent)))
+    .bind(column(rows, chunk, |_, r| bits_out(r.register.received)))
+    .bind(column(rows, chunk, |_, r| bits_out(r.register.good)))
+    .bind(column(rows, chunk, |_, r| r.register.avg_rtt_ms))
     .bind(&hls)
-    .bind(&filled)
+    .bind(column(rows, chunk, |_, r| i64::from(r.register.filled())))
     .execute(&mut *tx)
     .await?;
     Ok(())
+}
+
+/// One column of the rows `chunk` of `rows`, as an array parameter; `f` gets each row's index.
+fn column<'r, T>(rows: &'r [ResultRow], chunk: &[usize], f: impl Fn(usize, &'r ResultRow) -> T) -> Vec<T> {
+    chunk.iter().map(|&i| f(i, &rows[i])).collect()
+}
+
+/// An HLS result's segment age in milliseconds, when known.
+fn segment_age_ms(r: &ResultRow) -> Option<i64> {
+    r.hls.and_then(|h| h.segment_age_s).map(|s| (s * 1000.0).round() as i64)
 }
 
 /// Bytes of COPY data sent at a time: rows are encoded while the server takes in the last piece.
@@ -433,7 +411,7 @@ async fn copy_history(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64], or
             }
             None => buf.extend_from_slice(&(-1i32).to_be_bytes()),
         }
-        int(&mut buf, r.hls.and_then(|h| h.segment_age_s).map(|s| (s * 1000.0).round() as i64));
+        int(&mut buf, segment_age_ms(r));
         if buf.len() >= COPY_PIECE {
             copy.send(std::mem::replace(&mut buf, Vec::with_capacity(COPY_PIECE + 256))).await?;
         }
@@ -451,42 +429,20 @@ async fn insert_history(
     ids: &[i64],
     chunk: &[usize],
 ) -> Result<()> {
-    let n = chunk.len();
-    let (mut target, mut at, mut prober, mut sent, mut lost, mut rtt, mut error, mut age) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    for &i in chunk {
-        let r = &rows[i];
-        target.push(ids[i]);
-        at.push(r.at.millis());
-        prober.push(r.prober);
-        sent.push(i64::from(r.sent));
-        lost.push(i64::from(r.lost));
-        rtt.push(r.rtt_us.map(i64::from));
-        error.push(r.error.map(ErrorCode::as_str));
-        age.push(r.hls.and_then(|h| h.segment_age_s).map(|s| (s * 1000.0).round() as i64));
-    }
     sqlx::query(
         "INSERT INTO history (bucket, target, at, prober, sent, lost, rtt_us, error, age_ms) \
          SELECT at / $9, * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], \
              $6::bigint[], $7::text[], $8::bigint[]) AS h (target, at, prober, sent, lost, rtt_us, error, age_ms) \
          ON CONFLICT DO NOTHING",
     )
-    .bind(&target)
-    .bind(&at)
-    .bind(&prober)
-    .bind(&sent)
-    .bind(&lost)
-    .bind(&rtt)
-    .bind(&error)
-    .bind(&age)
+    .bind(column(rows, chunk, |i, _| ids[i]))
+    .bind(column(rows, chunk, |_, r| r.at.millis()))
+    .bind(column(rows, chunk, |_, r| r.prober))
+    .bind(column(rows, chunk, |_, r| i64::from(r.sent)))
+    .bind(column(rows, chunk, |_, r| i64::from(r.lost)))
+    .bind(column(rows, chunk, |_, r| r.rtt_us.map(i64::from)))
+    .bind(column(rows, chunk, |_, r| r.error.map(ErrorCode::as_str)))
+    .bind(column(rows, chunk, |_, r| segment_age_ms(r)))
     .bind(BUCKET_MS)
     .execute(&mut *tx)
     .await?;
