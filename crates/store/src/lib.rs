@@ -444,12 +444,24 @@ impl Store {
 
     /// True when the database answers.
     pub async fn ping(&self) -> Result<()> {
-        dispatch!(self, ping())
+        self.timed("ping", async {
+            match &self.backend {
+                Backend::Sqlite(p, _) => rows::ping(p).await,
+                Backend::Postgres(p, _) => rows::ping(p).await,
+            }
+        })
+        .await
     }
 
     /// Every configuration object.
     pub async fn objects(&self) -> Result<Vec<ObjectRow>> {
-        dispatch!(self, objects())
+        self.timed("objects", async {
+            match &self.backend {
+                Backend::Sqlite(p, _) => rows::objects(p).await,
+                Backend::Postgres(p, _) => rows::objects(p).await,
+            }
+        })
+        .await
     }
 
     /// Applies `writes` and appends `audit` in one transaction, at `now`.

@@ -15,8 +15,8 @@ use vantage_core::result::ErrorCode;
 use crate::filters::Order;
 use crate::rows::{self, Fields, bits_out};
 use crate::{
-    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, NewAudit, ObjectRow,
-    Result, ResultRow, RevisionRow, TargetIds, Write, filters, in_transaction,
+    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, NewAudit, Result,
+    ResultRow, RevisionRow, TargetIds, Write, filters, in_transaction,
 };
 
 const DAY_MS: i64 = 86_400_000;
@@ -67,19 +67,6 @@ pub(crate) async fn open(options: &PgConnectOptions) -> Result<PgPool> {
         .await?;
     sqlx::migrate!("./migrations/postgres").run(&pool).await?;
     Ok(pool)
-}
-
-pub(crate) async fn ping(pool: &PgPool) -> Result<()> {
-    sqlx::query("SELECT 1").execute(pool).await?;
-    Ok(())
-}
-
-pub(crate) async fn objects(pool: &PgPool) -> Result<Vec<ObjectRow>> {
-    let rows =
-        sqlx::query("SELECT id, kind, parent, name, body, created_at, updated_at FROM objects ORDER BY id")
-            .fetch_all(pool)
-            .await?;
-    rows::all(&rows, rows::object)
 }
 
 pub(crate) async fn commit(

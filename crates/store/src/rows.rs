@@ -1,6 +1,7 @@
 //! Reading stored rows into the store's types, once for every backend: each backend's
 //! schema gives a column the same name and the same kind of value (64-bit integers, text,
-//! doubles), so one reader serves SQLite and PostgreSQL alike.
+//! doubles), so one reader serves SQLite and PostgreSQL alike; and the few queries whose SQL
+//! is the same on both.
 
 use std::str::FromStr;
 
@@ -162,6 +163,31 @@ pub(crate) fn event(r: &impl Fields) -> Result<EventRow> {
         summary: r.text("summary")?,
         details: serde_json::from_str(&r.text("details")?)?,
     })
+}
+
+/// Whether the database answers (the same query on every backend).
+pub(crate) async fn ping<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) -> Result<()>
+where
+    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+{
+    sqlx::query::<DB>("SELECT 1").execute(pool).await?;
+    Ok(())
+}
+
+/// Every configuration object (the same query on every backend).
+pub(crate) async fn objects<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) -> Result<Vec<ObjectRow>>
+where
+    for<'c> &'c sqlx::Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    DB::Row: Fields,
+{
+    let rows = sqlx::query::<DB>(
+        "SELECT id, kind, parent, name, body, created_at, updated_at FROM objects ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await?;
+    all(&rows, object)
 }
 
 /// Reads every row with `read`.

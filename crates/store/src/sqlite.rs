@@ -13,8 +13,8 @@ use vantage_core::result::ErrorCode;
 use crate::filters::Order;
 use crate::rows::{self, Fields, bits_out};
 use crate::{
-    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, NewAudit, ObjectRow,
-    Result, ResultRow, RevisionRow, TargetIds, Write, filters, in_transaction,
+    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, NewAudit, Result,
+    ResultRow, RevisionRow, TargetIds, Write, filters, in_transaction,
 };
 
 const DAY_MS: i64 = 86_400_000;
@@ -33,19 +33,6 @@ pub(crate) async fn open(path: &Path) -> Result<SqlitePool> {
     let pool = SqlitePoolOptions::new().max_connections(4).connect_with(options).await?;
     sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
     Ok(pool)
-}
-
-pub(crate) async fn ping(pool: &SqlitePool) -> Result<()> {
-    sqlx::query("SELECT 1").execute(pool).await?;
-    Ok(())
-}
-
-pub(crate) async fn objects(pool: &SqlitePool) -> Result<Vec<ObjectRow>> {
-    let rows =
-        sqlx::query("SELECT id, kind, parent, name, body, created_at, updated_at FROM objects ORDER BY id")
-            .fetch_all(pool)
-            .await?;
-    rows::all(&rows, rows::object)
 }
 
 pub(crate) async fn commit(
