@@ -17,6 +17,10 @@ pub(crate) struct Args {
     /// Data directory (database, CA, admin token) [default: ./vantage-data].
     #[arg(long)]
     data_dir: Option<String>,
+    /// PostgreSQL database URL (postgres://user:password@host:port/name) instead of SQLite in
+    /// the data directory.
+    #[arg(long, value_name = "URL")]
+    database: Option<String>,
     /// Admin API and UI address [default: 127.0.0.1:8080].
     #[arg(long)]
     api_listen: Option<String>,
@@ -59,6 +63,7 @@ impl Args {
         let mut f = BTreeMap::new();
         let pairs = [
             ("data_dir", &self.data_dir),
+            ("database", &self.database),
             ("api_listen", &self.api_listen),
             ("agent_listen", &self.agent_listen),
             ("dns_listen", &self.dns_listen),

@@ -51,6 +51,8 @@ const EXPIRE_EVERY_S: u64 = 60;
 const ROLL_UP_EVERY_S: u64 = 3_600;
 /// Daily roll-ups are kept this long past the history's retention.
 const DAILY_KEPT_DAYS: i64 = 366;
+
+const DAY_MS: i64 = 86_400_000;
 /// An evaluator state that did not change is still saved this often.
 const STATE_SAVED_EVERY_MS: i64 = 60_000;
 /// Heartbeat fields are bounded: a hostile agent cannot grow the server's memory.
@@ -910,8 +912,12 @@ impl Control {
         }
         if now >= self.next_roll_up {
             let days = i64::try_from(self.timing.history_retention_days).unwrap_or(14);
-            let before = now.plus_millis(-days * 86_400_000);
-            let daily_before = before.plus_millis(-DAILY_KEPT_DAYS * 86_400_000);
+            // Whole UTC days: a day is rolled up once all of it is past the retention, so that a
+            // store partitioned by day (PostgreSQL) drops the day's partition instead of
+            // deleting its rows an hour at a time.
+            let before =
+                Timestamp::from_millis(now.plus_millis(-days * DAY_MS).millis().div_euclid(DAY_MS) * DAY_MS);
+            let daily_before = before.plus_millis(-DAILY_KEPT_DAYS * DAY_MS);
             self.outputs.push_back(Output::RollUpHistory { before, daily_before });
             self.outputs.push_back(Output::ExpireEvents { before });
             self.next_roll_up = now.plus_secs(ROLL_UP_EVERY_S);

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use vantage_core::net::IpNet;
+use vantage_store::{Database, PostgresUrl};
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -24,8 +25,13 @@ pub enum LogFormat {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServeConfig {
-    /// Data directory: database, CA, admin token.
+    /// Data directory: the SQLite database (unless `database` names another), CA, admin token.
     pub data_dir: PathBuf,
+    /// A PostgreSQL database (`postgres://user:password@host:port/name`) instead of SQLite in
+    /// the data directory. Read and checked here, so a bad URL stops the start with a message
+    /// naming this key; it shows without its password.
+    #[serde(deserialize_with = "database", serialize_with = "database_url")]
+    pub database: Option<PostgresUrl>,
     /// Admin API and UI.
     pub api_listen: SocketAddr,
     /// Agent channel (mutual TLS).
@@ -95,10 +101,21 @@ fn networks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Err
         .collect()
 }
 
+/// The `database` URL, parsed; a refusal names the key and never quotes the URL.
+fn database<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<PostgresUrl>, D::Error> {
+    let url = String::deserialize(d)?;
+    url.parse().map(Some).map_err(|e| serde::de::Error::custom(format!("database: {e}")))
+}
+
+fn database_url<S: serde::Serializer>(url: &Option<PostgresUrl>, s: S) -> Result<S::Ok, S::Error> {
+    url.as_ref().map(PostgresUrl::as_str).serialize(s)
+}
+
 impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
             data_dir: PathBuf::from("./vantage-data"),
+            database: None,
             // Only this host until the operator says otherwise.
             api_listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             agent_listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
@@ -119,8 +136,9 @@ impl Default for ServeConfig {
 }
 
 /// The keys a configuration may set (and the environment variables `VANTAGE_<KEY>`).
-pub const KEYS: [&str; 15] = [
+pub const KEYS: [&str; 16] = [
     "data_dir",
+    "database",
     "api_listen",
     "agent_listen",
     "dns_listen",
@@ -192,6 +210,14 @@ impl ServeConfig {
             origin: "environment and flags".into(),
             message: e.to_string(),
         })
+    }
+
+    /// The database the store opens: `database`, else SQLite in the data directory.
+    pub fn store(&self) -> Database {
+        match &self.database {
+            Some(url) => Database::Postgres(url.clone()),
+            None => Database::Sqlite(self.data_dir.join("vantage.db")),
+        }
     }
 
     /// Whether the admin API and UI are served over TLS.
@@ -277,6 +303,36 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("load_balancers") && e.contains(says), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_database_is_sqlite_in_the_data_directory_unless_a_postgres_url_is_given() {
+        let c = ServeConfig::load(None, &BTreeMap::new(), &BTreeMap::new()).unwrap();
+        assert_eq!(c.store(), Database::Sqlite(PathBuf::from("./vantage-data/vantage.db")));
+        let file = "database = \"postgres://vantage:pw@db1:5432/vantage\"\n";
+        let c = ServeConfig::load(Some(("vantage.toml", file)), &BTreeMap::new(), &BTreeMap::new()).unwrap();
+        assert_eq!(c.store().to_string(), "PostgreSQL at postgres://db1:5432/vantage");
+        let e = env(&[("VANTAGE_DATABASE", "postgres://vantage:pw@db2/vantage")]);
+        let mut flags = BTreeMap::new();
+        flags.insert("database", "postgres://vantage:pw@db3/vantage".to_owned());
+        assert_eq!(
+            ServeConfig::load(None, &e, &BTreeMap::new()).unwrap().store().to_string(),
+            "PostgreSQL at postgres://db2:5432/vantage"
+        );
+        assert_eq!(
+            ServeConfig::load(None, &e, &flags).unwrap().store().to_string(),
+            "PostgreSQL at postgres://db3:5432/vantage"
+        );
+    }
+
+    #[test]
+    fn a_bad_database_url_names_the_key_and_not_the_password() {
+        for bad in ["mysql://u:s3cret@db/x", "postgres://u:s3cret@db:port/x", "s3cret"] {
+            let e = ServeConfig::load(None, &env(&[("VANTAGE_DATABASE", bad)]), &BTreeMap::new())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("database") && !e.contains("s3cret"), "{e}");
         }
     }
 

@@ -33,9 +33,17 @@ pub enum StartError {
         /// Cause.
         source: std::io::Error,
     },
-    /// The store could not be opened.
+    /// The store failed.
     #[error("store: {0}")]
     Store(#[from] vantage_store::Error),
+    /// The store's database could not be opened (`database`, or SQLite in the data directory).
+    #[error("database ({database}): {source}")]
+    OpenStore {
+        /// Which database, without a password.
+        database: String,
+        /// Cause.
+        source: vantage_store::Error,
+    },
     /// The stored configuration could not be read.
     #[error("stored configuration: {0}")]
     Config(String),
@@ -106,8 +114,12 @@ impl Server {
         let metrics = Arc::new(Metrics::new());
         let observer = metrics.clone();
         let delivery_metrics = metrics.clone();
-        let store = vantage_store::Store::open_sqlite(&dir.join("vantage.db"))
-            .await?
+        let database = settings.store();
+        // `Display` of a database shows no password.
+        tracing::info!(%database, "opening the store");
+        let store = vantage_store::Store::open(&database)
+            .await
+            .map_err(|source| StartError::OpenStore { database: database.to_string(), source })?
             .with_observer(Arc::new(move |op, d| observer.store_op(op, d)));
         // SQLite gives its WAL and shared-memory files the database file's mode.
         for name in ["vantage.db", "vantage.db-wal", "vantage.db-shm"] {

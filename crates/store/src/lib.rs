@@ -1,7 +1,8 @@
 //! Vantage's persistence, behind one interface. The control plane talks to [`Store`] only;
-//! nothing it sees is specific to a database. SQLite (WAL, embedded in the data directory) is
-//! the backend today; another backend is one more module beside [`sqlite`] and one more arm
-//! of [`Backend`].
+//! nothing it sees is specific to a database. Two backends: SQLite (WAL, embedded in the data
+//! directory, the default) and PostgreSQL (for several replicas and larger fleets), each a
+//! module with its own migrations and one arm of [`Backend`]; every method behaves the same on
+//! both (the store's tests run each case on each).
 //!
 //! What is stored: configuration objects as validated JSON documents (loaded whole at start),
 //! the audit log, the latest result per (prober, target) with its window register, the result
@@ -10,9 +11,13 @@
 //!
 //! This crate must not make decisions: it stores what it is given.
 
+mod filters;
+mod postgres;
+mod rows;
 mod sqlite;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,6 +48,9 @@ pub enum Error {
     /// The result writer has stopped.
     #[error("the result writer has stopped")]
     WriterStopped,
+    /// A database URL that cannot be used (the reason; never the URL, which may hold a password).
+    #[error("{0}")]
+    Url(String),
 }
 
 /// Result with the store's [`Error`].
@@ -238,10 +246,109 @@ pub struct RevisionRow {
 /// Called with each operation's name and duration (for a latency histogram).
 pub type Observer = Arc<dyn Fn(&'static str, Duration) + Send + Sync>;
 
+/// Which database a [`Store`] opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Database {
+    /// An SQLite file, created when absent.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database.
+    Postgres(PostgresUrl),
+}
+
+impl std::fmt::Display for Database {
+    /// Where the data is, fit for a log line: a PostgreSQL URL without user and password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Database::Sqlite(path) => write!(f, "SQLite at {}", path.display()),
+            Database::Postgres(url) => write!(f, "PostgreSQL at {url}"),
+        }
+    }
+}
+
+/// A PostgreSQL connection URL (`postgres://user:password@host:port/database?…`), parsed when
+/// it is read so that a bad one is refused before anything starts. It shows (`Display`,
+/// `Debug`) as host, port and database only: URLs may carry a password, and these values end up
+/// in logs and error messages.
+#[derive(Clone)]
+pub struct PostgresUrl {
+    url: String,
+    /// Boxed: the options are large, and a [`Database`] is mostly a path.
+    options: Box<sqlx::postgres::PgConnectOptions>,
+}
+
+impl FromStr for PostgresUrl {
+    type Err = Error;
+
+    fn from_str(url: &str) -> Result<Self> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(Error::Url("expected a postgres:// URL".into()));
+        }
+        let options = sqlx::postgres::PgConnectOptions::from_str(url)
+            .map_err(|e| Error::Url(format!("not a PostgreSQL URL: {}", without(&e.to_string(), url))))?;
+        Ok(PostgresUrl { url: url.to_owned(), options: Box::new(options) })
+    }
+}
+
+/// `message` with every occurrence of `url` cut out, in case a parser quoted its input.
+fn without(message: &str, url: &str) -> String {
+    message.replace(url, "<url>")
+}
+
+impl PostgresUrl {
+    /// The URL as given, password included (for configuration files only, never for logs).
+    pub fn as_str(&self) -> &str {
+        &self.url
+    }
+}
+
+impl PartialEq for PostgresUrl {
+    fn eq(&self, other: &Self) -> bool {
+        self.url == other.url
+    }
+}
+
+impl Eq for PostgresUrl {}
+
+impl std::fmt::Display for PostgresUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let o = &self.options;
+        write!(
+            f,
+            "postgres://{}:{}/{}",
+            o.get_host(),
+            o.get_port(),
+            o.get_database().unwrap_or(o.get_username())
+        )
+    }
+}
+
+impl std::fmt::Debug for PostgresUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PostgresUrl({self})")
+    }
+}
+
+/// Target ids by key, so bulk writes carry integers instead of joining on text.
+#[derive(Debug, Default)]
+pub(crate) struct TargetIds(std::sync::Mutex<std::collections::HashMap<String, i64>>);
+
+impl TargetIds {
+    pub(crate) fn get(&self, key: &str) -> Option<i64> {
+        self.0.lock().ok()?.get(key).copied()
+    }
+
+    pub(crate) fn put(&self, key: String, id: i64) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(key, id);
+        }
+    }
+}
+
 /// The database behind a [`Store`].
 #[derive(Debug, Clone)]
 enum Backend {
-    Sqlite(sqlx::SqlitePool, Arc<sqlite::TargetIds>),
+    Sqlite(sqlx::SqlitePool, Arc<TargetIds>),
+    Postgres(sqlx::PgPool, Arc<postgres::Known>),
 }
 
 /// The store. Cheap to clone.
@@ -257,17 +364,43 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Calls the backend's function of the same name with its pool and the arguments, and
+/// reports the duration to the observer under the function's name.
 macro_rules! dispatch {
-    ($self:ident, $op:literal, $pool:ident => $call:expr) => {{
-        let started = Instant::now();
-        let out = match &$self.backend {
-            Backend::Sqlite($pool, _) => $call.await,
-        };
-        if let Some(o) = &$self.observer {
-            o($op, started.elapsed());
-        }
-        out
-    }};
+    ($self:ident, $f:ident($($arg:expr),*)) => {
+        $self
+            .timed(stringify!($f), async {
+                match &$self.backend {
+                    Backend::Sqlite(pool, _) => sqlite::$f(pool, $($arg),*).await,
+                    Backend::Postgres(pool, _) => postgres::$f(pool, $($arg),*).await,
+                }
+            })
+            .await
+    };
+}
+
+/// Runs `f` in one transaction and commits it. When any step fails, the connection is closed
+/// instead of going back to the pool: after some errors (a full disk) SQLite has rolled the
+/// transaction back by itself, or keeps it open after a failed `COMMIT`, and sqlx's count of
+/// open transactions no longer matches. The next transaction on that connection would then
+/// nest inside a stale one as a savepoint, be acknowledged, and never reach the file. A
+/// PostgreSQL connection loses nothing but its prepared statements by it.
+async fn in_transaction<DB: sqlx::Database, T>(
+    pool: &sqlx::Pool<DB>,
+    f: impl AsyncFnOnce(&mut DB::Connection) -> Result<T>,
+) -> Result<T> {
+    let mut conn = pool.acquire().await?;
+    let out = async {
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let v = f(&mut tx).await?;
+        tx.commit().await?;
+        Ok(v)
+    }
+    .await;
+    if out.is_err() {
+        conn.close_on_drop();
+    }
+    out
 }
 
 impl Store {
@@ -278,6 +411,31 @@ impl Store {
         Ok(Store { backend: Backend::Sqlite(pool, Arc::default()), observer: None })
     }
 
+    /// Connects to the PostgreSQL database at `url` and runs the migrations (several replicas
+    /// starting at once take turns: sqlx holds an advisory lock while it migrates).
+    pub async fn open_postgres(url: &PostgresUrl) -> Result<Store> {
+        let pool = postgres::open(&url.options).await?;
+        Ok(Store { backend: Backend::Postgres(pool, Arc::default()), observer: None })
+    }
+
+    /// Opens `database`.
+    pub async fn open(database: &Database) -> Result<Store> {
+        match database {
+            Database::Sqlite(path) => Store::open_sqlite(path).await,
+            Database::Postgres(url) => Store::open_postgres(url).await,
+        }
+    }
+
+    /// Runs `op` and reports its duration to the observer.
+    async fn timed<T>(&self, name: &'static str, op: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let out = op.await;
+        if let Some(o) = &self.observer {
+            o(name, started.elapsed());
+        }
+        out
+    }
+
     /// Reports every operation's duration to `observer`.
     pub fn with_observer(mut self, observer: Observer) -> Self {
         self.observer = Some(observer);
@@ -286,50 +444,61 @@ impl Store {
 
     /// True when the database answers.
     pub async fn ping(&self) -> Result<()> {
-        dispatch!(self, "ping", p => sqlite::ping(p))
+        self.timed("ping", async {
+            match &self.backend {
+                Backend::Sqlite(p, _) => rows::ping(p).await,
+                Backend::Postgres(p, _) => rows::ping(p).await,
+            }
+        })
+        .await
     }
 
     /// Every configuration object.
     pub async fn objects(&self) -> Result<Vec<ObjectRow>> {
-        dispatch!(self, "objects", p => sqlite::objects(p))
+        self.timed("objects", async {
+            match &self.backend {
+                Backend::Sqlite(p, _) => rows::objects(p).await,
+                Backend::Postgres(p, _) => rows::objects(p).await,
+            }
+        })
+        .await
     }
 
     /// Applies `writes` and appends `audit` in one transaction, at `now`.
     pub async fn commit(&self, writes: &[Write], audit: &[NewAudit], now: Timestamp) -> Result<()> {
-        dispatch!(self, "commit", p => sqlite::commit(p, writes, audit, now))
+        dispatch!(self, commit(writes, audit, now))
     }
 
     /// Audit entries matching `filter`, newest first.
     pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
-        dispatch!(self, "audit", p => sqlite::audit(p, filter))
+        dispatch!(self, audit(filter))
     }
 
     /// Writes a report's results: the latest row of each (prober, target) and a history row
     /// each, in one transaction.
     pub async fn write_results(&self, rows: &[ResultRow]) -> Result<()> {
-        let started = Instant::now();
-        let out = match &self.backend {
-            Backend::Sqlite(p, targets) => sqlite::write_results(p, targets, rows).await,
-        };
-        if let Some(o) = &self.observer {
-            o("write_results", started.elapsed());
-        }
-        out
+        self.timed("write_results", async {
+            match &self.backend {
+                Backend::Sqlite(p, targets) => sqlite::write_results(p, targets, rows).await,
+                Backend::Postgres(p, known) => postgres::write_results(p, known, rows).await,
+            }
+        })
+        .await
     }
 
     /// Every latest result.
     pub async fn latest(&self) -> Result<Vec<ResultRow>> {
-        dispatch!(self, "latest", p => sqlite::latest(p))
+        dispatch!(self, latest())
     }
 
     /// Deletes a prober's latest results (disabled or deleted prober).
     pub async fn delete_latest_of(&self, prober: i64) -> Result<u64> {
-        dispatch!(self, "delete_latest_of", p => sqlite::delete_latest_of(p, prober))
+        dispatch!(self, delete_latest_of(prober))
     }
 
     /// Deletes latest results not updated since `before`.
     pub async fn delete_latest_before(&self, before: Timestamp) -> Result<u64> {
-        dispatch!(self, "delete_latest_before", p => sqlite::delete_latest_before(p, before))
+        dispatch!(self, delete_latest_before(before))
     }
 
     /// A target's history in `[since, until)`, oldest first.
@@ -339,7 +508,7 @@ impl Store {
         since: Timestamp,
         until: Timestamp,
     ) -> Result<Vec<HistoryPoint>> {
-        dispatch!(self, "history", p => sqlite::history(p, target, since, until))
+        dispatch!(self, history(target, since, until))
     }
 
     /// A target's daily roll-ups in `[since, until)`, oldest first.
@@ -349,49 +518,56 @@ impl Store {
         since: Timestamp,
         until: Timestamp,
     ) -> Result<Vec<DailyPoint>> {
-        dispatch!(self, "history_daily", p => sqlite::history_daily(p, target, since, until))
+        dispatch!(self, history_daily(target, since, until))
     }
 
     /// Rolls up every history row older than `before` into daily rows, then deletes those
-    /// rows. Returns the number of rows deleted.
+    /// rows. Returns the number of rows deleted. On PostgreSQL the days wholly before `before`
+    /// go by dropping their partitions; only a day that `before` cuts is deleted row by row.
     pub async fn roll_up_history(&self, before: Timestamp) -> Result<u64> {
-        dispatch!(self, "roll_up_history", p => sqlite::roll_up_history(p, before))
+        self.timed("roll_up_history", async {
+            match &self.backend {
+                Backend::Sqlite(p, _) => sqlite::roll_up_history(p, before).await,
+                Backend::Postgres(p, known) => postgres::roll_up_history(p, known, before).await,
+            }
+        })
+        .await
     }
 
     /// Deletes daily roll-ups older than `before`.
     pub async fn delete_daily_before(&self, before: Timestamp) -> Result<u64> {
-        dispatch!(self, "delete_daily_before", p => sqlite::delete_daily_before(p, before))
+        dispatch!(self, delete_daily_before(before))
     }
 
     /// Stores events (an id already stored is kept as it was).
     pub async fn insert_events(&self, events: &[EventRow]) -> Result<()> {
-        dispatch!(self, "insert_events", p => sqlite::insert_events(p, events))
+        dispatch!(self, insert_events(events))
     }
 
     /// Events, oldest first.
     pub async fn events(&self, filter: &EventFilter) -> Result<Vec<EventRow>> {
-        dispatch!(self, "events", p => sqlite::events(p, filter))
+        dispatch!(self, events(filter))
     }
 
     /// The oldest `filter.limit` events after `filter.after` (from the first without it),
     /// oldest first: a reader pages forward with it and skips none, however many there are.
     pub async fn events_after(&self, filter: &EventFilter) -> Result<Vec<EventRow>> {
-        dispatch!(self, "events_after", p => sqlite::events_after(p, filter))
+        dispatch!(self, events_after(filter))
     }
 
     /// The newest event's id (0: none).
     pub async fn last_event(&self) -> Result<i64> {
-        dispatch!(self, "last_event", p => sqlite::last_event(p))
+        dispatch!(self, last_event())
     }
 
     /// Deletes events older than `before`; returns how many.
     pub async fn delete_events_before(&self, before: Timestamp) -> Result<u64> {
-        dispatch!(self, "delete_events_before", p => sqlite::delete_events_before(p, before))
+        dispatch!(self, delete_events_before(before))
     }
 
     /// One revision of a cluster.
     pub async fn revision(&self, cluster: i64, number: u32) -> Result<Option<RevisionRow>> {
-        dispatch!(self, "revision", p => sqlite::revision(p, cluster, number))
+        dispatch!(self, revision(cluster, number))
     }
 
     /// The revisions of a cluster after `after` up to `upto`, oldest first (the newest
@@ -403,13 +579,13 @@ impl Store {
         upto: u32,
         limit: u32,
     ) -> Result<Vec<RevisionRow>> {
-        dispatch!(self, "revisions_between", p => sqlite::revisions_between(p, cluster, after, upto, limit))
+        dispatch!(self, revisions_between(cluster, after, upto, limit))
     }
 
     /// Appends a revision; storing the same (cluster, number) again changes nothing, so a write
     /// whose outcome was unknown can be retried.
     pub async fn insert_revision(&self, row: &RevisionRow) -> Result<()> {
-        dispatch!(self, "insert_revision", p => sqlite::insert_revision(p, row))
+        dispatch!(self, insert_revision(row))
     }
 
     /// Records the publishing outcomes of a revision.
@@ -419,42 +595,44 @@ impl Store {
         number: u32,
         publish: &serde_json::Value,
     ) -> Result<()> {
-        dispatch!(self, "set_revision_publish", p => sqlite::set_revision_publish(p, cluster, number, publish))
+        dispatch!(self, set_revision_publish(cluster, number, publish))
     }
 
     /// A cluster's revisions, newest first, at most `limit`.
     pub async fn revisions(&self, cluster: i64, limit: u32) -> Result<Vec<RevisionRow>> {
-        dispatch!(self, "revisions", p => sqlite::revisions(p, cluster, limit))
+        dispatch!(self, revisions(cluster, limit))
     }
 
     /// The newest revision of every cluster.
     pub async fn latest_revisions(&self) -> Result<Vec<RevisionRow>> {
-        dispatch!(self, "latest_revisions", p => sqlite::latest_revisions(p))
+        dispatch!(self, latest_revisions())
     }
 
     /// Saves runtime state under `key`.
     pub async fn put_state(&self, key: &str, value: &str, now: Timestamp) -> Result<()> {
-        dispatch!(self, "put_state", p => sqlite::put_state(p, key, value, now))
+        dispatch!(self, put_state(key, value, now))
     }
 
     /// Runtime state whose key starts with `prefix`: (key, value).
     pub async fn states(&self, prefix: &str) -> Result<Vec<(String, String)>> {
-        dispatch!(self, "states", p => sqlite::states(p, prefix))
+        dispatch!(self, states(prefix))
     }
 
     /// Deletes runtime state under `key`.
     pub async fn delete_state(&self, key: &str) -> Result<()> {
-        dispatch!(self, "delete_state", p => sqlite::delete_state(p, key))
+        dispatch!(self, delete_state(key))
     }
 
-    /// Moves the write-ahead log into the database file and truncates it.
+    /// Moves the write-ahead log into the database file and truncates it (SQLite; PostgreSQL
+    /// checkpoints by itself, and asking it to needs a privilege the store should not hold).
     pub async fn checkpoint(&self) -> Result<()> {
-        dispatch!(self, "checkpoint", p => sqlite::checkpoint(p))
+        dispatch!(self, checkpoint())
     }
 
-    /// Bytes used by the database file, without the write-ahead log.
+    /// Bytes used by the database file, without the write-ahead log (PostgreSQL: by the tables
+    /// and indexes of the store's schema).
     pub async fn size_bytes(&self) -> Result<u64> {
-        dispatch!(self, "size_bytes", p => sqlite::size_bytes(p))
+        dispatch!(self, size_bytes())
     }
 }
 

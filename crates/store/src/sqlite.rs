@@ -3,18 +3,18 @@
 //! in each table's key order.
 
 use std::path::Path;
-use std::str::FromStr;
 use std::time::Duration;
 
+use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Row, SqlitePool};
 use vantage_core::Timestamp;
 use vantage_core::result::ErrorCode;
-use vantage_core::window::WindowRegister;
 
+use crate::filters::Order;
+use crate::rows::{self, Fields, bits_out};
 use crate::{
-    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, NewAudit, ObjectRow,
-    Result, ResultRow, RevisionRow, Write,
+    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, NewAudit, Result,
+    ResultRow, RevisionRow, TargetIds, Write, filters, in_transaction,
 };
 
 const DAY_MS: i64 = 86_400_000;
@@ -33,54 +33,6 @@ pub(crate) async fn open(path: &Path) -> Result<SqlitePool> {
     let pool = SqlitePoolOptions::new().max_connections(4).connect_with(options).await?;
     sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
     Ok(pool)
-}
-
-/// Runs `f` in one transaction and commits it. When any step fails, the connection is closed
-/// instead of going back to the pool: after some errors (a full disk) SQLite has rolled the
-/// transaction back by itself, or keeps it open after a failed `COMMIT`, and sqlx's count of
-/// open transactions no longer matches. The next transaction on that connection would then
-/// nest inside a stale one as a savepoint, be acknowledged, and never reach the file.
-async fn in_transaction<T>(
-    pool: &SqlitePool,
-    f: impl AsyncFnOnce(&mut sqlx::SqliteConnection) -> Result<T>,
-) -> Result<T> {
-    let mut conn = pool.acquire().await?;
-    let out = async {
-        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        let v = f(&mut tx).await?;
-        tx.commit().await?;
-        Ok(v)
-    }
-    .await;
-    if out.is_err() {
-        conn.close_on_drop();
-    }
-    out
-}
-
-pub(crate) async fn ping(pool: &SqlitePool) -> Result<()> {
-    sqlx::query("SELECT 1").execute(pool).await?;
-    Ok(())
-}
-
-pub(crate) async fn objects(pool: &SqlitePool) -> Result<Vec<ObjectRow>> {
-    let rows =
-        sqlx::query("SELECT id, kind, parent, name, body, created_at, updated_at FROM objects ORDER BY id")
-            .fetch_all(pool)
-            .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(ObjectRow {
-                id: r.try_get("id")?,
-                kind: r.try_get("kind")?,
-                parent: r.try_get("parent")?,
-                name: r.try_get("name")?,
-                body: r.try_get("body")?,
-                created_at: Timestamp::from_millis(r.try_get("created_at")?),
-                updated_at: Timestamp::from_millis(r.try_get("updated_at")?),
-            })
-        })
-        .collect()
 }
 
 pub(crate) async fn commit(
@@ -135,53 +87,8 @@ pub(crate) async fn commit(
 }
 
 pub(crate) async fn audit(pool: &SqlitePool, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
-    let mut q =
-        sqlx::QueryBuilder::new("SELECT id, at, actor, action, object, metadata FROM audit WHERE 1 = 1");
-    if let Some(a) = &f.action {
-        if let Some(prefix) = a.strip_suffix('.') {
-            q.push(" AND (action = ").push_bind(prefix.to_owned()).push(" OR action LIKE ");
-            q.push_bind(format!("{}.%", prefix.replace('%', "\\%").replace('_', "\\_")))
-                .push(" ESCAPE '\\')");
-        } else {
-            q.push(" AND action = ").push_bind(a.clone());
-        }
-    }
-    if let Some(a) = &f.actor {
-        q.push(" AND actor = ").push_bind(a.clone());
-    }
-    if let Some(o) = &f.object {
-        q.push(" AND object = ").push_bind(o.clone());
-    }
-    if let Some(t) = f.since {
-        q.push(" AND at >= ").push_bind(t.millis());
-    }
-    if let Some(t) = f.until {
-        q.push(" AND at < ").push_bind(t.millis());
-    }
-    q.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(f.limit.unwrap_or(100).min(10_000)));
-    let rows = q.build().fetch_all(pool).await?;
-    rows.iter()
-        .map(|r| {
-            let metadata: String = r.try_get("metadata")?;
-            Ok(AuditEntry {
-                id: r.try_get("id")?,
-                at: Timestamp::from_millis(r.try_get("at")?),
-                actor: r.try_get("actor")?,
-                action: r.try_get("action")?,
-                object: r.try_get("object")?,
-                metadata: serde_json::from_str(&metadata)?,
-            })
-        })
-        .collect()
-}
-
-/// Register bits are u64; SQLite integers are i64, so they are stored bit for bit.
-fn bits_out(v: u64) -> i64 {
-    i64::from_ne_bytes(v.to_ne_bytes())
-}
-
-fn bits_in(v: i64) -> u64 {
-    u64::from_ne_bytes(v.to_ne_bytes())
+    let rows = filters::audit::<sqlx::Sqlite>(f).build().fetch_all(pool).await?;
+    rows::all(&rows, rows::audit)
 }
 
 /// Bound parameters per statement (SQLite's limit is 32,766).
@@ -189,22 +96,6 @@ const MAX_VARIABLES: usize = 32_000;
 
 /// History rows are clustered in buckets of this many milliseconds.
 const BUCKET_MS: i64 = 600_000;
-
-/// Target ids by key, so bulk writes carry integers instead of joining on text.
-#[derive(Debug, Default)]
-pub(crate) struct TargetIds(std::sync::Mutex<std::collections::HashMap<String, i64>>);
-
-impl TargetIds {
-    fn get(&self, key: &str) -> Option<i64> {
-        self.0.lock().ok()?.get(key).copied()
-    }
-
-    fn put(&self, key: String, id: i64) {
-        if let Ok(mut m) = self.0.lock() {
-            m.insert(key, id);
-        }
-    }
-}
 
 /// Ids of `keys`, creating the missing ones inside `tx`; and the ones not in `cache`, to be
 /// remembered once `tx` commits.
@@ -256,7 +147,8 @@ async fn write_results_in(
     let (ids, created) = target_ids(tx, cache, rows.iter().map(|r| r.target.as_str())).await?;
     // Each table gets its rows in its key order, so the B-tree is written front to back.
     let mut latest: Vec<usize> = (0..rows.len()).collect();
-    latest.sort_unstable_by_key(|&i| (rows[i].prober, ids[i]));
+    // Stable: of two results for one (prober, target) in a batch, the later one is kept.
+    latest.sort_by_key(|&i| (rows[i].prober, ids[i]));
     let mut history = latest.clone();
     history.sort_unstable_by_key(|&i| {
         (rows[i].at.millis().div_euclid(BUCKET_MS), ids[i], rows[i].at, rows[i].prober)
@@ -333,50 +225,15 @@ async fn write_results_in(
     Ok(created)
 }
 
-fn error_code(text: Option<String>) -> Option<ErrorCode> {
-    text.and_then(|t| ErrorCode::from_str(&t).ok())
-}
-
-fn micros(v: Option<i64>) -> Option<u32> {
-    v.and_then(|v| u32::try_from(v).ok())
-}
-
-fn count(v: i64) -> u32 {
-    u32::try_from(v).unwrap_or(0)
-}
-
 pub(crate) async fn latest(pool: &SqlitePool) -> Result<Vec<ResultRow>> {
     let rows = sqlx::query(
         "SELECT l.prober, t.key, l.at, l.sent, l.lost, l.rtt_us, l.error, l.connected, l.xmit, l.recv, l.good, \
                 l.avg_rtt, l.hls, l.filled \
-         FROM latest_results AS l JOIN targets AS t ON t.id = l.target",
+         FROM latest_results AS l JOIN targets AS t ON t.id = l.target ORDER BY l.prober, l.target",
     )
     .fetch_all(pool)
     .await?;
-    rows.iter()
-        .map(|r| {
-            let hls: Option<String> = r.try_get("hls")?;
-            let register = WindowRegister::from_parts(
-                bits_in(r.try_get("connected")?),
-                bits_in(r.try_get("xmit")?),
-                bits_in(r.try_get("recv")?),
-                bits_in(r.try_get("good")?),
-                r.try_get("avg_rtt")?,
-                r.try_get::<Option<i64>, _>("filled")?.and_then(|n| u8::try_from(n).ok()),
-            );
-            Ok(ResultRow {
-                prober: r.try_get("prober")?,
-                target: r.try_get("key")?,
-                at: Timestamp::from_millis(r.try_get("at")?),
-                sent: count(r.try_get("sent")?),
-                lost: count(r.try_get("lost")?),
-                rtt_us: micros(r.try_get("rtt_us")?),
-                error: error_code(r.try_get("error")?),
-                register,
-                hls: hls.map(|h| serde_json::from_str(&h)).transpose()?,
-            })
-        })
-        .collect()
+    rows::all(&rows, rows::latest)
 }
 
 pub(crate) async fn delete_latest_of(pool: &SqlitePool, prober: i64) -> Result<u64> {
@@ -414,19 +271,7 @@ pub(crate) async fn history(
     .bind((until.millis() - 1).div_euclid(BUCKET_MS))
     .fetch_all(pool)
     .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(HistoryPoint {
-                at: Timestamp::from_millis(r.try_get("at")?),
-                prober: r.try_get("prober")?,
-                sent: count(r.try_get("sent")?),
-                lost: count(r.try_get("lost")?),
-                rtt_us: micros(r.try_get("rtt_us")?),
-                error: error_code(r.try_get("error")?),
-                segment_age_s: r.try_get::<Option<i64>, _>("age_ms")?.map(|ms| ms as f64 / 1000.0),
-            })
-        })
-        .collect()
+    rows::all(&rows, rows::history_point)
 }
 
 pub(crate) async fn history_daily(
@@ -437,26 +282,15 @@ pub(crate) async fn history_daily(
 ) -> Result<Vec<DailyPoint>> {
     let rows = sqlx::query(
         "SELECT d.day, d.prober, d.rounds, d.sent, d.lost, d.rtt_avg_us, d.rtt_max_us FROM history_daily AS d \
-         WHERE d.target = (SELECT id FROM targets WHERE key = ?1) AND d.day >= ?2 AND d.day < ?3 ORDER BY d.day",
+         WHERE d.target = (SELECT id FROM targets WHERE key = ?1) AND d.day >= ?2 AND d.day < ?3 \
+         ORDER BY d.day, d.prober",
     )
     .bind(target)
     .bind(since.millis())
     .bind(until.millis())
     .fetch_all(pool)
     .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(DailyPoint {
-                day: Timestamp::from_millis(r.try_get("day")?),
-                prober: r.try_get("prober")?,
-                rounds: count(r.try_get("rounds")?),
-                sent: u64::try_from(r.try_get::<i64, _>("sent")?).unwrap_or(0),
-                lost: u64::try_from(r.try_get::<i64, _>("lost")?).unwrap_or(0),
-                rtt_avg_us: micros(r.try_get("rtt_avg_us")?),
-                rtt_max_us: micros(r.try_get("rtt_max_us")?),
-            })
-        })
-        .collect()
+    rows::all(&rows, rows::daily_point)
 }
 
 pub(crate) async fn roll_up_history(pool: &SqlitePool, before: Timestamp) -> Result<u64> {
@@ -532,21 +366,6 @@ pub(crate) async fn set_revision_publish(
     Ok(())
 }
 
-fn revision_of(r: &sqlx::sqlite::SqliteRow) -> Result<RevisionRow> {
-    let records: String = r.try_get("records")?;
-    let held: String = r.try_get("held")?;
-    let publish: String = r.try_get("publish")?;
-    Ok(RevisionRow {
-        cluster: r.try_get("cluster")?,
-        number: count(r.try_get("number")?),
-        at: Timestamp::from_millis(r.try_get("at")?),
-        reason: r.try_get("reason")?,
-        records: serde_json::from_str(&records)?,
-        held: serde_json::from_str(&held)?,
-        publish: serde_json::from_str(&publish)?,
-    })
-}
-
 pub(crate) async fn revisions(pool: &SqlitePool, cluster: i64, limit: u32) -> Result<Vec<RevisionRow>> {
     let rows = sqlx::query(
         "SELECT cluster, number, at, reason, records, held, publish FROM revisions WHERE cluster = ?1 \
@@ -556,18 +375,18 @@ pub(crate) async fn revisions(pool: &SqlitePool, cluster: i64, limit: u32) -> Re
     .bind(i64::from(limit))
     .fetch_all(pool)
     .await?;
-    rows.iter().map(revision_of).collect()
+    rows::all(&rows, rows::revision)
 }
 
 pub(crate) async fn latest_revisions(pool: &SqlitePool) -> Result<Vec<RevisionRow>> {
     let rows = sqlx::query(
         "SELECT r.cluster, r.number, r.at, r.reason, r.records, r.held, r.publish FROM revisions AS r \
          JOIN (SELECT cluster, MAX(number) AS n FROM revisions GROUP BY cluster) AS m \
-           ON m.cluster = r.cluster AND m.n = r.number",
+           ON m.cluster = r.cluster AND m.n = r.number ORDER BY r.cluster",
     )
     .fetch_all(pool)
     .await?;
-    rows.iter().map(revision_of).collect()
+    rows::all(&rows, rows::revision)
 }
 
 pub(crate) async fn put_state(pool: &SqlitePool, key: &str, value: &str, now: Timestamp) -> Result<()> {
@@ -590,7 +409,7 @@ pub(crate) async fn states(pool: &SqlitePool, prefix: &str) -> Result<Vec<(Strin
         .bind(format!("{prefix}\u{10FFFF}"))
         .fetch_all(pool)
         .await?;
-    rows.iter().map(|r| Ok((r.try_get("key")?, r.try_get("value")?))).collect()
+    rows::all(&rows, |r| Ok((r.text("key")?, r.text("value")?)))
 }
 
 pub(crate) async fn delete_state(pool: &SqlitePool, key: &str) -> Result<()> {
@@ -632,57 +451,16 @@ pub(crate) async fn insert_events(pool: &SqlitePool, events: &[EventRow]) -> Res
 }
 
 pub(crate) async fn events(pool: &SqlitePool, f: &EventFilter) -> Result<Vec<EventRow>> {
-    let mut out = select_events(pool, f, "DESC").await?;
+    let rows = filters::events::<sqlx::Sqlite>(f, Order::Newest).build().fetch_all(pool).await?;
+    let mut out = rows::all(&rows, rows::event)?;
     // The newest `limit`, returned oldest first (a timeline reads forward).
     out.reverse();
     Ok(out)
 }
 
 pub(crate) async fn events_after(pool: &SqlitePool, f: &EventFilter) -> Result<Vec<EventRow>> {
-    select_events(pool, f, "ASC").await
-}
-
-/// The events of `f`, at most its `limit`, in the order of their ids (`ASC` or `DESC`).
-async fn select_events(pool: &SqlitePool, f: &EventFilter, order: &'static str) -> Result<Vec<EventRow>> {
-    let mut q = sqlx::QueryBuilder::new(
-        "SELECT id, at, kind, cluster, node, summary, details FROM events WHERE 1 = 1",
-    );
-    if let Some(c) = f.cluster {
-        q.push(" AND cluster = ").push_bind(c);
-    }
-    if let Some(n) = f.node {
-        q.push(" AND node = ").push_bind(n);
-    }
-    if let Some(t) = f.since {
-        q.push(" AND at >= ").push_bind(t.millis());
-    }
-    if let Some(id) = f.after {
-        q.push(" AND id > ").push_bind(id);
-    }
-    if !f.kinds.is_empty() {
-        q.push(" AND kind IN (");
-        let mut list = q.separated(", ");
-        for k in &f.kinds {
-            list.push_bind(k.clone());
-        }
-        q.push(")");
-    }
-    q.push(" ORDER BY id ").push(order).push(" LIMIT ").push_bind(i64::from(f.limit.min(10_000)));
-    let rows = q.build().fetch_all(pool).await?;
-    rows.iter()
-        .map(|r| {
-            let details: String = r.try_get("details")?;
-            Ok(EventRow {
-                id: r.try_get("id")?,
-                at: Timestamp::from_millis(r.try_get("at")?),
-                kind: r.try_get("kind")?,
-                cluster: r.try_get("cluster")?,
-                node: r.try_get("node")?,
-                summary: r.try_get("summary")?,
-                details: serde_json::from_str(&details)?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()
+    let rows = filters::events::<sqlx::Sqlite>(f, Order::Oldest).build().fetch_all(pool).await?;
+    rows::all(&rows, rows::event)
 }
 
 pub(crate) async fn last_event(pool: &SqlitePool) -> Result<i64> {
@@ -703,7 +481,7 @@ pub(crate) async fn revision(pool: &SqlitePool, cluster: i64, number: u32) -> Re
     .bind(i64::from(number))
     .fetch_optional(pool)
     .await?;
-    row.as_ref().map(revision_of).transpose()
+    row.as_ref().map(rows::revision).transpose()
 }
 
 pub(crate) async fn revisions_between(
@@ -723,7 +501,7 @@ pub(crate) async fn revisions_between(
     .bind(i64::from(limit))
     .fetch_all(pool)
     .await?;
-    let mut out = rows.iter().map(revision_of).collect::<Result<Vec<_>>>()?;
+    let mut out = rows::all(&rows, rows::revision)?;
     out.reverse();
     Ok(out)
 }

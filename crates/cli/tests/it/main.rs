@@ -21,6 +21,7 @@ mod mirrors;
 mod monitors;
 mod netlab;
 mod openapi;
+mod postgres;
 mod rules;
 mod ui;
 mod verify;

@@ -47,6 +47,20 @@ fn results_not_updated_for_an_hour_expire() {
 }
 
 #[test]
+fn the_history_is_rolled_up_by_whole_utc_days_past_the_retention() {
+    let mut lab = Lab::new();
+    lab.advance(3_700);
+    let cut = lab.take().into_iter().find_map(|o| match o {
+        Output::RollUpHistory { before, .. } => Some(before),
+        _ => None,
+    });
+    let before = cut.expect("a roll-up within the hour");
+    assert_eq!(before.millis() % 86_400_000, 0, "a day boundary: {before}");
+    let retained = lab.now.millis() - before.millis();
+    assert!((14 * 86_400_000..15 * 86_400_000).contains(&retained), "14 days and part of one: {retained}");
+}
+
+#[test]
 fn a_revision_names_what_the_change_saved() {
     use vantage_core::address::{AddressInput, AddressList, AddressPolicy};
 

@@ -1,15 +1,39 @@
-//! The store against real SQLite files in temporary directories.
+//! The store against real databases: every case runs twice, on an SQLite file in a temporary
+//! directory and on a schema of its own on the test PostgreSQL server (`db`), so that both
+//! backends are held to the same behaviour. `postgres` has what only PostgreSQL has.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod db;
+mod postgres;
+
+use db::Db;
 use vantage_core::Timestamp;
 use vantage_core::result::{Attempt, ErrorCode, Stages};
 use vantage_core::window::WindowRegister;
-use vantage_store::{AuditFilter, EventFilter, EventRow, NewAudit, ResultRow, RevisionRow, Store, Write};
+use vantage_store::{AuditFilter, EventFilter, EventRow, NewAudit, ResultRow, RevisionRow, Write};
 
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 
-async fn open(dir: &tempfile::TempDir) -> Store {
-    Store::open_sqlite(&dir.path().join("vantage.db")).await.unwrap()
+/// Defines a test that runs `body` on each backend: `name::sqlite` and `name::postgres`.
+macro_rules! on_both {
+    ($(#[doc = $doc:literal])* async fn $name:ident($db:ident) $body:block) => {
+        $(#[doc = $doc])*
+        mod $name {
+            use super::*;
+
+            async fn body($db: &Db) $body
+
+            #[tokio::test]
+            async fn sqlite() {
+                body(&Db::sqlite()).await
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                body(&Db::postgres().await).await
+            }
+        }
+    };
 }
 
 fn audit(action: &str, object: &str) -> NewAudit {
@@ -25,10 +49,9 @@ fn put(id: i64, kind: &str, parent: Option<i64>, name: &str) -> Write {
     Write::Put { id, kind: kind.into(), parent, name: name.into(), body: format!(r#"{{"name":"{name}"}}"#) }
 }
 
-#[tokio::test]
-async fn objects_insert_update_delete_with_audit_in_one_transaction() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = open(&dir).await;
+on_both! {
+async fn objects_insert_update_delete_with_audit_in_one_transaction(db) {
+    let s = db.open().await;
     let ids = [1, 2];
     s.commit(
         &[put(1, "region", None, "sg"), put(2, "region", None, "de")],
@@ -56,11 +79,11 @@ async fn objects_insert_update_delete_with_audit_in_one_transaction() {
     assert_eq!(s.objects().await.unwrap().len(), 1);
     assert_eq!(s.audit(&AuditFilter::default()).await.unwrap().len(), 3);
 }
+}
 
-#[tokio::test]
-async fn audit_filters() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = open(&dir).await;
+on_both! {
+async fn audit_filters(db) {
+    let s = db.open().await;
     for (i, action) in
         ["scheduling.activate", "scheduling.recover", "node.set_addresses", "scheduling"].iter().enumerate()
     {
@@ -91,6 +114,7 @@ async fn audit_filters() {
         .unwrap();
     assert_eq!(one.len(), 1);
 }
+}
 
 fn result(prober: i64, target: &str, at: Timestamp, lost: u32) -> ResultRow {
     let mut register = WindowRegister::new(0);
@@ -115,10 +139,9 @@ fn result(prober: i64, target: &str, at: Timestamp, lost: u32) -> ResultRow {
     }
 }
 
-#[tokio::test]
-async fn results_keep_the_latest_per_prober_and_target_and_every_history_row() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = open(&dir).await;
+on_both! {
+async fn results_keep_the_latest_per_prober_and_target_and_every_history_row(db) {
+    let s = db.open().await;
     s.write_results(&[result(1, "n1/203.0.113.1:80", T0, 0), result(2, "n1/203.0.113.1:80", T0, 3)])
         .await
         .unwrap();
@@ -146,13 +169,13 @@ async fn results_keep_the_latest_per_prober_and_target_and_every_history_row() {
         "history keeps every result"
     );
 }
+}
 
-#[tokio::test]
-async fn a_batch_of_many_statements_writes_every_row_once() {
+on_both! {
+async fn a_batch_of_many_statements_writes_every_row_once(db) {
     // 9,000 rows: four statements into the latest table and three into the history, run one
     // after the other while the next is bound.
-    let dir = tempfile::tempdir().unwrap();
-    let s = open(&dir).await;
+    let s = db.open().await;
     let target = |t: u32| format!("n{t}/203.0.113.{}:{}", t % 250 + 1, 1000 + t);
     let round = |at: Timestamp, lost: u32| -> Vec<ResultRow> {
         (1..=3).flat_map(|p| (0..3_000).map(move |t| result(p, &target(t), at, lost))).collect()
@@ -167,6 +190,7 @@ async fn a_batch_of_many_statements_writes_every_row_once() {
         assert_eq!(h.len(), 6, "two rounds of three probers for {}", target(t));
     }
 }
+}
 
 trait WithRate {
     fn register_with_rate(&self) -> WindowRegister;
@@ -180,10 +204,9 @@ impl WithRate for ResultRow {
     }
 }
 
-#[tokio::test]
-async fn history_rolls_up_per_day_before_deletion() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = open(&dir).await;
+on_both! {
+async fn history_rolls_up_per_day_before_deletion(db) {
+    let s = db.open().await;
     let day0 = Timestamp::from_millis(T0.millis() / 86_400_000 * 86_400_000);
     s.write_results(&[result(1, "t", day0.plus_secs(10), 0), result(1, "t", day0.plus_secs(20), 3)])
         .await
@@ -203,12 +226,12 @@ async fn history_rolls_up_per_day_before_deletion() {
     assert_eq!((daily[0].rounds, daily[0].sent), (3, 9));
     assert_eq!(s.delete_daily_before(day0.plus_secs(1)).await.unwrap(), 1);
 }
+}
 
-#[tokio::test]
-async fn revisions_and_state_survive_a_reopen() {
-    let dir = tempfile::tempdir().unwrap();
+on_both! {
+async fn revisions_and_state_survive_a_reopen(db) {
     {
-        let s = open(&dir).await;
+        let s = db.open().await;
         for n in 1..=3 {
             s.insert_revision(&RevisionRow {
                 cluster: 7,
@@ -230,7 +253,7 @@ async fn revisions_and_state_survive_a_reopen() {
         s.put_state("node:1", "{}", T0).await.unwrap();
         s.commit(&[put(1, "region", None, "sg")], &[], T0).await.unwrap();
     }
-    let s = open(&dir).await;
+    let s = db.open().await;
     let revs = s.revisions(7, 2).await.unwrap();
     assert_eq!(revs.iter().map(|r| r.number).collect::<Vec<_>>(), [3, 2]);
     assert_eq!(revs[0].publish[0]["status"], "published");
@@ -243,11 +266,11 @@ async fn revisions_and_state_survive_a_reopen() {
     assert!(s.size_bytes().await.unwrap() > 0);
     s.ping().await.unwrap();
 }
+}
 
-#[tokio::test]
-async fn events_filter_by_cluster_node_kind_time_and_id_oldest_first() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = open(&dir).await;
+on_both! {
+async fn events_filter_by_cluster_node_kind_time_and_id_oldest_first(db) {
+    let s = db.open().await;
     let t0 = T0;
     let event = |id: i64, kind: &str, cluster: Option<i64>, node: Option<i64>| EventRow {
         id,
@@ -287,13 +310,31 @@ async fn events_filter_by_cluster_node_kind_time_and_id_oldest_first() {
     assert_eq!(s.delete_events_before(t0.plus_millis(3000)).await.unwrap(), 2);
     assert_eq!(ids(s.events(&all).await.unwrap()), [3, 4, 5]);
 }
+}
 
+on_both! {
+/// Two results for one (prober, target) in one batch (two reports in one group commit): the
+/// later one is the latest, and both are history.
+async fn a_batch_keeps_the_later_of_two_results_for_one_prober_and_target(db) {
+    let s = db.open().await;
+    s.write_results(&[result(1, "t", T0, 0), result(1, "t", T0.plus_secs(10), 2), result(2, "t", T0, 1)])
+        .await
+        .unwrap();
+    let latest: Vec<_> = s.latest().await.unwrap().iter().map(|r| (r.prober, r.at, r.lost)).collect();
+    assert_eq!(latest, [(1, T0.plus_secs(10), 2), (2, T0, 1)], "ordered by prober");
+    let h: Vec<_> = s.history("t", T0, T0.plus_secs(60)).await.unwrap().iter().map(|p| (p.at, p.prober)).collect();
+    assert_eq!(h, [(T0, 1), (T0, 2), (T0.plus_secs(10), 1)], "by time, then prober");
+    // The same batch again (a retry) adds no history.
+    s.write_results(&[result(1, "t", T0, 0)]).await.unwrap();
+    assert_eq!(s.history("t", T0, T0.plus_secs(60)).await.unwrap().len(), 3);
+}
+}
+
+on_both! {
 /// A stream resuming far behind pages forward through the oldest events after its last one:
 /// every page the next ids in order, filters applied, none skipped however many follow.
-#[tokio::test]
-async fn events_after_pages_forward_oldest_first() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = open(&dir).await;
+async fn events_after_pages_forward_oldest_first(db) {
+    let s = db.open().await;
     let rows: Vec<EventRow> = (1..=2_500)
         .map(|id| EventRow {
             id,
@@ -329,4 +370,5 @@ async fn events_after_pages_forward_oldest_first() {
         ..EventFilter::default()
     };
     assert_eq!(ids(&s.events_after(&filtered).await.unwrap()), [102, 108, 114], "filters apply");
+}
 }

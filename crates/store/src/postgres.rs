@@ -1,0 +1,751 @@
+//! The PostgreSQL backend: the same tables as SQLite in the connection's current schema, with
+//! results written in bulk (one `INSERT … SELECT FROM UNNEST` of array parameters per table and
+//! chunk: a handful of statements for a whole group commit) and the history partitioned by
+//! UTC day, so that the roll-up drops a finished day's partition instead of deleting its rows.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{AssertSqlSafe, PgConnection, PgPool};
+use vantage_core::Timestamp;
+use vantage_core::result::ErrorCode;
+
+use crate::filters::Order;
+use crate::rows::{self, Fields, bits_out};
+use crate::{
+    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, NewAudit, Result,
+    ResultRow, RevisionRow, TargetIds, Write, filters, in_transaction,
+};
+
+const DAY_MS: i64 = 86_400_000;
+
+/// History rows are clustered in buckets of this many milliseconds (as on SQLite).
+const BUCKET_MS: i64 = 600_000;
+
+fn bucket(at: Timestamp) -> i64 {
+    at.millis().div_euclid(BUCKET_MS)
+}
+
+/// Rows per bulk statement: bounds the size of one statement's arrays (a group commit may
+/// carry a million results) while keeping the statements per commit few.
+const CHUNK: usize = 50_000;
+
+/// Advisory lock key taken while history partitions are created, so that two writers (two
+/// replicas, or two pools of one) creating the same day's partition take turns.
+const PARTITION_LOCK: i64 = 0x7661_6e74_6167_6501;
+
+/// What a store has seen of its database and may skip asking again: target ids, and the days
+/// whose history partition exists.
+#[derive(Debug, Default)]
+pub(crate) struct Known {
+    targets: TargetIds,
+    days: Mutex<BTreeSet<i64>>,
+}
+
+impl Known {
+    fn missing_days(&self, wanted: &BTreeSet<i64>) -> Vec<i64> {
+        match self.days.lock() {
+            Ok(days) => wanted.difference(&days).copied().collect(),
+            Err(_) => wanted.iter().copied().collect(),
+        }
+    }
+
+    fn set_days(&self, f: impl FnOnce(&mut BTreeSet<i64>)) {
+        if let Ok(mut days) = self.days.lock() {
+            f(&mut days);
+        }
+    }
+}
+
+pub(crate) async fn open(options: &PgConnectOptions) -> Result<PgPool> {
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options.clone())
+        .await?;
+    sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+    Ok(pool)
+}
+
+pub(crate) async fn commit(
+    pool: &PgPool,
+    writes: &[Write],
+    audit: &[NewAudit],
+    now: Timestamp,
+) -> Result<()> {
+    in_transaction(pool, async |tx| {
+        for w in writes {
+            match w {
+                Write::Put { id, kind, parent, name, body } => {
+                    sqlx::query(
+                        "INSERT INTO objects (id, kind, parent, name, body, created_at, updated_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $6) \
+                         ON CONFLICT (id) DO UPDATE SET kind = EXCLUDED.kind, parent = EXCLUDED.parent, \
+                             name = EXCLUDED.name, body = EXCLUDED.body, updated_at = EXCLUDED.updated_at",
+                    )
+                    .bind(id)
+                    .bind(kind)
+                    .bind(parent)
+                    .bind(name)
+                    .bind(body)
+                    .bind(now.millis())
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                Write::Delete { id } => {
+                    let done =
+                        sqlx::query("DELETE FROM objects WHERE id = $1").bind(id).execute(&mut *tx).await?;
+                    if done.rows_affected() == 0 {
+                        return Err(Error::NotFound(*id));
+                    }
+                }
+            }
+        }
+        if !audit.is_empty() {
+            let mut actors = Vec::new();
+            let mut actions = Vec::new();
+            let mut objects = Vec::new();
+            let mut metadata = Vec::new();
+            for a in audit {
+                actors.push(a.actor.as_str());
+                actions.push(a.action.as_str());
+                objects.push(a.object.as_str());
+                metadata.push(serde_json::to_string(&a.metadata)?);
+            }
+            // WITH ORDINALITY keeps the entries' order in their ids.
+            sqlx::query(
+                "INSERT INTO audit (at, actor, action, object, metadata) \
+                 SELECT $1, actor, action, object, metadata \
+                 FROM UNNEST($2::text[], $3::text[], $4::text[], $5::text[]) \
+                     WITH ORDINALITY AS a (actor, action, object, metadata, n) ORDER BY n",
+            )
+            .bind(now.millis())
+            .bind(&actors)
+            .bind(&actions)
+            .bind(&objects)
+            .bind(&metadata)
+            .execute(&mut *tx)
+            .await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+pub(crate) async fn audit(pool: &PgPool, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
+    let rows = filters::audit::<sqlx::Postgres>(f).build().fetch_all(pool).await?;
+    rows::all(&rows, rows::audit)
+}
+
+/// The start (UTC midnight, ms) of the day holding `at`.
+fn day_of(at: i64) -> i64 {
+    at.div_euclid(DAY_MS) * DAY_MS
+}
+
+/// The name of the history partition of the day starting at `day` (ms): `history_YYYYMMDD`,
+/// from the day's RFC 3339 date.
+fn partition_name(day: i64) -> String {
+    let date: String =
+        Timestamp::from_millis(day).to_string().chars().take(10).filter(|c| *c != '-').collect();
+    format!("history_{date}")
+}
+
+/// Creates the history partitions of the days of `rows`, and of the day after each, that are
+/// not known to exist. Creating a partition locks the parent table for a moment; making the
+/// next day's ahead means the first write after midnight finds its partition there.
+async fn ensure_partitions(pool: &PgPool, known: &Known, rows: &[ResultRow]) -> Result<()> {
+    let wanted: BTreeSet<i64> =
+        rows.iter().map(|r| day_of(r.at.millis())).flat_map(|d| [d, d + DAY_MS]).collect();
+    let missing = known.missing_days(&wanted);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    in_transaction(pool, async |tx| {
+        sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(PARTITION_LOCK).execute(&mut *tx).await?;
+        for &day in &missing {
+            // The name is made of digits only, and the bounds are integers: nothing to quote.
+            sqlx::query(AssertSqlSafe(format!(
+                "CREATE TABLE IF NOT EXISTS {} PARTITION OF history FOR VALUES FROM ({day}) TO ({})",
+                partition_name(day),
+                day + DAY_MS
+            )))
+            .execute(&mut *tx)
+            .await?;
+        }
+        Ok(())
+    })
+    .await?;
+    known.set_days(|days| days.extend(missing));
+    Ok(())
+}
+
+/// True when PostgreSQL found no partition for a row (SQLSTATE 23514): another writer's
+/// roll-up dropped a day this store still believed existed.
+fn no_partition(e: &Error) -> bool {
+    matches!(e, Error::Database(sqlx::Error::Database(d))
+        if d.code().as_deref() == Some("23514") && d.message().contains("no partition"))
+}
+
+/// True for a unique violation (SQLSTATE 23505).
+fn stored_before(e: &Error) -> bool {
+    matches!(e, Error::Database(sqlx::Error::Database(d)) if d.code().as_deref() == Some("23505"))
+}
+
+pub(crate) async fn write_results(pool: &PgPool, known: &Known, rows: &[ResultRow]) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    ensure_partitions(pool, known, rows).await?;
+    let created =
+        match in_transaction(pool, async |tx| write_results_in(tx, &known.targets, rows).await).await {
+            Err(e) if no_partition(&e) => {
+                known.set_days(BTreeSet::clear);
+                ensure_partitions(pool, known, rows).await?;
+                in_transaction(pool, async |tx| write_results_in(tx, &known.targets, rows).await).await?
+            }
+            other => other?,
+        };
+    // Only ids that are committed may be remembered: a rolled-back one may be given to another key.
+    for (key, id) in created {
+        known.targets.put(key, id);
+    }
+    Ok(())
+}
+
+/// Ids of `keys`, creating the missing ones inside `tx` in one statement; and the ones not in
+/// `cache`, to be remembered once `tx` commits.
+async fn target_ids(
+    tx: &mut PgConnection,
+    cache: &TargetIds,
+    rows: &[ResultRow],
+) -> Result<(Vec<i64>, Vec<(String, i64)>)> {
+    let mut unknown: Vec<&str> =
+        rows.iter().map(|r| r.target.as_str()).filter(|k| cache.get(k).is_none()).collect();
+    unknown.sort_unstable();
+    unknown.dedup();
+    let mut fresh = HashMap::new();
+    if !unknown.is_empty() {
+        sqlx::query(
+            "INSERT INTO targets (key) SELECT * FROM UNNEST($1::text[]) ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(&unknown)
+        .execute(&mut *tx)
+        .await?;
+        let found: Vec<(i64, String)> = sqlx::query_as("SELECT id, key FROM targets WHERE key = ANY($1)")
+            .bind(&unknown)
+            .fetch_all(&mut *tx)
+            .await?;
+        fresh = found.into_iter().map(|(id, key)| (key, id)).collect();
+    }
+    let ids = rows
+        .iter()
+        .map(|r| {
+            cache.get(&r.target).or_else(|| fresh.get(&r.target).copied()).ok_or_else(|| {
+                Error::Database(sqlx::Error::Protocol(format!("no id for target {}", r.target)))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((ids, fresh.into_iter().collect()))
+}
+
+/// The statements of [`write_results`], in its transaction; the target ids they created.
+async fn write_results_in(
+    tx: &mut PgConnection,
+    cache: &TargetIds,
+    rows: &[ResultRow],
+) -> Result<Vec<(String, i64)>> {
+    let (ids, created) = target_ids(tx, cache, rows).await?;
+    // The latest table in key order (writers lock rows in one order), one row per (prober,
+    // target): an upsert may not touch a row twice, and of two results in a batch the later
+    // one is kept, as on SQLite.
+    let mut latest: Vec<usize> = (0..rows.len()).collect();
+    latest.sort_by_key(|&i| (rows[i].prober, ids[i]));
+    let mut kept: Vec<usize> = Vec::with_capacity(latest.len());
+    for i in latest {
+        match kept.last_mut() {
+            Some(last) if (rows[*last].prober, ids[*last]) == (rows[i].prober, ids[i]) => *last = i,
+            _ => kept.push(i),
+        }
+    }
+    for chunk in kept.chunks(CHUNK) {
+        upsert_latest(tx, rows, &ids, chunk).await?;
+    }
+    // The history in its index's order, so the index is written front to back; by COPY, in a
+    // savepoint: a result stored before (a retried write) fails it, and then the rows go again
+    // by an insert that keeps what was stored, as SQLite does. `ON CONFLICT` on every write
+    // would cost more than the copy itself (each row checked against the index before and
+    // after its insert).
+    let mut history: Vec<usize> = (0..rows.len()).collect();
+    history.sort_unstable_by_key(|&i| (bucket(rows[i].at), ids[i], rows[i].at, rows[i].prober));
+    let mut copy = sqlx::Connection::begin(&mut *tx).await?;
+    match copy_history(&mut copy, rows, &ids, &history).await {
+        Ok(()) => copy.commit().await?,
+        Err(e) if stored_before(&e) => {
+            copy.rollback().await?;
+            for chunk in history.chunks(CHUNK) {
+                insert_history(tx, rows, &ids, chunk).await?;
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(created)
+}
+
+/// Writes the latest rows `chunk`: an update of the rows there are (the usual case: a target
+/// reported before), then an insert of the others. An upsert of every row (`ON CONFLICT DO
+/// UPDATE`) costs more than twice as much; the insert keeps its `ON CONFLICT` for a row another
+/// writer adds meanwhile.
+async fn upsert_latest(
+    tx: &mut PgConnection,
+    rows: &[ResultRow],
+    ids: &[i64],
+    chunk: &[usize],
+) -> Result<()> {
+    let hls = chunk
+        .iter()
+        .map(|&i| rows[i].hls.map(|h| serde_json::to_string(&h)).transpose())
+        .collect::<Result<Vec<_>, _>>()?;
+    sqlx::query(
+        "WITH input (prober, target, at, sent, lost, rtt_us, error, connected, xmit, recv, good, avg_rtt, hls, \
+             filled) AS ( \
+             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], \
+                 $6::bigint[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::float8[], \
+                 $13::text[], $14::bigint[])), \
+         updated AS ( \
+             UPDATE latest_results AS l SET at = i.at, sent = i.sent, lost = i.lost, rtt_us = i.rtt_us, \
+                 error = i.error, connected = i.connected, xmit = i.xmit, recv = i.recv, good = i.good, \
+                 avg_rtt = i.avg_rtt, hls = i.hls, filled = i.filled \
+             FROM input AS i WHERE l.prober = i.prober AND l.target = i.target RETURNING l.prober, l.target) \
+         INSERT INTO latest_results \
+         SELECT * FROM input AS i \
+         WHERE NOT EXISTS (SELECT 1 FROM updated AS u WHERE u.prober = i.prober AND u.target = i.target) \
+         ON CONFLICT (prober, target) DO UPDATE SET at = EXCLUDED.at, sent = EXCLUDED.sent, \
+             lost = EXCLUDED.lost, rtt_us = EXCLUDED.rtt_us, error = EXCLUDED.error, \
+             connected = EXCLUDED.connected, xmit = EXCLUDED.xmit, recv = EXCLUDED.recv, good = EXCLUDED.good, \
+             avg_rtt = EXCLUDED.avg_rtt, hls = EXCLUDED.hls, filled = EXCLUDED.filled",
+    )
+    .bind(column(rows, chunk, |_, r| r.prober))
+    .bind(column(rows, chunk, |i, _| ids[i]))
+    .bind(column(rows, chunk, |_, r| r.at.millis()))
+    .bind(column(rows, chunk, |_, r| i64::from(r.sent)))
+    .bind(column(rows, chunk, |_, r| i64::from(r.lost)))
+    .bind(column(rows, chunk, |_, r| r.rtt_us.map(i64::from)))
+    .bind(column(rows, chunk, |_, r| r.error.map(ErrorCode::as_str)))
+    .bind(column(rows, chunk, |_, r| bits_out(r.register.connected)))
+    .bind(column(rows, chunk, |_, r| bits_out(r.register.sent)))
+    .bind(column(rows, chunk, |_, r| bits_out(r.register.received)))
+    .bind(column(rows, chunk, |_, r| bits_out(r.register.good)))
+    .bind(column(rows, chunk, |_, r| r.register.avg_rtt_ms))
+    .bind(&hls)
+    .bind(column(rows, chunk, |_, r| i64::from(r.register.filled())))
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// One column of the rows `chunk` of `rows`, as an array parameter; `f` gets each row's index.
+fn column<'r, T>(rows: &'r [ResultRow], chunk: &[usize], f: impl Fn(usize, &'r ResultRow) -> T) -> Vec<T> {
+    chunk.iter().map(|&i| f(i, &rows[i])).collect()
+}
+
+/// An HLS result's segment age in milliseconds, when known.
+fn segment_age_ms(r: &ResultRow) -> Option<i64> {
+    r.hls.and_then(|h| h.segment_age_s).map(|s| (s * 1000.0).round() as i64)
+}
+
+/// Bytes of COPY data sent at a time: rows are encoded while the server takes in the last piece.
+const COPY_PIECE: usize = 1 << 20;
+
+/// Writes the history rows `order` of `rows` by `COPY … FROM STDIN` in PostgreSQL's binary
+/// format: no parsing of text on the server, and rows go into the table in batches.
+async fn copy_history(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64], order: &[usize]) -> Result<()> {
+    fn int(buf: &mut Vec<u8>, v: Option<i64>) {
+        match v {
+            Some(v) => {
+                buf.extend_from_slice(&8i32.to_be_bytes());
+                buf.extend_from_slice(&v.to_be_bytes());
+            }
+            None => buf.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+    }
+    let mut copy = tx
+        .copy_in_raw(
+            "COPY history (bucket, target, at, prober, sent, lost, rtt_us, error, age_ms) FROM STDIN \
+             (FORMAT binary)",
+        )
+        .await?;
+    // Signature, flags, header extension length.
+    let mut buf = Vec::with_capacity(COPY_PIECE + 256);
+    buf.extend_from_slice(b"PGCOPY\n\xff\r\n\0");
+    buf.extend_from_slice(&[0; 8]);
+    for &i in order {
+        let r = &rows[i];
+        buf.extend_from_slice(&9i16.to_be_bytes());
+        int(&mut buf, Some(bucket(r.at)));
+        int(&mut buf, Some(ids[i]));
+        int(&mut buf, Some(r.at.millis()));
+        int(&mut buf, Some(r.prober));
+        int(&mut buf, Some(i64::from(r.sent)));
+        int(&mut buf, Some(i64::from(r.lost)));
+        int(&mut buf, r.rtt_us.map(i64::from));
+        match r.error.map(ErrorCode::as_str) {
+            Some(e) => {
+                // An error code is a short word.
+                buf.extend_from_slice(&i32::try_from(e.len()).unwrap_or(i32::MAX).to_be_bytes());
+                buf.extend_from_slice(e.as_bytes());
+            }
+            None => buf.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+        int(&mut buf, segment_age_ms(r));
+        if buf.len() >= COPY_PIECE {
+            copy.send(std::mem::replace(&mut buf, Vec::with_capacity(COPY_PIECE + 256))).await?;
+        }
+    }
+    buf.extend_from_slice(&(-1i16).to_be_bytes());
+    copy.send(buf).await?;
+    copy.finish().await?;
+    Ok(())
+}
+
+/// [`copy_history`] for a batch some of whose rows may be stored already: those are kept.
+async fn insert_history(
+    tx: &mut PgConnection,
+    rows: &[ResultRow],
+    ids: &[i64],
+    chunk: &[usize],
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO history (bucket, target, at, prober, sent, lost, rtt_us, error, age_ms) \
+         SELECT at / $9, * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], \
+             $6::bigint[], $7::text[], $8::bigint[]) AS h (target, at, prober, sent, lost, rtt_us, error, age_ms) \
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(column(rows, chunk, |i, _| ids[i]))
+    .bind(column(rows, chunk, |_, r| r.at.millis()))
+    .bind(column(rows, chunk, |_, r| r.prober))
+    .bind(column(rows, chunk, |_, r| i64::from(r.sent)))
+    .bind(column(rows, chunk, |_, r| i64::from(r.lost)))
+    .bind(column(rows, chunk, |_, r| r.rtt_us.map(i64::from)))
+    .bind(column(rows, chunk, |_, r| r.error.map(ErrorCode::as_str)))
+    .bind(column(rows, chunk, |_, r| segment_age_ms(r)))
+    .bind(BUCKET_MS)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn latest(pool: &PgPool) -> Result<Vec<ResultRow>> {
+    let rows = sqlx::query(
+        "SELECT l.prober, t.key, l.at, l.sent, l.lost, l.rtt_us, l.error, l.connected, l.xmit, l.recv, l.good, \
+                l.avg_rtt, l.hls, l.filled \
+         FROM latest_results AS l JOIN targets AS t ON t.id = l.target ORDER BY l.prober, l.target",
+    )
+    .fetch_all(pool)
+    .await?;
+    rows::all(&rows, rows::latest)
+}
+
+pub(crate) async fn delete_latest_of(pool: &PgPool, prober: i64) -> Result<u64> {
+    let done = sqlx::query("DELETE FROM latest_results WHERE prober = $1").bind(prober).execute(pool).await?;
+    Ok(done.rows_affected())
+}
+
+pub(crate) async fn delete_latest_before(pool: &PgPool, before: Timestamp) -> Result<u64> {
+    let done =
+        sqlx::query("DELETE FROM latest_results WHERE at < $1").bind(before.millis()).execute(pool).await?;
+    Ok(done.rows_affected())
+}
+
+pub(crate) async fn history(
+    pool: &PgPool,
+    target: &str,
+    since: Timestamp,
+    until: Timestamp,
+) -> Result<Vec<HistoryPoint>> {
+    let rows = sqlx::query(
+        "SELECT h.at, h.prober, h.sent, h.lost, h.rtt_us, h.error, h.age_ms FROM generate_series($4, $5) AS b \
+         JOIN history AS h ON h.bucket = b AND h.target = (SELECT id FROM targets WHERE key = $1) \
+         WHERE h.at >= $2 AND h.at < $3 ORDER BY h.at, h.prober",
+    )
+    .bind(target)
+    .bind(since.millis())
+    .bind(until.millis())
+    .bind(bucket(since))
+    .bind(bucket(until.plus_millis(-1)))
+    .fetch_all(pool)
+    .await?;
+    rows::all(&rows, rows::history_point)
+}
+
+pub(crate) async fn history_daily(
+    pool: &PgPool,
+    target: &str,
+    since: Timestamp,
+    until: Timestamp,
+) -> Result<Vec<DailyPoint>> {
+    let rows = sqlx::query(
+        "SELECT d.day, d.prober, d.rounds, d.sent, d.lost, d.rtt_avg_us, d.rtt_max_us FROM history_daily AS d \
+         WHERE d.target = (SELECT id FROM targets WHERE key = $1) AND d.day >= $2 AND d.day < $3 \
+         ORDER BY d.day, d.prober",
+    )
+    .bind(target)
+    .bind(since.millis())
+    .bind(until.millis())
+    .fetch_all(pool)
+    .await?;
+    rows::all(&rows, rows::daily_point)
+}
+
+pub(crate) async fn roll_up_history(pool: &PgPool, known: &Known, before: Timestamp) -> Result<u64> {
+    let (deleted, dropped) = in_transaction(pool, async |tx| roll_up_in(tx, before).await).await?;
+    known.set_days(|days| {
+        for d in dropped {
+            days.remove(&d);
+        }
+    });
+    Ok(deleted)
+}
+
+/// The statements of [`roll_up_history`], in its transaction: the history rows rolled up, and
+/// the days whose partitions were dropped.
+async fn roll_up_in(tx: &mut PgConnection, before: Timestamp) -> Result<(u64, Vec<i64>)> {
+    // One aggregate over every partition before the cut-off (the planner skips the others);
+    // the rows it read are the rows about to go. The merge with an earlier roll-up of the same
+    // day is SQLite's, integer division included.
+    let rolled: i64 = sqlx::query_scalar(
+        "WITH day AS ( \
+             SELECT target, (at / $2) * $2 AS day, prober, COUNT(*) AS rounds, SUM(sent) AS sent, \
+                    SUM(lost) AS lost, TRUNC(AVG(rtt_us))::bigint AS rtt_avg_us, MAX(rtt_us) AS rtt_max_us \
+             FROM history WHERE at < $1 GROUP BY target, (at / $2) * $2, prober), \
+         up AS ( \
+             INSERT INTO history_daily AS d (target, day, prober, rounds, sent, lost, rtt_avg_us, rtt_max_us) \
+             SELECT target, day, prober, rounds, sent, lost, rtt_avg_us, rtt_max_us FROM day \
+             ON CONFLICT (target, day, prober) DO UPDATE SET \
+                 rtt_avg_us = CASE WHEN d.rtt_avg_us IS NULL THEN EXCLUDED.rtt_avg_us \
+                                   WHEN EXCLUDED.rtt_avg_us IS NULL THEN d.rtt_avg_us \
+                                   ELSE (d.rtt_avg_us * d.rounds + EXCLUDED.rtt_avg_us * EXCLUDED.rounds) \
+                                        / (d.rounds + EXCLUDED.rounds) END, \
+                 rounds = d.rounds + EXCLUDED.rounds, sent = d.sent + EXCLUDED.sent, \
+                 lost = d.lost + EXCLUDED.lost, \
+                 rtt_max_us = GREATEST(COALESCE(d.rtt_max_us, 0), COALESCE(EXCLUDED.rtt_max_us, 0))) \
+         SELECT COALESCE(SUM(rounds), 0)::bigint FROM day",
+    )
+    .bind(before.millis())
+    .bind(DAY_MS)
+    .fetch_one(&mut *tx)
+    .await?;
+    // Each partition with its bounds, `FOR VALUES FROM ('a') TO ('b')`: the numbers in quotes.
+    let parts: Vec<(String, String)> = sqlx::query_as(
+        "SELECT c.relname::text, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits AS i \
+         JOIN pg_class AS c ON c.oid = i.inhrelid WHERE i.inhparent = 'history'::regclass",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut dropped = Vec::new();
+    for (name, bound) in parts {
+        let ends: Vec<i64> = bound.split('\'').filter_map(|s| s.parse().ok()).collect();
+        if let [from, to] = ends[..]
+            && to <= before.millis()
+        {
+            // A name from the catalog, quoted as an identifier.
+            let drop = format!("DROP TABLE \"{}\"", name.replace('"', "\"\""));
+            sqlx::query(AssertSqlSafe(drop)).execute(&mut *tx).await?;
+            dropped.push(from);
+        }
+    }
+    // What is left before the cut-off lies in the one partition the cut-off falls inside.
+    sqlx::query("DELETE FROM history WHERE at < $1").bind(before.millis()).execute(&mut *tx).await?;
+    Ok((u64::try_from(rolled).unwrap_or(0), dropped))
+}
+
+pub(crate) async fn delete_daily_before(pool: &PgPool, before: Timestamp) -> Result<u64> {
+    let done =
+        sqlx::query("DELETE FROM history_daily WHERE day < $1").bind(before.millis()).execute(pool).await?;
+    Ok(done.rows_affected())
+}
+
+pub(crate) async fn insert_revision(pool: &PgPool, r: &RevisionRow) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO revisions (cluster, number, at, reason, records, held, publish) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (cluster, number) DO NOTHING",
+    )
+    .bind(r.cluster)
+    .bind(i64::from(r.number))
+    .bind(r.at.millis())
+    .bind(&r.reason)
+    .bind(serde_json::to_string(&r.records)?)
+    .bind(serde_json::to_string(&r.held)?)
+    .bind(serde_json::to_string(&r.publish)?)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn set_revision_publish(
+    pool: &PgPool,
+    cluster: i64,
+    number: u32,
+    publish: &serde_json::Value,
+) -> Result<()> {
+    sqlx::query("UPDATE revisions SET publish = $3 WHERE cluster = $1 AND number = $2")
+        .bind(cluster)
+        .bind(i64::from(number))
+        .bind(serde_json::to_string(publish)?)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+pub(crate) async fn revision(pool: &PgPool, cluster: i64, number: u32) -> Result<Option<RevisionRow>> {
+    let row = sqlx::query("SELECT cluster, number, at, reason, records, held, publish FROM revisions WHERE cluster = $1 AND number = $2")
+        .bind(cluster)
+        .bind(i64::from(number))
+        .fetch_optional(pool)
+        .await?;
+    row.as_ref().map(rows::revision).transpose()
+}
+
+pub(crate) async fn revisions(pool: &PgPool, cluster: i64, limit: u32) -> Result<Vec<RevisionRow>> {
+    let rows = sqlx::query(
+        "SELECT cluster, number, at, reason, records, held, publish FROM revisions WHERE cluster = $1 \
+         ORDER BY number DESC LIMIT $2",
+    )
+    .bind(cluster)
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    rows::all(&rows, rows::revision)
+}
+
+pub(crate) async fn revisions_between(
+    pool: &PgPool,
+    cluster: i64,
+    after: u32,
+    upto: u32,
+    limit: u32,
+) -> Result<Vec<RevisionRow>> {
+    let rows = sqlx::query(
+        "SELECT cluster, number, at, reason, records, held, publish FROM revisions \
+         WHERE cluster = $1 AND number > $2 AND number <= $3 ORDER BY number DESC LIMIT $4",
+    )
+    .bind(cluster)
+    .bind(i64::from(after))
+    .bind(i64::from(upto))
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    let mut out = rows::all(&rows, rows::revision)?;
+    out.reverse();
+    Ok(out)
+}
+
+pub(crate) async fn latest_revisions(pool: &PgPool) -> Result<Vec<RevisionRow>> {
+    let rows = sqlx::query(
+        "SELECT cluster, number, at, reason, records, held, publish FROM revisions AS r \
+         WHERE number = (SELECT MAX(number) FROM revisions AS m WHERE m.cluster = r.cluster) ORDER BY cluster",
+    )
+    .fetch_all(pool)
+    .await?;
+    rows::all(&rows, rows::revision)
+}
+
+pub(crate) async fn put_state(pool: &PgPool, key: &str, value: &str, now: Timestamp) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO state (key, value, updated_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at",
+    )
+    .bind(key)
+    .bind(value)
+    .bind(now.millis())
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn states(pool: &PgPool, prefix: &str) -> Result<Vec<(String, String)>> {
+    let rows = sqlx::query("SELECT key, value FROM state WHERE starts_with(key, $1) ORDER BY key")
+        .bind(prefix)
+        .fetch_all(pool)
+        .await?;
+    rows::all(&rows, |r| Ok((r.text("key")?, r.text("value")?)))
+}
+
+pub(crate) async fn delete_state(pool: &PgPool, key: &str) -> Result<()> {
+    sqlx::query("DELETE FROM state WHERE key = $1").bind(key).execute(pool).await?;
+    Ok(())
+}
+
+pub(crate) async fn checkpoint(_pool: &PgPool) -> Result<()> {
+    Ok(())
+}
+
+pub(crate) async fn size_bytes(pool: &PgPool) -> Result<u64> {
+    let bytes: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class AS c \
+         JOIN pg_namespace AS n ON n.oid = c.relnamespace \
+         WHERE n.nspname = current_schema() AND c.relkind = 'r'",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(u64::try_from(bytes).unwrap_or(0))
+}
+
+pub(crate) async fn insert_events(pool: &PgPool, events: &[EventRow]) -> Result<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let details = events.iter().map(|e| serde_json::to_string(&e.details)).collect::<Result<Vec<_>, _>>()?;
+    sqlx::query(
+        "INSERT INTO events (id, at, kind, cluster, node, summary, details) \
+         SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], \
+             $7::text[]) \
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(events.iter().map(|e| e.id).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.at.millis()).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.cluster).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.node).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.summary.as_str()).collect::<Vec<_>>())
+    .bind(&details)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn events(pool: &PgPool, f: &EventFilter) -> Result<Vec<EventRow>> {
+    let rows = filters::events::<sqlx::Postgres>(f, Order::Newest).build().fetch_all(pool).await?;
+    let mut out = rows::all(&rows, rows::event)?;
+    // The newest `limit`, returned oldest first (a timeline reads forward).
+    out.reverse();
+    Ok(out)
+}
+
+pub(crate) async fn events_after(pool: &PgPool, f: &EventFilter) -> Result<Vec<EventRow>> {
+    let rows = filters::events::<sqlx::Postgres>(f, Order::Oldest).build().fetch_all(pool).await?;
+    rows::all(&rows, rows::event)
+}
+
+pub(crate) async fn last_event(pool: &PgPool) -> Result<i64> {
+    Ok(sqlx::query_scalar::<_, Option<i64>>("SELECT MAX(id) FROM events").fetch_one(pool).await?.unwrap_or(0))
+}
+
+pub(crate) async fn delete_events_before(pool: &PgPool, before: Timestamp) -> Result<u64> {
+    let done = sqlx::query("DELETE FROM events WHERE at < $1").bind(before.millis()).execute(pool).await?;
+    Ok(done.rows_affected())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_are_named_by_their_utc_day() {
+        assert_eq!(partition_name(0), "history_19700101");
+        // 2027-01-15T08:00:00Z.
+        assert_eq!(partition_name(day_of(1_800_000_000_000)), "history_20270115");
+        assert_eq!(partition_name(day_of(951_782_400_000)), "history_20000229");
+    }
+}

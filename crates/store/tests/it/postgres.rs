@@ -1,0 +1,130 @@
+//! What only the PostgreSQL backend has: day partitions of the history, dropped whole by the
+//! roll-up, and bulk writes of a large group commit.
+
+use sqlx::{Connection, PgConnection};
+use vantage_core::Timestamp;
+use vantage_store::{Database, PostgresUrl, Store};
+
+use crate::db::{Db, Schema};
+use crate::result;
+
+fn schema(db: &Db) -> &Schema {
+    match db {
+        Db::Postgres(s) => s,
+        Db::Sqlite(_) => unreachable!("a PostgreSQL test"),
+    }
+}
+
+/// The history's partitions, by name.
+async fn partitions(conn: &mut PgConnection) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid \
+         WHERE i.inhparent = 'history'::regclass ORDER BY 1",
+    )
+    .fetch_all(conn)
+    .await
+    .unwrap()
+}
+
+async fn count(conn: &mut PgConnection, sql: &'static str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(conn).await.unwrap()
+}
+
+#[tokio::test]
+async fn the_roll_up_drops_the_partitions_of_whole_days_and_keeps_their_daily_rows() {
+    let db = Db::postgres().await;
+    let s = db.open().await;
+    let mut conn = PgConnection::connect(&schema(&db).url).await.unwrap();
+    // 2027-01-15 00:00 UTC and the two days after.
+    let day0 = Timestamp::from_millis(1_800_000_000_000 / 86_400_000 * 86_400_000);
+    let day = |n: u64, s: u64| day0.plus_secs(n * 86_400 + s);
+    s.write_results(&[result(1, "t", day(0, 10), 0), result(2, "t", day(0, 20), 3)]).await.unwrap();
+    s.write_results(&[result(1, "t", day(1, 10), 0)]).await.unwrap();
+    s.write_results(&[result(1, "t", day(2, 10), 0), result(1, "t", day(2, 7200), 0)]).await.unwrap();
+    // Each day's partition, and the next day's ahead of its first write.
+    assert_eq!(
+        partitions(&mut conn).await,
+        ["history_20270115", "history_20270116", "history_20270117", "history_20270118"]
+    );
+
+    // Up to the start of day 2: days 0 and 1 go whole.
+    assert_eq!(s.roll_up_history(day(2, 0)).await.unwrap(), 3);
+    assert_eq!(partitions(&mut conn).await, ["history_20270117", "history_20270118"]);
+    let daily = s.history_daily("t", day0, day(3, 0)).await.unwrap();
+    let rows: Vec<_> = daily.iter().map(|d| (d.day, d.prober, d.rounds, d.lost)).collect();
+    assert_eq!(rows, [(day0, 1, 1, 0), (day0, 2, 1, 3), (day(1, 0), 1, 1, 0)]);
+    assert_eq!(count(&mut conn, "SELECT COUNT(*) FROM history_daily").await, 3);
+
+    // A cut-off inside day 2 deletes rows of its partition and keeps the partition.
+    assert_eq!(s.roll_up_history(day(2, 3600)).await.unwrap(), 1);
+    assert_eq!(partitions(&mut conn).await, ["history_20270117", "history_20270118"]);
+    assert_eq!(s.history("t", day0, day(3, 0)).await.unwrap().len(), 1);
+
+    // A late result for a day whose partition was dropped makes it again, and rolls up into
+    // the same daily row.
+    s.write_results(&[result(1, "t", day(1, 30), 0)]).await.unwrap();
+    assert!(partitions(&mut conn).await.contains(&"history_20270116".to_owned()));
+    assert_eq!(s.roll_up_history(day(2, 0)).await.unwrap(), 1);
+    let daily = s.history_daily("t", day(1, 0), day(2, 0)).await.unwrap();
+    assert_eq!((daily.len(), daily[0].rounds), (1, 2));
+    assert!(!partitions(&mut conn).await.contains(&"history_20270116".to_owned()));
+}
+
+#[tokio::test]
+async fn a_write_of_20000_results_lands_whole_and_again_changes_only_the_latest() {
+    let db = Db::postgres().await;
+    let s = db.open().await;
+    let t0 = Timestamp::from_secs(1_800_000_000);
+    let rows = |lost: u32| -> Vec<_> {
+        (1..=4)
+            .flat_map(|p| {
+                (0..5_000).map(move |t| result(p, &format!("n{t}/198.51.100.{}:443", t % 250), t0, lost))
+            })
+            .collect()
+    };
+    s.write_results(&rows(0)).await.unwrap();
+    let mut conn = PgConnection::connect(&schema(&db).url).await.unwrap();
+    assert_eq!(count(&mut conn, "SELECT COUNT(*) FROM history").await, 20_000);
+    assert_eq!(count(&mut conn, "SELECT COUNT(*) FROM targets").await, 5_000);
+    // The same batch again, as after a write whose outcome was unknown: the history keeps its
+    // rows as they were, the latest table takes the new values.
+    s.write_results(&rows(3)).await.unwrap();
+    assert_eq!(count(&mut conn, "SELECT COUNT(*) FROM history").await, 20_000);
+    assert_eq!(count(&mut conn, "SELECT COUNT(*) FROM history WHERE lost = 0").await, 20_000);
+    let latest = s.latest().await.unwrap();
+    assert_eq!(latest.len(), 20_000);
+    assert!(latest.iter().all(|r| r.lost == 3));
+}
+
+#[tokio::test]
+async fn revisions_are_unique_per_cluster_and_number_by_constraint() {
+    let db = Db::postgres().await;
+    let _store = db.open().await;
+    let mut conn = PgConnection::connect(&schema(&db).url).await.unwrap();
+    let insert = "INSERT INTO revisions (cluster, number, at, reason, records, held, publish) \
+                  VALUES (1, 1, 0, 'r', '{}', '{}', '[]')";
+    sqlx::query(insert).execute(&mut conn).await.unwrap();
+    let again = sqlx::query(insert).execute(&mut conn).await.unwrap_err();
+    assert_eq!(again.as_database_error().and_then(|e| e.code()).as_deref(), Some("23505"), "{again}");
+}
+
+#[test]
+fn a_url_shows_without_its_password_and_a_bad_one_is_refused() {
+    let url: PostgresUrl = "postgres://vantage:s3cret@db.example:6543/fleet?sslmode=disable".parse().unwrap();
+    for shown in [url.to_string(), format!("{url:?}"), Database::Postgres(url.clone()).to_string()] {
+        assert!(shown.contains("db.example:6543/fleet") && !shown.contains("s3cret"), "{shown}");
+    }
+    for bad in ["mysql://x@y/z", "postgres://u:s3cret@host:notaport/db"] {
+        let e = bad.parse::<PostgresUrl>().unwrap_err().to_string();
+        assert!(!e.contains("s3cret") && !e.is_empty(), "{e}");
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_is_not_there_is_an_error_not_a_hang() {
+    // Port 1 on loopback: nothing listens there.
+    let url: PostgresUrl = "postgres://postgres@127.0.0.1:1/test".parse().unwrap();
+    let started = std::time::Instant::now();
+    assert!(Store::open_postgres(&url).await.is_err());
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+}
