@@ -613,6 +613,12 @@ impl Store {
         dispatch!(self, put_state(key, value, now))
     }
 
+    /// Saves `value` under `key` unless a value is there already, and answers the value stored:
+    /// of several processes claiming the same key at once, every one gets the same winner.
+    pub async fn claim_state(&self, key: &str, value: &str, now: Timestamp) -> Result<String> {
+        dispatch!(self, claim_state(key, value, now))
+    }
+
     /// Runtime state whose key starts with `prefix`: (key, value).
     pub async fn states(&self, prefix: &str) -> Result<Vec<(String, String)>> {
         dispatch!(self, states(prefix))

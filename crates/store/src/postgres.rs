@@ -664,6 +664,18 @@ pub(crate) async fn put_state(pool: &PgPool, key: &str, value: &str, now: Timest
     Ok(())
 }
 
+pub(crate) async fn claim_state(pool: &PgPool, key: &str, value: &str, now: Timestamp) -> Result<String> {
+    sqlx::query(
+        "INSERT INTO state (key, value, updated_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING",
+    )
+    .bind(key)
+    .bind(value)
+    .bind(now.millis())
+    .execute(pool)
+    .await?;
+    Ok(sqlx::query_scalar("SELECT value FROM state WHERE key = $1").bind(key).fetch_one(pool).await?)
+}
+
 pub(crate) async fn states(pool: &PgPool, prefix: &str) -> Result<Vec<(String, String)>> {
     let rows = sqlx::query("SELECT key, value FROM state WHERE starts_with(key, $1) ORDER BY key")
         .bind(prefix)

@@ -402,6 +402,18 @@ pub(crate) async fn put_state(pool: &SqlitePool, key: &str, value: &str, now: Ti
     Ok(())
 }
 
+pub(crate) async fn claim_state(pool: &SqlitePool, key: &str, value: &str, now: Timestamp) -> Result<String> {
+    sqlx::query(
+        "INSERT INTO state (key, value, updated_at) VALUES (?1, ?2, ?3) ON CONFLICT (key) DO NOTHING",
+    )
+    .bind(key)
+    .bind(value)
+    .bind(now.millis())
+    .execute(pool)
+    .await?;
+    Ok(sqlx::query_scalar("SELECT value FROM state WHERE key = ?1").bind(key).fetch_one(pool).await?)
+}
+
 pub(crate) async fn states(pool: &SqlitePool, prefix: &str) -> Result<Vec<(String, String)>> {
     // Range scan on the primary key: keys in [prefix, prefix + U+10FFFF).
     let rows = sqlx::query("SELECT key, value FROM state WHERE key >= ?1 AND key < ?2 ORDER BY key")

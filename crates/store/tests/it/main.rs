@@ -372,3 +372,12 @@ async fn events_after_pages_forward_oldest_first(db) {
     assert_eq!(ids(&s.events_after(&filtered).await.unwrap()), [102, 108, 114], "filters apply");
 }
 }
+
+on_both! {
+async fn a_claimed_state_keeps_its_first_value(db) {
+    let s = db.open().await;
+    assert_eq!(s.claim_state("ca", "first", T0).await.unwrap(), "first");
+    assert_eq!(s.claim_state("ca", "second", T0.plus_secs(1)).await.unwrap(), "first", "the first claim wins");
+    assert_eq!(s.states("ca").await.unwrap(), vec![("ca".to_owned(), "first".to_owned())]);
+}
+}
