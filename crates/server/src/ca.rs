@@ -34,6 +34,9 @@ pub enum CaError {
     /// The TLS configuration could not be built.
     #[error("TLS: {0}")]
     Tls(String),
+    /// The database that keeps a shared CA failed.
+    #[error("CA in the database: {0}")]
+    Store(String),
 }
 
 /// The loaded CA.
@@ -66,6 +69,16 @@ fn random_serial() -> SerialNumber {
     SerialNumber::from_slice(&b)
 }
 
+/// A CA as PEM text, for files or the database.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Pems {
+    cert: String,
+    key: String,
+}
+
+/// The state key the CA is kept under in a database that several servers share.
+const STATE_KEY: &str = "ca";
+
 impl Ca {
     /// Loads the CA from `dir`, creating it (10 years) when absent.
     pub(crate) fn load_or_create(dir: &Path) -> Result<Ca, CaError> {
@@ -73,29 +86,77 @@ impl Ca {
         let cert_path = dir.join("ca.pem");
         let key_path = dir.join("ca.key");
         if !cert_path.exists() {
-            let key = KeyPair::generate()?;
-            let mut params = CertificateParams::default();
-            let mut dn = DistinguishedName::new();
-            dn.push(DnType::CommonName, "Vantage agent channel CA");
-            dn.push(DnType::OrganizationName, "Vantage");
-            params.distinguished_name = dn;
-            params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-            params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-            params.not_before = now() - time::Duration::minutes(5);
-            params.not_after = now() + time::Duration::days(3650);
-            params.serial_number = Some(random_serial());
-            let cert = params.self_signed(&key)?;
-            crate::support::write_private(&key_path, &key.serialize_pem())
-                .map_err(|e| CaError::Tls(e.to_string()))?;
-            std::fs::write(&cert_path, cert.pem()).map_err(io(&cert_path))?;
+            let new = Ca::generate()?;
+            crate::support::write_private(&key_path, &new.key).map_err(|e| CaError::Tls(e.to_string()))?;
+            std::fs::write(&cert_path, &new.cert).map_err(io(&cert_path))?;
         }
-        let cert_pem = std::fs::read_to_string(&cert_path).map_err(io(&cert_path))?;
-        let key_pem = std::fs::read_to_string(&key_path).map_err(io(&key_path))?;
-        let key = KeyPair::from_pem(&key_pem)?;
-        let issuer = Issuer::from_ca_cert_pem(&cert_pem, key)?;
-        let der = pem_der(&cert_pem)
-            .ok_or_else(|| CaError::Tls(format!("{} holds no certificate", cert_path.display())))?;
-        Ok(Ca { fingerprint: sha256_hex(&der), cert_der: CertificateDer::from(der), cert_pem, issuer })
+        let cert = std::fs::read_to_string(&cert_path).map_err(io(&cert_path))?;
+        let key = std::fs::read_to_string(&key_path).map_err(io(&key_path))?;
+        Ca::from_pems(&Pems { cert, key }, &cert_path.display().to_string())
+    }
+
+    /// The CA of a database several servers share (PostgreSQL): every server signs with the
+    /// same one, so an agent enrolled through one is known to all. The first server to start
+    /// stores it — the CA of `dir` when it has one (a server moving to the shared database
+    /// keeps its agents), else a new one; of several starting at once, one wins and all use
+    /// it. Only the certificate is written to `dir` (`ca.pem`, for API clients to trust); the
+    /// key stays in the database.
+    pub(crate) async fn shared(store: &vantage_store::Store, dir: &Path) -> Result<Ca, CaError> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let stored = store.states(STATE_KEY).await.map_err(|e| CaError::Store(e.to_string()))?;
+        let json = match stored.into_iter().find(|(k, _)| k == STATE_KEY) {
+            Some((_, json)) => json,
+            None => {
+                let (cert_path, key_path) = (dir.join("ca.pem"), dir.join("ca.key"));
+                let mine = if key_path.exists() {
+                    let cert = std::fs::read_to_string(&cert_path).map_err(io(&cert_path))?;
+                    let key = std::fs::read_to_string(&key_path).map_err(io(&key_path))?;
+                    Pems { cert, key }
+                } else {
+                    Ca::generate()?
+                };
+                let json = serde_json::to_string(&mine).map_err(|e| CaError::Tls(e.to_string()))?;
+                let now = vantage_core::Timestamp::from_system(std::time::SystemTime::now());
+                store.claim_state(STATE_KEY, &json, now).await.map_err(|e| CaError::Store(e.to_string()))?
+            }
+        };
+        let pems: Pems = serde_json::from_str(&json)
+            .map_err(|e| CaError::Tls(format!("the database's CA (state {STATE_KEY:?}): {e}")))?;
+        let ca = Ca::from_pems(&pems, "the database's CA")?;
+        let cert_path = dir.join("ca.pem");
+        std::fs::write(&cert_path, &pems.cert).map_err(io(&cert_path))?;
+        Ok(ca)
+    }
+
+    /// A new CA (10 years).
+    fn generate() -> Result<Pems, CaError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, "Vantage agent channel CA");
+        dn.push(DnType::OrganizationName, "Vantage");
+        params.distinguished_name = dn;
+        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        params.not_before = now() - time::Duration::minutes(5);
+        params.not_after = now() + time::Duration::days(3650);
+        params.serial_number = Some(random_serial());
+        let cert = params.self_signed(&key)?;
+        Ok(Pems { cert: cert.pem(), key: key.serialize_pem() })
+    }
+
+    /// The CA of `pems`; `origin` names where they came from in errors.
+    fn from_pems(pems: &Pems, origin: &str) -> Result<Ca, CaError> {
+        let key = KeyPair::from_pem(&pems.key)?;
+        let issuer = Issuer::from_ca_cert_pem(&pems.cert, key)?;
+        let der =
+            pem_der(&pems.cert).ok_or_else(|| CaError::Tls(format!("{origin} holds no certificate")))?;
+        Ok(Ca {
+            fingerprint: sha256_hex(&der),
+            cert_der: CertificateDer::from(der),
+            cert_pem: pems.cert.clone(),
+            issuer,
+        })
     }
 
     /// The CA certificate, PEM.

@@ -138,7 +138,12 @@ impl Server {
             updated_at: r.updated_at,
         }))
         .map_err(StartError::Config)?;
-        let ca = Ca::load_or_create(&dir.join("ca"))?;
+        // On a database several servers share, the CA is kept in it (an agent enrolled through
+        // one server is known to all); embedded, it stays in the data directory.
+        let ca = match &database {
+            vantage_store::Database::Postgres(_) => Ca::shared(&store, &dir.join("ca")).await?,
+            vantage_store::Database::Sqlite(_) => Ca::load_or_create(&dir.join("ca"))?,
+        };
         private_dir(&dir.join("ca")).map_err(io(&dir.join("ca")))?;
         let mirrors_dir = dir.join("mirrors");
         std::fs::create_dir_all(&mirrors_dir).map_err(io(&mirrors_dir))?;

@@ -390,6 +390,8 @@ pub(crate) struct LabSpec<'a> {
     pub(crate) server_dir: Option<PathBuf>,
     /// Extra environment of each prober, by index.
     pub(crate) prober_env: [Vec<(String, String)>; 3],
+    /// The server's `--database` (SQLite in its data directory when `None`).
+    pub(crate) database: Option<String>,
 }
 
 /// Where a lab fleet's edges and probers are.
@@ -417,11 +419,11 @@ impl LabFleet {
             Place::Loopback(_) => "127.0.0.1:0".to_owned(),
             Place::Lab(lab) => std::net::SocketAddr::new(lab.server_ip(), 0).to_string(),
         };
-        let s = ServerProcess::start_in(
-            &server_dir,
-            &["--allow-loopback-addresses", "--agent-listen", &agent_listen],
-        )
-        .await;
+        let mut args = vec!["--allow-loopback-addresses", "--agent-listen", &agent_listen];
+        if let Some(url) = &spec.database {
+            args.extend(["--database", url]);
+        }
+        let s = ServerProcess::start_in(&server_dir, &args).await;
         let fastest = json!({"interval_s": 5, "timeout_ms": 1000, "attempts": 3,
                              "failing_before_unreachable_s": 5, "answering_before_reachable_s": 5});
         let (st, v) = s.call(reqwest::Method::PUT, "/v1/settings/probes", Some(fastest)).await;

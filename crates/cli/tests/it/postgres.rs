@@ -38,6 +38,39 @@ impl FreshDatabase {
     }
 }
 
+impl FreshDatabase {
+    async fn admin(&self) -> PgConnection {
+        PgConnection::connect(&self.server).await.unwrap()
+    }
+
+    /// Cuts every connection to the database and refuses new ones, as a database host that
+    /// went away would.
+    async fn cut(&self) {
+        let mut admin = self.admin().await;
+        let name = &self.name;
+        admin
+            .execute(sqlx::AssertSqlSafe(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false")))
+            .await
+            .unwrap();
+        admin
+            .execute(sqlx::AssertSqlSafe(format!(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+            )))
+            .await
+            .unwrap();
+    }
+
+    /// Lets connections in again.
+    async fn restore(&self) {
+        let name = &self.name;
+        let mut admin = self.admin().await;
+        admin
+            .execute(sqlx::AssertSqlSafe(format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true")))
+            .await
+            .unwrap();
+    }
+}
+
 impl Drop for FreshDatabase {
     fn drop(&mut self) {
         let (server, name) = (self.server.clone(), self.name.clone());
@@ -72,4 +105,98 @@ async fn objects_created_on_postgres_are_there_after_a_restart() {
     assert_eq!(status, 200);
     assert_eq!(regions["items"], json!([region]), "{regions}");
     s.stop().await;
+}
+
+/// The agent channel's CA is the database's: a prober enrolled through one server works with
+/// another that starts on the same database from an empty data directory (a replacement host,
+/// or a second replica), and no CA key is written to that directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prober_enrolled_through_one_server_is_known_to_another_on_the_same_database() {
+    let db = FreshDatabase::new().await;
+    let (first_dir, second_dir, probers) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let online = |v: &serde_json::Value| {
+        v["items"].as_array().is_some_and(|p| p.len() == 1 && p[0]["status"] == "online")
+    };
+    let first = ServerProcess::start_in(first_dir.path(), &["--database", &db.url]).await;
+    let region = first.create("/v1/regions", json!({"code": "ap-sg", "name": "Singapore"})).await;
+    let prober = first.start_prober("sg-1", region["id"].as_i64().unwrap(), probers.path()).await;
+    first.wait_for("/v1/probers", std::time::Duration::from_secs(30), online).await;
+    let (_, ca) = first.channel();
+    prober.kill().await;
+    first.stop().await;
+
+    // The admin token is the database's too: the new host's operator brings it along.
+    std::fs::copy(first_dir.path().join("admin-token"), second_dir.path().join("admin-token")).unwrap();
+    let second = ServerProcess::start_in(second_dir.path(), &["--database", &db.url]).await;
+    let (agent, second_ca) = second.channel();
+    assert_eq!(second_ca, ca, "one CA for every server on the database");
+    assert!(!second_dir.path().join("ca/ca.key").exists(), "the CA's key stays in the database");
+    assert!(second_dir.path().join("ca/ca.pem").exists(), "its certificate is there for API clients");
+    // The same prober, its state directory as enrollment left it, now pointed at the second
+    // server: its certificate is accepted and it reports.
+    let prober = crate::harness::AgentProcess::start(
+        "probe",
+        &agent,
+        "vtp_used",
+        &ca,
+        &probers.path().join("sg-1"),
+        &["--hostname", "sg-1"],
+        &probers.path().join("sg-1-again.log"),
+    );
+    second.wait_for("/v1/probers", std::time::Duration::from_secs(30), online).await;
+    prober.kill().await;
+    second.stop().await;
+}
+
+/// The database goes away under a running fleet: DNS keeps answering from memory and still
+/// follows the probers (the backup replaces a stopped primary), `/readyz` says not ready,
+/// changes are refused with 503 in the error shape; when the database is back the server is
+/// ready again, the revision made meanwhile is stored, and changes go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_the_database_gone_dns_follows_the_fleet_and_changes_wait_for_it() {
+    use crate::harness::{LabFleet, LabSpec, Place, dig};
+    use std::time::{Duration, Instant};
+    let db = FreshDatabase::new().await;
+    let spec = LabSpec { net: Place::Loopback(140), database: Some(db.url.clone()), ..LabSpec::default() };
+    let LabFleet { s, edges, cluster, probers: _probers, temp: _temp, .. } =
+        LabFleet::start_with("cdn.pg.example", spec).await;
+    let ready = || async { reqwest::get(format!("{}/readyz", s.url)).await.unwrap().status().as_u16() };
+    assert_eq!(ready().await, 200);
+
+    db.cut().await;
+    let cut = Instant::now();
+    while ready().await != 503 {
+        assert!(cut.elapsed() < Duration::from_secs(30), "still ready without its database");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!("postgres: cut → /readyz 503 after {:.1} s", cut.elapsed().as_secs_f64());
+    let (status, body) =
+        s.call(Method::POST, "/v1/regions", Some(json!({"code": "sa-br", "name": "São Paulo"}))).await;
+    assert_eq!((status, body["error"]["status"].as_u64()), (503, Some(503)), "{body}");
+
+    edges[0].stop().await;
+    let stopped = Instant::now();
+    let want = ["127.0.0.141", "127.0.0.142", "127.0.0.143"];
+    while dig(s.dns(), "cdn.pg.example").await != want {
+        assert!(stopped.elapsed() < Duration::from_secs(60), "no failover with the database gone");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "postgres: database gone, primary stopped → backup in DNS after {:.1} s",
+        stopped.elapsed().as_secs_f64()
+    );
+
+    db.restore().await;
+    let back = Instant::now();
+    while ready().await != 200 {
+        assert!(back.elapsed() < Duration::from_secs(30), "not ready again with the database back");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!("postgres: back → /readyz 200 after {:.1} s", back.elapsed().as_secs_f64());
+    s.wait_for(&format!("/v1/clusters/{cluster}/revisions"), Duration::from_secs(60), |v| {
+        v["items"][0]["records"]["all"] == json!(want)
+    })
+    .await;
+    s.create("/v1/regions", json!({"code": "sa-br", "name": "São Paulo"})).await;
 }
