@@ -199,52 +199,67 @@ fn an_unverified_address_that_fails_is_said_to_fail() {
     assert!(kinds(&lab.take()).iter().all(|(k, _)| *k != EventKind::AddressUnverified));
 }
 
-/// Reported addresses (a node without configured ones) keep their verification across a
-/// restart: until the agent's first heartbeat they are not gone, only not heard of yet.
-#[test]
-fn reported_addresses_stay_verified_across_a_restart() {
-    let mut lab = Lab::new();
+/// edge-1 of [`Lab::one_node`] with no configured addresses, its agent reporting 203.0.113.30,
+/// and edge-2 on 203.0.113.20 (so that the line is never empty, which would serve anything),
+/// both seen answering by the prober.
+fn reported_fleet(lab: &mut Lab) -> (Caller, ClusterId, NodeId) {
     let (p, c, g, n) = lab.one_node();
-    set(&mut lab, n, &[]);
-    // A second node keeps the line from being empty (which would serve anything).
+    set(lab, n, &[]);
     lab.node(c, g, "edge-2", &[("203.0.113.20", vantage_core::address::Level::Primary)]);
-    let heartbeat = |lab: &mut Lab| {
-        let hb = vantage_core::wire::Heartbeat {
-            version: "test".into(),
-            hostname: "edge-1".into(),
-            metrics: None,
-            addresses: vec![ip("203.0.113.30")],
-            capabilities: Vec::new(),
-            links: Vec::new(),
-        };
-        lab.control.handle_heartbeat(n, hb, ip("203.0.113.30"), lab.now);
-    };
-    heartbeat(&mut lab);
+    heartbeat(lab, n);
     for _ in 0..2 {
         lab.round(p, &[]);
         lab.advance(5);
     }
-    assert_eq!(records(&lab, c), [ip("203.0.113.20"), ip("203.0.113.30")]);
-    let saved: Vec<(ClusterId, vantage_core::evaluate::ClusterState)> = lab
+    assert_eq!(records(lab, c), [ip("203.0.113.20"), ip("203.0.113.30")]);
+    (p, c, n)
+}
+
+/// edge-1's agent reports 203.0.113.30.
+fn heartbeat(lab: &mut Lab, n: NodeId) {
+    let hb = vantage_core::wire::Heartbeat {
+        version: "test".into(),
+        hostname: "edge-1".into(),
+        metrics: None,
+        addresses: vec![ip("203.0.113.30")],
+        capabilities: Vec::new(),
+        links: Vec::new(),
+    };
+    lab.control.handle_heartbeat(n, hb, ip("203.0.113.30"), lab.now);
+}
+
+/// A restart at `at` from `lab`'s configuration and the last state it saved, before any
+/// heartbeat.
+fn restarted(lab: &mut Lab, at: vantage_core::Timestamp) -> Lab {
+    let state: (ClusterId, vantage_core::evaluate::ClusterState) = lab
         .take()
         .into_iter()
         .filter_map(|o| match o {
             Output::SaveState { cluster, json } => Some((cluster, serde_json::from_str(&json).unwrap())),
             _ => None,
         })
-        .collect();
-    let state = saved.last().cloned().expect("the state was saved");
-
-    // The restart: the stored configuration and state, no heartbeat yet.
+        .last()
+        .expect("the state was saved");
     let config = (*lab.control.config()).clone();
     let mut again =
         Lab::with_start(vantage_control::Start { config, states: vec![state], ..Default::default() });
-    again.now = lab.now.plus_secs(1);
+    again.now = at;
     again.tick();
+    again
+}
+
+/// Reported addresses (a node without configured ones) keep their verification across a
+/// restart: until the agent's first heartbeat they are not gone, only not heard of yet.
+#[test]
+fn reported_addresses_stay_verified_across_a_restart() {
+    let mut lab = Lab::new();
+    let (p, c, n) = reported_fleet(&mut lab);
+    let at = lab.now.plus_secs(1);
+    let mut again = restarted(&mut lab, at);
     // The prober is back before the agent's heartbeat, and has not probed the address yet.
     again.control.handle_work(p, again.now);
     again.advance(5);
-    heartbeat(&mut again);
+    heartbeat(&mut again, n);
     again.advance(1);
     assert_eq!(
         records(&again, c),
@@ -258,39 +273,12 @@ fn reported_addresses_stay_verified_across_a_restart() {
 #[test]
 fn a_kept_failing_address_does_not_wake_the_core_at_once() {
     let mut lab = Lab::new();
-    let (p, c, g, n) = lab.one_node();
-    set(&mut lab, n, &[]);
-    lab.node(c, g, "edge-2", &[("203.0.113.20", vantage_core::address::Level::Primary)]);
-    let hb = vantage_core::wire::Heartbeat {
-        version: "test".into(),
-        hostname: "edge-1".into(),
-        metrics: None,
-        addresses: vec![ip("203.0.113.30")],
-        capabilities: Vec::new(),
-        links: Vec::new(),
-    };
-    lab.control.handle_heartbeat(n, hb, ip("203.0.113.30"), lab.now);
-    for _ in 0..2 {
-        lab.round(p, &[]);
-        lab.advance(5);
-    }
+    let (p, _, _) = reported_fleet(&mut lab);
     // It starts failing; the process stops mid-streak.
     lab.round(p, &["203.0.113.30"]);
     lab.advance(2);
-    let state = lab
-        .take()
-        .into_iter()
-        .filter_map(|o| match o {
-            Output::SaveState { cluster, json } => Some((cluster, serde_json::from_str(&json).unwrap())),
-            _ => None,
-        })
-        .last()
-        .expect("the state was saved");
-    let config = (*lab.control.config()).clone();
-    let mut again =
-        Lab::with_start(vantage_control::Start { config, states: vec![state], ..Default::default() });
-    again.now = lab.now.plus_secs(60);
-    again.tick();
+    let at = lab.now.plus_secs(60);
+    let again = restarted(&mut lab, at);
     let next = again.control.poll_timeout().expect("a next pass");
     assert!(next > again.now, "the next pass is due later, not at once: {next} at {}", again.now);
 }
