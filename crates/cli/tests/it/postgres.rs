@@ -115,13 +115,30 @@ async fn a_prober_enrolled_through_one_server_is_known_to_another_on_the_same_da
     let db = FreshDatabase::new().await;
     let (first_dir, second_dir, probers) =
         (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let online = |v: &serde_json::Value| {
-        v["items"].as_array().is_some_and(|p| p.len() == 1 && p[0]["status"] == "online")
-    };
+    // Online: it enrolled (or was known) and asked for work. On failure, what the prober
+    // and the server said.
+    async fn online(s: &ServerProcess, prober_log: &std::path::Path) {
+        let started = std::time::Instant::now();
+        loop {
+            let (_, v) = s.call(Method::GET, "/v1/probers", None).await;
+            if v["items"].as_array().is_some_and(|p| p.len() == 1 && p[0]["status"] == "online") {
+                return;
+            }
+            if started.elapsed() > std::time::Duration::from_secs(60) {
+                let log = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+                panic!(
+                    "the prober is not online after 60 s: {v}\nprober:\n{}\nserver:\n{}",
+                    log(prober_log),
+                    log(&s.dir.with_extension("log"))
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
     let first = ServerProcess::start_in(first_dir.path(), &["--database", &db.url]).await;
     let region = first.create("/v1/regions", json!({"code": "ap-sg", "name": "Singapore"})).await;
     let prober = first.start_prober("sg-1", region["id"].as_i64().unwrap(), probers.path()).await;
-    first.wait_for("/v1/probers", std::time::Duration::from_secs(30), online).await;
+    online(&first, &probers.path().join("sg-1.log")).await;
     let (_, ca) = first.channel();
     prober.kill().await;
     first.stop().await;
@@ -144,7 +161,7 @@ async fn a_prober_enrolled_through_one_server_is_known_to_another_on_the_same_da
         &["--hostname", "sg-1"],
         &probers.path().join("sg-1-again.log"),
     );
-    second.wait_for("/v1/probers", std::time::Duration::from_secs(30), online).await;
+    online(&second, &probers.path().join("sg-1-again.log")).await;
     prober.kill().await;
     second.stop().await;
 }
