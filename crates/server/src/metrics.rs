@@ -151,6 +151,9 @@ pub(crate) struct Metrics {
     publications: Family<PublicationLabels, Counter>,
     deliveries: Family<DeliveryLabels, Counter>,
     probe_rtt: Family<PlaceLabels, Histogram, fn() -> Histogram>,
+    /// The places `probe_rtt` has series for (its family cannot list them), so that the
+    /// series of a deleted cluster or region can go.
+    rtt_places: Mutex<std::collections::HashSet<PlaceLabels>>,
     evaluation: Histogram,
     mirrors: mirrors::MirrorFamilies,
     monitors: monitors::MonitorFamilies,
@@ -315,6 +318,7 @@ impl Metrics {
             publications,
             deliveries,
             probe_rtt,
+            rtt_places: Mutex::default(),
             evaluation,
         }
     }
@@ -383,7 +387,21 @@ impl Metrics {
 
     /// Records the round trip of a good probe attempt counted at `place`.
     pub(crate) fn probe_rtt(&self, place: &ProbePlace, seconds: f64) {
-        self.probe_rtt.get_or_create(&place.into()).observe(seconds);
+        let labels = PlaceLabels::from(place);
+        self.probe_rtt.get_or_create(&labels).observe(seconds);
+        crate::support::lock(&self.rtt_places).insert(labels);
+    }
+
+    /// Drops the round-trip series of places no longer configured (`keep` says which are: a
+    /// cluster and a region that both exist).
+    pub(crate) fn retain_rtt(&self, keep: impl Fn(&str, &str) -> bool) {
+        crate::support::lock(&self.rtt_places).retain(|p| {
+            let kept = keep(&p.cluster, &p.region);
+            if !kept {
+                self.probe_rtt.remove(p);
+            }
+            kept
+        });
     }
 
     /// Records how long an evaluation of the due clusters took.
@@ -538,5 +556,23 @@ mod tests {
         );
         m.set_certificates(&BTreeMap::new(), now);
         assert!(!m.render().contains("n7/203.0.113.10/443"));
+    }
+
+    #[test]
+    fn round_trip_series_of_a_deleted_cluster_or_region_go() {
+        let m = Metrics::new();
+        let place =
+            |cluster: &str, region: &str| ProbePlace { cluster: cluster.into(), region: region.into() };
+        for (c, r) in [("video", "ap-sg"), ("video", "eu-de"), ("gone", "ap-sg")] {
+            m.probe_rtt(&place(c, r), 0.012);
+        }
+        let count = |text: &str, c: &str, r: &str| {
+            text.contains(&format!(r#"vantage_probe_rtt_seconds_count{{cluster="{c}",region="{r}"}} 1"#))
+        };
+        assert!(count(&m.render(), "gone", "ap-sg"));
+        m.retain_rtt(|c, r| c == "video" && r == "ap-sg");
+        let text = m.render();
+        assert!(count(&text, "video", "ap-sg"), "{text}");
+        assert!(!text.contains(r#"cluster="gone""#) && !text.contains(r#"region="eu-de""#), "{text}");
     }
 }

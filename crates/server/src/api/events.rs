@@ -306,6 +306,17 @@ impl Cursor {
         self.pending.push_back(Item::Gap(EventGap { after, resume, reason }));
     }
 
+    /// Whether the stream's admin token is gone (marking the configuration seen); a revoked
+    /// token ends the stream.
+    fn revoked(&mut self) -> bool {
+        self.config.borrow_and_update();
+        let gone = !self.app.config().admin_tokens.contains_key(&self.token.0);
+        if gone {
+            tracing::info!(token = self.token.0, "event stream: its admin token is gone; closing it");
+        }
+        gone
+    }
+
     async fn next(mut self) -> Option<(Result<Event, Infallible>, Cursor)> {
         loop {
             match self.pending.pop_front() {
@@ -325,6 +336,10 @@ impl Cursor {
                 None => {}
             }
             if self.catching_up {
+                // A long replay looks at its token between pages too.
+                if self.config.has_changed().unwrap_or(true) && self.revoked() {
+                    return None;
+                }
                 self.catch_up().await;
                 continue;
             }
@@ -339,9 +354,7 @@ impl Cursor {
                     Err(RecvError::Closed) => return None,
                 },
                 changed = self.config.changed() => {
-                    // A revoked token ends the stream.
-                    if changed.is_err() || !self.app.config().admin_tokens.contains_key(&self.token.0) {
-                        tracing::info!(token = self.token.0, "event stream: its admin token is gone; closing it");
+                    if changed.is_err() || self.revoked() {
                         return None;
                     }
                 }

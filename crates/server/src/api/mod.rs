@@ -462,6 +462,11 @@ async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
         app.metrics().mirrors().set(&c.config(), c.mirrors().book());
         app.metrics().monitors().set(&c.config(), c.monitors(), now);
         app.metrics().set_webhooks(&c.config());
+        let config = c.config();
+        app.metrics().retain_rtt(|cluster, region| {
+            config.clusters.values().any(|x| x.value.name == cluster)
+                && config.regions.values().any(|r| r.value.code == region)
+        });
         (c.certificate_expiries(), c.fleet(now))
     };
     app.metrics().set_certificates(&expiries, now);
