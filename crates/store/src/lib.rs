@@ -14,6 +14,7 @@
 mod filters;
 mod postgres;
 mod rows;
+mod shared;
 mod sqlite;
 
 use std::path::{Path, PathBuf};

@@ -86,11 +86,6 @@ pub(crate) async fn commit(
     .await
 }
 
-pub(crate) async fn audit(pool: &SqlitePool, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
-    let rows = filters::audit::<sqlx::Sqlite>(f).build().fetch_all(pool).await?;
-    rows::all(&rows, rows::audit)
-}
-
 /// Bound parameters per statement (SQLite's limit is 32,766).
 const MAX_VARIABLES: usize = 32_000;
 
@@ -225,33 +220,6 @@ async fn write_results_in(
     Ok(created)
 }
 
-pub(crate) async fn latest(pool: &SqlitePool) -> Result<Vec<ResultRow>> {
-    let rows = sqlx::query(
-        "SELECT l.prober, t.key, l.at, l.sent, l.lost, l.rtt_us, l.error, l.connected, l.xmit, l.recv, l.good, \
-                l.avg_rtt, l.hls, l.filled \
-         FROM latest_results AS l JOIN targets AS t ON t.id = l.target ORDER BY l.prober, l.target",
-    )
-    .fetch_all(pool)
-    .await?;
-    rows::all(&rows, rows::latest)
-}
-
-pub(crate) async fn delete_latest_of(pool: &SqlitePool, prober: i64) -> Result<u64> {
-    Ok(sqlx::query("DELETE FROM latest_results WHERE prober = ?1")
-        .bind(prober)
-        .execute(pool)
-        .await?
-        .rows_affected())
-}
-
-pub(crate) async fn delete_latest_before(pool: &SqlitePool, before: Timestamp) -> Result<u64> {
-    Ok(sqlx::query("DELETE FROM latest_results WHERE at < ?1")
-        .bind(before.millis())
-        .execute(pool)
-        .await?
-        .rows_affected())
-}
-
 pub(crate) async fn history(
     pool: &SqlitePool,
     target: &str,
@@ -272,25 +240,6 @@ pub(crate) async fn history(
     .fetch_all(pool)
     .await?;
     rows::all(&rows, rows::history_point)
-}
-
-pub(crate) async fn history_daily(
-    pool: &SqlitePool,
-    target: &str,
-    since: Timestamp,
-    until: Timestamp,
-) -> Result<Vec<DailyPoint>> {
-    let rows = sqlx::query(
-        "SELECT d.day, d.prober, d.rounds, d.sent, d.lost, d.rtt_avg_us, d.rtt_max_us FROM history_daily AS d \
-         WHERE d.target = (SELECT id FROM targets WHERE key = ?1) AND d.day >= ?2 AND d.day < ?3 \
-         ORDER BY d.day, d.prober",
-    )
-    .bind(target)
-    .bind(since.millis())
-    .bind(until.millis())
-    .fetch_all(pool)
-    .await?;
-    rows::all(&rows, rows::daily_point)
 }
 
 pub(crate) async fn roll_up_history(pool: &SqlitePool, before: Timestamp) -> Result<u64> {
@@ -334,50 +283,6 @@ pub(crate) async fn delete_daily_before(pool: &SqlitePool, before: Timestamp) ->
         .rows_affected())
 }
 
-pub(crate) async fn insert_revision(pool: &SqlitePool, r: &RevisionRow) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO revisions (cluster, number, at, reason, records, held, publish) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
-         ON CONFLICT (cluster, number) DO NOTHING",
-    )
-    .bind(r.cluster)
-    .bind(i64::from(r.number))
-    .bind(r.at.millis())
-    .bind(&r.reason)
-    .bind(serde_json::to_string(&r.records)?)
-    .bind(serde_json::to_string(&r.held)?)
-    .bind(serde_json::to_string(&r.publish)?)
-    .execute(pool)
-    .await?;
-    Ok(())
-}
-
-pub(crate) async fn set_revision_publish(
-    pool: &SqlitePool,
-    cluster: i64,
-    number: u32,
-    publish: &serde_json::Value,
-) -> Result<()> {
-    sqlx::query("UPDATE revisions SET publish = ?3 WHERE cluster = ?1 AND number = ?2")
-        .bind(cluster)
-        .bind(i64::from(number))
-        .bind(serde_json::to_string(publish)?)
-        .execute(pool)
-        .await?;
-    Ok(())
-}
-
-pub(crate) async fn revisions(pool: &SqlitePool, cluster: i64, limit: u32) -> Result<Vec<RevisionRow>> {
-    let rows = sqlx::query(
-        "SELECT cluster, number, at, reason, records, held, publish FROM revisions WHERE cluster = ?1 \
-         ORDER BY number DESC LIMIT ?2",
-    )
-    .bind(cluster)
-    .bind(i64::from(limit))
-    .fetch_all(pool)
-    .await?;
-    rows::all(&rows, rows::revision)
-}
-
 pub(crate) async fn latest_revisions(pool: &SqlitePool) -> Result<Vec<RevisionRow>> {
     let rows = sqlx::query(
         "SELECT r.cluster, r.number, r.at, r.reason, r.records, r.held, r.publish FROM revisions AS r \
@@ -389,31 +294,6 @@ pub(crate) async fn latest_revisions(pool: &SqlitePool) -> Result<Vec<RevisionRo
     rows::all(&rows, rows::revision)
 }
 
-pub(crate) async fn put_state(pool: &SqlitePool, key: &str, value: &str, now: Timestamp) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO state (key, value, updated_at) VALUES (?1, ?2, ?3) \
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-    )
-    .bind(key)
-    .bind(value)
-    .bind(now.millis())
-    .execute(pool)
-    .await?;
-    Ok(())
-}
-
-pub(crate) async fn claim_state(pool: &SqlitePool, key: &str, value: &str, now: Timestamp) -> Result<String> {
-    sqlx::query(
-        "INSERT INTO state (key, value, updated_at) VALUES (?1, ?2, ?3) ON CONFLICT (key) DO NOTHING",
-    )
-    .bind(key)
-    .bind(value)
-    .bind(now.millis())
-    .execute(pool)
-    .await?;
-    Ok(sqlx::query_scalar("SELECT value FROM state WHERE key = ?1").bind(key).fetch_one(pool).await?)
-}
-
 pub(crate) async fn states(pool: &SqlitePool, prefix: &str) -> Result<Vec<(String, String)>> {
     // Range scan on the primary key: keys in [prefix, prefix + U+10FFFF).
     let rows = sqlx::query("SELECT key, value FROM state WHERE key >= ?1 AND key < ?2 ORDER BY key")
@@ -422,11 +302,6 @@ pub(crate) async fn states(pool: &SqlitePool, prefix: &str) -> Result<Vec<(Strin
         .fetch_all(pool)
         .await?;
     rows::all(&rows, |r| Ok((r.text("key")?, r.text("value")?)))
-}
-
-pub(crate) async fn delete_state(pool: &SqlitePool, key: &str) -> Result<()> {
-    sqlx::query("DELETE FROM state WHERE key = ?1").bind(key).execute(pool).await?;
-    Ok(())
 }
 
 pub(crate) async fn checkpoint(pool: &SqlitePool) -> Result<()> {
@@ -462,58 +337,4 @@ pub(crate) async fn insert_events(pool: &SqlitePool, events: &[EventRow]) -> Res
     .await
 }
 
-pub(crate) async fn events(pool: &SqlitePool, f: &EventFilter) -> Result<Vec<EventRow>> {
-    let rows = filters::events::<sqlx::Sqlite>(f, Order::Newest).build().fetch_all(pool).await?;
-    let mut out = rows::all(&rows, rows::event)?;
-    // The newest `limit`, returned oldest first (a timeline reads forward).
-    out.reverse();
-    Ok(out)
-}
-
-pub(crate) async fn events_after(pool: &SqlitePool, f: &EventFilter) -> Result<Vec<EventRow>> {
-    let rows = filters::events::<sqlx::Sqlite>(f, Order::Oldest).build().fetch_all(pool).await?;
-    rows::all(&rows, rows::event)
-}
-
-pub(crate) async fn last_event(pool: &SqlitePool) -> Result<i64> {
-    Ok(sqlx::query_scalar::<_, Option<i64>>("SELECT MAX(id) FROM events").fetch_one(pool).await?.unwrap_or(0))
-}
-
-pub(crate) async fn delete_events_before(pool: &SqlitePool, before: Timestamp) -> Result<u64> {
-    let done = sqlx::query("DELETE FROM events WHERE at < ?1").bind(before.millis()).execute(pool).await?;
-    Ok(done.rows_affected())
-}
-
-pub(crate) async fn revision(pool: &SqlitePool, cluster: i64, number: u32) -> Result<Option<RevisionRow>> {
-    let row = sqlx::query(
-        "SELECT cluster, number, at, reason, records, held, publish FROM revisions \
-         WHERE cluster = ?1 AND number = ?2",
-    )
-    .bind(cluster)
-    .bind(i64::from(number))
-    .fetch_optional(pool)
-    .await?;
-    row.as_ref().map(rows::revision).transpose()
-}
-
-pub(crate) async fn revisions_between(
-    pool: &SqlitePool,
-    cluster: i64,
-    after: u32,
-    upto: u32,
-    limit: u32,
-) -> Result<Vec<RevisionRow>> {
-    let rows = sqlx::query(
-        "SELECT cluster, number, at, reason, records, held, publish FROM revisions \
-         WHERE cluster = ?1 AND number > ?2 AND number <= ?3 ORDER BY number DESC LIMIT ?4",
-    )
-    .bind(cluster)
-    .bind(i64::from(after))
-    .bind(i64::from(upto))
-    .bind(i64::from(limit))
-    .fetch_all(pool)
-    .await?;
-    let mut out = rows::all(&rows, rows::revision)?;
-    out.reverse();
-    Ok(out)
-}
+crate::shared::shared_queries!(SqlitePool, sqlx::Sqlite);

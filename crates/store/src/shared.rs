@@ -1,0 +1,193 @@
+//! The queries whose SQL is the same on SQLite and PostgreSQL, written once: sqlx takes
+//! `$N` placeholders on both, and the readers of `rows` serve both. [`shared_queries!`] makes
+//! them in each backend's module, for its pool and database types, where the names they use
+//! are imported; what differs between the backends (opening, transactions, result writes, the
+//! history's roll-up, the state scan, sizes) stays in `sqlite` and `postgres`.
+
+/// The shared queries for a pool type `$pool` of database `$db`.
+macro_rules! shared_queries {
+    ($pool:ty, $db:ty) => {
+        pub(crate) async fn audit(pool: &$pool, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
+            let rows = filters::audit::<$db>(f).build().fetch_all(pool).await?;
+            rows::all(&rows, rows::audit)
+        }
+
+        pub(crate) async fn latest(pool: &$pool) -> Result<Vec<ResultRow>> {
+            let rows = sqlx::query(
+                "SELECT l.prober, t.key, l.at, l.sent, l.lost, l.rtt_us, l.error, l.connected, l.xmit, l.recv, l.good, \
+                        l.avg_rtt, l.hls, l.filled \
+                 FROM latest_results AS l JOIN targets AS t ON t.id = l.target ORDER BY l.prober, l.target",
+            )
+            .fetch_all(pool)
+            .await?;
+            rows::all(&rows, rows::latest)
+        }
+
+        pub(crate) async fn delete_latest_of(pool: &$pool, prober: i64) -> Result<u64> {
+            Ok(sqlx::query("DELETE FROM latest_results WHERE prober = $1")
+                .bind(prober)
+                .execute(pool)
+                .await?
+                .rows_affected())
+        }
+
+        pub(crate) async fn delete_latest_before(pool: &$pool, before: Timestamp) -> Result<u64> {
+            Ok(sqlx::query("DELETE FROM latest_results WHERE at < $1")
+                .bind(before.millis())
+                .execute(pool)
+                .await?
+                .rows_affected())
+        }
+
+        pub(crate) async fn history_daily(
+            pool: &$pool,
+            target: &str,
+            since: Timestamp,
+            until: Timestamp,
+        ) -> Result<Vec<DailyPoint>> {
+            let rows = sqlx::query(
+                "SELECT d.day, d.prober, d.rounds, d.sent, d.lost, d.rtt_avg_us, d.rtt_max_us FROM history_daily AS d \
+                 WHERE d.target = (SELECT id FROM targets WHERE key = $1) AND d.day >= $2 AND d.day < $3 \
+                 ORDER BY d.day, d.prober",
+            )
+            .bind(target)
+            .bind(since.millis())
+            .bind(until.millis())
+            .fetch_all(pool)
+            .await?;
+            rows::all(&rows, rows::daily_point)
+        }
+
+        pub(crate) async fn insert_revision(pool: &$pool, r: &RevisionRow) -> Result<()> {
+            sqlx::query(
+                "INSERT INTO revisions (cluster, number, at, reason, records, held, publish) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT (cluster, number) DO NOTHING",
+            )
+            .bind(r.cluster)
+            .bind(i64::from(r.number))
+            .bind(r.at.millis())
+            .bind(&r.reason)
+            .bind(serde_json::to_string(&r.records)?)
+            .bind(serde_json::to_string(&r.held)?)
+            .bind(serde_json::to_string(&r.publish)?)
+            .execute(pool)
+            .await?;
+            Ok(())
+        }
+
+        pub(crate) async fn set_revision_publish(
+            pool: &$pool,
+            cluster: i64,
+            number: u32,
+            publish: &serde_json::Value,
+        ) -> Result<()> {
+            sqlx::query("UPDATE revisions SET publish = $3 WHERE cluster = $1 AND number = $2")
+                .bind(cluster)
+                .bind(i64::from(number))
+                .bind(serde_json::to_string(publish)?)
+                .execute(pool)
+                .await?;
+            Ok(())
+        }
+
+        pub(crate) async fn revision(pool: &$pool, cluster: i64, number: u32) -> Result<Option<RevisionRow>> {
+            let row = sqlx::query(
+                "SELECT cluster, number, at, reason, records, held, publish FROM revisions \
+                 WHERE cluster = $1 AND number = $2",
+            )
+            .bind(cluster)
+            .bind(i64::from(number))
+            .fetch_optional(pool)
+            .await?;
+            row.as_ref().map(rows::revision).transpose()
+        }
+
+        pub(crate) async fn revisions(pool: &$pool, cluster: i64, limit: u32) -> Result<Vec<RevisionRow>> {
+            let rows = sqlx::query(
+                "SELECT cluster, number, at, reason, records, held, publish FROM revisions WHERE cluster = $1 \
+                 ORDER BY number DESC LIMIT $2",
+            )
+            .bind(cluster)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?;
+            rows::all(&rows, rows::revision)
+        }
+
+        pub(crate) async fn revisions_between(
+            pool: &$pool,
+            cluster: i64,
+            after: u32,
+            upto: u32,
+            limit: u32,
+        ) -> Result<Vec<RevisionRow>> {
+            let rows = sqlx::query(
+                "SELECT cluster, number, at, reason, records, held, publish FROM revisions \
+                 WHERE cluster = $1 AND number > $2 AND number <= $3 ORDER BY number DESC LIMIT $4",
+            )
+            .bind(cluster)
+            .bind(i64::from(after))
+            .bind(i64::from(upto))
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?;
+            let mut out = rows::all(&rows, rows::revision)?;
+            out.reverse();
+            Ok(out)
+        }
+
+        pub(crate) async fn put_state(pool: &$pool, key: &str, value: &str, now: Timestamp) -> Result<()> {
+            sqlx::query(
+                "INSERT INTO state (key, value, updated_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            )
+            .bind(key)
+            .bind(value)
+            .bind(now.millis())
+            .execute(pool)
+            .await?;
+            Ok(())
+        }
+
+        pub(crate) async fn claim_state(pool: &$pool, key: &str, value: &str, now: Timestamp) -> Result<String> {
+            sqlx::query(
+                "INSERT INTO state (key, value, updated_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING",
+            )
+            .bind(key)
+            .bind(value)
+            .bind(now.millis())
+            .execute(pool)
+            .await?;
+            Ok(sqlx::query_scalar("SELECT value FROM state WHERE key = $1").bind(key).fetch_one(pool).await?)
+        }
+
+        pub(crate) async fn delete_state(pool: &$pool, key: &str) -> Result<()> {
+            sqlx::query("DELETE FROM state WHERE key = $1").bind(key).execute(pool).await?;
+            Ok(())
+        }
+
+        pub(crate) async fn events(pool: &$pool, f: &EventFilter) -> Result<Vec<EventRow>> {
+            let rows = filters::events::<$db>(f, Order::Newest).build().fetch_all(pool).await?;
+            let mut out = rows::all(&rows, rows::event)?;
+            // The newest `limit`, returned oldest first (a timeline reads forward).
+            out.reverse();
+            Ok(out)
+        }
+
+        pub(crate) async fn events_after(pool: &$pool, f: &EventFilter) -> Result<Vec<EventRow>> {
+            let rows = filters::events::<$db>(f, Order::Oldest).build().fetch_all(pool).await?;
+            rows::all(&rows, rows::event)
+        }
+
+        pub(crate) async fn last_event(pool: &$pool) -> Result<i64> {
+            Ok(sqlx::query_scalar::<_, Option<i64>>("SELECT MAX(id) FROM events").fetch_one(pool).await?.unwrap_or(0))
+        }
+
+        pub(crate) async fn delete_events_before(pool: &$pool, before: Timestamp) -> Result<u64> {
+            let done = sqlx::query("DELETE FROM events WHERE at < $1").bind(before.millis()).execute(pool).await?;
+            Ok(done.rows_affected())
+        }
+    };
+}
+
+pub(crate) use shared_queries;
