@@ -383,9 +383,8 @@ async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<Statu
         if let Ok(key) = r.target.parse::<vantage_control::target::TargetKey>()
             && let Some(place) = vantage_control::fleet::ProbePlace::of(&config, caller, key)
         {
-            for a in r.attempts.iter().filter(|a| a.good()) {
-                app.metrics().probe_rtt(&place, f64::from(a.rtt_us) / 1e6);
-            }
+            let good = r.attempts.iter().filter(|a| a.good());
+            app.metrics().probe_rtts(&place, good.map(|a| f64::from(a.rtt_us) / 1e6));
         } else if let Some(host) = vantage_control::mirrors::host_of_key(&r.target) {
             // Attempts that ended before any exchange carry no duration.
             for a in r.attempts.iter().filter(|a| a.rtt_us > 0) {

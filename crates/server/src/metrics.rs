@@ -385,10 +385,17 @@ impl Metrics {
         }
     }
 
-    /// Records the round trip of a good probe attempt counted at `place`.
-    pub(crate) fn probe_rtt(&self, place: &ProbePlace, seconds: f64) {
+    /// Records the round trips of one result's good attempts, counted at `place` (the series
+    /// is looked up once per result, not per attempt: a report carries up to 10,000).
+    pub(crate) fn probe_rtts(&self, place: &ProbePlace, seconds: impl IntoIterator<Item = f64>) {
+        let mut seconds = seconds.into_iter().peekable();
+        if seconds.peek().is_none() {
+            return;
+        }
         let labels = PlaceLabels::from(place);
-        self.probe_rtt.get_or_create(&labels).observe(seconds);
+        let histogram = self.probe_rtt.get_or_create(&labels);
+        seconds.for_each(|s| histogram.observe(s));
+        drop(histogram);
         crate::support::lock(&self.rtt_places).insert(labels);
     }
 
@@ -564,7 +571,7 @@ mod tests {
         let place =
             |cluster: &str, region: &str| ProbePlace { cluster: cluster.into(), region: region.into() };
         for (c, r) in [("video", "ap-sg"), ("video", "eu-de"), ("gone", "ap-sg")] {
-            m.probe_rtt(&place(c, r), 0.012);
+            m.probe_rtts(&place(c, r), [0.012]);
         }
         let count = |text: &str, c: &str, r: &str| {
             text.contains(&format!(r#"vantage_probe_rtt_seconds_count{{cluster="{c}",region="{r}"}} 1"#))
