@@ -271,7 +271,8 @@ impl Object {
         }
     }
 
-    fn parse(kind: &str, body: &str) -> Result<Object, String> {
+    /// The object of `kind` stored as `body`, as the store keeps it (and the change log carries it).
+    pub fn parse(kind: &str, body: &str) -> Result<Object, String> {
         let e = |e: serde_json::Error| e.to_string();
         Ok(match kind {
             "settings" => Object::Settings(serde_json::from_str(body).map_err(e)?),

@@ -39,6 +39,9 @@ use crate::spread::Spread;
 use crate::target::TargetKey;
 use crate::work::{Issued, addresses_in_use, targets};
 
+mod replica;
+pub use replica::{Relayed, Role};
+
 /// A report triggers its clusters at most this often (SPEC §5.5).
 const REPORT_SPACING_MS: i64 = 2_000;
 /// Silence alerts are checked this often.
@@ -82,6 +85,8 @@ pub struct StoredRevision {
     pub number: u32,
     /// When it was cut.
     pub at: Timestamp,
+    /// Why it was cut.
+    pub reason: String,
     /// Its records.
     pub records: Records,
 }
@@ -114,6 +119,9 @@ pub struct Start {
     /// The newest stored event's id: numbering continues after it, or after the start's own
     /// base if that is greater ([`events::PER_MS`](crate::events::PER_MS)).
     pub last_event: u64,
+    /// Whose decisions this core's are at start: a replica on a shared database starts as a
+    /// follower until it takes the evaluator lease.
+    pub role: Role,
 }
 
 /// A revision to store, then to push to the cluster's external DNS servers.
@@ -177,6 +185,11 @@ pub enum Output {
     ForgetResults(Caller),
     /// Events to store and stream, in order.
     Events(Vec<FleetEvent>),
+    /// A follower's events: to its own streams only (the lease holder stores the fleet's).
+    LiveEvents(Vec<FleetEvent>),
+    /// This replica lost the evaluator lease: revisions it could not store yet are no longer
+    /// its to store (the next lease holder numbers its own).
+    DropUnsaved,
     /// Delete stored events older than `before`.
     ExpireEvents {
         /// Cut-off.
@@ -255,6 +268,7 @@ pub struct Control {
     next_roll_up: Timestamp,
     /// Cluster passes run since the start, so a driver can tell a wake-up that evaluated.
     passes: u64,
+    role: Role,
 }
 
 impl Control {
@@ -314,6 +328,7 @@ impl Control {
             next_silence: now,
             next_expiry: now,
             next_roll_up: now,
+            role: start.role,
         };
         c.sync_slots(now);
         c.flush_steering(now);
@@ -968,7 +983,12 @@ impl Control {
         if !events.is_empty() {
             self.outputs.push_back(Output::Events(events));
         }
-        self.outputs.pop_front()
+        while let Some(o) = self.outputs.pop_front() {
+            if let Some(o) = self.for_role(o) {
+                return Some(o);
+            }
+        }
+        None
     }
 
     // ------------------------------------------------------------------ inside
@@ -1048,7 +1068,14 @@ impl Control {
             slot.lag_ms = Some(now.millis_since(t));
         }
         self.passes += 1;
-        let out = evaluate(&parts.view(&c, cluster, reason.as_deref()), &mut slot.state, now);
+        let mut out = evaluate(&parts.view(&c, cluster, reason.as_deref()), &mut slot.state, now);
+        if self.role == Role::Follower {
+            // A follower's records are the lease holder's: what it would cut, the holder cuts
+            // (or it does itself once it holds the lease).
+            out.revisions.clear();
+            slot.state.published =
+                self.snapshots.get(&id).and_then(|s| s.published.as_ref()).map(|p| p.records.clone());
+        }
         slot.last = Some(now);
         slot.due = now.plus_secs(interval);
         if let Some(d) = out.next_deadline {

@@ -61,11 +61,15 @@ pub enum EventKind {
     Published,
     /// A push to an external DNS server failed (after its retries).
     PublicationFailed,
+    /// This replica took the evaluator lease: its decisions are the fleet's (SPEC §8).
+    LeaseTaken,
+    /// This replica lost the evaluator lease: it publishes the lease holder's revisions.
+    LeaseLost,
 }
 
 impl EventKind {
     /// Every kind, for parsing filters.
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 19] = [
         EventKind::AddressFailing,
         EventKind::AddressUnreachable,
         EventKind::AddressRecovering,
@@ -83,6 +87,8 @@ impl EventKind {
         EventKind::AgentOnline,
         EventKind::Published,
         EventKind::PublicationFailed,
+        EventKind::LeaseTaken,
+        EventKind::LeaseLost,
     ];
 
     /// The API name (`address_failing`).
@@ -105,6 +111,8 @@ impl EventKind {
             EventKind::AgentOnline => "agent_online",
             EventKind::Published => "published",
             EventKind::PublicationFailed => "publication_failed",
+            EventKind::LeaseTaken => "lease_taken",
+            EventKind::LeaseLost => "lease_lost",
         }
     }
 }
@@ -162,6 +170,13 @@ impl EventLog {
         let base = u64::try_from(now.millis()).unwrap_or(0).saturating_mul(PER_MS);
         let base = last_stored.max(base);
         EventLog { base, last_id: base, pending: Vec::new() }
+    }
+
+    /// Numbers on after [`PER_MS`] ids per millisecond at `now` too, as a new start would: a
+    /// replica that takes over the evaluator lease numbers after the previous holder's events.
+    pub(crate) fn rebase(&mut self, now: Timestamp) {
+        let at = u64::try_from(now.millis()).unwrap_or(0).saturating_mul(PER_MS);
+        self.last_id = self.last_id.max(at);
     }
 
     /// The id this process's numbering continues after.

@@ -72,6 +72,8 @@ pub struct Fleet {
     /// (cluster, seconds the oldest report used by its last pass had waited for it, or the
     /// longer wait of a report no pass has used yet).
     pub evaluation_lag: Vec<(String, f64)>,
+    /// Whether this replica decides for the fleet (holds the evaluator lease, or is alone).
+    pub evaluator: bool,
 }
 
 /// Where a probe's figures are counted: the cluster of its target and the region its prober
@@ -98,7 +100,7 @@ impl Control {
     /// The fleet's figures at `now`.
     pub fn fleet(&self, now: Timestamp) -> Fleet {
         let c = self.config();
-        let mut f = Fleet::default();
+        let mut f = Fleet { evaluator: self.role() == crate::Role::Leader, ..Fleet::default() };
         for (cid, snap) in self.snapshots().iter() {
             let Some(cluster) = c.clusters.get(&cid.0) else { continue };
             let cname = &cluster.value.name;

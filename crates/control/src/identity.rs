@@ -11,7 +11,7 @@ use crate::config::Config;
 pub const CLIENT_CERT_DAYS: u64 = 30;
 
 /// A caller of the agent channel. A prober and a node never share an id (ids are global).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum Caller {
     /// A `vantage probe` process.
     Prober(ProberId),

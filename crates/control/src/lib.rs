@@ -22,4 +22,6 @@ pub mod spread;
 pub mod target;
 pub mod work;
 
-pub use control::{AuditEntry, Control, Output, ReportError, Revision, Start, StoredRevision, Timing};
+pub use control::{
+    AuditEntry, Control, Output, Relayed, ReportError, Revision, Role, Start, StoredRevision, Timing,
+};

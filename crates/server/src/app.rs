@@ -3,6 +3,7 @@
 //! answer table, and the one path by which configuration changes.
 
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
@@ -108,6 +109,8 @@ pub(crate) struct App {
     mirrors_lock: tokio::sync::Mutex<()>,
     /// The open event streams.
     events: crate::events::EventHub,
+    /// This replica's share of the replication, on a database several replicas share.
+    replica: Option<crate::replicas::Replica>,
 }
 
 /// What [`App::new`] is made of.
@@ -119,6 +122,7 @@ pub(crate) struct Parts {
     pub metrics: Arc<Metrics>,
     pub settings: ServeConfig,
     pub ca: Ca,
+    pub replica: Option<crate::replicas::Replica>,
 }
 
 impl App {
@@ -147,7 +151,25 @@ impl App {
             dns,
             publishers,
             write_lock: tokio::sync::Mutex::new(()),
+            replica: p.replica,
         }
+    }
+
+    /// This replica's share of the replication (PostgreSQL only).
+    pub(crate) fn replica(&self) -> Option<&crate::replicas::Replica> {
+        self.replica.as_ref()
+    }
+
+    /// Hands what the core was just fed to the other replicas' cores.
+    pub(crate) fn relay(&self, r: &vantage_control::Relayed) {
+        if let Some(replica) = &self.replica {
+            replica.relay(r);
+        }
+    }
+
+    /// Serialises configuration changes: this replica's and those it applies from the others.
+    pub(crate) async fn changing(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.write_lock.lock().await
     }
 
     /// The control core, to read it. Hold the guard briefly and never across an `.await`.
@@ -310,7 +332,11 @@ impl App {
         actor: &Actor,
         f: impl FnOnce(&mut Config) -> Result<(Change, T), ApiError>,
     ) -> Result<T, ApiError> {
-        let _one_at_a_time = self.write_lock.lock().await;
+        let _one_at_a_time = self.changing().await;
+        // Another replica's changes first: this one is validated against all of them.
+        if let Some(r) = &self.replica {
+            crate::replicas::changes_locked(self, r).await?;
+        }
         let mut next = (*self.config()).clone();
         let (change, out) = f(&mut next)?;
         let mut writes = Vec::with_capacity(change.puts.len() + change.deletes.len());
@@ -324,9 +350,25 @@ impl App {
             .map(|(action, object, metadata)| NewAudit { actor: actor.0.clone(), action, object, metadata })
             .collect();
         let at = now();
-        self.store.commit(&writes, &audit, at).await?;
+        let seq = self.replica.as_ref().map(|r| (r.applied.load(Ordering::Relaxed) + 1, r.origin.as_str()));
+        self.store.commit_logged(seq, &writes, &audit, at).await.map_err(|e| match e {
+            vantage_store::Error::Conflict => ApiError::Conflict(
+                "the configuration changed through another replica at the same moment; try again".into(),
+            ),
+            e => e.into(),
+        })?;
+        if let (Some(r), Some((seq, _))) = (&self.replica, seq) {
+            r.applied.store(seq, Ordering::Relaxed);
+        }
+        self.apply(change.puts, change.deletes, at);
+        Ok(out)
+    }
+
+    /// Hands a committed change (this replica's, or another's read from the log) to the
+    /// control core and swaps in the configuration it makes.
+    pub(crate) fn apply(&self, puts: Vec<(i64, Object)>, deletes: Vec<i64>, at: vantage_core::Timestamp) {
         let config = self.feed(|c| {
-            c.handle_change(change.puts, change.deletes, at);
+            c.handle_change(puts, deletes, at);
             // Stored under the core's lock, like every copy of its configuration.
             let config = c.config();
             self.swap_config(config.clone());
@@ -335,7 +377,6 @@ impl App {
             config
         });
         self.metrics.set_objects(&config);
-        Ok(out)
     }
 }
 

@@ -246,6 +246,11 @@ async fn enroll(
         })
         .await?;
     let caller = if role == Role::Prober { Caller::Prober(ProberId(id)) } else { Caller::Node(NodeId(id)) };
+    app.relay(&vantage_control::Relayed::Enrolled {
+        caller,
+        hostname: hostname.clone(),
+        version: req.version.clone(),
+    });
     app.feed(|c| c.handle_enrolled(caller, hostname, req.version, at));
     Ok(Json(wire::EnrollResponse {
         id,
@@ -303,7 +308,7 @@ async fn prober_work(
     Extension(peer): Extension<Peer>,
 ) -> Result<Json<wire::Work>, ApiError> {
     let caller = as_prober(&app.config(), &peer)?;
-    Ok(Json(app.feed(|c| c.handle_work(caller, now()))))
+    Ok(Json(work(&app, caller)))
 }
 
 async fn node_work(
@@ -311,7 +316,15 @@ async fn node_work(
     Extension(peer): Extension<Peer>,
 ) -> Result<Json<wire::Work>, ApiError> {
     let caller = as_probing_node(&app.config(), &peer)?;
-    Ok(Json(app.feed(|c| c.handle_work(caller, now()))))
+    Ok(Json(work(&app, caller)))
+}
+
+/// `caller`'s work, which the other replicas hand out alike (their cores then accept the
+/// reports it leads to).
+fn work(app: &App, caller: Caller) -> wire::Work {
+    let work = app.feed(|c| c.handle_work(caller, now()));
+    app.relay(&vantage_control::Relayed::Work { caller });
+    work
 }
 
 async fn prober_recheck(
@@ -397,6 +410,7 @@ async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<Statu
             app.metrics().monitors().ttfb(&m.value.name, &k.region, ms / 1000.0);
         }
     }
+    app.relay(&vantage_control::Relayed::Report { caller, report });
     let rows: Vec<ResultRow> = latest
         .into_iter()
         .map(|(key, l)| ResultRow {
@@ -421,5 +435,7 @@ async fn heartbeat(
     Json(hb): Json<wire::Heartbeat>,
 ) -> Result<Json<wire::HeartbeatReply>, ApiError> {
     let id = as_node(&app.config(), &peer)?;
-    Ok(Json(app.feed(|c| c.handle_heartbeat(id, hb, peer.remote.ip(), now()))))
+    let from = peer.remote.ip();
+    app.relay(&vantage_control::Relayed::Heartbeat { node: id, heartbeat: hb.clone(), from });
+    Ok(Json(app.feed(|c| c.handle_heartbeat(id, hb, from, now()))))
 }

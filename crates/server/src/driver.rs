@@ -132,10 +132,18 @@ async fn execute(
         },
         Output::Events(events) => {
             saves.events(events.iter().map(event_row).collect());
-            for e in events {
-                tracing::info!(kind = e.kind.as_str(), id = e.id, "{}", e.summary);
-                app.events().publish(e);
+            live(app, events);
+        }
+        Output::LiveEvents(events) => live(app, events),
+        Output::DropUnsaved => {
+            let dropped: usize = unsaved.values().map(Vec::len).sum();
+            if dropped > 0 {
+                tracing::warn!(
+                    dropped,
+                    "lost the evaluator lease: revisions not stored are left to the next holder"
+                );
             }
+            unsaved.clear();
         }
         Output::ExpireEvents { before } => match store.delete_events_before(before).await {
             Ok(n) if n > 0 => tracing::info!(dropped = n, "deleted events past the history's retention"),
@@ -152,6 +160,14 @@ async fn execute(
                 tracing::warn!(error = %e, "cannot delete old daily roll-ups");
             }
         }
+    }
+}
+
+/// Logs events and hands them to the open streams.
+fn live(app: &App, events: Vec<FleetEvent>) {
+    for e in events {
+        tracing::info!(kind = e.kind.as_str(), id = e.id, "{}", e.summary);
+        app.events().publish(e);
     }
 }
 

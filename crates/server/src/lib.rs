@@ -17,6 +17,7 @@ mod listen;
 mod metrics;
 mod mirrors;
 mod publishing;
+mod replicas;
 mod saves;
 mod server;
 mod support;

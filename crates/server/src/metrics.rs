@@ -176,6 +176,7 @@ struct FleetFamilies {
     alerts: Family<KindLabel, Gauge>,
     loss: Family<PlaceLabels, FloatGauge>,
     lag: Family<ClusterLabel, FloatGauge>,
+    evaluator: Gauge,
 }
 
 impl FleetFamilies {
@@ -237,6 +238,11 @@ impl FleetFamilies {
             "vantage_evaluation_lag_seconds",
             "How long reports wait for the pass that uses them: the oldest report of the last pass, or a report still waiting if longer",
             self.lag.clone(),
+        );
+        r.register(
+            "vantage_evaluator_lease",
+            "1 while this replica decides for the fleet: it holds the evaluator lease, or it is the only one (SQLite)",
+            self.evaluator.clone(),
         );
     }
 }
@@ -483,6 +489,7 @@ impl Metrics {
         for (cluster, seconds) in &f.evaluation_lag {
             m.lag.get_or_create(&ClusterLabel { cluster: cluster.clone() }).set(*seconds);
         }
+        m.evaluator.set(i64::from(f.evaluator));
         let word = |l: vantage_core::address::Level| match l {
             vantage_core::address::Level::Primary => "primary",
             vantage_core::address::Level::Backup1 => "backup1",

@@ -11,8 +11,8 @@ use vantage_control::alerts::AlertBook;
 use vantage_control::config::{Config, Row};
 use vantage_control::observe::Latest;
 use vantage_control::target::TargetKey;
-use vantage_control::{Start, StoredRevision, Timing};
-use vantage_core::evaluate::{ClusterState, Records};
+use vantage_control::{Start, Timing};
+use vantage_core::evaluate::ClusterState;
 use vantage_core::ids::ClusterId;
 
 use crate::app::{Actor, App, Parts};
@@ -128,6 +128,11 @@ impl Server {
                 private_file(&path).map_err(io(&path))?;
             }
         }
+        // Where this replica stands in what the replicas share, read before what it loads.
+        let (replica, relay) = match crate::replicas::Replica::start(&store).await? {
+            Some((r, rx)) => (Some(r), Some(rx)),
+            None => (None, None),
+        };
         let objects = store.objects().await?;
         let config = Config::load(objects.iter().map(|r| Row {
             id: r.id,
@@ -147,7 +152,11 @@ impl Server {
         private_dir(&dir.join("ca")).map_err(io(&dir.join("ca")))?;
         let mirrors_dir = dir.join("mirrors");
         std::fs::create_dir_all(&mirrors_dir).map_err(io(&mirrors_dir))?;
-        let start = load(&store, config, &settings).await?;
+        let mut start = load(&store, config, &settings).await?;
+        if replica.is_some() {
+            // It decides for the fleet once it holds the evaluator lease.
+            start.role = vantage_control::Role::Follower;
+        }
         // Every listener's connection caps come out of the open-file limit.
         let limits = ListenerLimits::of(crate::listen::raise_nofile());
         // The agent channel is bound first: start commands name the port it really got.
@@ -159,7 +168,9 @@ impl Server {
             .map_err(|source| StartError::Bind { addr: settings.agent_listen, source })?;
         let mut settings = settings;
         settings.agent_listen = agent_addr;
-        let app = Arc::new(App::new(Parts { start, store, metrics, settings: settings.clone(), ca }));
+        let relay_to = replica.as_ref().map(|r| (r.shared.clone(), r.origin.clone()));
+        let app =
+            Arc::new(App::new(Parts { start, store, metrics, settings: settings.clone(), ca, replica }));
         if let Some(e) = &app.control().mirrors().reload_status().error {
             app.metrics().mirror_reload_failed();
             tracing::error!(file = %e.file, field = %e.field, reason = %e.reason, "mirror registry refused at start; serving no mirrors until it is fixed");
@@ -203,9 +214,15 @@ impl Server {
         // end), after writing what the driver handed over last.
         let (saves, writer) = crate::saves::queue();
         let (stop_driver, driver_stopped) = watch::channel(false);
-        let driver = tokio::spawn(crate::driver::run(app.clone(), notices, saves, driver_stopped));
+        let driver = tokio::spawn(crate::driver::run(app.clone(), notices, saves, driver_stopped.clone()));
         let saves = tokio::spawn(writer.run(app.store().clone()));
         let watcher = tokio::spawn(crate::mirrors::watch(app.clone(), stopped.clone()));
+        let lease = tokio::spawn(crate::replicas::lease(app.clone(), stopped.clone()));
+        let follow = tokio::spawn(crate::replicas::follow(app.clone(), stopped.clone()));
+        let mut after = vec![driver, saves];
+        if let (Some((shared, origin)), Some(rx)) = (relay_to, relay) {
+            after.push(tokio::spawn(crate::replicas::relay(shared, origin, rx, driver_stopped.clone())));
+        }
         let dns_metrics = Arc::new(vantage_dns::DnsMetrics::new());
         app.metrics().register_dns(&dns_metrics);
         let dns_config = vantage_dns::DnsConfig {
@@ -239,9 +256,9 @@ impl Server {
             ca_fingerprint: app.ca().fingerprint.clone(),
             admin_token_file,
             stop,
-            tasks: vec![api, channel, watcher],
+            tasks: vec![api, channel, watcher, lease, follow],
             stop_driver,
-            after: vec![driver, saves],
+            after,
             delivery,
             dns: Some(dns),
             dns_addr,
@@ -405,17 +422,8 @@ async fn load(
             }
         }
     }
-    let revisions = store
-        .latest_revisions()
-        .await?
-        .into_iter()
-        .map(|r| StoredRevision {
-            cluster: ClusterId(r.cluster),
-            number: r.number,
-            at: r.at,
-            records: serde_json::from_value::<Records>(r.records).unwrap_or_default(),
-        })
-        .collect();
+    let revisions =
+        store.latest_revisions().await?.into_iter().map(crate::replicas::stored_revision).collect();
     // An unreadable directory is a refused reload: the API says why, and the saved states
     // wait for a registry that loads.
     let (mirror_files, mirror_files_error) =
@@ -450,5 +458,6 @@ async fn load(
         mirror_states,
         monitor_states,
         last_event: u64::try_from(store.last_event().await?).unwrap_or(0),
+        role: vantage_control::Role::Leader,
     })
 }

@@ -13,6 +13,7 @@
 
 mod filters;
 mod postgres;
+mod replication;
 mod rows;
 mod shared;
 mod sqlite;
@@ -26,6 +27,8 @@ use serde::{Deserialize, Serialize};
 use vantage_core::Timestamp;
 use vantage_core::result::{ErrorCode, HlsDetail};
 use vantage_core::window::WindowRegister;
+
+pub use replication::{Lease, LoggedChange, Notifications, RelayedRow, Replication};
 
 /// Why a storage operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +55,10 @@ pub enum Error {
     /// A database URL that cannot be used (the reason; never the URL, which may hold a password).
     #[error("{0}")]
     Url(String),
+    /// Another replica committed a change under the same number first: catch up, then try
+    /// again.
+    #[error("another replica changed the configuration at the same time")]
+    Conflict,
 }
 
 /// Result with the store's [`Error`].
@@ -75,7 +82,8 @@ pub struct ObjectRow {
 }
 
 /// One write of a change.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Write {
     /// Create or replace the object `id` (ids are assigned by the caller, unique across kinds).
     Put {
@@ -467,7 +475,36 @@ impl Store {
 
     /// Applies `writes` and appends `audit` in one transaction, at `now`.
     pub async fn commit(&self, writes: &[Write], audit: &[NewAudit], now: Timestamp) -> Result<()> {
-        dispatch!(self, commit(writes, audit, now))
+        self.commit_logged(None, writes, audit, now).await
+    }
+
+    /// [`commit`](Self::commit), and on PostgreSQL logs the writes as change `seq` from
+    /// `origin` for the other replicas ([`Replication::changes_after`]); fails with
+    /// [`Error::Conflict`] when that number is taken.
+    pub async fn commit_logged(
+        &self,
+        log: Option<(i64, &str)>,
+        writes: &[Write],
+        audit: &[NewAudit],
+        now: Timestamp,
+    ) -> Result<()> {
+        self.timed("commit", async {
+            match &self.backend {
+                Backend::Sqlite(pool, _) => sqlite::commit(pool, writes, audit, now).await,
+                Backend::Postgres(pool, _) => postgres::commit(pool, log, writes, audit, now).await,
+            }
+        })
+        .await
+    }
+
+    /// What replicas share, on PostgreSQL.
+    pub fn replication(&self) -> Option<Replication> {
+        match &self.backend {
+            Backend::Sqlite(..) => None,
+            Backend::Postgres(pool, _) => {
+                Some(Replication { pool: pool.clone(), options: (*pool.connect_options()).clone() })
+            }
+        }
     }
 
     /// Audit entries matching `filter`, newest first.

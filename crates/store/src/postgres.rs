@@ -71,11 +71,22 @@ pub(crate) async fn open(options: &PgConnectOptions) -> Result<PgPool> {
 
 pub(crate) async fn commit(
     pool: &PgPool,
+    log: Option<(i64, &str)>,
     writes: &[Write],
     audit: &[NewAudit],
     now: Timestamp,
 ) -> Result<()> {
     in_transaction(pool, async |tx| {
+        if let Some((seq, origin)) = log {
+            sqlx::query("INSERT INTO changes (seq, at, origin, writes) VALUES ($1, $2, $3, $4)")
+                .bind(seq)
+                .bind(now.millis())
+                .bind(origin)
+                .bind(serde_json::to_string(writes)?)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| if crate::replication::is_conflict(&e) { Error::Conflict } else { e.into() })?;
+        }
         for w in writes {
             match w {
                 Write::Put { id, kind, parent, name, body } => {

@@ -57,7 +57,7 @@ pub struct FreshnessState {
 }
 
 /// What one freshness check read: the time of each trace file, or why not.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FreshnessReading {
     /// The mirror's trace time.
     pub mirror: Result<Timestamp, String>,

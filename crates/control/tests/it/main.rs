@@ -15,6 +15,7 @@ mod mirrors;
 mod monitors;
 mod online;
 mod publish;
+mod replicas;
 mod reports;
 mod schedule;
 mod verify;

@@ -93,6 +93,7 @@ fn a_restart_serves_the_stored_revision_before_the_first_pass() {
             cluster: c,
             number: 7,
             at: lab.now,
+            reason: "stored".into(),
             records: vantage_core::evaluate::Records {
                 lines: [(vantage_core::evaluate::DEFAULT_LINE, vec![ip("203.0.113.10")])].into(),
                 all: vec![ip("203.0.113.10")],

@@ -442,7 +442,14 @@ mod tests {
         let ca = crate::ca::Ca::load_or_create(&dir.path().join("ca")).unwrap();
         let settings = crate::config::ServeConfig { data_dir: dir.path().into(), ..Default::default() };
         let metrics = Arc::new(crate::metrics::Metrics::new());
-        let app = Arc::new(App::new(Parts { start: Start::default(), store, metrics, settings, ca }));
+        let app = Arc::new(App::new(Parts {
+            start: Start::default(),
+            store,
+            metrics,
+            settings,
+            ca,
+            replica: None,
+        }));
         let token = crate::api::create_admin_token(&app, &Actor::system(), "ops", false).await.unwrap();
         let base = app.control().event_base();
         Lab { _dir: dir, router: crate::api::router(app.clone()), app, token, base }

@@ -316,6 +316,7 @@ async fn check_run(
     body: Bytes,
 ) -> Result<(StatusCode, Json<CheckRunView>), ApiError> {
     let req: CheckRunRequest = optional_json(&body)?;
+    let asked = req.regions.clone();
     let run = app.feed(|c| c.handle_check_run(req.regions, crate::support::now())).map_err(|e| match e {
         CheckRefused::TooSoon { retry_after_s } => ApiError::TooSoon {
             reason: format!("a check run started less than 60 s ago; try again in {retry_after_s} s"),
@@ -323,6 +324,7 @@ async fn check_run(
         },
         CheckRefused::Invalid(e) => e.into(),
     })?;
+    app.relay(&vantage_control::Relayed::CheckRun { regions: asked });
     let c = app.config();
     let probers = c
         .probers

@@ -1,0 +1,185 @@
+//! Several replicas (SPEC §8): a follower's core evaluates the fleet it is fed like the lease
+//! holder's but decides nothing for it, publishes the holder's revisions, and when it takes the
+//! lease continues from where its own timers stand — a failover the old holder began completes
+//! on time, under the next revision number.
+
+use vantage_control::identity::Caller;
+use vantage_control::{Output, Role, Start, StoredRevision};
+use vantage_core::address::Level::Primary;
+use vantage_core::ids::ClusterId;
+
+use crate::lab::{Lab, ip, revisions};
+
+/// Two nodes in one group, `edge-1` on .10 and `edge-2` on .11, on a core in `role`. Every
+/// twin gets the same ids, so one fleet's events can be fed to several.
+fn twin(role: Role) -> (Lab, Caller, ClusterId) {
+    let mut lab = Lab::with_start(Start { role, ..Start::default() });
+    let (p, c, g, _) = lab.one_node();
+    lab.node(c, g, "edge-2", &[("203.0.113.11", Primary)]);
+    (lab, p, c)
+}
+
+/// What the lease holder stored, as a follower reads it back.
+fn stored(lab: &Lab, c: ClusterId) -> StoredRevision {
+    let p = lab.control.snapshots()[&c].published.clone().expect("a published revision");
+    StoredRevision {
+        cluster: c,
+        number: p.number,
+        at: p.at,
+        reason: "stored".into(),
+        records: p.records.clone(),
+    }
+}
+
+fn leaders_only(o: &Output) -> bool {
+    matches!(
+        o,
+        Output::Revision(_)
+            | Output::Alert(_)
+            | Output::SaveAlerts(_)
+            | Output::Audit(_)
+            | Output::SaveState { .. }
+            | Output::SaveMirrors(_)
+            | Output::SaveMonitors(_)
+            | Output::Events(_)
+            | Output::ExpireResults { .. }
+            | Output::ExpireEvents { .. }
+            | Output::RollUpHistory { .. }
+            | Output::ForgetResults(_)
+            | Output::CheckFreshness(_)
+    )
+}
+
+#[test]
+fn a_follower_cuts_nothing_and_publishes_the_lease_holders_revisions() {
+    let (mut leader, p, c) = twin(Role::Leader);
+    let (mut follower, _, _) = twin(Role::Follower);
+    for lab in [&mut leader, &mut follower] {
+        lab.round(p, &[]);
+        lab.advance(3);
+        lab.round(p, &["203.0.113.10"]);
+        lab.advance(60);
+    }
+    let cut = revisions(&leader.take());
+    assert!(cut.len() >= 2, "the holder published, then failed over: {cut:?}");
+    let out = follower.take();
+    assert!(!out.iter().any(leaders_only), "a follower stores and sends nothing: {out:?}");
+    assert!(out.iter().any(|o| matches!(o, Output::LiveEvents(_))), "its own streams see its events");
+    assert!(follower.control.snapshots().get(&c).and_then(|s| s.published.clone()).is_none());
+    // The follower's view of the address is the holder's.
+    let status = |lab: &Lab| lab.control.snapshots()[&c].nodes.values().map(|n| n.level).collect::<Vec<_>>();
+    assert_eq!(status(&follower), status(&leader));
+
+    follower.control.handle_revision(stored(&leader, c), follower.now);
+    assert!(follower.take().contains(&Output::Answers), "DNS answers the stored revision");
+    let published = follower.control.snapshots()[&c].published.clone().unwrap();
+    assert_eq!(u32::try_from(cut.len()).ok(), Some(published.number));
+    assert_eq!(
+        published.records.lines,
+        leader.control.snapshots()[&c].published.clone().unwrap().records.lines
+    );
+    assert!(!published.records.all.contains(&ip("203.0.113.10")));
+    follower.control.handle_revision(stored(&leader, c), follower.now);
+    assert!(follower.take().is_empty(), "the same revision again changes nothing");
+    // Its passes go on cutting nothing, the stored records standing.
+    follower.advance(30);
+    assert_eq!(follower.control.snapshots()[&c].published.clone().unwrap().number, published.number);
+    assert!(!follower.take().iter().any(leaders_only));
+}
+
+/// The lease holder dies half-way through a failover (the address fails, its hysteresis has
+/// not run out): the follower that takes the lease publishes the failover when a replica that
+/// never died would have — not sooner (no flip), not later (no timer restarted) — under the
+/// number that replica would have given it.
+#[test]
+fn a_new_lease_holder_completes_the_failover_the_old_one_began_on_time() {
+    let healthy = |lab: &mut Lab, p: Caller| {
+        lab.round(p, &[]);
+        lab.advance(3);
+        lab.take();
+    };
+    let dead = ip("203.0.113.10");
+    let failed_over = |lab: &Lab, c: ClusterId| {
+        lab.control.snapshots()[&c]
+            .published
+            .clone()
+            .filter(|p| !p.records.all.contains(&dead))
+            .map(|p| p.number)
+    };
+    // A replica that never dies: when does it fail over, counted from the first failed round?
+    let (mut alone, p, c) = twin(Role::Leader);
+    healthy(&mut alone, p);
+    let (failover_after, number) = (1..=120)
+        .find_map(|s| {
+            alone.round(p, &["203.0.113.10"]);
+            alone.advance(1);
+            failed_over(&alone, c).map(|n| (s, n))
+        })
+        .expect("a failover within two minutes");
+    assert!(failover_after >= 4, "hysteresis takes a few rounds: {failover_after} s");
+
+    let (mut leader, _, _) = twin(Role::Leader);
+    let (mut follower, _, _) = twin(Role::Follower);
+    healthy(&mut leader, p);
+    healthy(&mut follower, p);
+    let died = failover_after / 2;
+    let mut cut = None;
+    for s in 1..=120 {
+        if s < died {
+            leader.round(p, &["203.0.113.10"]);
+            leader.advance(1);
+            assert_eq!(failed_over(&leader, c), None, "the holder dies before its failover");
+            follower.control.handle_revision(stored(&leader, c), follower.now);
+        }
+        if s == died {
+            follower.control.handle_lease(Role::Leader, follower.now);
+        }
+        follower.round(p, &["203.0.113.10"]);
+        follower.advance(1);
+        let out = follower.take();
+        if s == died {
+            let taken = out.iter().find_map(|o| match o {
+                Output::Events(e) => e.iter().find(|e| e.kind.as_str() == "lease_taken").cloned(),
+                _ => None,
+            });
+            let taken = taken.expect("a lease_taken event");
+            let at = u64::try_from(follower.now.millis()).unwrap() - 1_000;
+            assert!(taken.id > at * vantage_control::events::PER_MS, "its event ids follow the old holder's");
+        }
+        if let Some(n) = failed_over(&follower, c) {
+            cut = Some((s, n));
+            break;
+        }
+    }
+    assert_eq!(
+        cut,
+        Some((failover_after, number)),
+        "the new holder fails over on time, under the same number"
+    );
+    assert_eq!(
+        follower.control.snapshots()[&c].published.clone().unwrap().records,
+        alone.control.snapshots()[&c].published.clone().unwrap().records
+    );
+}
+
+#[test]
+fn a_replica_that_loses_the_lease_drops_what_only_the_holder_does() {
+    let (mut lab, p, c) = twin(Role::Leader);
+    lab.round(p, &[]);
+    lab.advance(3);
+    lab.take();
+    // A change whose revision is decided but not yet carried out when the lease goes.
+    let mut cluster = lab.control.config().clusters[&c.0].value.clone();
+    cluster.ttl = 60;
+    lab.control.handle_change(
+        vec![(c.0, vantage_control::config::Object::Cluster(cluster))],
+        Vec::new(),
+        lab.now,
+    );
+    lab.control.handle_timeout(lab.now);
+    lab.control.handle_lease(Role::Follower, lab.now);
+    let out = lab.take();
+    assert!(out.contains(&Output::DropUnsaved), "{out:?}");
+    assert!(!out.iter().any(leaders_only), "{out:?}");
+    assert_eq!(lab.control.role(), Role::Follower);
+}

@@ -1,0 +1,224 @@
+//! What replicas on one PostgreSQL database share besides the store's tables (SPEC §8): the
+//! evaluator lease (an advisory lock on a connection of its own), the log of configuration
+//! changes, the inbox of relayed observations, and the notifications that say one of them or
+//! a revision was written. SQLite has no replicas, and none of this.
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgListener};
+use sqlx::{Connection, PgConnection, PgPool, Row};
+use vantage_core::Timestamp;
+
+use crate::{Result, Write};
+
+/// The advisory lock whose holder evaluates for the fleet ("vantage" in ASCII, as a number).
+const LEASE_KEY: i64 = 0x76_616e_7461_6765;
+/// The advisory lock inbox writers take in turn, so inbox ids commit in order.
+const INBOX_KEY: i64 = 0x76_616e_7461_6769;
+/// The channels every replica listens on (the triggers of `0002_replicas.sql`).
+const CHANNELS: [&str; 3] = ["vantage_revisions", "vantage_changes", "vantage_inbox"];
+/// At most this many changes or relayed observations are read at once.
+const PAGE: i64 = 1_000;
+
+/// A configuration change as logged: its number and its writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedChange {
+    /// One after the change before it.
+    pub seq: i64,
+    /// When it was committed (the objects' `updated_at`).
+    pub at: Timestamp,
+    /// The replica that committed it.
+    pub origin: String,
+    pub writes: Vec<Write>,
+}
+
+/// An observation another replica relayed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayedRow {
+    /// Increasing in commit order.
+    pub id: i64,
+    /// The replica that relayed it.
+    pub origin: String,
+    /// As the relaying replica encoded it (JSON).
+    pub body: String,
+}
+
+/// The shared tables of a PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct Replication {
+    pub(crate) pool: PgPool,
+    pub(crate) options: PgConnectOptions,
+}
+
+impl Replication {
+    /// The newest change's number (0 before the first).
+    pub async fn changes_head(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM changes").fetch_one(&self.pool).await?)
+    }
+
+    /// The changes after `seq`, oldest first (a page at most).
+    pub async fn changes_after(&self, seq: i64) -> Result<Vec<LoggedChange>> {
+        let rows =
+            sqlx::query("SELECT seq, at, origin, writes FROM changes WHERE seq > $1 ORDER BY seq LIMIT $2")
+                .bind(seq)
+                .bind(PAGE)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter()
+            .map(|r| {
+                let writes: String = r.try_get("writes")?;
+                Ok(LoggedChange {
+                    seq: r.try_get("seq")?,
+                    at: Timestamp::from_millis(r.try_get("at")?),
+                    origin: r.try_get("origin")?,
+                    writes: serde_json::from_str(&writes)?,
+                })
+            })
+            .collect()
+    }
+
+    /// The newest relayed observation's id (0 before the first).
+    pub async fn inbox_head(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM inbox").fetch_one(&self.pool).await?)
+    }
+
+    /// Relays `bodies` from `origin`, in order.
+    pub async fn relay(&self, origin: &str, at: Timestamp, bodies: &[String]) -> Result<()> {
+        crate::in_transaction(&self.pool, async |tx| {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(INBOX_KEY).execute(&mut *tx).await?;
+            sqlx::query(
+                "INSERT INTO inbox (at, origin, body) SELECT $1, $2, body FROM UNNEST($3::text[]) \
+                 WITH ORDINALITY AS b (body, n) ORDER BY n",
+            )
+            .bind(at.millis())
+            .bind(origin)
+            .bind(bodies)
+            .execute(&mut *tx)
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The observations relayed after `id`, oldest first (a page at most).
+    pub async fn relayed_after(&self, id: i64) -> Result<Vec<RelayedRow>> {
+        let rows = sqlx::query("SELECT id, origin, body FROM inbox WHERE id > $1 ORDER BY id LIMIT $2")
+            .bind(id)
+            .bind(PAGE)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(RelayedRow {
+                    id: r.try_get("id")?,
+                    origin: r.try_get("origin")?,
+                    body: r.try_get("body")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Deletes relayed observations and logged changes older than `before`; the newest change
+    /// stays, as the number the next one follows.
+    pub async fn prune(&self, before: Timestamp) -> Result<()> {
+        sqlx::query("DELETE FROM inbox WHERE at < $1").bind(before.millis()).execute(&self.pool).await?;
+        sqlx::query("DELETE FROM changes WHERE at < $1 AND seq < (SELECT MAX(seq) FROM changes)")
+            .bind(before.millis())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Starts listening for new revisions, changes and relayed observations.
+    pub async fn listen(&self) -> Result<Notifications> {
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen_all(CHANNELS).await?;
+        Ok(Notifications(listener))
+    }
+
+    /// The evaluator lease, not yet taken.
+    pub fn lease(&self) -> Lease {
+        Lease { options: self.options.clone(), conn: None, held: false }
+    }
+}
+
+/// Notifications of new revisions, changes or relayed observations.
+#[derive(Debug)]
+pub struct Notifications(PgListener);
+
+impl Notifications {
+    /// Waits for the next notification. While the connection is down it is made again (what
+    /// was written meanwhile is found by the periodic reads).
+    pub async fn recv(&mut self) -> Result<()> {
+        self.0.recv().await?;
+        Ok(())
+    }
+}
+
+/// The evaluator lease: a session advisory lock on a connection of its own, held as long as
+/// that connection lives. The database ends the session of a replica that died or was cut
+/// off (the connection asks for TCP keepalives every second), which frees the lock.
+#[derive(Debug)]
+pub struct Lease {
+    options: PgConnectOptions,
+    conn: Option<PgConnection>,
+    held: bool,
+}
+
+impl Lease {
+    /// Takes the lease when it is free, or checks that it is still held, within `timeout`.
+    /// Returns whether this replica holds it; on any failure it does not, and the connection
+    /// is dropped (with the lock, if the database still had it).
+    pub async fn hold(&mut self, timeout: Duration) -> bool {
+        match tokio::time::timeout(timeout, self.try_hold()).await {
+            Ok(Ok(held)) => held,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "evaluator lease: database connection failed");
+                self.release();
+                false
+            }
+            Err(_) => {
+                tracing::warn!(?timeout, "evaluator lease: the database did not answer in time");
+                self.release();
+                false
+            }
+        }
+    }
+
+    async fn try_hold(&mut self) -> Result<bool> {
+        let conn = match &mut self.conn {
+            Some(c) => c,
+            None => {
+                let mut c = PgConnection::connect_with(&self.options).await?;
+                // A holder cut off from the database loses its session (and the lock) within
+                // seconds instead of the kernel's two hours.
+                sqlx::raw_sql(
+                    "SET tcp_keepalives_idle = 1; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 3",
+                )
+                .execute(&mut c)
+                .await?;
+                self.conn.insert(c)
+            }
+        };
+        if self.held {
+            sqlx::query("SELECT 1").execute(&mut *conn).await?;
+        } else {
+            self.held = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+                .bind(LEASE_KEY)
+                .fetch_one(&mut *conn)
+                .await?;
+        }
+        Ok(self.held)
+    }
+
+    /// Lets the lease go (the connection is closed).
+    pub fn release(&mut self) {
+        self.conn = None;
+        self.held = false;
+    }
+}
+
+/// Whether `e` is the conflict of two replicas numbering a change alike.
+pub(crate) fn is_conflict(e: &sqlx::Error) -> bool {
+    e.as_database_error().and_then(|d| d.constraint()) == Some("changes_pkey")
+}
