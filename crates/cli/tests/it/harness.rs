@@ -288,24 +288,27 @@ impl ServerProcess {
 
     /// Creates a prober token and starts `vantage probe` with a state directory under `dir`.
     pub(crate) async fn start_prober(&self, name: &str, region: i64, dir: &Path) -> AgentProcess {
-        self.start_prober_in(&Launch::default(), name, region, dir).await
+        self.start_prober_via(&Launch::default(), name, region, dir, None).await
     }
 
-    /// [`ServerProcess::start_prober`] run through `launch`.
-    pub(crate) async fn start_prober_in(
+    /// [`ServerProcess::start_prober`] run through `launch`, and pointed at `channel` (a load
+    /// balancer in front of several servers) instead of this server's agent channel if given.
+    pub(crate) async fn start_prober_via(
         &self,
         launch: &Launch,
         name: &str,
         region: i64,
         dir: &Path,
+        channel: Option<&str>,
     ) -> AgentProcess {
-        let (agent, ca) = self.channel();
+        let (own, ca) = self.channel();
+        let agent = channel.unwrap_or(&own);
         let t = self.create("/v1/probers/tokens", serde_json::json!({"name": name, "region": region})).await;
         let state = dir.join(name);
         AgentProcess::start_in(
             launch,
             "probe",
-            &agent,
+            agent,
             t["token"].as_str().unwrap(),
             &ca,
             &state,
@@ -392,6 +395,10 @@ pub(crate) struct LabSpec<'a> {
     pub(crate) prober_env: [Vec<(String, String)>; 3],
     /// The server's `--database` (SQLite in its data directory when `None`).
     pub(crate) database: Option<String>,
+    /// Where the server's agent channel listens (an ephemeral port when `None`).
+    pub(crate) agent_listen: Option<std::net::SocketAddr>,
+    /// The agent channel the probers are pointed at (a load balancer's) instead of the server's.
+    pub(crate) channel: Option<String>,
 }
 
 /// Where a lab fleet's edges and probers are.
@@ -415,9 +422,10 @@ impl LabFleet {
         use serde_json::json;
         let temp = tempfile::tempdir().unwrap();
         let server_dir = spec.server_dir.clone().unwrap_or_else(|| temp.path().join("server"));
-        let agent_listen = match spec.net {
-            Place::Loopback(_) => "127.0.0.1:0".to_owned(),
-            Place::Lab(lab) => std::net::SocketAddr::new(lab.server_ip(), 0).to_string(),
+        let agent_listen = match (spec.agent_listen, &spec.net) {
+            (Some(a), _) => a.to_string(),
+            (None, Place::Loopback(_)) => "127.0.0.1:0".to_owned(),
+            (None, Place::Lab(lab)) => std::net::SocketAddr::new(lab.server_ip(), 0).to_string(),
         };
         let mut args = vec!["--allow-loopback-addresses", "--agent-listen", &agent_listen];
         if let Some(url) = &spec.database {
@@ -472,7 +480,8 @@ impl LabFleet {
                 Place::Lab(lab) => lab.wrapper(u8::try_from(i).unwrap()),
             };
             let launch = Launch { wrapper, env };
-            probers.push(s.start_prober_in(&launch, &format!("prober-{i}"), *r, temp.path()).await);
+            let name = format!("prober-{i}");
+            probers.push(s.start_prober_via(&launch, &name, *r, temp.path(), spec.channel.as_deref()).await);
         }
         s.wait_for("/v1/probers", Duration::from_secs(30), |v| {
             v["items"].as_array().is_some_and(|p| {

@@ -22,6 +22,7 @@ mod monitors;
 mod netlab;
 mod openapi;
 mod postgres;
+mod replicas;
 mod rules;
 mod ui;
 mod verify;
