@@ -204,20 +204,27 @@ pub(crate) async fn write_results(pool: &PgPool, known: &Known, rows: &[ResultRo
         return Ok(());
     }
     ensure_partitions(pool, known, rows).await?;
-    let created =
-        match in_transaction(pool, async |tx| write_results_in(tx, &known.targets, rows).await).await {
-            Err(e) if no_partition(&e) => {
-                known.set_days(BTreeSet::clear);
-                ensure_partitions(pool, known, rows).await?;
-                in_transaction(pool, async |tx| write_results_in(tx, &known.targets, rows).await).await?
-            }
-            other => other?,
-        };
+    let (ids, created) = in_transaction(pool, async |tx| target_ids(tx, &known.targets, rows).await).await?;
     // Only ids that are committed may be remembered: a rolled-back one may be given to another key.
     for (key, id) in created {
         known.targets.put(key, id);
     }
-    Ok(())
+    // The latest rows and the history on two connections at once, one transaction each: each
+    // write is idempotent, so a batch that fails in either is written again whole, and the
+    // database works on both with both of this machine's cores.
+    let history = async {
+        match in_transaction(pool, async |tx| write_history(tx, rows, &ids).await).await {
+            Err(e) if no_partition(&e) => {
+                known.set_days(BTreeSet::clear);
+                ensure_partitions(pool, known, rows).await?;
+                in_transaction(pool, async |tx| write_history(tx, rows, &ids).await).await
+            }
+            other => other,
+        }
+    };
+    let latest = in_transaction(pool, async |tx| write_latest(tx, rows, &ids).await);
+    let (latest, history) = tokio::join!(latest, history);
+    latest.and(history)
 }
 
 /// Ids of `keys`, creating the missing ones inside `tx` in one statement; and the ones not in
@@ -256,16 +263,11 @@ async fn target_ids(
     Ok((ids, fresh.into_iter().collect()))
 }
 
-/// The statements of [`write_results`], in its transaction; the target ids they created.
-async fn write_results_in(
-    tx: &mut PgConnection,
-    cache: &TargetIds,
-    rows: &[ResultRow],
-) -> Result<Vec<(String, i64)>> {
-    let (ids, created) = target_ids(tx, cache, rows).await?;
-    // The latest table in key order (writers lock rows in one order), one row per (prober,
-    // target): an upsert may not touch a row twice, and of two results in a batch the later
-    // one is kept, as on SQLite.
+/// The latest table's share of [`write_results`], in its transaction.
+async fn write_latest(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64]) -> Result<()> {
+    // In key order (writers lock rows in one order), one row per (prober, target): an upsert
+    // may not touch a row twice, and of two results in a batch the later one is kept, as on
+    // SQLite.
     let mut latest: Vec<usize> = (0..rows.len()).collect();
     latest.sort_by_key(|&i| (rows[i].prober, ids[i]));
     let mut kept: Vec<usize> = Vec::with_capacity(latest.len());
@@ -276,27 +278,31 @@ async fn write_results_in(
         }
     }
     for chunk in kept.chunks(CHUNK) {
-        upsert_latest(tx, rows, &ids, chunk).await?;
+        upsert_latest(tx, rows, ids, chunk).await?;
     }
-    // The history in its index's order, so the index is written front to back; by COPY, in a
-    // savepoint: a result stored before (a retried write) fails it, and then the rows go again
-    // by an insert that keeps what was stored, as SQLite does. `ON CONFLICT` on every write
-    // would cost more than the copy itself (each row checked against the index before and
-    // after its insert).
+    Ok(())
+}
+
+/// The history's share of [`write_results`], in its transaction: in its index's order, so the
+/// index is written front to back; by COPY, in a savepoint: a result stored before (a retried
+/// write) fails it, and then the rows go again by an insert that keeps what was stored, as
+/// SQLite does. `ON CONFLICT` on every write would cost more than the copy itself (each row
+/// checked against the index before and after its insert).
+async fn write_history(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64]) -> Result<()> {
     let mut history: Vec<usize> = (0..rows.len()).collect();
     history.sort_unstable_by_key(|&i| (bucket(rows[i].at), ids[i], rows[i].at, rows[i].prober));
     let mut copy = sqlx::Connection::begin(&mut *tx).await?;
-    match copy_history(&mut copy, rows, &ids, &history).await {
+    match copy_history(&mut copy, rows, ids, &history).await {
         Ok(()) => copy.commit().await?,
         Err(e) if stored_before(&e) => {
             copy.rollback().await?;
             for chunk in history.chunks(CHUNK) {
-                insert_history(tx, rows, &ids, chunk).await?;
+                insert_history(tx, rows, ids, chunk).await?;
             }
         }
         Err(e) => return Err(e),
     }
-    Ok(created)
+    Ok(())
 }
 
 /// Writes the latest rows `chunk`: an update of the rows there are (the usual case: a target

@@ -128,3 +128,102 @@ async fn a_server_that_is_not_there_is_an_error_not_a_hang() {
     assert!(Store::open_postgres(&url).await.is_err());
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
 }
+
+fn revision(cluster: i64, number: u32) -> vantage_store::RevisionRow {
+    vantage_store::RevisionRow {
+        cluster,
+        number,
+        at: Timestamp::from_secs(1_800_000_000 + i64::from(number)),
+        reason: format!("r{number}"),
+        records: serde_json::json!({}),
+        held: serde_json::json!({}),
+        publish: serde_json::json!([]),
+    }
+}
+
+/// Revision numbers are unique and gap-free per cluster by constraint: a revision is stored
+/// only after the one before it, and a number stored twice keeps the first.
+#[tokio::test]
+async fn revisions_are_numbered_without_gaps_by_constraint() {
+    let db = Db::postgres().await;
+    let s = db.open().await;
+    s.insert_revision(&revision(1, 1)).await.unwrap();
+    let gap = s.insert_revision(&revision(1, 3)).await.expect_err("3 before 2");
+    assert!(gap.to_string().contains("revisions_follow_previous"), "{gap}");
+    s.insert_revision(&revision(1, 2)).await.unwrap();
+    s.insert_revision(&revision(1, 3)).await.unwrap();
+    let mut again = revision(1, 3);
+    again.reason = "another holder's".into();
+    s.insert_revision(&again).await.unwrap();
+    assert_eq!(s.revision(1, 3).await.unwrap().unwrap().reason, "r3", "the first one stays");
+    // Each cluster numbers on its own.
+    s.insert_revision(&revision(2, 1)).await.unwrap();
+    assert!(s.insert_revision(&revision(2, 5)).await.is_err());
+}
+
+/// Configuration changes are numbered: a replica commits change n only if nobody did, and
+/// the others read every change in order.
+#[tokio::test]
+async fn changes_are_logged_in_order_and_a_taken_number_is_a_conflict() {
+    let db = Db::postgres().await;
+    let s = db.open().await;
+    let r = s.replication().expect("PostgreSQL replicates");
+    let t = Timestamp::from_secs(1_800_000_000);
+    assert_eq!(r.changes_head().await.unwrap(), 0);
+    let put = |id: i64| vantage_store::Write::Put {
+        id,
+        kind: "region".into(),
+        parent: None,
+        name: format!("r{id}"),
+        body: "{}".into(),
+    };
+    s.commit_logged(Some((1, "a")), &[put(1)], &[], t).await.unwrap();
+    let conflict = s.commit_logged(Some((1, "b")), &[put(2)], &[], t).await.expect_err("number 1 is taken");
+    assert!(matches!(conflict, vantage_store::Error::Conflict), "{conflict}");
+    assert_eq!(s.objects().await.unwrap().len(), 1, "the refused change wrote nothing");
+    s.commit_logged(Some((2, "b")), &[vantage_store::Write::Delete { id: 1 }, put(2)], &[], t).await.unwrap();
+    let logged = r.changes_after(0).await.unwrap();
+    let seen: Vec<_> = logged.iter().map(|c| (c.seq, c.origin.as_str(), c.writes.len())).collect();
+    assert_eq!(seen, [(1, "a", 1), (2, "b", 2)]);
+    assert_eq!(logged[1].writes[0], vantage_store::Write::Delete { id: 1 });
+    assert_eq!(r.changes_after(1).await.unwrap().len(), 1);
+    // Pruning keeps the newest, the number the next change follows.
+    r.prune(t.plus_secs(1)).await.unwrap();
+    assert_eq!(r.changes_head().await.unwrap(), 2);
+}
+
+/// Relayed observations come back in the order they were relayed, and a notification says so.
+#[tokio::test]
+async fn relayed_observations_are_read_in_order_after_a_notification() {
+    let db = Db::postgres().await;
+    let s = db.open().await;
+    let r = s.replication().unwrap();
+    let mut notified = r.listen().await.unwrap();
+    let t = Timestamp::from_secs(1_800_000_000);
+    let head = r.inbox_head().await.unwrap();
+    r.relay("a", t, &["1".into(), "2".into()]).await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(5), notified.recv()).await.unwrap().unwrap();
+    r.relay("b", t, &["3".into()]).await.unwrap();
+    let rows = r.relayed_after(head).await.unwrap();
+    let seen: Vec<_> = rows.iter().map(|x| (x.origin.as_str(), x.body.as_str())).collect();
+    assert_eq!(seen, [("a", "1"), ("a", "2"), ("b", "3")]);
+    assert!(r.relayed_after(rows[1].id).await.unwrap().len() == 1);
+    r.prune(t.plus_secs(1)).await.unwrap();
+    assert!(r.relayed_after(head).await.unwrap().is_empty());
+}
+
+/// One lease holder at a time; when its connection goes, another takes the lease.
+#[tokio::test]
+async fn one_replica_holds_the_lease_until_its_connection_goes() {
+    let db = Db::postgres().await;
+    let s = db.open().await;
+    let r = s.replication().unwrap();
+    let wait = std::time::Duration::from_secs(5);
+    let (mut a, mut b) = (r.lease(), r.lease());
+    assert!(a.hold(wait).await);
+    assert!(!b.hold(wait).await, "taken");
+    assert!(a.hold(wait).await, "still held");
+    a.release();
+    assert!(b.hold(wait).await, "free again");
+    assert!(!a.hold(wait).await);
+}
