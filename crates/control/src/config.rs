@@ -437,6 +437,25 @@ impl Config {
         self.monitors.remove(&id);
     }
 
+    /// The id of every object that can be deleted (every kind but the three settings).
+    pub fn ids(&self) -> std::collections::BTreeSet<i64> {
+        let keys = [
+            self.regions.keys().copied().collect::<Vec<_>>(),
+            self.clusters.keys().copied().collect(),
+            self.groups.keys().copied().collect(),
+            self.lines.keys().copied().collect(),
+            self.nodes.keys().copied().collect(),
+            self.rules.keys().copied().collect(),
+            self.probers.keys().copied().collect(),
+            self.admin_tokens.keys().copied().collect(),
+            self.enroll_tokens.keys().copied().collect(),
+            self.webhooks.keys().copied().collect(),
+            self.checks.keys().copied().collect(),
+            self.monitors.keys().copied().collect(),
+        ];
+        keys.into_iter().flatten().collect()
+    }
+
     /// Objects per kind, for the metrics.
     pub fn counts(&self) -> [(&'static str, usize); 12] {
         [

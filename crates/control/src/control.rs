@@ -239,6 +239,9 @@ struct Slot {
     waiting_since: Option<Timestamp>,
     /// How long the oldest report the last pass used had waited for it, ms.
     lag_ms: Option<i64>,
+    /// The newest revision number a follower took from storage: an older one read later (two
+    /// reads crossing) is not taken.
+    adopted: u32,
 }
 
 /// The control core.

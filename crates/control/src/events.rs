@@ -172,11 +172,12 @@ impl EventLog {
         EventLog { base, last_id: base, pending: Vec::new() }
     }
 
-    /// Numbers on after [`PER_MS`] ids per millisecond at `now` too, as a new start would: a
-    /// replica that takes over the evaluator lease numbers after the previous holder's events.
-    pub(crate) fn rebase(&mut self, now: Timestamp) {
+    /// Numbers on after `last_stored` and [`PER_MS`] ids per millisecond at `now`, as a new
+    /// start would: a replica that takes over the evaluator lease numbers after the previous
+    /// holder's stored events, whatever its clock says.
+    pub(crate) fn rebase(&mut self, last_stored: u64, now: Timestamp) {
         let at = u64::try_from(now.millis()).unwrap_or(0).saturating_mul(PER_MS);
-        self.last_id = self.last_id.max(at);
+        self.last_id = self.last_id.max(at).max(last_stored);
     }
 
     /// The id this process's numbering continues after.

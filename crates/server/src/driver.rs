@@ -205,15 +205,28 @@ async fn revision(app: &Arc<App>, r: Revision, unsaved: &mut BTreeMap<ClusterId,
 }
 
 /// Stores the waiting revisions, oldest first, and stops at the first one storage refuses
-/// (keeping at most [`MAX_UNSAVED`]).
+/// (keeping at most [`MAX_UNSAVED`]). Revisions refused because another replica holds the
+/// evaluator lease are dropped: they are that replica's to number.
 async fn store_unsaved(app: &App, unsaved: &mut Vec<RevisionRow>) {
     let mut stored = 0;
     for row in unsaved.iter() {
-        if let Err(e) = app.store().insert_revision(row).await {
-            tracing::error!(cluster = row.cluster, revision = row.number, waiting = unsaved.len() - stored, error = %e, "cannot store revision; it is kept to be stored later");
-            break;
+        match crate::replicas::store_revision(app, row).await {
+            Ok(()) => stored += 1,
+            Err(vantage_store::Error::Fenced) => {
+                tracing::warn!(
+                    cluster = row.cluster,
+                    revision = row.number,
+                    dropped = unsaved.len() - stored,
+                    "another replica holds the evaluator lease: revisions not stored are left to it"
+                );
+                unsaved.clear();
+                return;
+            }
+            Err(e) => {
+                tracing::error!(cluster = row.cluster, revision = row.number, waiting = unsaved.len() - stored, error = %e, "cannot store revision; it is kept to be stored later");
+                break;
+            }
         }
-        stored += 1;
     }
     unsaved.drain(..stored);
     if unsaved.len() > MAX_UNSAVED {

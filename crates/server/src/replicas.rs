@@ -13,7 +13,7 @@ use vantage_control::config::Object;
 use vantage_control::{Relayed, Role, StoredRevision};
 use vantage_core::evaluate::Records;
 use vantage_core::ids::ClusterId;
-use vantage_store::{Replication, Store};
+use vantage_store::{Replication, Store, Written};
 
 use crate::app::App;
 use crate::support::{now, stopped};
@@ -24,8 +24,13 @@ const LEASE_EVERY: Duration = Duration::from_millis(500);
 const LEASE_TIMEOUT: Duration = Duration::from_secs(1);
 /// What the others wrote is read at least this often, notifications or not.
 const CATCH_UP_EVERY: Duration = Duration::from_secs(1);
-/// Relayed observations and logged changes are kept this long.
-const KEPT_MS: i64 = 600_000;
+/// Relayed observations are kept this long.
+const RELAYED_KEPT_MS: i64 = 600_000;
+/// Logged changes are kept this long (a replica away longer reloads the whole configuration).
+const CHANGES_KEPT_MS: i64 = 7 * 86_400_000;
+/// At most this many pages of relayed observations are read in one round, so that the other
+/// reads of the round are not held up behind a busy inbox.
+const RELAYED_PAGES: usize = 10;
 /// At most this many observations wait to be relayed; more are dropped while the database is
 /// away (the other replicas then see fewer rounds of this replica's probers).
 const RELAY_QUEUE: usize = 10_000;
@@ -42,6 +47,9 @@ pub(crate) struct Replica {
     pub(crate) applied: AtomicI64,
     /// The newest relayed observation read.
     read: AtomicI64,
+    /// The lease's epoch while this replica holds it (0: it does not): its revisions are
+    /// stored under it.
+    pub(crate) epoch: AtomicI64,
     relay: mpsc::Sender<String>,
 }
 
@@ -57,7 +65,7 @@ impl Replica {
         let read = AtomicI64::new(shared.inbox_head().await?);
         let origin = format!("{}-{}-{}", hostname(), std::process::id(), now().millis());
         let (relay, rx) = mpsc::channel(RELAY_QUEUE);
-        Ok(Some((Replica { shared, origin, applied, read, relay }, rx)))
+        Ok(Some((Replica { shared, origin, applied, read, epoch: AtomicI64::new(0), relay }, rx)))
     }
 
     /// Relays what this replica's core was fed to the other replicas'.
@@ -126,24 +134,52 @@ pub(crate) async fn lease(app: Arc<App>, mut stop: watch::Receiver<bool>) {
             () = stopped(&mut stop) => break,
         }
         let held = lease.hold(LEASE_TIMEOUT).await;
+        replica.epoch.store(lease.epoch().unwrap_or(0), Ordering::Relaxed);
         let role = if held { Role::Leader } else { Role::Follower };
         if app.control().role() == role {
             continue;
         }
-        if held && let Err(e) = revisions(&app).await {
+        let last_event = if held {
             // Without the stored revisions it could number over them: it waits a turn.
-            tracing::warn!(error = %e, "took the evaluator lease but cannot read the stored revisions; letting it go");
-            lease.release();
-            continue;
-        }
+            match taking_over(&app).await {
+                Ok(last_event) => last_event,
+                Err(e) => {
+                    tracing::warn!(error = %e, "took the evaluator lease but cannot read the stored revisions; letting it go");
+                    lease.release();
+                    continue;
+                }
+            }
+        } else {
+            0
+        };
         tracing::info!(?role, origin = %replica.origin, "evaluator lease changed");
-        app.feed(|c| c.handle_lease(role, now()));
+        app.feed(|c| c.handle_lease(role, last_event, now()));
     }
     lease.release();
+    replica.epoch.store(0, Ordering::Relaxed);
 }
 
-/// Reads what the other replicas wrote — at each notification, and every second regardless —
-/// and feeds it to the core; prunes old relayed rows now and then.
+/// Stores a revision: on PostgreSQL under the lease's epoch this replica took, so that nothing
+/// it cut is stored once another replica holds the lease.
+pub(crate) async fn store_revision(
+    app: &App,
+    row: &vantage_store::RevisionRow,
+) -> Result<(), vantage_store::Error> {
+    match app.replica() {
+        Some(r) => r.shared.insert_revision(row, r.epoch.load(Ordering::Relaxed)).await,
+        None => app.store().insert_revision(row).await,
+    }
+}
+
+/// What a replica taking the lease reads first: the stored revisions (fed to the core, so it
+/// numbers after them) and the newest stored event's id (its events number after it).
+async fn taking_over(app: &App) -> Result<u64, vantage_store::Error> {
+    revisions(app).await?;
+    Ok(u64::try_from(app.store().last_event().await?).unwrap_or(0))
+}
+
+/// Reads what the other replicas wrote — what a notification names, and everything every
+/// second regardless — and feeds it to the core; prunes old relayed rows now and then.
 pub(crate) async fn follow(app: Arc<App>, mut stop: watch::Receiver<bool>) {
     let Some(replica) = app.replica() else { return };
     let mut listening = None;
@@ -157,35 +193,56 @@ pub(crate) async fn follow(app: Arc<App>, mut stop: watch::Receiver<bool>) {
         }
         let notified = async {
             match listening.as_mut() {
-                Some(l) => l.recv().await,
+                Some(l) => l.recv().await.map(Some),
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            _ = tick.tick() => {}
-            r = notified => {
-                if r.is_err() {
+        let what = tokio::select! {
+            _ = tick.tick() => None,
+            r = notified => match r {
+                Ok(w) => w,
+                Err(_) => {
                     listening = None;
+                    continue;
+                }
+            },
+            () = stopped(&mut stop) => break,
+        };
+        // Each read on its own: one that fails holds up none of the others.
+        if what.is_none_or(|w| w == Written::Changes)
+            && let Err(e) = changes(&app).await
+        {
+            tracing::debug!(error = %e, "cannot read the other replicas' changes");
+        }
+        if what.is_none_or(|w| w == Written::Inbox)
+            && let Err(e) = relayed(&app, replica).await
+        {
+            tracing::debug!(error = %e, "cannot read the other replicas' observations");
+        }
+        if what.is_none_or(|w| w == Written::Revisions)
+            && let Err(e) = revisions(&app).await
+        {
+            tracing::debug!(error = %e, "cannot read the stored revisions");
+        }
+        if what.is_none() {
+            rounds += 1;
+            if rounds.is_multiple_of(60) {
+                let at = now();
+                if let Err(e) = replica
+                    .shared
+                    .prune(at.plus_millis(-RELAYED_KEPT_MS), at.plus_millis(-CHANGES_KEPT_MS))
+                    .await
+                {
+                    tracing::debug!(error = %e, "cannot prune relayed observations");
                 }
             }
-            () = stopped(&mut stop) => break,
-        }
-        if let Err(e) = catch_up(&app, replica).await {
-            tracing::debug!(error = %e, "cannot read what the other replicas wrote");
-        }
-        rounds += 1;
-        if rounds.is_multiple_of(60)
-            && let Err(e) = replica.shared.prune(now().plus_millis(-KEPT_MS)).await
-        {
-            tracing::debug!(error = %e, "cannot prune relayed observations");
         }
     }
 }
 
-/// Applies the changes, observations and revisions the others wrote since the last read.
-async fn catch_up(app: &Arc<App>, replica: &Replica) -> Result<(), vantage_store::Error> {
-    changes(app).await?;
-    loop {
+/// Feeds the observations the others relayed since the last read (a few pages at most).
+async fn relayed(app: &Arc<App>, replica: &Replica) -> Result<(), vantage_store::Error> {
+    for _ in 0..RELAYED_PAGES {
         let rows = replica.shared.relayed_after(replica.read.load(Ordering::Relaxed)).await?;
         let Some(last) = rows.last().map(|r| r.id) else { break };
         let relayed: Vec<Relayed> = rows
@@ -209,7 +266,7 @@ async fn catch_up(app: &Arc<App>, replica: &Replica) -> Result<(), vantage_store
         }
         replica.read.store(last, Ordering::Relaxed);
     }
-    revisions(app).await
+    Ok(())
 }
 
 /// Applies the logged changes after the newest this replica holds, in order (the caller may
@@ -220,12 +277,25 @@ pub(crate) async fn changes(app: &App) -> Result<(), vantage_store::Error> {
     changes_locked(app, replica).await
 }
 
-/// [`changes`] with the change lock held.
+/// [`changes`] with the change lock held. Its own changes are applied too when the log has
+/// them after `applied` (a commit whose answer was lost); applying one twice changes nothing.
+/// A replica that was away longer than the log keeps reloads the whole configuration.
 pub(crate) async fn changes_locked(app: &App, replica: &Replica) -> Result<(), vantage_store::Error> {
     loop {
-        let logged = replica.shared.changes_after(replica.applied.load(Ordering::Relaxed)).await?;
+        let applied = replica.applied.load(Ordering::Relaxed);
+        let logged = replica.shared.changes_after(applied).await?;
         let Some(last) = logged.last().map(|c| c.seq) else { return Ok(()) };
-        for change in logged.into_iter().filter(|c| c.origin != replica.origin) {
+        if logged.first().is_some_and(|c| c.seq > applied + 1) {
+            tracing::warn!(
+                applied,
+                next = logged[0].seq,
+                "changes were pruned before this replica read them; reloading the configuration"
+            );
+            reload(app).await?;
+            replica.applied.store(last, Ordering::Relaxed);
+            continue;
+        }
+        for change in logged {
             let mut puts = Vec::new();
             let mut deletes = Vec::new();
             for w in change.writes {
@@ -243,6 +313,25 @@ pub(crate) async fn changes_locked(app: &App, replica: &Replica) -> Result<(), v
         }
         replica.applied.store(last, Ordering::Relaxed);
     }
+}
+
+/// Applies the stored configuration whole: every object put again, and every object the
+/// store no longer has deleted.
+async fn reload(app: &App) -> Result<(), vantage_store::Error> {
+    let rows = app.store().objects().await?;
+    let stored: std::collections::BTreeSet<i64> = rows.iter().map(|r| r.id).collect();
+    let puts = rows
+        .into_iter()
+        .filter_map(|r| {
+            Object::parse(&r.kind, &r.body)
+                .map_err(|e| tracing::error!(id = r.id, error = %e, "a stored object does not parse"))
+                .ok()
+                .map(|o| (r.id, o))
+        })
+        .collect();
+    let deletes = app.config().ids().difference(&stored).copied().collect();
+    app.apply(puts, deletes, now());
+    Ok(())
 }
 
 /// Feeds the newest stored revision of every cluster to the core (a follower publishes the

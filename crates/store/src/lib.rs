@@ -28,7 +28,7 @@ use vantage_core::Timestamp;
 use vantage_core::result::{ErrorCode, HlsDetail};
 use vantage_core::window::WindowRegister;
 
-pub use replication::{Lease, LoggedChange, Notifications, RelayedRow, Replication};
+pub use replication::{Lease, LoggedChange, Notifications, RelayedRow, Replication, Written};
 
 /// Why a storage operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +59,10 @@ pub enum Error {
     /// again.
     #[error("another replica changed the configuration at the same time")]
     Conflict,
+    /// A revision was not stored: another replica has taken the evaluator lease since this one
+    /// took it.
+    #[error("another replica holds the evaluator lease")]
+    Fenced,
 }
 
 /// Result with the store's [`Error`].

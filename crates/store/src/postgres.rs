@@ -209,9 +209,10 @@ pub(crate) async fn write_results(pool: &PgPool, known: &Known, rows: &[ResultRo
     for (key, id) in created {
         known.targets.put(key, id);
     }
-    // The latest rows and the history on two connections at once, one transaction each: each
-    // write is idempotent, so a batch that fails in either is written again whole, and the
-    // database works on both with both of this machine's cores.
+    // The latest rows and the history on two connections at once, one transaction each, so
+    // that the database works on both with both cores. The batch is refused if either fails;
+    // the other may have committed (the latest rows without their history, say), and writing
+    // the batch again changes nothing there: both writes are idempotent.
     let history = async {
         match in_transaction(pool, async |tx| write_history(tx, rows, &ids).await).await {
             Err(e) if no_partition(&e) => {

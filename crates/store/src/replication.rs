@@ -9,7 +9,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener};
 use sqlx::{Connection, PgConnection, PgPool, Row};
 use vantage_core::Timestamp;
 
-use crate::{Result, Write};
+use crate::{Error, Result, Write};
 
 /// The advisory lock whose holder evaluates for the fleet ("vantage" in ASCII, as a number).
 const LEASE_KEY: i64 = 0x76_616e_7461_6765;
@@ -17,6 +17,14 @@ const LEASE_KEY: i64 = 0x76_616e_7461_6765;
 const INBOX_KEY: i64 = 0x76_616e_7461_6769;
 /// The channels every replica listens on (the triggers of `0002_replicas.sql`).
 const CHANNELS: [&str; 3] = ["vantage_revisions", "vantage_changes", "vantage_inbox"];
+
+/// What a notification says was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    Revisions,
+    Changes,
+    Inbox,
+}
 /// At most this many changes or relayed observations are read at once.
 const PAGE: i64 = 1_000;
 
@@ -118,12 +126,15 @@ impl Replication {
             .collect()
     }
 
-    /// Deletes relayed observations and logged changes older than `before`; the newest change
-    /// stays, as the number the next one follows.
-    pub async fn prune(&self, before: Timestamp) -> Result<()> {
-        sqlx::query("DELETE FROM inbox WHERE at < $1").bind(before.millis()).execute(&self.pool).await?;
+    /// Deletes relayed observations older than `inbox_before` and logged changes older than
+    /// `changes_before`; the newest change stays, as the number the next one follows.
+    pub async fn prune(&self, inbox_before: Timestamp, changes_before: Timestamp) -> Result<()> {
+        sqlx::query("DELETE FROM inbox WHERE at < $1")
+            .bind(inbox_before.millis())
+            .execute(&self.pool)
+            .await?;
         sqlx::query("DELETE FROM changes WHERE at < $1 AND seq < (SELECT MAX(seq) FROM changes)")
-            .bind(before.millis())
+            .bind(changes_before.millis())
             .execute(&self.pool)
             .await?;
         Ok(())
@@ -138,7 +149,22 @@ impl Replication {
 
     /// The evaluator lease, not yet taken.
     pub fn lease(&self) -> Lease {
-        Lease { options: self.options.clone(), conn: None, held: false }
+        Lease { options: self.options.clone(), conn: None, held: false, epoch: None }
+    }
+
+    /// Stores `row` if `epoch` is still the lease's ([`Lease::epoch`]), else fails with
+    /// [`Error::Fenced`]: another replica has taken the lease since.
+    pub async fn insert_revision(&self, row: &crate::RevisionRow, epoch: i64) -> Result<()> {
+        crate::in_transaction(&self.pool, async |tx| {
+            let current: i64 = sqlx::query_scalar("SELECT epoch FROM lease WHERE id = 1 FOR SHARE")
+                .fetch_one(&mut *tx)
+                .await?;
+            if current != epoch {
+                return Err(Error::Fenced);
+            }
+            crate::postgres::insert_revision(&mut *tx, row).await
+        })
+        .await
     }
 }
 
@@ -149,9 +175,13 @@ pub struct Notifications(PgListener);
 impl Notifications {
     /// Waits for the next notification. While the connection is down it is made again (what
     /// was written meanwhile is found by the periodic reads).
-    pub async fn recv(&mut self) -> Result<()> {
-        self.0.recv().await?;
-        Ok(())
+    pub async fn recv(&mut self) -> Result<Written> {
+        let n = self.0.recv().await?;
+        Ok(match n.channel() {
+            "vantage_revisions" => Written::Revisions,
+            "vantage_changes" => Written::Changes,
+            _ => Written::Inbox,
+        })
     }
 }
 
@@ -163,6 +193,7 @@ pub struct Lease {
     options: PgConnectOptions,
     conn: Option<PgConnection>,
     held: bool,
+    epoch: Option<i64>,
 }
 
 impl Lease {
@@ -192,8 +223,10 @@ impl Lease {
                 let mut c = PgConnection::connect_with(&self.options).await?;
                 // A holder cut off from the database loses its session (and the lock) within
                 // seconds instead of the kernel's two hours.
+                // And within 3 s when what it sends goes unacknowledged (keepalives wait for that).
                 sqlx::raw_sql(
-                    "SET tcp_keepalives_idle = 1; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 3",
+                    "SET tcp_keepalives_idle = 1; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 3; \
+                     SET tcp_user_timeout = 3000",
                 )
                 .execute(&mut c)
                 .await?;
@@ -202,19 +235,32 @@ impl Lease {
         };
         if self.held {
             sqlx::query("SELECT 1").execute(&mut *conn).await?;
-        } else {
-            self.held = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-                .bind(LEASE_KEY)
+        } else if sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+            .bind(LEASE_KEY)
+            .fetch_one(&mut *conn)
+            .await?
+        {
+            // Waits for a revision the previous holder is storing, and fences off any later one.
+            let epoch = sqlx::query_scalar("UPDATE lease SET epoch = epoch + 1 WHERE id = 1 RETURNING epoch")
                 .fetch_one(&mut *conn)
                 .await?;
+            self.epoch = Some(epoch);
+            self.held = true;
         }
         Ok(self.held)
+    }
+
+    /// The epoch this holder took, while it holds the lease: its revisions are stored under it
+    /// ([`Replication::insert_revision`]).
+    pub fn epoch(&self) -> Option<i64> {
+        self.epoch.filter(|_| self.held)
     }
 
     /// Lets the lease go (the connection is closed).
     pub fn release(&mut self) {
         self.conn = None;
         self.held = false;
+        self.epoch = None;
     }
 }
 

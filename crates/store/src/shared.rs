@@ -58,7 +58,10 @@ macro_rules! shared_queries {
             rows::all(&rows, rows::daily_point)
         }
 
-        pub(crate) async fn insert_revision(pool: &$pool, r: &RevisionRow) -> Result<()> {
+        pub(crate) async fn insert_revision<'e>(
+            to: impl sqlx::Executor<'e, Database = $db>,
+            r: &RevisionRow,
+        ) -> Result<()> {
             sqlx::query(
                 "INSERT INTO revisions (cluster, number, at, reason, records, held, publish) VALUES ($1, $2, $3, $4, $5, $6, $7) \
                  ON CONFLICT (cluster, number) DO NOTHING",
@@ -70,7 +73,7 @@ macro_rules! shared_queries {
             .bind(serde_json::to_string(&r.records)?)
             .bind(serde_json::to_string(&r.held)?)
             .bind(serde_json::to_string(&r.publish)?)
-            .execute(pool)
+            .execute(to)
             .await?;
             Ok(())
         }

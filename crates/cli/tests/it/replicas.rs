@@ -132,7 +132,8 @@ async fn three_replicas_serve_one_fleet_and_a_killed_lease_holders_failover_comp
     // The primary stops; the lease holder dies before its failover (5 s of failing).
     edges[0].stop().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(serving(&a, cluster, domain).await.0, first, "no failover yet");
+    // (A revision may have shortened the TTL of the suspect address; it still answers it.)
+    assert_eq!(serving(&a, cluster, domain).await.1, primaries, "no failover yet");
     let killed = Instant::now();
     a.kill9().await;
 
@@ -183,6 +184,7 @@ async fn three_replicas_serve_one_fleet_and_a_killed_lease_holders_failover_comp
     let (b, c) = (serving(&others[0], cluster, domain).await, serving(&others[1], cluster, domain).await);
     assert_eq!(b, c, "the same revision on both");
     assert!(b.0 > first, "a new revision: {b:?} after {first:?}");
+    println!("replicas: served revision {:?}", b.0);
 
     // Revision numbers are unique and without gaps: 1, 2, … as stored.
     let stored = others[holder].stored_revisions(cluster).await;

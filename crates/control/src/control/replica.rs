@@ -86,16 +86,16 @@ impl Control {
     /// once — from the states it kept as a follower and the last stored revision, fed to it
     /// before this with [`handle_revision`](Self::handle_revision) — so a change the previous
     /// holder had not published yet is published now, under the next number; its event ids
-    /// start after the previous holder's. A replica that lost the lease no longer stores the
-    /// revisions it could not store yet: the next holder numbers its own.
-    pub fn handle_lease(&mut self, role: Role, now: Timestamp) {
+    /// start after `last_event`, the newest stored one. A replica that lost the lease no longer
+    /// stores the revisions it could not store yet: the next holder numbers its own.
+    pub fn handle_lease(&mut self, role: Role, last_event: u64, now: Timestamp) {
         if self.role == role {
             return;
         }
         self.role = role;
         let (kind, summary) = match role {
             Role::Leader => {
-                self.events.rebase(now);
+                self.events.rebase(last_event, now);
                 for slot in self.slots.values_mut() {
                     slot.saved_at = None;
                 }
@@ -112,7 +112,9 @@ impl Control {
     }
 
     /// A revision the lease holder stored. A follower publishes it (DNS answers it) unless it
-    /// is the one it already has; the lease holder publishes its own.
+    /// is the one it already has, or older than one it took before; the lease holder publishes
+    /// its own. A replica that lost the lease goes back to the stored revision from any newer
+    /// one of its own that was never stored.
     pub fn handle_revision(&mut self, r: StoredRevision, now: Timestamp) {
         if self.role == Role::Leader {
             return;
@@ -123,6 +125,10 @@ impl Control {
             return;
         }
         let Some(slot) = self.slots.get_mut(&r.cluster) else { return };
+        if r.number < slot.adopted {
+            return;
+        }
+        slot.adopted = r.number;
         slot.revision = r.number;
         slot.state.published = Some(r.records.clone());
         let previous = before.published.as_ref().map(|p| &p.records);

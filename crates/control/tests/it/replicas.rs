@@ -81,6 +81,9 @@ fn a_follower_cuts_nothing_and_publishes_the_lease_holders_revisions() {
     assert!(!published.records.all.contains(&ip("203.0.113.10")));
     follower.control.handle_revision(stored(&leader, c), follower.now);
     assert!(follower.take().is_empty(), "the same revision again changes nothing");
+    let older = StoredRevision { number: published.number - 1, ..stored(&leader, c) };
+    follower.control.handle_revision(older, follower.now);
+    assert!(follower.take().is_empty(), "an older read that arrives late changes nothing");
     // Its passes go on cutting nothing, the stored records standing.
     follower.advance(30);
     assert_eq!(follower.control.snapshots()[&c].published.clone().unwrap().number, published.number);
@@ -132,7 +135,7 @@ fn a_new_lease_holder_completes_the_failover_the_old_one_began_on_time() {
             follower.control.handle_revision(stored(&leader, c), follower.now);
         }
         if s == died {
-            follower.control.handle_lease(Role::Leader, follower.now);
+            follower.control.handle_lease(Role::Leader, 0, follower.now);
         }
         follower.round(p, &["203.0.113.10"]);
         follower.advance(1);
@@ -177,7 +180,7 @@ fn a_replica_that_loses_the_lease_drops_what_only_the_holder_does() {
         lab.now,
     );
     lab.control.handle_timeout(lab.now);
-    lab.control.handle_lease(Role::Follower, lab.now);
+    lab.control.handle_lease(Role::Follower, 0, lab.now);
     let out = lab.take();
     assert!(out.contains(&Output::DropUnsaved), "{out:?}");
     assert!(!out.iter().any(leaders_only), "{out:?}");

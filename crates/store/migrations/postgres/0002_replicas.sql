@@ -7,6 +7,16 @@ ALTER TABLE revisions ADD COLUMN previous BIGINT GENERATED ALWAYS AS (NULLIF(num
 ALTER TABLE revisions ADD CONSTRAINT revisions_follow_previous
     FOREIGN KEY (cluster, previous) REFERENCES revisions (cluster, number) NOT VALID;
 
+-- The evaluator lease's epoch: each replica that takes the lease makes it one greater, and a
+-- revision is stored only under the epoch its replica took (`FOR SHARE` of this row while it
+-- is stored): a holder that lost the lease cannot store a revision once the next holder has
+-- read the stored ones.
+CREATE TABLE lease (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    epoch BIGINT  NOT NULL
+);
+INSERT INTO lease (id, epoch) VALUES (1, 0);
+
 -- Configuration changes in the order they were committed, so that every replica applies each
 -- one to its control core. A change is numbered one after the newest its replica had applied:
 -- a replica that missed one cannot commit (the number is taken) until it has caught up.

@@ -188,7 +188,7 @@ async fn changes_are_logged_in_order_and_a_taken_number_is_a_conflict() {
     assert_eq!(logged[1].writes[0], vantage_store::Write::Delete { id: 1 });
     assert_eq!(r.changes_after(1).await.unwrap().len(), 1);
     // Pruning keeps the newest, the number the next change follows.
-    r.prune(t.plus_secs(1)).await.unwrap();
+    r.prune(t, t.plus_secs(1)).await.unwrap();
     assert_eq!(r.changes_head().await.unwrap(), 2);
 }
 
@@ -202,19 +202,23 @@ async fn relayed_observations_are_read_in_order_after_a_notification() {
     let t = Timestamp::from_secs(1_800_000_000);
     let head = r.inbox_head().await.unwrap();
     r.relay("a", t, &["1".into(), "2".into()]).await.unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(5), notified.recv()).await.unwrap().unwrap();
+    let written =
+        tokio::time::timeout(std::time::Duration::from_secs(5), notified.recv()).await.unwrap().unwrap();
+    assert_eq!(written, vantage_store::Written::Inbox);
     r.relay("b", t, &["3".into()]).await.unwrap();
     let rows = r.relayed_after(head).await.unwrap();
     let seen: Vec<_> = rows.iter().map(|x| (x.origin.as_str(), x.body.as_str())).collect();
     assert_eq!(seen, [("a", "1"), ("a", "2"), ("b", "3")]);
     assert!(r.relayed_after(rows[1].id).await.unwrap().len() == 1);
-    r.prune(t.plus_secs(1)).await.unwrap();
+    r.prune(t.plus_secs(1), t).await.unwrap();
     assert!(r.relayed_after(head).await.unwrap().is_empty());
 }
 
-/// One lease holder at a time; when its connection goes, another takes the lease.
+/// One lease holder at a time; when its connection goes, another takes the lease. A revision
+/// is stored only under the lease's current epoch: once another replica has taken the lease,
+/// the previous holder's revisions are refused.
 #[tokio::test]
-async fn one_replica_holds_the_lease_until_its_connection_goes() {
+async fn one_replica_holds_the_lease_and_one_that_lost_it_stores_no_revision() {
     let db = Db::postgres().await;
     let s = db.open().await;
     let r = s.replication().unwrap();
@@ -223,7 +227,21 @@ async fn one_replica_holds_the_lease_until_its_connection_goes() {
     assert!(a.hold(wait).await);
     assert!(!b.hold(wait).await, "taken");
     assert!(a.hold(wait).await, "still held");
+    let first = a.epoch().expect("the holder's epoch");
+    r.insert_revision(&revision(1, 1), first).await.unwrap();
     a.release();
-    assert!(b.hold(wait).await, "free again");
+    assert_eq!(a.epoch(), None);
+    // The server frees the lock once it sees the connection closed.
+    let started = std::time::Instant::now();
+    while !b.hold(wait).await {
+        assert!(started.elapsed() < wait, "free again");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert!(!a.hold(wait).await);
+    let second = b.epoch().unwrap();
+    assert!(second > first);
+    let refused = r.insert_revision(&revision(1, 2), first).await.expect_err("fenced");
+    assert!(matches!(refused, vantage_store::Error::Fenced), "{refused}");
+    r.insert_revision(&revision(1, 2), second).await.unwrap();
+    assert_eq!(s.latest_revisions().await.unwrap()[0].number, 2);
 }
