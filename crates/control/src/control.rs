@@ -190,6 +190,10 @@ pub enum Output {
     /// This replica lost the evaluator lease: revisions it could not store yet are no longer
     /// its to store (the next lease holder numbers its own).
     DropUnsaved,
+    /// Push this stored revision to its cluster's publishers again: this replica took the
+    /// evaluator lease, and a push its predecessor was making may not have finished (an
+    /// update that is already there changes nothing).
+    Publish(Arc<Published>),
     /// Delete stored events older than `before`.
     ExpireEvents {
         /// Cut-off.

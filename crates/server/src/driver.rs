@@ -135,6 +135,7 @@ async fn execute(
             live(app, events);
         }
         Output::LiveEvents(events) => live(app, events),
+        Output::Publish(p) => app.publishers().push(app, &p),
         Output::DropUnsaved => {
             let dropped: usize = unsaved.values().map(Vec::len).sum();
             if dropped > 0 {

@@ -64,6 +64,7 @@ impl Output {
             | Output::SaveMirrors(_)
             | Output::SaveMonitors(_)
             | Output::CheckFreshness(_)
+            | Output::Publish(_)
             | Output::RollUpHistory { .. } => true,
             Output::Answers
             | Output::Events(_)
@@ -99,6 +100,8 @@ impl Control {
                 for slot in self.slots.values_mut() {
                     slot.saved_at = None;
                 }
+                let stored = self.snapshots.values().filter_map(|s| s.published.clone());
+                self.outputs.extend(stored.map(Output::Publish).collect::<Vec<_>>());
                 self.trigger_all(now);
                 (EventKind::LeaseTaken, "this replica holds the evaluator lease".to_owned())
             }

@@ -47,6 +47,7 @@ fn leaders_only(o: &Output) -> bool {
             | Output::RollUpHistory { .. }
             | Output::ForgetResults(_)
             | Output::CheckFreshness(_)
+            | Output::Publish(_)
     )
 }
 
@@ -146,6 +147,14 @@ fn a_new_lease_holder_completes_the_failover_the_old_one_began_on_time() {
                 _ => None,
             });
             let taken = taken.expect("a lease_taken event");
+            let pushed: Vec<u32> = out
+                .iter()
+                .filter_map(|o| match o {
+                    Output::Publish(p) => Some(p.number),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(pushed, [stored(&leader, c).number], "the stored revision is pushed again");
             let at = u64::try_from(follower.now.millis()).unwrap() - 1_000;
             assert!(taken.id > at * vantage_control::events::PER_MS, "its event ids follow the old holder's");
         }
