@@ -26,7 +26,7 @@ use crate::alerts::{Alert, AlertBook};
 use crate::config::{Config, Object};
 use crate::confirm::Confirmations;
 use crate::effects::Effects;
-use crate::events::{EventKind, EventLog, FleetEvent, describe_lines, line_changes, pass_events};
+use crate::events::{EventKind, EventLog, FleetEvent, pass_events};
 use crate::identity::Caller;
 use crate::mirrors::book::VerdictChange;
 use crate::mirrors::registry::Changes;
@@ -1095,19 +1095,6 @@ impl Control {
         pass_events(&mut self.events, &c, &self.obs, id, &zone, &before, &out.nodes, now);
         for draft in &out.revisions {
             slot.revision += 1;
-            let lines =
-                line_changes(published.as_ref().map(|p| &p.records), &draft.records, |l| zone.line_name(l));
-            let held: BTreeMap<String, &String> =
-                draft.held.iter().map(|(l, why)| (zone.line_name(*l), why)).collect();
-            let summary = format!(
-                "revision {} of {}: {} — {}",
-                slot.revision,
-                zone.name,
-                draft.reason,
-                describe_lines(&lines)
-            );
-            let details = json!({"cluster": zone.name, "number": slot.revision, "reason": draft.reason, "lines": lines, "held": held});
-            self.events.push(now, EventKind::Revision, (Some(id), None), summary, details);
             let p = Arc::new(Published {
                 cluster: id,
                 number: slot.revision,
@@ -1115,6 +1102,7 @@ impl Control {
                 records: draft.records.clone(),
                 zone: zone.clone(),
             });
+            self.events.revision(&p, published.as_ref().map(|p| &p.records), &draft.reason, &draft.held, now);
             self.outputs.push_back(Output::Revision(Revision {
                 published: p.clone(),
                 reason: draft.reason.clone(),

@@ -17,7 +17,7 @@ use vantage_core::reachability::{Condition, sees_failing};
 use crate::config::Config;
 use crate::identity::Caller;
 use crate::observe::Observations;
-use crate::snapshot::{ClusterSnapshot, Zone};
+use crate::snapshot::{ClusterSnapshot, Published, Zone};
 use crate::target::TargetKey;
 
 /// What happened.
@@ -178,6 +178,27 @@ impl EventLog {
     pub(crate) fn rebase(&mut self, last_stored: u64, now: Timestamp) {
         let at = u64::try_from(now.millis()).unwrap_or(0).saturating_mul(PER_MS);
         self.last_id = self.last_id.max(at).max(last_stored);
+    }
+
+    /// The event of revision `p`: why it was cut, what it changed per line since `before`,
+    /// and the lines the protection held.
+    pub(crate) fn revision(
+        &mut self,
+        p: &Published,
+        before: Option<&Records>,
+        reason: &str,
+        held: &std::collections::BTreeMap<LineId, String>,
+        now: Timestamp,
+    ) {
+        let zone = &p.zone;
+        let lines = line_changes(before, &p.records, |l| zone.line_name(l));
+        let held: std::collections::BTreeMap<String, &String> =
+            held.iter().map(|(l, why)| (zone.line_name(*l), why)).collect();
+        let summary =
+            format!("revision {} of {}: {reason} — {}", p.number, zone.name, describe_lines(&lines));
+        let details =
+            json!({"cluster": zone.name, "number": p.number, "reason": reason, "lines": lines, "held": held});
+        self.push(now, EventKind::Revision, (Some(p.cluster), None), summary, details);
     }
 
     /// The id this process's numbering continues after.

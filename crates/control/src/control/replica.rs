@@ -11,7 +11,7 @@ use vantage_core::ids::NodeId;
 use vantage_core::wire;
 
 use super::{Control, Output, StoredRevision};
-use crate::events::{EventKind, describe_lines, line_changes};
+use crate::events::EventKind;
 use crate::identity::Caller;
 use crate::mirrors::book::FreshnessReading;
 use crate::snapshot::{ClusterSnapshot, Published, Zone};
@@ -134,14 +134,10 @@ impl Control {
         slot.adopted = r.number;
         slot.revision = r.number;
         slot.state.published = Some(r.records.clone());
-        let previous = before.published.as_ref().map(|p| &p.records);
-        let lines = line_changes(previous, &r.records, |l| zone.line_name(l));
-        let summary =
-            format!("revision {} of {}: {} — {}", r.number, zone.name, r.reason, describe_lines(&lines));
-        let details = serde_json::json!({"cluster": zone.name, "number": r.number, "reason": r.reason, "lines": lines, "held": {}});
-        self.events.push(now, EventKind::Revision, (Some(r.cluster), None), summary, details);
         let published =
             Published { cluster: r.cluster, number: r.number, at: r.at, records: r.records, zone };
+        let previous = before.published.as_ref().map(|p| &p.records);
+        self.events.revision(&published, previous, &r.reason, &Default::default(), now);
         let line_since = super::since_lines(&before, Some(&published), now);
         let snapshot = ClusterSnapshot { published: Some(published.into()), line_since, ..(*before).clone() };
         let mut all = crate::snapshot::Snapshots::clone(&self.snapshots);
