@@ -160,10 +160,10 @@ impl App {
         self.replica.as_ref()
     }
 
-    /// Hands what the core was just fed to the other replicas' cores.
-    pub(crate) fn relay(&self, r: &vantage_control::Relayed) {
+    /// Hands what the core is fed to the other replicas' cores (made only when there are any).
+    pub(crate) fn relay(&self, r: impl FnOnce() -> vantage_control::Relayed) {
         if let Some(replica) = &self.replica {
-            replica.relay(r);
+            replica.relay(&r());
         }
     }
 

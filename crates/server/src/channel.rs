@@ -246,7 +246,7 @@ async fn enroll(
         })
         .await?;
     let caller = if role == Role::Prober { Caller::Prober(ProberId(id)) } else { Caller::Node(NodeId(id)) };
-    app.relay(&vantage_control::Relayed::Enrolled {
+    app.relay(|| vantage_control::Relayed::Enrolled {
         caller,
         hostname: hostname.clone(),
         version: req.version.clone(),
@@ -323,7 +323,7 @@ async fn node_work(
 /// reports it leads to).
 fn work(app: &App, caller: Caller) -> wire::Work {
     let work = app.feed(|c| c.handle_work(caller, now()));
-    app.relay(&vantage_control::Relayed::Work { caller });
+    app.relay(|| vantage_control::Relayed::Work { caller });
     work
 }
 
@@ -410,7 +410,7 @@ async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<Statu
             app.metrics().monitors().ttfb(&m.value.name, &k.region, ms / 1000.0);
         }
     }
-    app.relay(&vantage_control::Relayed::Report { caller, report });
+    app.relay(move || vantage_control::Relayed::Report { caller, report });
     let rows: Vec<ResultRow> = latest
         .into_iter()
         .map(|(key, l)| ResultRow {
@@ -436,6 +436,6 @@ async fn heartbeat(
 ) -> Result<Json<wire::HeartbeatReply>, ApiError> {
     let id = as_node(&app.config(), &peer)?;
     let from = peer.remote.ip();
-    app.relay(&vantage_control::Relayed::Heartbeat { node: id, heartbeat: hb.clone(), from });
+    app.relay(|| vantage_control::Relayed::Heartbeat { node: id, heartbeat: hb.clone(), from });
     Ok(Json(app.feed(|c| c.handle_heartbeat(id, hb, from, now()))))
 }

@@ -63,7 +63,8 @@ impl Replica {
         let Some(shared) = store.replication() else { return Ok(None) };
         let applied = AtomicI64::new(shared.changes_head().await?);
         let read = AtomicI64::new(shared.inbox_head().await?);
-        let origin = format!("{}-{}-{}", hostname(), std::process::id(), now().millis());
+        let host = crate::support::hostname().unwrap_or_else(|| "host".into());
+        let origin = format!("{host}-{}-{}", std::process::id(), now().millis());
         let (relay, rx) = mpsc::channel(RELAY_QUEUE);
         Ok(Some((Replica { shared, origin, applied, read, epoch: AtomicI64::new(0), relay }, rx)))
     }
@@ -79,11 +80,6 @@ impl Replica {
             Err(e) => tracing::error!(error = %e, "cannot encode an observation to relay"),
         }
     }
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map_or_else(|_| "host".into(), |h| h.trim().to_owned())
 }
 
 /// Writes the observations to relay, in batches, until `stop`; then what waits, once.
@@ -300,12 +296,7 @@ pub(crate) async fn changes_locked(app: &App, replica: &Replica) -> Result<(), v
             let mut deletes = Vec::new();
             for w in change.writes {
                 match w {
-                    vantage_store::Write::Put { id, kind, body, .. } => match Object::parse(&kind, &body) {
-                        Ok(o) => puts.push((id, o)),
-                        Err(e) => {
-                            tracing::error!(seq = change.seq, id, error = %e, "a logged change does not parse")
-                        }
-                    },
+                    vantage_store::Write::Put { id, kind, body, .. } => puts.extend(object(id, &kind, &body)),
                     vantage_store::Write::Delete { id } => deletes.push(id),
                 }
             }
@@ -320,23 +311,27 @@ pub(crate) async fn changes_locked(app: &App, replica: &Replica) -> Result<(), v
 async fn reload(app: &App) -> Result<(), vantage_store::Error> {
     let rows = app.store().objects().await?;
     let stored: std::collections::BTreeSet<i64> = rows.iter().map(|r| r.id).collect();
-    let puts = rows
-        .into_iter()
-        .filter_map(|r| {
-            Object::parse(&r.kind, &r.body)
-                .map_err(|e| tracing::error!(id = r.id, error = %e, "a stored object does not parse"))
-                .ok()
-                .map(|o| (r.id, o))
-        })
-        .collect();
+    let puts = rows.iter().filter_map(|r| object(r.id, &r.kind, &r.body)).collect();
     let deletes = app.config().ids().difference(&stored).copied().collect();
     app.apply(puts, deletes, now());
     Ok(())
 }
 
-/// Feeds the newest stored revision of every cluster to the core (a follower publishes the
-/// ones it does not have).
+/// Object `id` as stored (`kind`, `body`), or `None` with the reason logged: one a newer
+/// version wrote is skipped rather than holding up the rest.
+fn object(id: i64, kind: &str, body: &str) -> Option<(i64, Object)> {
+    Object::parse(kind, body)
+        .map_err(|e| tracing::error!(id, error = %e, "a stored object does not parse"))
+        .ok()
+        .map(|o| (id, o))
+}
+
+/// Feeds the newest stored revision of every cluster to a follower's core, which publishes
+/// the ones it does not have (the lease holder's are its own: nothing is read).
 async fn revisions(app: &App) -> Result<(), vantage_store::Error> {
+    if app.control().role() == Role::Leader {
+        return Ok(());
+    }
     let stored: Vec<StoredRevision> =
         app.store().latest_revisions().await?.into_iter().map(stored_revision).collect();
     app.feed(|c| {

@@ -129,10 +129,7 @@ impl Server {
             }
         }
         // Where this replica stands in what the replicas share, read before what it loads.
-        let (replica, relay) = match crate::replicas::Replica::start(&store).await? {
-            Some((r, rx)) => (Some(r), Some(rx)),
-            None => (None, None),
-        };
+        let (replica, relay) = crate::replicas::Replica::start(&store).await?.unzip();
         let objects = store.objects().await?;
         let config = Config::load(objects.iter().map(|r| Row {
             id: r.id,
@@ -321,9 +318,7 @@ fn api_tls(
         (Some(cert), Some(key), false) => crate::ca::api_config_from_files(cert, key),
         (None, None, true) => {
             let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
-            if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
-                names.push(host.trim().to_owned());
-            }
+            names.extend(crate::support::hostname());
             if !api_addr.ip().is_unspecified() && !api_addr.ip().is_loopback() {
                 names.push(api_addr.ip().to_string());
             }

@@ -13,6 +13,12 @@ pub fn now() -> Timestamp {
     Timestamp::from_system(SystemTime::now())
 }
 
+/// This host's name, from the kernel (`None` when it cannot be read).
+pub(crate) fn hostname() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    Some(name.trim().to_owned()).filter(|n| !n.is_empty())
+}
+
 /// Resolves once `stop` is true. (The guard `wait_for` returns is dropped here, so a task
 /// that awaits this stays `Send`.)
 pub(crate) async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {

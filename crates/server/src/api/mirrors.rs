@@ -324,7 +324,7 @@ async fn check_run(
         },
         CheckRefused::Invalid(e) => e.into(),
     })?;
-    app.relay(&vantage_control::Relayed::CheckRun { regions: asked });
+    app.relay(move || vantage_control::Relayed::CheckRun { regions: asked });
     let c = app.config();
     let probers = c
         .probers
