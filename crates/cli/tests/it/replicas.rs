@@ -89,7 +89,7 @@ async fn three_replicas_serve_one_fleet_and_a_killed_lease_holders_failover_comp
         channel: Some(format!("https://127.0.0.1:{lb}")),
         ..LabSpec::default()
     };
-    let LabFleet { s: a, edges, cluster, probers: _probers, temp: _fleet, .. } =
+    let LabFleet { s: a, edges, cluster, nodes, probers: _probers, temp: _fleet, .. } =
         LabFleet::start_with(domain, spec).await;
     let started = Instant::now();
     while !evaluator(&a).await {
@@ -129,9 +129,13 @@ async fn three_replicas_serve_one_fleet_and_a_killed_lease_holders_failover_comp
         .await;
     }
 
-    // The primary stops; the lease holder dies before its failover (5 s of failing).
+    // The primary stops; the lease holder dies once it sees it failing, before its failover
+    // (5 s of failing later).
     edges[0].stop().await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    a.wait_for(&format!("/v1/nodes/{}", nodes[0]), Duration::from_secs(30), |v| {
+        v["addresses"][0]["condition"] == "failing"
+    })
+    .await;
     // (A revision may have shortened the TTL of the suspect address; it still answers it.)
     assert_eq!(serving(&a, cluster, domain).await.1, primaries, "no failover yet");
     let killed = Instant::now();
