@@ -12,6 +12,7 @@
 //! This crate must not make decisions: it stores what it is given.
 
 mod filters;
+mod pgcopy;
 mod postgres;
 mod replication;
 mod rows;

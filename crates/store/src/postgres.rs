@@ -1,7 +1,7 @@
 //! The PostgreSQL backend: the same tables as SQLite in the connection's current schema, with
-//! results written in bulk (one `INSERT … SELECT FROM UNNEST` of array parameters per table and
-//! chunk: a handful of statements for a whole group commit) and the history partitioned by
-//! UTC day, so that the roll-up drops a finished day's partition instead of deleting its rows.
+//! results written in bulk (by binary COPY: a handful of statements for a whole group commit)
+//! and the history partitioned by UTC day, so that the roll-up drops a finished day's partition
+//! instead of deleting its rows.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -13,6 +13,7 @@ use vantage_core::Timestamp;
 use vantage_core::result::ErrorCode;
 
 use crate::filters::Order;
+use crate::pgcopy::Copy;
 use crate::rows::{self, Fields, bits_out};
 use crate::{
     AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, NewAudit, Result,
@@ -264,11 +265,16 @@ async fn target_ids(
     Ok((ids, fresh.into_iter().collect()))
 }
 
-/// The latest table's share of [`write_results`], in its transaction.
+/// The latest table's share of [`write_results`], in its transaction: the rows go by binary
+/// COPY into a temporary table, then one statement updates the rows there are (the usual case:
+/// every target reported before) and, only when some are missing, a second inserts them. The
+/// same upsert from array parameters costs twice as much (unpacking 14 arrays into a
+/// tuplestore, then a join against it); an `ON CONFLICT DO UPDATE` of every row more still.
 async fn write_latest(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64]) -> Result<()> {
-    // In key order (writers lock rows in one order), one row per (prober, target): an upsert
-    // may not touch a row twice, and of two results in a batch the later one is kept, as on
-    // SQLite.
+    // One row per (prober, target): an update may not touch a row twice, and of two results
+    // in a batch the later one is kept, as on SQLite. (Two writers share rows only when a
+    // prober's reports reach two replicas at once; should they lock them in different orders,
+    // PostgreSQL refuses one batch as a deadlock, and it fails as any refused write does.)
     let mut latest: Vec<usize> = (0..rows.len()).collect();
     latest.sort_by_key(|&i| (rows[i].prober, ids[i]));
     let mut kept: Vec<usize> = Vec::with_capacity(latest.len());
@@ -278,9 +284,73 @@ async fn write_latest(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64]) ->
             _ => kept.push(i),
         }
     }
-    for chunk in kept.chunks(CHUNK) {
-        upsert_latest(tx, rows, ids, chunk).await?;
+    // The temporary table lives as long as the connection and is emptied at each commit; the
+    // notice that it exists already is not worth a round trip to the log. The join's hash
+    // table of a large batch fits in `work_mem` this size (the default, 4 MB, spills a batch
+    // of 500,000 rows to disk).
+    sqlx::raw_sql(
+        "SET LOCAL client_min_messages = warning; \
+         CREATE TEMP TABLE IF NOT EXISTS latest_input (LIKE latest_results) ON COMMIT DELETE ROWS; \
+         SET LOCAL work_mem = '64MB'",
+    )
+    .execute(&mut *tx)
+    .await?;
+    copy_latest(tx, rows, ids, &kept).await?;
+    let updated = sqlx::query(
+        "UPDATE latest_results AS l SET at = i.at, sent = i.sent, lost = i.lost, rtt_us = i.rtt_us, \
+             error = i.error, connected = i.connected, xmit = i.xmit, recv = i.recv, good = i.good, \
+             avg_rtt = i.avg_rtt, hls = i.hls, filled = i.filled \
+         FROM latest_input AS i WHERE l.prober = i.prober AND l.target = i.target",
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if updated < kept.len() as u64 {
+        // `ON CONFLICT` also covers a row another writer adds meanwhile.
+        sqlx::query(
+            "INSERT INTO latest_results (prober, target, at, sent, lost, rtt_us, error, connected, xmit, recv, \
+                 good, avg_rtt, hls, filled) \
+             SELECT prober, target, at, sent, lost, rtt_us, error, connected, xmit, recv, good, avg_rtt, hls, \
+                 filled FROM latest_input \
+             ON CONFLICT (prober, target) DO UPDATE SET at = EXCLUDED.at, sent = EXCLUDED.sent, \
+                 lost = EXCLUDED.lost, rtt_us = EXCLUDED.rtt_us, error = EXCLUDED.error, \
+                 connected = EXCLUDED.connected, xmit = EXCLUDED.xmit, recv = EXCLUDED.recv, \
+                 good = EXCLUDED.good, avg_rtt = EXCLUDED.avg_rtt, hls = EXCLUDED.hls, filled = EXCLUDED.filled",
+        )
+        .execute(&mut *tx)
+        .await?;
     }
+    Ok(())
+}
+
+/// Writes the latest rows `order` of `rows` into the temporary `latest_input`.
+async fn copy_latest(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64], order: &[usize]) -> Result<()> {
+    let mut copy = Copy::start(
+        tx,
+        "COPY latest_input (prober, target, at, sent, lost, rtt_us, error, connected, xmit, recv, good, \
+             avg_rtt, hls, filled) FROM STDIN (FORMAT binary)",
+    )
+    .await?;
+    for &i in order {
+        let r = &rows[i];
+        copy.row(14);
+        copy.int(Some(r.prober));
+        copy.int(Some(ids[i]));
+        copy.int(Some(r.at.millis()));
+        copy.int(Some(i64::from(r.sent)));
+        copy.int(Some(i64::from(r.lost)));
+        copy.int(r.rtt_us.map(i64::from));
+        copy.text(r.error.map(ErrorCode::as_str));
+        copy.int(Some(bits_out(r.register.connected)));
+        copy.int(Some(bits_out(r.register.sent)));
+        copy.int(Some(bits_out(r.register.received)));
+        copy.int(Some(bits_out(r.register.good)));
+        copy.float(r.register.avg_rtt_ms);
+        copy.text(r.hls.map(|h| serde_json::to_string(&h)).transpose()?.as_deref());
+        copy.int(Some(i64::from(r.register.filled())));
+        copy.flush_full().await?;
+    }
+    copy.finish().await?;
     Ok(())
 }
 
@@ -306,58 +376,6 @@ async fn write_history(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64]) -
     Ok(())
 }
 
-/// Writes the latest rows `chunk`: an update of the rows there are (the usual case: a target
-/// reported before), then an insert of the others. An upsert of every row (`ON CONFLICT DO
-/// UPDATE`) costs more than twice as much; the insert keeps its `ON CONFLICT` for a row another
-/// writer adds meanwhile.
-async fn upsert_latest(
-    tx: &mut PgConnection,
-    rows: &[ResultRow],
-    ids: &[i64],
-    chunk: &[usize],
-) -> Result<()> {
-    let hls = chunk
-        .iter()
-        .map(|&i| rows[i].hls.map(|h| serde_json::to_string(&h)).transpose())
-        .collect::<Result<Vec<_>, _>>()?;
-    sqlx::query(
-        "WITH input (prober, target, at, sent, lost, rtt_us, error, connected, xmit, recv, good, avg_rtt, hls, \
-             filled) AS ( \
-             SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], \
-                 $6::bigint[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::float8[], \
-                 $13::text[], $14::bigint[])), \
-         updated AS ( \
-             UPDATE latest_results AS l SET at = i.at, sent = i.sent, lost = i.lost, rtt_us = i.rtt_us, \
-                 error = i.error, connected = i.connected, xmit = i.xmit, recv = i.recv, good = i.good, \
-                 avg_rtt = i.avg_rtt, hls = i.hls, filled = i.filled \
-             FROM input AS i WHERE l.prober = i.prober AND l.target = i.target RETURNING l.prober, l.target) \
-         INSERT INTO latest_results \
-         SELECT * FROM input AS i \
-         WHERE NOT EXISTS (SELECT 1 FROM updated AS u WHERE u.prober = i.prober AND u.target = i.target) \
-         ON CONFLICT (prober, target) DO UPDATE SET at = EXCLUDED.at, sent = EXCLUDED.sent, \
-             lost = EXCLUDED.lost, rtt_us = EXCLUDED.rtt_us, error = EXCLUDED.error, \
-             connected = EXCLUDED.connected, xmit = EXCLUDED.xmit, recv = EXCLUDED.recv, good = EXCLUDED.good, \
-             avg_rtt = EXCLUDED.avg_rtt, hls = EXCLUDED.hls, filled = EXCLUDED.filled",
-    )
-    .bind(column(rows, chunk, |_, r| r.prober))
-    .bind(column(rows, chunk, |i, _| ids[i]))
-    .bind(column(rows, chunk, |_, r| r.at.millis()))
-    .bind(column(rows, chunk, |_, r| i64::from(r.sent)))
-    .bind(column(rows, chunk, |_, r| i64::from(r.lost)))
-    .bind(column(rows, chunk, |_, r| r.rtt_us.map(i64::from)))
-    .bind(column(rows, chunk, |_, r| r.error.map(ErrorCode::as_str)))
-    .bind(column(rows, chunk, |_, r| bits_out(r.register.connected)))
-    .bind(column(rows, chunk, |_, r| bits_out(r.register.sent)))
-    .bind(column(rows, chunk, |_, r| bits_out(r.register.received)))
-    .bind(column(rows, chunk, |_, r| bits_out(r.register.good)))
-    .bind(column(rows, chunk, |_, r| r.register.avg_rtt_ms))
-    .bind(&hls)
-    .bind(column(rows, chunk, |_, r| i64::from(r.register.filled())))
-    .execute(&mut *tx)
-    .await?;
-    Ok(())
-}
-
 /// One column of the rows `chunk` of `rows`, as an array parameter; `f` gets each row's index.
 fn column<'r, T>(rows: &'r [ResultRow], chunk: &[usize], f: impl Fn(usize, &'r ResultRow) -> T) -> Vec<T> {
     chunk.iter().map(|&i| f(i, &rows[i])).collect()
@@ -368,56 +386,27 @@ fn segment_age_ms(r: &ResultRow) -> Option<i64> {
     r.hls.and_then(|h| h.segment_age_s).map(|s| (s * 1000.0).round() as i64)
 }
 
-/// Bytes of COPY data sent at a time: rows are encoded while the server takes in the last piece.
-const COPY_PIECE: usize = 1 << 20;
-
-/// Writes the history rows `order` of `rows` by `COPY … FROM STDIN` in PostgreSQL's binary
-/// format: no parsing of text on the server, and rows go into the table in batches.
+/// Writes the history rows `order` of `rows` by binary COPY.
 async fn copy_history(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64], order: &[usize]) -> Result<()> {
-    fn int(buf: &mut Vec<u8>, v: Option<i64>) {
-        match v {
-            Some(v) => {
-                buf.extend_from_slice(&8i32.to_be_bytes());
-                buf.extend_from_slice(&v.to_be_bytes());
-            }
-            None => buf.extend_from_slice(&(-1i32).to_be_bytes()),
-        }
-    }
-    let mut copy = tx
-        .copy_in_raw(
-            "COPY history (bucket, target, at, prober, sent, lost, rtt_us, error, age_ms) FROM STDIN \
-             (FORMAT binary)",
-        )
-        .await?;
-    // Signature, flags, header extension length.
-    let mut buf = Vec::with_capacity(COPY_PIECE + 256);
-    buf.extend_from_slice(b"PGCOPY\n\xff\r\n\0");
-    buf.extend_from_slice(&[0; 8]);
+    let mut copy = Copy::start(
+        tx,
+        "COPY history (bucket, target, at, prober, sent, lost, rtt_us, error, age_ms) FROM STDIN (FORMAT binary)",
+    )
+    .await?;
     for &i in order {
         let r = &rows[i];
-        buf.extend_from_slice(&9i16.to_be_bytes());
-        int(&mut buf, Some(bucket(r.at)));
-        int(&mut buf, Some(ids[i]));
-        int(&mut buf, Some(r.at.millis()));
-        int(&mut buf, Some(r.prober));
-        int(&mut buf, Some(i64::from(r.sent)));
-        int(&mut buf, Some(i64::from(r.lost)));
-        int(&mut buf, r.rtt_us.map(i64::from));
-        match r.error.map(ErrorCode::as_str) {
-            Some(e) => {
-                // An error code is a short word.
-                buf.extend_from_slice(&i32::try_from(e.len()).unwrap_or(i32::MAX).to_be_bytes());
-                buf.extend_from_slice(e.as_bytes());
-            }
-            None => buf.extend_from_slice(&(-1i32).to_be_bytes()),
-        }
-        int(&mut buf, segment_age_ms(r));
-        if buf.len() >= COPY_PIECE {
-            copy.send(std::mem::replace(&mut buf, Vec::with_capacity(COPY_PIECE + 256))).await?;
-        }
+        copy.row(9);
+        copy.int(Some(bucket(r.at)));
+        copy.int(Some(ids[i]));
+        copy.int(Some(r.at.millis()));
+        copy.int(Some(r.prober));
+        copy.int(Some(i64::from(r.sent)));
+        copy.int(Some(i64::from(r.lost)));
+        copy.int(r.rtt_us.map(i64::from));
+        copy.text(r.error.map(ErrorCode::as_str));
+        copy.int(segment_age_ms(r));
+        copy.flush_full().await?;
     }
-    buf.extend_from_slice(&(-1i16).to_be_bytes());
-    copy.send(buf).await?;
     copy.finish().await?;
     Ok(())
 }

@@ -8,7 +8,7 @@ mod postgres;
 
 use db::Db;
 use vantage_core::Timestamp;
-use vantage_core::result::{Attempt, ErrorCode, Stages};
+use vantage_core::result::{Attempt, ErrorCode, HlsDetail, Stages};
 use vantage_core::window::WindowRegister;
 use vantage_store::{AuditFilter, EventFilter, EventRow, NewAudit, ResultRow, RevisionRow, Write};
 
@@ -173,8 +173,8 @@ async fn results_keep_the_latest_per_prober_and_target_and_every_history_row(db)
 
 on_both! {
 async fn a_batch_of_many_statements_writes_every_row_once(db) {
-    // 9,000 rows: four statements into the latest table and three into the history, run one
-    // after the other while the next is bound.
+    // 9,000 rows: several statements on SQLite, one COPY per table on PostgreSQL (the test of
+    // 20,000 in `postgres` sends its COPY data in more than one piece).
     let s = db.open().await;
     let target = |t: u32| format!("n{t}/203.0.113.{}:{}", t % 250 + 1, 1000 + t);
     let round = |at: Timestamp, lost: u32| -> Vec<ResultRow> {
@@ -327,6 +327,37 @@ async fn a_batch_keeps_the_later_of_two_results_for_one_prober_and_target(db) {
     // The same batch again (a retry) adds no history.
     s.write_results(&[result(1, "t", T0, 0)]).await.unwrap();
     assert_eq!(s.history("t", T0, T0.plus_secs(60)).await.unwrap().len(), 3);
+}
+}
+
+on_both! {
+/// A batch of targets reported before and new ones (a prober given more work): the known rows
+/// take the new values, the new ones are added, and an HLS result's details read back whole.
+async fn a_batch_of_known_and_new_targets_updates_the_one_and_adds_the_other(db) {
+    let s = db.open().await;
+    let target = |t: u32| format!("n{t}/203.0.113.{}:80", t + 1);
+    s.write_results(&(0..3).map(|t| result(1, &target(t), T0, 0)).collect::<Vec<_>>()).await.unwrap();
+    let hls = HlsDetail {
+        reachable: true,
+        manifest_valid: true,
+        segment_fetchable: false,
+        segment_age_s: Some(42.5),
+        ttfb_ms: None,
+    };
+    let mut second: Vec<ResultRow> = (1..5).map(|t| result(1, &target(t), T0.plus_secs(10), 1)).collect();
+    second[3].hls = Some(hls);
+    s.write_results(&second).await.unwrap();
+    let latest: Vec<_> = s.latest().await.unwrap().into_iter().map(|r| (r.target, r.at, r.lost, r.hls)).collect();
+    assert_eq!(
+        latest,
+        [
+            (target(0), T0, 0, None),
+            (target(1), T0.plus_secs(10), 1, None),
+            (target(2), T0.plus_secs(10), 1, None),
+            (target(3), T0.plus_secs(10), 1, None),
+            (target(4), T0.plus_secs(10), 1, Some(hls)),
+        ]
+    );
 }
 }
 
