@@ -42,6 +42,19 @@ impl<'c> Copy<'c> {
         }
     }
 
+    /// An `int4` field, or NULL.
+    pub(crate) fn int4(&mut self, v: Option<i32>) {
+        match v {
+            Some(v) => self.field(&v.to_be_bytes()),
+            None => self.null(),
+        }
+    }
+
+    /// An `int2` field.
+    pub(crate) fn int2(&mut self, v: i16) {
+        self.field(&v.to_be_bytes());
+    }
+
     /// A `float8` field.
     pub(crate) fn float(&mut self, v: f64) {
         self.field(&v.to_be_bytes());

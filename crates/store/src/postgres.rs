@@ -386,8 +386,13 @@ fn segment_age_ms(r: &ResultRow) -> Option<i64> {
     r.hls.and_then(|h| h.segment_age_s).map(|s| (s * 1000.0).round() as i64)
 }
 
-/// Writes the history rows `order` of `rows` by binary COPY.
+/// Writes the history rows `order` of `rows` by binary COPY, in the history's narrow column
+/// types (migration 0003): counts and round trips saturate, an id beyond them is an error.
 async fn copy_history(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64], order: &[usize]) -> Result<()> {
+    fn narrow(v: i64, what: &str) -> Result<i32> {
+        i32::try_from(v)
+            .map_err(|_| Error::Database(sqlx::Error::Protocol(format!("{what} {v} is beyond 2^31"))))
+    }
     let mut copy = Copy::start(
         tx,
         "COPY history (bucket, target, at, prober, sent, lost, rtt_us, error, age_ms) FROM STDIN (FORMAT binary)",
@@ -396,13 +401,13 @@ async fn copy_history(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64], or
     for &i in order {
         let r = &rows[i];
         copy.row(9);
-        copy.int(Some(bucket(r.at)));
-        copy.int(Some(ids[i]));
+        copy.int4(Some(narrow(bucket(r.at), "bucket")?));
+        copy.int4(Some(narrow(ids[i], "target id")?));
         copy.int(Some(r.at.millis()));
-        copy.int(Some(r.prober));
-        copy.int(Some(i64::from(r.sent)));
-        copy.int(Some(i64::from(r.lost)));
-        copy.int(r.rtt_us.map(i64::from));
+        copy.int4(Some(narrow(r.prober, "prober id")?));
+        copy.int2(i16::try_from(r.sent).unwrap_or(i16::MAX));
+        copy.int2(i16::try_from(r.lost).unwrap_or(i16::MAX));
+        copy.int4(r.rtt_us.map(|v| i32::try_from(v).unwrap_or(i32::MAX)));
         copy.text(r.error.map(ErrorCode::as_str));
         copy.int(segment_age_ms(r));
         copy.flush_full().await?;
@@ -445,7 +450,8 @@ pub(crate) async fn history(
     until: Timestamp,
 ) -> Result<Vec<HistoryPoint>> {
     let rows = sqlx::query(
-        "SELECT h.at, h.prober, h.sent, h.lost, h.rtt_us, h.error, h.age_ms FROM generate_series($4, $5) AS b \
+        "SELECT h.at, h.prober::bigint, h.sent::bigint, h.lost::bigint, h.rtt_us::bigint, h.error, h.age_ms \
+         FROM generate_series($4, $5) AS b \
          JOIN history AS h ON h.bucket = b AND h.target = (SELECT id FROM targets WHERE key = $1) \
          WHERE h.at >= $2 AND h.at < $3 ORDER BY h.at, h.prober",
     )
