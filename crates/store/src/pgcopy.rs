@@ -11,8 +11,9 @@ use crate::Result;
 /// Bytes of COPY data sent at a time.
 const PIECE: usize = 1 << 20;
 
-/// A COPY in progress on one connection; [`Copy::finish`] ends it. Dropped unfinished, the
-/// COPY is aborted (and its transaction with it).
+/// A COPY in progress on one connection; [`Copy::finish`] ends it. Dropped unfinished (an
+/// error while encoding or sending), the COPY is aborted but the server's answer is left
+/// unread: the connection is fit only to be closed, which `in_transaction` does on any error.
 pub(crate) struct Copy<'c> {
     copy: PgCopyIn<&'c mut PgConnection>,
     buf: Vec<u8>,
@@ -69,7 +70,8 @@ impl<'c> Copy<'c> {
     }
 
     fn field(&mut self, bytes: &[u8]) {
-        // Every value written here is far shorter than 2 GiB (the field length's limit).
+        // Every value written here is far shorter than 2 GiB (the field length's limit); were
+        // one not, the length would not match the bytes and the server would refuse the COPY.
         self.buf.extend_from_slice(&i32::try_from(bytes.len()).unwrap_or(i32::MAX).to_be_bytes());
         self.buf.extend_from_slice(bytes);
     }

@@ -242,8 +242,12 @@ async fn target_ids(
     unknown.dedup();
     let mut fresh = HashMap::new();
     if !unknown.is_empty() {
+        // Only keys not stored yet reach the insert: each row that does takes an identity value
+        // even when it conflicts, and ids stay below the history's 2^31 however often replicas
+        // restart with an empty cache.
         sqlx::query(
-            "INSERT INTO targets (key) SELECT * FROM UNNEST($1::text[]) ON CONFLICT (key) DO NOTHING",
+            "INSERT INTO targets (key) SELECT k FROM UNNEST($1::text[]) AS u (k) \
+             WHERE NOT EXISTS (SELECT 1 FROM targets AS t WHERE t.key = u.k) ON CONFLICT (key) DO NOTHING",
         )
         .bind(&unknown)
         .execute(&mut *tx)
@@ -267,7 +271,7 @@ async fn target_ids(
 
 /// The latest table's share of [`write_results`], in its transaction: the rows go by binary
 /// COPY into a temporary table, then one statement updates the rows there are (the usual case:
-/// every target reported before) and, only when some are missing, a second inserts them. The
+/// every target reported before) and, only when some are missing, a second inserts those. The
 /// same upsert from array parameters costs twice as much (unpacking 14 arrays into a
 /// tuplestore, then a join against it); an `ON CONFLICT DO UPDATE` of every row more still.
 async fn write_latest(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64]) -> Result<()> {
@@ -296,12 +300,16 @@ async fn write_latest(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64]) ->
     .execute(&mut *tx)
     .await?;
     copy_latest(tx, rows, ids, &kept).await?;
+    // Neither statement is kept prepared: a kept plan would be the one made for the first
+    // batch's size (the temporary table has no statistics), and planning costs nothing beside
+    // the join.
     let updated = sqlx::query(
         "UPDATE latest_results AS l SET at = i.at, sent = i.sent, lost = i.lost, rtt_us = i.rtt_us, \
              error = i.error, connected = i.connected, xmit = i.xmit, recv = i.recv, good = i.good, \
              avg_rtt = i.avg_rtt, hls = i.hls, filled = i.filled \
          FROM latest_input AS i WHERE l.prober = i.prober AND l.target = i.target",
     )
+    .persistent(false)
     .execute(&mut *tx)
     .await?
     .rows_affected();
@@ -311,12 +319,14 @@ async fn write_latest(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64]) ->
             "INSERT INTO latest_results (prober, target, at, sent, lost, rtt_us, error, connected, xmit, recv, \
                  good, avg_rtt, hls, filled) \
              SELECT prober, target, at, sent, lost, rtt_us, error, connected, xmit, recv, good, avg_rtt, hls, \
-                 filled FROM latest_input \
+                 filled FROM latest_input AS i \
+             WHERE NOT EXISTS (SELECT 1 FROM latest_results AS l WHERE l.prober = i.prober AND l.target = i.target) \
              ON CONFLICT (prober, target) DO UPDATE SET at = EXCLUDED.at, sent = EXCLUDED.sent, \
                  lost = EXCLUDED.lost, rtt_us = EXCLUDED.rtt_us, error = EXCLUDED.error, \
                  connected = EXCLUDED.connected, xmit = EXCLUDED.xmit, recv = EXCLUDED.recv, \
                  good = EXCLUDED.good, avg_rtt = EXCLUDED.avg_rtt, hls = EXCLUDED.hls, filled = EXCLUDED.filled",
         )
+        .persistent(false)
         .execute(&mut *tx)
         .await?;
     }
@@ -360,15 +370,16 @@ async fn copy_latest(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64], ord
 /// SQLite does. `ON CONFLICT` on every write would cost more than the copy itself (each row
 /// checked against the index before and after its insert).
 async fn write_history(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64]) -> Result<()> {
-    let mut history: Vec<usize> = (0..rows.len()).collect();
-    history.sort_unstable_by_key(|&i| (bucket(rows[i].at), ids[i], rows[i].at, rows[i].prober));
+    let mut history =
+        rows.iter().zip(ids).map(|(r, &id)| HistoryRow::of(r, id)).collect::<Result<Vec<_>>>()?;
+    history.sort_unstable_by_key(|h| (h.bucket, h.target, h.at, h.prober));
     let mut copy = sqlx::Connection::begin(&mut *tx).await?;
-    match copy_history(&mut copy, rows, ids, &history).await {
+    match copy_history(&mut copy, &history).await {
         Ok(()) => copy.commit().await?,
         Err(e) if stored_before(&e) => {
             copy.rollback().await?;
             for chunk in history.chunks(CHUNK) {
-                insert_history(tx, rows, ids, chunk).await?;
+                insert_history(tx, chunk).await?;
             }
         }
         Err(e) => return Err(e),
@@ -376,40 +387,61 @@ async fn write_history(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64]) -
     Ok(())
 }
 
-/// One column of the rows `chunk` of `rows`, as an array parameter; `f` gets each row's index.
-fn column<'r, T>(rows: &'r [ResultRow], chunk: &[usize], f: impl Fn(usize, &'r ResultRow) -> T) -> Vec<T> {
-    chunk.iter().map(|&i| f(i, &rows[i])).collect()
+/// A result as a history row, in the table's column types (migration 0003): 4-byte ids, bucket
+/// and round trip, 2-byte counts. Counts and round trips beyond their type saturate (no probe
+/// makes 32,767 attempts a round or waits 35 minutes); an id beyond 2^31 is an error naming it.
+#[derive(Debug, PartialEq)]
+struct HistoryRow {
+    bucket: i32,
+    target: i32,
+    at: i64,
+    prober: i32,
+    sent: i16,
+    lost: i16,
+    rtt_us: Option<i32>,
+    error: Option<&'static str>,
+    age_ms: Option<i64>,
 }
 
-/// An HLS result's segment age in milliseconds, when known.
-fn segment_age_ms(r: &ResultRow) -> Option<i64> {
-    r.hls.and_then(|h| h.segment_age_s).map(|s| (s * 1000.0).round() as i64)
-}
-
-/// Writes the history rows `order` of `rows` by binary COPY, in the history's narrow column
-/// types (migration 0003): counts and round trips saturate, an id beyond them is an error.
-async fn copy_history(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64], order: &[usize]) -> Result<()> {
-    fn narrow(v: i64, what: &str) -> Result<i32> {
-        i32::try_from(v)
-            .map_err(|_| Error::Database(sqlx::Error::Protocol(format!("{what} {v} is beyond 2^31"))))
+impl HistoryRow {
+    fn of(r: &ResultRow, target: i64) -> Result<HistoryRow> {
+        fn narrow(v: i64, what: &str) -> Result<i32> {
+            i32::try_from(v).map_err(|_| {
+                Error::Database(sqlx::Error::Protocol(format!("{what} {v} is beyond the history's 2^31")))
+            })
+        }
+        Ok(HistoryRow {
+            bucket: narrow(bucket(r.at), "time bucket")?,
+            target: narrow(target, "target id")?,
+            at: r.at.millis(),
+            prober: narrow(r.prober, "prober id")?,
+            sent: i16::try_from(r.sent).unwrap_or(i16::MAX),
+            lost: i16::try_from(r.lost).unwrap_or(i16::MAX),
+            rtt_us: r.rtt_us.map(|v| i32::try_from(v).unwrap_or(i32::MAX)),
+            error: r.error.map(ErrorCode::as_str),
+            age_ms: r.hls.and_then(|h| h.segment_age_s).map(|s| (s * 1000.0).round() as i64),
+        })
     }
+}
+
+/// Writes `history` by binary COPY.
+async fn copy_history(tx: &mut PgConnection, history: &[HistoryRow]) -> Result<()> {
     let mut copy = Copy::start(
         tx,
         "COPY history (bucket, target, at, prober, sent, lost, rtt_us, error, age_ms) FROM STDIN (FORMAT binary)",
     )
     .await?;
-    for &i in order {
-        let r = &rows[i];
+    for h in history {
         copy.row(9);
-        copy.int4(Some(narrow(bucket(r.at), "bucket")?));
-        copy.int4(Some(narrow(ids[i], "target id")?));
-        copy.int(Some(r.at.millis()));
-        copy.int4(Some(narrow(r.prober, "prober id")?));
-        copy.int2(i16::try_from(r.sent).unwrap_or(i16::MAX));
-        copy.int2(i16::try_from(r.lost).unwrap_or(i16::MAX));
-        copy.int4(r.rtt_us.map(|v| i32::try_from(v).unwrap_or(i32::MAX)));
-        copy.text(r.error.map(ErrorCode::as_str));
-        copy.int(segment_age_ms(r));
+        copy.int4(Some(h.bucket));
+        copy.int4(Some(h.target));
+        copy.int(Some(h.at));
+        copy.int4(Some(h.prober));
+        copy.int2(h.sent);
+        copy.int2(h.lost);
+        copy.int4(h.rtt_us);
+        copy.text(h.error);
+        copy.int(h.age_ms);
         copy.flush_full().await?;
     }
     copy.finish().await?;
@@ -417,27 +449,25 @@ async fn copy_history(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64], or
 }
 
 /// [`copy_history`] for a batch some of whose rows may be stored already: those are kept.
-async fn insert_history(
-    tx: &mut PgConnection,
-    rows: &[ResultRow],
-    ids: &[i64],
-    chunk: &[usize],
-) -> Result<()> {
+async fn insert_history(tx: &mut PgConnection, chunk: &[HistoryRow]) -> Result<()> {
+    fn column<'h, T>(chunk: &'h [HistoryRow], f: impl Fn(&'h HistoryRow) -> T) -> Vec<T> {
+        chunk.iter().map(f).collect()
+    }
     sqlx::query(
         "INSERT INTO history (bucket, target, at, prober, sent, lost, rtt_us, error, age_ms) \
-         SELECT at / $9, * FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], \
-             $6::bigint[], $7::text[], $8::bigint[]) AS h (target, at, prober, sent, lost, rtt_us, error, age_ms) \
+         SELECT * FROM UNNEST($1::int4[], $2::int4[], $3::int8[], $4::int4[], $5::int2[], $6::int2[], \
+             $7::int4[], $8::text[], $9::int8[]) \
          ON CONFLICT DO NOTHING",
     )
-    .bind(column(rows, chunk, |i, _| ids[i]))
-    .bind(column(rows, chunk, |_, r| r.at.millis()))
-    .bind(column(rows, chunk, |_, r| r.prober))
-    .bind(column(rows, chunk, |_, r| i64::from(r.sent)))
-    .bind(column(rows, chunk, |_, r| i64::from(r.lost)))
-    .bind(column(rows, chunk, |_, r| r.rtt_us.map(i64::from)))
-    .bind(column(rows, chunk, |_, r| r.error.map(ErrorCode::as_str)))
-    .bind(column(rows, chunk, |_, r| segment_age_ms(r)))
-    .bind(BUCKET_MS)
+    .bind(column(chunk, |h| h.bucket))
+    .bind(column(chunk, |h| h.target))
+    .bind(column(chunk, |h| h.at))
+    .bind(column(chunk, |h| h.prober))
+    .bind(column(chunk, |h| h.sent))
+    .bind(column(chunk, |h| h.lost))
+    .bind(column(chunk, |h| h.rtt_us))
+    .bind(column(chunk, |h| h.error))
+    .bind(column(chunk, |h| h.age_ms))
     .execute(&mut *tx)
     .await?;
     Ok(())
@@ -599,6 +629,30 @@ mod tests {
         // 2027-01-15T08:00:00Z.
         assert_eq!(partition_name(day_of(1_800_000_000_000)), "history_20270115");
         assert_eq!(partition_name(day_of(951_782_400_000)), "history_20000229");
+    }
+
+    #[test]
+    fn a_history_row_saturates_counts_and_round_trips_and_refuses_a_wide_id_by_name() {
+        let r = ResultRow {
+            prober: 7,
+            target: "t".into(),
+            at: Timestamp::from_millis(1_800_000_000_000),
+            sent: 40_000,
+            lost: 40_000,
+            rtt_us: Some(u32::MAX),
+            error: Some(ErrorCode::Timeout),
+            register: vantage_core::window::WindowRegister::new(0),
+            hls: None,
+        };
+        let h = HistoryRow::of(&r, 5).unwrap();
+        assert_eq!(
+            (h.bucket, h.target, h.prober, h.sent, h.lost, h.rtt_us),
+            (3_000_000, 5, 7, i16::MAX, i16::MAX, Some(i32::MAX))
+        );
+        let e = HistoryRow::of(&r, 1 << 31).unwrap_err().to_string();
+        assert!(e.contains("target id 2147483648"), "{e}");
+        let e = HistoryRow::of(&ResultRow { prober: -(1 << 40), ..r }, 5).unwrap_err().to_string();
+        assert!(e.contains("prober id -1099511627776"), "{e}");
     }
 }
 

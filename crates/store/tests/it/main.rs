@@ -172,7 +172,7 @@ async fn results_keep_the_latest_per_prober_and_target_and_every_history_row(db)
 }
 
 on_both! {
-async fn a_batch_of_many_statements_writes_every_row_once(db) {
+async fn a_large_batch_writes_every_row_once(db) {
     // 9,000 rows: several statements on SQLite, one COPY per table on PostgreSQL (the test of
     // 20,000 in `postgres` sends its COPY data in more than one piece).
     let s = db.open().await;
@@ -347,7 +347,12 @@ async fn a_batch_of_known_and_new_targets_updates_the_one_and_adds_the_other(db)
     let mut second: Vec<ResultRow> = (1..5).map(|t| result(1, &target(t), T0.plus_secs(10), 1)).collect();
     second[3].hls = Some(hls);
     s.write_results(&second).await.unwrap();
-    let latest: Vec<_> = s.latest().await.unwrap().into_iter().map(|r| (r.target, r.at, r.lost, r.hls)).collect();
+    let stored = s.latest().await.unwrap();
+    // Every field of the added row and of an updated one, as written.
+    for (row, written) in [(&stored[4], &second[3]), (&stored[1], &second[0])] {
+        assert_eq!(*row, ResultRow { register: written.register_with_rate(), ..written.clone() });
+    }
+    let latest: Vec<_> = stored.into_iter().map(|r| (r.target, r.at, r.lost, r.hls)).collect();
     assert_eq!(
         latest,
         [

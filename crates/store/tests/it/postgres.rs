@@ -97,6 +97,50 @@ async fn a_write_of_20000_results_lands_whole_and_again_changes_only_the_latest(
 }
 
 #[tokio::test]
+async fn history_stored_before_the_narrow_columns_reads_back_after_the_upgrade() {
+    let db = Db::postgres().await;
+    let mut conn = PgConnection::connect(&schema(&db).url).await.unwrap();
+    // The schema as the version before migration 0003 left it, with a day of 8-byte rows.
+    sqlx::migrate!("./migrations/postgres").run_to(2, &mut conn).await.unwrap();
+    let t0 = Timestamp::from_secs(1_800_000_000);
+    let day = t0.millis() / 86_400_000 * 86_400_000;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO targets (id, key) VALUES (1, 't'); \
+         CREATE TABLE history_20270115 PARTITION OF history FOR VALUES FROM ({day}) TO ({}); \
+         INSERT INTO history SELECT {} / 600000, 1, {} + n * 10000, p, 3, p - 1, 1500 + n, NULL, NULL \
+             FROM generate_series(0, 59) AS n, generate_series(1, 2) AS p",
+        day + 86_400_000,
+        t0.millis(),
+        t0.millis()
+    )))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let s = db.open().await;
+    let mut h = s.history("t", t0, t0.plus_secs(600)).await.unwrap();
+    assert_eq!(h.len(), 120, "60 rounds of 10 s, two probers each");
+    assert_eq!((h[1].prober, h[1].sent, h[1].lost, h[1].rtt_us), (2, 3, 1, Some(1500)));
+    // The upgraded table takes new rows beside the old ones.
+    s.write_results(&[result(1, "t", t0.plus_secs(5), 2)]).await.unwrap();
+    h = s.history("t", t0, t0.plus_secs(10)).await.unwrap();
+    let got: Vec<_> = h.iter().map(|p| (p.at, p.prober, p.lost)).collect();
+    assert_eq!(got, [(t0, 1, 0), (t0, 2, 1), (t0.plus_secs(5), 1, 2)]);
+}
+
+#[tokio::test]
+async fn a_prober_id_beyond_the_history_columns_is_refused_by_name_and_the_next_write_lands() {
+    let db = Db::postgres().await;
+    let s = db.open().await;
+    let t0 = Timestamp::from_secs(1_800_000_000);
+    let e = s.write_results(&[result(1 << 31, "t", t0, 0)]).await.unwrap_err().to_string();
+    assert!(e.contains("prober id 2147483648"), "{e}");
+    for p in 1..=3 {
+        s.write_results(&[result(p, "t", t0, 0)]).await.unwrap();
+    }
+    assert_eq!(s.history("t", t0, t0.plus_secs(10)).await.unwrap().len(), 3);
+}
+
+#[tokio::test]
 async fn revisions_are_unique_per_cluster_and_number_by_constraint() {
     let db = Db::postgres().await;
     let _store = db.open().await;
