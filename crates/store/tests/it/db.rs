@@ -71,7 +71,8 @@ impl Schema {
         let mut conn = connect(&server).await;
         conn.execute(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}"))).await.unwrap();
         let sep = if server.contains('?') { '&' } else { '?' };
-        let url = format!("{server}{sep}options=-c%20search_path%3D{name}");
+        // Named after the schema too, so that its sessions can be found and ended.
+        let url = format!("{server}{sep}options=-c%20search_path%3D{name}&application_name={name}");
         assert!(url.parse::<PostgresUrl>().is_ok(), "{url}");
         Schema { name, url }
     }
@@ -79,12 +80,22 @@ impl Schema {
 
 impl Drop for Schema {
     /// Drops the schema from a thread of its own: a test's runtime may be gone or unwinding.
+    /// The test's sessions are ended first: one whose close was still queued in the test's
+    /// runtime (blocked here) may hold a lock in a transaction a failed write left open, and
+    /// the drop would wait for it forever.
     fn drop(&mut self) {
         let name = self.name.clone();
         let dropped = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async {
                 let mut conn = connect(&server_url()).await;
+                sqlx::query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                )
+                .bind(&name)
+                .execute(&mut conn)
+                .await
+                .unwrap();
                 conn.execute(sqlx::AssertSqlSafe(format!("DROP SCHEMA {name} CASCADE"))).await.unwrap();
             });
         })
