@@ -12,7 +12,7 @@ use vantage_control::mirrors::doors::Doors;
 use vantage_control::monitors::SteeringTable;
 use vantage_control::{Control, Start};
 use vantage_core::address::AddressPolicy;
-use vantage_store::{NewAudit, ResultWriter, Store, Write};
+use vantage_store::{FileWrite, LogAs, NewAudit, ResultWriter, Store, Write};
 
 use crate::ca::Ca;
 use crate::config::ServeConfig;
@@ -20,6 +20,16 @@ use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::publishing::Publishers;
 use crate::support::{lock, now};
+
+/// A change log number another replica took first: the caller may try again.
+fn conflict(e: vantage_store::Error) -> ApiError {
+    match e {
+        vantage_store::Error::Conflict => ApiError::Conflict(
+            "the configuration changed through another replica at the same moment; try again".into(),
+        ),
+        e => e.into(),
+    }
+}
 
 /// Who made a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -350,18 +360,40 @@ impl App {
             .map(|(action, object, metadata)| NewAudit { actor: actor.0.clone(), action, object, metadata })
             .collect();
         let at = now();
-        let seq = self.replica.as_ref().map(|r| (r.applied.load(Ordering::Relaxed) + 1, r.origin.as_str()));
-        self.store.commit_logged(seq, &writes, &audit, at).await.map_err(|e| match e {
-            vantage_store::Error::Conflict => ApiError::Conflict(
-                "the configuration changed through another replica at the same moment; try again".into(),
-            ),
-            e => e.into(),
-        })?;
-        if let (Some(r), Some((seq, _))) = (&self.replica, seq) {
+        let seq = self.replica.as_ref().map(|r| r.applied.load(Ordering::Relaxed) + 1);
+        let log = self.replica.as_ref().zip(seq).map(|(r, seq)| LogAs { seq, origin: &r.origin, files: &[] });
+        self.store.commit_logged(log, &writes, &audit, at).await.map_err(conflict)?;
+        if let (Some(r), Some(seq)) = (&self.replica, seq) {
             r.applied.store(seq, Ordering::Relaxed);
         }
         self.apply(change.puts, change.deletes, at);
         Ok(out)
+    }
+
+    /// Logs a registry file written through this replica's API for the other replicas, with
+    /// its audit entry, in one commit numbered like a change (the caller holds the change lock
+    /// and has applied the others' changes). Without replicas there is nothing to log, and the
+    /// audit entry is written as every other write outside the configuration store's is.
+    pub(crate) async fn log_registry(
+        &self,
+        actor: &Actor,
+        file: &FileWrite,
+        action: &str,
+        object: &str,
+        metadata: serde_json::Value,
+    ) -> Result<(), ApiError> {
+        let Some(r) = &self.replica else {
+            self.audit(actor, action, object, metadata).await;
+            return Ok(());
+        };
+        let metadata = crate::support::redact(metadata);
+        let entry =
+            NewAudit { actor: actor.0.clone(), action: action.into(), object: object.into(), metadata };
+        let seq = r.applied.load(Ordering::Relaxed) + 1;
+        let log = LogAs { seq, origin: &r.origin, files: std::slice::from_ref(file) };
+        self.store.commit_logged(Some(log), &[], &[entry], now()).await.map_err(conflict)?;
+        r.applied.store(seq, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Hands a committed change (this replica's, or another's read from the log) to the

@@ -79,6 +79,14 @@ pub(crate) fn remove_file(dir: &Path, name: &str) -> std::io::Result<()> {
     }
 }
 
+/// Writes (`Some`) or removes (`None`) `dir/name`, as [`write_file`] and [`remove_file`].
+pub(crate) fn put_file(dir: &Path, name: &str, text: Option<&str>) -> std::io::Result<()> {
+    match text {
+        Some(text) => write_file(dir, name, text),
+        None => remove_file(dir, name),
+    }
+}
+
 /// Reloads the registry from its directory: the control core validates the whole set. A
 /// failure is logged with its file and field and counted; the old registry keeps serving.
 pub(crate) fn reload(app: &App) -> Result<Changes, LoadError> {

@@ -287,7 +287,7 @@ pub(crate) async fn changes_locked(app: &App, replica: &Replica) -> Result<(), v
                 next = logged[0].seq,
                 "changes were pruned before this replica read them; reloading the configuration"
             );
-            reload(app).await?;
+            reload(app, replica).await?;
             replica.applied.store(last, Ordering::Relaxed);
             continue;
         }
@@ -301,20 +301,43 @@ pub(crate) async fn changes_locked(app: &App, replica: &Replica) -> Result<(), v
                 }
             }
             app.apply(puts, deletes, change.at);
+            if !change.files.is_empty() {
+                write_files(app, &change.files).await;
+            }
         }
         replica.applied.store(last, Ordering::Relaxed);
     }
 }
 
-/// Applies the stored configuration whole: every object put again, and every object the
-/// store no longer has deleted.
-async fn reload(app: &App) -> Result<(), vantage_store::Error> {
+/// Applies the stored configuration whole: every object put again, every object the store
+/// no longer has deleted, and every registry file the log holds written again.
+async fn reload(app: &App, replica: &Replica) -> Result<(), vantage_store::Error> {
     let rows = app.store().objects().await?;
     let stored: std::collections::BTreeSet<i64> = rows.iter().map(|r| r.id).collect();
     let puts = rows.iter().filter_map(|r| object(r.id, &r.kind, &r.body)).collect();
     let deletes = app.config().ids().difference(&stored).copied().collect();
     app.apply(puts, deletes, now());
+    write_files(app, &replica.shared.logged_files().await?).await;
     Ok(())
+}
+
+/// Writes registry files another replica's API wrote (or the log holds) into this replica's
+/// directory, then reloads the registry: the same files, so the same registry, everywhere. A
+/// file that cannot be written is logged; the reload then says what the directory holds.
+async fn write_files(app: &App, files: &[vantage_store::FileWrite]) {
+    let _one_at_a_time = app.mirrors_write().await;
+    put_files(&app.mirrors_dir(), files);
+    // The outcome is logged and counted by the reload itself.
+    let _ = crate::mirrors::reload(app);
+}
+
+/// [`write_files`] without the reload: at start, before the registry is first read.
+pub(crate) fn put_files(dir: &std::path::Path, files: &[vantage_store::FileWrite]) {
+    for f in files {
+        if let Err(e) = crate::mirrors::put_file(dir, &f.name, f.text.as_deref()) {
+            tracing::error!(file = %f.name, error = %e, "cannot write a mirror registry file another replica wrote");
+        }
+    }
 }
 
 /// Object `id` as stored (`kind`, `body`), or `None` with the reason logged: one a newer

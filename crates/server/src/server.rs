@@ -130,6 +130,10 @@ impl Server {
         }
         // Where this replica stands in what the replicas share, read before what it loads.
         let (replica, relay) = crate::replicas::Replica::start(&store).await?.unzip();
+        // The mirror registry's files as the replicas' APIs wrote them, before they are read.
+        if let Some(r) = &replica {
+            crate::replicas::put_files(&dir.join("mirrors"), &r.shared.logged_files().await?);
+        }
         let objects = store.objects().await?;
         let config = Config::load(objects.iter().map(|r| Row {
             id: r.id,

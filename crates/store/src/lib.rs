@@ -29,7 +29,9 @@ use vantage_core::Timestamp;
 use vantage_core::result::{ErrorCode, HlsDetail};
 use vantage_core::window::WindowRegister;
 
-pub use replication::{Lease, LoggedChange, Notifications, RelayedRow, Replication, Written};
+pub use replication::{
+    FileWrite, Lease, LogAs, LoggedChange, Notifications, RelayedRow, Replication, Written,
+};
 
 /// Why a storage operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -483,12 +485,12 @@ impl Store {
         self.commit_logged(None, writes, audit, now).await
     }
 
-    /// [`commit`](Self::commit), and on PostgreSQL logs the writes as change `seq` from
-    /// `origin` for the other replicas ([`Replication::changes_after`]); fails with
-    /// [`Error::Conflict`] when that number is taken.
+    /// [`commit`](Self::commit), and on PostgreSQL logs the writes (and the registry files of
+    /// `log`) as change `log.seq` for the other replicas ([`Replication::changes_after`]);
+    /// fails with [`Error::Conflict`] when that number is taken.
     pub async fn commit_logged(
         &self,
-        log: Option<(i64, &str)>,
+        log: Option<LogAs<'_>>,
         writes: &[Write],
         audit: &[NewAudit],
         now: Timestamp,

@@ -16,7 +16,7 @@ use crate::filters::Order;
 use crate::pgcopy::Copy;
 use crate::rows::{self, Fields, bits_out};
 use crate::{
-    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, NewAudit, Result,
+    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, LogAs, NewAudit, Result,
     ResultRow, RevisionRow, TargetIds, Write, filters, in_transaction,
 };
 
@@ -72,18 +72,20 @@ pub(crate) async fn open(options: &PgConnectOptions) -> Result<PgPool> {
 
 pub(crate) async fn commit(
     pool: &PgPool,
-    log: Option<(i64, &str)>,
+    log: Option<LogAs<'_>>,
     writes: &[Write],
     audit: &[NewAudit],
     now: Timestamp,
 ) -> Result<()> {
     in_transaction(pool, async |tx| {
-        if let Some((seq, origin)) = log {
-            sqlx::query("INSERT INTO changes (seq, at, origin, writes) VALUES ($1, $2, $3, $4)")
-                .bind(seq)
+        if let Some(log) = log {
+            let files = (!log.files.is_empty()).then(|| serde_json::to_string(log.files)).transpose()?;
+            sqlx::query("INSERT INTO changes (seq, at, origin, writes, files) VALUES ($1, $2, $3, $4, $5)")
+                .bind(log.seq)
                 .bind(now.millis())
-                .bind(origin)
+                .bind(log.origin)
                 .bind(serde_json::to_string(writes)?)
+                .bind(files)
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| if crate::replication::is_conflict(&e) { Error::Conflict } else { e.into() })?;

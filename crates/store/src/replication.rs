@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use sqlx::postgres::{PgConnectOptions, PgListener};
 use sqlx::{Connection, PgConnection, PgPool, Row};
 use vantage_core::Timestamp;
@@ -38,6 +39,31 @@ pub struct LoggedChange {
     /// The replica that committed it.
     pub origin: String,
     pub writes: Vec<Write>,
+    /// Files of the mirror registry it wrote (the registry lives in each replica's files).
+    pub files: Vec<FileWrite>,
+}
+
+/// One file of the mirror registry written (`text`) or removed (`None`) through the API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileWrite {
+    /// The file's name in the registry's directory.
+    pub name: String,
+    pub text: Option<String>,
+}
+
+/// Where a change goes in the log: the number it takes (one after the newest its replica
+/// applied), the replica committing it, and the registry files it wrote.
+#[derive(Debug, Clone, Copy)]
+pub struct LogAs<'a> {
+    pub seq: i64,
+    pub origin: &'a str,
+    pub files: &'a [FileWrite],
+}
+
+/// The registry files of a `changes` row.
+fn files(r: &sqlx::postgres::PgRow) -> Result<Vec<FileWrite>> {
+    let files: Option<String> = r.try_get("files")?;
+    Ok(files.map(|f| serde_json::from_str(&f)).transpose()?.unwrap_or_default())
 }
 
 /// An observation another replica relayed.
@@ -66,12 +92,13 @@ impl Replication {
 
     /// The changes after `seq`, oldest first (a page at most).
     pub async fn changes_after(&self, seq: i64) -> Result<Vec<LoggedChange>> {
-        let rows =
-            sqlx::query("SELECT seq, at, origin, writes FROM changes WHERE seq > $1 ORDER BY seq LIMIT $2")
-                .bind(seq)
-                .bind(PAGE)
-                .fetch_all(&self.pool)
-                .await?;
+        let rows = sqlx::query(
+            "SELECT seq, at, origin, writes, files FROM changes WHERE seq > $1 ORDER BY seq LIMIT $2",
+        )
+        .bind(seq)
+        .bind(PAGE)
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter()
             .map(|r| {
                 let writes: String = r.try_get("writes")?;
@@ -80,9 +107,19 @@ impl Replication {
                     at: Timestamp::from_millis(r.try_get("at")?),
                     origin: r.try_get("origin")?,
                     writes: serde_json::from_str(&writes)?,
+                    files: files(r)?,
                 })
             })
             .collect()
+    }
+
+    /// Every registry file write the log holds, oldest first: what a replica starting (or
+    /// back after the log moved past it) writes to its own directory to hold the same files.
+    pub async fn logged_files(&self) -> Result<Vec<FileWrite>> {
+        let rows = sqlx::query("SELECT files FROM changes WHERE files IS NOT NULL ORDER BY seq")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(files).collect::<Result<Vec<_>>>()?.into_iter().flatten().collect())
     }
 
     /// The newest relayed observation's id (0 before the first).

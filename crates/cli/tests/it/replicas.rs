@@ -129,6 +129,35 @@ async fn three_replicas_serve_one_fleet_and_a_killed_lease_holders_failover_comp
         .await;
     }
 
+    // So is a write to the mirror registry's files: every replica writes the same files into
+    // its own directory and serves the same registry, and one that starts later (from an empty
+    // directory) writes them from the log before it reads them.
+    let (st, v) = others[0].call(Method::PUT, "/v1/tenants/t1", Some(json!({"note": "one"}))).await;
+    assert_eq!(st, 200, "{v}");
+    let mirror = json!({"tenants": ["t1"], "weight": 2, "address": "127.0.0.1:9"});
+    let (st, v) = others[0].call(Method::PUT, "/v1/mirrors/m1.example.net", Some(mirror)).await;
+    assert_eq!(st, 201, "{v}");
+    let dir = temp.path().join("d");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(a.dir.join("admin-token"), dir.join("admin-token")).unwrap();
+    let (url, listen) =
+        (named(&db.url, "replica_d"), format!("127.0.0.1:{}", vantage_testkit::free_port().unwrap()));
+    let late = ServerProcess::start_in(
+        &dir,
+        &["--database", &url, "--allow-loopback-addresses", "--agent-listen", &listen],
+    )
+    .await;
+    for s in [&a, &others[1], &late] {
+        s.wait_for("/v1/mirrors/m1.example.net", Duration::from_secs(2), |v: &Value| {
+            v["tenants"] == json!(["t1"]) && v["weight"] == 2
+        })
+        .await;
+        let file =
+            |s: &ServerProcess| std::fs::read_to_string(s.dir.join("mirrors/m1.example.net.yaml")).unwrap();
+        assert_eq!(file(s), file(&others[0]));
+    }
+    late.stop().await;
+
     // The primary stops; the lease holder dies once it sees it failing, before its failover
     // (5 s of failing later).
     edges[0].stop().await;

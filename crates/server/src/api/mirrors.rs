@@ -21,6 +21,7 @@ use vantage_control::mirrors::registry::{
 use vantage_control::mirrors::{CheckRefused, Tenant};
 use vantage_core::mirror::{Mirror, MirrorInput, MirrorSettings, MirrorSettingsInput, RegionStatus};
 use vantage_core::plain::plain;
+use vantage_store::FileWrite;
 
 use super::{Api, Op};
 use crate::app::{Actor, App, Change};
@@ -197,29 +198,74 @@ fn io_error(e: std::io::Error) -> ApiError {
     ApiError::Internal(format!("cannot write the mirror registry: {e}"))
 }
 
-/// Writes `m`'s file after checking it against the registry, reloads, and audits.
-/// Writes `m`'s file (the one it was read from, if any) after checking it against the
-/// registry, reloads, and audits. When the reload is refused the file is put back as it was,
-/// so a write through the API never leaves the directory broken.
-async fn save(app: &App, actor: &Actor, m: &Mirror, action: &str, metadata: Value) -> Result<(), ApiError> {
-    let _one_at_a_time = app.mirrors_write().await;
-    let c = app.config();
-    c.mirrors.admits(m, &c)?;
-    let (dir, file) = (app.mirrors_dir(), c.mirrors.file_of(&m.host));
-    let before = std::fs::read_to_string(dir.join(&file)).ok();
-    crate::mirrors::write_file(&dir, &file, &mirror_yaml(m)).map_err(io_error)?;
-    if let Err(e) = reload_after_write(app) {
-        let restored = match &before {
-            Some(text) => crate::mirrors::write_file(&dir, &file, text),
-            None => crate::mirrors::remove_file(&dir, &file),
-        };
-        if let Err(r) = restored {
-            tracing::error!(file, error = %r, "cannot put a mirror file back after a refused reload");
+/// One registry file as a write through the API leaves it (`None`: removed), with the audit
+/// entry that says who did what.
+struct RegistryWrite {
+    file: String,
+    text: Option<String>,
+    action: &'static str,
+    object: String,
+    metadata: Value,
+}
+
+/// `m`'s file, checked against the registry `c` holds.
+fn mirror_write(
+    c: &Config,
+    m: &Mirror,
+    action: &'static str,
+    metadata: Value,
+) -> Result<RegistryWrite, ApiError> {
+    c.mirrors.admits(m, c)?;
+    Ok(RegistryWrite {
+        file: c.mirrors.file_of(&m.host),
+        text: Some(mirror_yaml(m)),
+        action,
+        object: format!("mirror:{}", m.host),
+        metadata,
+    })
+}
+
+/// Writes one registry file through the API, all or nothing. `f` makes the write from the
+/// configuration as it stands once every other replica's changes are applied; the file is
+/// written, the registry reloaded, and the write logged for the other replicas (which write
+/// the same file) with its audit entry. When the reload or the log is refused the file is put
+/// back as it was, so a write through the API never leaves the directory broken, nor ahead of
+/// the other replicas'.
+async fn write_registry<T>(
+    app: &App,
+    actor: &Actor,
+    f: impl FnOnce(&Config) -> Result<(RegistryWrite, T), ApiError>,
+) -> Result<T, ApiError> {
+    let _changes = app.changing().await;
+    if let Some(r) = app.replica() {
+        crate::replicas::changes_locked(app, r).await?;
+    }
+    let _files = app.mirrors_write().await;
+    let (w, out) = f(&app.config())?;
+    let dir = app.mirrors_dir();
+    let before = std::fs::read_to_string(dir.join(&w.file)).ok();
+    crate::mirrors::put_file(&dir, &w.file, w.text.as_deref()).map_err(io_error)?;
+    let outcome = match reload_after_write(app) {
+        Ok(()) => {
+            let file = FileWrite { name: w.file.clone(), text: w.text };
+            app.log_registry(actor, &file, w.action, &w.object, w.metadata).await.map_err(|e| (e, true))
+        }
+        Err(e) => Err((e, false)),
+    };
+    if let Err((e, reloaded)) = outcome {
+        match crate::mirrors::put_file(&dir, &w.file, before.as_deref()) {
+            Err(r) => {
+                tracing::error!(file = w.file, error = %r, "cannot put a mirror file back after a refused write")
+            }
+            // The outcome is logged by the reload; the registry is the one before the write.
+            Ok(()) if reloaded => {
+                let _ = crate::mirrors::reload(app);
+            }
+            Ok(()) => {}
         }
         return Err(e);
     }
-    app.audit(actor, action, &format!("mirror:{}", m.host), metadata).await;
-    Ok(())
+    Ok(out)
 }
 
 async fn put_mirror(
@@ -245,10 +291,13 @@ async fn put_mirror(
         }
     }
     let m = mirror_from_api(doc)?;
-    let existed = app.config().mirrors.mirrors.contains_key(&m.host);
-    let action = if existed { "mirror.update" } else { "mirror.create" };
-    save(&app, &actor, &m, action, serde_json::to_value(MirrorInput::from(m.clone())).unwrap_or_default())
-        .await?;
+    let existed = write_registry(&app, &actor, |c| {
+        let existed = c.mirrors.mirrors.contains_key(&m.host);
+        let action = if existed { "mirror.update" } else { "mirror.create" };
+        let metadata = serde_json::to_value(MirrorInput::from(m.clone())).unwrap_or_default();
+        Ok((mirror_write(c, &m, action, metadata)?, existed))
+    })
+    .await?;
     let status = if existed { StatusCode::OK } else { StatusCode::CREATED };
     Ok((status, answer(&app, &m.host)?))
 }
@@ -257,12 +306,13 @@ async fn delete_mirror(
     (State(app), Extension(actor)): Ctx,
     Path(host): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let _one_at_a_time = app.mirrors_write().await;
-    let c = app.config();
-    let m = find(&c, &host)?;
-    crate::mirrors::remove_file(&app.mirrors_dir(), &c.mirrors.file_of(&m.host)).map_err(io_error)?;
-    reload_after_write(&app)?;
-    app.audit(&actor, "mirror.delete", &format!("mirror:{}", m.host), json!({})).await;
+    write_registry(&app, &actor, |c| {
+        let m = find(c, &host)?;
+        let file = c.mirrors.file_of(&m.host);
+        let object = format!("mirror:{}", m.host);
+        Ok((RegistryWrite { file, text: None, action: "mirror.delete", object, metadata: json!({}) }, ()))
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -279,12 +329,15 @@ async fn force_block(
 ) -> Result<Json<MirrorView>, ApiError> {
     crate::error::object_body(&body)?;
     let req: BlockRequest = parse_json(body)?;
-    let m = with_block(find(&app.config(), &host)?, true, req.note.clone()).map_err(|e| match e {
-        ApiError::Invalid { reason, .. } => ApiError::invalid("note", reason),
-        other => other,
-    })?;
-    save(&app, &actor, &m, "mirror.force_block", json!({"note": req.note})).await?;
-    answer(&app, &m.host)
+    let host = write_registry(&app, &actor, |c| {
+        let m = with_block(find(c, &host)?, true, req.note.clone()).map_err(|e| match e {
+            ApiError::Invalid { reason, .. } => ApiError::invalid("note", reason),
+            other => other,
+        })?;
+        Ok((mirror_write(c, &m, "mirror.force_block", json!({"note": req.note}))?, m.host))
+    })
+    .await?;
+    answer(&app, &host)
 }
 
 async fn unblock(
@@ -293,9 +346,12 @@ async fn unblock(
     body: Bytes,
 ) -> Result<Json<MirrorView>, ApiError> {
     let req: BlockRequest = optional_json(&body)?;
-    let m = with_block(find(&app.config(), &host)?, false, String::new())?;
-    save(&app, &actor, &m, "mirror.unblock", json!({"note": req.note})).await?;
-    answer(&app, &m.host)
+    let host = write_registry(&app, &actor, |c| {
+        let m = with_block(find(c, &host)?, false, String::new())?;
+        Ok((mirror_write(c, &m, "mirror.unblock", json!({"note": req.note}))?, m.host))
+    })
+    .await?;
+    answer(&app, &host)
 }
 
 /// A JSON body that may be left out (then the defaults).
@@ -357,20 +413,23 @@ async fn tenants(State(app): State<Arc<App>>) -> Json<Items<TenantView>> {
 async fn save_tenants(
     app: &App,
     actor: &Actor,
-    action: &str,
+    action: &'static str,
     name: &str,
     f: impl FnOnce(&Config, &mut std::collections::BTreeMap<String, Tenant>) -> Result<(), ApiError>,
 ) -> Result<(), ApiError> {
-    let _one_at_a_time = app.mirrors_write().await;
-    let c = app.config();
-    let mut tenants = c.mirrors.tenants.clone();
-    f(&c, &mut tenants)?;
-    crate::mirrors::write_file(&app.mirrors_dir(), TENANTS_FILE, &tenants_yaml(&tenants))
-        .map_err(io_error)?;
-    reload_after_write(app)?;
-    app.audit(actor, action, &format!("tenant:{name}"), json!({"note": tenants.get(name).map(|t| &t.note)}))
-        .await;
-    Ok(())
+    write_registry(app, actor, |c| {
+        let mut tenants = c.mirrors.tenants.clone();
+        f(c, &mut tenants)?;
+        let write = RegistryWrite {
+            file: TENANTS_FILE.into(),
+            text: Some(tenants_yaml(&tenants)),
+            action,
+            object: format!("tenant:{name}"),
+            metadata: json!({"note": tenants.get(name).map(|t| &t.note)}),
+        };
+        Ok((write, ()))
+    })
+    .await
 }
 
 async fn put_tenant(

@@ -3,7 +3,7 @@
 
 use sqlx::{Connection, PgConnection};
 use vantage_core::Timestamp;
-use vantage_store::{Database, PostgresUrl, Store};
+use vantage_store::{Database, FileWrite, LogAs, PostgresUrl, Store};
 
 use crate::db::{Db, Schema};
 use crate::result;
@@ -221,19 +221,36 @@ async fn changes_are_logged_in_order_and_a_taken_number_is_a_conflict() {
         name: format!("r{id}"),
         body: "{}".into(),
     };
-    s.commit_logged(Some((1, "a")), &[put(1)], &[], t).await.unwrap();
-    let conflict = s.commit_logged(Some((1, "b")), &[put(2)], &[], t).await.expect_err("number 1 is taken");
+    s.commit_logged(Some(log(1, "a", &[])), &[put(1)], &[], t).await.unwrap();
+    let conflict =
+        s.commit_logged(Some(log(1, "b", &[])), &[put(2)], &[], t).await.expect_err("number 1 is taken");
     assert!(matches!(conflict, vantage_store::Error::Conflict), "{conflict}");
     assert_eq!(s.objects().await.unwrap().len(), 1, "the refused change wrote nothing");
-    s.commit_logged(Some((2, "b")), &[vantage_store::Write::Delete { id: 1 }, put(2)], &[], t).await.unwrap();
+    s.commit_logged(Some(log(2, "b", &[])), &[vantage_store::Write::Delete { id: 1 }, put(2)], &[], t)
+        .await
+        .unwrap();
     let logged = r.changes_after(0).await.unwrap();
     let seen: Vec<_> = logged.iter().map(|c| (c.seq, c.origin.as_str(), c.writes.len())).collect();
     assert_eq!(seen, [(1, "a", 1), (2, "b", 2)]);
     assert_eq!(logged[1].writes[0], vantage_store::Write::Delete { id: 1 });
     assert_eq!(r.changes_after(1).await.unwrap().len(), 1);
+    // Writes to the mirror registry's files are logged with the change that numbers them, and
+    // a replica starting reads every one in order.
+    let file = |name: &str, text: Option<&str>| FileWrite { name: name.into(), text: text.map(Into::into) };
+    let written = [file("m.example.net.yaml", Some("host: m.example.net\n")), file("tenants.yaml", None)];
+    s.commit_logged(Some(log(3, "a", &written)), &[], &[], t).await.unwrap();
+    s.commit_logged(Some(log(4, "b", &written[..1])), &[], &[], t).await.unwrap();
+    let logged = r.changes_after(2).await.unwrap();
+    assert_eq!((logged[0].files.as_slice(), logged[0].writes.len()), (&written[..], 0));
+    assert!(r.changes_after(0).await.unwrap()[0].files.is_empty());
+    assert_eq!(r.logged_files().await.unwrap(), [&written[..], &written[..1]].concat());
     // Pruning keeps the newest, the number the next change follows.
     r.prune(t, t.plus_secs(1)).await.unwrap();
-    assert_eq!(r.changes_head().await.unwrap(), 2);
+    assert_eq!(r.changes_head().await.unwrap(), 4);
+}
+
+fn log<'a>(seq: i64, origin: &'a str, files: &'a [FileWrite]) -> LogAs<'a> {
+    LogAs { seq, origin, files }
 }
 
 /// Relayed observations come back in the order they were relayed, and a notification says so.
