@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use vantage_control::config::Object;
+use vantage_control::mirrors::registry::is_registry_file;
 use vantage_control::{Relayed, Role, StoredRevision};
 use vantage_core::evaluate::Records;
 use vantage_core::ids::ClusterId;
@@ -331,9 +332,15 @@ async fn write_files(app: &App, files: &[vantage_store::FileWrite]) {
     let _ = crate::mirrors::reload(app);
 }
 
-/// [`write_files`] without the reload: at start, before the registry is first read.
+/// [`write_files`] without the reload: at start, before the registry is first read. A name
+/// read from the database is written only when it is a registry file of the directory, never
+/// a path elsewhere.
 pub(crate) fn put_files(dir: &std::path::Path, files: &[vantage_store::FileWrite]) {
     for f in files {
+        if !is_registry_file(&f.name) || f.name.contains(['/', '\\']) {
+            tracing::error!(file = %f.name, "a logged mirror registry file is not a file of the directory; skipped");
+            continue;
+        }
         if let Err(e) = crate::mirrors::put_file(dir, &f.name, f.text.as_deref()) {
             tracing::error!(file = %f.name, error = %e, "cannot write a mirror registry file another replica wrote");
         }
@@ -375,5 +382,29 @@ pub(crate) fn stored_revision(r: vantage_store::RevisionRow) -> StoredRevision {
         reason: r.reason,
         // Records that no longer parse publish nothing until the next revision.
         records: serde_json::from_value::<Records>(r.records).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logged_files_are_written_only_inside_the_registry_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("mirrors");
+        let put = |name: &str| vantage_store::FileWrite { name: name.into(), text: Some("host: x\n".into()) };
+        let outside = root.path().join("outside.yaml");
+        let absolute = outside.to_string_lossy().into_owned();
+        let names =
+            ["../outside.yaml", &absolute, ".hidden.yaml", "a\\b.yaml", "notes.txt", "m.example.net.yaml"];
+        put_files(&dir, &names.map(put));
+        let mut written: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        written.sort();
+        assert_eq!(written, ["m.example.net.yaml"]);
+        assert!(!outside.exists());
     }
 }

@@ -413,6 +413,12 @@ async fn the_registry_files_the_api_and_a_restart() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let (_, later) = s.call(Method::GET, "/v1/mirrors", None).await;
     assert_eq!(later["reload"]["failures"].as_u64(), Some(failures), "{later}");
+    // A write through the API that file would keep from loading is refused by name, and
+    // writes nothing.
+    let (st, v) = s.call(Method::PUT, "/v1/mirrors/m4.example.net", Some(json!({"weight": 1}))).await;
+    assert_eq!(st, 409, "{v}");
+    assert!(v["error"]["reason"].as_str().is_some_and(|r| r.contains("m3.example.net.yaml")), "{v}");
+    assert!(!files.join("m4.example.net.yaml").exists());
     let (_, m2) = s.call(Method::GET, "/v1/mirrors/m2.example.net", None).await;
     assert_eq!(m2["weight"], 5, "the change in the same reload did not take either");
     let log = std::fs::read_to_string(dir.with_extension("log")).unwrap();

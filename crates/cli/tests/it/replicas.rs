@@ -152,11 +152,22 @@ async fn three_replicas_serve_one_fleet_and_a_killed_lease_holders_failover_comp
             v["tenants"] == json!(["t1"]) && v["weight"] == 2
         })
         .await;
-        let file =
-            |s: &ServerProcess| std::fs::read_to_string(s.dir.join("mirrors/m1.example.net.yaml")).unwrap();
-        assert_eq!(file(s), file(&others[0]));
+        for name in ["m1.example.net.yaml", "tenants.yaml"] {
+            let file = |s: &ServerProcess| std::fs::read_to_string(s.dir.join("mirrors").join(name)).unwrap();
+            assert_eq!(file(s), file(&others[0]), "{name}");
+        }
     }
     late.stop().await;
+    // A removal through another replica goes everywhere too.
+    let (st, v) = others[1].call(Method::DELETE, "/v1/mirrors/m1.example.net", None).await;
+    assert_eq!(st, 204, "{v}");
+    for s in [&a, &others[0]] {
+        s.wait_for("/v1/mirrors/m1.example.net", Duration::from_secs(2), |v: &Value| {
+            v["error"]["status"] == 404
+        })
+        .await;
+        assert!(!s.dir.join("mirrors/m1.example.net.yaml").exists());
+    }
 
     // The primary stops; the lease holder dies once it sees it failing, before its failover
     // (5 s of failing later).

@@ -16,9 +16,9 @@ use vantage_control::config::Config;
 use vantage_control::identity::Caller;
 use vantage_control::mirrors::book::check_of;
 use vantage_control::mirrors::registry::{
-    TENANTS_FILE, document, mirror_from_api, mirror_yaml, tenants_yaml,
+    Registry, TENANTS_FILE, document, mirror_from_api, mirror_yaml, tenants_yaml,
 };
-use vantage_control::mirrors::{CheckRefused, Tenant};
+use vantage_control::mirrors::{CheckRefused, LoadError, Tenant};
 use vantage_core::mirror::{Mirror, MirrorInput, MirrorSettings, MirrorSettingsInput, RegionStatus};
 use vantage_core::plain::plain;
 use vantage_store::FileWrite;
@@ -184,8 +184,9 @@ async fn one(State(app): State<Arc<App>>, Path(host): Path<String>) -> Result<Js
     answer(&app, &host.to_ascii_lowercase())
 }
 
-/// Reloads after a write; a reload the rest of the directory breaks is a conflict (the file
-/// was written, the previous registry keeps serving until the directory is fixed).
+/// Reloads after a write. The write was checked with the directory as it was; a reload that
+/// fails all the same (a file changed by hand in between) is a conflict: the file was written,
+/// and the previous registry keeps serving until the directory is fixed.
 fn reload_after_write(app: &App) -> Result<(), ApiError> {
     crate::mirrors::reload(app).map(|_| ()).map_err(|e| {
         ApiError::Conflict(format!(
@@ -225,12 +226,12 @@ fn mirror_write(
     })
 }
 
-/// Writes one registry file through the API, all or nothing. `f` makes the write from the
-/// configuration as it stands once every other replica's changes are applied; the file is
-/// written, the registry reloaded, and the write logged for the other replicas (which write
-/// the same file) with its audit entry. When the reload or the log is refused the file is put
-/// back as it was, so a write through the API never leaves the directory broken, nor ahead of
-/// the other replicas'.
+/// Writes one registry file through the API. `f` makes the write from the configuration as
+/// it stands once every other replica's changes are applied. The whole directory as the write
+/// would leave it is checked first: a write that would keep the registry from loading is
+/// refused (409) and written nowhere. Then it is logged for the other replicas with its audit
+/// entry (without replicas: audited), written, and the registry reloaded. Logged before it is
+/// written, it reaches every replica or none, and nothing serves a write that is then undone.
 async fn write_registry<T>(
     app: &App,
     actor: &Actor,
@@ -241,30 +242,23 @@ async fn write_registry<T>(
         crate::replicas::changes_locked(app, r).await?;
     }
     let _files = app.mirrors_write().await;
-    let (w, out) = f(&app.config())?;
+    let config = app.config();
+    let (w, out) = f(&config)?;
     let dir = app.mirrors_dir();
-    let before = std::fs::read_to_string(dir.join(&w.file)).ok();
-    crate::mirrors::put_file(&dir, &w.file, w.text.as_deref()).map_err(io_error)?;
-    let outcome = match reload_after_write(app) {
-        Ok(()) => {
-            let file = FileWrite { name: w.file.clone(), text: w.text };
-            app.log_registry(actor, &file, w.action, &w.object, w.metadata).await.map_err(|e| (e, true))
-        }
-        Err(e) => Err((e, false)),
+    let refused = |e: LoadError| {
+        ApiError::Conflict(format!(
+            "the registry would not load after this write, so nothing was written: {e}"
+        ))
     };
-    if let Err((e, reloaded)) = outcome {
-        match crate::mirrors::put_file(&dir, &w.file, before.as_deref()) {
-            Err(r) => {
-                tracing::error!(file = w.file, error = %r, "cannot put a mirror file back after a refused write")
-            }
-            // The outcome is logged by the reload; the registry is the one before the write.
-            Ok(()) if reloaded => {
-                let _ = crate::mirrors::reload(app);
-            }
-            Ok(()) => {}
-        }
-        return Err(e);
-    }
+    let mut files = crate::mirrors::read_dir(&dir).map_err(refused)?;
+    files.retain(|(name, _)| *name != w.file);
+    files.extend(w.text.iter().map(|text| (w.file.clone(), text.clone())));
+    files.sort();
+    Registry::load(&files, &config).map_err(refused)?;
+    let file = FileWrite { name: w.file, text: w.text };
+    app.log_registry(actor, &file, w.action, &w.object, w.metadata).await?;
+    crate::mirrors::put_file(&dir, &file.name, file.text.as_deref()).map_err(io_error)?;
+    reload_after_write(app)?;
     Ok(out)
 }
 
