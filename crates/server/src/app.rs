@@ -21,6 +21,13 @@ use crate::metrics::Metrics;
 use crate::publishing::Publishers;
 use crate::support::{lock, now};
 
+/// An audit entry of `actor`'s, its metadata without secrets (the audit log is read through
+/// the API and the UI).
+fn audit_entry(actor: &Actor, action: &str, object: &str, metadata: serde_json::Value) -> NewAudit {
+    let metadata = crate::support::redact(metadata);
+    NewAudit { actor: actor.0.clone(), action: action.into(), object: object.into(), metadata }
+}
+
 /// A change log number another replica took first: the caller may try again.
 fn conflict(e: vantage_store::Error) -> ApiError {
     match e {
@@ -276,10 +283,7 @@ impl App {
 
     /// Audits something `actor` did outside the configuration store (the registry's files).
     pub(crate) async fn audit(&self, actor: &Actor, action: &str, object: &str, metadata: serde_json::Value) {
-        let metadata = crate::support::redact(metadata);
-        let entry =
-            NewAudit { actor: actor.0.clone(), action: action.into(), object: object.into(), metadata };
-        if let Err(e) = self.store.commit(&[], &[entry], now()).await {
+        if let Err(e) = self.store.commit(&[], &[audit_entry(actor, action, object, metadata)], now()).await {
             tracing::error!(action, object, error = %e, "cannot write audit entry");
         }
     }
@@ -360,14 +364,31 @@ impl App {
             .map(|(action, object, metadata)| NewAudit { actor: actor.0.clone(), action, object, metadata })
             .collect();
         let at = now();
-        let seq = self.replica.as_ref().map(|r| r.applied.load(Ordering::Relaxed) + 1);
-        let log = self.replica.as_ref().zip(seq).map(|(r, seq)| LogAs { seq, origin: &r.origin, files: &[] });
-        self.store.commit_logged(log, &writes, &audit, at).await.map_err(conflict)?;
-        if let (Some(r), Some(seq)) = (&self.replica, seq) {
-            r.applied.store(seq, Ordering::Relaxed);
-        }
+        self.commit_numbered(&writes, &[], &audit, at).await?;
         self.apply(change.puts, change.deletes, at);
         Ok(out)
+    }
+
+    /// Commits `writes`, registry `files` and `audit` in one transaction; on replicas logged as
+    /// the change after the newest this replica applied (the caller holds the change lock and
+    /// has applied the others' changes), which it then holds.
+    async fn commit_numbered(
+        &self,
+        writes: &[Write],
+        files: &[FileWrite],
+        audit: &[NewAudit],
+        at: vantage_core::Timestamp,
+    ) -> Result<(), ApiError> {
+        let log = self.replica.as_ref().map(|r| LogAs {
+            seq: r.applied.load(Ordering::Relaxed) + 1,
+            origin: &r.origin,
+            files,
+        });
+        self.store.commit_logged(log, writes, audit, at).await.map_err(conflict)?;
+        if let (Some(r), Some(log)) = (&self.replica, log) {
+            r.applied.store(log.seq, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Logs a registry file written through this replica's API for the other replicas, with
@@ -382,18 +403,12 @@ impl App {
         object: &str,
         metadata: serde_json::Value,
     ) -> Result<(), ApiError> {
-        let Some(r) = &self.replica else {
+        if self.replica.is_none() {
             self.audit(actor, action, object, metadata).await;
             return Ok(());
-        };
-        let metadata = crate::support::redact(metadata);
-        let entry =
-            NewAudit { actor: actor.0.clone(), action: action.into(), object: object.into(), metadata };
-        let seq = r.applied.load(Ordering::Relaxed) + 1;
-        let log = LogAs { seq, origin: &r.origin, files: std::slice::from_ref(file) };
-        self.store.commit_logged(Some(log), &[], &[entry], now()).await.map_err(conflict)?;
-        r.applied.store(seq, Ordering::Relaxed);
-        Ok(())
+        }
+        let entry = audit_entry(actor, action, object, metadata);
+        self.commit_numbered(&[], std::slice::from_ref(file), &[entry], now()).await
     }
 
     /// Hands a committed change (this replica's, or another's read from the log) to the

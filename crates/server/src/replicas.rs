@@ -337,7 +337,7 @@ async fn write_files(app: &App, files: &[vantage_store::FileWrite]) {
 /// a path elsewhere.
 pub(crate) fn put_files(dir: &std::path::Path, files: &[vantage_store::FileWrite]) {
     for f in files {
-        if !is_registry_file(&f.name) || f.name.contains(['/', '\\']) {
+        if !is_registry_file(&f.name) {
             tracing::error!(file = %f.name, "a logged mirror registry file is not a file of the directory; skipped");
             continue;
         }

@@ -163,10 +163,13 @@ pub fn tenants_yaml(tenants: &BTreeMap<String, Tenant>) -> String {
     serde_norway::to_string(&list).unwrap_or_default()
 }
 
-/// Whether a directory entry is a registry file: `.yaml` or `.yml`, not hidden (editors'
-/// and our own temporary files start with a dot).
+/// Whether a name is a registry file of the directory: `.yaml` or `.yml`, not hidden
+/// (editors' and our own temporary files start with a dot), and a name, not a path (names
+/// also come from the replicas' change log, and are written where they say).
 pub fn is_registry_file(name: &str) -> bool {
-    !name.starts_with('.') && (name.ends_with(".yaml") || name.ends_with(".yml"))
+    !name.starts_with('.')
+        && !name.contains(['/', '\\'])
+        && (name.ends_with(".yaml") || name.ends_with(".yml"))
 }
 
 impl Registry {
