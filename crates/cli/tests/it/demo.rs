@@ -23,15 +23,17 @@ struct Demo {
 }
 
 impl Demo {
-    /// Starts `vantage demo ARGS… --api-listen 127.0.0.1:0 --dns-listen 127.0.0.1:0` and waits
-    /// for its `ready` line.
+    /// Starts `vantage demo ARGS… --api-listen 127.0.0.1:0 --dns-listen 127.0.0.1:PORT` (a
+    /// port `dig` never takes as its own, see `free_port`) and waits for its `ready` line.
     async fn start(args: &[&str]) -> Demo {
         let log_dir = tempfile::tempdir().unwrap();
         let log = log_dir.path().join("demo.log");
         let mut child = Command::new(env!("CARGO_BIN_EXE_vantage"))
             .arg("demo")
             .args(args)
-            .args(["--api-listen", "127.0.0.1:0", "--dns-listen", "127.0.0.1:0", "--log-level", "info"])
+            .args(["--api-listen", "127.0.0.1:0", "--dns-listen"])
+            .arg(format!("127.0.0.1:{}", vantage_testkit::free_port().unwrap()))
+            .args(["--log-level", "info"])
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
             .kill_on_drop(true)

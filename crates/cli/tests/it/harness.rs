@@ -55,10 +55,12 @@ impl ServerProcess {
             None => Command::new(env!("CARGO_BIN_EXE_vantage")),
         };
         command.args(["serve", "--data-dir"]).arg(dir);
-        // Ephemeral loopback ports, for the listeners `extra` does not place.
+        // Loopback ports for the listeners `extra` does not place: any for the API and the
+        // channel; for DNS one `dig` is never given as its own source port (see `free_port`).
         for flag in ["--api-listen", "--agent-listen", "--dns-listen"] {
             if !extra.contains(&flag) {
-                command.args([flag, "127.0.0.1:0"]);
+                let port = if flag == "--dns-listen" { vantage_testkit::free_port().unwrap() } else { 0 };
+                command.args([flag, &format!("127.0.0.1:{port}")]);
             }
         }
         let child = command

@@ -41,7 +41,9 @@ fn start(zones: Vec<ZoneAnswers>) -> (DnsServer, Arc<Answers>, Arc<DnsMetrics>) 
     assert!(table.problems().is_empty(), "{:?}", table.problems());
     let answers = Arc::new(Answers::new(table));
     let metrics = Arc::new(DnsMetrics::new());
-    let config = DnsConfig { listen: "127.0.0.1:0".parse().unwrap(), udp_workers: 2, ..DnsConfig::default() };
+    // A port `dig` is never given as its own (see `free_port`).
+    let listen = SocketAddr::from(([127, 0, 0, 1], vantage_testkit::free_port().unwrap()));
+    let config = DnsConfig { listen, udp_workers: 2, ..DnsConfig::default() };
     let server = DnsServer::start(config, answers.clone(), metrics.clone()).unwrap();
     assert_ne!(server.local_addr().port(), 0);
     (server, answers, metrics)
