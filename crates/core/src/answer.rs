@@ -187,6 +187,9 @@ pub struct LineContext<'a> {
     pub mode: DnsMode,
     /// Mass-removal limit, %.
     pub mass_removal_pct: u32,
+    /// How far back a removal counts as one with the latest, s
+    /// ([`ProbeSettings::removal_window_s`](crate::settings::ProbeSettings::removal_window_s)).
+    pub removal_window_s: u64,
 }
 
 impl LineContext<'_> {
@@ -220,8 +223,9 @@ impl LineContext<'_> {
     }
 
     /// The answer of `line`. `switch_to_backup` is a switch-to-backup-groups action in effect;
-    /// `previous` the line's published records (`None`: never published).
-    pub fn answer(&self, line: &LineSpec, switch_to_backup: bool, previous: Option<&[IpAddr]>) -> LineAnswer {
+    /// `previous` the line's records over the removal window, oldest first, the published ones
+    /// last (empty: never published).
+    pub fn answer(&self, line: &LineSpec, switch_to_backup: bool, previous: &[&[IpAddr]]) -> LineAnswer {
         let automatic = self.mode == DnsMode::Automatic;
         let min = line.min_healthy as usize;
         let mut records = self.healthy(line.id, line.group);
@@ -242,11 +246,9 @@ impl LineContext<'_> {
                 None => backup_groups_unavailable = switch_to_backup,
             }
         }
-        if let Some(prev) = previous.filter(|p| !p.is_empty())
-            && let Some(reason) = self.hold_reason(prev, &records)
-        {
+        if let Some((kept, reason)) = self.hold(previous, &records) {
             return LineAnswer {
-                records: prev.to_vec(),
+                records: kept.to_vec(),
                 source: Source::Held { reason },
                 backup_groups_unavailable,
             };
@@ -257,10 +259,32 @@ impl LineContext<'_> {
         LineAnswer { records, source, backup_groups_unavailable }
     }
 
-    /// Mass-removal protection: why `next` must not replace `prev`, if it must not. An empty
-    /// answer is always held; otherwise the net removal (records removed minus records added in
-    /// their place) may not exceed the limit.
-    fn hold_reason(&self, prev: &[IpAddr], next: &[IpAddr]) -> Option<String> {
+    /// Mass-removal protection: the records to keep instead of `next`, and why, when `next`
+    /// must not replace them. `next` is measured against each of `previous` (the window, oldest
+    /// first), and of those it must not replace the fullest is kept (the newest of equals): a
+    /// cut noticed over a few passes is held like one noticed in a single pass, with the records
+    /// from before it began, and a hold goes on keeping them after those have left the window.
+    fn hold<'p>(&self, previous: &[&'p [IpAddr]], next: &[IpAddr]) -> Option<(&'p [IpAddr], String)> {
+        let newest = previous.len().checked_sub(1)?;
+        previous
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.is_empty())
+            .filter_map(|(i, prev)| {
+                let when = if i == newest {
+                    "at once".to_owned()
+                } else {
+                    format!("within {} s", self.removal_window_s)
+                };
+                Some((*prev, self.hold_reason(prev, next, &when)?))
+            })
+            .max_by_key(|(kept, _)| kept.len())
+    }
+
+    /// Why `next` must not replace `prev`, if it must not. An empty answer is always held;
+    /// otherwise the net removal (records removed minus records added in their place) may not
+    /// exceed the limit.
+    fn hold_reason(&self, prev: &[IpAddr], next: &[IpAddr], when: &str) -> Option<String> {
         if next.is_empty() {
             return Some("no healthy address; keeping the previous records".into());
         }
@@ -272,7 +296,7 @@ impl LineContext<'_> {
         let net = removed.saturating_sub(added);
         (net * 100 > self.mass_removal_pct as usize * prev.len()).then(|| {
             format!(
-                "would remove {net} of {} records at once (more than the mass-removal limit of {} %)",
+                "would remove {net} of {} records {when} (more than the mass-removal limit of {} %)",
                 prev.len(),
                 self.mass_removal_pct
             )
@@ -413,7 +437,9 @@ mod tests {
         prev: Option<&[IpAddr]>,
     ) -> LineAnswer {
         let groups = GroupIndex::new(nodes);
-        LineContext { nodes, groups: &groups, effects, mode, mass_removal_pct: 50 }.answer(line, switch, prev)
+        let ctx =
+            LineContext { nodes, groups: &groups, effects, mode, mass_removal_pct: 50, removal_window_s: 10 };
+        ctx.answer(line, switch, prev.as_slice())
     }
 
     fn answer(nodes: &[NodeFacts], line: &LineSpec, switch: bool, prev: Option<&[IpAddr]>) -> LineAnswer {
@@ -489,6 +515,40 @@ mod tests {
         nodes[1] = node(2, 1, &["203.0.113.2"]);
         let a = answer(&nodes, &line(1, &[]), false, Some(&prev));
         assert_eq!(a.records, ips(&["203.0.113.2", "203.0.113.3"]));
+    }
+
+    #[test]
+    fn line_removal_spread_over_the_window_is_held_with_the_records_from_before_it() {
+        let mut nodes =
+            vec![node(1, 1, &["203.0.113.1"]), node(2, 1, &["203.0.113.2"]), node(3, 1, &["203.0.113.3"])];
+        let before = ips(&["203.0.113.1", "203.0.113.2", "203.0.113.3"]);
+        let published = ips(&["203.0.113.2", "203.0.113.3"]);
+        nodes[0].in_use = InUse::default();
+        nodes[1].in_use = InUse::default();
+        let window: [&[IpAddr]; 2] = [&before, &published];
+        let groups = GroupIndex::new(&nodes);
+        let ctx = LineContext {
+            nodes: &nodes,
+            groups: &groups,
+            effects: &[],
+            mode: DnsMode::Automatic,
+            mass_removal_pct: 50,
+            removal_window_s: 10,
+        };
+        // One of two against the published records, but two of three within the window.
+        let a = ctx.answer(&line(1, &[]), false, &window);
+        assert_eq!(a.records, before);
+        assert_eq!(
+            a.source,
+            Source::Held {
+                reason: "would remove 2 of 3 records within 10 s (more than the mass-removal limit of 50 %)"
+                    .into()
+            }
+        );
+        // Once the records from before have left the window, the same removal goes through.
+        let a = ctx.answer(&line(1, &[]), false, &window[1..]);
+        assert_eq!(a.records, ips(&["203.0.113.3"]));
+        assert_eq!(a.source, Source::Group);
     }
 
     #[test]

@@ -143,6 +143,15 @@ impl ProbeSettings {
     pub fn prober_online_s(&self) -> u64 {
         u64::from(self.interval_s * 3).max(30)
     }
+
+    /// How far back a removal of records counts as one with the latest for the mass-removal
+    /// protection (§5.5): 2 intervals. Probers probe each address at its own moment of the
+    /// interval, so one cut (of the probers' own network, say) turns addresses unreachable over
+    /// up to an interval, in several passes; counted pass by pass, the first ones would go
+    /// before the protection held the rest.
+    pub fn removal_window_s(&self) -> u64 {
+        2 * u64::from(self.interval_s)
+    }
 }
 
 #[cfg(test)]

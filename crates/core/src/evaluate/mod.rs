@@ -31,6 +31,9 @@ pub use rules::{PreviewRow, preview};
 use rules::{end_changed_rules, step_rules};
 use stage::Stage;
 
+/// Replaced records kept for the removal window at most: enough for the passes of two probe
+/// intervals in a steady fleet, and a bound on what a flapping one costs each pass.
+const MAX_SUPERSEDED: usize = 16;
 /// Seconds after which an agent without a heartbeat is offline (3 × 15 s).
 pub const AGENT_ONLINE_S: u64 = 45;
 /// Seconds after which a link without a handshake is stale.
@@ -315,6 +318,10 @@ pub struct ClusterState {
     pub behaviours: FastMap<RuleId, crate::rules::Behaviour>,
     /// The published records (`None`: nothing published yet).
     pub published: Option<Records>,
+    /// Records published before these and replaced within the removal window, oldest first,
+    /// each with when it was replaced: the protection measures a removal against them too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub superseded: Vec<(Timestamp, Records)>,
     /// Lines held by the protection.
     pub held: BTreeMap<LineId, String>,
 }
@@ -362,8 +369,9 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
 
     // 4. Records, stage by stage: one stage for health and configuration, one per rule
     // transition. Protection compares every stage with the records published before the pass
-    // ("at once" means within one pass), and a line the final stage holds is held in every
-    // stage, so that a pass never publishes a removal it then takes back.
+    // and those replaced within the removal window ("at once" means within the window), and a
+    // line the final stage holds is held in every stage, with the same records, so that a pass
+    // never publishes a removal it then takes back.
     let groups = GroupIndex::new(&facts);
     let suspect: FastSet<IpAddr> = statuses
         .iter()
@@ -373,12 +381,20 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         .collect();
     let stage = Stage { view, lines: &lines, facts: &facts, groups: &groups, suspect: &suspect };
     let baseline = state.published.clone();
+    let window_s = view.settings.removal_window_s();
+    state.superseded.retain(|(replaced, _)| !now.at_least_secs_after(*replaced, window_s));
+    let previous: Vec<&Records> = state.superseded.iter().map(|(_, r)| r).chain(&baseline).collect();
     let mut final_effect = in_effect.clone();
     for (ev, t) in &transitions {
         apply(&mut final_effect, ev, *t);
     }
-    let final_held = stage.records(&final_effect, baseline.as_ref(), &BTreeMap::new()).held;
-    let first = stage.records(&in_effect, baseline.as_ref(), &final_held);
+    let final_held: BTreeMap<LineId, LineAnswer> = {
+        let last = stage.records(&final_effect, &previous, &BTreeMap::new());
+        let mut answers = last.answers;
+        answers.retain(|l, _| last.held.contains_key(l));
+        answers
+    };
+    let first = stage.records(&in_effect, &previous, &final_held);
     let first_reason = if !ended.is_empty() {
         let names: Vec<String> = ended
             .iter()
@@ -407,7 +423,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     }
     for (mut ev, t) in transitions {
         apply(&mut in_effect, &ev, t);
-        let result = stage.records(&in_effect, baseline.as_ref(), &final_held);
+        let result = stage.records(&in_effect, &previous, &final_held);
         let verb = match t {
             Transition::Activated => {
                 ev.no_effect = stage.no_effect(&ev, &result);
@@ -439,6 +455,12 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         out.events.push(Event::HoldReleased { line: *line });
     }
     state.held = last_held;
+    if let Some(replaced) = baseline.filter(|b| current.as_ref() != Some(b)) {
+        state.superseded.push((now, replaced));
+        // Bounded: a flapping fleet cuts many revisions in a window; the oldest go first.
+        let excess = state.superseded.len().saturating_sub(MAX_SUPERSEDED);
+        state.superseded.drain(..excess);
+    }
     state.published = current;
 
     // 6. Statuses and the next deadline.

@@ -56,13 +56,14 @@ impl Stage<'_> {
         effects
     }
 
-    /// Records with the effects of the `(rule, node)` pairs in effect; `force_held` lines keep
-    /// their `previous` records with the given reason.
+    /// Records with the effects of the `(rule, node)` pairs in effect, against `previous` (the
+    /// records over the removal window, oldest first, the published ones last); `force_held`
+    /// lines answer as given there.
     pub(super) fn records(
         &self,
         in_effect: &FastSet<(RuleId, NodeId)>,
-        previous: Option<&Records>,
-        force_held: &BTreeMap<LineId, String>,
+        previous: &[&Records],
+        force_held: &BTreeMap<LineId, LineAnswer>,
     ) -> StageResult {
         let effects = self.effects(in_effect);
         let rules: FastMap<RuleId, &Rule> = self.view.rules.iter().map(|(id, r)| (*id, r)).collect();
@@ -78,15 +79,21 @@ impl Stage<'_> {
             effects: &effects,
             mode: self.view.cluster.dns_mode,
             mass_removal_pct: self.view.cluster.mass_removal_pct,
+            removal_window_s: self.view.settings.removal_window_s(),
         };
         let mut out =
             StageResult { records: Records::default(), held: BTreeMap::new(), answers: BTreeMap::new() };
+        let mut window: Vec<&[IpAddr]> = Vec::with_capacity(previous.len());
         for line in self.lines {
-            let prev = previous.and_then(|p| p.lines.get(&line.id)).map(Vec::as_slice);
-            let mut a = ctx.answer(line, backup_lines.contains(&line.id), prev);
-            if let (Some(reason), Some(prev)) = (force_held.get(&line.id), prev) {
-                a.records = prev.to_vec();
-                a.source = Source::Held { reason: reason.clone() };
+            window.clear();
+            // A line the published records lack is new (or back): nothing to protect.
+            if previous.last().is_some_and(|p| p.lines.contains_key(&line.id)) {
+                window.extend(previous.iter().filter_map(|p| p.lines.get(&line.id)).map(Vec::as_slice));
+            }
+            let mut a = ctx.answer(line, backup_lines.contains(&line.id), &window);
+            if let Some(held) = force_held.get(&line.id) {
+                a.records.clone_from(&held.records);
+                a.source = held.source.clone();
             }
             if let Source::Held { reason } = &a.source {
                 out.held.insert(line.id, reason.clone());

@@ -139,14 +139,7 @@ fn line_below_minimum_answers_with_a_backup_group() {
 
 #[test]
 fn mass_removal_is_held_with_an_alert_and_released() {
-    let mut f = Fleet::new(1)
-        .fast()
-        .line(1, 1, &[], 1)
-        .node(1, 1, &[("203.0.113.1", Primary)])
-        .node(2, 1, &[("203.0.113.2", Primary)])
-        .node(3, 1, &[("203.0.113.3", Primary)]);
-    f.report_all_ok();
-    f.eval();
+    let mut f = three_on_a_line();
     let all = ips(&["203.0.113.1", "203.0.113.2", "203.0.113.3"]);
     let (mut events, mut held) = (Vec::new(), 0);
     for _ in 0..2 {
@@ -172,6 +165,77 @@ fn mass_removal_is_held_with_an_alert_and_released() {
         f.advance(5);
     }
     assert!(released);
+}
+
+/// Three nodes on line 1, all answering and published, on the fast settings (5 s interval:
+/// a 10 s removal window).
+fn three_on_a_line() -> Fleet {
+    let mut f = Fleet::new(1)
+        .fast()
+        .line(1, 1, &[], 1)
+        .node(1, 1, &[("203.0.113.1", Primary)])
+        .node(2, 1, &[("203.0.113.2", Primary)])
+        .node(3, 1, &[("203.0.113.3", Primary)]);
+    f.report_all_ok();
+    f.eval();
+    f
+}
+
+/// One probe round: the addresses in `failing` fail, the others answer; then a pass, and the
+/// clock moves on by an interval.
+fn round(f: &mut Fleet, failing: &[&str]) -> Vec<Event> {
+    for a in ["203.0.113.1", "203.0.113.2", "203.0.113.3"] {
+        f.report(a, if failing.contains(&a) { &[0] } else { &[] });
+    }
+    let e = f.eval();
+    f.advance(5);
+    e.events
+}
+
+#[test]
+fn a_cut_noticed_over_two_passes_is_held_as_one_with_the_records_from_before_it() {
+    let mut f = three_on_a_line();
+    let all = ips(&["203.0.113.1", "203.0.113.2", "203.0.113.3"]);
+    // The probers' way to every edge goes between the probes of one round: the first address
+    // is unreachable a round before the other two.
+    round(&mut f, &["203.0.113.1"]);
+    round(&mut f, &["203.0.113.1", "203.0.113.2", "203.0.113.3"]);
+    assert_eq!(f.line_records(1), ips(&["203.0.113.2", "203.0.113.3"]), "one of three goes");
+    // The state an evaluator saves carries the window: a take-over decides the same.
+    let saved = serde_json::to_string(&f.state).unwrap();
+    f.state = serde_json::from_str(&saved).unwrap();
+    let events = round(&mut f, &["203.0.113.1", "203.0.113.2", "203.0.113.3"]);
+    assert_eq!(f.line_records(1), all, "the records from before the cut, not the two left");
+    assert!(
+        events.iter().any(|e| matches!(e, Event::Held { line: LineId(1), reason }
+            if reason == "no healthy address; keeping the previous records")),
+        "{events:?}"
+    );
+    // Held for as long as the cut lasts, then released with every address back.
+    for _ in 0..4 {
+        round(&mut f, &["203.0.113.1", "203.0.113.2", "203.0.113.3"]);
+        assert_eq!(f.line_records(1), all);
+    }
+    let mut released = false;
+    for _ in 0..3 {
+        released |= round(&mut f, &[]).contains(&Event::HoldReleased { line: LineId(1) });
+    }
+    assert!(released);
+    assert_eq!(f.line_records(1), all);
+}
+
+#[test]
+fn removals_further_apart_than_the_window_are_not_one() {
+    let mut f = three_on_a_line();
+    round(&mut f, &["203.0.113.1"]);
+    round(&mut f, &["203.0.113.1"]);
+    assert_eq!(f.line_records(1), ips(&["203.0.113.2", "203.0.113.3"]));
+    // Two rounds (10 s) later the second address goes: one of two, and the first is not put back.
+    round(&mut f, &["203.0.113.1"]);
+    round(&mut f, &["203.0.113.1", "203.0.113.2"]);
+    round(&mut f, &["203.0.113.1", "203.0.113.2"]);
+    assert_eq!(f.line_records(1), ips(&["203.0.113.3"]));
+    assert!(f.state.held.is_empty(), "{:?}", f.state.held);
 }
 
 #[test]
