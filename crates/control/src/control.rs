@@ -1075,11 +1075,20 @@ impl Control {
             slot.lag_ms = Some(now.millis_since(t));
         }
         self.passes += 1;
+        let follower = self.role == Role::Follower;
+        let window = follower.then(|| slot.state.superseded.clone());
         let mut out = evaluate(&parts.view(&c, cluster, reason.as_deref()), &mut slot.state, now);
-        if self.role == Role::Follower {
+        if follower {
             // A follower's records are the lease holder's: what it would cut, the holder cuts
-            // (or it does itself once it holds the lease).
+            // (or it does itself once it holds the lease). So is its removal window, which
+            // follows the holder's revisions (`handle_revision`); only a configuration change,
+            // which empties it, applies on every replica alike.
             out.revisions.clear();
+            if let Some(w) = window
+                && !slot.state.superseded.is_empty()
+            {
+                slot.state.superseded = w;
+            }
             slot.state.published =
                 self.snapshots.get(&id).and_then(|s| s.published.as_ref()).map(|p| p.records.clone());
         }

@@ -187,9 +187,6 @@ pub struct LineContext<'a> {
     pub mode: DnsMode,
     /// Mass-removal limit, %.
     pub mass_removal_pct: u32,
-    /// How far back a removal counts as one with the latest, s
-    /// ([`ProbeSettings::removal_window_s`](crate::settings::ProbeSettings::removal_window_s)).
-    pub removal_window_s: u64,
 }
 
 impl LineContext<'_> {
@@ -224,7 +221,7 @@ impl LineContext<'_> {
 
     /// The answer of `line`. `switch_to_backup` is a switch-to-backup-groups action in effect;
     /// `previous` the line's records over the removal window, oldest first, the published ones
-    /// last (empty: never published).
+    /// last (empty: nothing to protect, as when never published).
     pub fn answer(&self, line: &LineSpec, switch_to_backup: bool, previous: &[&[IpAddr]]) -> LineAnswer {
         let automatic = self.mode == DnsMode::Automatic;
         let min = line.min_healthy as usize;
@@ -260,31 +257,22 @@ impl LineContext<'_> {
     }
 
     /// Mass-removal protection: the records to keep instead of `next`, and why, when `next`
-    /// must not replace them. `next` is measured against each of `previous` (the window, oldest
-    /// first), and of those it must not replace the fullest is kept (the newest of equals): a
-    /// cut noticed over a few passes is held like one noticed in a single pass, with the records
-    /// from before it began, and a hold goes on keeping them after those have left the window.
+    /// must not replace them. `next` is measured against each of `previous` (the window), and
+    /// of those it must not replace the fullest is kept (the newest of equals): a cut noticed
+    /// over a few passes is held like one noticed in a single pass, with the records from before
+    /// it began, and a hold goes on keeping them once they have left the window.
     fn hold<'p>(&self, previous: &[&'p [IpAddr]], next: &[IpAddr]) -> Option<(&'p [IpAddr], String)> {
-        let newest = previous.len().checked_sub(1)?;
         previous
             .iter()
-            .enumerate()
-            .filter(|(_, p)| !p.is_empty())
-            .filter_map(|(i, prev)| {
-                let when = if i == newest {
-                    "at once".to_owned()
-                } else {
-                    format!("within {} s", self.removal_window_s)
-                };
-                Some((*prev, self.hold_reason(prev, next, &when)?))
-            })
+            .filter(|p| !p.is_empty())
+            .filter_map(|prev| Some((*prev, self.hold_reason(prev, next)?)))
             .max_by_key(|(kept, _)| kept.len())
     }
 
     /// Why `next` must not replace `prev`, if it must not. An empty answer is always held;
     /// otherwise the net removal (records removed minus records added in their place) may not
     /// exceed the limit.
-    fn hold_reason(&self, prev: &[IpAddr], next: &[IpAddr], when: &str) -> Option<String> {
+    fn hold_reason(&self, prev: &[IpAddr], next: &[IpAddr]) -> Option<String> {
         if next.is_empty() {
             return Some("no healthy address; keeping the previous records".into());
         }
@@ -296,7 +284,7 @@ impl LineContext<'_> {
         let net = removed.saturating_sub(added);
         (net * 100 > self.mass_removal_pct as usize * prev.len()).then(|| {
             format!(
-                "would remove {net} of {} records {when} (more than the mass-removal limit of {} %)",
+                "would remove {net} of {} records at once (more than the mass-removal limit of {} %)",
                 prev.len(),
                 self.mass_removal_pct
             )
@@ -437,9 +425,11 @@ mod tests {
         prev: Option<&[IpAddr]>,
     ) -> LineAnswer {
         let groups = GroupIndex::new(nodes);
-        let ctx =
-            LineContext { nodes, groups: &groups, effects, mode, mass_removal_pct: 50, removal_window_s: 10 };
-        ctx.answer(line, switch, prev.as_slice())
+        LineContext { nodes, groups: &groups, effects, mode, mass_removal_pct: 50 }.answer(
+            line,
+            switch,
+            prev.as_slice(),
+        )
     }
 
     fn answer(nodes: &[NodeFacts], line: &LineSpec, switch: bool, prev: Option<&[IpAddr]>) -> LineAnswer {
@@ -533,7 +523,6 @@ mod tests {
             effects: &[],
             mode: DnsMode::Automatic,
             mass_removal_pct: 50,
-            removal_window_s: 10,
         };
         // One of two against the published records, but two of three within the window.
         let a = ctx.answer(&line(1, &[]), false, &window);
@@ -541,7 +530,7 @@ mod tests {
         assert_eq!(
             a.source,
             Source::Held {
-                reason: "would remove 2 of 3 records within 10 s (more than the mass-removal limit of 50 %)"
+                reason: "would remove 2 of 3 records at once (more than the mass-removal limit of 50 %)"
                     .into()
             }
         );

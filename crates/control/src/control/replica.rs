@@ -133,7 +133,7 @@ impl Control {
         }
         slot.adopted = r.number;
         slot.revision = r.number;
-        slot.state.published = Some(r.records.clone());
+        slot.state.publish(Some(r.records.clone()), r.at);
         let published =
             Published { cluster: r.cluster, number: r.number, at: r.at, records: r.records, zone };
         let previous = before.published.as_ref().map(|p| &p.records);

@@ -31,6 +31,13 @@ fn stored(lab: &Lab, c: ClusterId) -> StoredRevision {
     }
 }
 
+/// A round with every address answering, and its outputs taken.
+fn healthy(lab: &mut Lab, p: Caller) {
+    lab.round(p, &[]);
+    lab.advance(3);
+    lab.take();
+}
+
 fn leaders_only(o: &Output) -> bool {
     matches!(
         o,
@@ -97,11 +104,6 @@ fn a_follower_cuts_nothing_and_publishes_the_lease_holders_revisions() {
 /// number that replica would have given it.
 #[test]
 fn a_new_lease_holder_completes_the_failover_the_old_one_began_on_time() {
-    let healthy = |lab: &mut Lab, p: Caller| {
-        lab.round(p, &[]);
-        lab.advance(3);
-        lab.take();
-    };
     let dead = ip("203.0.113.10");
     let failed_over = |lab: &Lab, c: ClusterId| {
         lab.control.snapshots()[&c]
@@ -194,4 +196,42 @@ fn a_replica_that_loses_the_lease_drops_what_only_the_holder_does() {
     assert!(out.contains(&Output::DropUnsaved), "{out:?}");
     assert!(!out.iter().any(leaders_only), "{out:?}");
     assert_eq!(lab.control.role(), Role::Follower);
+}
+
+#[test]
+fn a_new_lease_holder_holds_a_cut_whose_start_the_old_one_published() {
+    let (mut leader, p, c) = twin(Role::Leader);
+    let (mut follower, _, _) = twin(Role::Follower);
+    healthy(&mut leader, p);
+    healthy(&mut follower, p);
+    let (a, b) = ("203.0.113.10", "203.0.113.11");
+    let records = |lab: &Lab| lab.control.snapshots()[&c].published.clone().map(|p| p.records.all.clone());
+    // The prober's way to both edges goes; it notices for .11 one interval after .10. The
+    // holder removes .10 (one of two: at the limit, so it goes) and dies.
+    for s in 0..120 {
+        let failing: &[&str] = if s < 10 { &[a] } else { &[a, b] };
+        for lab in [&mut leader, &mut follower] {
+            lab.round(p, failing);
+            lab.advance(1);
+        }
+        follower.control.handle_revision(stored(&leader, c), follower.now);
+        if records(&leader) == Some(vec![ip(b)]) {
+            break;
+        }
+    }
+    assert_eq!(records(&leader), Some(vec![ip(b)]));
+    assert_eq!(records(&follower), Some(vec![ip(b)]), "the follower publishes what the holder stored");
+    follower.control.handle_lease(Role::Leader, 0, follower.now);
+    // .11 goes too, within two intervals of .10: the new holder holds both, as the old one would.
+    for _ in 0..20 {
+        follower.round(p, &[a, b]);
+        follower.advance(1);
+    }
+    assert_eq!(records(&follower), Some(vec![ip(a), ip(b)]), "held with the records from before the cut");
+    let out = follower.take();
+    assert!(
+        revisions(&out).iter().any(|(_, reason)| reason.contains("held: no healthy address")),
+        "{:?}",
+        revisions(&out)
+    );
 }

@@ -31,9 +31,9 @@ pub use rules::{PreviewRow, preview};
 use rules::{end_changed_rules, step_rules};
 use stage::Stage;
 
-/// Replaced records kept for the removal window at most: enough for the passes of two probe
-/// intervals in a steady fleet, and a bound on what a flapping one costs each pass.
-const MAX_SUPERSEDED: usize = 16;
+/// Replaced records kept for the removal window at most: a bound on what a flapping fleet
+/// costs each pass.
+pub const MAX_SUPERSEDED: usize = 16;
 /// Seconds after which an agent without a heartbeat is offline (3 × 15 s).
 pub const AGENT_ONLINE_S: u64 = 45;
 /// Seconds after which a link without a handshake is stale.
@@ -318,12 +318,31 @@ pub struct ClusterState {
     pub behaviours: FastMap<RuleId, crate::rules::Behaviour>,
     /// The published records (`None`: nothing published yet).
     pub published: Option<Records>,
-    /// Records published before these and replaced within the removal window, oldest first,
-    /// each with when it was replaced: the protection measures a removal against them too.
+    /// Records published before these and replaced within the removal window (2 probe
+    /// intervals), oldest first, each with when it was replaced: the protection measures a
+    /// change against them too. Only sets whose lines differ from their successor's; emptied
+    /// by a configuration change, which is no removal to protect against.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub superseded: Vec<(Timestamp, Records)>,
     /// Lines held by the protection.
     pub held: BTreeMap<LineId, String>,
+}
+
+impl ClusterState {
+    /// `records` are published from `at` on; the ones they replace join the removal window when
+    /// their lines differ. Past [`MAX_SUPERSEDED`] the second oldest goes: the oldest holds the
+    /// records from before a cut that many passes notice.
+    pub fn publish(&mut self, records: Option<Records>, at: Timestamp) {
+        let replaced = std::mem::replace(&mut self.published, records);
+        if let Some(old) = replaced
+            && self.published.as_ref().is_none_or(|p| p.lines != old.lines)
+        {
+            self.superseded.push((at, old));
+            if self.superseded.len() > MAX_SUPERSEDED {
+                self.superseded.remove(1);
+            }
+        }
+    }
 }
 
 mod pairs {
@@ -395,6 +414,9 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         answers
     };
     let first = stage.records(&in_effect, &previous, &final_held);
+    // The operator's change (of rules as well) starts the window afresh: what it took out is no
+    // removal a hold should put back later.
+    let configured = view.reason.is_some() || !ended.is_empty();
     let first_reason = if !ended.is_empty() {
         let names: Vec<String> = ended
             .iter()
@@ -455,13 +477,12 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         out.events.push(Event::HoldReleased { line: *line });
     }
     state.held = last_held;
-    if let Some(replaced) = baseline.filter(|b| current.as_ref() != Some(b)) {
-        state.superseded.push((now, replaced));
-        // Bounded: a flapping fleet cuts many revisions in a window; the oldest go first.
-        let excess = state.superseded.len().saturating_sub(MAX_SUPERSEDED);
-        state.superseded.drain(..excess);
+    if configured {
+        state.superseded.clear();
+        state.published = current;
+    } else {
+        state.publish(current, now);
     }
-    state.published = current;
 
     // 6. Statuses and the next deadline.
     let effects = stage.effects(&in_effect);

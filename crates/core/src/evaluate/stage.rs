@@ -79,7 +79,6 @@ impl Stage<'_> {
             effects: &effects,
             mode: self.view.cluster.dns_mode,
             mass_removal_pct: self.view.cluster.mass_removal_pct,
-            removal_window_s: self.view.settings.removal_window_s(),
         };
         let mut out =
             StageResult { records: Records::default(), held: BTreeMap::new(), answers: BTreeMap::new() };

@@ -239,6 +239,56 @@ fn removals_further_apart_than_the_window_are_not_one() {
 }
 
 #[test]
+fn what_the_operator_took_out_is_not_put_back_by_a_later_hold() {
+    use vantage_core::evaluate::evaluate;
+    let mut f = three_on_a_line().node(4, 1, &[("203.0.113.4", Primary)]);
+    f.report_all_ok();
+    f.eval();
+    assert_eq!(f.line_records(1).len(), 4);
+    // Nodes 1 and 2 are disabled: two of four, at the limit, so they go.
+    f.node_mut(1).enabled = false;
+    f.node_mut(2).enabled = false;
+    let mut view = f.view();
+    view.reason = Some("Nodes edge-1 and edge-2 disabled");
+    let mut state = f.state.clone();
+    evaluate(&view, &mut state, f.now);
+    f.state = state;
+    assert_eq!(f.line_records(1), ips(&["203.0.113.3", "203.0.113.4"]));
+    // Within the window, node 3 becomes unreachable: one of two, not three of four.
+    for _ in 0..4 {
+        f.report("203.0.113.3", &[0]);
+        f.eval();
+        f.advance(2);
+    }
+    assert_eq!(f.line_records(1), ips(&["203.0.113.4"]));
+    assert!(f.state.held.is_empty(), "{:?}", f.state.held);
+}
+
+#[test]
+fn the_window_keeps_changed_lines_only_and_the_oldest_past_its_bound() {
+    use std::collections::BTreeMap;
+    use vantage_core::evaluate::{ClusterState, MAX_SUPERSEDED, Records};
+    use vantage_core::time::Timestamp;
+    let records = |n: u8, ttl: bool| Records {
+        lines: BTreeMap::from([(LineId(1), vec![format!("203.0.113.{n}").parse().unwrap()])]),
+        all: Vec::new(),
+        ttls: if ttl { BTreeMap::from([(LineId(1), 15)]) } else { BTreeMap::new() },
+    };
+    let mut state = ClusterState::default();
+    state.publish(Some(records(0, false)), Timestamp::from_secs(0));
+    assert!(state.superseded.is_empty(), "nothing was replaced");
+    // A shorter TTL alone changes no line: nothing to measure a removal against.
+    state.publish(Some(records(0, true)), Timestamp::from_secs(1));
+    assert!(state.superseded.is_empty());
+    for i in 1..=40u8 {
+        state.publish(Some(records(i, false)), Timestamp::from_secs(i64::from(i) + 1));
+    }
+    assert_eq!(state.superseded.len(), MAX_SUPERSEDED);
+    assert_eq!(state.superseded[0], (Timestamp::from_secs(2), records(0, true)), "the oldest stays");
+    assert_eq!(state.superseded.last().unwrap().1, records(39, false));
+}
+
+#[test]
 fn never_empty_with_every_address_unreachable_from_the_start() {
     let mut f =
         Fleet::new(1).fast().node(1, 1, &[("203.0.113.1", Primary)]).node(2, 1, &[("203.0.113.2", Primary)]);
