@@ -44,7 +44,7 @@ pub fn dig_short(server: SocketAddr, args: &[&str]) -> Vec<String> {
     lines
 }
 
-/// A port free on 127.0.0.1 for both UDP and TCP (at the time of asking), below the kernel's
+/// A port free on 127.0.0.1 for both UDP and TCP (at the time of asking), outside the kernel's
 /// ephemeral range, for a DNS server a test asks with `dig`.
 ///
 /// Why not a port the kernel picks: `dig` binds its source port with SO_REUSEPORT, as our
@@ -55,7 +55,7 @@ pub fn dig_short(server: SocketAddr, args: &[&str]) -> Vec<String> {
 /// so two servers of one test run are not handed the same one.
 pub fn free_port() -> io::Result<u16> {
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let (low, high) = below_ephemeral();
+    let (low, high) = outside_ephemeral();
     let span = u32::from(high - low);
     // Test binaries that run one after another start at different places.
     let start = std::process::id().wrapping_mul(7_919);
@@ -69,15 +69,22 @@ pub fn free_port() -> io::Result<u16> {
     Err(io::Error::other("no port free for both UDP and TCP on 127.0.0.1"))
 }
 
-/// The ports [`free_port`] picks from: the half below the kernel's ephemeral range
-/// (`net.ipv4.ip_local_port_range`, 32768–60999 by default), and never below 1024.
-fn below_ephemeral() -> (u16, u16) {
-    let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32_768);
-    let high = first_ephemeral.max(2_048);
-    (1_024.max(high / 2), high)
+/// The ports [`free_port`] picks from: outside the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`, 32768–60999 by default): the half below it, or the ports
+/// above it where fewer than 1024 lie below; never below 1024.
+fn outside_ephemeral() -> (u16, u16) {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let mut bounds = range.split_whitespace().map(|w| w.parse::<u16>().ok());
+    let first = bounds.next().flatten().unwrap_or(32_768);
+    let last = bounds.next().flatten().unwrap_or(60_999);
+    if first >= 2_048 {
+        (first / 2, first)
+    } else if last <= 65_535 - 1_024 {
+        (last + 1, 65_535)
+    } else {
+        // The whole range is ephemeral: nothing is safe, so take the top.
+        (64_511, 65_535)
+    }
 }
 
 /// A running `knotd` (Debian package `knot`) in a temporary directory, killed when dropped.
