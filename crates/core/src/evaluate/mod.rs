@@ -407,12 +407,12 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     for (ev, t) in &transitions {
         apply(&mut final_effect, ev, *t);
     }
-    let final_held: BTreeMap<LineId, LineAnswer> = {
-        let last = stage.records(&final_effect, &previous, &BTreeMap::new());
-        let mut answers = last.answers;
-        answers.retain(|l, _| last.held.contains_key(l));
-        answers
-    };
+    let final_held: BTreeMap<LineId, LineAnswer> = stage
+        .records(&final_effect, &previous, &BTreeMap::new())
+        .answers
+        .into_iter()
+        .filter(|(_, a)| matches!(a.source, Source::Held { .. }))
+        .collect();
     let first = stage.records(&in_effect, &previous, &final_held);
     // The operator's change (of rules as well) starts the window afresh: what it took out is no
     // removal a hold should put back later.
@@ -477,11 +477,9 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         out.events.push(Event::HoldReleased { line: *line });
     }
     state.held = last_held;
+    state.publish(current, now);
     if configured {
         state.superseded.clear();
-        state.published = current;
-    } else {
-        state.publish(current, now);
     }
 
     // 6. Statuses and the next deadline.
