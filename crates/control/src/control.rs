@@ -16,6 +16,7 @@ use vantage_core::evaluate::{
     evaluate, preview,
 };
 use vantage_core::ids::{ClusterId, NodeId, RegionId, RuleId};
+use vantage_core::model::AllDown;
 use vantage_core::reachability::{
     AddressHealth, Observation, Observations as Seen, ProberView, Verdict, sees_failing, verdicts_by_region,
 };
@@ -89,6 +90,8 @@ pub struct StoredRevision {
     pub reason: String,
     /// Its records.
     pub records: Records,
+    /// Lines that answer by their all-down policy in it.
+    pub held: BTreeMap<vantage_core::ids::LineId, vantage_core::answer::LineHold>,
 }
 
 /// What the control core starts from: the stored configuration, observations and decisions.
@@ -131,8 +134,8 @@ pub struct Revision {
     pub published: Arc<Published>,
     /// Why it was cut.
     pub reason: String,
-    /// Lines whose previous records were kept, and why.
-    pub held: BTreeMap<vantage_core::ids::LineId, String>,
+    /// Lines that answer by their all-down policy, which and why.
+    pub held: BTreeMap<vantage_core::ids::LineId, vantage_core::answer::LineHold>,
 }
 
 impl Revision {
@@ -302,8 +305,14 @@ impl Control {
             // The published records survive a restart even when the state did not.
             slot.state.published.get_or_insert_with(|| r.records.clone());
             let line_since = r.records.lines.keys().map(|l| (*l, r.at)).collect();
-            let published =
-                Published { cluster: r.cluster, number: r.number, at: r.at, records: r.records, zone };
+            let published = Published {
+                cluster: r.cluster,
+                number: r.number,
+                at: r.at,
+                records: r.records,
+                held: r.held,
+                zone,
+            };
             snapshots.insert(
                 r.cluster,
                 Arc::new(ClusterSnapshot {
@@ -470,11 +479,6 @@ impl Control {
             }
         }
         out
-    }
-
-    /// The lines of a cluster whose records the protection holds, and why.
-    pub fn held(&self, cluster: ClusterId) -> Option<&BTreeMap<vantage_core::ids::LineId, String>> {
-        self.slots.get(&cluster).map(|s| &s.state.held)
     }
 
     /// A prober's status now (SPEC §3.5).
@@ -1109,9 +1113,10 @@ impl Control {
                 number: slot.revision,
                 at: now,
                 records: draft.records.clone(),
+                held: draft.held.clone(),
                 zone: zone.clone(),
             });
-            self.events.revision(&p, published.as_ref().map(|p| &p.records), &draft.reason, &draft.held, now);
+            self.events.revision(&p, published.as_ref().map(|p| &p.records), &draft.reason, now);
             self.outputs.push_back(Output::Revision(Revision {
                 published: p.clone(),
                 reason: draft.reason.clone(),
@@ -1444,21 +1449,22 @@ impl Control {
                 self.resolve(&format!("address_unreachable/node:{node}/{ip}"), now);
                 None
             }
-            Event::Held { line, reason } => {
+            Event::Held { line, hold } => {
                 let line_name = zone.line_name(*line);
-                let summary = format!("records of {} line {line_name} held: {reason}", cluster.name);
-                let details = json!({"cluster": cluster.name, "line": line_name, "reason": reason});
-                self.fire(
-                    format!("revision_held/cluster:{cluster_id}/line:{line}"),
-                    "revision_held",
-                    summary,
-                    details,
-                    now,
-                );
+                let summary = format!("records of {}: {}", cluster.name, hold.describe(&line_name));
+                let details = json!({"cluster": cluster.name, "line": line_name, "policy": hold.policy, "reason": hold.reason});
+                // One alert per line, whatever the policy: its kind says which (a change of
+                // policy while all down resolves one and fires the other).
+                let kind = if hold.policy == AllDown::Hold { "revision_held" } else { "line_all_down" };
+                let other = if hold.policy == AllDown::Hold { "line_all_down" } else { "revision_held" };
+                self.resolve(&format!("{other}/cluster:{cluster_id}/line:{line}"), now);
+                self.fire(format!("{kind}/cluster:{cluster_id}/line:{line}"), kind, summary, details, now);
                 None
             }
             Event::HoldReleased { line } => {
-                self.resolve(&format!("revision_held/cluster:{cluster_id}/line:{line}"), now);
+                for kind in ["revision_held", "line_all_down"] {
+                    self.resolve(&format!("{kind}/cluster:{cluster_id}/line:{line}"), now);
+                }
                 None
             }
         }
@@ -1663,6 +1669,7 @@ impl Parts {
                 group: Some(l.value.line.group),
                 backup_groups: l.value.line.backup_groups.clone(),
                 min_healthy: l.value.line.min_healthy,
+                all_down: l.value.line.all_down,
             })
             .collect();
         let rules = c.rules_of(id).map(|(rid, r)| (rid, r.value.rule.clone())).collect();

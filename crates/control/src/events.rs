@@ -182,18 +182,11 @@ impl EventLog {
 
     /// The event of revision `p`: why it was cut, what it changed per line since `before`,
     /// and the lines the protection held.
-    pub(crate) fn revision(
-        &mut self,
-        p: &Published,
-        before: Option<&Records>,
-        reason: &str,
-        held: &std::collections::BTreeMap<LineId, String>,
-        now: Timestamp,
-    ) {
+    pub(crate) fn revision(&mut self, p: &Published, before: Option<&Records>, reason: &str, now: Timestamp) {
         let zone = &p.zone;
         let lines = line_changes(before, &p.records, |l| zone.line_name(l));
-        let held: std::collections::BTreeMap<String, &String> =
-            held.iter().map(|(l, why)| (zone.line_name(*l), why)).collect();
+        let held: std::collections::BTreeMap<String, &vantage_core::answer::LineHold> =
+            p.held.iter().map(|(l, hold)| (zone.line_name(*l), hold)).collect();
         let summary =
             format!("revision {} of {}: {reason} — {}", p.number, zone.name, describe_lines(&lines));
         let details =

@@ -123,7 +123,7 @@ impl Control {
             }
             if let Some(p) = &snap.published {
                 for (lid, line, records) in p.lines() {
-                    let held = self.held(*cid).is_some_and(|h| h.contains_key(&lid));
+                    let held = p.held.contains_key(&lid);
                     f.lines.push((cname.clone(), line.name.clone(), records.len(), held));
                 }
             }

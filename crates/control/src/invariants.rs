@@ -44,6 +44,11 @@ pub trait Invariants: Sized {
     fn check(&self, id: i64, c: &Config) -> Result<(), Refusal>;
     /// Checks that object `id` may be deleted; returns the objects deleted with it.
     fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, Refusal>;
+    /// Checks what deleting object `id` takes the operator's word (`force`) for: a delete that
+    /// would change what DNS answers beyond the object itself.
+    fn check_unforced_delete(_id: i64, _c: &Config) -> Result<(), Refusal> {
+        Ok(())
+    }
 }
 
 /// Names must be unique among `siblings` (other than `id` itself).
@@ -267,6 +272,16 @@ impl Invariants for RuleRecord {
     }
 }
 
+/// The lines of `cluster` that answer with `group`: those whose group it is, or every line of a
+/// cluster without lines (the implicit default line answers with every group).
+fn lines_answering_with(c: &Config, cluster: ClusterId, group: GroupId) -> Vec<String> {
+    let lines: Vec<&LineRecord> = c.lines_of(cluster).map(|(_, l)| &l.value).collect();
+    if lines.is_empty() {
+        return vec!["default".to_owned()];
+    }
+    lines.iter().filter(|l| l.line.group == group).map(|l| l.line.name.clone()).collect()
+}
+
 impl Invariants for NodeRecord {
     fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
         if !c.clusters.contains_key(&self.cluster.0) {
@@ -288,6 +303,31 @@ impl Invariants for NodeRecord {
     }
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {
         Ok(Vec::new())
+    }
+    /// The last enabled node of a group a line answers with leaves that line to its all-down
+    /// policy: only with `force`.
+    fn check_unforced_delete(id: i64, c: &Config) -> Result<(), Refusal> {
+        let Some(node) = c.nodes.get(&id).map(|n| &n.value) else { return Ok(()) };
+        let (cluster, group) = (node.cluster, node.node.group);
+        let others = c.nodes_of(cluster).any(|(other, n)| {
+            other.0 != id
+                && n.value.node.enabled
+                && (n.value.node.group == group || c.lines_of(cluster).next().is_none())
+        });
+        let lines = lines_answering_with(c, cluster, group);
+        if !node.node.enabled || others || lines.is_empty() {
+            return Ok(());
+        }
+        let group_name =
+            c.groups.get(&group.0).map_or_else(|| group.to_string(), |g| g.value.group.name.clone());
+        let (which, them) = match lines.as_slice() {
+            [one] => (format!("line {one} answers"), "that line to its"),
+            many => (format!("lines {} answer", many.join(", ")), "those lines to their"),
+        };
+        Err(Refusal::Conflict(format!(
+            "{} is the last enabled node of group {group_name}, which {which} with: deleting it leaves {them} all-down policy. Delete it with force (ctl nodes delete --force), or disable it",
+            node.node.name
+        )))
     }
 }
 

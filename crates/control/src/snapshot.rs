@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use vantage_core::Timestamp;
+use vantage_core::answer::LineHold;
 use vantage_core::evaluate::{DEFAULT_LINE, NodeStatus, Records, RuleNodeStatus};
 use vantage_core::ids::{ClusterId, LineId, NodeId};
 use vantage_core::net::IpNet;
@@ -81,6 +82,9 @@ pub struct Published {
     pub at: Timestamp,
     /// Its records.
     pub records: Records,
+    /// Lines that answer by their all-down policy in it, which and why: what every status,
+    /// alert and figure says of a held line is read from here.
+    pub held: BTreeMap<LineId, LineHold>,
     /// The zone it was cut under.
     pub zone: Zone,
 }

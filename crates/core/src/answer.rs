@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::address::{Level, SchedulingAddress};
 use crate::ids::{GroupId, LineId, NodeId};
-use crate::model::DnsMode;
+use crate::model::{AllDown, DnsMode};
 
 /// The addresses a node answers with.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -104,6 +104,43 @@ pub struct NodeFacts {
     pub primaries: Vec<IpAddr>,
 }
 
+/// A line that answers by its all-down policy, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct LineHold {
+    /// The policy the line answers by.
+    pub policy: AllDown,
+    /// Why.
+    pub reason: String,
+}
+
+impl LineHold {
+    /// What a revision's reason says of the line called `name`.
+    pub fn describe(&self, name: &str) -> String {
+        match self.policy {
+            AllDown::Hold => format!("line {name} held: {}", self.reason),
+            policy => format!("line {name} all down ({}): {}", policy.as_str(), self.reason),
+        }
+    }
+}
+
+/// Read as stored: a plain reason is a hold (revisions and states stored before the other
+/// policies existed).
+impl<'de> Deserialize<'de> for LineHold {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Stored {
+            Reason(String),
+            Full { policy: AllDown, reason: String },
+        }
+        Ok(match Stored::deserialize(d)? {
+            Stored::Reason(reason) => LineHold { policy: AllDown::Hold, reason },
+            Stored::Full { policy, reason } => LineHold { policy, reason },
+        })
+    }
+}
+
 /// The rule actions in effect on one node.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Effects {
@@ -141,6 +178,8 @@ pub struct LineSpec {
     pub backup_groups: Vec<GroupId>,
     /// Minimum healthy addresses.
     pub min_healthy: u32,
+    /// What it answers when health leaves it with nothing healthy.
+    pub all_down: AllDown,
 }
 
 /// Where a line's records came from.
@@ -156,11 +195,29 @@ pub enum Source {
         /// Why.
         reason: String,
     },
+    /// The line's all-down policy (`online` or `nodata`) answered instead of health.
+    AllDown {
+        /// Which policy.
+        policy: AllDown,
+        /// Why.
+        reason: String,
+    },
     /// Never empty: no previous records and no healthy address, so a fallback tier.
     Fallback {
         /// Which tier.
         tier: String,
     },
+}
+
+impl Source {
+    /// The all-down policy this answer is by, with its reason, when it is by one.
+    pub fn hold(&self) -> Option<LineHold> {
+        match self {
+            Source::Held { reason } => Some(LineHold { policy: AllDown::Hold, reason: reason.clone() }),
+            Source::AllDown { policy, reason } => Some(LineHold { policy: *policy, reason: reason.clone() }),
+            _ => None,
+        }
+    }
 }
 
 /// The answer of one line.
@@ -187,6 +244,9 @@ pub struct LineContext<'a> {
     pub mode: DnsMode,
     /// Mass-removal limit, %.
     pub mass_removal_pct: u32,
+    /// Addresses that answer but wait for the probers' verification, sorted: leaving the
+    /// records for that is no removal by health (they were never verified to leave).
+    pub pending: &'a [IpAddr],
 }
 
 impl LineContext<'_> {
@@ -244,16 +304,66 @@ impl LineContext<'_> {
             }
         }
         if let Some((kept, reason)) = self.hold(previous, &records) {
-            return LineAnswer {
-                records: kept.to_vec(),
-                source: Source::Held { reason },
-                backup_groups_unavailable,
-            };
+            return self.all_down(line, kept, reason, records, source, backup_groups_unavailable);
         }
         if records.is_empty() {
-            return self.fallback(line, backup_groups_unavailable);
+            return match line.all_down {
+                AllDown::Nodata if automatic => LineAnswer {
+                    records,
+                    source: Source::AllDown { policy: AllDown::Nodata, reason: "no healthy address".into() },
+                    backup_groups_unavailable,
+                },
+                _ => self.fallback(line, backup_groups_unavailable),
+            };
         }
         LineAnswer { records, source, backup_groups_unavailable }
+    }
+
+    /// The answer by `line`'s all-down policy when health would leave it empty or take too
+    /// much of it at once (`kept`, `reason`): `hold` keeps `kept`; `online` adds every online
+    /// node of the cluster to what is healthy, and holds when no node is online; `nodata` fails
+    /// closed when nothing is healthy, and otherwise lets the removal through, for what is left
+    /// is healthy.
+    fn all_down(
+        &self,
+        line: &LineSpec,
+        kept: &[IpAddr],
+        reason: String,
+        healthy: Vec<IpAddr>,
+        source: Source,
+        backup_groups_unavailable: bool,
+    ) -> LineAnswer {
+        let held = |reason: String| LineAnswer {
+            records: kept.to_vec(),
+            source: Source::Held { reason },
+            backup_groups_unavailable,
+        };
+        match line.all_down {
+            AllDown::Hold => held(reason),
+            AllDown::Online => {
+                let mut records = self.primaries_of(None, |n| n.enabled && n.online);
+                if records.is_empty() {
+                    return held(format!("{reason}; no node is online, so keeping the previous records"));
+                }
+                records.extend(healthy);
+                records.sort_unstable();
+                records.dedup();
+                LineAnswer {
+                    records,
+                    source: Source::AllDown {
+                        policy: AllDown::Online,
+                        reason: format!("{reason}; answering every online node"),
+                    },
+                    backup_groups_unavailable,
+                }
+            }
+            AllDown::Nodata if healthy.is_empty() => LineAnswer {
+                records: healthy,
+                source: Source::AllDown { policy: AllDown::Nodata, reason: "no healthy address".into() },
+                backup_groups_unavailable,
+            },
+            AllDown::Nodata => LineAnswer { records: healthy, source, backup_groups_unavailable },
+        }
     }
 
     /// Mass-removal protection: the records to keep instead of `next`, and why, when `next`
@@ -269,17 +379,21 @@ impl LineContext<'_> {
             .max_by_key(|(kept, _)| kept.len())
     }
 
-    /// Why `next` must not replace `prev`, if it must not. An empty answer is always held;
-    /// otherwise the net removal (records removed minus records added in their place) may not
+    /// Why `next` must not replace `prev`, if it must not. An empty answer is held when health
+    /// took an address away (not when every address left only waits to be verified); otherwise
+    /// the net removal (records removed by health minus records added in their place) may not
     /// exceed the limit.
     fn hold_reason(&self, prev: &[IpAddr], next: &[IpAddr]) -> Option<String> {
+        let removed = prev
+            .iter()
+            .filter(|ip| next.binary_search(ip).is_err() && self.pending.binary_search(ip).is_err())
+            .count();
         if next.is_empty() {
-            return Some("no healthy address; keeping the previous records".into());
+            return (removed > 0).then(|| "no healthy address; keeping the previous records".into());
         }
         if self.mode == DnsMode::Manual {
             return None;
         }
-        let removed = prev.iter().filter(|ip| next.binary_search(ip).is_err()).count();
         let added = next.iter().filter(|ip| prev.binary_search(ip).is_err()).count();
         let net = removed.saturating_sub(added);
         (net * 100 > self.mass_removal_pct as usize * prev.len()).then(|| {
@@ -291,25 +405,19 @@ impl LineContext<'_> {
         })
     }
 
-    /// Never empty while the cluster has nodes: online enabled nodes of the line's group, then
-    /// its enabled nodes, then the same over the whole cluster, then every node (primaries).
+    /// Never empty while the cluster has enabled nodes: online enabled nodes of the line's
+    /// group, then its enabled nodes, then the same over the whole cluster. A node the operator
+    /// disabled is never answered.
     fn fallback(&self, line: &LineSpec, backup_groups_unavailable: bool) -> LineAnswer {
         type Tier = (&'static str, Option<GroupId>, fn(&NodeFacts) -> bool);
-        let tiers: [Tier; 5] = [
+        let tiers: [Tier; 4] = [
             ("online nodes of the group", line.group, |n| n.enabled && n.online),
             ("enabled nodes of the group", line.group, |n| n.enabled),
             ("online nodes of the cluster", None, |n| n.enabled && n.online),
             ("enabled nodes of the cluster", None, |n| n.enabled),
-            ("every node of the cluster", None, |_| true),
         ];
         for (tier, group, pick) in tiers {
-            let mut records: Vec<IpAddr> = self
-                .in_group(group)
-                .filter(|(_, n)| pick(n))
-                .flat_map(|(_, n)| n.primaries.iter().copied())
-                .collect();
-            records.sort_unstable();
-            records.dedup();
+            let records = self.primaries_of(group, pick);
             if !records.is_empty() {
                 return LineAnswer {
                     records,
@@ -320,9 +428,22 @@ impl LineContext<'_> {
         }
         LineAnswer {
             records: Vec::new(),
-            source: Source::Fallback { tier: "no node has an address".into() },
+            source: Source::Fallback { tier: "no enabled node has an address".into() },
             backup_groups_unavailable,
         }
+    }
+
+    /// The primary addresses of the nodes of `group` (every group for `None`) that `pick`
+    /// takes, sorted, no duplicates.
+    fn primaries_of(&self, group: Option<GroupId>, pick: fn(&NodeFacts) -> bool) -> Vec<IpAddr> {
+        let mut records: Vec<IpAddr> = self
+            .in_group(group)
+            .filter(|(_, n)| pick(n))
+            .flat_map(|(_, n)| n.primaries.iter().copied())
+            .collect();
+        records.sort_unstable();
+        records.dedup();
+        records
     }
 }
 
@@ -413,6 +534,7 @@ mod tests {
             group: Some(GroupId(1)),
             backup_groups: backups.iter().map(|g| GroupId(*g)).collect(),
             min_healthy: min,
+            all_down: AllDown::Hold,
         }
     }
 
@@ -425,7 +547,7 @@ mod tests {
         prev: Option<&[IpAddr]>,
     ) -> LineAnswer {
         let groups = GroupIndex::new(nodes);
-        LineContext { nodes, groups: &groups, effects, mode, mass_removal_pct: 50 }.answer(
+        LineContext { nodes, groups: &groups, effects, mode, mass_removal_pct: 50, pending: &[] }.answer(
             line,
             switch,
             prev.as_slice(),
@@ -523,6 +645,7 @@ mod tests {
             effects: &[],
             mode: DnsMode::Automatic,
             mass_removal_pct: 50,
+            pending: &[],
         };
         // One of two against the published records, but two of three within the window.
         let a = ctx.answer(&line(1, &[]), false, &window);
@@ -573,6 +696,13 @@ mod tests {
         // A line whose group has no node falls back to the cluster.
         let other = LineSpec { group: Some(GroupId(7)), ..line(1, &[]) };
         assert_eq!(answer(&nodes, &other, false, None).records.len(), 2);
+        // A node the operator disabled is never answered, not even to keep the line filled.
+        nodes[1].enabled = false;
+        let a = answer(&nodes, &line(1, &[]), false, None);
+        assert_eq!(a.records, ips(&["203.0.113.1"]));
+        nodes[0].enabled = false;
+        let a = answer(&nodes, &line(1, &[]), false, None);
+        assert!(a.records.is_empty(), "{a:?}");
     }
 
     #[test]
@@ -581,5 +711,79 @@ mod tests {
         let effects = [Effects { removed: Scope::Everywhere, backup_ip: Scope::Everywhere }];
         let a = answer_with(&nodes, &effects, DnsMode::Manual, &line(1, &[2]), true, None);
         assert_eq!(a.records, ips(&["203.0.113.1"]));
+    }
+
+    #[test]
+    fn line_waiting_for_verification_is_no_removal_to_hold() {
+        let mut nodes = vec![node(1, 1, &["203.0.113.1"])];
+        nodes[0].in_use = InUse::default();
+        let groups = GroupIndex::new(&nodes);
+        let pending = ips(&["203.0.113.1"]);
+        let ctx = LineContext {
+            nodes: &nodes,
+            groups: &groups,
+            effects: &[],
+            mode: DnsMode::Automatic,
+            mass_removal_pct: 50,
+            pending: &pending,
+        };
+        let prev = ips(&["203.0.113.1"]);
+        let a = ctx.answer(&line(1, &[]), false, &[&prev]);
+        assert_eq!(a.records, prev);
+        assert_eq!(a.source, Source::Fallback { tier: "online nodes of the group".into() });
+    }
+
+    #[test]
+    fn line_all_down_policies() {
+        let mut nodes =
+            vec![node(1, 1, &["203.0.113.1"]), node(2, 1, &["203.0.113.2"]), node(3, 2, &["198.51.100.1"])];
+        for n in &mut nodes[..2] {
+            n.in_use = InUse::default();
+        }
+        nodes[1].online = false;
+        let prev = ips(&["203.0.113.1", "203.0.113.2"]);
+        let with = |policy| LineSpec { all_down: policy, ..line(1, &[]) };
+        // hold: the previous records.
+        let a = answer(&nodes, &with(AllDown::Hold), false, Some(&prev));
+        assert_eq!(a.records, prev);
+        assert_eq!(a.source.hold().map(|h| h.policy), Some(AllDown::Hold));
+        // online: every online node of the cluster, whatever its group.
+        let a = answer(&nodes, &with(AllDown::Online), false, Some(&prev));
+        assert_eq!(a.records, ips(&["198.51.100.1", "203.0.113.1"]));
+        assert_eq!(a.source.hold().map(|h| h.policy), Some(AllDown::Online));
+        // nodata: nothing, with or without previous records.
+        for p in [Some(prev.as_slice()), None] {
+            let a = answer(&nodes, &with(AllDown::Nodata), false, p);
+            assert!(a.records.is_empty());
+            assert_eq!(a.source.hold().map(|h| h.policy), Some(AllDown::Nodata));
+        }
+        // online with no node online holds.
+        for n in &mut nodes {
+            n.online = false;
+        }
+        let a = answer(&nodes, &with(AllDown::Online), false, Some(&prev));
+        assert_eq!(a.records, prev);
+        assert!(matches!(a.source, Source::Held { .. }));
+    }
+
+    #[test]
+    fn line_nodata_lets_a_mass_removal_through_to_what_is_healthy() {
+        let mut nodes =
+            vec![node(1, 1, &["203.0.113.1"]), node(2, 1, &["203.0.113.2"]), node(3, 1, &["203.0.113.3"])];
+        nodes[0].in_use = InUse::default();
+        nodes[1].in_use = InUse::default();
+        let prev = ips(&["203.0.113.1", "203.0.113.2", "203.0.113.3"]);
+        let l = LineSpec { all_down: AllDown::Nodata, ..line(1, &[]) };
+        let a = answer(&nodes, &l, false, Some(&prev));
+        assert_eq!(a.records, ips(&["203.0.113.3"]));
+        assert_eq!(a.source, Source::Group);
+    }
+
+    #[test]
+    fn a_stored_plain_reason_reads_as_a_hold() {
+        let h: LineHold = serde_json::from_str(r#""no healthy address""#).unwrap();
+        assert_eq!(h, LineHold { policy: AllDown::Hold, reason: "no healthy address".into() });
+        let h: LineHold = serde_json::from_str(r#"{"policy":"nodata","reason":"x"}"#).unwrap();
+        assert_eq!(h.policy, AllDown::Nodata);
     }
 }

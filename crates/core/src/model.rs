@@ -114,6 +114,33 @@ pub enum DnsMode {
     Manual,
 }
 
+/// What a line answers when health leaves it with nothing healthy, or would take more than the
+/// mass-removal limit of its records at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum AllDown {
+    /// Keep the previous records (the revision is held, and says why).
+    #[default]
+    Hold,
+    /// Every online node of the cluster (primary addresses): the agents' heartbeats vouch
+    /// for them when the probers cannot.
+    Online,
+    /// Fail closed: no records (NOERROR, no data).
+    Nodata,
+}
+
+impl AllDown {
+    /// Its name, as entered.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AllDown::Hold => "hold",
+            AllDown::Online => "online",
+            AllDown::Nodata => "nodata",
+        }
+    }
+}
+
 /// A cluster: nodes serving one DNS domain on a set of listeners.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
@@ -438,6 +465,8 @@ pub struct Line {
     pub min_healthy: u32,
     /// Client networks this line answers; empty = the default line.
     pub client_networks: Vec<IpNet>,
+    /// What it answers when health leaves it with nothing healthy (`hold`).
+    pub all_down: AllDown,
 }
 
 /// A line as entered.
@@ -453,6 +482,8 @@ pub struct LineInput {
     pub min_healthy: u32,
     /// Client networks.
     pub client_networks: Vec<IpNet>,
+    /// All-down policy (`hold`; lines stored before it existed hold).
+    pub all_down: AllDown,
 }
 
 impl Default for LineInput {
@@ -463,6 +494,7 @@ impl Default for LineInput {
             backup_groups: Vec::new(),
             min_healthy: 1,
             client_networks: Vec::new(),
+            all_down: AllDown::Hold,
         }
     }
 }
@@ -483,7 +515,14 @@ impl TryFrom<LineInput> for Line {
         let mut nets = i.client_networks;
         nets.sort();
         nets.dedup();
-        Ok(Line { name, group: i.group, backup_groups: i.backup_groups, min_healthy, client_networks: nets })
+        Ok(Line {
+            name,
+            group: i.group,
+            backup_groups: i.backup_groups,
+            min_healthy,
+            client_networks: nets,
+            all_down: i.all_down,
+        })
     }
 }
 

@@ -382,6 +382,7 @@ pub(crate) fn stored_revision(r: vantage_store::RevisionRow) -> StoredRevision {
         reason: r.reason,
         // Records that no longer parse publish nothing until the next revision.
         records: serde_json::from_value::<Records>(r.records).unwrap_or_default(),
+        held: serde_json::from_value(r.held).unwrap_or_default(),
     }
 }
 

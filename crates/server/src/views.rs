@@ -12,10 +12,11 @@ use vantage_control::config::TokenState;
 use vantage_control::observe::{ProberStatus, RoundSummary};
 use vantage_core::Timestamp;
 use vantage_core::address::{AddressSource, Level, SchedulingAddress};
+use vantage_core::answer::LineHold;
 use vantage_core::check::{Check, Listener};
 use vantage_core::evaluate::{LinkState, NodeMetrics, PreviewRow, Records};
 use vantage_core::ids::{ClusterId, GroupId, LineId, NodeId, RegionId, RuleId};
-use vantage_core::model::{DnsMode, PublisherInput};
+use vantage_core::model::{AllDown, DnsMode, PublisherInput};
 use vantage_core::net::IpNet;
 use vantage_core::reachability::{Condition, Reachability, Verdict};
 use vantage_core::result::ErrorCode;
@@ -158,6 +159,8 @@ pub struct LineView {
     pub min_healthy: u32,
     /// Client networks it answers (empty: the default line).
     pub client_networks: Vec<IpNet>,
+    /// What it answers when health leaves it with nothing healthy.
+    pub all_down: AllDown,
 }
 
 /// A scheduling rule, with the nodes it acts on now.
@@ -545,6 +548,9 @@ pub struct DnsLine {
     /// Since when it has answered them (after a restart, at the latest the stored revision's
     /// time).
     pub since: Option<Timestamp>,
+    /// When it answers by its all-down policy (its records held, every online node, or none),
+    /// which and why; `None` while it answers by health.
+    pub held: Option<LineHold>,
 }
 
 /// What DNS answers for a cluster now: the published revision.
@@ -579,9 +585,10 @@ pub struct RevisionView {
     pub reason: String,
     /// Its records.
     pub records: Records,
-    /// Lines whose previous records were kept (by line id, a string key in JSON), and why.
-    #[schema(value_type = BTreeMap<String, String>)]
-    pub held: BTreeMap<LineId, String>,
+    /// Lines that answered by their all-down policy (by line id, a string key in JSON), which
+    /// and why.
+    #[schema(value_type = BTreeMap<String, LineHold>)]
+    pub held: BTreeMap<LineId, LineHold>,
     /// Each publisher's outcome, once it tried.
     pub publish: Vec<PublishView>,
 }

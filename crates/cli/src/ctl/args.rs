@@ -141,7 +141,13 @@ pub(super) enum Action {
         file: Option<PathBuf>,
     },
     /// Delete one.
-    Delete { id: Ref },
+    Delete {
+        id: Ref,
+        /// Delete even where it changes what DNS answers beyond the object (the last enabled
+        /// node of a group a line answers with).
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]

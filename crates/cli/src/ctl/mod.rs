@@ -140,9 +140,10 @@ where
             names.fields(kind, Some(id), &mut b).await?;
             c.call(Method::PATCH, &format!("{path}/{id}"), Some(&b)).await?
         }
-        Action::Delete { id } => {
+        Action::Delete { id, force } => {
             let id = names.id(kind, &what, id).await?;
-            c.delete(&format!("{path}/{id}")).await?;
+            let force = if *force { "?force=true" } else { "" };
+            c.delete(&format!("{path}/{id}{force}")).await?;
             if !json {
                 println!("deleted {} {id}", kind.noun());
             }
@@ -519,6 +520,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                         client_networks: Vec::new(),
                         records: v.all.clone(),
                         since: None,
+                        held: None,
                     });
                     table(&lines);
                 }
@@ -685,7 +687,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 CheckAction::Update { id, fields, file } => {
                     Action::Update { id: id.clone(), fields: fields.clone(), file: file.clone() }
                 }
-                CheckAction::Delete { id } => Action::Delete { id: id.clone() },
+                CheckAction::Delete { id } => Action::Delete { id: id.clone(), force: false },
             };
             generic::<CheckView>(names, Kind::Check, "/v1/checks", &common, json).await
         }
@@ -723,7 +725,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 Ok(())
             }
             TokenAction::Revoke { id } => {
-                let delete = Action::Delete { id: id.clone() };
+                let delete = Action::Delete { id: id.clone(), force: false };
                 generic::<AdminTokenView>(names, Kind::AdminToken, "/v1/admin-tokens", &delete, json).await
             }
         },

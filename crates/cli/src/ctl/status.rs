@@ -27,7 +27,7 @@ struct ClusterStatus {
     dns: DnsView,
     /// Why the newest revision was cut.
     reason: Option<String>,
-    /// Lines whose previous records the protection holds, and why.
+    /// Lines that answer by their all-down policy: name, and which and why.
     held: Vec<(String, String)>,
     /// Nodes with an address that is not plainly reachable, or that DNS leaves out.
     troubled: Vec<NodeView>,
@@ -53,15 +53,17 @@ pub(super) async fn status(c: &Client, only: Option<i64>, json: bool) -> anyhow:
         let dns: DnsView = c.get(&format!("/v1/clusters/{}/dns", cluster.id)).await?;
         let revisions: Revisions = c.get(&format!("/v1/clusters/{}/revisions", cluster.id)).await?;
         let newest = revisions.items.first();
-        let line_name = |id: &vantage_core::ids::LineId| {
-            dns.lines.iter().find(|l| l.id == *id).map_or_else(|| format!("line {id}"), |l| l.name.clone())
-        };
-        let held = newest.map(|r| r.held.iter().map(|(l, why)| (line_name(l), why.clone())).collect());
+        // Read from the published revision, as DNS answers it.
+        let held = dns
+            .lines
+            .iter()
+            .filter_map(|l| Some((l.name.clone(), l.held.as_ref()?.describe(&l.name))))
+            .collect();
         let (troubled, fine): (Vec<_>, Vec<_>) =
             nodes.items.iter().filter(|n| n.cluster.0 == cluster.id).cloned().partition(|n| !healthy(n));
         out.clusters.push(ClusterStatus {
             reason: newest.map(|r| r.reason.clone()),
-            held: held.unwrap_or_default(),
+            held,
             troubled,
             healthy: fine.len(),
             cluster,
@@ -107,8 +109,8 @@ fn show(s: &Status) {
                 if records.is_empty() { "-".to_owned() } else { records.join(" ") }
             );
         }
-        for (line, why) in &c.held {
-            println!("  held    {line}: {why}");
+        for (_, what) in &c.held {
+            println!("  note    {what}");
         }
         for n in &c.troubled {
             let serving = match (n.enabled, n.serving) {

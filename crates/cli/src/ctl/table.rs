@@ -9,6 +9,7 @@ use vantage_control::monitors::VerdictRecord;
 use vantage_core::Timestamp;
 use vantage_core::ids::LineId;
 use vantage_core::mirror::RegionObservation;
+use vantage_core::model::AllDown;
 use vantage_core::monitor::MonitorRegion;
 use vantage_core::reachability::Condition;
 use vantage_server::views::{
@@ -147,6 +148,7 @@ rows! {
     LineView: [
         "id" => |r| r.id, "name" => |r| r.name, "group" => |r| r.group, "backup_groups" => |r| r.backup_groups,
         "min_healthy" => |r| r.min_healthy, "client_networks" => |r| r.client_networks,
+        "all_down" => |r| r.all_down,
     ];
     RuleView: [
         "id" => |r| r.id, "name" => |r| r.rule.name, "line" => |r| r.rule.line, "action" => |r| r.rule.action,
@@ -182,7 +184,10 @@ rows! {
         "port" => |r| r.port, "method" => |r| r.method, "loss_pct" => |r| r.loss_pct, "rtt_ms" => |r| r.rtt_ms,
         "error" => |r| r.error, "checked" => |r| r.checked, "good" => |r| r.window.good_strip,
     ];
-    DnsLine: ["name" => |r| r.name, "client_networks" => |r| r.client_networks, "records" => |r| r.records, "since" => |r| r.since];
+    DnsLine: [
+        "name" => |r| r.name, "client_networks" => |r| r.client_networks, "records" => |r| r.records,
+        "since" => |r| r.since, "all_down" => |r| r.held.as_ref().map(|h| format!("{}: {}", h.policy.as_str(), h.reason)),
+    ];
     TenantView: ["name" => |r| r.name, "note" => |r| r.note, "mirrors" => |r| r.mirrors];
     CheckView: [
         "id" => |r| r.id, "name" => |r| r.name, "method" => |r| r.check.method(), "path" => |r| r.check.path(),
@@ -216,7 +221,8 @@ impl Row for RevisionLine {
 }
 
 /// The rows of `r`: one per line (named by `line_name`), its records, and `(held)` where the
-/// protection kept the line's previous records.
+/// protection kept the line's previous records (`(online)`, `(nodata)`: where its all-down
+/// policy answered instead).
 pub(super) fn revision_lines(r: &RevisionView, line_name: impl Fn(LineId) -> String) -> Vec<RevisionLine> {
     let mut lines: Vec<(String, String)> = r
         .records
@@ -224,8 +230,9 @@ pub(super) fn revision_lines(r: &RevisionView, line_name: impl Fn(LineId) -> Str
         .iter()
         .map(|(id, ips)| {
             let mut records = if ips.is_empty() { "-".to_owned() } else { cell(ips).replace(',', " ") };
-            if r.held.contains_key(id) {
-                records.push_str(" (held)");
+            if let Some(h) = r.held.get(id) {
+                let word = if h.policy == AllDown::Hold { "held" } else { h.policy.as_str() };
+                records.push_str(&format!(" ({word})"));
             }
             (line_name(*id), records)
         })

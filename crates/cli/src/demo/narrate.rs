@@ -101,11 +101,15 @@ impl Story {
             )),
             EventKind::Revision => {
                 if let Some(held) = e.details["held"].as_object() {
-                    for (line, why) in held {
-                        out.more(&format!(
-                            "line {line} kept its records: {}",
-                            why.as_str().unwrap_or_default()
-                        ));
+                    for (line, hold) in held {
+                        let reason = hold["reason"].as_str().unwrap_or_default();
+                        out.more(&match hold["policy"].as_str() {
+                            Some("hold") => format!("line {line} kept its records: {reason}"),
+                            policy => format!(
+                                "line {line} answers by its all-down policy {}: {reason}",
+                                policy.unwrap_or_default()
+                            ),
+                        });
                     }
                 }
             }

@@ -134,10 +134,16 @@ impl Control {
         slot.adopted = r.number;
         slot.revision = r.number;
         slot.state.publish(Some(r.records.clone()), r.at);
-        let published =
-            Published { cluster: r.cluster, number: r.number, at: r.at, records: r.records, zone };
+        let published = Published {
+            cluster: r.cluster,
+            number: r.number,
+            at: r.at,
+            records: r.records,
+            held: r.held,
+            zone,
+        };
         let previous = before.published.as_ref().map(|p| &p.records);
-        self.events.revision(&published, previous, &r.reason, &Default::default(), now);
+        self.events.revision(&published, previous, &r.reason, now);
         let line_since = super::since_lines(&before, Some(&published), now);
         let snapshot = ClusterSnapshot { published: Some(published.into()), line_since, ..(*before).clone() };
         let mut all = crate::snapshot::Snapshots::clone(&self.snapshots);

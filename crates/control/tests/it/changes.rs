@@ -82,7 +82,7 @@ fn a_revision_names_what_the_change_saved() {
         revisions(&lab.take()),
         vec![(
             3,
-            "Node edge-1 disabled; line default held: no healthy address; keeping the previous records"
+            "Node edge-1 disabled; line default answers no records: no enabled node has an address"
                 .to_owned()
         )]
     );
@@ -90,8 +90,22 @@ fn a_revision_names_what_the_change_saved() {
         serde_json::from_value(serde_json::json!({"name": "local", "group": lab.control.config().groups.keys().next().unwrap(), "client_networks": ["192.0.2.0/24"]})).unwrap();
     let l = lab.put(Object::Line(vantage_control::config::LineRecord { cluster: c, line }));
     lab.tick();
-    assert_eq!(revisions(&lab.take()), vec![(4, "Line local added".to_owned())]);
+    // Its only node is disabled: the line says it answers nothing, rather than a node the
+    // operator took out.
+    assert_eq!(
+        revisions(&lab.take()),
+        vec![(
+            4,
+            "Line local added; line local answers no records: no enabled node has an address".to_owned()
+        )]
+    );
     lab.delete(l);
     lab.tick();
-    assert_eq!(revisions(&lab.take()), vec![(5, "Line local deleted".to_owned())]);
+    assert_eq!(
+        revisions(&lab.take()),
+        vec![(
+            5,
+            "Line local deleted; line default answers no records: no enabled node has an address".to_owned()
+        )]
+    );
 }

@@ -99,6 +99,7 @@ fn a_restart_serves_the_stored_revision_before_the_first_pass() {
                 all: vec![ip("203.0.113.10")],
                 ttls: Default::default(),
             },
+            held: Default::default(),
         }],
         ..Default::default()
     };

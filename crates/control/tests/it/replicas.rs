@@ -28,6 +28,7 @@ fn stored(lab: &Lab, c: ClusterId) -> StoredRevision {
         at: p.at,
         reason: "stored".into(),
         records: p.records.clone(),
+        held: p.held.clone(),
     }
 }
 

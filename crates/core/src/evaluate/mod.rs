@@ -2,6 +2,7 @@
 //! rule for every node it looks at, then the records of every line, cut into revisions — one
 //! for health and configuration changes, one per rule activation or recovery.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::net::IpAddr;
@@ -9,12 +10,14 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::address::{Level, SchedulingAddress};
-use crate::answer::{Effects, GroupIndex, LineAnswer, LineContext, LineSpec, NodeFacts, Source, in_use};
+use crate::answer::{
+    Effects, GroupIndex, LineAnswer, LineContext, LineHold, LineSpec, NodeFacts, Source, in_use,
+};
 use crate::detection::DetectionSettings;
 use crate::hash::FastHasher;
 use crate::ids::RegionId;
 use crate::ids::{GroupId, LineId, NodeId, RuleId};
-use crate::model::{Cluster, DnsMode};
+use crate::model::{AllDown, Cluster, DnsMode};
 use crate::reachability::{
     AddressCondition, AddressHealth, Condition, Observations, ProberView, Reachability, Verdict, verdict,
 };
@@ -166,8 +169,8 @@ pub struct RevisionDraft {
     pub reason: String,
     /// The records after it.
     pub records: Records,
-    /// Lines whose previous records were kept, and why.
-    pub held: BTreeMap<LineId, String>,
+    /// Lines that answer by their all-down policy, which and why.
+    pub held: BTreeMap<LineId, LineHold>,
 }
 
 /// Something alerts, audit and logs care about.
@@ -200,13 +203,13 @@ pub enum Event {
         /// Revision (index into the pass's revisions).
         revision: usize,
     },
-    /// A line's records are held by the protection.
+    /// A line answers by its all-down policy (held by the protection, or `online`/`nodata`).
     Held {
         line: LineId,
-        /// Why.
-        reason: String,
+        /// Which policy, and why.
+        hold: LineHold,
     },
-    /// A line's records are no longer held.
+    /// A line answers by health again.
     HoldReleased { line: LineId },
 }
 
@@ -324,8 +327,8 @@ pub struct ClusterState {
     /// by a configuration change, which is no removal to protect against.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub superseded: Vec<(Timestamp, Records)>,
-    /// Lines held by the protection.
-    pub held: BTreeMap<LineId, String>,
+    /// Lines that answer by their all-down policy.
+    pub held: BTreeMap<LineId, LineHold>,
 }
 
 impl ClusterState {
@@ -376,7 +379,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     let lines = effective_lines(view.lines);
 
     // 1. Reachability of every address.
-    let (facts, mut statuses) = reachability(view, state, now, &mut out.events);
+    let (facts, mut statuses, pending) = reachability(view, state, now, &mut out.events);
 
     // 2. Rules whose behaviour changed, or that were disabled or deleted, end at once.
     let ended = end_changed_rules(view, state);
@@ -398,11 +401,15 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         .filter(|a| a.reachability == Reachability::Reachable && a.verdict.is_failing())
         .map(|a| a.ip)
         .collect();
-    let stage = Stage { view, lines: &lines, facts: &facts, groups: &groups, suspect: &suspect };
+    let stage =
+        Stage { view, lines: &lines, facts: &facts, groups: &groups, suspect: &suspect, pending: &pending };
     let baseline = state.published.clone();
     let window_s = view.settings.removal_window_s();
     state.superseded.retain(|(replaced, _)| !now.at_least_secs_after(*replaced, window_s));
-    let previous: Vec<&Records> = state.superseded.iter().map(|(_, r)| r).chain(&baseline).collect();
+    // Protection guards against health, never against the operator: what is to be protected
+    // leaves out every address no enabled node of the cluster has any more.
+    let protected = operator_kept(view, state.superseded.iter().map(|(_, r)| r).chain(&baseline));
+    let previous: Vec<&Records> = protected.iter().map(|r| &**r).collect();
     let mut final_effect = in_effect.clone();
     for (ev, t) in &transitions {
         apply(&mut final_effect, ev, *t);
@@ -411,7 +418,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         .records(&final_effect, &previous, &BTreeMap::new())
         .answers
         .into_iter()
-        .filter(|(_, a)| matches!(a.source, Source::Held { .. }))
+        .filter(|(_, a)| a.source.hold().is_some())
         .collect();
     let first = stage.records(&in_effect, &previous, &final_held);
     // The operator's change (of rules as well) starts the window afresh: what it took out is no
@@ -427,10 +434,12 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         // A configuration change always makes a revision: names, TTLs and publishers may have
         // changed even where the records did not, and the external servers need them.
         Some(reason.to_owned())
-    } else if baseline.as_ref() != Some(&first.records)
-        || (first.held != state.held && !first.held.is_empty())
-    {
+    } else if baseline.as_ref() != Some(&first.records) {
         Some(stage.health_reason(baseline.as_ref(), &first.records, &out.events))
+    } else if first.held != state.held {
+        // The published revision says which lines answer by their policy: a hold that starts,
+        // changes or ends with the same records is a revision of its own.
+        Some(stage.hold_reason(&state.held, &first.held))
     } else {
         None
     };
@@ -468,9 +477,9 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     }
 
     // 5. Holds that started or ended.
-    for (line, reason) in &last_held {
-        if state.held.get(line) != Some(reason) {
-            out.events.push(Event::Held { line: *line, reason: reason.clone() });
+    for (line, hold) in &last_held {
+        if state.held.get(line) != Some(hold) {
+            out.events.push(Event::Held { line: *line, hold: hold.clone() });
         }
     }
     for line in state.held.keys().filter(|l| !last_held.contains_key(l)) {
@@ -512,6 +521,35 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     out
 }
 
+/// `records` without the addresses that no enabled node of the cluster has any more: the
+/// operator took those out, and no protection may put them back. Copied only where one has gone.
+fn operator_kept<'r>(
+    view: &ClusterView<'_>,
+    records: impl Iterator<Item = &'r Records>,
+) -> Vec<Cow<'r, Records>> {
+    let records: Vec<&Records> = records.collect();
+    let enabled: FastSet<IpAddr> = view
+        .nodes
+        .iter()
+        .filter(|n| n.enabled)
+        .flat_map(|n| n.addresses.iter().map(|a| a.address.ip))
+        .collect();
+    records
+        .into_iter()
+        .map(|r| {
+            if r.all.iter().all(|ip| enabled.contains(ip)) {
+                return Cow::Borrowed(r);
+            }
+            let keep = |ips: &Vec<IpAddr>| ips.iter().copied().filter(|ip| enabled.contains(ip)).collect();
+            Cow::Owned(Records {
+                lines: r.lines.iter().map(|(l, ips)| (*l, keep(ips))).collect(),
+                all: keep(&r.all),
+                ttls: r.ttls.clone(),
+            })
+        })
+        .collect()
+}
+
 fn apply(set: &mut FastSet<(RuleId, NodeId)>, ev: &RuleEvent, t: Transition) {
     match t {
         Transition::Activated => set.insert((ev.rule, ev.node)),
@@ -527,25 +565,28 @@ fn effective_lines(lines: &[LineSpec]) -> Vec<LineSpec> {
             group: None,
             backup_groups: Vec::new(),
             min_healthy: 1,
+            all_down: AllDown::Hold,
         }]
     } else {
         lines.to_vec()
     }
 }
 
-/// Steps every address's hysteresis; returns each node's facts and status (without rule effects).
+/// Steps every address's hysteresis; returns each node's facts and status (without rule
+/// effects), and the addresses that wait to be verified, sorted.
 fn reachability(
     view: &ClusterView<'_>,
     state: &mut ClusterState,
     now: Timestamp,
     events: &mut Vec<Event>,
-) -> (Vec<NodeFacts>, Vec<NodeStatus>) {
+) -> (Vec<NodeFacts>, Vec<NodeStatus>, Vec<IpAddr>) {
     let settings = view.settings;
     let mode = view.cluster.dns_mode;
     let mut seen = 0usize;
     let mut facts = Vec::with_capacity(view.nodes.len());
     let mut statuses = Vec::with_capacity(view.nodes.len());
     let mut pairs: Vec<(SchedulingAddress, bool)> = Vec::new();
+    let mut pending: Vec<IpAddr> = Vec::new();
     let verdicts: Vec<Verdict> = view
         .nodes
         .iter()
@@ -577,6 +618,9 @@ fn reachability(
                 None => {}
             }
             let unchecked = AddressHealth::unchecked(&v, a.expected_probers);
+            if !health.verified && !unchecked {
+                pending.push(a.address.ip);
+            }
             pairs.push((a.address, health.is_reachable() && (health.verified || unchecked)));
             addresses.push(AddressStatus {
                 ip: a.address.ip,
@@ -633,7 +677,9 @@ fn reachability(
             .collect();
         state.addresses.retain(|k, _| current.contains(k) || unknown.contains(&k.0));
     }
-    (facts, statuses)
+    pending.sort_unstable();
+    pending.dedup();
+    (facts, statuses, pending)
 }
 
 /// The next time a pass must run. Only the addresses in the view count: one kept for a node

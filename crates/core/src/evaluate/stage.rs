@@ -6,15 +6,21 @@ use super::*;
 /// The records of one stage, and what the answers said.
 pub(super) struct StageResult {
     pub(super) records: Records,
-    pub(super) held: BTreeMap<LineId, String>,
+    pub(super) held: BTreeMap<LineId, LineHold>,
     pub(super) answers: BTreeMap<LineId, LineAnswer>,
 }
 
 impl StageResult {
-    /// The revision of this stage: `reason`, then each held line (by name) and why.
+    /// The revision of this stage: `reason`, then each line that answers by its all-down
+    /// policy (by name), which and why.
     pub(super) fn draft(&self, mut reason: String, lines: &[LineSpec]) -> RevisionDraft {
-        for (line, why) in &self.held {
-            reason.push_str(&format!("; line {} held: {why}", line_name(lines, *line)));
+        for (line, hold) in &self.held {
+            reason.push_str(&format!("; {}", hold.describe(&line_name(lines, *line))));
+        }
+        for (line, a) in &self.answers {
+            if let (true, Source::Fallback { tier }) = (a.records.is_empty(), &a.source) {
+                reason.push_str(&format!("; line {} answers no records: {tier}", line_name(lines, *line)));
+            }
         }
         RevisionDraft { reason, records: self.records.clone(), held: self.held.clone() }
     }
@@ -33,6 +39,8 @@ pub(super) struct Stage<'a> {
     pub(super) groups: &'a GroupIndex,
     /// Addresses failing by a strict majority and still reachable.
     pub(super) suspect: &'a FastSet<IpAddr>,
+    /// Addresses waiting to be verified, sorted.
+    pub(super) pending: &'a [IpAddr],
 }
 
 impl Stage<'_> {
@@ -79,6 +87,7 @@ impl Stage<'_> {
             effects: &effects,
             mode: self.view.cluster.dns_mode,
             mass_removal_pct: self.view.cluster.mass_removal_pct,
+            pending: self.pending,
         };
         let mut out =
             StageResult { records: Records::default(), held: BTreeMap::new(), answers: BTreeMap::new() };
@@ -94,8 +103,8 @@ impl Stage<'_> {
                 a.records.clone_from(&held.records);
                 a.source = held.source.clone();
             }
-            if let Source::Held { reason } = &a.source {
-                out.held.insert(line.id, reason.clone());
+            if let Some(hold) = a.source.hold() {
+                out.held.insert(line.id, hold);
             }
             if a.records.iter().any(|ip| self.suspect.contains(ip)) {
                 out.records.ttls.insert(line.id, self.view.cluster.suspect_ttl_s());
@@ -171,6 +180,26 @@ impl Stage<'_> {
         }
     }
 
+    /// The reason of a revision cut because which lines answer by their all-down policy
+    /// changed while the records did not (`before`, `after`): the lines that answer by health
+    /// again (the draft adds the ones that answer by their policy).
+    pub(super) fn hold_reason(
+        &self,
+        before: &BTreeMap<LineId, LineHold>,
+        after: &BTreeMap<LineId, LineHold>,
+    ) -> String {
+        let back: Vec<String> = before
+            .keys()
+            .filter(|l| !after.contains_key(l))
+            .map(|l| format!("line {} answers by health again", line_name(self.lines, *l)))
+            .collect();
+        if back.is_empty() {
+            "Node health changed".to_owned()
+        } else {
+            format!("Node health changed: {}", back.join("; "))
+        }
+    }
+
     /// Why an activation changed nothing, if it did not.
     pub(super) fn no_effect(&self, ev: &RuleEvent, result: &StageResult) -> Option<String> {
         if self.view.cluster.dns_mode == DnsMode::Manual {
@@ -179,7 +208,11 @@ impl Stage<'_> {
         let covered = |l: &LineId| ev.line.is_none_or(|x| x == *l);
         match ev.action {
             Action::RemoveNode => {
-                result.held.keys().any(covered).then(|| "the mass-removal protection held it".into())
+                let mut held = result.held.iter().filter(|(l, _)| covered(l)).map(|(_, h)| h.policy);
+                held.next().map(|p| match p {
+                    AllDown::Hold => "the mass-removal protection held it".into(),
+                    p => format!("the line's all-down policy {} answered instead", p.as_str()),
+                })
             }
             Action::BackupGroups => result
                 .answers

@@ -207,8 +207,8 @@ fn a_cut_noticed_over_two_passes_is_held_as_one_with_the_records_from_before_it(
     let events = round(&mut f, &["203.0.113.1", "203.0.113.2", "203.0.113.3"]);
     assert_eq!(f.line_records(1), all, "the records from before the cut, not the two left");
     assert!(
-        events.iter().any(|e| matches!(e, Event::Held { line: LineId(1), reason }
-            if reason == "no healthy address; keeping the previous records")),
+        events.iter().any(|e| matches!(e, Event::Held { line: LineId(1), hold }
+            if hold.reason == "no healthy address; keeping the previous records")),
         "{events:?}"
     );
     // Held for as long as the cut lasts, then released with every address back.

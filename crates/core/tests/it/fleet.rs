@@ -10,7 +10,7 @@ use vantage_core::evaluate::{
     AddressView, ClusterState, ClusterView, Evaluation, NodeMetrics, NodeView, evaluate,
 };
 use vantage_core::ids::{GroupId, LineId, NodeId, RegionId, RuleId};
-use vantage_core::model::Cluster;
+use vantage_core::model::{AllDown, Cluster};
 use vantage_core::reachability::{Observation, Observations, ProberView};
 use vantage_core::rules::Rule;
 use vantage_core::settings::{ProbeSettings, ProbeSettingsInput};
@@ -82,6 +82,7 @@ impl Fleet {
             group: Some(GroupId(group)),
             backup_groups: backups.iter().map(|g| GroupId(*g)).collect(),
             min_healthy: min,
+            all_down: AllDown::Hold,
         });
         self
     }

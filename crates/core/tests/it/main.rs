@@ -3,5 +3,6 @@
 
 mod evaluation;
 mod fleet;
+mod operator;
 mod properties;
 mod round_trip;

@@ -149,6 +149,7 @@ impl Kind for LineRecord {
             backup_groups: l.backup_groups.clone(),
             min_healthy: l.min_healthy,
             client_networks: l.client_networks.clone(),
+            all_down: l.all_down,
         }
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, patch, post, put};
 use axum::{Extension, Json};
@@ -179,20 +179,35 @@ async fn change<K: Kind>(
     one::<K>(app, id, cluster)
 }
 
+/// `?force=true`: the operator's word for a delete that changes what DNS answers beyond the
+/// object itself (the last enabled node a line answers with).
+fn forced(q: &BTreeMap<String, String>) -> Result<bool, ApiError> {
+    match q.get("force").map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(ApiError::invalid("force", format!("must be true or false, got {other:?}"))),
+    }
+}
+
 async fn remove<K: Kind>(
     app: &App,
     actor: &Actor,
     id: i64,
     cluster: Option<ClusterId>,
+    q: BTreeMap<String, String>,
 ) -> Result<StatusCode, ApiError> {
+    let force = forced(&q)?;
     app.change(actor, |c| {
         let old = find::<K>(c, id, cluster)?;
+        if !force {
+            K::check_unforced_delete(id, c)?;
+        }
         let cascade = K::check_delete(id, c)?;
         let mut ch = Change::default();
         ch.audit(
             K::action("delete"),
             format!("{}:{id}", K::NAME),
-            json!({"name": old.value.doc().get("name"), "with": cascade}),
+            json!({"name": old.value.doc().get("name"), "with": cascade, "force": force}),
         );
         ch.deletes.push(id);
         ch.deletes.extend(cascade);
@@ -235,8 +250,8 @@ macro_rules! top_level {
         );
         $api.add(
             Op::delete(concat!($path, "/{id}"), $tag, concat!("Delete a ", $label)),
-            delete(|(State(app), Extension(actor)): Ctx, Path(id): Path<i64>| async move {
-                remove::<$kind>(&app, &actor, id, None).await
+            delete(|(State(app), Extension(actor)): Ctx, Path(id): Path<i64>, Query(q): Query<BTreeMap<String, String>>| async move {
+                remove::<$kind>(&app, &actor, id, None, q).await
             }),
         );
     }};
@@ -279,8 +294,8 @@ macro_rules! children {
         );
         $api.add(
             Op::delete(concat!("/v1/clusters/{id}/", $path, "/{child}"), $tag, concat!("Delete a ", $label)),
-            delete(|(State(app), Extension(actor)): Ctx, Path((id, child)): Path<(i64, i64)>| async move {
-                remove::<$kind>(&app, &actor, child, Some(ClusterId(id))).await
+            delete(|(State(app), Extension(actor)): Ctx, Path((id, child)): Path<(i64, i64)>, Query(q): Query<BTreeMap<String, String>>| async move {
+                remove::<$kind>(&app, &actor, child, Some(ClusterId(id)), q).await
             }),
         );
     }};

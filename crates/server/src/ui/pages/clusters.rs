@@ -1,6 +1,7 @@
 //! The cluster list and one cluster: DNS answers, groups, lines, nodes, revisions, rules and their preview.
 
 use super::*;
+use vantage_core::model::AllDown;
 use vantage_core::rules::Outcome;
 
 #[derive(Template)]
@@ -47,6 +48,7 @@ struct LineRow {
     backups: String,
     min_healthy: u32,
     networks: String,
+    all_down: &'static str,
 }
 
 #[derive(Debug)]
@@ -55,6 +57,8 @@ struct DnsRow {
     networks: String,
     records: Vec<String>,
     since: Markup,
+    /// Which all-down policy it answers by, and why, while it does.
+    held: Option<(&'static str, String)>,
 }
 
 #[derive(Debug)]
@@ -74,7 +78,8 @@ struct RevisionView {
     at: Markup,
     reason: String,
     lines: Vec<(String, String)>,
-    held: Vec<(String, String)>,
+    /// Lines that answered by their all-down policy: name, the policy's word, why.
+    held: Vec<(String, &'static str, String)>,
     publish: Vec<(String, Markup)>,
 }
 
@@ -140,7 +145,7 @@ fn revision_view(
     let name =
         |id: LineId| line_names.get(&id.to_string()).map_or_else(|| format!("line {id}"), |l| l.name.clone());
     let lines = r.records.lines.iter().map(|(id, recs)| (name(*id), strings(recs).join(" "))).collect();
-    let held = r.held.iter().map(|(id, why)| (name(*id), why.clone())).collect();
+    let held = r.held.iter().map(|(id, h)| (name(*id), policy_word(h.policy), h.reason.clone())).collect();
     let publish = r
         .publish
         .iter()
@@ -151,6 +156,11 @@ fn revision_view(
         })
         .collect();
     RevisionView { number: r.number, at: time(r.at, at), reason: r.reason, lines, held, publish }
+}
+
+/// The badge of a line that answers by its all-down policy.
+fn policy_word(p: AllDown) -> &'static str {
+    if p == AllDown::Hold { "held" } else { p.as_str() }
 }
 
 fn condition_text(c: &views::Condition, regions: &HashMap<RegionId, String>) -> String {
@@ -298,6 +308,7 @@ pub(in crate::ui) async fn cluster(
                     networks: if nets.is_empty() { "every other client".into() } else { nets.join(", ") },
                     records: strings(&l.records),
                     since: l.since.map_or_else(Markup::default, |t| time(t, at)),
+                    held: l.held.as_ref().map(|h| (policy_word(h.policy), h.reason.clone())),
                 }
             })
             .collect(),
@@ -329,6 +340,7 @@ pub(in crate::ui) async fn cluster(
                 } else {
                     strings(&l.client_networks).join(", ")
                 },
+                all_down: l.all_down.as_str(),
             })
             .collect(),
         nodes: node_rows,

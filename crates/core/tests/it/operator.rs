@@ -1,0 +1,169 @@
+//! Configuration wins over protection, each line's all-down policy, and one truth for "held":
+//! the published revision says a line is held exactly while it is.
+
+use vantage_core::address::Level::Primary;
+use vantage_core::evaluate::{Evaluation, Event, evaluate};
+use vantage_core::ids::{LineId, NodeId};
+use vantage_core::model::AllDown;
+
+use crate::fleet::{Fleet, ips};
+
+/// One pass after a configuration change (`reason`), as the control core runs it.
+fn changed(f: &mut Fleet, reason: &str) -> Evaluation {
+    let mut state = std::mem::take(&mut f.state);
+    let e = evaluate(
+        &vantage_core::evaluate::ClusterView { reason: Some(reason), ..f.view() },
+        &mut state,
+        f.now,
+    );
+    f.state = state;
+    e
+}
+
+/// Three answering nodes on line 1, published.
+fn three() -> Fleet {
+    let mut f = Fleet::new(1)
+        .fast()
+        .line(1, 1, &[], 1)
+        .node(1, 1, &[("203.0.113.1", Primary)])
+        .node(2, 1, &[("203.0.113.2", Primary)])
+        .node(3, 1, &[("203.0.113.3", Primary)]);
+    f.report_all_ok();
+    f.eval();
+    f
+}
+
+/// Two of three failing until the line is held.
+fn hold_two_of_three(f: &mut Fleet) {
+    for _ in 0..3 {
+        f.report("203.0.113.1", &[0]);
+        f.report("203.0.113.2", &[0]);
+        f.report("203.0.113.3", &[]);
+        f.eval();
+        f.advance(5);
+    }
+    assert!(f.state.held.contains_key(&LineId(1)), "held: {:?}", f.state.held);
+    assert_eq!(f.line_records(1).len(), 3);
+}
+
+#[test]
+fn a_node_deleted_while_its_line_is_held_leaves_dns_in_the_next_revision() {
+    let mut f = three();
+    hold_two_of_three(&mut f);
+    f.nodes.retain(|n| n.id != NodeId(1));
+    let e = changed(&mut f, "Node edge-1 deleted");
+    let records = &e.revisions.last().expect("a revision").records.lines[&LineId(1)];
+    assert!(!records.contains(&"203.0.113.1".parse().unwrap()), "{records:?}");
+    // And no later pass puts it back, held or not.
+    for _ in 0..4 {
+        f.report("203.0.113.2", &[0]);
+        f.report("203.0.113.3", &[]);
+        f.eval();
+        assert!(!f.line_records(1).contains(&"203.0.113.1".parse().unwrap()), "{:?}", f.line_records(1));
+        f.advance(5);
+    }
+}
+
+#[test]
+fn a_lines_only_node_deleted_or_disabled_leaves_no_record_behind() {
+    for delete in [true, false] {
+        let mut f = Fleet::new(1).fast().line(1, 1, &[], 1).node(1, 1, &[("203.0.113.1", Primary)]);
+        f.report_all_ok();
+        f.eval();
+        assert_eq!(f.line_records(1), ips(&["203.0.113.1"]));
+        if delete {
+            f.nodes.clear();
+        } else {
+            f.node_mut(1).enabled = false;
+        }
+        let e = changed(&mut f, "Node edge-1 changed");
+        let r = e.revisions.last().expect("a revision");
+        assert!(r.records.lines[&LineId(1)].is_empty(), "{r:?}");
+        assert!(r.held.is_empty(), "nothing the operator removed is held: {r:?}");
+        assert!(r.reason.contains("line line-1 answers no records"), "{}", r.reason);
+        f.advance(5);
+        f.eval();
+        assert!(f.line_records(1).is_empty());
+        assert!(f.state.held.is_empty());
+    }
+}
+
+#[test]
+fn addresses_waiting_for_verification_are_not_held() {
+    // Seven counting probers are to verify the address; at first none has reported, then
+    // three, which see it answer: not yet a strict majority of the seven.
+    let mut f = Fleet::new(3).fast().line(1, 1, &[], 1).node(1, 1, &[("203.0.113.1", Primary)]);
+    f.nodes[0].addresses[0].expected_probers = 7;
+    let first = f.eval();
+    assert_eq!(f.line_records(1), ips(&["203.0.113.1"]), "served by the never-empty rule");
+    assert!(first.revisions.iter().all(|r| r.held.is_empty()), "{first:?}");
+    f.advance(5);
+    f.report("203.0.113.1", &[]);
+    let e = f.eval();
+    assert!(e.revisions.is_empty(), "the same records, nothing held: {e:?}");
+    assert!(!e.events.iter().any(|e| matches!(e, Event::Held { .. })), "{:?}", e.events);
+    assert!(f.state.held.is_empty());
+    f.advance(5);
+    f.nodes[0].addresses[0].expected_probers = 0;
+    f.report_all_ok();
+    let e = f.eval();
+    assert!(e.revisions.is_empty(), "verified, with the same records: {e:?}");
+    assert_eq!(f.line_records(1), ips(&["203.0.113.1"]));
+}
+
+#[test]
+fn a_hold_released_with_the_same_records_is_a_revision_that_says_so() {
+    let mut f = Fleet::new(1).fast().line(1, 1, &[], 1).node(1, 1, &[("203.0.113.1", Primary)]);
+    f.report_all_ok();
+    f.eval();
+    let mut held = None;
+    for _ in 0..4 {
+        f.report("203.0.113.1", &[0]);
+        held = held.or(f.eval().revisions.into_iter().find(|r| !r.held.is_empty()));
+        f.advance(5);
+    }
+    let held = held.expect("a held revision");
+    assert_eq!(held.records.lines[&LineId(1)], ips(&["203.0.113.1"]));
+    let mut released = None;
+    for _ in 0..6 {
+        f.report_all_ok();
+        released = released.or(f.eval().revisions.into_iter().next());
+        f.advance(5);
+    }
+    let released = released.expect("a revision when the hold ends");
+    assert!(released.held.is_empty(), "{released:?}");
+    assert_eq!(released.records.lines[&LineId(1)], ips(&["203.0.113.1"]));
+    assert_eq!(released.reason, "Node health changed: line line-1 answers by health again");
+}
+
+#[test]
+fn each_all_down_policy_answers_as_it_says() {
+    for (policy, expect) in [
+        (AllDown::Hold, ips(&["203.0.113.1", "203.0.113.2"])),
+        (AllDown::Online, ips(&["203.0.113.2"])),
+        (AllDown::Nodata, Vec::new()),
+    ] {
+        let mut f = Fleet::new(1).fast().line(1, 1, &[], 1).node(1, 1, &[("203.0.113.1", Primary)]).node(
+            2,
+            1,
+            &[("203.0.113.2", Primary)],
+        );
+        f.lines[0].all_down = policy;
+        f.report_all_ok();
+        f.eval();
+        // Node 2's agent is connected; then every address fails.
+        f.node_mut(2).last_heartbeat = Some(f.now);
+        let mut last = None;
+        for _ in 0..4 {
+            f.node_mut(2).last_heartbeat = Some(f.now);
+            f.report("203.0.113.1", &[0]);
+            f.report("203.0.113.2", &[0]);
+            last = f.eval().revisions.pop().or(last);
+            f.advance(5);
+        }
+        assert_eq!(f.line_records(1), expect, "{policy:?}");
+        let r = last.expect("a revision");
+        assert_eq!(r.held[&LineId(1)].policy, policy, "{r:?}");
+        assert!(r.reason.contains("line line-1"), "{}", r.reason);
+    }
+}
