@@ -1105,7 +1105,10 @@ impl Control {
         let before = self.snapshots.get(&id).cloned().unwrap_or_default();
         let mut published = before.published.clone();
         let revisions_at = self.outputs.len();
-        pass_events(&mut self.events, &c, &self.obs, id, &zone, &before, &out.nodes, now);
+        // What DNS answers after this pass: an unverified address in it is served anyway.
+        let served = out.revisions.last().map(|d| &d.records).or(before.published.as_ref().map(|p| &p.records));
+        let served: Vec<std::net::IpAddr> = served.map(|r| r.all.clone()).unwrap_or_default();
+        pass_events(&mut self.events, &c, &self.obs, id, &zone, &before, (&out.nodes, &served), now);
         for draft in &out.revisions {
             slot.revision += 1;
             let p = Arc::new(Published {

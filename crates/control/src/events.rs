@@ -253,8 +253,9 @@ fn secs_until(at: Option<Timestamp>, now: Timestamp) -> Option<i64> {
 
 /// The events of one pass of cluster `id`: each address whose condition changed (and each
 /// unverified one that starts or stops failing) and each node whose level changed since the
-/// previous pass (`before`). The first pass after a start (`before` never evaluated) has
-/// nothing to compare with; after it, a node or address new to `before` is new to the fleet.
+/// previous pass (`before`), given the node statuses after it and the addresses DNS answers
+/// then (sorted). The first pass after a start (`before` never evaluated) has nothing to
+/// compare with; after it, a node or address new to `before` is new to the fleet.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pass_events(
     log: &mut EventLog,
@@ -263,7 +264,7 @@ pub(crate) fn pass_events(
     id: ClusterId,
     zone: &Zone,
     before: &ClusterSnapshot,
-    after: &[NodeStatus],
+    (after, served): (&[NodeStatus], &[std::net::IpAddr]),
     now: Timestamp,
 ) {
     let ports: Vec<u16> = c
@@ -297,6 +298,12 @@ pub(crate) fn pass_events(
             };
             let within = secs_until(a.condition.changes_at, now);
             let answering = v.counting - v.failing.min(v.counting);
+            // Out of verification, but in DNS by the never-empty rule: both, in one sentence.
+            let waits = if served.binary_search(&ip).is_ok() {
+                "not yet verified — served anyway: the line has no other address"
+            } else {
+                "out of DNS until a strict majority of the probers sees it answer"
+            };
             let (kind, summary) = match (from, to) {
                 (_, Condition::Unverified) if a.in_use => (
                     EventKind::AddressUnverified,
@@ -307,15 +314,11 @@ pub(crate) fn pass_events(
                 ),
                 (_, Condition::Unverified) if fails_unverified => (
                     EventKind::AddressUnverified,
-                    format!(
-                        "{ip} of {node} is new and failing: {seen}; out of DNS until a strict majority of the probers sees it answer"
-                    ),
+                    format!("{ip} of {node} is new and failing: {seen}; {waits}"),
                 ),
                 (_, Condition::Unverified) => (
                     EventKind::AddressUnverified,
-                    format!(
-                        "{ip} of {node} is new: out of DNS until a strict majority of the probers sees it answer"
-                    ),
+                    format!("{ip} of {node} is new: {waits}"),
                 ),
                 (None | Some(Condition::Unverified), Condition::Reachable) => {
                     let how = if v.counting == 0 {

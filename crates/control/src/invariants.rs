@@ -51,6 +51,13 @@ pub trait Invariants: Sized {
     }
 }
 
+/// "1 prober still belongs", "2 probers still belong": `n` of `noun`, `still` and the verb
+/// that agrees with them.
+fn still(n: usize, noun: &str, one: &str, many: &str) -> String {
+    let verb = if n == 1 { one } else { many };
+    format!("{} still {verb}", plural(n, noun, &format!("{noun}s")))
+}
+
 /// Names must be unique among `siblings` (other than `id` itself).
 fn unique<'a>(
     label: &str,
@@ -103,8 +110,8 @@ impl Invariants for Region {
         let probers = c.probers.values().filter(|p| p.value.region == RegionId(id)).count();
         if probers > 0 {
             return Err(Refusal::Conflict(format!(
-                "{} still belong to this region",
-                plural(probers, "prober", "probers")
+                "{} to this region",
+                still(probers, "prober", "belongs", "belong")
             )));
         }
         let code = c.regions.get(&id).map(|r| r.value.code.as_str()).unwrap_or_default();
@@ -112,15 +119,15 @@ impl Invariants for Region {
             c.monitors.values().filter(|m| m.value.regions.iter().any(|r| r.region == code)).count();
         if monitors > 0 {
             return Err(Refusal::Conflict(format!(
-                "{} still watch this region",
-                plural(monitors, "monitor", "monitors")
+                "{} this region",
+                still(monitors, "monitor", "watches", "watch")
             )));
         }
         let groups = c.groups.values().filter(|g| g.value.group.region == Some(RegionId(id))).count();
         if groups > 0 {
             return Err(Refusal::Conflict(format!(
-                "{} still use this region",
-                plural(groups, "node group", "node groups")
+                "{} this region",
+                still(groups, "node group", "uses", "use")
             )));
         }
         Ok(Vec::new())
@@ -154,8 +161,8 @@ impl Invariants for Cluster {
         let nodes = c.nodes_of(ClusterId(id)).count();
         if nodes > 0 {
             return Err(Refusal::Conflict(format!(
-                "{} still belong to this cluster",
-                plural(nodes, "node", "nodes")
+                "{} to this cluster",
+                still(nodes, "node", "belongs", "belong")
             )));
         }
         // Its groups, lines and rules go with it.
@@ -199,8 +206,8 @@ impl Invariants for GroupRecord {
         let nodes = c.nodes.values().filter(|n| n.value.node.group == GroupId(id)).count();
         if nodes > 0 {
             return Err(Refusal::Conflict(format!(
-                "{} still belong to this node group",
-                plural(nodes, "node", "nodes")
+                "{} to this node group",
+                still(nodes, "node", "belongs", "belong")
             )));
         }
         let lines: Vec<&str> = c
@@ -403,8 +410,8 @@ impl Invariants for NamedCheck {
             .collect();
         if !users.is_empty() && !name.eq_ignore_ascii_case("default") {
             return Err(Refusal::Conflict(format!(
-                "{} still use this check ({})",
-                plural(users.len(), "mirror", "mirrors"),
+                "{} this check ({})",
+                still(users.len(), "mirror", "uses", "use"),
                 users.join(", ")
             )));
         }

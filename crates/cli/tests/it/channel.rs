@@ -234,7 +234,7 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
     let (st, v) = s.call(Method::DELETE, &format!("/v1/regions/{region}"), None).await;
     assert_eq!(
         (st, v["error"]["reason"].as_str()),
-        (409, Some("1 prober still belong to this region")),
+        (409, Some("1 prober still belongs to this region")),
         "{v}"
     );
     // Renewal stays open to a disabled prober: a new certificate for a new key; the old one

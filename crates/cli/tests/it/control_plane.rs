@@ -394,7 +394,7 @@ async fn bad_input_names_the_field_and_changes_nothing() {
             Value::Null,
             409,
             "",
-            "still belong to this node group",
+            "to this node group",
         ),
         (
             Method::DELETE,
@@ -404,7 +404,7 @@ async fn bad_input_names_the_field_and_changes_nothing() {
             "",
             "rules still use this line: cpu-high",
         ),
-        (Method::DELETE, format!("/v1/clusters/{cluster}"), Value::Null, 409, "", "1 node still belong"),
+        (Method::DELETE, format!("/v1/clusters/{cluster}"), Value::Null, 409, "", "1 node still belongs"),
         (Method::GET, "/v1/regions/424242".into(), Value::Null, 404, "", "Region 424242 not found"),
     ];
     let before =

@@ -16,7 +16,7 @@ fn a_region_with_probers_cannot_be_deleted() {
     let c = lab.control.config();
     assert_eq!(
         Region::check_delete(r.0, &c),
-        Err(Refusal::Conflict("1 prober still belong to this region".into()))
+        Err(Refusal::Conflict("1 prober still belongs to this region".into()))
     );
 }
 
@@ -39,4 +39,31 @@ fn names_are_unique_among_siblings_without_case_and_a_cluster_takes_its_children
     }
     assert_eq!(twin.check(g.0, &config), Ok(()), "renaming itself is fine");
     assert_eq!(vantage_core::model::Cluster::check_delete(c.0, &config), Ok(vec![g.0]));
+}
+
+#[test]
+fn the_last_enabled_node_a_line_answers_with_goes_only_with_force() {
+    use vantage_control::config::NodeRecord;
+    let mut lab = Lab::new();
+    let (_, c, g, n) = lab.one_node();
+    let config = lab.control.config();
+    // A cluster without lines answers every group on its default line.
+    assert_eq!(
+        NodeRecord::check_unforced_delete(n.0, &config),
+        Err(Refusal::Conflict(
+            "edge-1 is the last enabled node of group fra-1, which line default answers with: deleting it leaves that line to its all-down policy. Delete it with force (ctl nodes delete --force), or disable it".into()
+        ))
+    );
+    assert_eq!(NodeRecord::check_delete(n.0, &config), Ok(Vec::new()), "with force it goes");
+    // A second enabled node in the group: either may go.
+    let other = lab.node(c, g, "edge-2", &[("203.0.113.20", vantage_core::address::Level::Primary)]);
+    let config = lab.control.config();
+    assert_eq!(NodeRecord::check_unforced_delete(n.0, &config), Ok(()));
+    // A disabled node is no last enabled one, and leaves the other the last.
+    let mut rec = config.nodes[&other.0].value.clone();
+    rec.node.enabled = false;
+    lab.replace(other.0, vantage_control::config::Object::Node(rec));
+    let config = lab.control.config();
+    assert_eq!(NodeRecord::check_unforced_delete(other.0, &config), Ok(()));
+    assert!(NodeRecord::check_unforced_delete(n.0, &config).is_err());
 }

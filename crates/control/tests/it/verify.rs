@@ -282,3 +282,27 @@ fn a_kept_failing_address_does_not_wake_the_core_at_once() {
     let next = again.control.poll_timeout().expect("a next pass");
     assert!(next > again.now, "the next pass is due later, not at once: {next} at {}", again.now);
 }
+
+#[test]
+fn a_new_address_the_line_serves_anyway_says_so() {
+    let mut lab = Lab::new();
+    let (p, c, _, n) = lab.one_node();
+    lab.round(p, &[]);
+    lab.advance(10);
+    lab.take();
+    // The node's only address is replaced: the new one waits for the probers, and the line has
+    // no other address, so the never-empty rule serves it at once. One sentence says both.
+    set(&mut lab, n, &[("203.0.113.99", false)]);
+    lab.tick();
+    assert_eq!(records(&lab, c), [ip("203.0.113.99")]);
+    let out = lab.take();
+    assert!(
+        kinds(&out).contains(&(
+            EventKind::AddressUnverified,
+            "203.0.113.99 of edge-1 is new: not yet verified — served anyway: the line has no other address"
+                .into()
+        )),
+        "{:?}",
+        kinds(&out)
+    );
+}
