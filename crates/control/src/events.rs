@@ -264,7 +264,7 @@ pub(crate) fn pass_events(
     id: ClusterId,
     zone: &Zone,
     before: &ClusterSnapshot,
-    (after, served): (&[NodeStatus], &[std::net::IpAddr]),
+    (after, served): (&[NodeStatus], &[IpAddr]),
     now: Timestamp,
 ) {
     let ports: Vec<u16> = c

@@ -15,6 +15,7 @@ mod edges;
 mod failover;
 mod faults;
 mod harness;
+mod honest;
 mod limits;
 mod metrics;
 mod mirrors;
