@@ -36,5 +36,5 @@ fn exact(r: &Report) -> impl PartialEq + std::fmt::Debug + '_ {
         .iter()
         .map(|p| (&p.target, &p.attempts, p.cert_not_after, p.failed_at, p.hls.is_some()))
         .collect();
-    (r.started_at, r.finished_at, &r.version, results)
+    (r.started_at, r.finished_at, &r.version, r.confirmation, results)
 }

@@ -300,7 +300,13 @@ pub(crate) fn reports(
     let mut out = Vec::with_capacity(results.len() / wire::MAX_RESULTS + 1);
     loop {
         let rest = results.split_off(results.len().min(wire::MAX_RESULTS));
-        out.push(Report { started_at, finished_at, version: crate::VERSION.to_owned(), results });
+        out.push(Report {
+            started_at,
+            finished_at,
+            version: crate::VERSION.to_owned(),
+            results,
+            confirmation: false,
+        });
         if rest.is_empty() {
             return out;
         }

@@ -2,7 +2,7 @@
 //! channel until the server asks this prober to probe some of its targets at once, because
 //! another prober saw them change. Each answer becomes a small round of those targets, beside
 //! the regular rounds (it never adds attempts to a round already running), reported like any
-//! round.
+//! round but marked as a confirmation.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -65,7 +65,9 @@ pub(crate) async fn recheck_loop(
         }
         let started_at = now();
         let results = run_round(&targets, &current.round).await;
-        for report in reports(started_at, now(), results) {
+        for mut report in reports(started_at, now(), results) {
+            // Said, so that the server keeps these few targets out of the last round's figures.
+            report.confirmation = true;
             if let Err(e) = client.post_no_content(ep.report, &report).await {
                 tracing::warn!(error = %e, "confirmation report failed");
             }

@@ -98,6 +98,7 @@ fn main() {
                 finished_at: now,
                 version: "bench".into(),
                 results: chunk.to_vec(),
+                confirmation: false,
             };
             let t = Instant::now();
             control.handle_report(*p, &report, now).expect("report");

@@ -169,6 +169,11 @@ pub struct Report {
     /// The agent's version.
     pub version: String,
     pub results: Vec<ProbeResult>,
+    /// The report answers a confirmation the server asked for (a recheck), not a round: the
+    /// server cannot tell the two apart by their targets (a confirmation probes some of the
+    /// round's), and keeps their figures apart. Absent (false) from agents before it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub confirmation: bool,
 }
 
 /// Host metrics of a node.

@@ -121,6 +121,7 @@ async fn server_errors_come_back_as_values() {
         finished_at: vantage_core::Timestamp::from_secs(2),
         version: "t".into(),
         results: Vec::new(),
+        confirmation: false,
     };
     let e = client.post::<_, Work>(wire::PROBER_REPORT, &report).await.unwrap_err();
     assert!(matches!(e, Error::Protocol { .. }), "{e}");

@@ -99,6 +99,7 @@ async fn rounds_probe_the_work_report_and_keep_the_pace() {
     assert_eq!(path, wire::PROBER_REPORT);
     assert_eq!(report.version, vantage_agent::VERSION);
     assert!(report.started_at <= report.finished_at);
+    assert!(!report.confirmation, "a round is not a confirmation");
     let by_key = |k: &str| report.results.iter().find(|r| r.target == k).unwrap().clone();
     let (up, down) = (by_key("up"), by_key("down"));
     assert_eq!((up.sent(), up.lost()), (2, 0), "{up:?}");

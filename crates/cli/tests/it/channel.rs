@@ -33,7 +33,7 @@ fn result(target: &str) -> ProbeResult {
 
 fn report(results: Vec<ProbeResult>) -> wire::Report {
     let now = vantage_server::now();
-    wire::Report { started_at: now, finished_at: now, version: "test".into(), results }
+    wire::Report { started_at: now, finished_at: now, version: "test".into(), results, confirmation: false }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -20,7 +20,13 @@ fn report(lab: &mut Lab, caller: vantage_control::identity::Caller, not_after: T
             failed_at: None,
         })
         .collect();
-    let r = wire::Report { started_at: lab.now, finished_at: lab.now, version: "t".into(), results };
+    let r = wire::Report {
+        started_at: lab.now,
+        finished_at: lab.now,
+        version: "t".into(),
+        results,
+        confirmation: false,
+    };
     lab.control.handle_report(caller, &r, lab.now).unwrap();
 }
 

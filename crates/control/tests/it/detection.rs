@@ -57,7 +57,13 @@ fn report_one(
         cert_not_after: None,
         failed_at: failing.then(|| started.plus_millis(failed_after)),
     };
-    wire::Report { started_at: started, finished_at: finished, version: "test".into(), results: vec![r] }
+    wire::Report {
+        started_at: started,
+        finished_at: finished,
+        version: "test".into(),
+        results: vec![r],
+        confirmation: false,
+    }
 }
 
 #[test]

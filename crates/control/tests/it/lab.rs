@@ -171,8 +171,13 @@ impl Lab {
                 failed_at: (failing.contains(&t.ip)).then_some(self.now),
             })
             .collect();
-        let report =
-            wire::Report { started_at: self.now, finished_at: self.now, version: "test".into(), results };
+        let report = wire::Report {
+            started_at: self.now,
+            finished_at: self.now,
+            version: "test".into(),
+            results,
+            confirmation: false,
+        };
         self.control.handle_report(caller, &report, self.now).unwrap();
         self.collect();
         work

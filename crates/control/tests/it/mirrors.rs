@@ -67,7 +67,13 @@ fn probe(lab: &mut Lab, caller: Caller, host: &str, outcome: Option<ErrorCode>) 
             failed_at: None,
         })
         .collect();
-    let report = wire::Report { started_at: lab.now, finished_at: lab.now, version: "t".into(), results };
+    let report = wire::Report {
+        started_at: lab.now,
+        finished_at: lab.now,
+        version: "t".into(),
+        results,
+        confirmation: false,
+    };
     lab.control.handle_report(caller, &report, lab.now).unwrap();
     work
 }
@@ -306,6 +312,7 @@ fn reports_may_carry_only_the_mirrors_given_out() {
             cert_not_after: None,
             failed_at: None,
         }],
+        confirmation: false,
     };
     let e = lab.control.handle_report(caller, &report("m/m1.example.net"), lab.now).unwrap_err();
     assert_eq!(e.field(), "results[0].target", "work first");

@@ -70,7 +70,13 @@ fn probe(lab: &mut Lab, caller: Caller, seen: Seen) -> wire::Work {
             }
         })
         .collect();
-    let report = wire::Report { started_at: lab.now, finished_at: lab.now, version: "t".into(), results };
+    let report = wire::Report {
+        started_at: lab.now,
+        finished_at: lab.now,
+        version: "t".into(),
+        results,
+        confirmation: false,
+    };
     lab.control.handle_report(caller, &report, lab.now).unwrap();
     work
 }
@@ -102,6 +108,7 @@ fn each_regions_probers_get_its_endpoints() {
             cert_not_after: None,
             failed_at: None,
         }],
+        confirmation: false,
     };
     assert!(
         lab.control.handle_report(caller(&probers, "kr"), &other, lab.now).is_err(),
@@ -182,6 +189,7 @@ fn unknown_age_is_not_stale_and_state_survives_a_restart() {
             cert_not_after: None,
             failed_at: None,
         }],
+        confirmation: false,
     };
     lab.control.handle_report(caller(&probers, "sg"), &report, lab.now).unwrap();
     assert_eq!(global(&lab, id), Some(GlobalVerdict::Healthy));
@@ -240,8 +248,13 @@ fn one_prober_sending_many_attempts_fills_no_window_alone() {
         cert_not_after: None,
         failed_at: None,
     };
-    let report =
-        |results| wire::Report { started_at: lab.now, finished_at: lab.now, version: "t".into(), results };
+    let report = |results| wire::Report {
+        started_at: lab.now,
+        finished_at: lab.now,
+        version: "t".into(),
+        results,
+        confirmation: false,
+    };
     let twice = report(vec![result(vec![bad]), result(vec![bad])]);
     let e = lab.control.handle_report(jp, &twice, lab.now).unwrap_err();
     assert_eq!(e.field(), "results[1].target", "a target appears once per report");

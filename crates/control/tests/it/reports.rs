@@ -83,6 +83,7 @@ fn a_report_may_carry_only_targets_given_and_one_to_ten_attempts() {
             cert_not_after: None,
             failed_at: None,
         }],
+        confirmation: false,
     };
     let given = format!("n{n}/203.0.113.10/80");
     let e = lab.control.handle_report(p, &report(given.clone(), 3), lab.now).unwrap_err();
@@ -136,6 +137,7 @@ fn a_new_target_starts_with_the_checks_initial_good_attempts() {
             cert_not_after: None,
             failed_at: None,
         }],
+        confirmation: false,
     };
     let rows = lab.control.handle_report(p, &report, lab.now).unwrap();
     let register = rows[0].1.register;
