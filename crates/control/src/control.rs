@@ -33,7 +33,7 @@ use crate::mirrors::book::VerdictChange;
 use crate::mirrors::registry::Changes;
 use crate::mirrors::{CheckRefused, CheckRun, LoadError, Mirrors, endpoint_targets, host_of_key};
 use crate::monitors::{EndpointKey, MonitorChange, Monitors, SteeringTable};
-use crate::observe::{Latest, Observations, RoundSummary, agent_online, prober_status, reportable};
+use crate::observe::{Latest, Observations, agent_online, prober_status, reportable};
 use crate::rates::ProbeRates;
 use crate::snapshot::{ClusterSnapshot, Published, Snapshots, Zone};
 use crate::spread::Spread;
@@ -583,6 +583,7 @@ impl Control {
         let r = self.obs.probers.entry(caller).or_default();
         r.last_seen = Some(now);
         r.targets = u32::try_from(targets.len() + endpoints.len()).unwrap_or(u32::MAX);
+        r.round_targets = u32::try_from(targets.len()).unwrap_or(u32::MAX);
         r.issued = keys;
         r.aliases = aliases;
         r.issued_endpoints = issued_hosts;
@@ -676,6 +677,11 @@ impl Control {
             }
             keys.push(key);
         }
+        // The prober's figures keep cluster results apart from endpoint ones.
+        let (mut cluster, mut endpoints) = (Vec::new(), Vec::new());
+        for (key, r) in keys.iter().zip(&report.results) {
+            if matches!(key, Key::Cluster(_)) { cluster.push(r) } else { endpoints.push(r) }
+        }
         let mut rows = Vec::with_capacity(keys.len());
         let mut clusters = BTreeSet::new();
         let mut verdicts = Vec::new();
@@ -725,7 +731,7 @@ impl Control {
         p.last_seen = Some(now);
         p.last_report = Some(now);
         p.version = Some(report.version.chars().take(64).collect());
-        p.last_round = Some(RoundSummary::of(p.last_round, report.started_at, &report.results));
+        p.book(report.started_at, report.confirmation, &cluster, &endpoints);
         if !was_reporting {
             self.prober_online(&c, caller, now);
         }

@@ -71,11 +71,12 @@ pub fn failed_at(report: &wire::Report, r: &ProbeResult, at: Timestamp) -> Optio
     Some(at.plus_millis(-report.finished_at.millis_since(failed).clamp(0, round)))
 }
 
-/// A prober's last round, as the prober list shows it.
+/// The figures of a prober's last reports of one kind (a cluster round, endpoint checks, a
+/// confirmation), as the prober list shows them.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct RoundSummary {
-    /// When the round started.
+    /// When the round (the endpoint checks that came due together, the confirmation) started.
     pub started_at: Timestamp,
     /// Loss over every target, %.
     pub loss_pct: f64,
@@ -90,7 +91,7 @@ pub struct RoundSummary {
 impl RoundSummary {
     /// The summary of `results`; reports of one round (same start as `prev`) add up,
     /// weighted by targets.
-    pub fn of(prev: Option<RoundSummary>, started_at: Timestamp, results: &[ProbeResult]) -> RoundSummary {
+    pub fn of(prev: Option<RoundSummary>, started_at: Timestamp, results: &[&ProbeResult]) -> RoundSummary {
         let (mut sent, mut lost, mut rtt_sum, mut rtt_n, mut unreachable) = (0u64, 0u64, 0.0, 0u32, 0u32);
         for r in results {
             sent += u64::from(r.sent());
@@ -138,12 +139,22 @@ pub struct ProberRuntime {
     pub version: Option<String>,
     /// Host name given at enrollment.
     pub hostname: Option<String>,
-    /// The last round.
+    /// Its last complete cluster round.
     pub last_round: Option<RoundSummary>,
+    /// The cluster round whose reports are still coming in (a round sends one report per
+    /// [`wire::MAX_RESULTS`] targets), shown once complete.
+    pub round_so_far: Option<RoundSummary>,
+    /// Its last endpoint checks (mirrors, monitors): the ones that came due together.
+    pub last_endpoint_checks: Option<RoundSummary>,
+    /// Its last confirmation (a recheck another prober's report asked for).
+    pub last_confirmation: Option<RoundSummary>,
     /// When its last report arrived (the server's time).
     pub last_report: Option<Timestamp>,
     /// Targets in its last work.
     pub targets: u32,
+    /// Cluster targets in its last work: a round is complete once its reports carry a result
+    /// for each.
+    pub round_targets: u32,
     /// Target keys of its last work: reports may only carry these.
     pub issued: BTreeSet<TargetKey>,
     /// Keys probed under one of `issued` (the same probe listed by another cluster).
@@ -155,6 +166,37 @@ pub struct ProberRuntime {
 }
 
 impl ProberRuntime {
+    /// Books the figures of a report started at `started_at`, each kind apart: the results
+    /// of endpoint targets (told by their keys) are endpoint checks; the others are a
+    /// confirmation when the report says so, else (and an empty report too: a round without
+    /// targets) a part of a cluster round, which becomes the last round once complete. A
+    /// round cut short (a report lost) is never shown; the previous one stays.
+    pub fn book(
+        &mut self,
+        started_at: Timestamp,
+        confirmation: bool,
+        cluster: &[&ProbeResult],
+        endpoints: &[&ProbeResult],
+    ) {
+        if !endpoints.is_empty() {
+            self.last_endpoint_checks =
+                Some(RoundSummary::of(self.last_endpoint_checks, started_at, endpoints));
+        }
+        if confirmation {
+            if !cluster.is_empty() {
+                self.last_confirmation = Some(RoundSummary::of(self.last_confirmation, started_at, cluster));
+            }
+        } else if !cluster.is_empty() || endpoints.is_empty() {
+            let so_far = RoundSummary::of(self.round_so_far, started_at, cluster);
+            if so_far.targets >= self.round_targets {
+                self.last_round = Some(so_far);
+                self.round_so_far = None;
+            } else {
+                self.round_so_far = Some(so_far);
+            }
+        }
+    }
+
     /// The key under which this prober probes `key`, if it does.
     pub fn given_as(&self, key: TargetKey) -> Option<TargetKey> {
         if self.issued.contains(&key) {

@@ -14,6 +14,7 @@ mod invariants;
 mod mirrors;
 mod monitors;
 mod online;
+mod probers;
 mod publish;
 mod replicas;
 mod reports;
