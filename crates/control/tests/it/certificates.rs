@@ -3,9 +3,8 @@
 
 use vantage_core::Timestamp;
 use vantage_core::result::ProbeResult;
-use vantage_core::wire;
 
-use crate::lab::{Lab, alerts, attempt};
+use crate::lab::{Lab, alerts, attempt, report_at};
 
 fn report(lab: &mut Lab, caller: vantage_control::identity::Caller, not_after: Timestamp) {
     let work = lab.control.handle_work(caller, lab.now);
@@ -20,13 +19,7 @@ fn report(lab: &mut Lab, caller: vantage_control::identity::Caller, not_after: T
             failed_at: None,
         })
         .collect();
-    let r = wire::Report {
-        started_at: lab.now,
-        finished_at: lab.now,
-        version: "t".into(),
-        results,
-        confirmation: false,
-    };
+    let r = report_at(lab.now, results);
     lab.control.handle_report(caller, &r, lab.now).unwrap();
 }
 

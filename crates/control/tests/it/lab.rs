@@ -171,17 +171,16 @@ impl Lab {
                 failed_at: (failing.contains(&t.ip)).then_some(self.now),
             })
             .collect();
-        let report = wire::Report {
-            started_at: self.now,
-            finished_at: self.now,
-            version: "test".into(),
-            results,
-            confirmation: false,
-        };
+        let report = report_at(self.now, results);
         self.control.handle_report(caller, &report, self.now).unwrap();
         self.collect();
         work
     }
+}
+
+/// A report of `results` whose round started and finished at `at`.
+pub(crate) fn report_at(at: Timestamp, results: Vec<ProbeResult>) -> wire::Report {
+    wire::Report { started_at: at, finished_at: at, version: "test".into(), results, confirmation: false }
 }
 
 pub(crate) fn attempt(good: bool) -> Attempt {

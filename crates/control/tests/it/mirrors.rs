@@ -12,7 +12,7 @@ use vantage_core::mirror::{MirrorVerdict, RegionStatus};
 use vantage_core::result::{Attempt, ErrorCode, ProbeResult, Stages};
 use vantage_core::wire;
 
-use crate::lab::{Lab, alerts};
+use crate::lab::{Lab, alerts, report_at};
 
 fn files(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter().map(|(f, t)| ((*f).to_owned(), (*t).to_owned())).collect()
@@ -67,13 +67,7 @@ fn probe(lab: &mut Lab, caller: Caller, host: &str, outcome: Option<ErrorCode>) 
             failed_at: None,
         })
         .collect();
-    let report = wire::Report {
-        started_at: lab.now,
-        finished_at: lab.now,
-        version: "t".into(),
-        results,
-        confirmation: false,
-    };
+    let report = report_at(lab.now, results);
     lab.control.handle_report(caller, &report, lab.now).unwrap();
     work
 }
@@ -301,18 +295,17 @@ fn one_check_run_per_minute_told_once_to_each_prober_asked() {
 fn reports_may_carry_only_the_mirrors_given_out() {
     let (mut lab, probers) = fleet();
     let caller = probers[0].1;
-    let report = |target: &str| wire::Report {
-        started_at: lab.now,
-        finished_at: lab.now,
-        version: "t".into(),
-        results: vec![ProbeResult {
-            target: target.into(),
-            attempts: vec![attempt(None)],
-            hls: None,
-            cert_not_after: None,
-            failed_at: None,
-        }],
-        confirmation: false,
+    let report = |target: &str| {
+        report_at(
+            lab.now,
+            vec![ProbeResult {
+                target: target.into(),
+                attempts: vec![attempt(None)],
+                hls: None,
+                cert_not_after: None,
+                failed_at: None,
+            }],
+        )
     };
     let e = lab.control.handle_report(caller, &report("m/m1.example.net"), lab.now).unwrap_err();
     assert_eq!(e.field(), "results[0].target", "work first");

@@ -8,7 +8,7 @@ use vantage_core::monitor::{GlobalVerdict, Monitor, RegionHealth};
 use vantage_core::result::{Attempt, ErrorCode, HlsDetail, ProbeResult, Stages};
 use vantage_core::wire;
 
-use crate::lab::{Lab, alerts};
+use crate::lab::{Lab, alerts, report_at};
 
 /// Regions jp (60 %), kr (30 %) and sg (10 %) with a prober each, plus eu with no monitor.
 fn fleet() -> (Lab, MonitorId, Vec<(&'static str, Caller)>) {
@@ -70,13 +70,7 @@ fn probe(lab: &mut Lab, caller: Caller, seen: Seen) -> wire::Work {
             }
         })
         .collect();
-    let report = wire::Report {
-        started_at: lab.now,
-        finished_at: lab.now,
-        version: "t".into(),
-        results,
-        confirmation: false,
-    };
+    let report = report_at(lab.now, results);
     lab.control.handle_report(caller, &report, lab.now).unwrap();
     work
 }
@@ -97,19 +91,16 @@ fn each_regions_probers_get_its_endpoints() {
     assert_eq!(keys, [format!("v{id}/kr/0"), format!("v{id}/kr/1")]);
     assert_eq!(kr.checks[kr.endpoints[0].check as usize].method(), Some(vantage_core::check::Method::Hls));
     assert!(lab.control.handle_work(caller(&probers, "eu"), lab.now).endpoints.is_empty());
-    let other = wire::Report {
-        started_at: lab.now,
-        finished_at: lab.now,
-        version: "t".into(),
-        results: vec![ProbeResult {
+    let other = report_at(
+        lab.now,
+        vec![ProbeResult {
             target: format!("v{id}/jp/0"),
             attempts: vec![Attempt { stages: Stages::ALL, rtt_us: 1, error: None }],
             hls: None,
             cert_not_after: None,
             failed_at: None,
         }],
-        confirmation: false,
-    };
+    );
     assert!(
         lab.control.handle_report(caller(&probers, "kr"), &other, lab.now).is_err(),
         "jp's endpoint was not given to kr"
@@ -172,11 +163,9 @@ fn one_failing_probe_is_not_down_and_the_quorum_is() {
 fn unknown_age_is_not_stale_and_state_survives_a_restart() {
     let (mut lab, id, probers) = fleet();
     let work = lab.control.handle_work(caller(&probers, "sg"), lab.now);
-    let report = wire::Report {
-        started_at: lab.now,
-        finished_at: lab.now,
-        version: "t".into(),
-        results: vec![ProbeResult {
+    let report = report_at(
+        lab.now,
+        vec![ProbeResult {
             target: work.endpoints[0].key.clone(),
             attempts: vec![Attempt { stages: Stages::ALL, rtt_us: 1, error: None }],
             hls: Some(HlsDetail {
@@ -189,8 +178,7 @@ fn unknown_age_is_not_stale_and_state_survives_a_restart() {
             cert_not_after: None,
             failed_at: None,
         }],
-        confirmation: false,
-    };
+    );
     lab.control.handle_report(caller(&probers, "sg"), &report, lab.now).unwrap();
     assert_eq!(global(&lab, id), Some(GlobalVerdict::Healthy));
     let saved = lab
@@ -248,13 +236,7 @@ fn one_prober_sending_many_attempts_fills_no_window_alone() {
         cert_not_after: None,
         failed_at: None,
     };
-    let report = |results| wire::Report {
-        started_at: lab.now,
-        finished_at: lab.now,
-        version: "t".into(),
-        results,
-        confirmation: false,
-    };
+    let report = |results| report_at(lab.now, results);
     let twice = report(vec![result(vec![bad]), result(vec![bad])]);
     let e = lab.control.handle_report(jp, &twice, lab.now).unwrap_err();
     assert_eq!(e.field(), "results[1].target", "a target appears once per report");

@@ -10,7 +10,7 @@ use vantage_core::monitor::Monitor;
 use vantage_core::result::ProbeResult;
 use vantage_core::wire;
 
-use crate::lab::{CLUSTER, Lab, attempt};
+use crate::lab::{CLUSTER, Lab, attempt, report_at};
 
 /// Region `eu` with prober `fra`, region `us` with prober `iad`; two nodes on 203.0.113.10
 /// and .20 (port 80) and a monitor with one endpoint in `eu`.
@@ -45,7 +45,7 @@ fn result(target: &str, good: bool) -> ProbeResult {
 }
 
 fn report(started_at: Timestamp, results: Vec<ProbeResult>, confirmation: bool) -> wire::Report {
-    wire::Report { started_at, finished_at: started_at, version: "t".into(), results, confirmation }
+    wire::Report { confirmation, ..report_at(started_at, results) }
 }
 
 fn runtime(lab: &Lab, p: Caller) -> &ProberRuntime {

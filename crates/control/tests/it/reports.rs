@@ -5,7 +5,7 @@ use vantage_control::identity::Caller;
 use vantage_core::address::Level::{Backup1, Primary};
 use vantage_core::wire;
 
-use crate::lab::{CLUSTER, Lab, attempt, ip};
+use crate::lab::{CLUSTER, Lab, attempt, ip, report_at};
 
 fn keys(w: &wire::Work) -> Vec<String> {
     let mut k: Vec<String> = w.targets.iter().map(|t| t.key.clone()).collect();
@@ -72,18 +72,17 @@ fn a_node_that_probes_skips_itself_and_reported_addresses_count_while_none_are_c
 fn a_report_may_carry_only_targets_given_and_one_to_ten_attempts() {
     let mut lab = Lab::new();
     let (p, _, _, n) = lab.one_node();
-    let report = |target: String, attempts: usize| wire::Report {
-        started_at: lab.now,
-        finished_at: lab.now,
-        version: "t".into(),
-        results: vec![vantage_core::result::ProbeResult {
-            target,
-            attempts: vec![attempt(true); attempts],
-            hls: None,
-            cert_not_after: None,
-            failed_at: None,
-        }],
-        confirmation: false,
+    let report = |target: String, attempts: usize| {
+        report_at(
+            lab.now,
+            vec![vantage_core::result::ProbeResult {
+                target,
+                attempts: vec![attempt(true); attempts],
+                hls: None,
+                cert_not_after: None,
+                failed_at: None,
+            }],
+        )
     };
     let given = format!("n{n}/203.0.113.10/80");
     let e = lab.control.handle_report(p, &report(given.clone(), 3), lab.now).unwrap_err();
@@ -126,19 +125,16 @@ fn a_new_target_starts_with_the_checks_initial_good_attempts() {
     let g = lab.group(c, "fra-1", Some(r));
     lab.node(c, g, "edge-1", &[("203.0.113.10", Primary)]);
     let work = lab.control.handle_work(p, lab.now);
-    let report = wire::Report {
-        started_at: lab.now,
-        finished_at: lab.now,
-        version: "t".into(),
-        results: vec![vantage_core::result::ProbeResult {
+    let report = report_at(
+        lab.now,
+        vec![vantage_core::result::ProbeResult {
             target: work.targets[0].key.clone(),
             attempts: vec![attempt(true)],
             hls: None,
             cert_not_after: None,
             failed_at: None,
         }],
-        confirmation: false,
-    };
+    );
     let rows = lab.control.handle_report(p, &report, lab.now).unwrap();
     let register = rows[0].1.register;
     assert_eq!(register.good_in(8), 3, "2 assumed + 1 good");
