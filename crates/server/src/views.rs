@@ -219,8 +219,12 @@ pub struct ProberView {
     pub hostname: Option<String>,
     /// Targets in its last work.
     pub targets: u32,
-    /// Its last round.
+    /// Its last complete cluster round (every target of its work).
     pub last_round: Option<RoundSummary>,
+    /// Its last endpoint checks (mirrors, monitors): the endpoints that came due together.
+    pub last_endpoint_checks: Option<RoundSummary>,
+    /// Its last confirmation: the targets another prober's report asked it to probe at once.
+    pub last_confirmation: Option<RoundSummary>,
 }
 
 /// The rule that holds a node on a backup level.

@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 use vantage_control::alerts::Alert;
 use vantage_control::monitors::VerdictRecord;
+use vantage_control::observe::RoundSummary;
 use vantage_core::Timestamp;
 use vantage_core::ids::LineId;
 use vantage_core::mirror::RegionObservation;
@@ -256,18 +257,32 @@ pub(super) fn revision_lines(r: &RevisionView, line_name: impl Fn(LineId) -> Str
         .collect()
 }
 
+/// A prober's figures of one kind as one phrase: `loss 0.0 %, 12.3 ms, 0 of 4 unreachable`.
+fn round_phrase(r: Option<&RoundSummary>) -> String {
+    r.map_or_else(
+        || "-".to_owned(),
+        |r| {
+            let rtt = r.mean_rtt_ms.map_or_else(|| "-".to_owned(), |v| format!("{v:.1} ms"));
+            format!("loss {:.1} %, {rtt}, {} of {} unreachable", r.loss_pct, r.unreachable, r.targets)
+        },
+    )
+}
+
 impl Row for ProberView {
-    const COLUMNS: &'static [&'static str] =
-        &["id", "name", "region_code", "enabled", "status", "last_seen", "version", "targets", "last_round"];
+    const COLUMNS: &'static [&'static str] = &[
+        "id",
+        "name",
+        "region_code",
+        "enabled",
+        "status",
+        "last_seen",
+        "version",
+        "targets",
+        "last_round",
+        "last_endpoint_checks",
+        "last_confirmation",
+    ];
     fn cells(&self) -> Vec<String> {
-        // The last round as one phrase.
-        let round = self.last_round.map_or_else(
-            || "-".to_owned(),
-            |lr| {
-                let rtt = lr.mean_rtt_ms.map_or_else(|| "-".to_owned(), |v| format!("{v:.1} ms"));
-                format!("loss {:.1} %, {rtt}, {} unreachable", lr.loss_pct, lr.unreachable)
-            },
-        );
         vec![
             cell(&self.id),
             cell(&self.name),
@@ -277,7 +292,9 @@ impl Row for ProberView {
             cell(&self.last_seen),
             cell(&self.version),
             cell(&self.targets),
-            round,
+            round_phrase(self.last_round.as_ref()),
+            round_phrase(self.last_endpoint_checks.as_ref()),
+            round_phrase(self.last_confirmation.as_ref()),
         ]
     }
 }

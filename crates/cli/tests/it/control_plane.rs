@@ -842,14 +842,7 @@ async fn the_admin_api_and_ui_over_tls_from_the_internal_ca() {
     let r = reqwest::Client::new().get(format!("{plain}/healthz")).send().await;
     assert!(r.is_err() || !r.unwrap().status().is_success());
     // The session cookie is Secure.
-    let r = client
-        .post(format!("{}/ui/login", s.url))
-        .header("origin", &s.url)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("token={}&next=%2Fui", s.token))
-        .send()
-        .await
-        .unwrap();
+    let r = s.ui_login(&client).await;
     let cookie = r.headers().get("set-cookie").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
     assert!(cookie.contains("HttpOnly") && cookie.ends_with("; Secure"), "{} {cookie:?}", r.status());
     // ctl finds the server and trusts its CA through the data directory.

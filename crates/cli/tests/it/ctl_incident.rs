@@ -1,6 +1,7 @@
 //! `vantage ctl` as an incident needs it, against a real server: names where ids go (flags,
 //! arguments and the fields that name other objects) with refusals that name the flag; node and
-//! revision tables in names; window strips that tell an empty slot from a failed attempt.
+//! revision tables in names; window strips that tell an empty slot from a failed attempt; each
+//! prober's last round kept apart from its endpoint checks and confirmations.
 
 use std::time::{Duration, Instant};
 
@@ -135,4 +136,94 @@ async fn window_strips_tell_empty_slots_from_failed_attempts_with_a_legend() {
     // JSON carries the strips, without the legend.
     let json = ok(&s, "--json nodes results edge-2").await;
     assert!(serde_json::from_str::<serde_json::Value>(&json).is_ok(), "{json}");
+}
+
+/// The cells of a `ctl` table row (cells are two or more spaces apart, words within one).
+fn cells(row: &str) -> Vec<&str> {
+    row.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn probers_show_the_last_round_apart_from_endpoint_checks_and_confirmations() {
+    let LabFleet { s, edges, probers: _probers, temp: _temp, .. } =
+        LabFleet::start("cdn.kinds.example", 170).await;
+    // A monitor of prober-0's region whose endpoint refuses, checked every second.
+    let closed = vantage_testkit::closed_port().unwrap();
+    let check = serde_json::json!({"method": "hls", "interval_s": 1, "timeout_ms": 900});
+    let endpoint = format!("http://{closed}/live.m3u8");
+    let monitor = serde_json::json!({"name": "live", "check": check,
+        "regions": [{"region": "ap-sg", "weight": 1, "endpoints": [endpoint]}]});
+    s.create("/v1/monitors", monitor).await;
+    // edge-2's only address stops answering: the first prober to see it has the others confirm.
+    edges[3].stop().await;
+
+    // Every look at the list: a last round is a whole round of the four addresses, whatever
+    // came in between.
+    let refused_one = |r: &serde_json::Value| {
+        r["targets"] == 1 && r["unreachable"] == 1 && r["loss_pct"].as_f64() == Some(100.0)
+    };
+    let started = Instant::now();
+    let probers = loop {
+        let (_, v) = s.call(reqwest::Method::GET, "/v1/probers", None).await;
+        let items = v["items"].as_array().unwrap().clone();
+        for p in &items {
+            assert_eq!(p["last_round"]["targets"], 4, "{p}");
+        }
+        let p0 = items.iter().find(|p| p["name"] == "prober-0").unwrap();
+        if refused_one(&p0["last_endpoint_checks"])
+            && items.iter().any(|p| refused_one(&p["last_confirmation"]))
+            && items.iter().all(|p| p["last_round"]["unreachable"] == 1)
+        {
+            break items;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let others_endpoints: Vec<_> =
+        probers.iter().filter(|p| p["name"] != "prober-0").map(|p| &p["last_endpoint_checks"]).collect();
+    assert!(
+        others_endpoints.iter().all(|e| e.is_null()),
+        "no monitor in their regions: {others_endpoints:?}"
+    );
+
+    // `ctl probers list`: the three figures in their columns.
+    let list = ok(&s, "probers list").await;
+    let header = cells(list.lines().next().unwrap());
+    assert_eq!(
+        header[header.len() - 3..],
+        ["LAST_ROUND", "LAST_ENDPOINT_CHECKS", "LAST_CONFIRMATION"],
+        "{list}"
+    );
+    let row = |name: &str| cells(list.lines().find(|l| cells(l).get(1) == Some(&name)).unwrap());
+    let p0 = row("prober-0");
+    let refused = "loss 100.0 %, -, 1 of 1 unreachable";
+    assert!(p0[p0.len() - 3].ends_with(", 1 of 4 unreachable"), "{list}");
+    assert_eq!(p0[p0.len() - 2], refused, "{list}");
+    let confirming =
+        probers.iter().find(|p| refused_one(&p["last_confirmation"])).unwrap()["name"].as_str().unwrap();
+    let c = row(confirming);
+    assert!(c[c.len() - 3].ends_with(", 1 of 4 unreachable"), "{list}");
+    assert_eq!(c[c.len() - 1], refused, "{list}");
+
+    // The prober page says the same.
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let login = s.ui_login(&client).await;
+    let cookie = login.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let id = probers.iter().find(|p| p["name"] == "prober-0").unwrap()["id"].as_i64().unwrap();
+    let page = client
+        .get(format!("{}/ui/probers/{id}", s.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let fact = |id: &str| {
+        let from = page.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("{id}: {page}"));
+        page[from..from + page[from..].find("</dd>").unwrap()].to_owned()
+    };
+    assert!(fact("last-round").contains("4 targets · loss"), "{}", fact("last-round"));
+    let checks = fact("last-endpoint-checks");
+    assert!(checks.contains("1 target · loss 100") && checks.contains("1 target unreachable"), "{checks}");
 }

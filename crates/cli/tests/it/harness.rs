@@ -94,6 +94,19 @@ impl ServerProcess {
         reqwest::Client::new().request(method, format!("{}{path}", self.url)).bearer_auth(&self.token)
     }
 
+    /// Posts the UI's login form with the admin token through `client` (which follows no
+    /// redirect, to read the session cookie off the answer).
+    pub(crate) async fn ui_login(&self, client: &reqwest::Client) -> reqwest::Response {
+        client
+            .post(format!("{}/ui/login", self.url))
+            .header("origin", &self.url)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("token={}&next=%2Fui", self.token))
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// Calls the API and returns (status, JSON body).
     pub(crate) async fn call(
         &self,

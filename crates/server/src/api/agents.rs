@@ -252,6 +252,8 @@ pub(super) fn prober_view(app: &App, c: &Config, id: i64, s: &Stored<ProberRecor
         hostname: r.and_then(|r| r.hostname.clone()),
         targets: r.map_or(0, |r| r.targets),
         last_round: r.and_then(|r| r.last_round),
+        last_endpoint_checks: r.and_then(|r| r.last_endpoint_checks),
+        last_confirmation: r.and_then(|r| r.last_confirmation),
         id,
         created_at: s.created_at,
         updated_at: s.updated_at,

@@ -12,16 +12,40 @@ struct ProberRow {
     last_seen: Markup,
     version: String,
     last_round: Option<RoundView>,
+    last_endpoint_checks: Option<RoundView>,
+    last_confirmation: Option<RoundView>,
     targets: u32,
     enabled: bool,
 }
 
-/// A prober's last round: loss, mean RTT, and how many targets lost every attempt.
+impl ProberRow {
+    /// The row of `p`, with its host and region as the page shows them.
+    fn of(p: &views::Prober, hostname: String, region: String, at: Timestamp) -> ProberRow {
+        ProberRow {
+            id: p.id,
+            name: p.name.clone(),
+            hostname,
+            region,
+            status: format::prober_status(&word(&p.status)),
+            last_seen: time_or(p.last_seen, at, "never"),
+            version: p.version.clone().unwrap_or_else(|| "—".into()),
+            last_round: p.last_round.as_ref().map(round_view),
+            last_endpoint_checks: p.last_endpoint_checks.as_ref().map(round_view),
+            last_confirmation: p.last_confirmation.as_ref().map(round_view),
+            targets: p.targets,
+            enabled: p.enabled,
+        }
+    }
+}
+
+/// A prober's figures of one kind (its last round, endpoint checks or confirmation): loss,
+/// mean RTT, how many targets lost every attempt, out of how many.
 #[derive(Debug)]
 struct RoundView {
     loss: String,
     rtt: String,
     unreachable: Markup,
+    targets: u32,
 }
 
 fn round_view(r: &views::Round) -> RoundView {
@@ -30,7 +54,7 @@ fn round_view(r: &views::Round) -> RoundView {
         1 => badge(Tone::Bad, "1 target unreachable"),
         n => badge(Tone::Bad, &format!("{n} targets unreachable")),
     };
-    RoundView { loss: pct(r.loss_pct), rtt: ms(r.mean_rtt_ms), unreachable }
+    RoundView { loss: pct(r.loss_pct), rtt: ms(r.mean_rtt_ms), unreachable, targets: r.targets }
 }
 
 #[derive(Debug)]
@@ -63,17 +87,10 @@ pub(in crate::ui) async fn probers(
     let rows = probers
         .items
         .iter()
-        .map(|p| ProberRow {
-            id: p.id,
-            name: p.name.clone(),
-            hostname: p.hostname.clone().filter(|h| *h != p.name).unwrap_or_default(),
-            region: names.get(&p.region).cloned().unwrap_or_else(|| format!("region {}", p.region)),
-            status: format::prober_status(&word(&p.status)),
-            last_seen: time_or(p.last_seen, at, "never"),
-            version: p.version.clone().unwrap_or_else(|| "—".into()),
-            last_round: p.last_round.as_ref().map(round_view),
-            targets: p.targets,
-            enabled: p.enabled,
+        .map(|p| {
+            let hostname = p.hostname.clone().filter(|h| *h != p.name).unwrap_or_default();
+            let region = names.get(&p.region).cloned().unwrap_or_else(|| format!("region {}", p.region));
+            ProberRow::of(p, hostname, region, at)
         })
         .collect();
     let tokens = tokens
@@ -116,18 +133,12 @@ pub(in crate::ui) async fn prober(
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
     let results: Items<views::ResultRow> = api.get(&format!("/v1/probers/{id}/results")).await?;
     let names = region_names(&regions.items);
-    let row = ProberRow {
-        id: p.id,
-        name: p.name.clone(),
-        hostname: p.hostname.clone().unwrap_or_default(),
-        region: names.get(&p.region).cloned().unwrap_or_default(),
-        status: format::prober_status(&word(&p.status)),
-        last_seen: time_or(p.last_seen, at, "never"),
-        version: p.version.clone().unwrap_or_else(|| "—".into()),
-        last_round: p.last_round.as_ref().map(round_view),
-        targets: p.targets,
-        enabled: p.enabled,
-    };
+    let row = ProberRow::of(
+        &p,
+        p.hostname.clone().unwrap_or_default(),
+        names.get(&p.region).cloned().unwrap_or_default(),
+        at,
+    );
     let page = ProberPage {
         frame: Frame::new(&v, format!("Prober {}", p.name), "probers", 10),
         row,
