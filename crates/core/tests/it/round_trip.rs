@@ -8,6 +8,7 @@ use vantage_core::model::{Cluster, Line, Node, NodeGroup, Region};
 use vantage_core::monitor::Monitor;
 use vantage_core::rules::Rule;
 use vantage_core::settings::ProbeSettings;
+use vantage_core::wire::Report;
 
 fn round_trip<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(json: &str) {
     let v: T = serde_json::from_str(json).unwrap();
@@ -44,4 +45,18 @@ fn validated_types_read_back_what_they_write() {
     round_trip::<Monitor>(
         r#"{"name":"live","regions":[{"region":"jp","weight":0.3,"endpoints":["https://e.example.net/a.m3u8"]}],"failure_quorum":2,"quorum_window":4}"#,
     );
+}
+
+/// A report from an agent before `confirmation` reads as a round, and a round is written as
+/// before it: older agents and servers keep reading each other's reports.
+#[test]
+fn a_report_without_the_confirmation_field_is_a_round_and_a_round_is_written_without_it() {
+    let old = r#"{"started_at":"2026-12-03T09:00:00Z","finished_at":"2026-12-03T09:00:01Z","version":"0.1.0","results":[]}"#;
+    let round: Report = serde_json::from_str(old).unwrap();
+    assert!(!round.confirmation);
+    let written = serde_json::to_string(&round).unwrap();
+    assert!(!written.contains("confirmation"), "{written}");
+    let marked = old.replace(r#""results":[]"#, r#""results":[],"confirmation":true"#);
+    assert!(serde_json::from_str::<Report>(&marked).unwrap().confirmation);
+    round_trip::<Report>(&marked);
 }
