@@ -57,6 +57,8 @@ pub(crate) struct Due {
     pub(crate) url: String,
     pub(crate) address: Option<SocketAddr>,
     pub(crate) check: Arc<Check>,
+    /// Any HTTP answer is good unless it is a block page ([`EndpointTarget::any_status`]).
+    pub(crate) any_status: bool,
 }
 
 /// What a finished attempt is to the schedule.
@@ -76,6 +78,7 @@ struct Entry {
     url: String,
     address: Option<SocketAddr>,
     check: Arc<Check>,
+    any_status: bool,
     generation: u64,
     /// When the next attempt is due.
     next: Instant,
@@ -116,13 +119,21 @@ impl EndpointSchedule {
                 continue;
             }
             let entry = match self.entries.remove(&e.key) {
-                Some(old) if old.url == e.url && old.address == e.address && *old.check == **check => old,
+                Some(old)
+                    if old.url == e.url
+                        && old.address == e.address
+                        && *old.check == **check
+                        && old.any_status == e.any_status =>
+                {
+                    old
+                }
                 _ => {
                     self.generations += 1;
                     Entry {
                         url: e.url.clone(),
                         address: e.address,
                         check: check.clone(),
+                        any_status: e.any_status,
                         generation: self.generations,
                         next: now,
                         in_flight: false,
@@ -167,6 +178,7 @@ impl EndpointSchedule {
                 url: e.url.clone(),
                 address: e.address,
                 check: e.check.clone(),
+                any_status: e.any_status,
             });
         }
         out
@@ -410,7 +422,7 @@ async fn probe(due: Due, batch: u64, source: SourceAddresses, permits: Arc<Semap
 /// address its URL's host resolves to within `timeout`.
 async fn target(due: &Due, timeout: Duration) -> Result<ProbeTarget, String> {
     let (key, check) = (due.key.clone(), due.check.clone());
-    match due.address {
+    let made = match due.address {
         Some(addr) => {
             let url = Url::parse(&due.url).map_err(|e| format!("url {:?}: {e}", due.url))?;
             ProbeTarget::endpoint(key, url, addr, check).map_err(|e| e.to_string())
@@ -421,7 +433,8 @@ async fn target(due: &Due, timeout: Duration) -> Result<ProbeTarget, String> {
                 Err(format!("url {:?}: the host did not resolve within {} ms", due.url, timeout.as_millis()))
             }
         },
-    }
+    };
+    made.map(|t| ProbeTarget { any_status: due.any_status, ..t })
 }
 
 /// Posts the queued reports one after the other, in order. A failure is logged when it
@@ -454,7 +467,7 @@ mod tests {
     }
 
     fn ep(key: &str, url: &str, check: u32) -> EndpointTarget {
-        EndpointTarget { key: key.into(), url: url.into(), address: None, check }
+        EndpointTarget { key: key.into(), url: url.into(), address: None, check, any_status: false }
     }
 
     fn keys(due: &[Due]) -> Vec<&str> {
@@ -568,12 +581,16 @@ mod tests {
             EndpointTarget { url: "http://a/other".into(), ..a.clone() },
             EndpointTarget { address: Some("127.0.0.1:80".parse().unwrap()), ..a.clone() },
             EndpointTarget { check: 1, ..a.clone() },
+            EndpointTarget { any_status: true, ..a.clone() },
         ] {
             let t = t0 + s(2);
             sched.update(std::slice::from_ref(&changed), &checks, t);
             let due = sched.due(t);
             assert_eq!(keys(&due), ["a"], "{changed:?}");
-            assert_eq!((due[0].url.as_str(), due[0].address), (changed.url.as_str(), changed.address));
+            assert_eq!(
+                (due[0].url.as_str(), due[0].address, due[0].any_status),
+                (changed.url.as_str(), changed.address, changed.any_status)
+            );
             assert!(due[0].generation > first[0].generation);
             finish(&mut sched, &due);
         }

@@ -490,11 +490,16 @@ impl Config {
     /// `None` for a name that is not a check.
     pub fn check_named(&self, name: Option<&str>) -> Option<Check> {
         let name = name.unwrap_or("default");
-        match self.checks.values().find(|c| c.value.name.eq_ignore_ascii_case(name)) {
-            Some(c) => Some(c.value.check.clone()),
+        match self.check(name) {
+            Some(c) => Some(c.clone()),
             None if name.eq_ignore_ascii_case("default") => Some(Check::default()),
             None => None,
         }
+    }
+
+    /// The check named `name` (names compare without case), when there is one.
+    pub fn check(&self, name: &str) -> Option<&Check> {
+        self.checks.values().find(|c| c.value.name.eq_ignore_ascii_case(name)).map(|c| &c.value.check)
     }
 
     /// The region a prober probes from, by code.

@@ -299,6 +299,9 @@ pub fn endpoint_targets(
                 url: url.clone(),
                 address: None,
                 check: u32::try_from(check).unwrap_or(u32::MAX),
+                // A monitor's endpoint must answer its check's status: an edge answering 404
+                // serves no video.
+                any_status: false,
             });
             keys.insert(key);
         }

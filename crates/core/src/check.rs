@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result, in_range};
+use crate::error::{Error, Result, at_most, in_range};
 
 /// One probe method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -113,8 +113,13 @@ pub struct Check {
     initial: u8,
     max_age_s: Option<u32>,
     block_pattern: Option<String>,
+    block_statuses: Vec<u16>,
     verify: bool,
 }
+
+/// Block statuses a check may name at most: a block page has a handful of statuses, not a
+/// range.
+pub const MAX_BLOCK_STATUSES: usize = 16;
 
 /// A check as entered; every attribute is optional (the Varnish probe model).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,6 +165,11 @@ pub struct CheckInput {
     /// A text whose presence in a response body marks a block page (`blocked-inferred`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block_pattern: Option<String>,
+    /// HTTP statuses that mark a block page (`blocked-inferred`), such as 403 or 451: a mirror
+    /// answering one of them is blocked there, whatever its body (none: every status is an
+    /// answer; at most 16, each 100–599).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub block_statuses: Vec<u16>,
     /// TLS targets: verify the certificate against the host name and the prober's trusted
     /// roots (false: any certificate is accepted, as health endpoints often have
     /// self-signed ones). A failed verification is a `tls` error.
@@ -190,6 +200,8 @@ impl From<Check> for CheckInput {
             initial: Some(c.initial),
             max_age_s: c.max_age_s,
             block_pattern: c.block_pattern,
+            // Written only when named, as `verify` below is.
+            block_statuses: c.block_statuses,
             // Written only when on, so checks that do not use it read the same as before to
             // agents that do not know the attribute (they refuse unknown fields).
             verify: c.verify.then_some(true),
@@ -234,6 +246,13 @@ impl Check {
         {
             return Err(Error::invalid("block_pattern", "must be 1 to 256 bytes"));
         }
+        at_most("block_statuses", i.block_statuses.len(), MAX_BLOCK_STATUSES)?;
+        for (n, s) in i.block_statuses.iter().enumerate() {
+            in_range(&format!("block_statuses[{n}]"), *s, 100, 599)?;
+        }
+        let mut block_statuses = i.block_statuses;
+        block_statuses.sort_unstable();
+        block_statuses.dedup();
         Ok(Check {
             method: i.method,
             path,
@@ -248,6 +267,7 @@ impl Check {
             initial,
             max_age_s,
             block_pattern: i.block_pattern,
+            block_statuses,
             verify: i.verify.unwrap_or(false),
         })
     }
@@ -303,6 +323,14 @@ impl Check {
     /// Block-page pattern.
     pub fn block_pattern(&self) -> Option<&str> {
         self.block_pattern.as_deref()
+    }
+    /// Statuses that mark a block page, in order.
+    pub fn block_statuses(&self) -> &[u16] {
+        &self.block_statuses
+    }
+    /// Whether an answer of `status` is a block page by its status alone.
+    pub fn is_block_status(&self, status: u16) -> bool {
+        self.block_statuses.binary_search(&status).is_ok()
     }
     /// Whether TLS targets verify the certificate.
     pub fn verify(&self) -> bool {
@@ -449,6 +477,23 @@ mod tests {
         assert!(json.contains(r#""verify":true"#), "{json}");
         assert!(serde_json::from_str::<Check>(&json).unwrap().verify());
         assert!(!Check::default().verify(), "off by default");
+    }
+
+    #[test]
+    fn block_statuses_are_checked_by_name_and_absent_unless_named() {
+        let mk =
+            |statuses: Vec<u16>| Check::parse(CheckInput { block_statuses: statuses, ..Default::default() });
+        let c = mk(vec![451, 403, 451]).unwrap();
+        assert_eq!(c.block_statuses(), [403, 451]);
+        assert!(c.is_block_status(451) && c.is_block_status(403) && !c.is_block_status(404));
+        let e = mk(vec![403, 99]).unwrap_err();
+        assert_eq!(e.to_string(), "block_statuses[1]: must be between 100 and 599, got 99");
+        assert_eq!(mk((200..217).collect()).unwrap_err().field(), "block_statuses");
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains(r#""block_statuses":[403,451]"#), "{json}");
+        assert_eq!(serde_json::from_str::<Check>(&json).unwrap(), c);
+        let plain = serde_json::to_string(&Check::default()).unwrap();
+        assert!(!plain.contains("block_statuses"), "agents that predate it read the rest: {plain}");
     }
 
     #[test]

@@ -53,9 +53,16 @@ impl RegionStatus {
 
     /// One prober's opinion of a mirror: `ok` while its window register is healthy (the
     /// window's hysteresis absorbs a single lost probe), else what its last failure says.
-    /// A reset counts as a refusal (middleboxes that block a host commonly inject one), and
-    /// so do a wrong status or a failed TLS handshake: the mirror was reached and did not
-    /// serve. An unreachable network is the prober's own trouble: `error`, which counts
+    ///
+    /// `ok` is reference 004's "an HTTP response within the timeout": mirror probes take any
+    /// status as an answer, so a mirror answering 404 is reached and `ok`. Only a block page
+    /// (the check's pattern, or one of its block statuses) is `blocked-inferred`. A refused or
+    /// reset connection is `refused` (middleboxes that block a host commonly inject a reset),
+    /// and so is a connection that carried no HTTP answer at all: a failed TLS handshake, or
+    /// bytes that are not HTTP (`status`, which a mirror probe reports for nothing else). An
+    /// answer an `hls` check finds wrong in content (manifest, segment, age) is still an HTTP
+    /// response, so `ok`: whether a mirror's files are current is its freshness check's
+    /// question. An unreachable network is the prober's own trouble: `error`, which counts
     /// neither way.
     pub fn opinion(healthy: bool, last_error: Option<ErrorCode>) -> RegionStatus {
         if healthy {
@@ -65,15 +72,10 @@ impl RegionStatus {
             Some(ErrorCode::Timeout) => RegionStatus::Timeout,
             Some(ErrorCode::Blocked) => RegionStatus::BlockedInferred,
             Some(ErrorCode::Unreachable) | None => RegionStatus::Error,
-            Some(
-                ErrorCode::Refused
-                | ErrorCode::Reset
-                | ErrorCode::Status
-                | ErrorCode::Tls
-                | ErrorCode::Manifest
-                | ErrorCode::Segment
-                | ErrorCode::Stale,
-            ) => RegionStatus::Refused,
+            Some(ErrorCode::Refused | ErrorCode::Reset | ErrorCode::Tls | ErrorCode::Status) => {
+                RegionStatus::Refused
+            }
+            Some(ErrorCode::Manifest | ErrorCode::Segment | ErrorCode::Stale) => RegionStatus::Ok,
         }
     }
 }
@@ -716,9 +718,17 @@ mod tests {
         assert_eq!(RegionStatus::opinion(false, Some(ErrorCode::Timeout)), Timeout);
         assert_eq!(RegionStatus::opinion(false, Some(ErrorCode::Reset)), Refused);
         assert_eq!(RegionStatus::opinion(false, Some(ErrorCode::Refused)), Refused);
+        assert_eq!(RegionStatus::opinion(false, Some(ErrorCode::Tls)), Refused, "no HTTP answer");
         assert_eq!(RegionStatus::opinion(false, Some(ErrorCode::Blocked)), BlockedInferred);
         assert_eq!(RegionStatus::opinion(false, Some(ErrorCode::Unreachable)), Error);
         assert_eq!(RegionStatus::opinion(false, None), Error);
+    }
+
+    #[test]
+    fn an_http_answer_wrong_in_content_is_still_ok() {
+        for code in [ErrorCode::Manifest, ErrorCode::Segment, ErrorCode::Stale] {
+            assert_eq!(RegionStatus::opinion(false, Some(code)), Ok, "{code}: an HTTP response arrived");
+        }
     }
 
     #[test]

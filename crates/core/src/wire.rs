@@ -123,6 +123,13 @@ pub struct EndpointTarget {
     /// Index into [`Work::checks`]; its interval spaces the attempts and its timeout bounds
     /// each one.
     pub check: u32,
+    /// Any HTTP answer is a good attempt, whatever its status, unless it is a block page
+    /// (the check's pattern, read from the body of any status, or one of its block
+    /// statuses): a mirror is `ok` when it answers at all (reference 004). False: the
+    /// check's expected status decides, as for every other target. Absent from the work of
+    /// servers that predate it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub any_status: bool,
 }
 
 /// What to probe this round.

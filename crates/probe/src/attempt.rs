@@ -276,7 +276,7 @@ async fn http(
     p: &mut Progress,
     wire: &Wire,
 ) -> Result<(), Failure> {
-    let expected = t.check.expected_response();
+    let expected = (!t.any_status).then(|| t.check.expected_response());
     let encoded;
     let request = match prepared {
         Some(req) => req,
@@ -290,12 +290,15 @@ async fn http(
         status: expected,
         close: t.check.expect_close(),
         block_pattern: t.check.block_pattern().map(str::as_bytes).filter(|p| !p.is_empty()),
+        block_statuses: t.check.block_statuses(),
     };
     let status = health::exchange(&mut stream, request, &expect, &mut p.doing, &mut p.status, wire).await?;
-    if status != expected {
-        return Err(Failure::new(ErrorCode::Status, format!("status {status}, expected {expected}")));
+    match expected {
+        Some(expected) if status != expected => {
+            Err(Failure::new(ErrorCode::Status, format!("status {status}, expected {expected}")))
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 async fn hls(t: &ProbeTarget, ep: &Endpoint, p: &mut Progress, wire: &Wire) -> Result<(), Failure> {
@@ -312,7 +315,8 @@ async fn hls(t: &ProbeTarget, ep: &Endpoint, p: &mut Progress, wire: &Wire) -> R
     p.hls().reachable = true;
     let reply = exchange(stream, req, MANIFEST_LIMIT, &mut p.doing, &mut p.status, wire).await?;
     p.hls().ttfb_ms = wire.first_read().map(ms);
-    if reply.status != expected {
+    // A mirror's manifest is an answer whatever its status; its content is judged below.
+    if reply.status != expected && !t.any_status {
         return Err(Failure::new(
             ErrorCode::Status,
             format!("manifest status {}, expected {expected}", reply.status),

@@ -1,8 +1,9 @@
 //! The exchange of an `http` or `https` health check: one request per connection, so no
 //! HTTP client is needed, only a small state machine over the stream — write the request
 //! (encoded once per target), read until `httparse` sees a complete response head; then, for
-//! an answer of the expected status, search its body when the check has a block-page pattern
-//! (the `block` module) and, with `expect_close`, read on until the peer closes.
+//! a status the check names as a block page, stop there; for an answer of the expected status
+//! (any status, for a mirror), search its body when the check has a block-page pattern (the
+//! `block` module) and, with `expect_close`, read on until the peer closes.
 //!
 //! Why not hyper here: a hyper connection carries read and write buffers and a dispatch
 //! channel (about 24 KiB in flight per connection), which at 10,000 silent targets is most of
@@ -58,15 +59,21 @@ pub(crate) fn encode(spec: &RequestSpec) -> Result<Bytes, Error> {
 /// What a health check expects of the answer beyond its head.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Expect<'a> {
-    /// The expected status: only an answer of it is read past its head.
-    pub(crate) status: u16,
+    /// The expected status: only an answer of it is read past its head. `None`: any status is
+    /// an answer (a mirror), and every answer is read on.
+    pub(crate) status: Option<u16>,
     /// Read on until the peer closes (the check's `expect_close`).
     pub(crate) close: bool,
     /// The check's block-page pattern (never empty).
     pub(crate) block_pattern: Option<&'a [u8]>,
+    /// Statuses that are a block page by themselves, sorted (the check's `block_statuses`).
+    pub(crate) block_statuses: &'a [u16],
 }
 
 /// Sends `request` over `stream` and reads the answer's status into `status`.
+///
+/// An answer of one of the check's block statuses fails as `blocked` at its head: a block
+/// page says what it is by its status, and its body adds nothing.
 ///
 /// An answer of the expected status is read on: with a block-page pattern, its body (within
 /// the `block` module's bound), and a body containing the pattern fails as `blocked` at once;
@@ -123,7 +130,13 @@ pub(crate) async fn exchange(
         wire.got(n);
     };
     *status = Some(code);
-    if code != expect.status {
+    if expect.block_statuses.binary_search(&code).is_ok() {
+        return Err(Failure::new(
+            ErrorCode::Blocked,
+            format!("status {code} is one of the check's block statuses"),
+        ));
+    }
+    if expect.status.is_some_and(|s| s != code) {
         return Ok(code);
     }
     let mut closed = false;

@@ -39,6 +39,10 @@ pub struct ProbeTarget {
     /// Timeout of each attempt when the target has its own (endpoint targets are timed by
     /// their check); `None`: the round's.
     pub timeout: Option<Duration>,
+    /// Any HTTP answer is good, whatever its status, unless it is a block page (a mirror:
+    /// reference 004's `ok` is "an HTTP response within the timeout"); false: only the
+    /// check's expected status is.
+    pub any_status: bool,
 }
 
 impl ProbeTarget {
@@ -53,6 +57,7 @@ impl ProbeTarget {
             check,
             url: None,
             timeout: None,
+            any_status: false,
         }
     }
 
@@ -103,6 +108,7 @@ impl ProbeTarget {
             timeout: Some(Duration::from_millis(u64::from(check.timeout_ms()))),
             check,
             url: Some(url),
+            any_status: false,
         };
         target.validate()?;
         Ok(target)

@@ -50,7 +50,7 @@ fn work(round_s: u32, cluster_port: Option<u16>, interval_s: u32, endpoints: Vec
 }
 
 fn endpoint(key: &str, url: &str) -> EndpointTarget {
-    EndpointTarget { key: key.into(), url: url.into(), address: None, check: 1 }
+    EndpointTarget { key: key.into(), url: url.into(), address: None, check: 1, any_status: false }
 }
 
 fn reports(server: &ChannelServer) -> Vec<Report> {

@@ -415,6 +415,10 @@ pub(super) struct CheckFlags {
     /// A text whose presence in a response body marks a block page (`blocked-inferred`).
     #[arg(long, value_name = "TEXT")]
     pub(super) block_pattern: Option<String>,
+    /// An HTTP status that marks a block page, such as 403 or 451 (repeat for more; none: a
+    /// mirror's every answer counts as one).
+    #[arg(long = "block-status", value_name = "STATUS")]
+    pub(super) block_statuses: Vec<u16>,
 }
 
 #[derive(Debug, clap::Subcommand)]

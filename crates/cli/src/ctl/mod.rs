@@ -208,6 +208,7 @@ fn check_input(f: &CheckFlags) -> CheckInput {
         initial: f.initial,
         expected_response: f.expected_response,
         block_pattern: f.block_pattern.clone(),
+        block_statuses: f.block_statuses.clone(),
         ..CheckInput::default()
     }
 }

@@ -267,7 +267,9 @@ impl Book {
     }
 }
 
-/// The check a mirror is probed with (the built-in defaults if its check went away).
+/// The check a mirror is probed with: the check it names, else the one named `default`, else
+/// (no such check, or its check went away) [`super::builtin_check`].
 pub fn check_of(c: &Config, host: &str) -> Check {
-    c.mirrors.mirrors.get(host).and_then(|m| c.check_named(m.check.as_deref())).unwrap_or_default()
+    let name = c.mirrors.mirrors.get(host).and_then(|m| m.check.as_deref()).unwrap_or("default");
+    c.check(name).cloned().unwrap_or_else(super::builtin_check)
 }

@@ -156,7 +156,7 @@ impl Mirrors {
             let Some(f) = m.freshness.as_ref().filter(|_| *due <= now) else { continue };
             *due = now.plus_secs(u64::from(f.interval_s));
             // The scheme the mirror is probed with: its trace file lives where its files do.
-            let scheme = super::probe_scheme(&super::book::check_of(c, host));
+            let scheme = super::probe_scheme(&super::book::check_of(c, host), c.mirror_settings.scheme());
             let authority = m.address.map_or_else(|| host.clone(), |a| format!("{host}:{}", a.port()));
             out.push(FreshnessCheck {
                 host: host.clone(),

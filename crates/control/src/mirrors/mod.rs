@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use vantage_core::Timestamp;
-use vantage_core::check::{Check, Method};
+use vantage_core::check::{Check, CheckInput, Method};
+use vantage_core::mirror::Scheme;
 use vantage_core::wire::EndpointTarget;
 
 pub use self::core::{FreshnessCheck, Mirrors};
@@ -84,15 +85,30 @@ pub fn host_of_key(key: &str) -> Option<&str> {
     key.strip_prefix(KEY_PREFIX)
 }
 
-/// The URL a mirror is probed at: the scheme of its check's method (`https` unless the check
-/// says `http`), its host, the check's path.
-pub fn probe_url(host: &str, check: &Check) -> String {
-    format!("{}://{host}{}", probe_scheme(check), check.path())
+/// The check of a mirror that names none while no check is named `default`: the built-in
+/// attributes, at `/`. Any HTTP answer makes a mirror `ok` (reference 004), and every web
+/// server answers at its root, so a plain mirror is measured without a check written for it;
+/// the clusters' `/.vantage/health` is a path only Vantage's edges serve.
+pub fn builtin_check() -> Check {
+    let root = CheckInput { path: Some("/".into()), ..CheckInput::default() };
+    // The defaults with a valid path are valid.
+    Check::parse(root).unwrap_or_else(|_| unreachable!("the built-in mirror check is valid"))
 }
 
-/// The scheme a mirror is reached with: `http` when its check says so, else `https`.
-pub fn probe_scheme(check: &Check) -> &'static str {
-    if check.method() == Some(Method::Http) { "http" } else { "https" }
+/// The URL a mirror is probed at: [`probe_scheme`], its host, the check's path.
+pub fn probe_url(host: &str, check: &Check, doors: Scheme) -> String {
+    format!("{}://{host}{}", probe_scheme(check, doors), check.path())
+}
+
+/// The scheme a mirror is reached with: its check's when the check names `http` or
+/// `https`, else the scheme doors send visitors with (`doors`, the mirror settings'): a
+/// mirror is probed the way its visitors reach it.
+pub fn probe_scheme(check: &Check, doors: Scheme) -> &'static str {
+    match check.method() {
+        Some(Method::Http) => "http",
+        Some(Method::Https) => "https",
+        Some(Method::Tcp | Method::Hls) | None => doors.as_str(),
+    }
 }
 
 /// Every mirror as an endpoint target, with the checks they index appended to `checks`.
@@ -109,9 +125,10 @@ pub fn endpoint_targets(c: &Config, checks: &mut Vec<Check>) -> Vec<EndpointTarg
         };
         out.push(EndpointTarget {
             key: endpoint_key(&m.host),
-            url: probe_url(&m.host, &check),
+            url: probe_url(&m.host, &check, c.mirror_settings.scheme()),
             address: m.address,
             check: u32::try_from(index).unwrap_or(u32::MAX),
+            any_status: true,
         });
     }
     out

@@ -456,3 +456,33 @@ fn a_check_a_mirror_names_keeps_its_name() {
     assert!(renamed.check(id, &c).is_err(), "the mirror would lose its check");
     assert!(NamedCheck { name: "SLOW".into(), check }.check(id, &c).is_ok(), "names compare without case");
 }
+
+#[test]
+fn a_mirror_without_a_check_is_probed_at_its_root_over_the_doors_scheme_and_any_answer_counts() {
+    let mut lab = Lab::new();
+    let r = lab.region("us1");
+    let us = lab.prober("us-a", r);
+    lab.control
+        .handle_registry(&files(&[("m1.example.net.yaml", "host: m1.example.net\n")]), lab.now)
+        .unwrap();
+    let work = lab.control.handle_work(us, lab.now);
+    let e = &work.endpoints[0];
+    assert_eq!((e.url.as_str(), e.any_status), ("https://m1.example.net/", true));
+    let plain = vantage_core::mirror::MirrorSettingsInput {
+        scheme: vantage_core::mirror::Scheme::Http,
+        ..Default::default()
+    };
+    lab.put(Object::MirrorSettings(vantage_core::mirror::MirrorSettings::parse(plain).unwrap()));
+    let work = lab.control.handle_work(us, lab.now);
+    assert_eq!(work.endpoints[0].url, "http://m1.example.net/", "visitors are sent over http");
+    // A check named `default` applies to the mirrors that name none, its path and method too.
+    let check = Check::parse(CheckInput {
+        method: Some(vantage_core::check::Method::Https),
+        path: Some("/health".into()),
+        ..CheckInput::default()
+    })
+    .unwrap();
+    lab.put(Object::Check(NamedCheck { name: "default".into(), check }));
+    let work = lab.control.handle_work(us, lab.now);
+    assert_eq!(work.endpoints[0].url, "https://m1.example.net/health");
+}

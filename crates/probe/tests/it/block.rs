@@ -121,3 +121,40 @@ async fn only_the_first_64_kib_of_a_body_are_searched() {
     let r = attempt(&t, T).await;
     assert_eq!((r.error, r.stages), (None, Stages::ALL), "past the bound: {r:?}");
 }
+
+/// A mirror's target: any status is an answer.
+fn mirror(server: &EdgeServer, input: CheckInput) -> ProbeTarget {
+    ProbeTarget { any_status: true, ..ProbeTarget::new("m", server.addr(), Method::Http, check(input)) }
+}
+
+#[tokio::test]
+async fn a_mirror_answering_any_status_is_good_and_its_block_page_is_read_whatever_the_status() {
+    let opts = EdgeOptions::new(Behavior::Health).with_status(404).with_body(NORMAL_PAGE);
+    let server = EdgeServer::start_with(any_loopback(), opts).await.unwrap();
+    let r = attempt(&mirror(&server, CheckInput::default()), T).await;
+    assert_eq!((r.error, r.stages, r.status), (None, Stages::ALL, Some(404)), "an answer: {r:?}");
+    // The same answer to a target that is not a mirror is what it was.
+    let plain = ProbeTarget::new("t", server.addr(), Method::Http, check(CheckInput::default()));
+    assert_eq!(attempt(&plain, T).await.error, Some(ErrorCode::Status));
+    // A block page answered with 403 is found by its pattern.
+    server.set_status(403);
+    server.set_body(BLOCK_PAGE);
+    let with_pattern = CheckInput { block_pattern: Some(PATTERN.into()), ..CheckInput::default() };
+    let r = attempt(&mirror(&server, with_pattern), T).await;
+    assert_eq!((r.error, r.status), (Some(ErrorCode::Blocked), Some(403)), "{r:?}");
+}
+
+#[tokio::test]
+async fn a_block_status_is_blocked_at_the_head() {
+    let opts = EdgeOptions::new(Behavior::Health).with_status(451).with_body(NORMAL_PAGE);
+    let server = EdgeServer::start_with(any_loopback(), opts).await.unwrap();
+    let named = CheckInput { block_statuses: vec![403, 451], ..CheckInput::default() };
+    let r = attempt(&mirror(&server, named.clone()), T).await;
+    assert_eq!((r.error, r.stages, r.status), (Some(ErrorCode::Blocked), received(), Some(451)), "{r:?}");
+    assert!(r.detail.as_deref().unwrap().contains("451"), "{r:?}");
+    // Not named: an answer like any other.
+    let r = attempt(&mirror(&server, CheckInput::default()), T).await;
+    assert_eq!(r.error, None, "{r:?}");
+    server.set_status(200);
+    assert_eq!(attempt(&mirror(&server, named), T).await.error, None, "200 is not named");
+}

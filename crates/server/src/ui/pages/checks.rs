@@ -13,6 +13,8 @@ struct CheckRow {
     window: String,
     expected: u16,
     block_pattern: String,
+    /// `403, 451`: statuses that are a block page; empty when none.
+    block_statuses: String,
     mirrors: usize,
 }
 
@@ -27,6 +29,7 @@ fn check_row(c: &views::Check) -> CheckRow {
         window: format!("{} of {}, initial {}", k.threshold(), k.window(), k.initial()),
         expected: k.expected_response(),
         block_pattern: k.block_pattern().unwrap_or_default().to_owned(),
+        block_statuses: k.block_statuses().iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
         mirrors: c.mirrors,
     }
 }
