@@ -494,6 +494,8 @@ pub struct DoorQuery {
     pub tenant: Option<String>,
     /// Regions in which a candidate must not be failing.
     pub exclude_regions: Vec<String>,
+    /// The tenant opted in to degraded mirrors when no live one is left.
+    pub fallback_to_degraded: bool,
 }
 
 /// A mirror with its current verdict and regions, as the door sees it.
@@ -509,13 +511,19 @@ pub struct Candidate<'a> {
 /// The filter stack: verdict live; tenant allowed; weight > 0; not failing in an excluded
 /// region. Returns the indices of the survivors.
 ///
-/// When no live mirror survives, degraded ones are admitted through the same filters: a
-/// mirror failing in some regions still serves the others, and a visitor from a region where
-/// it works is better sent there than refused. This is where excluding regions (and the
-/// visitor's own) matters: a live mirror fails nowhere.
+/// Reference 004's doors keep only `live` mirrors. A tenant may opt in to more
+/// ([`DoorQuery::fallback_to_degraded`]): when no live mirror survives, degraded ones are
+/// admitted through the same filters, since a mirror failing in some regions still serves
+/// the others, and a visitor from a region where it works may be better sent there than
+/// refused. That is where excluding regions (and the visitor's own) matters: a live mirror
+/// fails nowhere.
 pub fn door_filter(candidates: &[Candidate<'_>], q: &DoorQuery) -> Vec<usize> {
     let live = door_pass(candidates, q, MirrorVerdict::Live);
-    if live.is_empty() { door_pass(candidates, q, MirrorVerdict::Degraded) } else { live }
+    if live.is_empty() && q.fallback_to_degraded {
+        door_pass(candidates, q, MirrorVerdict::Degraded)
+    } else {
+        live
+    }
 }
 
 fn door_pass(candidates: &[Candidate<'_>], q: &DoorQuery, verdict: MirrorVerdict) -> Vec<usize> {
@@ -660,25 +668,41 @@ mod tests {
         ];
         assert_eq!(door_filter(&cands, &DoorQuery::default()), vec![0, 1, 3]);
         assert_eq!(
-            door_filter(&cands, &DoorQuery { tenant: Some("t2".into()), exclude_regions: vec![] }),
+            door_filter(&cands, &DoorQuery { tenant: Some("t2".into()), ..DoorQuery::default() }),
             vec![0, 3]
         );
         assert_eq!(
             door_filter(
                 &cands,
-                &DoorQuery { tenant: Some("t1".into()), exclude_regions: vec!["ru1".into()] }
+                &DoorQuery {
+                    tenant: Some("t1".into()),
+                    exclude_regions: vec!["ru1".into()],
+                    ..DoorQuery::default()
+                }
             ),
             vec![0, 1]
         );
-        // Without a live mirror, the degraded ones that pass the other filters serve.
+        let with_fallback = DoorQuery { fallback_to_degraded: true, ..DoorQuery::default() };
+        assert_eq!(door_filter(&cands, &with_fallback), vec![0, 1, 3], "a live one left: only live ones");
+    }
+
+    #[test]
+    fn without_a_live_mirror_only_a_tenant_that_opted_in_gets_degraded_ones() {
+        let ms: Vec<Mirror> = ["a.example.net", "d.example.net", "e.example.net"]
+            .iter()
+            .map(|h| Mirror::try_from(MirrorInput { host: (*h).into(), ..Default::default() }).unwrap())
+            .collect();
+        let ok = regions(&[("us1", Ok), ("ru1", Ok)]);
         let ru_timeout = regions(&[("us1", Ok), ("ru1", Timeout)]);
         let degraded = [
             Candidate { mirror: &ms[0], verdict: MirrorVerdict::Degraded, regions: &ok },
-            Candidate { mirror: &ms[3], verdict: MirrorVerdict::Degraded, regions: &ru_timeout },
-            Candidate { mirror: &ms[4], verdict: MirrorVerdict::Blocked, regions: &ok },
+            Candidate { mirror: &ms[1], verdict: MirrorVerdict::Degraded, regions: &ru_timeout },
+            Candidate { mirror: &ms[2], verdict: MirrorVerdict::Blocked, regions: &ok },
         ];
-        assert_eq!(door_filter(&degraded, &DoorQuery::default()), vec![0, 1]);
-        let from_ru = DoorQuery { tenant: None, exclude_regions: vec!["ru1".into()] };
+        assert_eq!(door_filter(&degraded, &DoorQuery::default()), Vec::<usize>::new(), "004: live only");
+        let opted = DoorQuery { fallback_to_degraded: true, ..DoorQuery::default() };
+        assert_eq!(door_filter(&degraded, &opted), vec![0, 1]);
+        let from_ru = DoorQuery { exclude_regions: vec!["ru1".into()], ..opted };
         assert_eq!(door_filter(&degraded, &from_ru), vec![0], "failing where the visitor is");
     }
 

@@ -353,6 +353,10 @@ pub(super) enum TenantAction {
         /// What it is, for people.
         #[arg(long)]
         note: Option<String>,
+        /// When none of its mirrors is live, doors send its visitors to degraded ones rather
+        /// than to none (off: only live mirrors, as reference 004 has it).
+        #[arg(long)]
+        fallback_to_degraded: bool,
     },
     /// Delete a tenant (refused while a mirror names it).
     Delete { name: String },

@@ -659,8 +659,12 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 listing(c.get::<Items<TenantView>>("/v1/tenants").await?, json);
                 Ok(())
             }
-            TenantAction::Put { name, note } => {
-                let t = Tenant { name: name.clone(), note: note.clone().unwrap_or_default() };
+            TenantAction::Put { name, note, fallback_to_degraded } => {
+                let t = Tenant {
+                    name: name.clone(),
+                    note: note.clone().unwrap_or_default(),
+                    fallback_to_degraded: *fallback_to_degraded,
+                };
                 let path = format!("/v1/tenants/{}", urlencode(name));
                 let v: TenantView = c.call(Method::PUT, &path, Some(&serde_json::to_value(t)?)).await?;
                 print(&v, json);

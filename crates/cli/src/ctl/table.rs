@@ -189,7 +189,10 @@ rows! {
         "name" => |r| r.name, "client_networks" => |r| r.client_networks, "records" => |r| r.records,
         "since" => |r| r.since, "all_down" => |r| r.held.as_ref().map(|h| format!("{}: {}", h.policy.as_str(), h.reason)),
     ];
-    TenantView: ["name" => |r| r.name, "note" => |r| r.note, "mirrors" => |r| r.mirrors];
+    TenantView: [
+        "name" => |r| r.name, "note" => |r| r.note, "mirrors" => |r| r.mirrors,
+        "fallback_to_degraded" => |r| r.fallback_to_degraded,
+    ];
     CheckView: [
         "id" => |r| r.id, "name" => |r| r.name, "method" => |r| r.check.method(), "path" => |r| r.check.path(),
         "host" => |r| r.check.host(), "interval_s" => |r| r.check.interval_s(),

@@ -271,8 +271,13 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
     let (status, reason) = go(&client, &s, "/go/nobody/x", None).await.unwrap_err();
     assert_eq!((status, reason.trim()), (503, "no mirror is available for this tenant now"));
 
-    // Tenant t3 has no live mirror: the degraded ones serve, but never where they fail — a
-    // visitor from ru1's networks is kept from the mirror ru1 resets, without asking.
+    // Tenant t3 has no live mirror: doors keep only live ones, so none serves it…
+    let (status, _) = go(&client, &s, "/go/t3/a", None).await.unwrap_err();
+    assert_eq!(status, 503, "degraded mirrors serve no tenant that did not opt in");
+    // …until it opts in: then the degraded ones serve, but never where they fail — a visitor
+    // from ru1's networks is kept from the mirror ru1 resets, without asking.
+    let t3 = put(&s, "/v1/tenants/t3", json!({"note": "tenant t3", "fallback_to_degraded": true})).await;
+    assert_eq!(t3["fallback_to_degraded"], true, "{t3}");
     let from_ru = no_redirects(Some(ip("127.0.3.9")));
     for _ in 0..40 {
         assert_eq!(go(&from_ru, &s, "/go/t3/a", None).await.unwrap(), "http://slow-cn.example.net/a");
@@ -371,6 +376,16 @@ async fn the_registry_files_the_api_and_a_restart() {
     let s = ServerProcess::start_in(&dir, &[]).await;
     let files = dir.join("mirrors");
     put(&s, "/v1/tenants/t1", json!({})).await;
+    // A tenant's opt-in to degraded mirrors is a boolean, and unknown fields are refused.
+    for (body, field) in [
+        (json!({"fallback_to_degraded": "yes"}), "fallback_to_degraded"),
+        (json!({"fallback": true}), "fallback"),
+    ] {
+        let (st, v) = s.call(Method::PUT, "/v1/tenants/t1", Some(body.clone())).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (400, Some(field)), "{body}: {v}");
+    }
+    let (_, t1) = s.call(Method::GET, "/v1/tenants", None).await;
+    assert_eq!(t1["items"][0]["fallback_to_degraded"], false, "unchanged, off by default: {t1}");
     // Derived fields, unknown tenants and bad values are refused by name, and change nothing.
     let refusals = [
         (json!({"verdict": "live"}), "verdict"),

@@ -832,7 +832,8 @@ async fn mirrors_scenario() {
     // Tenants and checks: the tenant with its one mirror; no named check yet.
     b.click("nav.tabs a[href='/ui/tenants']").await;
     b.arrive("/ui/tenants").await;
-    assert!(b.text("#tenants tr[data-tenant='t1']").await.ends_with('1'), "{}", b.text("#tenants").await);
+    assert_eq!(b.text("#tenants tr[data-tenant='t1'] td.num").await, "1", "{}", b.text("#tenants").await);
+    assert_eq!(b.text("#tenants tr[data-tenant='t1'] td.fallback").await, "none serves", "live mirrors only");
     b.click("nav.tabs a[href='/ui/checks']").await;
     b.arrive("/ui/checks").await;
     assert!(b.text("#no-checks").await.starts_with("No named check yet"));

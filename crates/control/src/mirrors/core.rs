@@ -284,7 +284,7 @@ impl Mirrors {
         self.doors_changed = true;
         self.doors = Arc::new(Doors {
             mirrors,
-            tenants: c.mirrors.tenants.keys().cloned().collect(),
+            tenants: c.mirrors.tenants.clone(),
             networks,
             settings: c.mirror_settings.clone(),
         });

@@ -3,13 +3,13 @@
 //! networks and the settings — so that the redirect endpoint chooses without the control
 //! core's lock; the control core rebuilds it whenever any of that changes.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use vantage_core::mirror::{Candidate, DoorQuery, Mirror, MirrorSettings, MirrorVerdict, RegionObservation};
 use vantage_core::net::IpNet;
 
-use std::collections::BTreeMap;
+use super::Tenant;
 
 /// One mirror as a door sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,8 +28,9 @@ pub struct DoorMirror {
 pub struct Doors {
     /// Every mirror, by host.
     pub mirrors: Vec<DoorMirror>,
-    /// Tenants that exist.
-    pub tenants: BTreeSet<String>,
+    /// Tenants that exist, by name (whether each takes degraded mirrors when no live one is
+    /// left).
+    pub tenants: BTreeMap<String, Tenant>,
     /// Client networks and their region codes, longest prefix first.
     pub networks: Vec<(IpNet, String)>,
     /// Mirror settings (scheme, trusted proxies, the client-region default).
@@ -72,16 +73,17 @@ impl Doors {
         self.networks.iter().find(|(n, _)| n.contains(ip)).map(|(_, r)| r.as_str())
     }
 
-    /// The filter stack in its order — verdict live, tenant allowed, weight above 0, not
-    /// failing in an excluded region (with the visitor's own region added unless the
-    /// settings say otherwise) — then a weighted choice by `roll` (any uniform u64). A stale
-    /// mirror is no candidate at all: it answers, with old files.
+    /// The filter stack in its order — verdict live (or degraded, when none is and the
+    /// tenant opted in), tenant allowed, weight above 0, not failing in an excluded region
+    /// (with the visitor's own region added unless the settings say otherwise) — then a
+    /// weighted choice by `roll` (any uniform u64). A stale mirror is no candidate at all: it
+    /// answers, with old files. A visit for no tenant in particular takes live mirrors only:
+    /// there is no tenant to have opted in.
     pub fn choose(&self, v: &Visit, roll: u64) -> Result<&Mirror, NoMirror> {
-        if let Some(t) = &v.tenant
-            && !self.tenants.contains(t)
-        {
-            return Err(NoMirror::UnknownTenant);
-        }
+        let tenant = match &v.tenant {
+            Some(t) => Some(self.tenants.get(t).ok_or(NoMirror::UnknownTenant)?),
+            None => None,
+        };
         let mut exclude = v.exclude_regions.clone();
         if self.settings.exclude_client_region()
             && let Some(r) = v.client.and_then(|ip| self.region_of(ip))
@@ -94,7 +96,11 @@ impl Doors {
             .filter(|m| !m.stale)
             .map(|m| Candidate { mirror: &m.mirror, verdict: m.verdict, regions: &m.regions })
             .collect();
-        let q = DoorQuery { tenant: v.tenant.clone(), exclude_regions: exclude };
+        let q = DoorQuery {
+            tenant: v.tenant.clone(),
+            exclude_regions: exclude,
+            fallback_to_degraded: tenant.is_some_and(|t| t.fallback_to_degraded),
+        };
         let survivors = vantage_core::mirror::door_filter(&candidates, &q);
         let weights: Vec<u32> = survivors.iter().map(|i| candidates[*i].mirror.weight).collect();
         let pick = vantage_core::mirror::choose_weighted(&weights, roll).ok_or(NoMirror::NoneEligible)?;
@@ -116,6 +122,7 @@ impl Doors {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
     use vantage_core::Timestamp;
     use vantage_core::mirror::{MirrorInput, RegionStatus};
 
@@ -137,6 +144,10 @@ mod tests {
             .collect()
     }
 
+    fn tenant(name: &str, fallback_to_degraded: bool) -> Tenant {
+        Tenant { name: name.into(), note: String::new(), fallback_to_degraded }
+    }
+
     fn doors() -> Doors {
         let ok = regions(&[("us1", RegionStatus::Ok), ("ru1", RegionStatus::Ok)]);
         let live = |m: Mirror, r: &BTreeMap<String, RegionObservation>| DoorMirror {
@@ -156,7 +167,10 @@ mod tests {
                 ),
                 DoorMirror { verdict: MirrorVerdict::Degraded, ..live(mirror("e.example.net", &[], 5), &ok) },
             ],
-            tenants: ["t1".to_owned(), "t2".to_owned()].into(),
+            tenants: [tenant("t1", false), tenant("t2", false), tenant("t3", true)]
+                .into_iter()
+                .map(|t| (t.name.clone(), t))
+                .collect(),
             networks: vec![("198.51.100.0/24".parse().unwrap(), "ru1".to_owned())],
             settings: MirrorSettings::default(),
         }
@@ -194,10 +208,12 @@ mod tests {
         assert_eq!(hosts(&off, &from_ru).len(), 2, "the default can be turned off");
         let mut stale = d.clone();
         stale.mirrors[0].stale = true;
+        assert_eq!(hosts(&stale, &from_ru), BTreeSet::new(), "a stale mirror leaves rotation");
+        let t3_from_ru = Visit { tenant: Some("t3".into()), ..from_ru.clone() };
         assert_eq!(
-            hosts(&stale, &from_ru),
+            hosts(&stale, &t3_from_ru),
             ["e.example.net".to_owned()].into(),
-            "a stale mirror leaves rotation, and without a live one the degraded one serves"
+            "without a live one, the degraded one serves the tenant that opted in"
         );
         let none = Doors { mirrors: Vec::new(), ..d };
         assert_eq!(none.choose(&t1, 0), Err(NoMirror::NoneEligible));

@@ -38,6 +38,12 @@ pub struct Tenant {
     /// What it is, for people.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
+    /// When none of the mirrors that may serve it is live, doors send its visitors to the
+    /// degraded ones (each still not failing where the visitor is) rather than to none. Off
+    /// by default: reference 004's doors keep only `live` mirrors, and a degraded mirror
+    /// fails somewhere, so serving it is a choice a tenant makes for itself.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fallback_to_degraded: bool,
 }
 
 impl Tenant {
@@ -60,7 +66,7 @@ impl Tenant {
         if self.note.len() >= 256 {
             return Err(Error::invalid("note", format!("must be under 256 bytes, got {}", self.note.len())));
         }
-        Ok(Tenant { name, note: self.note })
+        Ok(Tenant { name, ..self })
     }
 }
 
@@ -322,6 +328,8 @@ mod tests {
             ("m1.example.net.yaml", "host: [unclosed\n", "body"),
             (TENANTS_FILE, "- name: a\n- name: a\n", "[1].name"),
             (TENANTS_FILE, "- name: \"a b\"\n", "[0].name"),
+            (TENANTS_FILE, "- name: a\n  fallback_to_degraded: maybe\n", "[0].fallback_to_degraded"),
+            (TENANTS_FILE, "- name: a\n  fallback: true\n", "[0].fallback"),
         ];
         for (file, text, field) in cases {
             let e = Registry::load(&files(&[(file, text)]), &c).unwrap_err();
@@ -362,8 +370,18 @@ mod tests {
         let r = Registry::load(&files(&[("m.example.net.yaml", &text)]), &c).unwrap();
         assert_eq!(r.mirrors["m.example.net"], m);
         let mut tenants = BTreeMap::new();
-        tenants.insert("t".to_owned(), Tenant { name: "t".into(), note: String::new() });
-        assert_eq!(tenants_from(&tenants_yaml(&tenants)).unwrap(), vec![tenants["t"].clone()]);
+        tenants.insert(
+            "t".to_owned(),
+            Tenant { name: "t".into(), note: String::new(), fallback_to_degraded: false },
+        );
+        let plain = tenants_yaml(&tenants);
+        assert!(!plain.contains("fallback"), "written only when on: {plain}");
+        tenants.insert(
+            "u".to_owned(),
+            Tenant { name: "u".into(), note: String::new(), fallback_to_degraded: true },
+        );
+        let both: Vec<Tenant> = tenants.values().cloned().collect();
+        assert_eq!(tenants_from(&tenants_yaml(&tenants)).unwrap(), both);
         assert_eq!(tenants_from("").unwrap(), Vec::new());
     }
 }

@@ -486,3 +486,33 @@ fn a_mirror_without_a_check_is_probed_at_its_root_over_the_doors_scheme_and_any_
     let work = lab.control.handle_work(us, lab.now);
     assert_eq!(work.endpoints[0].url, "https://m1.example.net/health");
 }
+
+#[test]
+fn doors_fall_back_to_degraded_mirrors_only_for_a_tenant_that_opted_in() {
+    let (mut lab, probers) = fleet();
+    // m2 is live, for tenant u only.
+    let registry = |tenants: &str| {
+        files(&[
+            ("tenants.yaml", tenants),
+            ("m1.example.net.yaml", "host: m1.example.net\ntenants: [t]\n"),
+            ("m2.example.net.yaml", "host: m2.example.net\ntenants: [u]\n"),
+        ])
+    };
+    lab.control.handle_registry(&registry("- name: t\n- name: u\n"), lab.now).unwrap();
+    all_regions(&mut lab, &probers, "m1.example.net", &[("cn1", ErrorCode::Timeout)]);
+    assert_eq!(verdict(&lab, "m1.example.net"), MirrorVerdict::Degraded);
+    assert_eq!(verdict(&lab, "m2.example.net"), MirrorVerdict::Live);
+    let v = Visit { tenant: Some("t".into()), ..Visit::default() };
+    assert_eq!(lab.control.doors().choose(&v, 0), Err(NoMirror::NoneEligible), "live mirrors only");
+    let opted = registry("- name: t\n  fallback_to_degraded: true\n- name: u\n");
+    lab.control.handle_registry(&opted, lab.now).unwrap();
+    assert_eq!(lab.control.doors().choose(&v, 0).map(|m| m.host.as_str()), Ok("m1.example.net"));
+    let from_cn = Visit { exclude_regions: vec!["cn1".into()], ..v.clone() };
+    assert_eq!(lab.control.doors().choose(&from_cn, 0), Err(NoMirror::NoneEligible), "never where it fails");
+    let any = Visit::default();
+    assert_eq!(
+        lab.control.doors().choose(&any, 0).map(|m| m.host.as_str()),
+        Ok("m2.example.net"),
+        "no tenant, no opt-in: the live one"
+    );
+}

@@ -106,5 +106,5 @@ fn redirect(app: &App, req: Request) -> Response {
 /// The metric label of a tenant: unknown names share one label, so visitors cannot grow the
 /// metrics without bound.
 fn tenant_label<'a>(doors: &'a vantage_control::mirrors::doors::Doors, tenant: &'a str) -> &'a str {
-    if doors.tenants.contains(tenant) { tenant } else { "(unknown)" }
+    if doors.tenants.contains_key(tenant) { tenant } else { "(unknown)" }
 }

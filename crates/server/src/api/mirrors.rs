@@ -395,7 +395,12 @@ async fn check_run(
 }
 
 fn tenant_view(c: &Config, t: &Tenant) -> TenantView {
-    TenantView { name: t.name.clone(), note: t.note.clone(), mirrors: c.mirrors.serving(&t.name).count() }
+    TenantView {
+        name: t.name.clone(),
+        note: t.note.clone(),
+        mirrors: c.mirrors.serving(&t.name).count(),
+        fallback_to_degraded: t.fallback_to_degraded,
+    }
 }
 
 async fn tenants(State(app): State<Arc<App>>) -> Json<Items<TenantView>> {
@@ -419,7 +424,10 @@ async fn save_tenants(
             text: Some(tenants_yaml(&tenants)),
             action,
             object: format!("tenant:{name}"),
-            metadata: json!({"note": tenants.get(name).map(|t| &t.note)}),
+            metadata: json!({
+                "note": tenants.get(name).map(|t| &t.note),
+                "fallback_to_degraded": tenants.get(name).map(|t| t.fallback_to_degraded),
+            }),
         };
         Ok((write, ()))
     })

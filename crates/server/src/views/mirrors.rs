@@ -127,6 +127,10 @@ pub struct TenantView {
     pub note: String,
     /// Mirrors that name it (mirrors serving every tenant are not counted).
     pub mirrors: usize,
+    /// When none of its mirrors is live, doors send its visitors to degraded ones (false:
+    /// to none).
+    #[serde(default)]
+    pub fallback_to_degraded: bool,
 }
 
 /// A named check as created: its name and its attributes.

@@ -7,6 +7,7 @@ struct TenantRow {
     name: String,
     note: String,
     mirrors: usize,
+    fallback_to_degraded: bool,
 }
 
 #[derive(Template)]
@@ -28,7 +29,12 @@ pub(in crate::ui) async fn tenants(
         tenants: list
             .items
             .into_iter()
-            .map(|t| TenantRow { name: t.name, note: t.note, mirrors: t.mirrors })
+            .map(|t| TenantRow {
+                name: t.name,
+                note: t.note,
+                mirrors: t.mirrors,
+                fallback_to_degraded: t.fallback_to_degraded,
+            })
             .collect(),
     };
     Ok(render(&page))
