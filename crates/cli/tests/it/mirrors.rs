@@ -354,6 +354,7 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
         r#"vantage_mirror_verdict{host="blocked.example.net"} 1"#,
         r#"vantage_mirror_verdict{host="errors.example.net"} 0"#,
         r#"vantage_mirror_regions_failing{host="blocked.example.net"} 2"#,
+        r#"vantage_mirror_regions_failing{host="errors.example.net"} 4"#,
         "vantage_mirror_manual_blocked 1",
         r#"vantage_door_redirects_total{tenant="t1",outcome="redirected"}"#,
         r#"vantage_door_redirects_total{tenant="(unknown)",outcome="none_eligible"} 1"#,

@@ -516,3 +516,20 @@ fn doors_fall_back_to_degraded_mirrors_only_for_a_tenant_that_opted_in() {
         "no tenant, no opt-in: the live one"
     );
 }
+
+#[test]
+fn regions_failing_counts_every_region_whose_status_is_not_ok() {
+    let (mut lab, probers) = fleet();
+    all_regions(&mut lab, &probers, "m1.example.net", &[("cn1", ErrorCode::Unreachable)]);
+    let s = lab.control.mirrors().book().state("m1.example.net").unwrap();
+    assert_eq!(status(&lab, "m1.example.net", "cn1"), Some(RegionStatus::Error));
+    assert_eq!((s.verdict, s.regions_failing()), (MirrorVerdict::Live, 1), "error is not ok");
+    all_regions(
+        &mut lab,
+        &probers,
+        "m1.example.net",
+        &[("cn1", ErrorCode::Unreachable), ("de1", ErrorCode::Timeout)],
+    );
+    let s = lab.control.mirrors().book().state("m1.example.net").unwrap();
+    assert_eq!((s.verdict, s.regions_failing()), (MirrorVerdict::Degraded, 2));
+}
