@@ -26,12 +26,18 @@ enum Face {
     Reset,
     /// Accepts and never answers.
     Silent,
+    /// Answers `welcome` with this status (a 404 of a mirror without the path, a 451 of a
+    /// provider's legal block).
+    Answer(u16),
 }
 
 const BLOCK_PAGE: &str = "<h1>Access denied by order of the regulator</h1>";
 
 /// A mirror's trace file (`/trace`): the time of its last sync, as text.
 type Trace = Arc<std::sync::Mutex<String>>;
+
+/// The request line of every request an edge read, in order.
+type Requests = Arc<std::sync::Mutex<Vec<String>>>;
 
 /// A mirror edge on 127.0.0.1 that answers each source address with its face (`Serve` for any
 /// other).
@@ -41,6 +47,11 @@ async fn edge(faces: &[(IpAddr, Face)]) -> SocketAddr {
 
 /// [`edge`], serving `trace` at `/trace`.
 async fn edge_with_trace(faces: &[(IpAddr, Face)], trace: Trace) -> SocketAddr {
+    edge_logged(faces, trace, Requests::default()).await
+}
+
+/// [`edge_with_trace`], logging the request lines it reads to `requests`.
+async fn edge_logged(faces: &[(IpAddr, Face)], trace: Trace, requests: Requests) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let faces: Arc<HashMap<IpAddr, Face>> = Arc::new(faces.iter().copied().collect());
@@ -48,7 +59,7 @@ async fn edge_with_trace(faces: &[(IpAddr, Face)], trace: Trace) -> SocketAddr {
         loop {
             let Ok((mut conn, peer)) = listener.accept().await else { return };
             let face = faces.get(&peer.ip()).copied().unwrap_or(Face::Serve);
-            let trace = trace.clone();
+            let (trace, requests) = (trace.clone(), requests.clone());
             tokio::spawn(async move {
                 match face {
                     Face::Reset => {
@@ -56,7 +67,7 @@ async fn edge_with_trace(faces: &[(IpAddr, Face)], trace: Trace) -> SocketAddr {
                         let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
                     }
                     Face::Silent => tokio::time::sleep(Duration::from_secs(30)).await,
-                    Face::Serve | Face::BlockPage => {
+                    Face::Serve | Face::BlockPage | Face::Answer(_) => {
                         let mut buf = [0u8; 4096];
                         let mut seen = Vec::new();
                         while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -65,6 +76,8 @@ async fn edge_with_trace(faces: &[(IpAddr, Face)], trace: Trace) -> SocketAddr {
                                 Ok(n) => seen.extend_from_slice(&buf[..n]),
                             }
                         }
+                        let line = seen.split(|b| *b == b'\r').next().unwrap_or_default();
+                        requests.lock().unwrap().push(String::from_utf8_lossy(line).into_owned());
                         let body = if face == Face::BlockPage {
                             BLOCK_PAGE.to_owned()
                         } else if seen.starts_with(b"GET /trace ") {
@@ -72,8 +85,12 @@ async fn edge_with_trace(faces: &[(IpAddr, Face)], trace: Trace) -> SocketAddr {
                         } else {
                             "welcome".to_owned()
                         };
+                        let status = match face {
+                            Face::Answer(status) => status,
+                            _ => 200,
+                        };
                         let head = format!(
-                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            "HTTP/1.1 {status} Whatever\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                             body.len()
                         );
                         let _ = conn.write_all(format!("{head}{body}").as_bytes()).await;
@@ -492,4 +509,60 @@ async fn the_registry_files_the_api_and_a_restart() {
     ] {
         assert!(text.contains(action), "{action} audited: {text}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_answer_keeps_a_mirror_live_but_a_status_its_check_names_blocks_it() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(&temp.path().join("server"), &[]).await;
+    put(&s, "/v1/settings/mirrors", json!({"scheme": "http"})).await;
+    let region = s.create("/v1/regions", json!({"code": "us1", "name": "us1"})).await;
+    let source = ip("127.0.1.1");
+    // No check is named `default`: the 404 mirror names none and gets the built-in one.
+    s.create(
+        "/v1/checks",
+        json!({"name": "legal", "method": "http", "path": "/", "interval_s": 1, "block_statuses": [451]}),
+    )
+    .await;
+    let (st, v) =
+        s.call(Method::POST, "/v1/checks", Some(json!({"name": "bad", "block_statuses": [403, 4510]}))).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("block_statuses[1]")), "{v}");
+    let requests = Requests::default();
+    let not_found = edge_logged(&[(source, Face::Answer(404))], Trace::default(), requests.clone()).await;
+    let legal = edge(&[(source, Face::Answer(451))]).await;
+    let unnamed = edge(&[(source, Face::Answer(451))]).await;
+    for (host, addr, check) in
+        [("notfound", not_found, None), ("legal", legal, Some("legal")), ("unnamed", unnamed, None)]
+    {
+        let body = json!({"address": addr.to_string(), "check": check});
+        put(&s, &format!("/v1/mirrors/{host}.example.net"), body).await;
+    }
+    let (agent, ca) = s.channel();
+    let t = s.create("/v1/probers/tokens", json!({"name": "p0", "region": region["id"]})).await;
+    let prober = AgentProcess::start(
+        "probe",
+        &agent,
+        t["token"].as_str().unwrap(),
+        &ca,
+        &temp.path().join("p0"),
+        &["--hostname", "p0", "--source-address", &source.to_string()],
+        &temp.path().join("p0.log"),
+    );
+    let expected: BTreeMap<String, String> =
+        [("notfound", "live"), ("legal", "blocked"), ("unnamed", "live")]
+            .iter()
+            .map(|(h, v)| (format!("{h}.example.net"), (*v).to_owned()))
+            .collect();
+    s.wait_for("/v1/mirrors", Duration::from_secs(30), |v| verdicts(v) == expected).await;
+    let (_, legal) = s.call(Method::GET, "/v1/mirrors/legal.example.net", None).await;
+    assert_eq!(legal["regions"]["us1"]["status"], "blocked-inferred", "{legal}");
+    let (_, not_found) = s.call(Method::GET, "/v1/mirrors/notfound.example.net", None).await;
+    assert_eq!(not_found["regions"]["us1"]["status"], "ok", "a 404 is an HTTP answer: {not_found}");
+    let seen = requests.lock().unwrap().clone();
+    assert!(!seen.is_empty() && seen.iter().all(|l| l == "GET / HTTP/1.1"), "probed at its root: {seen:?}");
+    let (_, alerts) = s.call(Method::GET, "/v1/alerts", None).await;
+    let text = alerts.to_string();
+    assert!(text.contains("mirror legal.example.net is blocked"), "{alerts}");
+    assert!(!text.contains("notfound.example.net") && !text.contains("unnamed.example.net"), "{alerts}");
+    prober.kill().await;
 }
