@@ -30,6 +30,10 @@ async fn mirrors_tenants_and_checks_through_ctl() {
     let (code, out, err) = ctl(&s, &["tenants", "put", "acme", "--note", "Acme video"]).await;
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("Acme video"), "{out}");
+    let (code, out, err) =
+        ctl(&s, &["--json", "tenants", "put", "beta", "--note", "Beta", "--fallback-to-degraded"]).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(json(&out)["fallback_to_degraded"], true, "{out}");
 
     // One mirror from a YAML file, one from flags.
     let file = s.dir.join("m1.yaml");
@@ -114,7 +118,22 @@ async fn mirrors_tenants_and_checks_through_ctl() {
     // A named check: created with flags, named by a mirror, deleted by id once no mirror uses it.
     let (code, out, err) = ctl(
         &s,
-        &["--json", "checks", "create", "edge", "--method", "https", "--path", "/ok", "--interval-s", "10"],
+        &[
+            "--json",
+            "checks",
+            "create",
+            "edge",
+            "--method",
+            "https",
+            "--path",
+            "/ok",
+            "--interval-s",
+            "10",
+            "--block-status",
+            "451",
+            "--block-status",
+            "403",
+        ],
     )
     .await;
     assert_eq!(code, Some(0), "{err}");
@@ -123,6 +142,7 @@ async fn mirrors_tenants_and_checks_through_ctl() {
         (check["check"]["method"].as_str(), check["check"]["interval_s"].as_u64()),
         (Some("https"), Some(10))
     );
+    assert_eq!(check["check"]["block_statuses"], serde_json::json!([403, 451]), "{out}");
     let id = check["id"].as_i64().unwrap().to_string();
     let (code, _, err) = ctl(&s, &["mirrors", "put", "m1.example.net", "--check", "edge"]).await;
     assert_eq!(code, Some(0), "{err}");
@@ -158,8 +178,10 @@ async fn mirrors_tenants_and_checks_through_ctl() {
         assert_eq!(code, Some(0), "{err}");
         assert_eq!(out.trim(), format!("deleted mirror {host}"));
     }
-    let (code, _, err) = ctl(&s, &["tenants", "delete", "acme"]).await;
-    assert_eq!(code, Some(0), "{err}");
+    for tenant in ["acme", "beta"] {
+        let (code, _, err) = ctl(&s, &["tenants", "delete", tenant]).await;
+        assert_eq!(code, Some(0), "{err}");
+    }
     let (_, out, _) = ctl(&s, &["--json", "tenants", "list"]).await;
     assert_eq!(json(&out)["items"], serde_json::json!([]));
 }
