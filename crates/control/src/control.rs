@@ -1112,7 +1112,8 @@ impl Control {
         let mut published = before.published.clone();
         let revisions_at = self.outputs.len();
         // What DNS answers after this pass: an unverified address in it is served anyway.
-        let served = out.revisions.last().map(|d| &d.records).or(before.published.as_ref().map(|p| &p.records));
+        let served =
+            out.revisions.last().map(|d| &d.records).or(before.published.as_ref().map(|p| &p.records));
         let served = served.map_or(&[][..], |r| r.all.as_slice());
         pass_events(&mut self.events, &c, &self.obs, id, &zone, &before, (&out.nodes, served), now);
         for draft in &out.revisions {

@@ -316,10 +316,9 @@ pub(crate) fn pass_events(
                     EventKind::AddressUnverified,
                     format!("{ip} of {node} is new and failing: {seen}; {waits}"),
                 ),
-                (_, Condition::Unverified) => (
-                    EventKind::AddressUnverified,
-                    format!("{ip} of {node} is new: {waits}"),
-                ),
+                (_, Condition::Unverified) => {
+                    (EventKind::AddressUnverified, format!("{ip} of {node} is new: {waits}"))
+                }
                 (None | Some(Condition::Unverified), Condition::Reachable) => {
                     let how = if v.counting == 0 {
                         "trusted, it serves without waiting for the probers".to_owned()

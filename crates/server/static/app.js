@@ -26,7 +26,9 @@
     }
     if (!resp.ok) {
       const e = data && data.error;
-      throw new Error(e ? (e.field ? e.field + ': ' : '') + e.reason : resp.status + ' ' + resp.statusText);
+      const err = new Error(e ? (e.field ? e.field + ': ' : '') + e.reason : resp.status + ' ' + resp.statusText);
+      err.status = resp.status;
+      throw err;
     }
     return data;
   }
@@ -86,6 +88,8 @@
             ' mirror(s) at their next request for work.', 'good');
       return;
     }
+    // A page of something deleted has nothing left to show: go where the button says.
+    if (then && then.startsWith('/ui/')) { location.href = then; return; }
     location.reload();
   }
 
@@ -145,7 +149,16 @@
       action.disabled = true;
       try {
         const body = action.dataset.body ? JSON.parse(action.dataset.body) : undefined;
-        const data = await api(action.dataset.method || 'POST', action.dataset.api, body);
+        const method = action.dataset.method || 'POST';
+        let data;
+        try {
+          data = await api(method, action.dataset.api, body);
+        } catch (e) {
+          // A refusal that the operator's word can overrule (data-force): say why, and ask again.
+          if (e.status !== 409 || action.dataset.force === undefined ||
+              !(await confirmAction(e.message, 'Only with force: it takes effect in the next revision.', 'Delete anyway'))) throw e;
+          data = await api(method, action.dataset.api + '?force=true', body);
+        }
         after(action.dataset.then, data);
       } catch (e) {
         flash(e.message);

@@ -669,8 +669,11 @@ async fn every_object_through_ctl() {
     assert_eq!(code, Some(1));
     assert!(err.contains("ttl: must be between 1 and 86400, got 0"), "{err}");
 
-    // Deletes.
+    // Deletes. The only node of the group the line answers with goes only with --force.
     let (code, _, err) = run(a(&format!("nodes delete {node}"))).await;
+    assert_eq!(code, Some(1));
+    assert!(err.contains("is the last enabled node of group") && err.contains("--force"), "{err}");
+    let (code, _, err) = run(a(&format!("nodes delete {node} --force"))).await;
     assert_eq!(code, Some(0), "{err}");
     let (_, out, _) = run(a("--json nodes list")).await;
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["items"], json!([]));

@@ -732,6 +732,29 @@ async fn fleet_scenario() {
         "/ui/checks".to_owned(),
     ];
     b.fits_a_phone(&pages.map(|p| format!("{base}{p}"))).await;
+
+    // Nodes deleted from their page: the last one the line answers with takes a second,
+    // explicit confirmation that says why, and then DNS answers nothing rather than it.
+    for (i, id) in nodes.iter().enumerate() {
+        b.goto(&format!("{base}/ui/nodes/{id}")).await;
+        b.click("#node-delete").await;
+        b.visible("#confirm-dialog", Duration::from_secs(5)).await;
+        assert_eq!(b.text("#confirm-text").await, format!("Delete node edge-{i}?"));
+        if i == 2 {
+            b.click("#confirm-ok").await;
+            b.watch("#confirm-text", Duration::from_secs(5), |t| {
+                t.contains("last enabled node of group pop-1, which line default answers with")
+            })
+            .await;
+            assert_eq!(b.text("#confirm-ok").await, "Delete anyway");
+        }
+        b.act("#confirm-ok").await;
+        assert_eq!(b.path().await, format!("/ui/clusters/{cluster}"));
+    }
+    s.wait_for(&format!("/v1/clusters/{cluster}/dns"), Duration::from_secs(10), |v| {
+        crate::harness::all_answers(v).is_empty()
+    })
+    .await;
     b.close().await;
     for p in probers {
         p.kill().await;
