@@ -65,6 +65,7 @@ fn main() {
                 ip: std::net::Ipv4Addr::from(0x0a00_0000 + n * 4 + k).to_string(),
                 level: levels[k as usize],
                 trusted: true,
+                line: None,
             })
             .collect();
         let rec = NodeRecord {

@@ -257,6 +257,18 @@ impl Invariants for LineRecord {
         if !rules.is_empty() {
             return Err(Refusal::Conflict(format!("rules still use this line: {}", rules.join(", "))));
         }
+        let nodes: Vec<&str> = c
+            .nodes
+            .values()
+            .filter(|n| n.value.addresses.as_slice().iter().any(|a| a.line == Some(LineId(id))))
+            .map(|n| n.value.node.name.as_str())
+            .collect();
+        if !nodes.is_empty() {
+            return Err(Refusal::Conflict(format!(
+                "nodes still have target addresses on this line: {}",
+                nodes.join(", ")
+            )));
+        }
         Ok(Vec::new())
     }
 }
@@ -297,6 +309,16 @@ impl Invariants for NodeRecord {
         let siblings = c.nodes_of(self.cluster).map(|(i, n)| (i.0, n.value.node.name.as_str()));
         unique("A node named", "name", &self.node.name, id, siblings)?;
         group_in(c, self.cluster, self.node.group, "group")?;
+        for (i, a) in self.addresses.as_slice().iter().enumerate() {
+            if let Some(line) = a.line
+                && c.lines.get(&line.0).is_none_or(|l| l.value.cluster != self.cluster)
+            {
+                return Err(Refusal::invalid(
+                    format!("addresses[{i}].line"),
+                    format!("no line {line} in the node's cluster"),
+                ));
+            }
+        }
         if self.node.also_probes {
             let region = c.groups.get(&self.node.group.0).and_then(|g| g.value.group.region);
             if region.is_none() {

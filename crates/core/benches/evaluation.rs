@@ -67,7 +67,12 @@ fn world(now: Timestamp, failing_every: u32) -> World {
                         .collect();
                     AddressView {
                         expected_probers: 0,
-                        address: SchedulingAddress { ip, level: levels[k as usize], trusted: true },
+                        address: SchedulingAddress {
+                            ip,
+                            level: levels[k as usize],
+                            trusted: true,
+                            line: None,
+                        },
                         observations: Observations::new(obs),
                     }
                 })

@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::ids::LineId;
 
 /// Level of a scheduling address. Lower levels are preferred.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -76,6 +77,12 @@ pub struct SchedulingAddress {
     /// seen it answer (others wait for a strict majority of the counting probers).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub trusted: bool,
+    /// A target address of this line: on it the node answers with its target addresses
+    /// instead of its scheduling ones, and switches no level (they are probed and gated by
+    /// reachability like any other). `None`: a scheduling address, for every line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schema(value_type = Option<i64>))]
+    pub line: Option<LineId>,
 }
 
 /// Which addresses the validation accepts beyond public and private unicast ones.
@@ -107,6 +114,10 @@ pub struct AddressInput {
     /// Serve it at once, without waiting for the probers to see it answer.
     #[serde(default)]
     pub trusted: bool,
+    /// The line it is a target address of (by id); absent: a scheduling address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schema(value_type = Option<i64>))]
+    pub line: Option<LineId>,
 }
 
 fn primary() -> Level {
@@ -163,9 +174,15 @@ impl AddressList {
                     format!("Not a single unicast IP address: {} (duplicate)", row.ip.trim()),
                 ));
             }
-            out.push(SchedulingAddress { ip, level: row.level, trusted: row.trusted });
+            if row.line.is_some() && row.level != Level::Primary {
+                return Err(Error::invalid(
+                    format!("addresses[{i}].level"),
+                    "a line's target address has no level: leave it out, or primary",
+                ));
+            }
+            out.push(SchedulingAddress { ip, level: row.level, trusted: row.trusted, line: row.line });
         }
-        if !out.is_empty() && !out.iter().any(|a| a.level == Level::Primary) {
+        if !out.is_empty() && !out.iter().any(|a| a.level == Level::Primary && a.line.is_none()) {
             return Err(Error::invalid("addresses", "a primary address is required"));
         }
         Ok(AddressList(out))
@@ -180,7 +197,7 @@ impl AddressList {
                 break;
             }
             if is_unicast(ip, policy) && !out.iter().any(|a| a.ip == ip) {
-                out.push(SchedulingAddress { ip, level: Level::Primary, trusted: false });
+                out.push(SchedulingAddress { ip, level: Level::Primary, trusted: false, line: None });
             }
         }
         AddressList(out)
@@ -212,7 +229,7 @@ mod tests {
 
     fn rows(list: &[(&str, Level)]) -> Vec<AddressInput> {
         list.iter()
-            .map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level, trusted: false })
+            .map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level, trusted: false, line: None })
             .collect()
     }
 

@@ -102,6 +102,9 @@ pub struct NodeFacts {
     pub in_use_backup: InUse,
     /// Primary addresses, for the never-empty fallback.
     pub primaries: Vec<IpAddr>,
+    /// Target addresses by line, each with whether DNS may use it: on such a line they stand
+    /// in for the node's in-use addresses, with no level switching.
+    pub targets: Vec<(LineId, IpAddr, bool)>,
 }
 
 /// A line that answers by its all-down policy, and why.
@@ -268,6 +271,11 @@ impl LineContext<'_> {
         for (i, n) in self.in_group(group) {
             let e = self.effects.get(i).unwrap_or(&none);
             if !n.serving || (automatic && e.removed.covers(line)) {
+                continue;
+            }
+            if n.targets.iter().any(|(l, _, _)| *l == line) {
+                let usable = n.targets.iter().filter(|(l, _, ok)| *l == line && *ok).map(|(_, ip, _)| *ip);
+                out.extend(usable);
                 continue;
             }
             let ips =
@@ -456,7 +464,7 @@ mod tests {
     }
 
     fn addr(s: &str, level: Level) -> SchedulingAddress {
-        SchedulingAddress { ip: ip(s), level, trusted: false }
+        SchedulingAddress { ip: ip(s), level, trusted: false, line: None }
     }
 
     #[test]
@@ -524,6 +532,7 @@ mod tests {
             in_use: u.clone(),
             in_use_backup: u,
             primaries: ips,
+            targets: Vec::new(),
         }
     }
 

@@ -243,6 +243,9 @@ pub struct AddressView {
     pub ip: std::net::IpAddr,
     /// Its level.
     pub level: Level,
+    /// The line it is a target address of (`None`: a scheduling address, for every line).
+    #[schema(value_type = Option<i64>)]
+    pub line: Option<LineId>,
     /// Configured by the operator, or reported by the agent.
     pub source: AddressSource,
     /// Reachable or unreachable (`None`: not evaluated yet).

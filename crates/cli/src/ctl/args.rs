@@ -231,10 +231,11 @@ pub(super) enum NodeAction {
     Common(Action),
     /// Show a node's scheduling addresses.
     Addresses { id: Ref },
-    /// Set a node's scheduling addresses: IP[:LEVEL][:trusted]… (level primary, backup1 or
-    /// backup2; primary when absent). A new address stays out of DNS until a strict majority
-    /// of the probers has seen it answer; `trusted` serves it at once. No address: use the
-    /// reported ones again.
+    /// Set a node's scheduling addresses: IP[:LEVEL][:trusted][@LINE]… (level primary, backup1
+    /// or backup2; primary when absent). A new address stays out of DNS until a strict majority
+    /// of the probers has seen it answer; `trusted` serves it at once. `@LINE` makes it a
+    /// target address of that line: there the node answers with its targets instead of its
+    /// scheduling addresses, with no level switching. No address: use the reported ones again.
     SetAddresses { id: Ref, addresses: Vec<String> },
     /// Create an enrollment token for a node's agent (shown once) and print the start command.
     Token {

@@ -614,23 +614,27 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             }
             NodeAction::SetAddresses { id, addresses } => {
                 let id = names.id(Kind::Node, "NODE", id).await?;
-                let rows: Vec<Value> = addresses
-                    .iter()
-                    .map(|a| {
-                        let (a, trusted) =
-                            a.strip_suffix(":trusted").map_or((a.as_str(), false), |a| (a, true));
-                        let mut row = match a.rsplit_once(':') {
-                            Some((ip, level)) if matches!(level, "primary" | "backup1" | "backup2") => {
-                                json!({"ip": ip, "level": level})
-                            }
-                            _ => json!({"ip": a}),
-                        };
-                        if trusted {
-                            row["trusted"] = json!(true);
+                let mut rows: Vec<Value> = Vec::with_capacity(addresses.len());
+                for a in addresses {
+                    // `IP@LINE`: a target address of that line (by name or id).
+                    let (a, line) = a.split_once('@').map_or((a.as_str(), None), |(a, l)| (a, Some(l)));
+                    let (a, trusted) = a.strip_suffix(":trusted").map_or((a, false), |a| (a, true));
+                    let mut row = match a.rsplit_once(':') {
+                        Some((ip, level)) if matches!(level, "primary" | "backup1" | "backup2") => {
+                            json!({"ip": ip, "level": level})
                         }
-                        row
-                    })
-                    .collect();
+                        _ => json!({"ip": a}),
+                    };
+                    if trusted {
+                        row["trusted"] = json!(true);
+                    }
+                    if let Some(line) = line {
+                        let node: NodeView = c.get(&format!("/v1/nodes/{id}")).await?;
+                        let line = names.id(Kind::Line(node.cluster.0), "LINE", &line.parse()?).await?;
+                        row["line"] = json!(line);
+                    }
+                    rows.push(row);
+                }
                 let path = format!("/v1/nodes/{id}/addresses");
                 let out: Addresses = c.call(Method::PUT, &path, Some(&Value::Array(rows))).await?;
                 for w in &out.warnings {

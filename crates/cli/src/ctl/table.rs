@@ -174,6 +174,7 @@ rows! {
     ];
     AddressView: [
         "ip" => |r| r.ip, "level" => |r| r.level, "source" => |r| r.source,
+        "line" => |r| r.line.map_or_else(|| "every".to_owned(), |l| format!("{l} (target)")),
         "condition" => |r| condition(r),
         "since" => |r| r.since.map_or_else(|| "-".to_owned(), |t| format!("{} ago", age(t))),
         "in_use" => |r| r.in_use,

@@ -1,7 +1,8 @@
-//! What Vantage says and what it answers agree: a quiet fleet reads no hold anywhere, and a
-//! node the operator deletes leaves DNS (`dig`) in the next revision — the last enabled one a
-//! line answers with only with `--force`, and then the line answers nothing rather than the
-//! deleted node's address.
+//! What Vantage says and what it answers agree: a quiet fleet reads no hold anywhere; a
+//! line's target address stands in for a node's scheduling address there; and a node the
+//! operator deletes leaves DNS (`dig`) in the next revision — the last enabled one a line
+//! answers with only with `--force`, and then the line answers nothing rather than the deleted
+//! node's address.
 
 use std::time::Duration;
 
@@ -31,13 +32,31 @@ async fn a_quiet_fleet_reads_no_hold_and_deleted_nodes_leave_dns() {
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(!text.contains("held") && !text.contains("note"), "{text}");
 
+    // A target address of the line for edge-2: on that line it answers with the target
+    // instead of its scheduling address, once the probers have verified it.
+    let out = s.ctl(&["nodes", "set-addresses", "edge-2", "127.0.0.203", "127.0.0.201@default"]).await;
+    assert!(out.status.success(), "{out:?}");
+    s.wait_for(&dns_path, Duration::from_secs(20), |v| {
+        all_answers(v) == ["127.0.0.200", "127.0.0.201", "127.0.0.202"]
+    })
+    .await;
+    assert_eq!(dig(dns, name).await, ["127.0.0.200", "127.0.0.201", "127.0.0.202"]);
+    let (st, v) = s
+        .call(
+            Method::PUT,
+            &format!("/v1/nodes/{}/addresses", nodes[2]),
+            Some(serde_json::json!([{"ip": "127.0.0.203"}, {"ip": "127.0.0.204", "line": 999_999}])),
+        )
+        .await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("addresses[1].line")), "{v}");
+
     // Two of three go at once: that is the operator, not health, so no protection holds them.
     for id in &nodes[..2] {
         let out = s.ctl(&["nodes", "delete", &id.to_string()]).await;
         assert!(out.status.success(), "{out:?}");
     }
-    s.wait_for(&dns_path, Duration::from_secs(10), |v| all_answers(v) == ["127.0.0.203"]).await;
-    assert_eq!(dig(dns, name).await, ["127.0.0.203"]);
+    s.wait_for(&dns_path, Duration::from_secs(10), |v| all_answers(v) == ["127.0.0.201"]).await;
+    assert_eq!(dig(dns, name).await, ["127.0.0.201"]);
 
     // The last enabled node of the group the line answers with: refused, naming the line.
     let last = nodes[2];
@@ -50,7 +69,7 @@ async fn a_quiet_fleet_reads_no_hold_and_deleted_nodes_leave_dns() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--force"), "{out:?}");
     let (st, v) = s.call(Method::DELETE, &format!("/v1/nodes/{last}?force=maybe"), None).await;
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("force")), "{v}");
-    assert_eq!(dig(dns, name).await, ["127.0.0.203"], "a refused delete changes nothing");
+    assert_eq!(dig(dns, name).await, ["127.0.0.201"], "a refused delete changes nothing");
 
     // With force it goes, and DNS answers nothing rather than the address taken out.
     let out = s.ctl(&["nodes", "delete", "edge-2", "--force"]).await;

@@ -70,7 +70,7 @@ fn a_revision_names_what_the_change_saved() {
     lab.tick();
     lab.take();
     let mut rec = lab.control.config().nodes[&n.0].value.clone();
-    let rows = [AddressInput { ip: "203.0.113.11".into(), level: Primary, trusted: false }];
+    let rows = [AddressInput { ip: "203.0.113.11".into(), level: Primary, trusted: false, line: None }];
     rec.addresses = AddressList::parse(&rows, AddressPolicy::default()).unwrap();
     lab.replace(n.0, Object::Node(rec.clone()));
     lab.tick();

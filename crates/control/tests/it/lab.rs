@@ -94,7 +94,7 @@ impl Lab {
     ) -> NodeId {
         let rows: Vec<AddressInput> = addresses
             .iter()
-            .map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level, trusted: false })
+            .map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level, trusted: false, line: None })
             .collect();
         let rec = NodeRecord {
             cluster,

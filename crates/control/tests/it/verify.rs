@@ -23,6 +23,7 @@ fn set(lab: &mut Lab, n: NodeId, rows: &[(&str, bool)]) {
             ip: (*a).into(),
             level: vantage_core::address::Level::Primary,
             trusted: *trusted,
+            line: None,
         })
         .collect();
     rec.addresses = AddressList::parse(&rows, AddressPolicy::default()).unwrap();

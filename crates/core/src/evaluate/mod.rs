@@ -252,6 +252,9 @@ pub struct AddressStatus {
     /// and since when.
     #[serde(default = "unknown_condition")]
     pub condition: AddressCondition,
+    /// The line it is a target address of (`None`: a scheduling address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<LineId>,
 }
 
 /// What a status stored before conditions existed reads as: its reachability, since unknown.
@@ -587,6 +590,7 @@ fn reachability(
     let mut statuses = Vec::with_capacity(view.nodes.len());
     let mut pairs: Vec<(SchedulingAddress, bool)> = Vec::new();
     let mut pending: Vec<IpAddr> = Vec::new();
+    let mut targets: Vec<(LineId, IpAddr, bool)> = Vec::new();
     let verdicts: Vec<Verdict> = view
         .nodes
         .iter()
@@ -621,7 +625,12 @@ fn reachability(
             if !health.verified && !unchecked {
                 pending.push(a.address.ip);
             }
-            pairs.push((a.address, health.is_reachable() && (health.verified || unchecked)));
+            let usable = health.is_reachable() && (health.verified || unchecked);
+            match a.address.line {
+                // Manual mode answers a line's targets as it answers primaries: as configured.
+                Some(line) => targets.push((line, a.address.ip, usable || mode == DnsMode::Manual)),
+                None => pairs.push((a.address, usable)),
+            }
             addresses.push(AddressStatus {
                 ip: a.address.ip,
                 level: a.address.level,
@@ -630,12 +639,14 @@ fn reachability(
                 in_use: false,
                 damping: health.multiplier(),
                 condition: health.condition(settings),
+                line: a.address.line,
             });
         }
         let normal = in_use(&pairs, false, mode);
         let backup = in_use(&pairs, true, mode);
         for s in &mut addresses {
-            s.in_use = normal.ips.contains(&s.ip);
+            s.in_use =
+                normal.ips.contains(&s.ip) || targets.iter().any(|(_, ip, usable)| *ip == s.ip && *usable);
         }
         let online = node.last_heartbeat.is_some_and(|t| t.within_secs_of(now, AGENT_ONLINE_S));
         let links_fresh = view.cluster.required_links.iter().all(|name| {
@@ -661,6 +672,7 @@ fn reachability(
             primaries: pairs.iter().filter(|(a, _)| a.level == Level::Primary).map(|(a, _)| a.ip).collect(),
             in_use: normal,
             in_use_backup: backup,
+            targets: std::mem::take(&mut targets),
         });
     }
     // Forget addresses that are gone (only when some are: the common pass skips this). A node

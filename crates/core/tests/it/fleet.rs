@@ -101,7 +101,7 @@ impl Fleet {
                 .iter()
                 .map(|(a, level)| AddressView {
                     expected_probers: 0,
-                    address: SchedulingAddress { ip: ip(a), level: *level, trusted: false },
+                    address: SchedulingAddress { ip: ip(a), level: *level, trusted: false, line: None },
                     observations: Observations::default(),
                 })
                 .collect(),

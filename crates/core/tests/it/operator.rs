@@ -167,3 +167,46 @@ fn each_all_down_policy_answers_as_it_says() {
         assert!(r.reason.contains("line line-1"), "{}", r.reason);
     }
 }
+
+#[test]
+fn a_lines_target_addresses_stand_in_for_the_nodes_scheduling_ones_without_levels() {
+    use vantage_core::address::Level::Backup1;
+    use vantage_core::address::SchedulingAddress;
+    use vantage_core::evaluate::AddressView;
+    let mut f = Fleet::new(1)
+        .fast()
+        .line(1, 1, &[], 1)
+        .line(2, 1, &[], 1)
+        .node(1, 1, &[("203.0.113.1", Primary), ("198.51.100.1", Backup1)])
+        .node(2, 1, &[("203.0.113.2", Primary)]);
+    f.node_mut(1).addresses.push(AddressView {
+        address: SchedulingAddress {
+            ip: "192.0.2.1".parse().unwrap(),
+            level: Primary,
+            trusted: false,
+            line: Some(LineId(2)),
+        },
+        observations: Default::default(),
+        expected_probers: 0,
+    });
+    let rounds = |f: &mut Fleet, failing: &[&str]| {
+        for _ in 0..4 {
+            for a in ["203.0.113.1", "198.51.100.1", "203.0.113.2", "192.0.2.1"] {
+                f.report(a, if failing.contains(&a) { &[0] } else { &[] });
+            }
+            f.eval();
+            f.advance(5);
+        }
+    };
+    rounds(&mut f, &[]);
+    assert_eq!(f.line_records(1), ips(&["203.0.113.1", "203.0.113.2"]));
+    assert_eq!(f.line_records(2), ips(&["192.0.2.1", "203.0.113.2"]), "the target, not the primary");
+    // The primary fails: line 1 switches to the backup; line 2 keeps its target.
+    rounds(&mut f, &["203.0.113.1"]);
+    assert_eq!(f.line_records(1), ips(&["198.51.100.1", "203.0.113.2"]));
+    assert_eq!(f.line_records(2), ips(&["192.0.2.1", "203.0.113.2"]));
+    // The target fails: line 2 leaves the node out rather than switch to a level.
+    rounds(&mut f, &["203.0.113.1", "192.0.2.1"]);
+    assert_eq!(f.line_records(2), ips(&["203.0.113.2"]));
+    assert_eq!(f.line_records(1), ips(&["198.51.100.1", "203.0.113.2"]));
+}

@@ -281,6 +281,7 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
             AddressView {
                 ip: a.ip,
                 level: a.level,
+                line: a.line,
                 source,
                 reachability: s.map(|s| s.reachability),
                 in_use: s.is_some_and(|s| s.in_use),

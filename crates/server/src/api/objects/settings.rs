@@ -72,6 +72,8 @@ pub(super) async fn addresses_put(
                 .map(|a| a.ip)
                 .collect();
             n.addresses = list.clone();
+            // A line's target addresses name a line of the node's own cluster.
+            n.check(id, c)?;
             let mut ch = Change::default();
             ch.audit("node.set_addresses", format!("node:{id}"), json!({"before": before, "after": list}));
             ch.puts.push((id, Object::Node(n)));

@@ -58,7 +58,11 @@ fn address_row(a: &views::AddressView, columns: &[(String, String)], at: Timesta
         .collect();
     AddressRow {
         ip: a.ip.to_string(),
-        level: level(&word(&a.level)),
+        level: match a.line {
+            // A line's target address has no level: it stands in for the node on that line.
+            Some(l) => format!("Target of line {l}"),
+            None => level(&word(&a.level)),
+        },
         source: if a.source == AddressSource::Configured { "Configured".into() } else { "Reported".into() },
         reachability: format::reachability(a.reachability.map(|r| word(&r)).as_deref()),
         condition: condition(a, at),
