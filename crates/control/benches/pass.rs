@@ -74,6 +74,7 @@ fn main() {
             addresses: AddressList::parse(&rows, AddressPolicy::default()).expect("addresses"),
             cert_sha256: None,
             cert_issued_at: None,
+            enrolled_from: None,
         };
         puts.push((id, Object::Node(rec)));
     }

@@ -66,6 +66,10 @@ pub struct NodeRecord {
     /// When that certificate was issued.
     #[serde(default)]
     pub cert_issued_at: Option<Timestamp>,
+    /// The source address of the agent's enrollment connection (its latest one: a node
+    /// enrolled again with a new token).
+    #[serde(default)]
+    pub enrolled_from: Option<std::net::IpAddr>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -469,6 +469,23 @@ impl Control {
         Some(addresses_in_use(&rec.addresses, reported, self.policy))
     }
 
+    /// The source address a node's agent connects from: that of its latest heartbeat, else
+    /// that of its enrollment.
+    pub fn source_address(&self, node: NodeId) -> Option<IpAddr> {
+        let heartbeat = self.obs.nodes.get(&node).and_then(|n| n.connects_from);
+        heartbeat.or_else(|| self.config.nodes.get(&node.0)?.value.enrolled_from)
+    }
+
+    /// The source address an operator may add to a node's configured addresses: public (as
+    /// a heartbeat's addresses must be) and not configured already. It is never used on its
+    /// own.
+    pub fn addable_source(&self, node: NodeId) -> Option<IpAddr> {
+        let rec = &self.config.nodes.get(&node.0)?.value;
+        self.source_address(node).filter(|ip| {
+            reportable(*ip, self.policy) && !rec.addresses.as_slice().iter().any(|a| a.ip == *ip)
+        })
+    }
+
     /// When each HTTPS target's certificate expires, as the probers last saw it (the earliest
     /// any of them saw, so that an edge serving an old certificate to some is not hidden).
     pub fn certificate_expiries(&self) -> BTreeMap<TargetKey, Timestamp> {

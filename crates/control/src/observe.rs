@@ -221,7 +221,8 @@ pub struct NodeRuntime {
     pub addresses: Vec<IpAddr>,
     pub capabilities: Vec<String>,
     pub links: Vec<LinkState>,
-    /// Where its last heartbeat came from.
+    /// The source address of its latest heartbeat connection (a NAT's or a proxy's public
+    /// address when it connects through one).
     pub connects_from: Option<IpAddr>,
 }
 
@@ -260,13 +261,12 @@ pub fn agent_online(last_heartbeat: Option<Timestamp>, now: Timestamp) -> bool {
     last_heartbeat.is_some_and(|t| t.within_secs_of(now, AGENT_ONLINE_S))
 }
 
-/// Addresses a heartbeat may report: unicast, and public unless the server runs in lab mode.
+/// Addresses a heartbeat may report, and a source address an operator may add: unicast and
+/// public (lab mode adds loopback only, as it does for every address; a private address is
+/// never public).
 pub fn reportable(ip: IpAddr, policy: AddressPolicy) -> bool {
     if !is_unicast(ip, policy) {
         return false;
-    }
-    if policy.allow_loopback {
-        return true;
     }
     match ip {
         IpAddr::V4(v4) => !(v4.is_private() || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64)),

@@ -228,6 +228,7 @@ async fn enroll(
                     let (pem, fp) = app.ca().issue_client(&req.csr_pem, node.0, Role::Node).map_err(csr_error)?;
                     rec.cert_sha256 = Some(fp);
                     rec.cert_issued_at = Some(at);
+                    rec.enrolled_from = Some(peer.remote.ip().to_canonical());
                     let name = rec.node.name.clone();
                     (node.0, Role::Node, name, Object::Node(rec), pem)
                 }
@@ -435,7 +436,7 @@ async fn heartbeat(
     Json(hb): Json<wire::Heartbeat>,
 ) -> Result<Json<wire::HeartbeatReply>, ApiError> {
     let id = as_node(&app.config(), &peer)?;
-    let from = peer.remote.ip();
+    let from = peer.remote.ip().to_canonical();
     app.relay(|| vantage_control::Relayed::Heartbeat { node: id, heartbeat: hb.clone(), from });
     Ok(Json(app.feed(|c| c.handle_heartbeat(id, hb, from, now()))))
 }

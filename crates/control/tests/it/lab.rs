@@ -34,7 +34,12 @@ impl Lab {
     }
 
     pub(crate) fn with_start(start: Start) -> Lab {
-        let start = Start { policy: AddressPolicy::default(), timing: Timing::default(), ..start };
+        Lab::with_policy(start, AddressPolicy::default())
+    }
+
+    /// A core whose addresses follow `policy` (lab mode: loopback allowed).
+    pub(crate) fn with_policy(start: Start, policy: AddressPolicy) -> Lab {
+        let start = Start { policy, timing: Timing::default(), ..start };
         let control = Control::new(start, T0);
         Lab { control, now: T0, next_id: 1000, outputs: Vec::new() }
     }
@@ -102,6 +107,7 @@ impl Lab {
             addresses: AddressList::parse(&rows, AddressPolicy::default()).unwrap(),
             cert_sha256: None,
             cert_issued_at: None,
+            enrolled_from: None,
         };
         NodeId(self.put(Object::Node(rec)))
     }

@@ -13,6 +13,7 @@ mod identity;
 mod invariants;
 mod mirrors;
 mod monitors;
+mod nodes;
 mod online;
 mod probers;
 mod publish;

@@ -71,6 +71,12 @@ pub struct NodeMetrics {
 }
 
 impl NodeMetrics {
+    /// Whether they are fresh at `now`: received within [`METRICS_FRESH_S`]. Older metrics
+    /// are missing, for scheduling rules and for the node list alike.
+    pub fn fresh(&self, now: Timestamp) -> bool {
+        self.at.within_secs_of(now, METRICS_FRESH_S)
+    }
+
     /// The value of a node metric (`None` for probe metrics).
     pub fn value(&self, m: Metric) -> Option<f64> {
         match m {

@@ -79,9 +79,7 @@ pub(super) fn for_each_rule_node(
                     let s = summaries[i].get_or_insert_with(|| probe_summary(view, node, now, &mut scratch));
                     s.value(c.metric, c.aggregate, c.region)
                 } else {
-                    node.metrics
-                        .filter(|m| m.at.within_secs_of(now, METRICS_FRESH_S))
-                        .and_then(|m| m.value(c.metric))
+                    node.metrics.filter(|m| m.fresh(now)).and_then(|m| m.value(c.metric))
                 };
                 values.push(v);
             }

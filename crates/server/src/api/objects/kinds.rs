@@ -217,6 +217,7 @@ impl Kind for NodeRecord {
             addresses: AddressList::default(),
             cert_sha256: None,
             cert_issued_at: None,
+            enrolled_from: None,
         })
     }
     fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> NodeView {

@@ -342,6 +342,7 @@ impl KeepPrivate for NodeRecord {
             addresses: old.addresses.clone(),
             cert_sha256: old.cert_sha256.clone(),
             cert_issued_at: old.cert_issued_at,
+            enrolled_from: old.enrolled_from,
             ..self
         }
     }
