@@ -322,13 +322,27 @@ pub struct NodeView {
     pub version: Option<String>,
     /// Host name.
     pub hostname: Option<String>,
-    /// Where its last heartbeat came from.
+    /// Connects from: the source address of its latest heartbeat connection (a NAT's or a
+    /// proxy's public address when it connects through one).
     #[schema(value_type = Option<String>)]
     pub connects_from: Option<std::net::IpAddr>,
+    /// Connects from: the source address of its enrollment connection.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub enrolled_from: Option<std::net::IpAddr>,
+    /// The source address *Add source address* would add (`POST /v1/nodes/{id}/addresses/source`):
+    /// the latest heartbeat's (else the enrollment's) while it is public and not configured.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub addable_source: Option<std::net::IpAddr>,
     /// Capabilities of its agent.
     pub capabilities: Vec<String>,
     /// Host metrics of its last heartbeat.
     pub metrics: Option<NodeMetrics>,
+    /// The node list's Metrics column: CPU and memory of its last heartbeat while fresh
+    /// (`None`: no metrics, or older than 60 s, which scheduling rules treat as missing).
+    #[serde(default)]
+    pub usage: Option<NodeUsage>,
     /// Links its agent reported.
     pub links: Vec<LinkState>,
     /// Addresses its agent reported.
@@ -336,6 +350,11 @@ pub struct NodeView {
     pub reported_addresses: Vec<std::net::IpAddr>,
     /// Scheduling addresses in use, with reachability.
     pub addresses: Vec<AddressView>,
+    /// No public address: it has no scheduling address (none configured, and its agent
+    /// reports only private addresses, or none, or has not reported since the server
+    /// started), so DNS has nothing to answer with for it.
+    #[serde(default)]
+    pub no_public_address: bool,
     /// The level DNS uses (`None`: no address, or not evaluated yet).
     pub level: Option<Level>,
     /// Since when it has used that level (unknown before its first change after a start).
@@ -344,6 +363,35 @@ pub struct NodeView {
     pub serving: Option<bool>,
     /// The rule holding it on a backup level, while one does.
     pub held_by: Option<HeldBy>,
+}
+
+/// CPU and memory of a node's last heartbeat, while fresh.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct NodeUsage {
+    /// Whole-host CPU usage, %.
+    pub cpu_pct: f64,
+    /// Memory used, % of the total (`None`: the heartbeat gave no total).
+    pub memory_pct: Option<f64>,
+    /// When the server received them.
+    pub at: Timestamp,
+}
+
+impl NodeUsage {
+    /// The usage in `m` if it is fresh at `now`, read as scheduling rules read it.
+    pub fn of(m: &NodeMetrics, now: Timestamp) -> Option<NodeUsage> {
+        use vantage_core::rules::Metric;
+        m.fresh(now).then(|| NodeUsage { cpu_pct: m.cpu_pct, memory_pct: m.value(Metric::Memory), at: m.at })
+    }
+}
+
+/// *Add source address*: the level at which the node's source address joins its configured
+/// addresses.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SourceAddressBody {
+    /// `primary` (default), `backup1` or `backup2`.
+    #[serde(default)]
+    pub level: Option<Level>,
 }
 
 /// A node as created: its cluster and its fields.

@@ -237,6 +237,16 @@ pub(super) enum NodeAction {
     /// target address of that line: there the node answers with its targets instead of its
     /// scheduling addresses, with no level switching. No address: use the reported ones again.
     SetAddresses { id: Ref, addresses: Vec<String> },
+    /// Add source address: add the address the node's agent connects from (its latest
+    /// heartbeat's, else its enrollment's; a NAT's public address) to its configured addresses.
+    /// Refused when it is private or configured already.
+    AddSourceAddress {
+        /// The node (id or name).
+        id: Ref,
+        /// Its level: primary (default), backup1 or backup2.
+        #[arg(long)]
+        level: Option<String>,
+    },
     /// Create an enrollment token for a node's agent (shown once) and print the start command.
     Token {
         /// The node (id or name).

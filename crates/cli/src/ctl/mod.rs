@@ -643,6 +643,20 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 print(&out, json);
                 Ok(())
             }
+            NodeAction::AddSourceAddress { id, level } => {
+                let id = names.id(Kind::Node, "NODE", id).await?;
+                let body = match level {
+                    Some(l) => json!({"level": l}),
+                    None => json!({}),
+                };
+                let path = format!("/v1/nodes/{id}/addresses/source");
+                let out: Addresses = c.call(Method::POST, &path, Some(&body)).await?;
+                for w in &out.warnings {
+                    eprintln!("warning: {w}");
+                }
+                print(&out, json);
+                Ok(())
+            }
         },
         Resource::Settings { action } => match action {
             SettingsAction::Get => settings::<ProbeSettings>(&c, "/v1/settings/probes", None, json).await,

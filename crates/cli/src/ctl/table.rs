@@ -15,8 +15,8 @@ use vantage_core::monitor::MonitorRegion;
 use vantage_core::reachability::Condition;
 use vantage_server::views::{
     AddressView, AdminTokenView, AuditView, CheckView, ClusterView, DnsLine, EnrollTokenView, GroupView,
-    LineView, MirrorProberView, MirrorView, MonitorPoint, MonitorView, NodeView, PreviewItem, ProberView,
-    RegionVerdictView, RegionView, ResultView, RevisionView, RuleView, TenantView, WebhookView,
+    LineView, MirrorProberView, MirrorView, MonitorPoint, MonitorView, NodeUsage, NodeView, PreviewItem,
+    ProberView, RegionVerdictView, RegionView, ResultView, RevisionView, RuleView, TenantView, WebhookView,
 };
 
 /// A value in one cell: text as is, numbers and booleans printed, lists of plain values joined
@@ -77,11 +77,34 @@ fn node_state(n: &NodeView) -> String {
         .find(|c| n.addresses.iter().any(|a| a.condition == Some(*c)));
     match (n.enabled, n.serving, worst) {
         (false, _, _) => "disabled".into(),
+        _ if n.no_public_address => "no public address".into(),
         (_, None, _) => "not evaluated".into(),
         (_, Some(false), _) => "not serving".into(),
         (_, Some(true), Some(c)) => format!("{} address", cell(&c)),
         (_, Some(true), None) => "healthy".into(),
     }
+}
+
+/// A node's scheduling addresses in one cell, or `No public address` without any.
+fn node_addresses(n: &NodeView) -> String {
+    if n.no_public_address {
+        return "No public address".into();
+    }
+    cell(&n.addresses.iter().map(|a| a.ip).collect::<Vec<_>>())
+}
+
+/// The Metrics column: `cpu 42.5% mem 25.0%`, `-` while missing or stale.
+fn usage(u: Option<&NodeUsage>) -> String {
+    u.map_or_else(
+        || "-".to_owned(),
+        |u| {
+            format!(
+                "cpu {:.1}% mem {}",
+                u.cpu_pct,
+                u.memory_pct.map_or_else(|| "-".to_owned(), |m| format!("{m:.1}%"))
+            )
+        },
+    )
 }
 
 /// Printed under a table of window strips: an empty slot is not a failed attempt.
@@ -159,8 +182,10 @@ rows! {
     NodeView: [
         "id" => |r| r.id, "cluster" => |r| r.cluster_name, "group" => |r| r.group_name, "name" => |r| r.name,
         "enabled" => |r| r.enabled, "also_probes" => |r| r.also_probes, "enrolled" => |r| r.enrolled,
-        "level" => |r| r.level.map_or_else(|| "none".to_owned(), |l| cell(&l)),
-        "state" => |r| node_state(r),
+        "addresses" => |r| node_addresses(r),
+        "level" => |r| if r.no_public_address { "-".to_owned() } else { r.level.map_or_else(|| "none".to_owned(), |l| cell(&l)) },
+        "state" => |r| node_state(r), "connects_from" => |r| r.connects_from.or(r.enrolled_from),
+        "metrics" => |r| usage(r.usage.as_ref()),
     ];
     WebhookView: [
         "id" => |r| r.id, "name" => |r| r.webhook.name, "url" => |r| r.webhook.url,

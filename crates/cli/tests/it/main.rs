@@ -21,6 +21,7 @@ mod metrics;
 mod mirrors;
 mod monitors;
 mod netlab;
+mod nodes;
 mod openapi;
 mod postgres;
 mod replicas;

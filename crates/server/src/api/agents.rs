@@ -21,7 +21,7 @@ use crate::error::{ApiError, parse_json};
 use crate::support::now;
 use crate::views::{
     AddressRegionView, AddressView, DnsLine, DnsView, EnrollTokenView, HeldBy, Items, NewEnrollToken,
-    NodeTokenBody, NodeView, ProberKind, ProberTokenBody, ProberView, ResultView, WindowView,
+    NodeTokenBody, NodeUsage, NodeView, ProberKind, ProberTokenBody, ProberView, ResultView, WindowView,
 };
 use vantage_control::config::{Config, EnrollToken, NodeRecord, Object, ProberRecord, Role, Stored};
 use vantage_control::identity::Caller;
@@ -271,7 +271,7 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
     let source = if rec.addresses.is_empty() { AddressSource::Reported } else { AddressSource::Configured };
     let status = control.node_status(id);
     let at = now();
-    let addresses = control
+    let addresses: Vec<AddressView> = control
         .addresses_of(id)
         .unwrap_or_default()
         .as_slice()
@@ -311,10 +311,14 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
         version: agent.and_then(|a| a.version.clone()),
         hostname: agent.and_then(|a| a.hostname.clone()),
         connects_from: agent.and_then(|a| a.connects_from),
+        enrolled_from: rec.enrolled_from,
+        addable_source: control.addable_source(id),
         capabilities: agent.map(|a| a.capabilities.clone()).unwrap_or_default(),
         metrics: agent.and_then(|a| a.metrics),
+        usage: agent.and_then(|a| a.metrics.as_ref()).and_then(|m| NodeUsage::of(m, at)),
         links: agent.map(|a| a.links.clone()).unwrap_or_default(),
         reported_addresses: agent.map(|a| a.addresses.clone()).unwrap_or_default(),
+        no_public_address: addresses.is_empty(),
         addresses,
         level: status.and_then(|s| s.level),
         level_since: control.level_since(id),

@@ -97,6 +97,12 @@ pub(super) fn pct(v: f64) -> String {
     if (v - v.round()).abs() < 0.05 { format!("{v:.0} %") } else { format!("{v:.1} %") }
 }
 
+/// The node list's Metrics column: `CPU 42.5 % · Memory 25 %`.
+pub(super) fn usage(u: &crate::views::NodeUsage) -> String {
+    let mem = u.memory_pct.map_or_else(|| "—".to_owned(), pct);
+    format!("CPU {} · Memory {mem}", pct(u.cpu_pct))
+}
+
 /// A number without needless decimals.
 pub(super) fn num(v: f64) -> String {
     if (v - v.round()).abs() < 1e-9 { format!("{v:.0}") } else { format!("{v:.2}") }

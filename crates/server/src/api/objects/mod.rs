@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
-use vantage_core::address::{AddressInput, AddressList, AddressSource};
+use vantage_core::address::{AddressInput, AddressList, AddressSource, Level};
 use vantage_core::detection::{DetectionSettings, DetectionSettingsInput};
 use vantage_core::ids::{ClusterId, RegionId};
 use vantage_core::model::{
@@ -33,9 +33,12 @@ use crate::app::{Actor, App, Change};
 use crate::error::{ApiError, parse_json};
 use crate::views::{
     Addresses, CheckCreate, CheckView, ClusterView, GroupView, Items, LineView, MonitorView, NodeCreate,
-    NodeView, ProberBody, ProberView, RegionView, RuleView, WebhookView,
+    NodeView, ProberBody, ProberView, RegionView, RuleView, SourceAddressBody, WebhookView,
 };
-use settings::{addresses_get, addresses_put, detection_get, detection_put, settings_get, settings_put};
+use settings::{
+    addresses_add_source, addresses_get, addresses_put, detection_get, detection_put, settings_get,
+    settings_put,
+};
 use vantage_control::alerts::Webhook;
 use vantage_control::config::{
     Config, GroupRecord, LineRecord, NamedCheck, NodeRecord, Object, ProberRecord, RuleRecord, Stored,
@@ -404,5 +407,15 @@ pub(super) fn routes(api: &mut Api) {
         .takes::<Vec<AddressInput>>()
         .answers::<Addresses>(),
         put(addresses_put),
+    );
+    api.add(
+        Op::post(
+            "/v1/nodes/{id}/addresses/source",
+            "nodes",
+            "Add source address: add the address the node's agent connects from to its configured addresses",
+        )
+        .takes::<SourceAddressBody>()
+        .answers::<Addresses>(),
+        post(addresses_add_source),
     );
 }

@@ -61,9 +61,63 @@ pub(super) async fn addresses_put(
 ) -> Result<Json<Addresses>, ApiError> {
     let rows: Vec<AddressInput> = parse_json(body)?;
     let list = AddressList::parse(&rows, app.address_policy())?;
+    save_addresses(app, &actor, id, |_| Ok((list, json!({})))).await
+}
+
+/// *Add source address*: the node's source address (its latest heartbeat's, else its
+/// enrollment's) joins its configured addresses at the level asked (primary by default),
+/// validated and saved as any address change. Refused while there is none to add: no source
+/// address, a private one, or one configured already.
+pub(super) async fn addresses_add_source(
+    (State(app), Extension(actor)): Ctx,
+    Path(id): Path<i64>,
+    Json(body): Json<Value>,
+) -> Result<Json<Addresses>, ApiError> {
+    crate::error::object_body(&body)?;
+    let b: SourceAddressBody = parse_json(body)?;
+    let level = b.level.unwrap_or(Level::Primary);
+    let policy = app.address_policy();
+    let core = app.clone();
+    save_addresses(app, &actor, id, move |n| {
+        let (addable, source) = {
+            let c = core.control();
+            (c.addable_source(NodeId(id)), c.source_address(NodeId(id)))
+        };
+        let ip = addable.ok_or_else(|| {
+            let why = match source {
+                None => "its agent has not connected yet: there is no source address".to_owned(),
+                Some(ip) if n.addresses.as_slice().iter().any(|a| a.ip == ip) => {
+                    format!("the source address {ip} is configured already")
+                }
+                Some(ip) => format!("the source address {ip} is not public"),
+            };
+            ApiError::invalid("source", why)
+        })?;
+        let mut rows: Vec<AddressInput> = n
+            .addresses
+            .as_slice()
+            .iter()
+            .map(|a| AddressInput { ip: a.ip.to_string(), level: a.level, trusted: a.trusted })
+            .collect();
+        rows.push(AddressInput { ip: ip.to_string(), level, trusted: false });
+        Ok((AddressList::parse(&rows, policy)?, json!({"source": ip})))
+    })
+    .await
+}
+
+/// Saves the configured addresses `next` makes of a node's (with what the audit should add),
+/// audited as `node.set_addresses`; answers them with a warning for the new ones no prober
+/// can check yet.
+async fn save_addresses(
+    app: Arc<App>,
+    actor: &Actor,
+    id: i64,
+    next: impl FnOnce(&NodeRecord) -> Result<(AddressList, Value), ApiError>,
+) -> Result<Json<Addresses>, ApiError> {
     let (node, added) = app
-        .change(&actor, |c| {
+        .change(actor, |c| {
             let mut n = find::<NodeRecord>(c, id, None)?.value.clone();
+            let (list, extra) = next(&n)?;
             let before = n.addresses.clone();
             let added: Vec<IpAddr> = list
                 .as_slice()
@@ -74,8 +128,12 @@ pub(super) async fn addresses_put(
             n.addresses = list.clone();
             // A line's target addresses name a line of the node's own cluster.
             n.check(id, c)?;
+            let mut meta = json!({"before": before, "after": list});
+            if let (Some(meta), Value::Object(extra)) = (meta.as_object_mut(), extra) {
+                meta.extend(extra);
+            }
             let mut ch = Change::default();
-            ch.audit("node.set_addresses", format!("node:{id}"), json!({"before": before, "after": list}));
+            ch.audit("node.set_addresses", format!("node:{id}"), meta);
             ch.puts.push((id, Object::Node(n)));
             Ok((ch, (NodeId(id), added)))
         })

@@ -69,7 +69,12 @@ struct NodeRow {
     health: Markup,
     detail: String,
     addresses: Vec<(String, String, Markup, bool)>,
+    no_public_address: bool,
     agent: Markup,
+    /// The source address of its latest heartbeat, else of its enrollment.
+    connects_from: String,
+    /// CPU and memory while fresh, else empty.
+    metrics: String,
 }
 
 #[derive(Debug)]
@@ -283,6 +288,13 @@ pub(in crate::ui) async fn cluster(
                         )
                     })
                     .collect(),
+                no_public_address: n.no_public_address,
+                connects_from: n
+                    .connects_from
+                    .or(n.enrolled_from)
+                    .map(|ip| ip.to_string())
+                    .unwrap_or_default(),
+                metrics: n.usage.as_ref().map(format::usage).unwrap_or_default(),
                 agent: if n.online {
                     badge(Tone::Good, "Agent online")
                 } else if n.enrolled {

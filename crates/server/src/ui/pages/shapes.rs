@@ -27,8 +27,15 @@ pub(super) fn health(n: &views::Node) -> Health {
     if !n.enabled {
         return h(Tone::Neutral, "Disabled", "Not probed and not answered".into());
     }
-    if n.addresses.is_empty() {
-        return h(Tone::Bad, "No address", "No scheduling address: configure one or start its agent".into());
+    if n.no_public_address {
+        let add = n.addable_source.map(|ip| format!(", or add its source address {ip}")).unwrap_or_default();
+        return h(
+            Tone::Bad,
+            "No public address",
+            format!(
+                "None is configured and its agent reports no public one: DNS has nothing to answer with. Configure one{add}"
+            ),
+        );
     }
     let Some(serving) = n.serving else {
         return h(Tone::Neutral, "Not evaluated", "Waiting for the first evaluation".into());
