@@ -294,6 +294,19 @@ mod tests {
         }));
         assert_eq!(health(&down).detail, "Unreachable: 203.0.113.10");
     }
+
+    /// A node behind NAT with nothing configured: "No public address", never "Healthy", and
+    /// the page offers the address its agent connects from.
+    #[test]
+    fn a_nat_only_node_reads_no_public_address() {
+        let n = node(serde_json::json!({
+            "online": true, "level": null, "addresses": [], "no_public_address": true,
+            "connects_from": "198.51.100.7", "addable_source": "198.51.100.7",
+        }));
+        let h = health(&n);
+        assert_eq!((h.label.as_str(), h.healthy()), ("No public address", false));
+        assert!(h.detail.ends_with("or add its source address 198.51.100.7"), "{}", h.detail);
+    }
 }
 
 /// A history chart and its legend: per line its colour, label and last value.
