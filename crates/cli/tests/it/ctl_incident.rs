@@ -63,7 +63,11 @@ async fn names_stand_for_ids_everywhere_and_unknown_or_ambiguous_ones_name_the_f
     // `nodes list` in names, with the state.
     let list = ok(&s, "nodes list").await;
     let header = list.lines().next().unwrap_or_default();
-    assert!(header.starts_with("ID  CLUSTER  GROUP  NAME") && header.ends_with("STATE"), "{list}");
+    assert!(
+        header.starts_with("ID  CLUSTER  GROUP  NAME")
+            && header.split_whitespace().rev().take(3).eq(["METRICS", "CONNECTS_FROM", "STATE"]),
+        "{list}"
+    );
     assert!(list.lines().any(|l| l.contains(" video    sin-2  sin-1a ")), "{list}");
     assert!(list.lines().any(|l| l.contains(" audio    sin-1  sin-1b ")), "{list}");
 
