@@ -120,6 +120,14 @@ pub struct AddressInput {
     pub line: Option<LineId>,
 }
 
+/// A saved address as a row of the list it came from, so a list is edited without losing
+/// anything of its rows.
+impl From<SchedulingAddress> for AddressInput {
+    fn from(a: SchedulingAddress) -> Self {
+        AddressInput { ip: a.ip.to_string(), level: a.level, trusted: a.trusted, line: a.line }
+    }
+}
+
 fn primary() -> Level {
     Level::Primary
 }

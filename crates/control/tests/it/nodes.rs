@@ -51,11 +51,13 @@ fn a_nat_only_node_has_no_scheduling_address_and_its_source_may_be_added() {
                 ip: "198.51.100.7".into(),
                 level: Level::Backup1,
                 trusted: false,
+                line: None,
             },
             vantage_core::address::AddressInput {
                 ip: "203.0.113.70".into(),
                 level: Level::Primary,
                 trusted: false,
+                line: None,
             },
         ],
         AddressPolicy::default(),

@@ -93,13 +93,9 @@ pub(super) async fn addresses_add_source(
             };
             ApiError::invalid("source", why)
         })?;
-        let mut rows: Vec<AddressInput> = n
-            .addresses
-            .as_slice()
-            .iter()
-            .map(|a| AddressInput { ip: a.ip.to_string(), level: a.level, trusted: a.trusted })
-            .collect();
-        rows.push(AddressInput { ip: ip.to_string(), level, trusted: false });
+        let mut rows: Vec<AddressInput> =
+            n.addresses.as_slice().iter().map(|a| AddressInput::from(*a)).collect();
+        rows.push(AddressInput { ip: ip.to_string(), level, trusted: false, line: None });
         Ok((AddressList::parse(&rows, policy)?, json!({"source": ip})))
     })
     .await
