@@ -101,13 +101,39 @@ pub struct AdminToken {
     pub read_only: bool,
 }
 
-/// A named check (SPEC §3.1): how endpoint targets that name it are probed. The one named
-/// `default` applies where none is named.
+/// A named check (SPEC §3.1): how the mirrors, clusters and monitors that name it are probed.
+/// The one named `default` applies to those that name none and have no check of their own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NamedCheck {
     /// Name (at most 64 characters), unique.
     pub name: String,
     pub check: Check,
+}
+
+/// Where the check a cluster or monitor is probed with comes from, in the order they are
+/// looked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CheckSource {
+    /// Its own check (`check`).
+    Own,
+    /// The named check it names (`check_name`).
+    Named,
+    /// It has no check and names none: the check named `default`.
+    Default,
+    /// It has no check, names none, and no check is named `default`: the built-in check of
+    /// its kind.
+    Builtin,
+}
+
+/// The check a cluster or monitor is probed with, and where it comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probed {
+    pub check: Check,
+    pub source: CheckSource,
+    /// The named check's name (for `named` and `default`).
+    pub name: Option<String>,
 }
 
 /// Who an enrollment token is for.
@@ -499,6 +525,43 @@ impl Config {
             None if name.eq_ignore_ascii_case("default") => Some(Check::default()),
             None => None,
         }
+    }
+
+    /// The check a cluster's listeners are probed with: its own, else the check it names, else
+    /// the check named `default`, else the built-in cluster check.
+    pub fn cluster_check(&self, c: &Cluster) -> Probed {
+        self.probed(c.check.as_ref(), c.check_name.as_deref(), Check::default)
+    }
+
+    /// The check a monitor's endpoints are probed with: its own, else the check it names, else
+    /// the check named `default`, else the built-in `hls` check.
+    pub fn monitor_check(&self, m: &Monitor) -> Probed {
+        self.probed(m.check.as_ref(), m.check_name.as_deref(), vantage_core::monitor::builtin_check)
+    }
+
+    /// Own check, named check, `default`, built-in — the first there is. A name that is no
+    /// check (the invariants refuse one) is passed over like no name.
+    fn probed(&self, own: Option<&Check>, name: Option<&str>, builtin: fn() -> Check) -> Probed {
+        if let Some(check) = own {
+            return Probed { check: check.clone(), source: CheckSource::Own, name: None };
+        }
+        if let Some((name, check)) = name.and_then(|n| self.named_check(n)) {
+            return Probed { check: check.clone(), source: CheckSource::Named, name: Some(name.to_owned()) };
+        }
+        match self.named_check("default") {
+            Some((name, check)) => {
+                Probed { check: check.clone(), source: CheckSource::Default, name: Some(name.to_owned()) }
+            }
+            None => Probed { check: builtin(), source: CheckSource::Builtin, name: None },
+        }
+    }
+
+    /// The check named `name` (names compare without case) with its name as stored.
+    fn named_check(&self, name: &str) -> Option<(&str, &Check)> {
+        self.checks
+            .values()
+            .find(|c| c.value.name.eq_ignore_ascii_case(name))
+            .map(|c| (c.value.name.as_str(), &c.value.check))
     }
 
     /// The check named `name` (names compare without case), when there is one.

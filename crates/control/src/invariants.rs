@@ -3,12 +3,16 @@
 //! and belong to the same cluster, and what may be deleted (with what goes with it). The admin
 //! API asks these; it decides none of them itself.
 
+use vantage_core::Timestamp;
+use vantage_core::check::Method;
 use vantage_core::ids::{ClusterId, GroupId, LineId, RegionId};
 use vantage_core::model::{Cluster, Region};
+use vantage_core::monitor::Monitor;
 
 use crate::alerts::Webhook;
 use crate::config::{
-    Config, GroupRecord, LineRecord, NamedCheck, NodeRecord, ProberRecord, RuleRecord, plural,
+    CheckSource, Config, GroupRecord, LineRecord, NamedCheck, NodeRecord, Object, ProberRecord, RuleRecord,
+    plural,
 };
 
 /// Why the configuration refuses a change.
@@ -56,6 +60,56 @@ pub trait Invariants: Sized {
 fn still(n: usize, noun: &str, one: &str, many: &str) -> String {
     let verb = if n == 1 { one } else { many };
     format!("{} still {verb}", plural(n, noun, &format!("{noun}s")))
+}
+
+/// A `check_name` must name a check.
+fn named_check_exists(name: Option<&str>, c: &Config) -> Result<(), Refusal> {
+    match name {
+        Some(n) if c.check(n).is_none() => {
+            Err(Refusal::invalid("check_name", format!("no check named {n:?}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Monitors probe with `hls`, `http` or `https`: the check a monitor would be probed with
+/// must not be a `tcp` one.
+fn monitor_check_probes_content(m: &Monitor, c: &Config) -> Result<(), Refusal> {
+    let probed = c.monitor_check(m);
+    if probed.check.method() != Some(Method::Tcp) {
+        return Ok(());
+    }
+    let (field, whose) = match probed.source {
+        CheckSource::Named => ("check_name", "the check it names"),
+        _ => ("check", "the check named `default`, which applies to a monitor without a check,"),
+    };
+    Err(Refusal::invalid(
+        field,
+        format!("{whose} probes with tcp; monitors probe endpoints with hls, http or https"),
+    ))
+}
+
+/// Who names the check `name` (compared without case): mirrors by host, clusters and monitors
+/// by name — "mirror m1.example.net", "cluster video".
+fn named_by(name: &str, c: &Config) -> Vec<String> {
+    let names = |n: Option<&str>| n.is_some_and(|n| n.eq_ignore_ascii_case(name));
+    let mirrors = c
+        .mirrors
+        .mirrors
+        .values()
+        .filter(|m| names(m.check.as_deref()))
+        .map(|m| format!("mirror {}", m.host));
+    let clusters = c
+        .clusters
+        .values()
+        .filter(|x| names(x.value.check_name.as_deref()))
+        .map(|x| format!("cluster {}", x.value.name));
+    let monitors = c
+        .monitors
+        .values()
+        .filter(|x| names(x.value.check_name.as_deref()))
+        .map(|x| format!("monitor {}", x.value.name));
+    mirrors.chain(clusters).chain(monitors).collect()
 }
 
 /// Names must be unique among `siblings` (other than `id` itself).
@@ -155,7 +209,7 @@ impl Invariants for Cluster {
                 ));
             }
         }
-        Ok(())
+        named_check_exists(self.check_name.as_deref(), c)
     }
     fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, Refusal> {
         let nodes = c.nodes_of(ClusterId(id)).count();
@@ -403,45 +457,56 @@ impl Invariants for NamedCheck {
             id,
             c.checks.iter().map(|(i, x)| (*i, x.value.name.as_str())),
         )?;
-        // A rename would leave the mirrors that name the old name without their check.
+        // A rename would leave the mirrors, clusters and monitors that name the old name
+        // without their check.
         if let Some(old) = c.checks.get(&id).map(|x| x.value.name.as_str())
             && !old.eq_ignore_ascii_case(&self.name)
-            && let Some(m) = c
-                .mirrors
-                .mirrors
-                .values()
-                .find(|m| m.check.as_deref().is_some_and(|n| n.eq_ignore_ascii_case(old)))
+            && let Some(user) = named_by(old, c).first()
         {
             return Err(Refusal::invalid(
                 "name",
-                format!("mirror {} names this check as {old:?}; point it at another check first", m.host),
+                format!("{user} names this check as {old:?}; point it at another check first"),
             ));
+        }
+        // Every monitor probed with this check after the change must still probe content.
+        if self.check.method() == Some(Method::Tcp) {
+            let mut next = c.clone();
+            let created = c.checks.get(&id).map_or(Timestamp::EPOCH, |x| x.created_at);
+            next.put(id, Object::Check(self.clone()), created, created);
+            if let Some(m) = next
+                .monitors
+                .values()
+                .find(|m| next.monitor_check(&m.value).check.method() == Some(Method::Tcp))
+            {
+                return Err(Refusal::invalid(
+                    "method",
+                    format!(
+                        "monitor {} is probed with this check; monitors probe endpoints with hls, http or https",
+                        m.value.name
+                    ),
+                ));
+            }
         }
         Ok(())
     }
     fn check_delete(id: i64, c: &Config) -> Result<Vec<i64>, Refusal> {
         let Some(name) = c.checks.get(&id).map(|x| x.value.name.as_str()) else { return Ok(Vec::new()) };
-        // Mirrors without a check use `default`, and fall back to the built-in defaults when it
-        // goes; a mirror naming a check by name would be left without one.
-        let users: Vec<&str> = c
-            .mirrors
-            .mirrors
-            .values()
-            .filter(|m| m.check.as_deref().is_some_and(|n| n.eq_ignore_ascii_case(name)))
-            .map(|m| m.host.as_str())
-            .collect();
+        // Mirrors, clusters and monitors without a check use `default`, and fall back to the
+        // built-in check of their kind when it goes; one naming a check by name would be left
+        // without it.
+        let users = named_by(name, c);
         if !users.is_empty() && !name.eq_ignore_ascii_case("default") {
             return Err(Refusal::Conflict(format!(
-                "{} this check ({})",
-                still(users.len(), "mirror", "uses", "use"),
-                users.join(", ")
+                "this check is still named by {}; point {} at another check first",
+                users.join(", "),
+                if users.len() == 1 { "it" } else { "them" }
             )));
         }
         Ok(Vec::new())
     }
 }
 
-impl Invariants for vantage_core::monitor::Monitor {
+impl Invariants for Monitor {
     fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
         unique(
             "A monitor named",
@@ -458,7 +523,8 @@ impl Invariants for vantage_core::monitor::Monitor {
                 ));
             }
         }
-        Ok(())
+        named_check_exists(self.check_name.as_deref(), c)?;
+        monitor_check_probes_content(self, c)
     }
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {
         Ok(Vec::new())

@@ -75,11 +75,14 @@ pub struct MonitorState {
 }
 
 impl MonitorState {
-    /// Each region's health at `now`, in the monitor's order.
-    pub fn health(&self, m: &Monitor, now: Timestamp) -> Vec<RegionHealth> {
+    /// Each region's health at `now`, in the monitor's order; `interval_s` is that of the check
+    /// the monitor is probed with ([`Config::monitor_check`]).
+    pub fn health(&self, m: &Monitor, interval_s: u32, now: Timestamp) -> Vec<RegionHealth> {
         m.regions
             .iter()
-            .map(|r| self.windows.get(&r.region).map_or(RegionHealth::Unknown, |w| w.health(m, r, now)))
+            .map(|r| {
+                self.windows.get(&r.region).map_or(RegionHealth::Unknown, |w| w.health(m, r, interval_s, now))
+            })
             .collect()
     }
 
@@ -170,7 +173,7 @@ impl Monitors {
             window.push(MonitorProbe { at: now, failed, detail }, m.quorum_window);
         }
         self.dirty = true;
-        decide(key.monitor, m, state, now)
+        decide(key.monitor, m, c.monitor_check(m).check.interval_s(), state, now)
     }
 
     /// Regions whose probers went quiet become unknown: every monitor's verdict is recomputed
@@ -180,7 +183,8 @@ impl Monitors {
         for (id, state) in &mut self.states {
             let Some(m) = c.monitors.get(&id.0) else { continue };
             if state.verdict.is_some()
-                && let Some(ch) = decide(*id, &m.value, state, now)
+                && let Some(ch) =
+                    decide(*id, &m.value, c.monitor_check(&m.value).check.interval_s(), state, now)
             {
                 self.dirty = true;
                 out.push(ch);
@@ -189,11 +193,12 @@ impl Monitors {
         out
     }
 
-    /// The steering order of a monitor's pathways at `now`.
-    pub fn steering(&self, m: &Monitor, id: MonitorId, now: Timestamp) -> Vec<String> {
+    /// The steering order of a monitor's pathways at `now` (`interval_s`: of the check it is
+    /// probed with).
+    pub fn steering(&self, m: &Monitor, id: MonitorId, interval_s: u32, now: Timestamp) -> Vec<String> {
         let empty = MonitorState::default();
         let s = self.states.get(&id).unwrap_or(&empty);
-        pathway_priority(m, &s.health(m, now), &s.ttfb(m))
+        pathway_priority(m, &s.health(m, interval_s, now), &s.ttfb(m))
     }
 }
 
@@ -233,7 +238,7 @@ impl SteeringTable {
                 let s = Steering {
                     id,
                     ttl_s: m.value.steering_ttl_s,
-                    order: monitors.steering(&m.value, id, now),
+                    order: monitors.steering(&m.value, id, c.monitor_check(&m.value).check.interval_s(), now),
                 };
                 (m.value.name.clone(), s)
             })
@@ -243,8 +248,14 @@ impl SteeringTable {
 }
 
 /// Recomputes a monitor's global verdict at `now`; a change joins the history.
-fn decide(id: MonitorId, m: &Monitor, state: &mut MonitorState, now: Timestamp) -> Option<MonitorChange> {
-    let health = state.health(m, now);
+fn decide(
+    id: MonitorId,
+    m: &Monitor,
+    interval_s: u32,
+    state: &mut MonitorState,
+    now: Timestamp,
+) -> Option<MonitorChange> {
+    let health = state.health(m, interval_s, now);
     if health.iter().all(|h| *h == RegionHealth::Unknown) {
         // Nothing is known (every prober quiet): the last verdict stands rather than reading
         // `healthy` and resolving what may still be an outage.
@@ -285,10 +296,11 @@ pub fn endpoint_targets(
     let mut keys = BTreeSet::new();
     for (id, m) in &c.monitors {
         let Some(r) = m.value.regions.iter().find(|r| r.region == region) else { continue };
-        let check = match checks.iter().position(|x| *x == m.value.check) {
+        let probed = c.monitor_check(&m.value).check;
+        let check = match checks.iter().position(|x| *x == probed) {
             Some(i) => i,
             None => {
-                checks.push(m.value.check.clone());
+                checks.push(probed);
                 checks.len() - 1
             }
         };

@@ -45,7 +45,7 @@ impl Config {
         self.nodes
             .get(&target.node.0)
             .and_then(|n| self.clusters.get(&n.value.cluster.0))
-            .map_or(0, |c| c.value.check.initial())
+            .map_or(0, |c| self.cluster_check(&c.value).check.initial())
     }
 }
 
@@ -75,11 +75,12 @@ pub fn targets(
     let mut out = Issued::default();
     let mut probe_of: HashMap<(IpAddr, Listener, u32), TargetKey> = HashMap::new();
     for (cid, cluster) in &c.clusters {
-        // Clusters with the same check share one.
-        let check = match out.checks.iter().position(|k| *k == cluster.value.check) {
+        // Clusters probed with the same check share one.
+        let probed = c.cluster_check(&cluster.value).check;
+        let check = match out.checks.iter().position(|k| *k == probed) {
             Some(i) => i,
             None => {
-                out.checks.push(cluster.value.check.clone());
+                out.checks.push(probed);
                 out.checks.len() - 1
             }
         };

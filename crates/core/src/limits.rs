@@ -28,7 +28,7 @@ pub fn cluster(c: &Cluster) -> Result<()> {
     at_most("aliases", c.aliases.len(), 64)?;
     at_most("required_links", c.required_links.len(), 32)?;
     at_most("publishers", c.publishers.len(), 16)?;
-    check(&c.check).map_err(|e| e.within("check"))
+    c.check.as_ref().map_or(Ok(()), |k| check(k).map_err(|e| e.within("check")))
 }
 
 /// A check's limits.

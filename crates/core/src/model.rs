@@ -164,8 +164,14 @@ pub struct Cluster {
     pub suspect_ttl: Option<u32>,
     /// The listeners every node serves (1–16, distinct ports).
     pub listeners: Vec<Listener>,
-    /// How listeners are checked (path, host, request, expected status…).
-    pub check: Check,
+    /// The cluster's own check of its listeners (path, host, request, expected status…);
+    /// absent: the named check [`check_name`](Self::check_name), else the check named
+    /// `default`, else the built-in cluster check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+    /// The named check its listeners are probed with (never together with `check`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_name: Option<String>,
     /// A change may remove at most this % of a line's records at once (1–100, 50).
     pub mass_removal_pct: u32,
     /// Only nodes whose agent is connected (heartbeat within 45 s) are answered.
@@ -291,7 +297,13 @@ pub struct ClusterInput {
     /// TTL while an address of the line is suspect, s.
     pub suspect_ttl: Option<u32>,
     pub listeners: Vec<Listener>,
-    pub check: Check,
+    /// The cluster's own check (absent: `check_name`, else the check named `default`, else the
+    /// built-in cluster check).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+    /// A named check to probe the listeners with, instead of an own `check`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check_name: Option<String>,
     /// Mass-removal limit, %.
     pub mass_removal_pct: u32,
     /// Agents required.
@@ -315,7 +327,8 @@ impl Default for ClusterInput {
                 protocol: crate::check::Protocol::Http,
                 proxy_protocol: false,
             }],
-            check: Check::default(),
+            check: None,
+            check_name: None,
             mass_removal_pct: 50,
             agent_required: false,
             required_links: Vec::new(),
@@ -335,6 +348,7 @@ impl From<Cluster> for ClusterInput {
             suspect_ttl: c.suspect_ttl,
             listeners: c.listeners,
             check: c.check,
+            check_name: c.check_name,
             mass_removal_pct: c.mass_removal_pct,
             agent_required: c.agent_required,
             required_links: c.required_links,
@@ -379,6 +393,13 @@ impl TryFrom<ClusterInput> for Cluster {
                 ));
             }
         }
+        let check_name = i.check_name.map(|n| crate::error::name("check_name", &n, MAX_NAME)).transpose()?;
+        if check_name.is_some() && i.check.is_some() {
+            return Err(Error::invalid(
+                "check_name",
+                "give either the cluster's own check or the name of a check, not both",
+            ));
+        }
         let mass_removal_pct = in_range("mass_removal_pct", i.mass_removal_pct, 1, 100)?;
         for (n, l) in i.required_links.iter().enumerate() {
             crate::error::name(&format!("required_links[{n}]"), l, MAX_NAME)?;
@@ -400,6 +421,7 @@ impl TryFrom<ClusterInput> for Cluster {
             suspect_ttl: i.suspect_ttl,
             listeners: i.listeners,
             check: i.check,
+            check_name,
             mass_removal_pct,
             agent_required: i.agent_required,
             required_links: i.required_links,

@@ -71,14 +71,27 @@ fn pathway_id(field: &str, text: &str) -> Result<String> {
     }
 }
 
+/// The check of a monitor that has none and names none when no check is named `default`:
+/// `hls` with the other defaults.
+pub fn builtin_check() -> Check {
+    Check::parse(crate::check::CheckInput { method: Some(Method::Hls), ..Default::default() })
+        .unwrap_or_else(|_| unreachable!("an hls check with defaults is valid"))
+}
+
 /// A validated monitor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "MonitorInput")]
 #[non_exhaustive]
 pub struct Monitor {
     pub name: String,
-    /// Check for the endpoints (`hls` or `http`/`https`).
-    pub check: Check,
+    /// The monitor's own check of its endpoints (`hls` or `http`/`https`); absent: the named
+    /// check [`check_name`](Self::check_name), else the check named `default`, else
+    /// [`builtin_check`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+    /// The named check its endpoints are probed with (never together with `check`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_name: Option<String>,
     pub regions: Vec<MonitorRegion>,
     /// N: failing probes among the last M that make a region down.
     pub failure_quorum: u32,
@@ -100,8 +113,13 @@ pub struct Monitor {
 #[serde(default, deny_unknown_fields)]
 pub struct MonitorInput {
     pub name: String,
-    /// Check (`hls` by default).
+    /// The monitor's own check (absent: `check_name`, else the check named `default`, else
+    /// `hls`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub check: Option<Check>,
+    /// A named check to probe the endpoints with, instead of an own `check`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check_name: Option<String>,
     pub regions: Vec<MonitorRegion>,
     /// N (3).
     pub failure_quorum: u32,
@@ -121,7 +139,8 @@ impl From<Monitor> for MonitorInput {
     fn from(m: Monitor) -> Self {
         MonitorInput {
             name: m.name,
-            check: Some(m.check),
+            check: m.check,
+            check_name: m.check_name,
             regions: m.regions,
             failure_quorum: m.failure_quorum,
             quorum_window: m.quorum_window,
@@ -138,6 +157,7 @@ impl Default for MonitorInput {
         MonitorInput {
             name: String::new(),
             check: None,
+            check_name: None,
             regions: Vec::new(),
             failure_quorum: 3,
             quorum_window: 5,
@@ -161,14 +181,15 @@ impl TryFrom<MonitorInput> for Monitor {
     type Error = Error;
     fn try_from(i: MonitorInput) -> Result<Self> {
         let name = name("name", &i.name, 64)?;
-        let check = match i.check {
-            Some(c) => c,
-            None => {
-                Check::parse(crate::check::CheckInput { method: Some(Method::Hls), ..Default::default() })?
-            }
-        };
-        if check.method() == Some(Method::Tcp) {
+        if i.check.as_ref().is_some_and(|c| c.method() == Some(Method::Tcp)) {
             return Err(Error::invalid("check.method", "monitors probe endpoints with hls, http or https"));
+        }
+        let check_name = i.check_name.map(|n| crate::error::name("check_name", &n, 64)).transpose()?;
+        if check_name.is_some() && i.check.is_some() {
+            return Err(Error::invalid(
+                "check_name",
+                "give either the monitor's own check or the name of a check, not both",
+            ));
         }
         if i.regions.is_empty() || i.regions.len() > 64 {
             return Err(Error::invalid("regions", format!("1 to 64 regions, got {}", i.regions.len())));
@@ -218,7 +239,8 @@ impl TryFrom<MonitorInput> for Monitor {
         let max_segment_age_s = in_range("max_segment_age_s", i.max_segment_age_s, 1, 86_400)?;
         Ok(Monitor {
             name,
-            check,
+            check: i.check,
+            check_name,
             regions,
             failure_quorum,
             quorum_window,
@@ -298,10 +320,11 @@ impl RegionWindow {
     }
 
     /// The region's health under the monitor's quorum and the region's maximum age, at `now`:
-    /// unknown before the first probe and once the newest is older than three check
-    /// intervals (at least 30 s) — a region whose probers went quiet is not known to be well.
-    pub fn health(&self, m: &Monitor, r: &MonitorRegion, now: Timestamp) -> RegionHealth {
-        let fresh_ms = (i64::from(m.check.interval_s()) * 3).max(30) * 1000;
+    /// unknown before the first probe and once the newest is older than three intervals of the
+    /// check the monitor is probed with (`interval_s`; at least 30 s) — a region whose probers
+    /// went quiet is not known to be well.
+    pub fn health(&self, m: &Monitor, r: &MonitorRegion, interval_s: u32, now: Timestamp) -> RegionHealth {
+        let fresh_ms = (i64::from(interval_s) * 3).max(30) * 1000;
         let quiet = self.latest().is_none_or(|p| now.millis_since(p.at) > fresh_ms);
         if quiet {
             RegionHealth::Unknown
@@ -454,11 +477,12 @@ mod tests {
     #[test]
     fn region_down_needs_the_failure_quorum() {
         let m = monitor(); // 3 of the last 5
-        assert_eq!(window(&[]).health(&m, &m.regions[0], Timestamp::EPOCH), RegionHealth::Unknown);
+        assert_eq!(window(&[]).health(&m, &m.regions[0], 5, Timestamp::EPOCH), RegionHealth::Unknown);
         assert_eq!(
             window(&[probe(true, None), probe(true, None), probe(false, None)]).health(
                 &m,
                 &m.regions[0],
+                5,
                 Timestamp::EPOCH
             ),
             RegionHealth::Healthy
@@ -467,6 +491,7 @@ mod tests {
             window(&[probe(true, None), probe(false, None), probe(true, None), probe(true, None)]).health(
                 &m,
                 &m.regions[0],
+                5,
                 Timestamp::EPOCH
             ),
             RegionHealth::Down
@@ -481,38 +506,39 @@ mod tests {
             probe(false, None),
         ]);
         assert_eq!(w.failures(), 2);
-        assert_eq!(w.health(&m, &m.regions[0], Timestamp::EPOCH), RegionHealth::Healthy);
+        assert_eq!(w.health(&m, &m.regions[0], 5, Timestamp::EPOCH), RegionHealth::Healthy);
     }
 
     #[test]
     fn a_quiet_region_is_unknown_and_a_region_may_allow_older_segments() {
         let mut m = monitor(); // hls check every 5 s: quiet after 30 s
         let w = window(&[probe(true, None), probe(true, None), probe(true, None)]);
-        assert_eq!(w.health(&m, &m.regions[0], Timestamp::from_secs(30)), RegionHealth::Down);
-        assert_eq!(w.health(&m, &m.regions[0], Timestamp::from_secs(31)), RegionHealth::Unknown);
+        assert_eq!(w.health(&m, &m.regions[0], 5, Timestamp::from_secs(30)), RegionHealth::Down);
+        assert_eq!(w.health(&m, &m.regions[0], 5, Timestamp::from_secs(31)), RegionHealth::Unknown);
         let aged = window(&[probe(false, Some(41.0))]);
-        assert_eq!(aged.health(&m, &m.regions[0], Timestamp::EPOCH), RegionHealth::Stale);
+        assert_eq!(aged.health(&m, &m.regions[0], 5, Timestamp::EPOCH), RegionHealth::Stale);
         m.regions[0].max_segment_age_s = Some(60);
-        assert_eq!(aged.health(&m, &m.regions[0], Timestamp::EPOCH), RegionHealth::Healthy);
+        assert_eq!(aged.health(&m, &m.regions[0], 5, Timestamp::EPOCH), RegionHealth::Healthy);
     }
 
     #[test]
     fn unknown_freshness_is_not_stale() {
         let m = monitor(); // 30 s
         assert_eq!(
-            window(&[probe(false, None)]).health(&m, &m.regions[0], Timestamp::EPOCH),
+            window(&[probe(false, None)]).health(&m, &m.regions[0], 5, Timestamp::EPOCH),
             RegionHealth::Healthy
         );
         assert_eq!(
             window(&[probe(false, Some(41.0)), probe(false, None)]).health(
                 &m,
                 &m.regions[0],
+                5,
                 Timestamp::EPOCH
             ),
             RegionHealth::Stale
         );
         assert_eq!(
-            window(&[probe(false, Some(12.0))]).health(&m, &m.regions[0], Timestamp::EPOCH),
+            window(&[probe(false, Some(12.0))]).health(&m, &m.regions[0], 5, Timestamp::EPOCH),
             RegionHealth::Healthy
         );
     }

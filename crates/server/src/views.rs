@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 use vantage_control::alerts::{Alert, Webhook};
-use vantage_control::config::TokenState;
+use vantage_control::config::{CheckSource, Probed, TokenState};
 use vantage_control::observe::{ProberStatus, RoundSummary};
 use vantage_core::Timestamp;
 use vantage_core::address::{AddressSource, Level, SchedulingAddress};
@@ -111,8 +111,14 @@ pub struct ClusterView {
     pub ttl: u32,
     /// Listeners every node is probed on.
     pub listeners: Vec<Listener>,
-    /// How its targets are checked.
-    pub check: Check,
+    /// Its own check of its listeners, as entered (absent: `check_name`, else `default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+    /// The named check its listeners are probed with, as entered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_name: Option<String>,
+    /// The check its listeners are probed with now, and where it comes from.
+    pub probed_with: ProbedCheck,
     /// The most of a line's records one revision may remove, %.
     pub mass_removal_pct: u32,
     /// Only nodes whose agent is connected are answered.
@@ -121,6 +127,38 @@ pub struct ClusterView {
     pub required_links: Vec<String>,
     /// External DNS servers it is pushed to (RFC 2136).
     pub publishers: Vec<PublisherInput>,
+}
+
+/// The check a cluster or monitor is probed with now, and where it comes from: its own check,
+/// the check it names, the check named `default`, or the built-in check of its kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ProbedCheck {
+    pub source: CheckSource,
+    /// The named check's name (sources `named` and `default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its attributes, defaults filled in.
+    pub check: Check,
+}
+
+impl ProbedCheck {
+    /// Where the check comes from, as `ctl` and the UI say it: `own check`, `check light`,
+    /// `check default (names none)`, `built-in (no check named default)`.
+    pub fn source_phrase(&self) -> String {
+        let name = self.name.as_deref().unwrap_or_default();
+        match self.source {
+            CheckSource::Own => "own check".into(),
+            CheckSource::Named => format!("check {name}"),
+            CheckSource::Default => format!("check {name} (names none)"),
+            CheckSource::Builtin => "built-in (no check named default)".into(),
+        }
+    }
+}
+
+impl From<Probed> for ProbedCheck {
+    fn from(p: Probed) -> Self {
+        ProbedCheck { source: p.source, name: p.name, check: p.check }
+    }
 }
 
 /// A node group of a cluster.

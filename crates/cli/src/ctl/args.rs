@@ -32,8 +32,8 @@ pub(crate) struct Args {
 pub(super) enum Resource {
     /// Regions (code, name).
     Regions(Plain),
-    /// Clusters (name, domain, aliases, dns_mode, ttl, listeners, check, publishers…), their
-    /// revisions and current records.
+    /// Clusters (name, domain, aliases, dns_mode, ttl, listeners, check or check_name,
+    /// publishers…), their revisions and current records.
     Clusters(ClusterArgs),
     /// Node groups of a cluster (name, region).
     Groups(InCluster),
@@ -59,7 +59,8 @@ pub(super) enum Resource {
         #[command(subcommand)]
         action: TenantAction,
     },
-    /// Named checks that probe mirrors (`default` applies where none is named).
+    /// Named checks that probe mirrors, clusters and monitors (`default` applies to those that
+    /// have no check and name none).
     Checks {
         #[command(subcommand)]
         action: CheckAction,
@@ -455,7 +456,7 @@ pub(super) enum MonitorAction {
         /// JSON or YAML monitor file (`-` for standard input), sent as it is: name, check,
         /// regions, failure_quorum, quorum_window, max_segment_age_s, down_weight_budget_pct,
         /// stale_weight_budget_pct, steering_ttl_s.
-        #[arg(long, conflicts_with_all = ["name", "regions", "max_segment_age_s", "quorum", "check_interval_s"])]
+        #[arg(long, conflicts_with_all = ["name", "regions", "max_segment_age_s", "quorum", "check_interval_s", "check"])]
         file: Option<PathBuf>,
         #[command(flatten)]
         monitor: MonitorFlags,
@@ -487,8 +488,12 @@ pub(super) struct MonitorFlags {
     #[arg(long, value_name = "N/M", value_parser = quorum)]
     pub(super) quorum: Option<(u32, u32)>,
     /// Seconds between probes of each endpoint (5).
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", conflicts_with = "check")]
     pub(super) check_interval_s: Option<u32>,
+    /// The named check to probe the endpoints with (without it and without
+    /// --check-interval-s: the check named `default`, else `hls`).
+    #[arg(long, value_name = "NAME")]
+    pub(super) check: Option<String>,
 }
 
 /// `CODE=WEIGHT=URL[,URL…][@PATHWAY]`. The server judges the values; this only splits them.

@@ -353,6 +353,7 @@ fn monitor_input(name: &str, f: &MonitorFlags) -> anyhow::Result<MonitorInput> {
     Ok(MonitorInput {
         name: name.to_owned(),
         check,
+        check_name: f.check.clone(),
         regions: f.regions.clone(),
         failure_quorum,
         quorum_window,
@@ -376,6 +377,7 @@ fn monitor(m: &MonitorView, json: bool) -> anyhow::Result<()> {
     if let Value::Object(f) = &mut fields {
         f.remove("regions");
         f.insert("id".into(), json!(m.id));
+        f.insert("probed_with".into(), json!(m.probed_with.source_phrase()));
         f.insert("verdict".into(), json!(m.verdict.map_or_else(|| "unknown".to_owned(), |v| v.to_string())));
         f.insert("since".into(), json!(m.since));
         f.insert("created_at".into(), json!(m.created_at));

@@ -166,7 +166,7 @@ rows! {
     RegionView: ["id" => |r| r.id, "code" => |r| r.code, "name" => |r| r.name, "probers" => |r| r.probers];
     ClusterView: [
         "id" => |r| r.id, "name" => |r| r.name, "domain" => |r| r.domain, "dns_mode" => |r| r.dns_mode,
-        "ttl" => |r| r.ttl, "aliases" => |r| r.aliases,
+        "ttl" => |r| r.ttl, "aliases" => |r| r.aliases, "check" => |r| r.probed_with.source_phrase(),
     ];
     GroupView: ["id" => |r| r.id, "name" => |r| r.name, "region" => |r| r.region];
     LineView: [
@@ -223,7 +223,8 @@ rows! {
         "id" => |r| r.id, "name" => |r| r.name, "method" => |r| r.check.method(), "path" => |r| r.check.path(),
         "host" => |r| r.check.host(), "interval_s" => |r| r.check.interval_s(),
         "timeout_ms" => |r| r.check.timeout_ms(), "window" => |r| r.check.window(),
-        "threshold" => |r| r.check.threshold(), "mirrors" => |r| r.mirrors,
+        "threshold" => |r| r.check.threshold(), "mirrors" => |r| r.mirrors, "clusters" => |r| r.clusters,
+        "monitors" => |r| r.monitors,
     ];
     Alert: [
         "id" => |r| r.id, "state" => |r| r.state, "kind" => |r| r.kind, "summary" => |r| r.summary,

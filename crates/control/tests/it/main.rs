@@ -6,6 +6,7 @@ mod lab;
 
 mod certificates;
 mod changes;
+mod checks;
 mod detection;
 mod events;
 mod fleet;

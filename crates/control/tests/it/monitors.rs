@@ -122,7 +122,7 @@ fn stale_weight_over_the_budget_degrades_and_a_small_region_does_not() {
     let out = lab.take();
     assert!(alerts(&out).contains(&(format!("monitor_degraded/monitor:{id}"), true)), "{:?}", alerts(&out));
     let s = lab.control.monitors().state(id).unwrap();
-    assert_eq!(s.health(&lab.control.config().monitors[&id.0].value, lab.now)[1], RegionHealth::Stale);
+    assert_eq!(s.health(&lab.control.config().monitors[&id.0].value, 5, lab.now)[1], RegionHealth::Stale);
 }
 
 #[test]
@@ -143,7 +143,10 @@ fn one_failing_probe_is_not_down_and_the_quorum_is() {
     assert_eq!(down.details["severity"], "critical");
     // The steering order puts the down pathway last.
     let m = lab.control.config().monitors[&id.0].value.clone();
-    assert_eq!(lab.control.monitors().steering(&m, id, lab.now).last().map(String::as_str), Some("cdn-jp"));
+    assert_eq!(
+        lab.control.monitors().steering(&m, id, 5, lab.now).last().map(String::as_str),
+        Some("cdn-jp")
+    );
     let table = lab.control.steering();
     let by_name = table.find("live").unwrap();
     assert_eq!((by_name.order.last().map(String::as_str), by_name.ttl_s), (Some("cdn-jp"), 30));
@@ -210,7 +213,7 @@ fn a_region_whose_probers_went_quiet_is_unknown_and_the_verdict_follows() {
     }
     lab.advance(5);
     let m = lab.control.config().monitors[&id.0].value.clone();
-    assert_eq!(lab.control.monitors().state(id).unwrap().health(&m, lab.now)[0], RegionHealth::Unknown);
+    assert_eq!(lab.control.monitors().state(id).unwrap().health(&m, 5, lab.now)[0], RegionHealth::Unknown);
     assert_eq!(global(&lab, id), Some(GlobalVerdict::Healthy), "unknown regions count neither way");
     assert!(alerts(&lab.take()).contains(&(format!("monitor_down/monitor:{id}"), false)));
     // When every prober is quiet, nothing is known: the last verdict stands.

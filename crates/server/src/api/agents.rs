@@ -353,7 +353,7 @@ fn result_row(c: &Config, key: TargetKey, caller: Caller, l: &Latest) -> ResultV
     let cluster = node.and_then(|n| c.clusters.get(&n.value.cluster.0));
     let listener = cluster.and_then(|cl| cl.value.listeners.iter().find(|x| x.port == key.port));
     let (window, threshold) =
-        cluster.map_or((8, 3), |cl| (cl.value.check.window(), cl.value.check.threshold()));
+        cluster.map(|cl| c.cluster_check(&cl.value).check).map_or((8, 3), |k| (k.window(), k.threshold()));
     let ipv6 = key.ip.is_ipv6();
     let prober = caller.id();
     let (prober_name, region, prober_kind) = match caller {

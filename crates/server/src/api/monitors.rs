@@ -64,7 +64,8 @@ pub(crate) fn verdict_view(app: &App, id: i64, m: &Monitor) -> MonitorVerdictVie
     let control = app.control();
     let state = control.monitors().state(MonitorId(id)).cloned().unwrap_or_default();
     let at = now();
-    let health = state.health(m, at);
+    let interval_s = app.config().monitor_check(m).check.interval_s();
+    let health = state.health(m, interval_s, at);
     let weights = global_verdict(m, &health);
     let regions = m
         .regions
@@ -98,7 +99,7 @@ pub(crate) fn verdict_view(app: &App, id: i64, m: &Monitor) -> MonitorVerdictVie
         down_weight: weights.down_weight_pct / 100.0,
         stale_weight: weights.stale_weight_pct / 100.0,
         regions,
-        pathway_priority: control.monitors().steering(m, MonitorId(id), at),
+        pathway_priority: control.monitors().steering(m, MonitorId(id), interval_s, at),
     }
 }
 

@@ -99,7 +99,8 @@ impl MonitorFamilies {
             };
             self.verdict.get_or_create(&MonitorLabel { monitor: m.name.clone() }).set(value);
             let Some(state) = state else { continue };
-            for (r, h) in m.regions.iter().zip(state.health(m, now)) {
+            let interval_s = c.monitor_check(m).check.interval_s();
+            for (r, h) in m.regions.iter().zip(state.health(m, interval_s, now)) {
                 let labels = MonitorRegionLabels { monitor: m.name.clone(), region: r.region.clone() };
                 self.down.get_or_create(&labels).set(i64::from(h == RegionHealth::Down));
                 let window = state.windows.get(&r.region);

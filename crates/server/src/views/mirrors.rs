@@ -136,7 +136,8 @@ pub struct TenantView {
 /// A named check as created: its name and its attributes.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CheckCreate {
-    /// Name, unique (`default` applies where none is named).
+    /// Name, unique (`default` applies to mirrors, clusters and monitors that have no check
+    /// and name none).
     pub name: String,
     #[serde(flatten)]
     pub check: CheckInput,
@@ -156,4 +157,10 @@ pub struct CheckView {
     pub check: Check,
     /// Mirrors it probes.
     pub mirrors: usize,
+    /// Clusters whose listeners it probes (by name, or as `default`).
+    #[serde(default)]
+    pub clusters: usize,
+    /// Monitors whose endpoints it probes (by name, or as `default`).
+    #[serde(default)]
+    pub monitors: usize,
 }

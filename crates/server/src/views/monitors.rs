@@ -16,6 +16,8 @@ pub struct MonitorView {
     pub updated_at: Timestamp,
     /// The definition, defaults filled in.
     pub monitor: Monitor,
+    /// The check its endpoints are probed with now, and where it comes from.
+    pub probed_with: super::ProbedCheck,
     /// The global verdict (absent before the first probe).
     pub verdict: Option<GlobalVerdict>,
     /// Since when.

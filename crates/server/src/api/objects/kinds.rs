@@ -55,7 +55,8 @@ impl Kind for Cluster {
         vantage_core::limits::cluster(&c)?;
         Ok(c)
     }
-    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> ClusterView {
+    fn view(id: i64, s: &Stored<Self>, config: &Config, _: &App) -> ClusterView {
+        let probed_with = config.cluster_check(&s.value).into();
         let c = ClusterInput::from(s.value.clone());
         ClusterView {
             id,
@@ -68,6 +69,8 @@ impl Kind for Cluster {
             ttl: c.ttl,
             listeners: c.listeners,
             check: c.check,
+            check_name: c.check_name,
+            probed_with,
             mass_removal_pct: c.mass_removal_pct,
             agent_required: c.agent_required,
             required_links: c.required_links,
@@ -320,6 +323,10 @@ impl Kind for NamedCheck {
             .values()
             .filter(|m| m.check.as_deref().unwrap_or("default").eq_ignore_ascii_case(name))
             .count();
+        let probes =
+            |p: vantage_control::config::Probed| p.name.is_some_and(|n| n.eq_ignore_ascii_case(name));
+        let clusters = c.clusters.values().filter(|x| probes(c.cluster_check(&x.value))).count();
+        let monitors = c.monitors.values().filter(|x| probes(c.monitor_check(&x.value))).count();
         CheckView {
             id,
             created_at: s.created_at,
@@ -327,6 +334,8 @@ impl Kind for NamedCheck {
             name: name.clone(),
             check: s.value.check.clone(),
             mirrors,
+            clusters,
+            monitors,
         }
     }
 }
@@ -354,7 +363,7 @@ impl Kind for Monitor {
     fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
         parse_as(doc)
     }
-    fn view(id: i64, s: &Stored<Self>, _: &Config, app: &App) -> MonitorView {
+    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> MonitorView {
         let verdict =
             app.control().monitors().state(vantage_core::ids::MonitorId(id)).and_then(|st| st.verdict);
         MonitorView {
@@ -362,6 +371,7 @@ impl Kind for Monitor {
             created_at: s.created_at,
             updated_at: s.updated_at,
             monitor: s.value.clone(),
+            probed_with: c.monitor_check(&s.value).into(),
             verdict: verdict.map(|v| v.verdict.global),
             since: verdict.map(|v| v.at),
         }

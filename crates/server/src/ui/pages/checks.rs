@@ -1,4 +1,4 @@
-//! The named checks that endpoint targets (mirrors) are probed with.
+//! The named checks that mirrors, clusters and monitors are probed with.
 
 use super::*;
 
@@ -16,6 +16,8 @@ struct CheckRow {
     /// `403, 451`: statuses that are a block page; empty when none.
     block_statuses: String,
     mirrors: usize,
+    clusters: usize,
+    monitors: usize,
 }
 
 fn check_row(c: &views::Check) -> CheckRow {
@@ -31,6 +33,8 @@ fn check_row(c: &views::Check) -> CheckRow {
         block_pattern: k.block_pattern().unwrap_or_default().to_owned(),
         block_statuses: k.block_statuses().iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
         mirrors: c.mirrors,
+        clusters: c.clusters,
+        monitors: c.monitors,
     }
 }
 

@@ -124,6 +124,8 @@ struct ClusterPage {
     c: views::Cluster,
     dns_mode: String,
     listeners: String,
+    /// `GET /health` (by each listener's protocol), `tcp`: what the check asks.
+    check_path: String,
     dns_revision: String,
     dns_at: Markup,
     dns: Vec<DnsRow>,
@@ -308,6 +310,7 @@ pub(in crate::ui) async fn cluster(
     let page = ClusterPage {
         frame: Frame::new(&v, format!("Cluster {}", c.name), "clusters", 10),
         listeners: listeners_text(&c),
+        check_path: check_text(&c.probed_with.check),
         dns_revision: dns.revision.map(|n| format!("#{n}")).unwrap_or_else(|| "none yet".into()),
         dns_at: time_or(dns.at, at, ""),
         dns: dns

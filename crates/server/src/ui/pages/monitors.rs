@@ -257,10 +257,12 @@ pub(in crate::ui) async fn monitor(
     };
     let def = &m.monitor;
     let total: f64 = def.regions.iter().map(|r| r.weight).sum();
-    let check = match def.check.method() {
-        Some(method) => format!("{} every {} s", word(&method), def.check.interval_s()),
-        None => format!("every {} s", def.check.interval_s()),
+    let probed = &m.probed_with;
+    let check = match probed.check.method() {
+        Some(method) => format!("{} every {} s", word(&method), probed.check.interval_s()),
+        None => format!("every {} s", probed.check.interval_s()),
     };
+    let check = format!("{check} · {}", probed.source_phrase());
     let page = MonitorPage {
         frame: Frame::new(&v, format!("Monitor {}", def.name), "monitors", 10),
         name: def.name.clone(),

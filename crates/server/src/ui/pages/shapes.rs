@@ -252,6 +252,18 @@ pub(super) fn listeners_text(c: &views::Cluster) -> String {
         .join(", ")
 }
 
+/// What a cluster's check asks, in a line: `GET /.vantage/health (Host
+/// health.vantage.invalid), 200 expected, over each listener's protocol`; `tcp: connect`.
+pub(super) fn check_text(k: &vantage_core::check::Check) -> String {
+    use vantage_core::check::Method;
+    let over = k.method().map_or_else(|| "over each listener's protocol".to_owned(), |m| format!("over {m}"));
+    match k.method() {
+        Some(Method::Tcp) => "tcp: connect".into(),
+        _ if !k.request().is_empty() => format!("raw request, {} expected, {over}", k.expected_response()),
+        _ => format!("GET {} (Host {}), {} expected, {over}", k.path(), k.host(), k.expected_response()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
