@@ -20,6 +20,7 @@ mod limits;
 mod metrics;
 mod mirrors;
 mod monitors;
+mod named_checks;
 mod netlab;
 mod nodes;
 mod openapi;
