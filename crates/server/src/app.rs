@@ -58,6 +58,9 @@ pub(crate) struct Change {
     pub deletes: Vec<i64>,
     /// Audit entries (the actor is filled in).
     pub audit: Vec<(String, String, serde_json::Value)>,
+    /// Who made it, when only the change knows: a prober or node enrolling, whose id the
+    /// change allocates. `None`: the actor `App::change` was called with.
+    pub actor: Option<Actor>,
 }
 
 impl Change {
@@ -73,22 +76,20 @@ impl Change {
     }
 
     /// The change that replaces a settings object there is one of (`settings:{name}`): stored
-    /// under `id` once it has one (else a new id of `c`), audited with before and after.
+    /// under `id` once it has one (else a new id of `c`), audited as `action` with before and
+    /// after.
     pub(crate) fn settings(
         c: &mut Config,
         id: Option<i64>,
         name: &str,
+        action: &str,
         before: serde_json::Value,
         after: serde_json::Value,
         object: Object,
     ) -> Change {
         let id = id.unwrap_or_else(|| c.allocate());
         let mut ch = Change::default();
-        ch.audit(
-            format!("settings.{name}_update"),
-            format!("settings:{name}"),
-            serde_json::json!({"before": before, "after": after}),
-        );
+        ch.audit(action, format!("settings:{name}"), serde_json::json!({"before": before, "after": after}));
         ch.puts.push((id, object));
         ch
     }
@@ -358,6 +359,7 @@ impl App {
             writes.push(store_write(o, *id)?);
         }
         writes.extend(change.deletes.iter().map(|id| Write::Delete { id: *id }));
+        let actor = change.actor.as_ref().unwrap_or(actor);
         let audit: Vec<NewAudit> = change
             .audit
             .into_iter()

@@ -235,9 +235,12 @@ async fn enroll(
             };
             let mut used = token;
             used.used_at = Some(at);
-            let kind = if role == Role::Prober { "prober" } else { "node" };
+            let (kind, action) =
+                if role == Role::Prober { ("prober", "probe.enroll") } else { ("node", "node.enroll") };
+            // The prober or node enrolls itself: it is the actor.
+            ch.actor = Some(Actor(format!("{kind}:{id}")));
             ch.audit(
-                format!("{kind}.enroll"),
+                action,
                 format!("{kind}:{id}"),
                 json!({"name": name, "hostname": hostname, "version": req.version, "token": used.prefix, "from": peer.remote.ip()}),
             );
@@ -296,7 +299,11 @@ async fn renew(
                     (Object::Node(rec), pem)
                 }
             };
-            ch.audit(format!("{kind}.certificate_renew"), format!("{kind}:{id}"), json!({}));
+            let action = match caller {
+                Caller::Prober(_) => "probe.certificate_renew",
+                Caller::Node(_) => "node.certificate_renew",
+            };
+            ch.audit(action, format!("{kind}:{id}"), json!({}));
             ch.puts.push((id, object));
             Ok((ch, pem))
         })

@@ -3,7 +3,23 @@
 
 use sqlx::{Database, Encode, QueryBuilder, Type};
 
-use crate::{AuditFilter, EventFilter};
+use crate::{AUDIT_RENAMES, AuditFilter, EventFilter};
+
+/// Whether the action filter `f` (an action, or a prefix ending in `.`) takes `action`.
+fn takes(f: &str, action: &str) -> bool {
+    match f.strip_suffix('.') {
+        Some(prefix) => action == prefix || action.strip_prefix(f).is_some(),
+        None => action == f,
+    }
+}
+
+/// Both names of every renamed action the filter `f` takes by either of them.
+fn renamed_alike(f: &str) -> impl Iterator<Item = &'static str> + '_ {
+    AUDIT_RENAMES
+        .iter()
+        .filter(move |(new, old)| takes(f, new) || takes(f, old))
+        .flat_map(|(new, old)| [*new, *old])
+}
 
 /// Audit entries matching `f`, newest first.
 pub(crate) fn audit<DB: Database>(f: &AuditFilter) -> QueryBuilder<DB>
@@ -16,11 +32,15 @@ where
     if let Some(a) = &f.action {
         if let Some(prefix) = a.strip_suffix('.') {
             q.push(" AND (action = ").push_bind(prefix.to_owned()).push(" OR action LIKE ");
-            q.push_bind(format!("{}.%", prefix.replace('%', "\\%").replace('_', "\\_")))
-                .push(" ESCAPE '\\')");
+            q.push_bind(format!("{}.%", prefix.replace('%', "\\%").replace('_', "\\_"))).push(" ESCAPE '\\'");
         } else {
-            q.push(" AND action = ").push_bind(a.clone());
+            q.push(" AND (action = ").push_bind(a.clone());
         }
+        // Entries written under a renamed action's other name match too.
+        for name in renamed_alike(a) {
+            q.push(" OR action = ").push_bind(name.to_owned());
+        }
+        q.push(")");
     }
     if let Some(a) = &f.actor {
         q.push(" AND actor = ").push_bind(a.clone());

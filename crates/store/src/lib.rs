@@ -118,6 +118,16 @@ pub struct NewAudit {
     pub metadata: serde_json::Value,
 }
 
+/// Audit actions renamed since entries were first written, as (current name, former name).
+/// Stored entries keep the name they were written with; a filter by either name finds the
+/// entries written under both (`filters::audit`).
+pub const AUDIT_RENAMES: [(&str, &str); 4] = [
+    ("system.probes_update", "settings.probes_update"),
+    ("probe.token_create", "prober.token_create"),
+    ("probe.enroll", "prober.enroll"),
+    ("probe.certificate_renew", "prober.certificate_renew"),
+];
+
 /// A stored audit entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEntry {
@@ -138,7 +148,8 @@ pub struct AuditEntry {
 /// Which audit entries to list. `None` fields do not filter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditFilter {
-    /// Action, or an action prefix ending in `.` (`scheduling.`).
+    /// Action, or an action prefix ending in `.` (`scheduling.`); a renamed action's current
+    /// and former names find each other's entries (`AUDIT_RENAMES`).
     pub action: Option<String>,
     pub actor: Option<String>,
     pub object: Option<String>,

@@ -100,10 +100,24 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
     .await;
     let key = std::fs::metadata(state1.join("key.pem")).unwrap();
     assert_eq!(std::os::unix::fs::PermissionsExt::mode(&key.permissions()) & 0o777, 0o600);
-    let (_, audit) = s.call(Method::GET, "/v1/audit?action=prober.", None).await;
-    let actions: Vec<&str> =
-        audit["items"].as_array().unwrap().iter().map(|a| a["action"].as_str().unwrap()).collect();
-    assert!(actions.contains(&"prober.enroll") && actions.contains(&"prober.token_create"), "{actions:?}");
+    let (_, audit) = s.call(Method::GET, "/v1/audit?action=probe.", None).await;
+    let entries: Vec<(&str, &str)> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["action"].as_str().unwrap(), a["actor"].as_str().unwrap()))
+        .collect();
+    let (_, probers) = s.call(Method::GET, "/v1/probers", None).await;
+    let pid = &probers["items"][0]["id"];
+    assert_eq!(
+        entries,
+        [
+            ("probe.enroll", format!("prober:{pid}").as_str()),
+            ("probe.token_create", "admin:bootstrap"),
+            ("probe.token_create", "admin:bootstrap")
+        ],
+        "the prober enrolls itself"
+    );
 
     // A used token is refused.
     let again = AgentProcess::start(
@@ -248,7 +262,7 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
     refused_with(e, 403, "is disabled");
     let e = old.get::<wire::Work>(wire::PROBER_WORK).await.unwrap_err();
     refused_with(e, 401, "unknown or revoked certificate");
-    let (_, audit) = s.call(Method::GET, "/v1/audit?action=prober.certificate_renew", None).await;
+    let (_, audit) = s.call(Method::GET, "/v1/audit?action=probe.certificate_renew", None).await;
     assert_eq!(audit["items"].as_array().unwrap().len(), 1, "{audit}");
 
     let (st, _) = s.call(Method::DELETE, &format!("/v1/probers/{pid}"), None).await;

@@ -83,6 +83,14 @@ async fn every_object_through_http() {
     );
     let (st, v) = s.call(Method::PATCH, &format!("/v1/nodes/{node}"), Some(json!({"enabled": false}))).await;
     assert_eq!((st, v["enabled"].as_bool(), v["name"].as_str()), (200, Some(false), Some("edge-1")));
+    let (st, v) = s
+        .call(
+            Method::PATCH,
+            &format!("/v1/nodes/{node}"),
+            Some(json!({"also_probes": true, "enabled": false})),
+        )
+        .await;
+    assert_eq!((st, v["also_probes"].as_bool()), (200, Some(true)), "{v}");
     let (st, _) = s
         .call(
             Method::PATCH,
@@ -131,8 +139,18 @@ async fn every_object_through_http() {
     let actions: Vec<&str> =
         v["items"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
     assert_eq!(actions, ["scheduling.rule_update", "scheduling.rule_create"]);
-    let (_, v) = s.call(Method::GET, "/v1/audit?action=settings.probes_update", None).await;
+    let (_, v) = s.call(Method::GET, "/v1/audit?action=system.probes_update", None).await;
     assert_eq!(v["items"][0]["metadata"]["after"]["interval_s"], 5);
+    // Also probes is its own entry; the rest of the same patch is the node's update.
+    let (_, v) = s.call(Method::GET, "/v1/audit?action=node.set_probe", None).await;
+    assert_eq!(
+        (&v["items"][0]["object"], &v["items"][0]["metadata"], v["items"].as_array().map(Vec::len)),
+        (&json!(format!("node:{node}")), &json!({"before": false, "after": true}), Some(1)),
+        "{v}"
+    );
+    let (_, v) = s.call(Method::GET, "/v1/audit?action=node.update", None).await;
+    let updates: Vec<&Value> = v["items"].as_array().unwrap().iter().map(|e| &e["metadata"]).collect();
+    assert_eq!(updates, [&json!({"enabled": false}), &json!({"enabled": false})], "{v}");
 
     // Deletes, in an order the references allow.
     for path in [

@@ -432,7 +432,7 @@ async fn login_scenario() {
     // The audit shows each change with the token's name as the actor, and filters.
     b.goto(&format!("{base}/ui/audit?action=prober.")).await;
     let audit = b.text("#audit").await;
-    for action in ["prober.update", "prober.delete", "prober.enroll"] {
+    for action in ["prober.update", "prober.delete", "probe.enroll"] {
         assert!(audit.contains(action), "{action} in\n{audit}");
     }
     assert!(audit.contains("admin:bootstrap"), "{audit}");

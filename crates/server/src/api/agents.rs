@@ -99,7 +99,8 @@ async fn make_token(
     audit: Value,
 ) -> Result<(i64, String), ApiError> {
     let t = new_token(if role == Role::Prober { "vtp" } else { "vtn" });
-    let kind = if role == Role::Prober { "prober" } else { "node" };
+    // A prober's token is audited as the reference names it (`probe.token_create`).
+    let kind = if role == Role::Prober { "probe" } else { "node" };
     let id = app
         .change(actor, |c| {
             let id = c.allocate();

@@ -494,7 +494,18 @@ async fn settings_put(
     app.change(&actor, |c| {
         let (before, after) = (json!(c.mirror_settings), json!(settings));
         let object = vantage_control::config::Object::MirrorSettings(settings);
-        Ok((Change::settings(c, c.mirror_settings_id, "mirrors", before, after, object), ()))
+        Ok((
+            Change::settings(
+                c,
+                c.mirror_settings_id,
+                "mirrors",
+                "settings.mirrors_update",
+                before,
+                after,
+                object,
+            ),
+            (),
+        ))
     })
     .await?;
     Ok(Json(app.config().mirror_settings.clone()))

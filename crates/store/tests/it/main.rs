@@ -116,6 +116,34 @@ async fn audit_filters(db) {
 }
 }
 
+on_both! {
+/// Entries written under a renamed action's former name stay found by either name, and by
+/// either name's prefix; each keeps the name it was written with.
+async fn renamed_audit_actions_find_entries_under_both_names(db) {
+    let s = db.open().await;
+    let written =
+        ["prober.enroll", "probe.enroll", "settings.probes_update", "system.probes_update", "prober.update"];
+    for (i, action) in written.iter().enumerate() {
+        s.commit(&[], &[audit(action, "prober:1")], T0.plus_secs(i as u64)).await.unwrap();
+    }
+    let s = &s;
+    let found = |action: &str| {
+        let filter = AuditFilter { action: Some(action.into()), ..Default::default() };
+        async move { s.audit(&filter).await.unwrap().into_iter().map(|a| a.action).collect::<Vec<_>>() }
+    };
+    for name in ["probe.enroll", "prober.enroll"] {
+        assert_eq!(found(name).await, ["probe.enroll", "prober.enroll"], "{name}");
+    }
+    for name in ["system.probes_update", "settings.probes_update"] {
+        assert_eq!(found(name).await, ["system.probes_update", "settings.probes_update"], "{name}");
+    }
+    assert_eq!(found("probe.").await, ["probe.enroll", "prober.enroll"]);
+    assert_eq!(found("prober.").await, ["prober.update", "probe.enroll", "prober.enroll"]);
+    assert_eq!(found("system.").await, ["system.probes_update", "settings.probes_update"]);
+    assert_eq!(found("prober.update").await, ["prober.update"], "an action never renamed");
+}
+}
+
 fn result(prober: i64, target: &str, at: Timestamp, lost: u32) -> ResultRow {
     let mut register = WindowRegister::new(0);
     for i in 0..3 {

@@ -226,6 +226,22 @@ impl Kind for NodeRecord {
     fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> NodeView {
         crate::api::agents::node_view(app, c, id, s)
     }
+    /// Setting *also probes* is its own entry, `node.set_probe` with the value before and
+    /// after; the rest of the patch, if any, is `node.update`.
+    fn update_audit(old: &Self, new: &Self, mut patch: Value) -> Vec<(String, Value)> {
+        let probe = patch.as_object_mut().and_then(|p| p.remove("also_probes"));
+        let mut entries = Vec::new();
+        if patch.as_object().is_none_or(|p| !p.is_empty()) {
+            entries.push((Self::action("update"), patch));
+        }
+        if probe.is_some() {
+            entries.push((
+                "node.set_probe".to_owned(),
+                json!({"before": old.node.also_probes, "after": new.node.also_probes}),
+            ));
+        }
+        entries
+    }
 }
 
 impl Kind for ProberRecord {

@@ -73,6 +73,11 @@ trait Kind: Clone + Serialize + Send + Sync + Sized + Invariants + 'static {
     fn action(op: &str) -> String {
         format!("{}.{op}", Self::NAME)
     }
+    /// The audit entries, as (action, metadata), of a change from `old` to `new` by the merge
+    /// patch `patch`: one update with the patch.
+    fn update_audit(_old: &Self, _new: &Self, patch: Value) -> Vec<(String, Value)> {
+        vec![(Self::action("update"), patch)]
+    }
 }
 
 fn to_doc<T: Serialize>(v: &T) -> Value {
@@ -174,7 +179,9 @@ async fn change<K: Kind>(
         let new = keep(&old, K::parse(doc, old.cluster(), app)?);
         new.check(id, c)?;
         let mut ch = Change::default();
-        ch.audit(K::action("update"), format!("{}:{id}", K::NAME), patch);
+        for (action, metadata) in K::update_audit(&old, &new, patch) {
+            ch.audit(action, format!("{}:{id}", K::NAME), metadata);
+        }
         ch.puts.push((id, new.wrap()));
         Ok((ch, ()))
     })

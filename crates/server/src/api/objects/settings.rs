@@ -19,7 +19,18 @@ pub(super) async fn settings_put(
     let settings: ProbeSettings = parse_json(body)?;
     app.change(&actor, |c| {
         let (before, after) = (json!(c.settings), json!(settings));
-        Ok((Change::settings(c, c.settings_id, "probes", before, after, Object::Settings(settings)), ()))
+        Ok((
+            Change::settings(
+                c,
+                c.settings_id,
+                "probes",
+                "system.probes_update",
+                before,
+                after,
+                Object::Settings(settings),
+            ),
+            (),
+        ))
     })
     .await?;
     Ok(Json(app.config().settings))
@@ -37,7 +48,18 @@ pub(super) async fn detection_put(
     let settings: DetectionSettings = parse_json(body)?;
     app.change(&actor, |c| {
         let (before, after) = (json!(c.detection), json!(settings));
-        Ok((Change::settings(c, c.detection_id, "detection", before, after, Object::Detection(settings)), ()))
+        Ok((
+            Change::settings(
+                c,
+                c.detection_id,
+                "detection",
+                "settings.detection_update",
+                before,
+                after,
+                Object::Detection(settings),
+            ),
+            (),
+        ))
     })
     .await?;
     Ok(Json(app.config().detection))
