@@ -135,7 +135,8 @@ pub struct CheckInput {
     /// `Host` header and TLS SNI, `health.vantage.invalid` by default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
-    /// Raw request lines; CRLF is added to each. Must include `Connection: close`.
+    /// Raw request lines, sent as written: each line's bytes followed by CRLF, then the CRLF
+    /// that ends the head. A line holds no CR or LF. Must include `Connection: close`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub request: Vec<String>,
     /// Expected status (200).
@@ -337,7 +338,23 @@ impl Check {
         self.verify
     }
 
-    /// The request of an attempt: the raw lines when given, else `GET <path>` with `Host`,
+    /// The raw request as the bytes an attempt sends (Varnish's `.request`): every line as the
+    /// operator wrote it, each followed by CRLF, then the CRLF that ends the head. `None`
+    /// without raw lines.
+    pub fn raw_request(&self) -> Option<Vec<u8>> {
+        if self.request.is_empty() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(self.request.iter().map(|l| l.len() + 2).sum::<usize>() + 2);
+        for line in &self.request {
+            out.extend_from_slice(line.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        Some(out)
+    }
+
+    /// The request of an attempt, parsed: the raw lines when given, else `GET <path>` with `Host`,
     /// `User-Agent` and `Connection: close`.
     pub fn request_spec(&self) -> RequestSpec {
         let Some((first, headers)) = self.request.split_first() else {

@@ -110,8 +110,17 @@ pub async fn attempt_from(target: &ProbeTarget, timeout: Duration, source: Sourc
 /// attempts of a round.
 pub(crate) fn prepare(target: &ProbeTarget) -> Option<Bytes> {
     match target.method {
-        Method::Http | Method::Https => health::encode(&target.request_spec()).ok(),
+        Method::Http | Method::Https => request_bytes(target).ok(),
         Method::Tcp | Method::Hls => None,
+    }
+}
+
+/// The bytes an `http`/`https` attempt sends: the check's raw request exactly as written
+/// (`Check::raw_request`), else its request built and encoded.
+fn request_bytes(target: &ProbeTarget) -> Result<Bytes, Error> {
+    match target.check.raw_request() {
+        Some(raw) => Ok(Bytes::from(raw)),
+        None => health::encode(&target.request_spec()),
     }
 }
 
@@ -281,7 +290,7 @@ async fn http(
     let request = match prepared {
         Some(req) => req,
         None => {
-            encoded = health::encode(&t.request_spec()).map_err(invalid_request)?;
+            encoded = request_bytes(t).map_err(invalid_request)?;
             &encoded
         }
     };

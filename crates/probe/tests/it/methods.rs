@@ -86,6 +86,47 @@ async fn raw_request_lines_are_sent() {
     assert_eq!(seen.header("host"), Some("example.com"));
 }
 
+/// A one-connection server on loopback that records every byte of the request head it
+/// receives, answers 200 and closes.
+async fn recording() -> (std::net::SocketAddr, tokio::sync::oneshot::Receiver<Vec<u8>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.ends_with(b"\r\n\r\n") {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = s.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n").await;
+        let _ = tx.send(head);
+    });
+    (addr, rx)
+}
+
+/// Reference 002's `.request`: the lines go out byte for byte as written (version, case,
+/// spacing), each ended by CRLF, and one CRLF ends the head.
+#[tokio::test]
+async fn raw_request_lines_are_sent_byte_for_byte() {
+    let (addr, seen) = recording().await;
+    let lines =
+        ["GET /x?a=1 HTTP/1.0", "host:example.com", "X-Magic:   We're fine with this. ", "connection: close"];
+    let c =
+        check(CheckInput { request: lines.iter().map(|l| (*l).to_owned()).collect(), ..Default::default() });
+    let r = attempt(&ProbeTarget::new("t", addr, Method::Http, c), T).await;
+    assert_eq!(r.error, None, "{r:?}");
+    let seen = seen.await.unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&seen),
+        "GET /x?a=1 HTTP/1.0\r\nhost:example.com\r\nX-Magic:   We're fine with this. \r\nconnection: close\r\n\r\n"
+    );
+}
+
 #[tokio::test]
 async fn unexpected_status_is_status() {
     let server = EdgeServer::start_with(any_loopback(), EdgeOptions::new(Behavior::Health).with_status(503))
