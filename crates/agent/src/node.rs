@@ -20,9 +20,7 @@ use crate::prober::{DEFAULT_CONCURRENCY, Endpoints, log_nofile_limit, prober_loo
 
 /// Capability: the heartbeat carries host metrics.
 pub const CAP_METRICS: &str = "metrics-v1";
-/// Capability: the node's listeners answer the health endpoint, so probers may use the
-/// cluster's check rather than plain TCP.
-pub const CAP_PROBE_HEALTH: &str = "probe-health-v1";
+pub use vantage_core::wire::CAP_PROBE_HEALTH;
 /// Longest wait between two heartbeats while the server refuses this node.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 

@@ -38,7 +38,7 @@ use crate::rates::ProbeRates;
 use crate::snapshot::{ClusterSnapshot, Published, Snapshots, Zone};
 use crate::spread::Spread;
 use crate::target::TargetKey;
-use crate::work::{Issued, addresses_in_use, targets};
+use crate::work::{Issued, TcpFallback, addresses_in_use, targets};
 
 mod replica;
 pub use replica::{Relayed, Role};
@@ -576,6 +576,11 @@ impl Control {
 
     /// A prober asks for its work: its targets, the settings, and when to renew. What it is
     /// given is what its next reports may carry.
+    /// Whether `cluster`'s listeners are probed by TCP connect at `now`, and why.
+    pub fn tcp_fallback(&self, cluster: ClusterId, now: Timestamp) -> Option<TcpFallback> {
+        TcpFallback::of(&self.config, cluster, &self.obs.nodes, now)
+    }
+
     pub fn handle_work(&mut self, caller: Caller, now: Timestamp) -> wire::Work {
         let c = self.config.clone();
         // The prober asking is online by asking.
@@ -583,8 +588,14 @@ impl Control {
             p == caller || self.prober_status(p, now) == crate::observe::ProberStatus::Online
         });
         let nodes = &self.obs.nodes;
-        let Issued { mut checks, targets, keys, aliases } =
-            targets(&c, caller, |n| nodes.get(&n).map(|r| r.addresses.clone()), self.policy, &spread);
+        let Issued { mut checks, targets, keys, aliases } = targets(
+            &c,
+            caller,
+            |n| nodes.get(&n).map(|r| r.addresses.clone()),
+            |cluster| TcpFallback::of(&c, cluster, nodes, now).is_some(),
+            self.policy,
+            &spread,
+        );
         // Mirrors are probed from every region by the probers there; node agents probe their
         // cluster only.
         let mut endpoints =

@@ -12,8 +12,11 @@ use vantage_core::check::Listener;
 use vantage_core::ids::{ClusterId, NodeId};
 use vantage_core::wire;
 
+use vantage_core::Timestamp;
+
 use crate::config::Config;
 use crate::identity::Caller;
+use crate::observe::{NodeRuntime, agent_online};
 use crate::spread::Spread;
 use crate::target::TargetKey;
 
@@ -49,6 +52,50 @@ impl Config {
     }
 }
 
+/// Why a cluster's listeners are probed by TCP connect instead of its check (reference 000):
+/// enabled nodes of the cluster whose agent is online and reports capabilities without
+/// `probe-health-v1` cannot answer the health endpoint. Nodes without an agent, or whose
+/// agent is offline, follow the cluster's check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpFallback {
+    /// The names of those nodes.
+    pub nodes: Vec<String>,
+}
+
+impl TcpFallback {
+    /// The cluster's fallback at `now`, if any of its nodes calls for one.
+    pub fn of(
+        c: &Config,
+        cluster: ClusterId,
+        runtime: &HashMap<NodeId, NodeRuntime>,
+        now: Timestamp,
+    ) -> Option<TcpFallback> {
+        let nodes: Vec<String> = c
+            .nodes_of(cluster)
+            .filter(|(id, n)| {
+                n.value.node.enabled
+                    && runtime.get(id).is_some_and(|r| {
+                        agent_online(r.last_heartbeat, now)
+                            && !r.capabilities.iter().any(|c| c == wire::CAP_PROBE_HEALTH)
+                    })
+            })
+            .map(|(_, n)| n.value.node.name.clone())
+            .collect();
+        (!nodes.is_empty()).then_some(TcpFallback { nodes })
+    }
+
+    /// In words, for the cluster's view.
+    pub fn reason(&self) -> String {
+        let (one, agents) = (self.nodes.len() == 1, self.nodes.join(", "));
+        format!(
+            "listeners are probed by TCP connect: the agent of node{} {agents} do{} not report {}",
+            if one { "" } else { "s" },
+            if one { "es" } else { "" },
+            wire::CAP_PROBE_HEALTH
+        )
+    }
+}
+
 /// What one work answer gives a prober: the checks its targets index, one target per probe,
 /// and how the keys of the answer relate to every key they stand for.
 #[derive(Debug, Default)]
@@ -64,19 +111,23 @@ pub struct Issued {
 
 /// The targets `caller` probes: every enabled node's addresses in use × its cluster's
 /// listeners, but each (address, listener, check) once, and only the addresses whose probers
-/// within the probe budget include `caller` (see [`Spread`]).
+/// within the probe budget include `caller` (see [`Spread`]). The listeners of a cluster
+/// `tcp_fallback` names get its check by TCP connect ([`TcpFallback`]).
 pub fn targets(
     c: &Config,
     caller: Caller,
     reported: impl Fn(NodeId) -> Option<Vec<IpAddr>>,
+    tcp_fallback: impl Fn(ClusterId) -> bool,
     policy: AddressPolicy,
     spread: &Spread,
 ) -> Issued {
     let mut out = Issued::default();
     let mut probe_of: HashMap<(IpAddr, Listener, u32), TargetKey> = HashMap::new();
     for (cid, cluster) in &c.clusters {
-        // Clusters probed with the same check share one.
+        // Clusters probed with the same check share one; a cluster in the TCP fallback is
+        // probed by TCP connect with the rest of its check.
         let probed = c.cluster_check(&cluster.value).check;
+        let probed = if tcp_fallback(ClusterId(*cid)) { probed.as_tcp() } else { probed };
         let check = match out.checks.iter().position(|k| *k == probed) {
             Some(i) => i,
             None => {

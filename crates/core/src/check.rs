@@ -338,6 +338,12 @@ impl Check {
         self.verify
     }
 
+    /// The same check by TCP connect: what a cluster's listeners get while one of its nodes
+    /// cannot answer the health endpoint (reference 000's fallback).
+    pub fn as_tcp(&self) -> Check {
+        Check { method: Some(Method::Tcp), ..self.clone() }
+    }
+
     /// The raw request as the bytes an attempt sends (Varnish's `.request`): every line as the
     /// operator wrote it, each followed by CRLF, then the CRLF that ends the head. `None`
     /// without raw lines.

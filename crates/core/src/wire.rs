@@ -204,6 +204,10 @@ pub struct HostMetrics {
     pub connections: u64,
 }
 
+/// Capability: the node's listeners answer the health endpoint, so its cluster's listeners
+/// may be probed by the cluster's check rather than by TCP connect.
+pub const CAP_PROBE_HEALTH: &str = "probe-health-v1";
+
 /// A node agent's heartbeat (every 15 s).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Heartbeat {

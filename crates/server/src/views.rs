@@ -119,6 +119,10 @@ pub struct ClusterView {
     pub check_name: Option<String>,
     /// The check its listeners are probed with now, and where it comes from.
     pub probed_with: ProbedCheck,
+    /// Why its listeners are probed by TCP connect instead of that check now (an active node's
+    /// agent lacks `probe-health-v1`); absent while the check applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_fallback: Option<String>,
     /// The most of a line's records one revision may remove, %.
     pub mass_removal_pct: u32,
     /// Only nodes whose agent is connected are answered.

@@ -143,3 +143,68 @@ fn a_new_target_starts_with_the_checks_initial_good_attempts() {
     let rows = lab.control.handle_report(p, &report, lab.now).unwrap();
     assert_eq!(rows[0].1.register.good_in(8), 4);
 }
+
+/// Reference 000's fallback: while an active node's agent reports capabilities without
+/// `probe-health-v1`, every listener of its cluster is probed by TCP connect, and the cluster
+/// says why; nodes without an agent, or whose agent went silent, follow the cluster's check.
+#[test]
+fn an_active_node_without_probe_health_makes_its_clusters_listeners_tcp_probed() {
+    use vantage_core::check::Method;
+    let mut lab = Lab::new();
+    let r = lab.region("eu");
+    let p = lab.prober("fra", r);
+    let c = lab.cluster(
+        r#"{"name":"video","domain":"cdn.example.net","listeners":[{"port":80,"protocol":"http"},{"port":443,"protocol":"https"}]}"#,
+    );
+    let g = lab.group(c, "fra-1", Some(r));
+    let n1 = lab.node(c, g, "edge-1", &[("203.0.113.10", Primary)]);
+    let n2 = lab.node(c, g, "edge-2", &[("203.0.113.20", Primary)]);
+    let methods = |lab: &mut Lab| {
+        let w = lab.control.handle_work(p, lab.now);
+        w.targets.iter().map(|t| w.checks[t.check as usize].method()).collect::<Vec<_>>()
+    };
+    let heartbeat = |lab: &mut Lab, node, caps: &[&str]| {
+        let hb = wire::Heartbeat {
+            version: "1".into(),
+            hostname: "h".into(),
+            metrics: None,
+            addresses: Vec::new(),
+            capabilities: caps.iter().map(|c| (*c).to_owned()).collect(),
+            links: Vec::new(),
+        };
+        lab.control.handle_heartbeat(node, hb, ip("203.0.113.10"), lab.now);
+    };
+    assert_eq!(methods(&mut lab), [None; 4], "no agent: the cluster's check");
+    assert_eq!(lab.control.tcp_fallback(c, lab.now), None);
+
+    heartbeat(&mut lab, n2, &[wire::CAP_PROBE_HEALTH]);
+    assert_eq!(methods(&mut lab), [None; 4], "every agent answers the health endpoint");
+    heartbeat(&mut lab, n1, &["metrics-v1"]);
+    assert_eq!(methods(&mut lab), [Some(Method::Tcp); 4], "every listener of every node");
+    assert_eq!(
+        lab.control.tcp_fallback(c, lab.now).map(|f| f.reason()).as_deref(),
+        Some("listeners are probed by TCP connect: the agent of node edge-1 does not report probe-health-v1")
+    );
+
+    // A disabled node is not active.
+    let mut rec = lab.control.config().nodes[&n1.0].value.clone();
+    rec.node.enabled = false;
+    lab.replace(n1.0, Object::Node(rec.clone()));
+    assert_eq!(methods(&mut lab), [None; 2]);
+    rec.node.enabled = true;
+    lab.replace(n1.0, Object::Node(rec));
+    assert_eq!(methods(&mut lab), [Some(Method::Tcp); 4]);
+
+    // Upgraded, the node reports the capability: back to the check.
+    heartbeat(&mut lab, n1, &["metrics-v1", wire::CAP_PROBE_HEALTH]);
+    assert_eq!(methods(&mut lab), [None; 4]);
+
+    // An agent that went silent is not active: its last capabilities no longer count.
+    heartbeat(&mut lab, n1, &["metrics-v1"]);
+    assert_eq!(methods(&mut lab), [Some(Method::Tcp); 4]);
+    lab.advance(45);
+    heartbeat(&mut lab, n2, &[wire::CAP_PROBE_HEALTH]);
+    assert_eq!(methods(&mut lab), [Some(Method::Tcp); 4], "online for 3 × 15 s");
+    lab.advance(1);
+    assert_eq!(methods(&mut lab), [None; 4]);
+}

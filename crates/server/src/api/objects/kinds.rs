@@ -55,8 +55,10 @@ impl Kind for Cluster {
         vantage_core::limits::cluster(&c)?;
         Ok(c)
     }
-    fn view(id: i64, s: &Stored<Self>, config: &Config, _: &App) -> ClusterView {
+    fn view(id: i64, s: &Stored<Self>, config: &Config, app: &App) -> ClusterView {
         let probed_with = config.cluster_check(&s.value).into();
+        let tcp_fallback =
+            app.control().tcp_fallback(ClusterId(id), crate::support::now()).map(|f| f.reason());
         let c = ClusterInput::from(s.value.clone());
         ClusterView {
             id,
@@ -71,6 +73,7 @@ impl Kind for Cluster {
             check: c.check,
             check_name: c.check_name,
             probed_with,
+            tcp_fallback,
             mass_removal_pct: c.mass_removal_pct,
             agent_required: c.agent_required,
             required_links: c.required_links,
