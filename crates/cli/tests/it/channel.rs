@@ -170,7 +170,7 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
     let metrics = temp.path().join("metrics.json");
     std::fs::write(&metrics, r#"{"cpu_pct": 42.5, "load1": 0.5, "load5": 0.4, "load15": 0.3, "memory_used_bytes": 1000, "memory_total_bytes": 4000, "egress_mbps": 12.0, "connections": 7}"#).unwrap();
     let state_n = temp.path().join("n1");
-    let _agent = AgentProcess::start(
+    let agent = AgentProcess::start(
         "agent",
         &agent_url,
         nt["token"].as_str().unwrap(),
@@ -196,6 +196,9 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
         "reported addresses are used while none are configured: {v}"
     );
     assert!(v["capabilities"].as_array().unwrap().iter().any(|c| c == "metrics-v1"), "{v}");
+    // This agent answers the health endpoint: the cluster's listeners follow its check.
+    let (_, v) = s.call(Method::GET, &format!("/v1/clusters/{cluster}"), None).await;
+    assert!(v.get("tcp_fallback").is_none(), "{v}");
 
     // Each role may call only its own endpoints.
     let prober_client = ChannelClient::open(StateDir::new(&state1), None).unwrap();
@@ -212,12 +215,24 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
     };
     let e = prober_client.post::<_, wire::HeartbeatReply>(wire::NODE_HEARTBEAT, &hb).await.unwrap_err();
     refused_with(e, 403, "a prober certificate cannot call node endpoints");
+    // An agent without probe-health-v1 (as an older one would report): the cluster's
+    // listeners are probed by TCP connect, and the cluster says why.
+    agent.kill().await;
+    let older = wire::Heartbeat { addresses: vec!["127.0.0.20".parse().unwrap()], ..hb.clone() };
+    node_client.post::<_, wire::HeartbeatReply>(wire::NODE_HEARTBEAT, &older).await.unwrap();
+    let why = "listeners are probed by TCP connect: the agent of node edge-1 does not report probe-health-v1";
+    let (_, v) = s.call(Method::GET, &format!("/v1/clusters/{cluster}"), None).await;
+    assert_eq!(v["tcp_fallback"], why, "{v}");
+    let out = s.ctl(&["clusters", "get", "c"]).await;
+    assert!(String::from_utf8_lossy(&out.stdout).contains(why), "{out:?}");
     let e = node_client.get::<wire::Work>(wire::NODE_WORK).await.unwrap_err();
     refused_with(e, 403, "this node does not probe");
 
     // Reports: too many results, and targets it was not given; nothing is stored.
     let work: wire::Work = prober_client.get(wire::PROBER_WORK).await.unwrap();
     assert_eq!(work.targets.len(), 1, "127.0.0.20 × port 80");
+    let method = work.checks[work.targets[0].check as usize].method();
+    assert_eq!(method, Some(vantage_core::check::Method::Tcp), "the fallback");
     let key = work.targets[0].key.clone();
     let pid = work.id;
     let (_, before) = s.call(Method::GET, &format!("/v1/probers/{pid}/results"), None).await;
