@@ -228,6 +228,13 @@ async fn runs_for_its_duration_answers_dns_then_leaves_nothing_listening() {
         assert!(started.elapsed() < Duration::from_secs(15), "probers: {v}\n{}", demo.story());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // A quiet fleet reads no hold: not in `ctl status`, not in any alert, not in the story.
+    let status =
+        crate::vantage_env(&["ctl", "status"], &[("VANTAGE_URL", &api), ("VANTAGE_ADMIN_TOKEN", &token)])
+            .await;
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success() && text.contains("(cdn.demo.test)"), "{status:?}");
+    assert!(!text.contains("held"), "{text}");
 
     let code = demo.wait(Duration::from_secs(40)).await;
     assert_eq!(code, 0, "{}", demo.story());
@@ -237,6 +244,7 @@ async fn runs_for_its_duration_answers_dns_then_leaves_nothing_listening() {
         "{out}"
     );
     assert!(!out.contains("stopped: connections to it are refused"), "--no-failure: {out}");
+    assert!(!out.contains("held") && !out.contains("kept its records"), "a quiet fleet holds nothing: {out}");
     assert_all_free(&demo);
     assert!(!data.exists(), "the data directory {} is deleted", data.display());
 }
