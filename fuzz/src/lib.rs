@@ -42,7 +42,7 @@ static CONFIG: LazyLock<Arc<Config>> = LazyLock::new(|| {
         serde_json::from_value(serde_json::json!({"name": "fra-1", "region": 1})).expect("a valid group");
     let node = |name: &str, rows: &[(&str, Level)], also_probes: bool| {
         let rows: Vec<AddressInput> =
-            rows.iter().map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level, trusted: false }).collect();
+            rows.iter().map(|(ip, level)| AddressInput { ip: (*ip).into(), level: *level, trusted: false, line: None }).collect();
         Object::Node(NodeRecord {
             cluster: ClusterId(3),
             node: serde_json::from_value(
@@ -52,6 +52,7 @@ static CONFIG: LazyLock<Arc<Config>> = LazyLock::new(|| {
             addresses: AddressList::parse(&rows, AddressPolicy::default()).expect("valid addresses"),
             cert_sha256: None,
             cert_issued_at: None,
+            enrolled_from: None,
         })
     };
     let rule = serde_json::from_str(
