@@ -94,6 +94,21 @@ pub struct StoredRevision {
     pub held: BTreeMap<vantage_core::ids::LineId, vantage_core::answer::LineHold>,
 }
 
+impl StoredRevision {
+    /// What DNS serves from it under `zone`, and why it was cut.
+    pub(crate) fn published(self, zone: Zone) -> (Published, String) {
+        let p = Published {
+            cluster: self.cluster,
+            number: self.number,
+            at: self.at,
+            records: self.records,
+            held: self.held,
+            zone,
+        };
+        (p, self.reason)
+    }
+}
+
 /// What the control core starts from: the stored configuration, observations and decisions.
 #[derive(Debug, Default)]
 pub struct Start {
@@ -305,16 +320,9 @@ impl Control {
             // The published records survive a restart even when the state did not.
             slot.state.published.get_or_insert_with(|| r.records.clone());
             let line_since = r.records.lines.keys().map(|l| (*l, r.at)).collect();
-            let published = Published {
-                cluster: r.cluster,
-                number: r.number,
-                at: r.at,
-                records: r.records,
-                held: r.held,
-                zone,
-            };
+            let (published, _) = r.published(zone);
             snapshots.insert(
-                r.cluster,
+                published.cluster,
                 Arc::new(ClusterSnapshot {
                     published: Some(Arc::new(published)),
                     line_since,

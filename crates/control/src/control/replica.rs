@@ -14,7 +14,7 @@ use super::{Control, Output, StoredRevision};
 use crate::events::EventKind;
 use crate::identity::Caller;
 use crate::mirrors::book::FreshnessReading;
-use crate::snapshot::{ClusterSnapshot, Published, Zone};
+use crate::snapshot::{ClusterSnapshot, Zone};
 
 /// Whose decisions a core's are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -134,20 +134,14 @@ impl Control {
         slot.adopted = r.number;
         slot.revision = r.number;
         slot.state.publish(Some(r.records.clone()), r.at);
-        let published = Published {
-            cluster: r.cluster,
-            number: r.number,
-            at: r.at,
-            records: r.records,
-            held: r.held,
-            zone,
-        };
+        let cluster = r.cluster;
+        let (published, reason) = r.published(zone);
         let previous = before.published.as_ref().map(|p| &p.records);
-        self.events.revision(&published, previous, &r.reason, now);
+        self.events.revision(&published, previous, &reason, now);
         let line_since = super::since_lines(&before, Some(&published), now);
         let snapshot = ClusterSnapshot { published: Some(published.into()), line_since, ..(*before).clone() };
         let mut all = crate::snapshot::Snapshots::clone(&self.snapshots);
-        all.insert(r.cluster, std::sync::Arc::new(snapshot));
+        all.insert(cluster, std::sync::Arc::new(snapshot));
         self.snapshots = std::sync::Arc::new(all);
         self.outputs.push_back(Output::Answers);
     }

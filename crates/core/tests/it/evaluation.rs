@@ -169,7 +169,7 @@ fn mass_removal_is_held_with_an_alert_and_released() {
 
 /// Three nodes on line 1, all answering and published, on the fast settings (5 s interval:
 /// a 10 s removal window).
-fn three_on_a_line() -> Fleet {
+pub(crate) fn three_on_a_line() -> Fleet {
     let mut f = Fleet::new(1)
         .fast()
         .line(1, 1, &[], 1)

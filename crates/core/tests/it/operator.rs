@@ -6,6 +6,7 @@ use vantage_core::evaluate::{Evaluation, Event, evaluate};
 use vantage_core::ids::{LineId, NodeId};
 use vantage_core::model::AllDown;
 
+use crate::evaluation::three_on_a_line;
 use crate::fleet::{Fleet, ips};
 
 /// One pass after a configuration change (`reason`), as the control core runs it.
@@ -18,19 +19,6 @@ fn changed(f: &mut Fleet, reason: &str) -> Evaluation {
     );
     f.state = state;
     e
-}
-
-/// Three answering nodes on line 1, published.
-fn three() -> Fleet {
-    let mut f = Fleet::new(1)
-        .fast()
-        .line(1, 1, &[], 1)
-        .node(1, 1, &[("203.0.113.1", Primary)])
-        .node(2, 1, &[("203.0.113.2", Primary)])
-        .node(3, 1, &[("203.0.113.3", Primary)]);
-    f.report_all_ok();
-    f.eval();
-    f
 }
 
 /// Two of three failing until the line is held.
@@ -48,7 +36,7 @@ fn hold_two_of_three(f: &mut Fleet) {
 
 #[test]
 fn a_node_deleted_while_its_line_is_held_leaves_dns_in_the_next_revision() {
-    let mut f = three();
+    let mut f = three_on_a_line();
     hold_two_of_three(&mut f);
     f.nodes.retain(|n| n.id != NodeId(1));
     let e = changed(&mut f, "Node edge-1 deleted");
