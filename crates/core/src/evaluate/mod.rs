@@ -25,10 +25,12 @@ use crate::rules::{Action, Aggregate, Metric, Rule, RuleState, Status, Transitio
 use crate::settings::ProbeSettings;
 use crate::time::Timestamp;
 
+mod outlook;
 mod probe;
 mod rules;
 mod stage;
 
+pub use outlook::{LineOutlook, line_outlooks};
 use probe::{ProbeSummary, Scratch, probe_summary};
 pub use rules::{PreviewRow, preview};
 use rules::{end_changed_rules, step_rules};

@@ -198,3 +198,39 @@ fn a_lines_target_addresses_stand_in_for_the_nodes_scheduling_ones_without_level
     assert_eq!(f.line_records(2), ips(&["203.0.113.2"]));
     assert_eq!(f.line_records(1), ips(&["198.51.100.1", "203.0.113.2"]));
 }
+
+#[test]
+fn the_preview_says_what_each_policy_answers_before_every_address_fails() {
+    use vantage_core::evaluate::line_outlooks;
+    for (policy, words) in [
+        (AllDown::Hold, "line line-1 holds its current records (2 addresses)"),
+        (AllDown::Online, "line line-1 answers every online node (1 address)"),
+        (AllDown::Nodata, "line line-1 answers no records (NOERROR, no data)"),
+    ] {
+        let mut f = Fleet::new(1).fast().line(1, 1, &[], 1).node(1, 1, &[("203.0.113.1", Primary)]).node(
+            2,
+            1,
+            &[("203.0.113.2", Primary)],
+        );
+        f.lines[0].all_down = policy;
+        f.node_mut(2).last_heartbeat = Some(f.now);
+        f.report_all_ok();
+        f.eval();
+        let outlook = line_outlooks(&f.view(), &f.state, f.now);
+        let [line] = outlook.as_slice() else { panic!("one line: {outlook:?}") };
+        assert_eq!((line.line, line.all_down, &line.applies_now), (LineId(1), policy, &None));
+        assert_eq!(line.records, ips(&["203.0.113.1", "203.0.113.2"]));
+        assert_eq!(line.if_all_down_text, words, "{policy:?}");
+        // Then every address fails, and the pass answers what the preview said.
+        for _ in 0..4 {
+            f.node_mut(2).last_heartbeat = Some(f.now);
+            f.report("203.0.113.1", &[0]);
+            f.report("203.0.113.2", &[0]);
+            f.eval();
+            f.advance(5);
+        }
+        assert_eq!(f.line_records(1), line.if_all_down, "{policy:?}");
+        let now = line_outlooks(&f.view(), &f.state, f.now);
+        assert_eq!(now[0].applies_now.as_ref().map(|h| h.policy), Some(policy), "{now:?}");
+    }
+}
