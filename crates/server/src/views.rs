@@ -764,7 +764,8 @@ pub struct PreviewItem {
     pub outcome_text: String,
 }
 
-/// The preview of every rule against every node it looks at (writes nothing). Named
+/// The preview of every rule against every node it looks at, and of every line's all-down
+/// policy (writes nothing). Named
 /// `RulePreviews` in the document: `Preview` is the core's row type.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(as = RulePreviews)]
@@ -773,6 +774,9 @@ pub struct Preview {
     pub at: Timestamp,
     /// One row per rule and node.
     pub items: Vec<PreviewItem>,
+    /// Each line: its all-down policy, what it answers, and what it would answer if every
+    /// address failed in the next pass.
+    pub lines: Vec<vantage_core::evaluate::LineOutlook>,
 }
 
 /// Open and recently resolved alerts.

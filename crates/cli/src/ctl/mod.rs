@@ -585,7 +585,9 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 if json {
                     print(&v, true)
                 } else {
-                    table(&v.items)
+                    table(&v.items);
+                    println!();
+                    table(&v.lines);
                 }
                 Ok(())
             }

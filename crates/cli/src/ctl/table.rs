@@ -8,6 +8,7 @@ use vantage_control::alerts::Alert;
 use vantage_control::monitors::VerdictRecord;
 use vantage_control::observe::RoundSummary;
 use vantage_core::Timestamp;
+use vantage_core::evaluate::LineOutlook;
 use vantage_core::ids::LineId;
 use vantage_core::mirror::RegionObservation;
 use vantage_core::model::AllDown;
@@ -210,6 +211,11 @@ rows! {
         "prober_name" => |r| r.prober_name, "node_name" => |r| r.node_name, "address" => |r| r.address,
         "port" => |r| r.port, "method" => |r| r.method, "loss_pct" => |r| r.loss_pct, "rtt_ms" => |r| r.rtt_ms,
         "error" => |r| r.error, "checked" => |r| r.checked, "good" => |r| r.window.good_strip,
+    ];
+    LineOutlook: [
+        "line" => |r| r.line_name, "all_down" => |r| r.all_down,
+        "now" => |r| r.applies_now.as_ref().map_or_else(|| "by health".to_owned(), |h| h.describe(&r.line_name)),
+        "records" => |r| r.records, "if_all_down" => |r| r.if_all_down_text,
     ];
     DnsLine: [
         "name" => |r| r.name, "client_networks" => |r| r.client_networks, "records" => |r| r.records,

@@ -678,6 +678,12 @@ async fn every_object_through_ctl() {
     let (code, out, _) = run(a(&format!("rules --cluster {cluster} preview"))).await;
     assert_eq!(code, Some(0));
     assert!(out.starts_with("RULE"), "{out}");
+    // Beside the rules, each line's all-down policy and what it would answer.
+    let outlook = out.lines().skip_while(|l| !l.starts_with("LINE")).nth(1).unwrap_or_default();
+    assert!(
+        out.contains("IF_ALL_DOWN") && outlook.starts_with("default") && outlook.contains("hold"),
+        "{out}"
+    );
 
     // Errors: the server's message, non-zero exit.
     let (code, _, err) = run(a(&format!("nodes set-addresses {node} 10.0.0.0/8"))).await;

@@ -140,6 +140,10 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
     );
     let other = p["items"].as_array().unwrap().iter().find(|r| r["node"] == nodes[1]).unwrap().clone();
     assert_eq!(other["conditions"][0]["value"], Value::Null, "a node without an agent has no data: {p}");
+    // Each line, beside the rules: its policy, answering by health now.
+    let outlook = &p["lines"][0];
+    assert_eq!((&outlook["line"], &outlook["all_down"]), (&json!(line), &json!("hold")), "{p}");
+    assert!(outlook.get("applies_now").is_none(), "{p}");
 
     // CPU above 90 % for the for-time: the node leaves the records.
     cpu(&metrics, 97.0);

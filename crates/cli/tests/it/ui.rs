@@ -507,6 +507,15 @@ async fn fleet_scenario() {
     b.goto(&cluster_page).await;
     assert_eq!(b.text("#all-records").await, "127.0.0.60 127.0.0.62 127.0.0.63");
     assert!(b.text("#rules").await.contains("CPU > 90 % for 60 s"));
+    // The preview says what the line would answer if every address failed, by its policy.
+    let outlook = b.text("#line-outlook tbody").await;
+    assert!(
+        outlook.contains("default")
+            && outlook.contains("hold")
+            && outlook.contains("By health")
+            && outlook.contains("line default holds its current records (3 addresses)"),
+        "{outlook}"
+    );
     b.screenshot("cluster.png").await;
 
     // Node: addresses with level, source, reachability and use; a strip per prober and address.

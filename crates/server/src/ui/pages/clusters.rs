@@ -109,11 +109,22 @@ struct PreviewRowView {
     outcome: Markup,
 }
 
-/// The preview section: not offered by this server, or rows, or why it could not be read.
+/// One line in the preview: its all-down policy, what applies now, and what it would answer
+/// if every address failed.
+#[derive(Debug)]
+struct LineOutlookRow {
+    line: String,
+    all_down: &'static str,
+    now: String,
+    if_all_down: String,
+}
+
+/// The preview section: not offered by this server, or the rules' rows and the lines', or why
+/// it could not be read.
 #[derive(Debug)]
 enum PreviewView {
     Missing,
-    Rows(Vec<PreviewRowView>),
+    Rows(Vec<PreviewRowView>, Vec<LineOutlookRow>),
     Unreadable(String),
 }
 
@@ -210,6 +221,16 @@ fn preview_view(v: Value, at: Timestamp) -> PreviewView {
         Ok(r) => r,
         Err(e) => return PreviewView::Unreadable(e.to_string()),
     };
+    let lines = preview
+        .lines
+        .into_iter()
+        .map(|l| LineOutlookRow {
+            now: l.applies_now.map_or_else(|| "By health".to_owned(), |h| h.describe(&l.line_name)),
+            all_down: l.all_down.as_str(),
+            if_all_down: l.if_all_down_text,
+            line: l.line_name,
+        })
+        .collect();
     PreviewView::Rows(
         preview
             .items
@@ -242,6 +263,7 @@ fn preview_view(v: Value, at: Timestamp) -> PreviewView {
                 }
             })
             .collect(),
+        lines,
     )
 }
 
