@@ -42,14 +42,18 @@
   }
 
   // A form's fields as a JSON object: data-type="number" fields as numbers, checkboxes as
-  // booleans, empty optional fields left out.
+  // booleans, multiple selects as lists in their order, data-type="list" fields as lists
+  // (split at commas and spaces), empty optional fields left out.
   function formBody(form) {
     const out = {};
+    const typed = (el, v) => el.dataset.type === 'number' ? Number(v) : v;
     for (const el of form.elements) {
       if (!el.name || el.disabled) continue;
       if (el.type === 'checkbox') { out[el.name] = el.checked; continue; }
+      if (el.multiple) { out[el.name] = Array.from(el.selectedOptions, (o) => typed(el, o.value)); continue; }
       if (el.value === '' && el.dataset.optional !== undefined) continue;
-      out[el.name] = el.dataset.type === 'number' ? Number(el.value) : el.value.trim();
+      if (el.dataset.type === 'list') { out[el.name] = el.value.split(/[\s,]+/).filter(Boolean); continue; }
+      out[el.name] = typed(el, el.value.trim());
     }
     return out;
   }

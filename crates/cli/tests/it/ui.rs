@@ -168,6 +168,14 @@ impl Browser {
         e.send_keys(value).await.unwrap();
     }
 
+    /// Chooses `value` in the select `css`, as picking it from the list does.
+    async fn choose(&self, css: &str, value: &str) {
+        let script = "const s = document.querySelector(arguments[0]); s.value = arguments[1]; \
+                      s.dispatchEvent(new Event('change', { bubbles: true })); return s.value;";
+        let chosen = self.client.execute(script, vec![json!(css), json!(value)]).await.unwrap();
+        assert_eq!(chosen, json!(value), "{css} offers {value}");
+    }
+
     /// Waits until `css` is displayed.
     async fn visible(&self, css: &str, limit: Duration) {
         let started = Instant::now();
@@ -764,6 +772,36 @@ async fn fleet_scenario() {
         crate::harness::all_answers(v).is_empty()
     })
     .await;
+
+    // Lines from the cluster page: a bad network is named, a line is made with its all-down
+    // policy, the policy changes in its row, and the line goes.
+    b.goto(&cluster_page).await;
+    b.fill("#line-form input[name=name]", "local").await;
+    b.fill("#line-form input[name=client_networks]", "10.0.0.0/8, not-a-network").await;
+    b.click("#line-form button[type=submit]").await;
+    b.visible("#line-form .form-error", Duration::from_secs(5)).await;
+    let error = b.text("#line-form .form-error").await;
+    assert!(error.starts_with("client_networks"), "{error}");
+    b.fill("#line-form input[name=client_networks]", "10.0.0.0/8, 192.0.2.0/24").await;
+    b.choose("#line-form select[name=all_down]", "nodata").await;
+    b.act("#line-form button[type=submit]").await;
+    let row = b.text("#lines tr[data-line=local]").await;
+    assert!(row.contains("pop-1") && row.contains("10.0.0.0/8, 192.0.2.0/24"), "{row}");
+    let line_policy = |v: Value| {
+        let items = v["items"].as_array().cloned().unwrap_or_default();
+        items.iter().find(|l| l["name"] == "local").and_then(|l| l["all_down"].as_str().map(str::to_owned))
+    };
+    let lines_path = format!("/v1/clusters/{cluster}/lines");
+    assert_eq!(line_policy(s.call(Method::GET, &lines_path, None).await.1), Some("nodata".into()));
+    b.choose("#lines tr[data-line=local] select", "online").await;
+    b.act("#lines tr[data-line=local] form.all-down button").await;
+    assert_eq!(line_policy(s.call(Method::GET, &lines_path, None).await.1), Some("online".into()));
+    let outlook = b.text("#line-outlook tbody").await;
+    assert!(outlook.contains("local") && outlook.contains("online"), "{outlook}");
+    b.click("#lines tr[data-line=local] button.danger").await;
+    b.visible("#confirm-dialog", Duration::from_secs(5)).await;
+    b.act("#confirm-ok").await;
+    assert_eq!(line_policy(s.call(Method::GET, &lines_path, None).await.1), None, "deleted");
     b.close().await;
     for p in probers {
         p.kill().await;

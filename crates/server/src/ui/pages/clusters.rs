@@ -36,6 +36,7 @@ pub(in crate::ui) async fn clusters(
 
 #[derive(Debug)]
 struct GroupRow {
+    id: i64,
     name: String,
     region: String,
     nodes: usize,
@@ -43,6 +44,7 @@ struct GroupRow {
 
 #[derive(Debug)]
 struct LineRow {
+    id: i64,
     name: String,
     group: String,
     backups: String,
@@ -147,6 +149,8 @@ struct ClusterPage {
     revisions: Vec<RevisionView>,
     rules: Vec<RuleRow>,
     preview: PreviewView,
+    /// The all-down policies a line can take, with what each does.
+    all_down_choices: [(&'static str, &'static str); 3],
     events: Vec<timeline::EventRow>,
 }
 
@@ -174,6 +178,15 @@ fn revision_view(
         })
         .collect();
     RevisionView { number: r.number, at: time(r.at, at), reason: r.reason, lines, held, publish }
+}
+
+/// The all-down policies, as entered, with what each answers when nothing is healthy.
+fn all_down_choices() -> [(&'static str, &'static str); 3] {
+    [
+        (AllDown::Hold.as_str(), "hold: keep the last records"),
+        (AllDown::Online.as_str(), "online: every online node"),
+        (AllDown::Nodata.as_str(), "nodata: answer no records"),
+    ]
 }
 
 /// The badge of a line that answers by its all-down policy.
@@ -354,15 +367,18 @@ pub(in crate::ui) async fn cluster(
             .items
             .iter()
             .map(|g| GroupRow {
+                id: g.id,
                 name: g.name.clone(),
                 region: g.region.and_then(|r| region_names.get(&r).cloned()).unwrap_or_else(|| "—".into()),
                 nodes: nodes.iter().filter(|n| n.group.0 == g.id).count(),
             })
             .collect(),
+        all_down_choices: all_down_choices(),
         lines: lines
             .items
             .iter()
             .map(|l| LineRow {
+                id: l.id,
                 name: l.name.clone(),
                 group: group_names.get(&l.group).cloned().unwrap_or_default(),
                 backups: l
