@@ -371,6 +371,22 @@ pub struct MonitorVerdict {
     pub down_weight_pct: f64,
     /// Share in stale regions, %.
     pub stale_weight_pct: f64,
+    /// Which of §7's rules hold, so that readers show them rather than test the budgets again.
+    #[serde(default)]
+    pub reasons: VerdictReasons,
+}
+
+/// The §7 rules behind a verdict: `down` needs a region down and the down budget spent;
+/// `degraded` a region down or the stale budget spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct VerdictReasons {
+    /// Some region is down.
+    pub region_down: bool,
+    /// A region is down and the down weight reached the down budget.
+    pub down_budget_spent: bool,
+    /// The stale weight is above the stale budget.
+    pub stale_budget_spent: bool,
 }
 
 /// Global: `down` when the weighted down share reaches the down budget; else `degraded` when
@@ -385,15 +401,20 @@ pub fn global_verdict(m: &Monitor, health: &[RegionHealth]) -> MonitorVerdict {
     };
     let down = share(RegionHealth::Down);
     let stale = share(RegionHealth::Stale);
-    let any_down = health.contains(&RegionHealth::Down);
-    let global = if any_down && down >= m.down_weight_budget_pct {
+    let region_down = health.contains(&RegionHealth::Down);
+    let reasons = VerdictReasons {
+        region_down,
+        down_budget_spent: region_down && down >= m.down_weight_budget_pct,
+        stale_budget_spent: stale > m.stale_weight_budget_pct,
+    };
+    let global = if reasons.down_budget_spent {
         GlobalVerdict::Down
-    } else if any_down || stale > m.stale_weight_budget_pct {
+    } else if region_down || reasons.stale_budget_spent {
         GlobalVerdict::Degraded
     } else {
         GlobalVerdict::Healthy
     };
-    MonitorVerdict { global, down_weight_pct: down, stale_weight_pct: stale }
+    MonitorVerdict { global, down_weight_pct: down, stale_weight_pct: stale, reasons }
 }
 
 impl RegionHealth {
@@ -550,9 +571,13 @@ mod tests {
         // A small-audience region down (5 %): degraded, nobody paged.
         let v = global_verdict(&m, &[Healthy, Healthy, Healthy, Healthy, Healthy, Down]);
         assert_eq!(v.global, GlobalVerdict::Degraded);
+        let reasons =
+            VerdictReasons { region_down: true, down_budget_spent: false, stale_budget_spent: false };
+        assert_eq!(v.reasons, reasons, "a region down, the budget not spent");
         // 15 % of the audience down reaches the budget: down.
         let v = global_verdict(&m, &[Healthy, Healthy, Healthy, Down, Healthy, Healthy]);
         assert_eq!(v.global, GlobalVerdict::Down);
+        assert_eq!(v.reasons, VerdictReasons { down_budget_spent: true, ..reasons });
         assert!((v.down_weight_pct - 15.0).abs() < 1e-9);
         // 10 % + 5 % down: also 15 %.
         assert_eq!(
@@ -573,9 +598,11 @@ mod tests {
             GlobalVerdict::Healthy,
             "10 % is not above the budget"
         );
+        let v = global_verdict(&m, &[Healthy, Healthy, Healthy, Stale, Healthy, Healthy]);
+        assert_eq!(v.global, GlobalVerdict::Degraded);
         assert_eq!(
-            global_verdict(&m, &[Healthy, Healthy, Healthy, Stale, Healthy, Healthy]).global,
-            GlobalVerdict::Degraded
+            v.reasons,
+            VerdictReasons { region_down: false, down_budget_spent: false, stale_budget_spent: true }
         );
     }
 

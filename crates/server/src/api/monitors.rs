@@ -98,6 +98,7 @@ pub(crate) fn verdict_view(app: &App, id: i64, m: &Monitor) -> MonitorVerdictVie
         since: state.verdict.map(|v| v.at),
         down_weight: weights.down_weight_pct / 100.0,
         stale_weight: weights.stale_weight_pct / 100.0,
+        reasons: weights.reasons,
         regions,
         pathway_priority: control.monitors().steering(m, MonitorId(id), interval_s, at),
     }

@@ -68,6 +68,8 @@ pub struct MonitorVerdictView {
     pub down_weight: f64,
     /// Share of the audience in stale regions, 0–1.
     pub stale_weight: f64,
+    /// Which of §7's rules hold now (the budgets each weight is measured against).
+    pub reasons: vantage_core::monitor::VerdictReasons,
     pub regions: Vec<RegionVerdictView>,
     /// The steering order now.
     pub pathway_priority: Vec<String>,

@@ -4,9 +4,9 @@
 
 use super::*;
 
-/// How the weights stand against the budgets. The colours follow the §7 rule the verdict
-/// came from (down: some weight down and at least the budget; stale: above the budget), so
-/// the badge that turns red or amber is the one that explains the verdict.
+/// How the weights stand against the budgets. The colours are the verdict's own reasons
+/// (down budget spent, stale budget spent), so the badge that turns red or amber is the one
+/// that explains the verdict.
 #[derive(Debug)]
 struct Weights {
     down: Markup,
@@ -17,16 +17,11 @@ fn weights(v: &views::MonitorVerdict, m: &vantage_core::monitor::Monitor) -> Wei
     let down = v.down_weight * 100.0;
     let stale = v.stale_weight * 100.0;
     Weights {
-        down: format::against_budget(
-            down,
-            m.down_weight_budget_pct,
-            down > 0.0 && down >= m.down_weight_budget_pct,
-            Tone::Bad,
-        ),
+        down: format::against_budget(down, m.down_weight_budget_pct, v.reasons.down_budget_spent, Tone::Bad),
         stale: format::against_budget(
             stale,
             m.stale_weight_budget_pct,
-            stale > m.stale_weight_budget_pct,
+            v.reasons.stale_budget_spent,
             Tone::Warn,
         ),
     }
