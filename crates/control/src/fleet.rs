@@ -157,10 +157,9 @@ impl Control {
     /// Lost attempts over sent attempts of the latest results that count (reported within
     /// the freshness window), per place.
     fn probe_loss(&self, c: &Config, now: Timestamp) -> BTreeMap<ProbePlace, f64> {
-        let fresh_s = c.settings.result_fresh_s();
         let mut tally: BTreeMap<ProbePlace, (u64, u64)> = BTreeMap::new();
         for (key, per) in &self.observations().results {
-            for (caller, l) in per.iter().filter(|(_, l)| l.sent > 0 && l.at.within_secs_of(now, fresh_s)) {
+            for (caller, l) in per.iter().filter(|(_, l)| l.sent > 0 && c.settings.result_counts(l.at, now)) {
                 let Some(place) = ProbePlace::of(c, *caller, *key) else { continue };
                 let t = tally.entry(place).or_default();
                 t.0 += u64::from(l.sent);

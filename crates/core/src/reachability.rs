@@ -64,10 +64,10 @@ impl Observations {
         settings: &ProbeSettings,
         now: Timestamp,
     ) -> impl Iterator<Item = ProberTally> + 'a {
-        let fresh_s = settings.result_fresh_s();
+        let settings = *settings;
         let counts = move |o: &Observation| {
             o.sent > 0
-                && o.reported_at.within_secs_of(now, fresh_s)
+                && settings.result_counts(o.reported_at, now)
                 && probers.get(o.prober as usize).is_some_and(|p| p.active)
         };
         self.0.chunk_by(|a, b| a.prober == b.prober).filter_map(move |group| {

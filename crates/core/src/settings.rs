@@ -139,6 +139,12 @@ impl ProbeSettings {
         u64::from(self.interval_s * 3).max(15)
     }
 
+    /// Whether a result reported at `reported_at` still counts at `now` (§5.1's freshness):
+    /// the one rule every reader of results applies.
+    pub fn result_counts(&self, reported_at: crate::Timestamp, now: crate::Timestamp) -> bool {
+        reported_at.within_secs_of(now, self.result_fresh_s())
+    }
+
     /// How long a prober stays online without asking or reporting (§3.5): 3 intervals, at least 30 s.
     pub fn prober_online_s(&self) -> u64 {
         u64::from(self.interval_s * 3).max(30)

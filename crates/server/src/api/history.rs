@@ -220,13 +220,9 @@ fn round(v: f64, digits: i32) -> f64 {
     (v * f).round() / f
 }
 
-/// The region of a prober, or of a node that probes (its group's region).
+/// The region of the prober or probing node whose id a stored point names.
 fn region_of(c: &Config, prober: i64) -> Option<RegionId> {
-    if let Some(p) = c.probers.get(&prober) {
-        return Some(p.value.region);
-    }
-    let node = c.nodes.get(&prober)?;
-    c.groups.get(&node.value.node.group.0).and_then(|g| g.value.group.region)
+    c.region_of(c.caller(prober)?)
 }
 
 /// Adds one target's raw points and daily roll-ups to its address's series and that
@@ -253,8 +249,7 @@ fn add_target(
     for p in raw {
         newest.insert(p.prober, p);
     }
-    let fresh_s = c.settings.result_fresh_s();
-    for p in newest.values().filter(|p| p.at.within_secs_of(now, fresh_s)) {
+    for p in newest.values().filter(|p| c.settings.result_counts(p.at, now)) {
         address.add_latest(p);
         regions.entry(region_of(c, p.prober)).or_insert_with(|| fresh.clone()).add_latest(p);
     }
