@@ -34,6 +34,14 @@ impl Caller {
             Caller::Node(_) => "node",
         }
     }
+
+    /// The role its certificates name.
+    pub fn role(self) -> vantage_core::wire::Role {
+        match self {
+            Caller::Prober(_) => vantage_core::wire::Role::Prober,
+            Caller::Node(_) => vantage_core::wire::Role::Node,
+        }
+    }
 }
 
 /// Why a certificate does not identify a caller.

@@ -9,6 +9,7 @@ pub mod config;
 pub mod confirm;
 mod control;
 pub mod effects;
+pub mod enrollment;
 pub mod events;
 pub mod fleet;
 pub mod identity;

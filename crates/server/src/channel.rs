@@ -13,10 +13,11 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde_json::json;
 use tokio::sync::watch;
-use vantage_control::config::{Config, Object, ProberRecord, TokenState};
+use vantage_control::config::Config;
+use vantage_control::enrollment::Refusal;
 use vantage_control::identity::{Caller, Refused};
-use vantage_core::ids::{NodeId, ProberId};
-use vantage_core::wire::{self, Role};
+use vantage_core::ids::NodeId;
+use vantage_core::wire;
 use vantage_store::ResultRow;
 
 use crate::app::{Actor, App, Change};
@@ -180,76 +181,23 @@ async fn enroll(
 ) -> Result<Json<wire::EnrollResponse>, ApiError> {
     let hash = sha256_hex(req.token.trim().as_bytes());
     let at = now();
-    let hostname: String = req.hostname.chars().filter(|c| !c.is_control()).take(253).collect();
-    let (id, role, name, pem) = app
+    let hostname = vantage_control::enrollment::hostname(&req.hostname);
+    let (caller, name, pem) = app
         .change(&Actor::system(), |c| {
-            let (token_id, token) = c
-                .enroll_tokens
-                .iter()
-                .find(|(_, t)| t.value.sha256 == hash)
-                .map(|(i, t)| (*i, t.value.clone()))
-                .ok_or_else(|| ApiError::Unauthorized("unknown enrollment token".into()))?;
-            match token.state(at) {
-                TokenState::Valid => {}
-                TokenState::Used => {
-                    let used = token.used_at.unwrap_or(at);
-                    return Err(ApiError::Unauthorized(format!("this enrollment token was already used at {used}")));
-                }
-                TokenState::Expired => {
-                    return Err(ApiError::Unauthorized(format!("this enrollment token expired at {}", token.expires_at)));
-                }
-            }
-            let mut ch = Change::default();
-            let (id, role, name, object, pem) = match token.role {
-                vantage_control::config::Role::Prober => {
-                    let region = token.region.ok_or_else(|| ApiError::Internal("prober token without region".into()))?;
-                    if c.prober_named(&token.name).is_some() {
-                        return Err(ApiError::Conflict(format!("a prober named {:?} already exists", token.name)));
-                    }
-                    let id = c.allocate();
-                    let (pem, fp) = app.ca().issue_client(&req.csr_pem, id, Role::Prober).map_err(csr_error)?;
-                    let rec = ProberRecord {
-                        name: token.name.clone(),
-                        region,
-                        enabled: true,
-                        cert_sha256: Some(fp),
-                        cert_issued_at: Some(at),
-                    };
-                    (id, Role::Prober, token.name.clone(), Object::Prober(rec), pem)
-                }
-                vantage_control::config::Role::Node => {
-                    let node = token.node.ok_or_else(|| ApiError::Internal("node token without node".into()))?;
-                    let mut rec = c
-                        .nodes
-                        .get(&node.0)
-                        .ok_or_else(|| ApiError::Conflict(format!("node {node} no longer exists")))?
-                        .value
-                        .clone();
-                    let (pem, fp) = app.ca().issue_client(&req.csr_pem, node.0, Role::Node).map_err(csr_error)?;
-                    rec.cert_sha256 = Some(fp);
-                    rec.cert_issued_at = Some(at);
-                    rec.enrolled_from = Some(peer.remote.ip().to_canonical());
-                    let name = rec.node.name.clone();
-                    (node.0, Role::Node, name, Object::Node(rec), pem)
-                }
-            };
-            let mut used = token;
-            used.used_at = Some(at);
-            let (kind, action) =
-                if role == Role::Prober { ("prober", "probe.enroll") } else { ("node", "node.enroll") };
-            // The prober or node enrolls itself: it is the actor.
-            ch.actor = Some(Actor(format!("{kind}:{id}")));
-            ch.audit(
-                action,
-                format!("{kind}:{id}"),
-                json!({"name": name, "hostname": hostname, "version": req.version, "token": used.prefix, "from": peer.remote.ip()}),
-            );
-            ch.puts.push((token_id, Object::EnrollToken(used)));
-            ch.puts.push((id, object));
-            Ok((ch, (id, role, name, pem)))
+            let admission = c.admit(&hash, at).map_err(|r| match r {
+                r if r.is_token() => ApiError::Unauthorized(r.to_string()),
+                r @ Refusal::Malformed(_) => ApiError::Internal(r.to_string()),
+                r => ApiError::Conflict(r.to_string()),
+            })?;
+            let caller = admission.caller();
+            let (pem, fp) =
+                app.ca().issue_client(&req.csr_pem, caller.id(), caller.role()).map_err(csr_error)?;
+            let e = admission.enrolled(fp, peer.remote.ip(), &hostname, &req.version, at);
+            let mut ch = Change { puts: e.puts, actor: Some(Actor(e.actor)), ..Change::default() };
+            ch.audit(e.action, e.object, e.metadata);
+            Ok((ch, (caller, e.name, pem)))
         })
         .await?;
-    let caller = if role == Role::Prober { Caller::Prober(ProberId(id)) } else { Caller::Node(NodeId(id)) };
     app.relay(|| vantage_control::Relayed::Enrolled {
         caller,
         hostname: hostname.clone(),
@@ -257,8 +205,8 @@ async fn enroll(
     });
     app.feed(|c| c.handle_enrolled(caller, hostname, req.version, at));
     Ok(Json(wire::EnrollResponse {
-        id,
-        role,
+        id: caller.id(),
+        role: caller.role(),
         name,
         certificate_pem: pem,
         ca_pem: app.ca().cert_pem().to_owned(),
@@ -280,29 +228,10 @@ async fn renew(
     let kind = caller.kind();
     let pem = app
         .change(&Actor(format!("{kind}:{id}")), |c| {
-            let revoked = || ApiError::Unauthorized("revoked".into());
+            let renewal = c.renewal(caller).ok_or_else(|| ApiError::Unauthorized("revoked".into()))?;
+            let (pem, fp) = app.ca().issue_client(&req.csr_pem, id, caller.role()).map_err(csr_error)?;
+            let (object, action) = renewal.renewed(fp, now());
             let mut ch = Change::default();
-            let (object, pem) = match caller {
-                Caller::Prober(p) => {
-                    let mut rec = c.probers.get(&p.0).ok_or_else(revoked)?.value.clone();
-                    let (pem, fp) =
-                        app.ca().issue_client(&req.csr_pem, id, Role::Prober).map_err(csr_error)?;
-                    rec.cert_sha256 = Some(fp);
-                    rec.cert_issued_at = Some(now());
-                    (Object::Prober(rec), pem)
-                }
-                Caller::Node(n) => {
-                    let mut rec = c.nodes.get(&n.0).ok_or_else(revoked)?.value.clone();
-                    let (pem, fp) = app.ca().issue_client(&req.csr_pem, id, Role::Node).map_err(csr_error)?;
-                    rec.cert_sha256 = Some(fp);
-                    rec.cert_issued_at = Some(now());
-                    (Object::Node(rec), pem)
-                }
-            };
-            let action = match caller {
-                Caller::Prober(_) => "probe.certificate_renew",
-                Caller::Node(_) => "node.certificate_renew",
-            };
             ch.audit(action, format!("{kind}:{id}"), json!({}));
             ch.puts.push((id, object));
             Ok((ch, pem))
