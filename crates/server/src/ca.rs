@@ -116,7 +116,7 @@ impl Ca {
                     Ca::generate()?
                 };
                 let json = serde_json::to_string(&mine).map_err(|e| CaError::Tls(e.to_string()))?;
-                let now = vantage_core::Timestamp::from_system(std::time::SystemTime::now());
+                let now = crate::support::now();
                 store.claim_state(STATE_KEY, &json, now).await.map_err(|e| CaError::Store(e.to_string()))?
             }
         };

@@ -39,7 +39,7 @@ pub(crate) async fn run(
             let mut c = app.control();
             // Timed only when a cluster was due: most wake-ups (a report spaced 2 s from the
             // last pass, a change) evaluate nothing and would drown the passes in zeros.
-            let (passes, started) = (c.passes(), std::time::Instant::now());
+            let (passes, started) = (c.passes(), tokio::time::Instant::now());
             c.handle_timeout(now());
             if c.passes() > passes {
                 app.metrics().evaluation(started.elapsed());

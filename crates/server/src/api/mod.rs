@@ -17,7 +17,7 @@ mod revisions;
 mod rules;
 
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};

@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use axum::http::{HeaderMap, header};
 use rand::RngCore;
@@ -172,6 +174,31 @@ mod tests {
         s.close(&other);
         assert_eq!(s.resolve(&other, &with), None);
         assert_eq!(s.len(), 1);
+    }
+
+    /// On tokio's paused clock: a day unused ends a session, and a week after login ends one
+    /// however often it is used.
+    #[tokio::test(start_paused = true)]
+    async fn a_session_ends_after_a_day_unused_or_a_week_after_login() {
+        let s = Sessions::default();
+        let with = config_with_token(7, "ops");
+        let (idle, busy) = (s.open(7), s.open(7));
+        let second = Duration::from_secs(1);
+        tokio::time::advance(IDLE - second).await;
+        assert!(s.resolve(&busy, &with).is_some());
+        tokio::time::advance(2 * second).await;
+        assert_eq!(s.resolve(&idle, &with), None, "a day and a second unused");
+        assert!(s.resolve(&busy, &with).is_some(), "used two seconds ago");
+        let mut since_login = IDLE + second;
+        let step = IDLE - second;
+        while since_login + step < LIFETIME {
+            tokio::time::advance(step).await;
+            since_login += step;
+            assert!(s.resolve(&busy, &with).is_some(), "used within the day, {since_login:?} after login");
+        }
+        tokio::time::advance(LIFETIME - since_login).await;
+        assert_eq!(s.resolve(&busy, &with), None, "a week after login");
+        assert_eq!(s.len(), 0);
     }
 
     #[test]
