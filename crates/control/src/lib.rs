@@ -11,6 +11,7 @@ mod control;
 pub mod effects;
 pub mod enrollment;
 pub mod events;
+pub mod fixtures;
 pub mod fleet;
 pub mod identity;
 pub mod invariants;
