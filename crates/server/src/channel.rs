@@ -48,34 +48,7 @@ pub(crate) async fn serve(
             return;
         }
     };
-    // Work, reports and heartbeats need a known certificate, checked before the body is read
-    // (renewal identifies its caller itself: a disabled prober may renew); each route reads at
-    // most what its largest honest body needs.
-    let known = || axum::middleware::from_fn_with_state(app.clone(), known_certificate);
-    let router = Router::new()
-        .route(wire::ENROLL, post(enroll).layer(DefaultBodyLimit::max(SMALL_BODY)))
-        .route(wire::RENEW, post(renew).layer(DefaultBodyLimit::max(SMALL_BODY)))
-        .route(wire::PROBER_WORK, get(prober_work).route_layer(known()))
-        .route(
-            wire::PROBER_REPORT,
-            post(prober_report).layer(DefaultBodyLimit::max(REPORT_BODY)).route_layer(known()),
-        )
-        .route(
-            wire::NODE_HEARTBEAT,
-            post(heartbeat).layer(DefaultBodyLimit::max(HEARTBEAT_BODY)).route_layer(known()),
-        )
-        .route(wire::NODE_WORK, get(node_work).route_layer(known()))
-        .route(wire::PROBER_RECHECK, get(prober_recheck).route_layer(known()))
-        .route(wire::NODE_RECHECK, get(node_recheck).route_layer(known()))
-        .route(
-            wire::NODE_REPORT,
-            post(node_report).layer(DefaultBodyLimit::max(REPORT_BODY)).route_layer(known()),
-        )
-        .fallback(|| async { ApiError::NotFound("no such channel route".into()) })
-        .layer(axum::middleware::from_fn(move |req, next| {
-            crate::listen::deadline(limits.deadline, req, next)
-        }))
-        .with_state(app);
+    let router = router(app, limits);
     loop {
         let (tcp, remote, admitted) = tokio::select! {
             a = vantage_dns::listen::accept(&listener, &gate, "agent channel") => a,
@@ -106,6 +79,47 @@ pub(crate) async fn serve(
             crate::listen::serve(stream, activity, svc, limits, stop).await;
         });
     }
+}
+
+/// The channel's routes, each request bounded by `limits`; a connection's [`Peer`] is added to
+/// each of its requests.
+pub(crate) fn router(app: Arc<App>, limits: HttpLimits) -> Router {
+    // Work, reports and heartbeats need a known certificate, checked before the body is read
+    // (renewal identifies its caller itself: a disabled prober may renew); each route reads at
+    // most what its largest honest body needs.
+    let known = || axum::middleware::from_fn_with_state(app.clone(), known_certificate);
+    Router::new()
+        .route(wire::ENROLL, post(enroll).layer(DefaultBodyLimit::max(SMALL_BODY)))
+        .route(wire::RENEW, post(renew).layer(DefaultBodyLimit::max(SMALL_BODY)))
+        .route(wire::PROBER_WORK, get(prober_work).route_layer(known()))
+        .route(
+            wire::PROBER_REPORT,
+            post(prober_report).layer(DefaultBodyLimit::max(REPORT_BODY)).route_layer(known()),
+        )
+        .route(
+            wire::NODE_HEARTBEAT,
+            post(heartbeat).layer(DefaultBodyLimit::max(HEARTBEAT_BODY)).route_layer(known()),
+        )
+        .route(wire::NODE_WORK, get(node_work).route_layer(known()))
+        .route(wire::PROBER_RECHECK, get(prober_recheck).route_layer(known()))
+        .route(wire::NODE_RECHECK, get(node_recheck).route_layer(known()))
+        .route(
+            wire::NODE_REPORT,
+            post(node_report).layer(DefaultBodyLimit::max(REPORT_BODY)).route_layer(known()),
+        )
+        .fallback(|| async { ApiError::NotFound("no such channel route".into()) })
+        .layer(axum::middleware::from_fn(move |req, next| {
+            crate::listen::deadline(limits.deadline, req, next)
+        }))
+        .with_state(app)
+}
+
+/// A request to the channel as the connection of the certificate whose SHA-256 is
+/// `fingerprint`, from 127.0.0.1 (for the server's own benchmarks).
+#[cfg(test)]
+pub(crate) fn as_peer<B>(req: &mut axum::http::Request<B>, fingerprint: &str) {
+    req.extensions_mut()
+        .insert(Peer { fingerprint: Some(fingerprint.to_owned()), remote: ([127, 0, 0, 1], 1).into() });
 }
 
 /// Enrollment and renewal bodies: a token and a CSR of a few hundred bytes.

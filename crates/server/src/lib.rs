@@ -9,6 +9,8 @@ mod auth;
 mod ca;
 mod channel;
 pub mod config;
+#[cfg(test)]
+mod contention;
 mod driver;
 mod error;
 mod events;
