@@ -377,7 +377,7 @@ async fn bad_input_names_the_field_and_changes_nothing() {
             format!("/v1/nodes/{node}/addresses"),
             json!([{"ip": "198.51.100.1", "level": "backup9"}]),
             400,
-            "[0].level",
+            "addresses[0].level",
             r#"must be one of primary, backup1, backup2, got "backup9""#,
         ),
         (

@@ -81,7 +81,11 @@ pub(super) async fn addresses_put(
     Path(id): Path<i64>,
     Json(body): Json<Value>,
 ) -> Result<Json<Addresses>, ApiError> {
-    let rows: Vec<AddressInput> = parse_json(body)?;
+    // A row is named as the validation below names it: `addresses[2].level`, not `[2].level`.
+    let rows: Vec<AddressInput> = vantage_core::from_value(body).map_err(|e| match e {
+        vantage_core::Error::Invalid { ref field, .. } if field.starts_with('[') => e.within("addresses"),
+        e => e,
+    })?;
     let list = AddressList::parse(&rows, app.address_policy())?;
     save_addresses(app, &actor, id, |_| Ok((list, json!({})))).await
 }
