@@ -53,9 +53,26 @@
       if (el.multiple) { out[el.name] = Array.from(el.selectedOptions, (o) => typed(el, o.value)); continue; }
       if (el.value === '' && el.dataset.optional !== undefined) continue;
       if (el.dataset.type === 'list') { out[el.name] = el.value.split(/[\s,]+/).filter(Boolean); continue; }
+      if (el.dataset.type === 'address-rows') { out[el.name] = addressRows(el); continue; }
       out[el.name] = typed(el, el.value.trim());
     }
     return out;
+  }
+
+  // An address editor's rows: `IP [LEVEL | @LINE] [trusted]` a line, a line named by its id
+  // through the editor's data-lines (an unknown name is sent as written, for the API to refuse).
+  function addressRows(el) {
+    const lines = JSON.parse(el.dataset.lines || '{}');
+    return el.value.split('\n').map((l) => l.trim()).filter(Boolean).map((l) => {
+      const [ip, ...rest] = l.split(/\s+/);
+      const row = { ip };
+      for (const word of rest) {
+        if (word === 'trusted') row.trusted = true;
+        else if (word.startsWith('@')) row.line = word.slice(1) in lines ? lines[word.slice(1)] : word.slice(1);
+        else row.level = word;
+      }
+      return row;
+    });
   }
 
   // The confirmation dialog; resolves true when confirmed.
@@ -106,7 +123,10 @@
     const submit = form.querySelector('[type=submit]');
     if (submit) submit.disabled = true;
     try {
-      const data = await api(form.dataset.method || 'POST', form.dataset.api, formBody(form));
+      const body = formBody(form);
+      // A route that takes one field's value as the whole body (a list) names it.
+      const data = await api(form.dataset.method || 'POST', form.dataset.api,
+                             form.dataset.send ? body[form.dataset.send] : body);
       const dialog = form.closest('dialog');
       if (dialog) dialog.close();
       after(form.dataset.then, data);

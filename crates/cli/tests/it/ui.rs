@@ -750,6 +750,34 @@ async fn fleet_scenario() {
     ];
     b.fits_a_phone(&pages.map(|p| format!("{base}{p}"))).await;
 
+    // Addresses edited on the node's page: the configured ones as text, a line's target by
+    // its name, a refusal shown in the form, the saved list read back by the API.
+    let first_node = format!("{base}/ui/nodes/{}", nodes[0]);
+    b.goto(&first_node).await;
+    b.click("#edit-addresses summary").await;
+    let editor = "#addresses-form textarea[name=addresses]";
+    let shown = b.client.find(Locator::Css(editor)).await.unwrap().prop("value").await.unwrap();
+    assert_eq!(shown.as_deref(), Some("127.0.0.60 primary\n127.0.0.61 backup1"));
+    b.fill(editor, "127.0.0.60 primary\n127.0.0.61 backup2\n127.0.0.64 @default high").await;
+    b.click("#addresses-form button[type=submit]").await;
+    b.visible("#addresses-form .form-error", Duration::from_secs(5)).await;
+    let error = b.text("#addresses-form .form-error").await;
+    assert!(error.starts_with("addresses[2].level: "), "the row and field are named: {error}");
+    b.fill(editor, "127.0.0.60 primary\n127.0.0.61 backup2\n127.0.0.64 @default trusted").await;
+    b.act("#addresses-form button[type=submit]").await;
+    let (_, saved) = s.call(Method::GET, &format!("/v1/nodes/{}/addresses", nodes[0]), None).await;
+    let default_line =
+        s.call(Method::GET, &format!("/v1/clusters/{cluster}/lines"), None).await.1["items"][0]["id"].clone();
+    assert_eq!(
+        saved["configured"],
+        json!([{"ip": "127.0.0.60", "level": "primary"}, {"ip": "127.0.0.61", "level": "backup2"},
+               {"ip": "127.0.0.64", "level": "primary", "trusted": true, "line": default_line}]),
+        "{saved}"
+    );
+    b.click("#edit-addresses summary").await;
+    let shown = b.client.find(Locator::Css(editor)).await.unwrap().prop("value").await.unwrap();
+    assert_eq!(shown.as_deref(), Some("127.0.0.60 primary\n127.0.0.61 backup2\n127.0.0.64 @default trusted"));
+
     // Nodes deleted from their page: the last one the line answers with takes a second,
     // explicit confirmation that says why, and then DNS answers nothing rather than it.
     for (i, id) in nodes.iter().enumerate() {

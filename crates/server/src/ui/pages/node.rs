@@ -139,6 +139,35 @@ struct NodePage {
     charts: Vec<(String, ChartView)>,
     history_error: String,
     events: Vec<timeline::EventRow>,
+    /// The configured addresses as the editor shows them, one a line.
+    address_text: String,
+    /// The cluster's lines by name, as JSON, for the editor's `@LINE`.
+    lines_json: String,
+}
+
+/// The configured addresses as the editor takes them: `IP LEVEL`, or `IP @LINE` for a line's
+/// target address, `trusted` after either when set; one a line.
+fn address_text(configured: &[vantage_core::address::SchedulingAddress], lines: &[views::Line]) -> String {
+    configured
+        .iter()
+        .map(|a| {
+            let mut row = match a.line {
+                Some(l) => {
+                    let name = lines
+                        .iter()
+                        .find(|x| x.id == l.0)
+                        .map_or_else(|| l.0.to_string(), |x| x.name.clone());
+                    format!("{} @{name}", a.ip)
+                }
+                None => format!("{} {}", a.ip, a.level.as_str()),
+            };
+            if a.trusted {
+                row.push_str(" trusted");
+            }
+            row
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// One series as a chart line, with what its legend says now: the latest round (every
@@ -232,6 +261,8 @@ pub(in crate::ui) async fn node(
     let c: views::Cluster = api.get(&format!("/v1/clusters/{}", n.cluster)).await?;
     let groups: Items<views::Group> = api.get(&format!("/v1/clusters/{}/groups", n.cluster)).await?;
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
+    let configured: views::Addresses = api.get(&format!("/v1/nodes/{id}/addresses")).await?;
+    let lines: Items<views::Line> = api.get(&format!("/v1/clusters/{}/lines", n.cluster)).await?;
     let results: Items<views::ResultRow> = api.get(&format!("/v1/nodes/{id}/results")).await?;
     let history: Result<views::History, PageError> =
         api.get(&format!("/v1/nodes/{id}/history?range={}", range.name())).await;
@@ -296,6 +327,11 @@ pub(in crate::ui) async fn node(
         ranges: range_tabs(range),
         charts,
         history_error,
+        address_text: address_text(&configured.configured, &lines.items),
+        lines_json: serde_json::to_string(
+            &lines.items.iter().map(|l| (l.name.clone(), l.id)).collect::<BTreeMap<String, i64>>(),
+        )
+        .unwrap_or_default(),
         n,
     };
     Ok(render(&page))
