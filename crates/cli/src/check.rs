@@ -247,9 +247,9 @@ async fn probe(args: &Args, target: &ProbeTarget) -> ExitCode {
         let _ = write!(verdict, ", median RTT {rtt:.2} ms");
     }
     println!("{verdict}");
-    match result.last_error() {
-        Some(code) => println!("error: {code} ({})", code.describe()),
-        None => println!("error: -"),
+    // Only a failure has an error to name: a line saying there is none reads like one.
+    if let Some(code) = result.last_error() {
+        println!("error: {code} ({})", code.describe());
     }
     if healthy { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }

@@ -18,7 +18,7 @@ async fn healthy_url_exits_0_and_prints_every_attempt() {
     assert!(stdout.contains("stages 4XRH"), "{stdout}");
     assert!(stdout.contains("status 200"), "{stdout}");
     assert!(stdout.contains("verdict: healthy — 2 of 2 attempts good"), "{stdout}");
-    assert!(stdout.contains("error: -"), "{stdout}");
+    assert!(!stdout.contains("error"), "no error line when every attempt was good: {stdout}");
     assert_eq!(server.requests().len(), 2);
 }
 
