@@ -694,6 +694,14 @@ async fn fleet_scenario() {
     let lines = b.text("#diff-lines tbody").await;
     assert!(lines.contains("127.0.0.61") && lines.contains("127.0.0.60"), "{lines}");
     assert!(b.text("#diff-revisions").await.contains("127.0.0.60 of edge-0 unreachable"));
+    // Without revisions in the address, the newest change; a bad one is refused in words.
+    let newest =
+        s.call(Method::GET, &format!("/v1/clusters/{cluster}/dns"), None).await.1["revision"].clone();
+    let newest = newest.as_u64().unwrap();
+    b.goto(&format!("{base}/ui/clusters/{cluster}/diff")).await;
+    assert_eq!(b.text("h1").await, format!("Revision {} → {newest}", newest - 1));
+    b.goto(&format!("{base}/ui/clusters/{cluster}/diff?from=abc")).await;
+    assert_eq!(b.text("#error-message").await, "from: a revision number, such as from=3; got \"abc\"");
     b.goto(&format!("{base}/ui/alerts")).await;
     assert!(b.text("#open-alerts").await.contains("127.0.0.60 of edge-0 is unreachable"));
     b.goto(&format!("{base}/ui")).await;

@@ -4,11 +4,26 @@
 use super::*;
 use crate::views::RevisionDiff;
 
-/// Which two revisions; `to` defaults to the one after `from`.
+/// Which two revisions, as written in the address: `to` defaults to the one after `from`, and
+/// without either the page shows the newest change. Read as text, so that a bad number is
+/// refused in words rather than by the query parser.
 #[derive(Debug, Deserialize)]
 pub(in crate::ui) struct DiffQuery {
-    from: u32,
-    to: Option<u32>,
+    from: Option<String>,
+    to: Option<String>,
+}
+
+/// A revision number from the address, or why it is not one.
+fn revision(name: &str, v: Option<&str>) -> Result<Option<u32>, PageError> {
+    v.map(|v| {
+        v.trim().parse::<u32>().map_err(|_| {
+            PageError::Failed(
+                StatusCode::BAD_REQUEST,
+                format!("{name}: a revision number, such as {name}=3; got {v:?}"),
+            )
+        })
+    })
+    .transpose()
 }
 
 #[derive(Debug)]
@@ -52,9 +67,19 @@ pub(in crate::ui) async fn diff(
 ) -> PageResult {
     let api = client(&ui, &v);
     let at = now();
-    let to = q.to.unwrap_or(q.from.saturating_add(1));
     let c: views::Cluster = api.get(&format!("/v1/clusters/{id}")).await?;
-    let d: RevisionDiff = api.get(&format!("/v1/clusters/{id}/revisions/{}/diff/{to}", q.from)).await?;
+    let (from, to) = match (revision("from", q.from.as_deref())?, revision("to", q.to.as_deref())?) {
+        (Some(from), to) => (from, to.unwrap_or(from.saturating_add(1))),
+        (None, to) => {
+            // The newest change: the revision before the newest (or before `to`), and it.
+            let dns: views::Dns = api.get(&format!("/v1/clusters/{id}/dns")).await?;
+            let to = to.or(dns.revision).ok_or_else(|| {
+                PageError::NotFound(format!("{} has no revision yet: nothing to compare", c.name))
+            })?;
+            (to.saturating_sub(1).max(1), to)
+        }
+    };
+    let d: RevisionDiff = api.get(&format!("/v1/clusters/{id}/revisions/{from}/diff/{to}")).await?;
     let page = DiffPage {
         frame: Frame::new(&v, format!("{}: revision {} → {}", c.name, d.from, d.to), "clusters", 0),
         cluster_id: id,
