@@ -79,7 +79,6 @@ fn date(t: Timestamp) -> String {
 /// One line: `20:31:07  address_failing     127.0.0.10 of edge-0 is failing: …`, the date
 /// before the time when it is not today's; or the event as one JSON line.
 fn print_event(e: &FleetEvent, json: bool, today: &str) {
-    use std::io::Write;
     let line = if json {
         serde_json::to_string(e).unwrap_or_default()
     } else {
@@ -89,9 +88,6 @@ fn print_event(e: &FleetEvent, json: bool, today: &str) {
         let when = if day == today { time } else { format!("{day} {time}") };
         format!("{when}  {:<19} {}", e.kind.as_str(), e.summary)
     };
-    // A closed output (`| head`) ends the command, not with a panic.
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
-        std::process::exit(0);
-    }
+    // `ctl`'s own println!: a closed output (`| head`) ends the command quietly.
+    println!("{line}");
 }

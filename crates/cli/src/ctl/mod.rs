@@ -2,6 +2,17 @@
 //! changed and deleted; tables by default, `--json` for scripts; the server's message and a
 //! non-zero exit on errors.
 
+/// `println!` and `print!` for everything below: standard output that a reader going away
+/// (`ctl audit | head -1`) ends quietly, where std's panic when writing to a closed pipe and
+/// exit 101. Shadowing std's keeps every print of `ctl` on the one path.
+macro_rules! println {
+    () => { $crate::ctl::out(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::ctl::out(format_args!("{}\n", format_args!($($arg)*))) };
+}
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::ctl::out(format_args!($($arg)*)) };
+}
+
 mod args;
 mod client;
 mod events;
@@ -812,6 +823,19 @@ fn urlencode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// Writes to standard output; a closed pipe ends the process with success (the reader has
+/// what it wanted), any other failure with an error.
+pub(crate) fn out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to standard output: {e}");
+        std::process::exit(1);
+    }
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {

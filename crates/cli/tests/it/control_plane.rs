@@ -706,6 +706,32 @@ async fn every_object_through_ctl() {
     assert!(err.contains("cannot reach the server"), "{err}");
 }
 
+/// `ctl audit | head -1`: the reader has gone when `ctl` prints, which ends it quietly with
+/// success, not with a panic (exit 101).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_goes_away_ends_ctl_quietly() {
+    let s = ServerProcess::start().await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_vantage"))
+        .args(["ctl", "audit"])
+        .env("VANTAGE_DATA_DIR", &s.dir)
+        .env_remove("VANTAGE_URL")
+        .env_remove("VANTAGE_ADMIN_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // The reader closes its end before `ctl` has read the audit log to print.
+    drop(child.stdout.take());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("ctl ended")
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_stay_out_of_the_audit_and_the_data_directory_is_private() {
     use std::os::unix::fs::PermissionsExt;
