@@ -270,7 +270,8 @@ pub(super) enum SettingsAction {
     Set { fields: Vec<String> },
     /// The mirror and door settings (shown without an action).
     ///
-    /// Fields: threshold_pct, scheme, exclude_client_region, trusted_proxies.
+    /// Fields: threshold_pct, scheme, exclude_client_region, trusted_proxies; e.g. `set
+    /// threshold_pct=60 'trusted_proxies=["10.0.0.0/8"]'`.
     Mirrors {
         #[command(subcommand)]
         action: Option<SettingsObjectAction>,
@@ -279,7 +280,7 @@ pub(super) enum SettingsAction {
     /// (shown without an action).
     ///
     /// Fields: confirm, probe_budget_per_s, damping_window_s, damping_max_multiplier,
-    /// damping_stable_s.
+    /// damping_stable_s; e.g. `set probe_budget_per_s=20`.
     Detection {
         #[command(subcommand)]
         action: Option<SettingsObjectAction>,
@@ -291,8 +292,8 @@ pub(super) enum SettingsAction {
 pub(super) enum SettingsObjectAction {
     /// Show the settings.
     Get,
-    /// Change the settings: FIELD=VALUE… (others keep their value), e.g.
-    /// `threshold_pct=60 'trusted_proxies=["10.0.0.0/8"]'` or `probe_budget_per_s=20`.
+    /// Change the settings: FIELD=VALUE… of the fields listed above (others keep their
+    /// value).
     Set { fields: Vec<String> },
 }
 

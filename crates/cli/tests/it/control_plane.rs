@@ -678,6 +678,11 @@ async fn every_object_through_ctl() {
     let (code, out, _) = run(a(&format!("rules --cluster {cluster} preview"))).await;
     assert_eq!(code, Some(0));
     assert!(out.starts_with("RULE"), "{out}");
+    // Each settings object's help offers its own fields only.
+    let (_, mirrors, _) = run(a("settings mirrors --help")).await;
+    assert!(mirrors.contains("threshold_pct") && !mirrors.contains("probe_budget_per_s"), "{mirrors}");
+    let (_, detection, _) = run(a("settings detection --help")).await;
+    assert!(detection.contains("probe_budget_per_s") && !detection.contains("threshold_pct"), "{detection}");
     // Beside the rules, each line's all-down policy and what it would answer.
     let outlook = out.lines().skip_while(|l| !l.starts_with("LINE")).nth(1).unwrap_or_default();
     assert!(
