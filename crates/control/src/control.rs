@@ -520,33 +520,19 @@ impl Control {
         )
     }
 
-    /// The preview (SPEC §5.4) of a cluster's rules at `now`, from its current states. Writes
-    /// nothing.
-    pub fn preview(&self, cluster: ClusterId, now: Timestamp) -> Option<Vec<PreviewRow>> {
-        self.previewing(cluster, now, |view, state| preview(view, state, now))
-    }
-
-    /// Each line of a cluster at `now`: its all-down policy, what it answers, and what it would
-    /// answer if every address failed in the next pass (beside the rules' preview). Writes
-    /// nothing.
-    pub fn line_outlooks(&self, cluster: ClusterId, now: Timestamp) -> Option<Vec<LineOutlook>> {
-        self.previewing(cluster, now, |view, state| line_outlooks(view, state, now))
-    }
-
-    /// `f` over a cluster's view and current state at `now`, as the next pass would see them.
-    fn previewing<T>(
-        &self,
-        cluster: ClusterId,
-        now: Timestamp,
-        f: impl FnOnce(&ClusterView<'_>, &ClusterState) -> T,
-    ) -> Option<T> {
+    /// The preview (SPEC §5.4) of a cluster at `now`, from its current states: every rule
+    /// against every node it looks at, and each line — its all-down policy, what it answers,
+    /// and what it would answer if every address failed in the next pass. Writes nothing; the
+    /// cluster's view is gathered once for both.
+    pub fn preview(&self, cluster: ClusterId, now: Timestamp) -> Option<(Vec<PreviewRow>, Vec<LineOutlook>)> {
         let c = &self.config;
         let spec = &c.clusters.get(&cluster.0)?.value;
         let empty = ClusterState::default();
         let state = self.slots.get(&cluster).map_or(&empty, |s| &s.state);
         let spread = self.online_spread(now);
         let parts = Parts::gather(c, &self.obs, self.policy, cluster, (state, &spread), self.table.clone());
-        Some(f(&parts.view(c, spec, None), state))
+        let view = parts.view(c, spec, None);
+        Some((preview(&view, state, now), line_outlooks(&view, state, now)))
     }
 
     // ------------------------------------------------------------------ events

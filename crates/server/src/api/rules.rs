@@ -29,13 +29,10 @@ pub(super) fn routes(api: &mut Api) {
 async fn preview_route(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Preview>, ApiError> {
     let at = now();
     let cluster = ClusterId(id);
-    let (rows, lines) = {
-        let control = app.control();
-        (control.preview(cluster, at), control.line_outlooks(cluster, at))
-    };
-    let (Some(rows), Some(lines)) = (rows, lines) else {
-        return Err(ApiError::NotFound(format!("Cluster {id} not found")));
-    };
+    let (rows, lines) = app
+        .control()
+        .preview(cluster, at)
+        .ok_or_else(|| ApiError::NotFound(format!("Cluster {id} not found")))?;
     let items = rows
         .into_iter()
         .map(|row| PreviewItem { outcome_text: row.preview.outcome.to_string(), row })
