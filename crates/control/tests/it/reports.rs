@@ -13,15 +13,20 @@ fn keys(w: &wire::Work) -> Vec<String> {
     k
 }
 
-#[test]
-fn work_is_every_address_of_every_enabled_node_times_every_listener() {
-    let mut lab = Lab::new();
+/// A prober in `eu` and a cluster with an HTTP and an HTTPS listener, with one group there.
+fn two_listeners(lab: &mut Lab) -> (Caller, vantage_core::ids::ClusterId, vantage_core::ids::GroupId) {
     let r = lab.region("eu");
     let p = lab.prober("fra", r);
     let c = lab.cluster(
         r#"{"name":"video","domain":"cdn.example.net","listeners":[{"port":80,"protocol":"http"},{"port":443,"protocol":"https"}]}"#,
     );
-    let g = lab.group(c, "fra-1", Some(r));
+    (p, c, lab.group(c, "fra-1", Some(r)))
+}
+
+#[test]
+fn work_is_every_address_of_every_enabled_node_times_every_listener() {
+    let mut lab = Lab::new();
+    let (p, c, g) = two_listeners(&mut lab);
     let n1 = lab.node(c, g, "edge-1", &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
     let n2 = lab.node(c, g, "edge-2", &[("203.0.113.20", Primary)]);
     let w = lab.control.handle_work(p, lab.now);
@@ -151,12 +156,7 @@ fn a_new_target_starts_with_the_checks_initial_good_attempts() {
 fn an_active_node_without_probe_health_makes_its_clusters_listeners_tcp_probed() {
     use vantage_core::check::Method;
     let mut lab = Lab::new();
-    let r = lab.region("eu");
-    let p = lab.prober("fra", r);
-    let c = lab.cluster(
-        r#"{"name":"video","domain":"cdn.example.net","listeners":[{"port":80,"protocol":"http"},{"port":443,"protocol":"https"}]}"#,
-    );
-    let g = lab.group(c, "fra-1", Some(r));
+    let (p, c, g) = two_listeners(&mut lab);
     let n1 = lab.node(c, g, "edge-1", &[("203.0.113.10", Primary)]);
     let n2 = lab.node(c, g, "edge-2", &[("203.0.113.20", Primary)]);
     let methods = |lab: &mut Lab| {
