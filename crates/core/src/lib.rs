@@ -11,6 +11,7 @@ pub mod check;
 pub mod detection;
 mod error;
 pub mod evaluate;
+pub mod fetch;
 mod hash;
 pub mod ids;
 pub mod limits;

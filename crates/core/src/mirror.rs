@@ -62,8 +62,8 @@ impl RegionStatus {
     /// bytes that are not HTTP (`status`, which a mirror probe reports for nothing else). An
     /// answer an `hls` check finds wrong in content (manifest, segment, age) is still an HTTP
     /// response, so `ok`: whether a mirror's files are current is its freshness check's
-    /// question. An unreachable network is the prober's own trouble: `error`, which counts
-    /// neither way.
+    /// question. An unreachable network is the prober's own trouble, and a destination the
+    /// fetch policy refuses was never tried: both `error`, which counts neither way.
     pub fn opinion(healthy: bool, last_error: Option<ErrorCode>) -> RegionStatus {
         if healthy {
             return RegionStatus::Ok;
@@ -71,7 +71,7 @@ impl RegionStatus {
         match last_error {
             Some(ErrorCode::Timeout) => RegionStatus::Timeout,
             Some(ErrorCode::Blocked) => RegionStatus::BlockedInferred,
-            Some(ErrorCode::Unreachable) | None => RegionStatus::Error,
+            Some(ErrorCode::Unreachable | ErrorCode::Policy) | None => RegionStatus::Error,
             Some(ErrorCode::Refused | ErrorCode::Reset | ErrorCode::Tls | ErrorCode::Status) => {
                 RegionStatus::Refused
             }

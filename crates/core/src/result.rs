@@ -34,11 +34,14 @@ pub enum ErrorCode {
     /// The response matched the check's block-page pattern: a censor's or a provider's page
     /// answered instead of the service (a mirror's `blocked-inferred`).
     Blocked,
+    /// The fetch policy refused the destination: an address the operator did not allow, the
+    /// control plane's own listener, or a playlist's URI on another origin. Nothing was sent.
+    Policy,
 }
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 10] = [
+    pub const ALL: [ErrorCode; 11] = [
         ErrorCode::Timeout,
         ErrorCode::Refused,
         ErrorCode::Reset,
@@ -49,6 +52,7 @@ impl ErrorCode {
         ErrorCode::Segment,
         ErrorCode::Stale,
         ErrorCode::Blocked,
+        ErrorCode::Policy,
     ];
 
     /// The code as it appears in the API.
@@ -64,6 +68,7 @@ impl ErrorCode {
             ErrorCode::Segment => "segment",
             ErrorCode::Stale => "stale",
             ErrorCode::Blocked => "blocked",
+            ErrorCode::Policy => "policy",
         }
     }
 
@@ -80,6 +85,7 @@ impl ErrorCode {
             ErrorCode::Segment => "Segment not fetchable",
             ErrorCode::Stale => "Stale segment",
             ErrorCode::Blocked => "Block page",
+            ErrorCode::Policy => "Refused by the fetch policy",
         }
     }
 }
