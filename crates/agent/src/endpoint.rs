@@ -20,6 +20,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use vantage_core::Timestamp;
 use vantage_core::check::Check;
+use vantage_core::fetch::FetchPolicy;
 use vantage_core::result::{Attempt, ErrorCode, ProbeResult, Stages};
 use vantage_core::wire::{EndpointTarget, Report, Work};
 use vantage_probe::{ProbeTarget, RoundConfig, SourceAddresses, Url, attempt_from, effective_concurrency};
@@ -39,12 +40,19 @@ pub(crate) struct EndpointWork {
     /// endpoints: nothing to look up).
     checks: Vec<Check>,
     check_now: bool,
+    /// Where the attempts may connect.
+    fetch: Arc<FetchPolicy>,
 }
 
 impl EndpointWork {
     pub(crate) fn of(work: &Work) -> Self {
         let checks = if work.endpoints.is_empty() { Vec::new() } else { work.checks.clone() };
-        EndpointWork { endpoints: work.endpoints.clone(), checks, check_now: work.check_now }
+        EndpointWork {
+            endpoints: work.endpoints.clone(),
+            checks,
+            check_now: work.check_now,
+            fetch: Arc::new(work.fetch.clone()),
+        }
     }
 }
 
@@ -59,6 +67,8 @@ pub(crate) struct Due {
     pub(crate) check: Arc<Check>,
     /// Any HTTP answer is good unless it is a block page ([`EndpointTarget::any_status`]).
     pub(crate) any_status: bool,
+    /// Other hosts its `hls` chain may lead to ([`EndpointTarget::allowed_hosts`]).
+    pub(crate) allowed_hosts: Vec<String>,
 }
 
 /// What a finished attempt is to the schedule.
@@ -79,6 +89,7 @@ struct Entry {
     address: Option<SocketAddr>,
     check: Arc<Check>,
     any_status: bool,
+    allowed_hosts: Vec<String>,
     generation: u64,
     /// When the next attempt is due.
     next: Instant,
@@ -123,7 +134,8 @@ impl EndpointSchedule {
                     if old.url == e.url
                         && old.address == e.address
                         && *old.check == **check
-                        && old.any_status == e.any_status =>
+                        && old.any_status == e.any_status
+                        && old.allowed_hosts == e.allowed_hosts =>
                 {
                     old
                 }
@@ -134,6 +146,7 @@ impl EndpointSchedule {
                         address: e.address,
                         check: check.clone(),
                         any_status: e.any_status,
+                        allowed_hosts: e.allowed_hosts.clone(),
                         generation: self.generations,
                         next: now,
                         in_flight: false,
@@ -179,6 +192,7 @@ impl EndpointSchedule {
                 address: e.address,
                 check: e.check.clone(),
                 any_status: e.any_status,
+                allowed_hosts: e.allowed_hosts.clone(),
             });
         }
         out
@@ -254,6 +268,7 @@ async fn drive(
         schedule: EndpointSchedule::default(),
         permits: Arc::new(Semaphore::new(concurrency)),
         source,
+        fetch: Arc::default(),
         probes: JoinSet::new(),
         batches: HashMap::new(),
         batch_ids: 0,
@@ -287,6 +302,8 @@ struct Driver {
     /// Held by each attempt while it runs: the bound counts attempts, not endpoints waiting.
     permits: Arc<Semaphore>,
     source: SourceAddresses,
+    /// The latest work's fetch policy.
+    fetch: Arc<FetchPolicy>,
     probes: JoinSet<Probed>,
     batches: HashMap<u64, Batch>,
     batch_ids: u64,
@@ -306,12 +323,14 @@ impl Driver {
         let batch = Batch { started_at: now(), pending: due.len(), results: Vec::with_capacity(due.len()) };
         self.batches.insert(self.batch_ids, batch);
         for d in due {
-            self.probes.spawn(probe(d, self.batch_ids, self.source, self.permits.clone()));
+            let fetch = self.fetch.clone();
+            self.probes.spawn(probe(d, self.batch_ids, (self.source, fetch), self.permits.clone()));
         }
     }
 
     /// Takes the endpoints of a work answer.
     fn apply(&mut self, work: &EndpointWork) {
+        self.fetch = work.fetch.clone();
         let before = self.schedule.len();
         let skipped = self.schedule.update(&work.endpoints, &work.checks, Instant::now());
         if skipped > 0 {
@@ -386,12 +405,17 @@ async fn sleep_until(at: Option<Instant>) {
 /// (resolving the URL's host included). An endpoint no target can be made of (a URL that
 /// does not parse, a host that does not resolve in time) gets one failed attempt:
 /// `unreachable`, no stage reached.
-async fn probe(due: Due, batch: u64, source: SourceAddresses, permits: Arc<Semaphore>) -> Probed {
+async fn probe(
+    due: Due,
+    batch: u64,
+    (source, fetch): (SourceAddresses, Arc<FetchPolicy>),
+    permits: Arc<Semaphore>,
+) -> Probed {
     // The semaphore is never closed; were it, the attempt would go ahead unbounded.
     let _permit = permits.acquire_owned().await.ok();
     let timeout = Duration::from_millis(u64::from(due.check.timeout_ms()));
     let started = Instant::now();
-    let (result, unusable) = match target(&due, timeout).await {
+    let (result, unusable) = match target(&due, fetch, timeout).await {
         Ok(t) => {
             let report = attempt_from(&t, timeout.saturating_sub(started.elapsed()), source).await;
             let result = ProbeResult {
@@ -420,7 +444,7 @@ async fn probe(due: Due, batch: u64, source: SourceAddresses, permits: Arc<Semap
 
 /// The probe target of an endpoint: at its address when it has one, else at the first
 /// address its URL's host resolves to within `timeout`.
-async fn target(due: &Due, timeout: Duration) -> Result<ProbeTarget, String> {
+async fn target(due: &Due, fetch: Arc<FetchPolicy>, timeout: Duration) -> Result<ProbeTarget, String> {
     let (key, check) = (due.key.clone(), due.check.clone());
     let made = match due.address {
         Some(addr) => {
@@ -434,7 +458,12 @@ async fn target(due: &Due, timeout: Duration) -> Result<ProbeTarget, String> {
             }
         },
     };
-    made.map(|t| ProbeTarget { any_status: due.any_status, ..t })
+    made.map(|t| ProbeTarget {
+        any_status: due.any_status,
+        allowed_hosts: due.allowed_hosts.clone(),
+        fetch,
+        ..t
+    })
 }
 
 /// Posts the queued reports one after the other, in order. A failure is logged when it
@@ -467,7 +496,14 @@ mod tests {
     }
 
     fn ep(key: &str, url: &str, check: u32) -> EndpointTarget {
-        EndpointTarget { key: key.into(), url: url.into(), address: None, check, any_status: false }
+        EndpointTarget {
+            key: key.into(),
+            url: url.into(),
+            address: None,
+            check,
+            any_status: false,
+            allowed_hosts: Vec::new(),
+        }
     }
 
     fn keys(due: &[Due]) -> Vec<&str> {

@@ -318,6 +318,7 @@ pub(crate) fn reports(
 /// skipped (and logged): the server sent something inconsistent, the rest still counts.
 pub(crate) fn targets(work: &Work) -> Vec<ProbeTarget> {
     let checks: Vec<Arc<Check>> = work.checks.iter().cloned().map(Arc::new).collect();
+    let fetch = Arc::new(work.fetch.clone());
     let mut skipped = 0usize;
     let out = work
         .targets
@@ -327,7 +328,10 @@ pub(crate) fn targets(work: &Work) -> Vec<ProbeTarget> {
             if check.is_none() {
                 skipped += 1;
             }
-            Some(ProbeTarget::listener(t.key.clone(), t.ip, &t.listener, check?.clone()))
+            Some(
+                ProbeTarget::listener(t.key.clone(), t.ip, &t.listener, check?.clone())
+                    .with_fetch(fetch.clone()),
+            )
         })
         .collect();
     if skipped > 0 {
@@ -413,6 +417,7 @@ mod tests {
             check_now: false,
             renew_in_s: 100,
             phase_ms: None,
+            fetch: vantage_core::fetch::FetchPolicy::any_address(),
         };
         let out = targets(&work);
         assert_eq!(out.len(), 1);

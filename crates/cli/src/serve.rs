@@ -24,6 +24,13 @@ pub(crate) struct Args {
     /// Admin API and UI address [default: 127.0.0.1:8080].
     #[arg(long)]
     api_listen: Option<String>,
+    /// The public face's own address: `/go`, `/steer` and `/healthz` only (unset: the admin
+    /// address serves them too).
+    #[arg(long)]
+    public_listen: Option<String>,
+    /// Serve /metrics without an admin token.
+    #[arg(long)]
+    metrics_public: bool,
     /// Agent channel address [default: 0.0.0.0:8443].
     #[arg(long)]
     agent_listen: Option<String>,
@@ -39,9 +46,14 @@ pub(crate) struct Args {
     /// Log filter, like `info` or `vantage_server=debug,info`.
     #[arg(long)]
     log_level: Option<String>,
-    /// Accept loopback scheduling addresses (labs and demos on one machine).
+    /// Accept loopback scheduling addresses, and let probers fetch from loopback (labs and
+    /// demos on one machine).
     #[arg(long)]
     allow_loopback_addresses: bool,
+    /// Networks probers and the server may fetch from although the fetch policy refuses
+    /// their class (link-local, multicast…), comma-separated.
+    #[arg(long, value_name = "CIDR,…")]
+    allow_networks: Option<String>,
     /// Serve the admin API and UI over TLS with this certificate chain (PEM) …
     #[arg(long, value_name = "FILE", requires = "api_tls_key")]
     api_tls_cert: Option<String>,
@@ -65,6 +77,8 @@ impl Args {
             ("data_dir", &self.data_dir),
             ("database", &self.database),
             ("api_listen", &self.api_listen),
+            ("public_listen", &self.public_listen),
+            ("allow_networks", &self.allow_networks),
             ("agent_listen", &self.agent_listen),
             ("dns_listen", &self.dns_listen),
             ("agent_url", &self.agent_url),
@@ -84,6 +98,9 @@ impl Args {
         }
         if self.api_tls_internal {
             f.insert("api_tls_internal", "true".into());
+        }
+        if self.metrics_public {
+            f.insert("metrics_public", "true".into());
         }
         f
     }

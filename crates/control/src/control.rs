@@ -15,6 +15,7 @@ use vantage_core::evaluate::{
     AddressView, ClusterState, ClusterView, Event, FastMap, LineOutlook, NodeMetrics, NodeView, PreviewRow,
     Records, evaluate, line_outlooks, preview,
 };
+use vantage_core::fetch::FetchPolicy;
 use vantage_core::ids::{ClusterId, NodeId, RegionId, RuleId};
 use vantage_core::model::AllDown;
 use vantage_core::reachability::{
@@ -116,6 +117,8 @@ pub struct Start {
     pub config: Config,
     /// Which scheduling addresses are accepted.
     pub policy: AddressPolicy,
+    /// Where probers may connect: handed to them with their work.
+    pub fetch: FetchPolicy,
     /// Timers.
     pub timing: Timing,
     /// Latest results: (prober or probing node id, target, result).
@@ -274,6 +277,7 @@ pub struct Control {
     /// every pass and for the reads that tally an address by region.
     table: Arc<ProberTable>,
     policy: AddressPolicy,
+    fetch: FetchPolicy,
     timing: Timing,
     started: Timestamp,
     obs: Observations,
@@ -334,6 +338,7 @@ impl Control {
             table: Arc::new(Parts::prober_table(&config)),
             config,
             policy: start.policy,
+            fetch: start.fetch,
             timing: start.timing,
             started: now,
             obs,
@@ -636,6 +641,7 @@ impl Control {
             check_now,
             renew_in_s: c.renew_in_s(caller, now),
             phase_ms: spread.phase_ms(caller, c.settings.interval_s()),
+            fetch: self.fetch.clone(),
         }
     }
 

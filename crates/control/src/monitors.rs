@@ -314,6 +314,7 @@ pub fn endpoint_targets(
                 // A monitor's endpoint must answer its check's status: an edge answering 404
                 // serves no video.
                 any_status: false,
+                allowed_hosts: m.value.allowed_hosts.clone(),
             });
             keys.insert(key);
         }

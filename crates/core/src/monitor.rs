@@ -20,7 +20,28 @@ pub fn endpoint_url(field: &str, text: &str) -> Result<String> {
     if authority.is_empty() || t.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(bad());
     }
+    // Credentials in a URL end up in logs, errors and the UI: they are never accepted.
+    if authority.contains('@') {
+        return Err(Error::invalid(field, "must not carry a user name or password (user:pass@)"));
+    }
     Ok(t.to_owned())
+}
+
+/// Validates a host a playlist may send the probers to: a host name or IP address,
+/// optionally with a port (`segments.cdn.example:443`), nothing else.
+fn allowed_host(field: &str, text: &str) -> Result<String> {
+    let t = text.trim().to_ascii_lowercase();
+    let ok = !t.is_empty()
+        && t.len() <= 255
+        && t.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
+    if ok {
+        Ok(t)
+    } else {
+        Err(Error::invalid(
+            field,
+            format!("must be a host name or address, with an optional port, got {text:?}"),
+        ))
+    }
 }
 
 /// One region of a monitor.
@@ -93,6 +114,11 @@ pub struct Monitor {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_name: Option<String>,
     pub regions: Vec<MonitorRegion>,
+    /// Hosts other than an endpoint's own that its playlists may send the probers to (a CDN
+    /// that serves segments from another host): `host` or `host:port`. A playlist's URI on
+    /// any other origin is refused, not fetched.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
     /// N: failing probes among the last M that make a region down.
     pub failure_quorum: u32,
     /// M: probes per region considered.
@@ -121,6 +147,9 @@ pub struct MonitorInput {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check_name: Option<String>,
     pub regions: Vec<MonitorRegion>,
+    /// Other hosts its playlists may send the probers to (none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
     /// N (3).
     pub failure_quorum: u32,
     /// M (5).
@@ -142,6 +171,7 @@ impl From<Monitor> for MonitorInput {
             check: m.check,
             check_name: m.check_name,
             regions: m.regions,
+            allowed_hosts: m.allowed_hosts,
             failure_quorum: m.failure_quorum,
             quorum_window: m.quorum_window,
             max_segment_age_s: m.max_segment_age_s,
@@ -159,6 +189,7 @@ impl Default for MonitorInput {
             check: None,
             check_name: None,
             regions: Vec::new(),
+            allowed_hosts: Vec::new(),
             failure_quorum: 3,
             quorum_window: 5,
             max_segment_age_s: 30,
@@ -234,6 +265,18 @@ impl TryFrom<MonitorInput> for Monitor {
         if regions.iter().map(|r| r.weight).sum::<f64>() <= 0.0 {
             return Err(Error::invalid("regions", "the weights must not all be 0"));
         }
+        if i.allowed_hosts.len() > 16 {
+            return Err(Error::invalid(
+                "allowed_hosts",
+                format!("at most 16 hosts, got {}", i.allowed_hosts.len()),
+            ));
+        }
+        let allowed_hosts = i
+            .allowed_hosts
+            .iter()
+            .enumerate()
+            .map(|(k, h)| allowed_host(&format!("allowed_hosts[{k}]"), h))
+            .collect::<Result<Vec<_>>>()?;
         let quorum_window = in_range("quorum_window", i.quorum_window, 1, 64)?;
         let failure_quorum = in_range("failure_quorum", i.failure_quorum, 1, quorum_window)?;
         let max_segment_age_s = in_range("max_segment_age_s", i.max_segment_age_s, 1, 86_400)?;
@@ -242,6 +285,7 @@ impl TryFrom<MonitorInput> for Monitor {
             check: i.check,
             check_name,
             regions,
+            allowed_hosts,
             failure_quorum,
             quorum_window,
             max_segment_age_s,
@@ -637,12 +681,30 @@ mod tests {
         let r = MonitorRegion { pathway: None, ..r };
         let e = Monitor::try_from(MonitorInput {
             name: "m".into(),
-            regions: vec![r],
+            regions: vec![r.clone()],
             failure_quorum: 6,
             ..Default::default()
         })
         .unwrap_err();
         assert_eq!(e.to_string(), "failure_quorum: must be between 1 and 5, got 6");
+        let with = |endpoint: &str, allowed_hosts: Vec<String>| {
+            let r = MonitorRegion { endpoints: vec![endpoint.into()], ..r.clone() };
+            Monitor::try_from(MonitorInput {
+                name: "m".into(),
+                regions: vec![r],
+                allowed_hosts,
+                ..Default::default()
+            })
+        };
+        let e = with("http://user:pass@e.example.net/a.m3u8", vec![]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "regions[0].endpoints[0]: must not carry a user name or password (user:pass@)"
+        );
+        let m = with("http://e.example.net/a.m3u8", vec!["Seg.CDN.example:8443".into()]).unwrap();
+        assert_eq!(m.allowed_hosts, ["seg.cdn.example:8443"]);
+        let e = with("http://e.example.net/a.m3u8", vec!["http://seg.cdn.example/".into()]).unwrap_err();
+        assert_eq!(e.field(), "allowed_hosts[0]");
     }
 
     #[test]

@@ -130,9 +130,15 @@ pub struct EndpointTarget {
     /// servers that predate it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub any_status: bool,
+    /// Hosts other than the URL's own that an `hls` chain may lead to (`host` or
+    /// `host:port`); a playlist URI on any other origin is refused, not fetched.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// What to probe this round.
+///
+/// [`FetchPolicy`]: crate::fetch::FetchPolicy
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Work {
     /// The caller's id.
@@ -157,6 +163,10 @@ pub struct Work {
     /// (a round then starts one interval after the previous one started).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase_ms: Option<u64>,
+    /// Where the prober may connect ([`FetchPolicy`]); absent from older servers' work,
+    /// which then gets the default: every special-purpose address refused.
+    #[serde(default)]
+    pub fetch: crate::fetch::FetchPolicy,
 }
 
 /// Targets to probe at once, outside the rounds: another prober saw them change.

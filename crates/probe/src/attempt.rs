@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::pin::pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
@@ -19,6 +20,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use url::Url;
 use vantage_core::Timestamp;
 use vantage_core::check::{Method, RequestSpec};
+use vantage_core::fetch::FetchPolicy;
 use vantage_core::result::{Attempt, ErrorCode, HlsDetail, Stages};
 
 use crate::classify::{Phase, code_for_hyper, code_for_io, io_source};
@@ -220,10 +222,10 @@ impl Failure {
     }
 
     /// A failure while fetching the segment is a `segment` failure, except a timeout, which
-    /// bounds the attempt as a whole.
+    /// bounds the attempt as a whole, and a fetch the policy refused, which was never made.
     fn in_segment(self) -> Self {
         match self.code {
-            ErrorCode::Timeout => self,
+            ErrorCode::Timeout | ErrorCode::Policy => self,
             _ => Failure::new(ErrorCode::Segment, format!("segment: {}", self.detail)),
         }
     }
@@ -231,7 +233,7 @@ impl Failure {
     /// The same for the variant playlist of a master playlist, which is part of the manifest.
     fn in_variant(self) -> Self {
         match self.code {
-            ErrorCode::Timeout => self,
+            ErrorCode::Timeout | ErrorCode::Policy => self,
             _ => Failure::new(ErrorCode::Manifest, format!("variant playlist: {}", self.detail)),
         }
     }
@@ -248,6 +250,8 @@ struct Endpoint {
     verify: bool,
     /// Where connections leave from (for this and any other host an attempt reaches).
     sources: SourceAddresses,
+    /// Where connections may go.
+    fetch: Arc<FetchPolicy>,
 }
 
 impl Endpoint {
@@ -258,6 +262,7 @@ impl Endpoint {
             tls: t.uses_tls().then(|| tls::server_name(t.host(), t.addr.ip())),
             verify: t.check.verify(),
             sources,
+            fetch: t.fetch.clone(),
         }
     }
 }
@@ -346,7 +351,7 @@ async fn hls(t: &ProbeTarget, ep: &Endpoint, p: &mut Progress, wire: &Wire) -> R
             let mut status = None;
             let reply = fetch(
                 ep,
-                &manifest_url,
+                (&manifest_url, &t.allowed_hosts),
                 &variant_url,
                 &[("Cache-Control", "no-cache")],
                 MANIFEST_LIMIT,
@@ -381,7 +386,7 @@ async fn hls(t: &ProbeTarget, ep: &Endpoint, p: &mut Progress, wire: &Wire) -> R
     let mut status = None;
     let result = fetch(
         ep,
-        &manifest_url,
+        (&manifest_url, &t.allowed_hosts),
         &segment_url,
         &[("Range", SEGMENT_RANGE)],
         SEGMENT_LIMIT,
@@ -420,7 +425,7 @@ async fn hls(t: &ProbeTarget, ep: &Endpoint, p: &mut Progress, wire: &Wire) -> R
 #[allow(clippy::too_many_arguments)]
 async fn fetch(
     ep: &Endpoint,
-    origin: &Url,
+    (origin, allowed_hosts): (&Url, &[String]),
     url: &Url,
     extra: &[(&str, &str)],
     limit: usize,
@@ -431,6 +436,18 @@ async fn fetch(
     let ep = if same_origin(origin, url) {
         ep.clone()
     } else {
+        if !allowed_hosts
+            .iter()
+            .any(|h| url.host_str() == Some(h.as_str()) || authority(url).as_deref() == Some(h.as_str()))
+        {
+            return Err(Failure::new(
+                ErrorCode::Policy,
+                format!(
+                    "{url} is not on the playlist's origin {}: not fetched (list its host in the monitor's allowed_hosts)",
+                    &origin[..url::Position::BeforePath]
+                ),
+            ));
+        }
         let host = url.host_str().unwrap_or_default();
         let port = url.port_or_known_default().unwrap_or(80);
         let addr = resolve(host.trim_start_matches('[').trim_end_matches(']'), port)
@@ -442,6 +459,7 @@ async fn fetch(
             tls: (url.scheme() == "https").then(|| tls::server_name(host, addr.ip())),
             verify: ep.verify,
             sources: ep.sources,
+            fetch: ep.fetch.clone(),
         }
     };
     let spec = RequestSpec {
@@ -504,8 +522,10 @@ async fn connect(ep: &Endpoint, p: &mut Progress) -> Result<Stream, Failure> {
     Ok(stream)
 }
 
-/// The TCP connection, from the source address of the peer's family when there is one.
+/// The TCP connection, from the source address of the peer's family when there is one, to
+/// an address the fetch policy allows (judged here, on the address about to be connected).
 async fn open(ep: &Endpoint) -> Result<TcpStream, Failure> {
+    ep.fetch.check(ep.addr).map_err(|r| Failure::new(ErrorCode::Policy, r.to_string()))?;
     let connect = |e: std::io::Error| Failure::io(&e, Phase::Connect, "connect");
     let socket =
         if ep.addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }.map_err(connect)?;

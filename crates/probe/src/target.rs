@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use url::{Host, Url};
 use vantage_core::check::{Check, Listener, Method, Protocol, RequestSpec};
+use vantage_core::fetch::FetchPolicy;
 
 use crate::error::{Error, Result};
 
@@ -43,6 +44,12 @@ pub struct ProbeTarget {
     /// reference 004's `ok` is "an HTTP response within the timeout"); false: only the
     /// check's expected status is.
     pub any_status: bool,
+    /// Where attempts may connect. The constructors allow any address: the prober sets the
+    /// policy its control plane sends with the work ([`ProbeTarget::with_fetch`]).
+    pub fetch: Arc<FetchPolicy>,
+    /// Hosts (`host` or `host:port`) other than the target's own that an `hls` chain may
+    /// lead to; a playlist URI on any other origin is refused, not fetched.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl ProbeTarget {
@@ -58,7 +65,14 @@ impl ProbeTarget {
             url: None,
             timeout: None,
             any_status: false,
+            fetch: Arc::new(FetchPolicy::any_address()),
+            allowed_hosts: Vec::new(),
         }
+    }
+
+    /// The target under the policy `fetch`.
+    pub fn with_fetch(self, fetch: Arc<FetchPolicy>) -> Self {
+        ProbeTarget { fetch, ..self }
     }
 
     /// A cluster target: `ip` × the listener's port. The listener's protocol decides the
@@ -109,6 +123,8 @@ impl ProbeTarget {
             check,
             url: Some(url),
             any_status: false,
+            fetch: Arc::new(FetchPolicy::any_address()),
+            allowed_hosts: Vec::new(),
         };
         target.validate()?;
         Ok(target)

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use vantage_control::alerts::{Alert, AlertState, Webhook, WebhookFormat};
+use vantage_core::fetch::FetchPolicy;
 
 /// A change to deliver.
 #[derive(Debug, Clone)]
@@ -72,28 +73,32 @@ pub(crate) fn payload(a: &Alert, format: WebhookFormat) -> Value {
 const ATTEMPTS: u32 = 6;
 
 /// Delivers notices to the enabled sinks `sinks()` returns, each with retries and back-off
-/// (0.5 s doubling), each sink on its own task.
+/// (0.5 s doubling), each sink on its own task, only where the fetch policy allows.
 pub(crate) async fn deliver(
     mut notices: mpsc::UnboundedReceiver<Notice>,
     sinks: Arc<dyn Fn() -> Vec<Webhook> + Send + Sync>,
     metrics: Arc<crate::metrics::Metrics>,
+    policy: FetchPolicy,
 ) {
-    let client = match reqwest::Client::builder().timeout(Duration::from_secs(10)).build() {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "webhook client unavailable; alerts will not be delivered");
-            return;
-        }
-    };
+    let policy = Arc::new(policy);
     while let Some(Notice(alert)) = notices.recv().await {
         for sink in sinks().into_iter().filter(|s| s.enabled) {
             let body = payload(&alert, sink.format);
-            let client = client.clone();
             let metrics = metrics.clone();
+            let policy = policy.clone();
             tokio::spawn(async move {
+                let builder = reqwest::Client::builder().timeout(Duration::from_secs(10));
+                let (client, url) = match crate::fetch::client_for(&policy, &sink.url, None, builder).await {
+                    Ok(made) => made,
+                    Err(e) => {
+                        tracing::error!(sink = %sink.name, error = %e, "webhook not delivered");
+                        metrics.delivery(&sink.name, false);
+                        return;
+                    }
+                };
                 let mut wait = Duration::from_millis(500);
                 for attempt in 1..=ATTEMPTS {
-                    match client.post(&sink.url).json(&body).send().await {
+                    match client.post(url.clone()).json(&body).send().await {
                         Ok(r) if r.status().is_success() => {
                             metrics.delivery(&sink.name, true);
                             return;

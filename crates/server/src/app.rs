@@ -12,6 +12,7 @@ use vantage_control::mirrors::doors::Doors;
 use vantage_control::monitors::SteeringTable;
 use vantage_control::{Control, Start};
 use vantage_core::address::AddressPolicy;
+use vantage_core::fetch::FetchPolicy;
 use vantage_store::{FileWrite, LogAs, NewAudit, ResultWriter, Store, Write};
 
 use crate::ca::Ca;
@@ -129,6 +130,8 @@ pub(crate) struct App {
     events: crate::events::EventHub,
     /// This replica's share of the replication, on a database several replicas share.
     replica: Option<crate::replicas::Replica>,
+    /// Where this server's own fetches may go (the probers get the same with their work).
+    fetch: FetchPolicy,
 }
 
 /// What [`App::new`] is made of.
@@ -147,6 +150,7 @@ impl App {
     /// State over what was loaded.
     pub(crate) fn new(p: Parts) -> Self {
         p.metrics.set_objects(&p.start.config);
+        let fetch = p.start.fetch.clone();
         let control = Control::new(p.start, now());
         let publishers = Publishers::new(p.metrics.clone());
         let dns = vantage_dns::DnsSettings::default();
@@ -170,7 +174,13 @@ impl App {
             publishers,
             write_lock: tokio::sync::Mutex::new(()),
             replica: p.replica,
+            fetch,
         }
+    }
+
+    /// Where this server's own fetches may go.
+    pub(crate) fn fetch_policy(&self) -> &FetchPolicy {
+        &self.fetch
     }
 
     /// This replica's share of the replication (PostgreSQL only).

@@ -32,8 +32,15 @@ pub struct ServeConfig {
     /// naming this key; it shows without its password.
     #[serde(deserialize_with = "database", serialize_with = "database_url")]
     pub database: Option<PostgresUrl>,
-    /// Admin API and UI.
+    /// Admin API and UI, and `/metrics`.
     pub api_listen: SocketAddr,
+    /// The public face: `/go`, `/steer` and `/healthz`, for players and mirror users. When
+    /// set, the admin listener no longer serves `/go` and `/steer`, and this one serves
+    /// nothing else. Unset: the admin listener serves both faces (one machine, a lab).
+    pub public_listen: Option<SocketAddr>,
+    /// Serve `/metrics` without a token. Off: a scrape needs an admin token (a read-only one
+    /// is enough), sent as Prometheus' `authorization` sends it.
+    pub metrics_public: bool,
     /// Agent channel (mutual TLS).
     pub agent_listen: SocketAddr,
     /// Built-in DNS server (UDP and TCP).
@@ -45,8 +52,14 @@ pub struct ServeConfig {
     pub log_format: LogFormat,
     /// Log filter (`info`, `vantage_server=debug,info`).
     pub log_level: String,
-    /// Accept loopback scheduling addresses (labs, demos and tests on one machine).
+    /// Accept loopback scheduling addresses, and let probers and the control plane fetch
+    /// from loopback (labs, demos and tests on one machine).
     pub allow_loopback_addresses: bool,
+    /// Networks probers and the control plane may fetch from although the fetch policy
+    /// refuses their class (link-local, multicast…): for labs and private fleets. In TOML a
+    /// list; in `VANTAGE_ALLOW_NETWORKS` and `--allow-networks` comma-separated.
+    #[serde(deserialize_with = "allowed_networks")]
+    pub allow_networks: Vec<IpNet>,
     /// Seconds between periodic evaluations of a cluster.
     pub evaluation_interval_s: u64,
     /// Days of result history kept before the daily roll-up.
@@ -73,8 +86,13 @@ pub struct ServeConfig {
     pub load_balancers: Vec<IpNet>,
 }
 
-/// A list of networks, as a TOML list or as one comma-separated string.
-fn networks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+/// A list of networks of `key`, as a TOML list or as one comma-separated string, each
+/// passed through `check`.
+fn network_list<'de, D: serde::Deserializer<'de>>(
+    d: D,
+    key: &str,
+    check: impl Fn(IpNet) -> Result<IpNet, String>,
+) -> Result<Vec<IpNet>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Networks {
@@ -87,18 +105,27 @@ fn networks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Err
             t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
         }
     };
-    let refuse = |s: &str, why: String| serde::de::Error::custom(format!("load_balancers: {s}: {why}"));
+    let refuse = |s: &str, why: String| serde::de::Error::custom(format!("{key}: {s}: {why}"));
     items
         .iter()
-        .map(|s| {
-            let net = s.parse::<IpNet>().map_err(|e| refuse(s, e.to_string()))?;
-            let widest = if net.addr().is_ipv4() { 16 } else { 48 };
-            if net.prefix() < widest {
-                return Err(refuse(s, format!("wider than a /{widest}; list the balancers' own addresses")));
-            }
-            Ok(net)
-        })
+        .map(|s| s.parse::<IpNet>().map_err(|e| e.to_string()).and_then(&check).map_err(|why| refuse(s, why)))
         .collect()
+}
+
+/// `load_balancers`: each at most a /16 or a /48.
+fn networks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+    network_list(d, "load_balancers", |net| {
+        let widest = if net.addr().is_ipv4() { 16 } else { 48 };
+        if net.prefix() < widest {
+            return Err(format!("wider than a /{widest}; list the balancers' own addresses"));
+        }
+        Ok(net)
+    })
+}
+
+/// `allow_networks`: any networks.
+fn allowed_networks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+    network_list(d, "allow_networks", Ok)
 }
 
 /// The `database` URL, parsed; a refusal names the key and never quotes the URL.
@@ -118,12 +145,15 @@ impl Default for ServeConfig {
             database: None,
             // Only this host until the operator says otherwise.
             api_listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            public_listen: None,
+            metrics_public: false,
             agent_listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
             dns_listen: SocketAddr::from(([0, 0, 0, 0], 8053)),
             agent_url: None,
             log_format: LogFormat::Text,
             log_level: "info".into(),
             allow_loopback_addresses: false,
+            allow_networks: Vec::new(),
             evaluation_interval_s: 10,
             history_retention_days: 14,
             certificate_warning_days: 14,
@@ -136,16 +166,19 @@ impl Default for ServeConfig {
 }
 
 /// The keys a configuration may set (and the environment variables `VANTAGE_<KEY>`).
-pub const KEYS: [&str; 16] = [
+pub const KEYS: [&str; 19] = [
     "data_dir",
     "database",
     "api_listen",
+    "public_listen",
+    "metrics_public",
     "agent_listen",
     "dns_listen",
     "agent_url",
     "log_format",
     "log_level",
     "allow_loopback_addresses",
+    "allow_networks",
     "evaluation_interval_s",
     "history_retention_days",
     "certificate_warning_days",
@@ -223,6 +256,16 @@ impl ServeConfig {
     /// Whether the admin API and UI are served over TLS.
     pub fn api_tls(&self) -> bool {
         self.api_tls_internal || self.api_tls_cert.is_some()
+    }
+
+    /// Where probers and this server may fetch from: the loopback and networks allowed here,
+    /// never the server's own `listeners`.
+    pub fn fetch_policy(&self, listeners: Vec<SocketAddr>) -> vantage_core::fetch::FetchPolicy {
+        vantage_core::fetch::FetchPolicy {
+            allow_loopback: self.allow_loopback_addresses,
+            allow_networks: self.allow_networks.clone(),
+            own_listeners: listeners,
+        }
     }
 
     /// The agent channel URL given to probers and agents.
@@ -304,6 +347,25 @@ mod tests {
                 .to_string();
             assert!(e.contains("load_balancers") && e.contains(says), "{e}");
         }
+    }
+
+    #[test]
+    fn allowed_networks_and_the_public_face_read_from_every_source() {
+        let file = "allow_networks = [\"169.254.10.0/24\"]\npublic_listen = \"0.0.0.0:8081\"\n";
+        let c = ServeConfig::load(Some(("vantage.toml", file)), &BTreeMap::new(), &BTreeMap::new()).unwrap();
+        assert_eq!(c.allow_networks, ["169.254.10.0/24".parse().unwrap()]);
+        assert_eq!(c.public_listen, Some("0.0.0.0:8081".parse().unwrap()));
+        assert!(!c.metrics_public);
+        let e = env(&[("VANTAGE_ALLOW_NETWORKS", "0.0.0.0/0, ::/0"), ("VANTAGE_METRICS_PUBLIC", "true")]);
+        let c = ServeConfig::load(None, &e, &BTreeMap::new()).unwrap();
+        assert_eq!(c.allow_networks.len(), 2);
+        assert!(c.metrics_public);
+        let listeners = vec!["127.0.0.1:8080".parse().unwrap()];
+        assert_eq!(c.fetch_policy(listeners.clone()).own_listeners, listeners);
+        let e = ServeConfig::load(None, &env(&[("VANTAGE_ALLOW_NETWORKS", "nonsense")]), &BTreeMap::new())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("allow_networks: nonsense"), "{e}");
     }
 
     #[test]

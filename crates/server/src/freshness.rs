@@ -8,6 +8,7 @@ use std::time::Duration;
 use vantage_control::mirrors::FreshnessCheck;
 use vantage_control::mirrors::book::FreshnessReading;
 use vantage_core::Timestamp;
+use vantage_core::fetch::FetchPolicy;
 
 use crate::app::App;
 use crate::support::now;
@@ -21,9 +22,10 @@ pub(crate) fn spawn(app: &Arc<App>, checks: Vec<FreshnessCheck>) {
         let app = app.clone();
         tokio::spawn(async move {
             let timeout = Duration::from_secs(u64::from(check.timeout_s.max(1)));
+            let policy = app.fetch_policy();
             let (mirror, reference) = tokio::join!(
-                fetch(&check.url, Some(&check.host).zip(check.address), timeout),
-                fetch(&check.reference, None, timeout),
+                fetch(policy, &check.url, check.address, timeout),
+                fetch(policy, &check.reference, None, timeout),
             );
             if let Err(e) = &mirror {
                 tracing::info!(host = %check.host, error = %e, "mirror freshness: cannot read the trace file");
@@ -38,22 +40,18 @@ pub(crate) fn spawn(app: &Arc<App>, checks: Vec<FreshnessCheck>) {
     }
 }
 
-/// The time a trace file at `url` says, connecting to `pinned` for its host when given.
+/// The time a trace file at `url` says, connecting to `pinned` for its host when given, and
+/// only where the fetch policy allows (a trace file is fetched where it is: no redirect).
 async fn fetch(
+    policy: &FetchPolicy,
     url: &str,
-    pinned: Option<(&String, std::net::SocketAddr)>,
+    pinned: Option<std::net::SocketAddr>,
     timeout: Duration,
 ) -> Result<Timestamp, String> {
-    let mut b = reqwest::Client::builder()
+    let b = reqwest::Client::builder()
         .timeout(timeout)
-        // A trace file is fetched where it is: following a mirror's redirect would let a third
-        // party's host make this server fetch any URL.
-        .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("vantage-freshness/", env!("CARGO_PKG_VERSION")));
-    if let Some((host, addr)) = pinned {
-        b = b.resolve(host, addr);
-    }
-    let client = b.build().map_err(|e| e.to_string())?;
+    let (client, url) = crate::fetch::client_for(policy, url, pinned, b).await?;
     let mut resp =
         client.get(url).header("cache-control", "no-cache").send().await.map_err(|e| e.to_string())?;
     if !resp.status().is_success() {

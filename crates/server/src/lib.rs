@@ -14,6 +14,7 @@ mod contention;
 mod driver;
 mod error;
 mod events;
+mod fetch;
 mod freshness;
 mod listen;
 mod metrics;

@@ -70,6 +70,7 @@ pub enum StartError {
 #[derive(Debug)]
 pub struct Server {
     api_addr: SocketAddr,
+    public_addr: Option<SocketAddr>,
     agent_addr: SocketAddr,
     ca_fingerprint: String,
     admin_token_file: Option<PathBuf>,
@@ -169,6 +170,25 @@ impl Server {
             .map_err(|source| StartError::Bind { addr: settings.agent_listen, source })?;
         let mut settings = settings;
         settings.agent_listen = agent_addr;
+        // The HTTP listeners too, before the core starts: nothing fetched may reach them.
+        let listener = tokio::net::TcpListener::bind(settings.api_listen)
+            .await
+            .map_err(|source| StartError::Bind { addr: settings.api_listen, source })?;
+        let api_addr =
+            listener.local_addr().map_err(|source| StartError::Bind { addr: settings.api_listen, source })?;
+        let public = match settings.public_listen {
+            Some(addr) => {
+                let l = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| StartError::Bind { addr, source })?;
+                let bound = l.local_addr().map_err(|source| StartError::Bind { addr, source })?;
+                settings.public_listen = Some(bound);
+                Some((l, bound))
+            }
+            None => None,
+        };
+        let own = [Some(agent_addr), Some(api_addr), settings.public_listen].into_iter().flatten().collect();
+        start.fetch = settings.fetch_policy(own);
         let relay_to = replica.as_ref().map(|r| (r.shared.clone(), r.origin.clone()));
         let app =
             Arc::new(App::new(Parts { start, store, metrics, settings: settings.clone(), ca, replica }));
@@ -191,11 +211,6 @@ impl Server {
         }
 
         let (stop, stopped) = watch::channel(false);
-        let listener = tokio::net::TcpListener::bind(settings.api_listen)
-            .await
-            .map_err(|source| StartError::Bind { addr: settings.api_listen, source })?;
-        let api_addr =
-            listener.local_addr().map_err(|source| StartError::Bind { addr: settings.api_listen, source })?;
         let tls = api_tls(&settings, app.ca(), api_addr)?;
         let scheme = if tls.is_some() { "https" } else { "http" };
         let router = crate::api::router(app.clone());
@@ -205,6 +220,13 @@ impl Server {
         let api_gate = gate(limits.api);
         let api = tokio::spawn(serve_api(router, listener, tls, (limits.api, api_gate), stopped.clone()));
         tracing::info!(addr = %api_addr, "admin API listening");
+        let mut tasks = vec![api];
+        if let Some((listener, addr)) = public {
+            let router = crate::api::public_router(app.clone());
+            let gate = gate(limits.api);
+            tasks.push(tokio::spawn(serve_api(router, listener, None, (limits.api, gate), stopped.clone())));
+            tracing::info!(%addr, "public face listening (/go, /steer, /healthz)");
+        }
 
         let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
         let channel_limits = (limits.channel, gate(limits.channel));
@@ -238,26 +260,36 @@ impl Server {
         tracing::info!(addr = %dns_addr, "DNS listening (UDP and TCP)");
         let sinks_app = app.clone();
         let sinks = Arc::new(move || sinks_app.config().webhooks.values().map(|w| w.value.clone()).collect());
-        let delivery = tokio::spawn(crate::alerts::deliver(notice_rx, sinks, delivery_metrics));
+        let delivery = tokio::spawn(crate::alerts::deliver(
+            notice_rx,
+            sinks,
+            delivery_metrics,
+            app.fetch_policy().clone(),
+        ));
 
         let local = |a: SocketAddr| {
             if a.ip().is_unspecified() { SocketAddr::from(([127, 0, 0, 1], a.port())) } else { a }
         };
-        let info = serde_json::json!({
+        let mut info = serde_json::json!({
             "api": format!("{scheme}://{}", local(api_addr)),
             "agent": format!("https://{}", local(agent_addr)),
             "dns": local(dns_addr).to_string(),
             "ca_sha256": app.ca().fingerprint,
         });
+        if let Some(public) = settings.public_listen {
+            info["public"] = format!("http://{}", local(public)).into();
+        }
+        tasks.extend([channel, watcher, lease, follow]);
         let serve_json = dir.join("serve.json");
         write_private(&serve_json, &info.to_string()).map_err(io(&serve_json))?;
         Ok(Server {
             api_addr,
+            public_addr: settings.public_listen,
             agent_addr,
             ca_fingerprint: app.ca().fingerprint.clone(),
             admin_token_file,
             stop,
-            tasks: vec![api, channel, watcher, lease, follow],
+            tasks,
             stop_driver,
             after,
             delivery,
@@ -284,6 +316,11 @@ impl Server {
     /// Where the admin API listens.
     pub fn api_addr(&self) -> SocketAddr {
         self.api_addr
+    }
+
+    /// Where the public face listens, when it has a listener of its own.
+    pub fn public_addr(&self) -> Option<SocketAddr> {
+        self.public_addr
     }
 
     /// The admin token file written at first start, if this start wrote one.
@@ -458,5 +495,7 @@ async fn load(
         monitor_states,
         last_event: u64::try_from(store.last_event().await?).unwrap_or(0),
         role: vantage_control::Role::Leader,
+        // Completed once the listeners are bound (they are never fetched from).
+        fetch: settings.fetch_policy(Vec::new()),
     })
 }

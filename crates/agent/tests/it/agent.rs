@@ -125,6 +125,7 @@ async fn also_probes_starts_and_stops_the_prober_loop() {
         check_now: false,
         renew_in_s: 86_400,
         phase_ms: None,
+        fetch: vantage_core::fetch::FetchPolicy::any_address(),
     };
     server.script().reply.also_probes = true;
     let dir = tempfile::tempdir().unwrap();

@@ -46,11 +46,19 @@ fn work(round_s: u32, cluster_port: Option<u16>, interval_s: u32, endpoints: Vec
         check_now: false,
         renew_in_s: 86_400,
         phase_ms: None,
+        fetch: vantage_core::fetch::FetchPolicy::any_address(),
     }
 }
 
 fn endpoint(key: &str, url: &str) -> EndpointTarget {
-    EndpointTarget { key: key.into(), url: url.into(), address: None, check: 1, any_status: false }
+    EndpointTarget {
+        key: key.into(),
+        url: url.into(),
+        address: None,
+        check: 1,
+        any_status: false,
+        allowed_hosts: Vec::new(),
+    }
 }
 
 fn reports(server: &ChannelServer) -> Vec<Report> {

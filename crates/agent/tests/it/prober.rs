@@ -75,6 +75,7 @@ fn work_for(targets: &[(&str, u16)]) -> Work {
         check_now: false,
         renew_in_s: 86_400,
         phase_ms: None,
+        fetch: vantage_core::fetch::FetchPolicy::any_address(),
     }
 }
 

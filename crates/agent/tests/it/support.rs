@@ -157,6 +157,7 @@ pub(crate) fn empty_work(id: i64) -> Work {
         check_now: false,
         renew_in_s: 86_400,
         phase_ms: None,
+        fetch: vantage_core::fetch::FetchPolicy::any_address(),
     }
 }
 

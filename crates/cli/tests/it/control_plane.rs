@@ -473,15 +473,36 @@ async fn every_v1_route_answers_401_without_a_valid_token() {
     assert!(checked >= 30, "{checked} routes");
     let resp = client.get(format!("{}/v1/openapi.json", s.url)).send().await.unwrap();
     assert_eq!(resp.status().as_u16(), 401);
-    // Health and metrics are open.
-    for p in ["/healthz", "/readyz", "/metrics"] {
+    // Health is open; metrics list the fleet, for admin tokens only (a read-only one will do).
+    for p in ["/healthz", "/readyz"] {
         assert_eq!(client.get(format!("{}{p}", s.url)).send().await.unwrap().status().as_u16(), 200, "{p}");
     }
-    let metrics = client.get(format!("{}/metrics", s.url)).send().await.unwrap().text().await.unwrap();
+    for auth in [None, Some("vta_wrong")] {
+        let mut r = client.get(format!("{}/metrics", s.url));
+        if let Some(a) = auth {
+            r = r.bearer_auth(a);
+        }
+        let resp = r.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 401, "/metrics with {auth:?}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["status"], 401, "{body}");
+    }
+    let made = s.create("/v1/admin-tokens", json!({"name": "prometheus", "read_only": true})).await;
+    let scraper = made["token"].as_str().unwrap().to_owned();
+    let metrics = client
+        .get(format!("{}/metrics", s.url))
+        .bearer_auth(&scraper)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     for want in [
         r#"vantage_http_requests_total{route="/v1/openapi.json",method="GET",status="200"} 1"#,
         r#"vantage_http_requests_total{route="/v1/regions/{id}",method="GET",status="401"} 3"#,
-        r#"vantage_objects{kind="admin_token"} 1"#,
+        // The bootstrap token and Prometheus' read-only one.
+        r#"vantage_objects{kind="admin_token"} 2"#,
         r#"vantage_store_latency_seconds_count{op="commit"}"#,
         "vantage_dns_queries_total",
     ] {

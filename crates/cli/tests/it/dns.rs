@@ -104,7 +104,7 @@ async fn revisions_reach_the_built_in_server_and_knot_with_outcomes_recorded() {
     assert!(nx.contains("status: NXDOMAIN"), "{nx}");
 
     let (_, _) = s.call(Method::GET, "/healthz", None).await;
-    let metrics = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    let metrics = s.metrics().await;
     assert!(
         metrics.contains(r#"vantage_dns_queries_total{zone="cdn.test.example",rcode="NOERROR"}"#),
         "{metrics}"
@@ -126,7 +126,7 @@ async fn revisions_reach_the_built_in_server_and_knot_with_outcomes_recorded() {
     })
     .await;
     // The push is counted before its outcome is recorded on the revision.
-    let metrics = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    let metrics = s.metrics().await;
     assert!(
         metrics.lines().any(|l| l.starts_with("vantage_publications_total{cluster=\"video\"")
             && l.contains("outcome=\"published\"")),

@@ -76,7 +76,7 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
             .any(|l| l.contains("127.0.0.10 primary  failing — unreachable in") && l.ends_with(", in DNS")),
         "{status}"
     );
-    let text = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    let text = s.metrics().await;
     assert!(
         text.lines().any(|l| l.starts_with("vantage_address_failing{")
             && l.contains("address=\"127.0.0.10\"")
@@ -204,7 +204,7 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
     assert!(status.trim_end().ends_with("2 other nodes healthy"), "{status}");
 
     // `/metrics` says the same.
-    let text = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    let text = s.metrics().await;
     let series = |name: &str, address: &str| {
         text.lines()
             .find(|l| l.starts_with(name) && l.contains(&format!("address=\"{address}\"")))

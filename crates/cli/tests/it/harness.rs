@@ -96,6 +96,11 @@ impl ServerProcess {
 
     /// Posts the UI's login form with the admin token through `client` (which follows no
     /// redirect, to read the session cookie off the answer).
+    /// `/metrics` as Prometheus reads it, with the admin token.
+    pub(crate) async fn metrics(&self) -> String {
+        self.req(reqwest::Method::GET, "/metrics").send().await.unwrap().text().await.unwrap()
+    }
+
     pub(crate) async fn ui_login(&self, client: &reqwest::Client) -> reqwest::Response {
         client
             .post(format!("{}/ui/login", self.url))

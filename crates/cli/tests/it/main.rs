@@ -12,6 +12,7 @@ mod ctl_monitors;
 mod demo;
 mod dns;
 mod edges;
+mod faces;
 mod failover;
 mod faults;
 mod harness;

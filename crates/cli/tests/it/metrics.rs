@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
-use crate::harness::LabFleet;
+use crate::harness::{LabFleet, ServerProcess};
 
 /// Runs `promtool ARGS…` with `stdin`, returning its exit success and its output.
 async fn promtool(args: &[&str], stdin: &str) -> (bool, String) {
@@ -100,10 +100,10 @@ fn offered(name: &str, families: &[(String, String)]) -> bool {
 }
 
 /// The exposition once every line of it for which `ready` holds is there, or after 30 s.
-async fn scrape_until(url: &str, ready: &[&str]) -> String {
+async fn scrape_until(s: &ServerProcess, ready: &[&str]) -> String {
     let started = Instant::now();
     loop {
-        let text = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
+        let text = s.metrics().await;
         if ready.iter().all(|m| text.lines().any(|l| l.starts_with(m) && !l.ends_with(" 0")))
             || started.elapsed() > Duration::from_secs(30)
         {
@@ -119,7 +119,7 @@ async fn metrics_pass_promtool_and_the_dashboard_asks_only_for_what_the_server_h
         LabFleet::start("cdn.metrics.example", 120).await;
     // The fleet is up: probe and evaluation figures have series once reports were evaluated.
     let text = scrape_until(
-        &s.url,
+        &s,
         &[
             "vantage_probe_rtt_seconds_count{",
             "vantage_evaluation_lag_seconds{",
@@ -159,7 +159,7 @@ async fn metrics_pass_promtool_and_the_dashboard_asks_only_for_what_the_server_h
     let (st, v) = s.call(reqwest::Method::PATCH, &format!("/v1/clusters/{cluster}"), Some(publishers)).await;
     assert_eq!(st, 200, "{v}");
     edges[3].stop().await;
-    let text = scrape_until(&s.url, &["vantage_alerts_firing{kind=\"address_unreachable\"}"]).await;
+    let text = scrape_until(&s, &["vantage_alerts_firing{kind=\"address_unreachable\"}"]).await;
     assert!(text.contains("vantage_alerts_firing{kind=\"address_unreachable\"} 1"), "{text}");
     assert!(text.contains("vantage_webhook_deliveries_total{webhook=\"ops\",outcome=\"failed\"} "), "{text}");
     assert!(

@@ -152,7 +152,7 @@ fn no_redirects(from: Option<IpAddr>) -> reqwest::Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
     let temp = tempfile::tempdir().unwrap();
-    let s = ServerProcess::start_in(&temp.path().join("server"), &[]).await;
+    let s = ServerProcess::start_in(&temp.path().join("server"), &["--allow-loopback-addresses"]).await;
     let fast = json!({"interval_s": 5, "timeout_ms": 1000, "attempts": 1});
     put(&s, "/v1/settings/probes", fast).await;
     // The edges speak plain HTTP: redirects and freshness checks too.
@@ -364,7 +364,7 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
         assert_eq!(go(&client, &s, "/go/t1/x", None).await.unwrap(), "http://live1.example.net/x");
     }
 
-    let metrics = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    let metrics = s.metrics().await;
     for line in [
         r#"vantage_mirror_verdict{host="live1.example.net"} 3"#,
         r#"vantage_mirror_verdict{host="slow-cn.example.net"} 2"#,
@@ -391,7 +391,7 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
 async fn the_registry_files_the_api_and_a_restart() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("server");
-    let s = ServerProcess::start_in(&dir, &[]).await;
+    let s = ServerProcess::start_in(&dir, &["--allow-loopback-addresses"]).await;
     let files = dir.join("mirrors");
     put(&s, "/v1/tenants/t1", json!({})).await;
     // A tenant's opt-in to degraded mirrors is a boolean, and unknown fields are refused.
@@ -456,7 +456,7 @@ async fn the_registry_files_the_api_and_a_restart() {
     assert_eq!(m2["weight"], 5, "the change in the same reload did not take either");
     let log = std::fs::read_to_string(dir.with_extension("log")).unwrap();
     assert!(log.contains("m3.example.net.yaml") && log.contains("weight"), "{log}");
-    let metrics = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    let metrics = s.metrics().await;
     assert!(metrics.contains("vantage_mirror_registry_reload_errors_total"), "{metrics}");
     assert!(!metrics.contains("vantage_mirror_registry_reload_errors_total 0"), "{metrics}");
     std::fs::remove_file(files.join("m3.example.net.yaml")).unwrap();
@@ -479,7 +479,7 @@ async fn the_registry_files_the_api_and_a_restart() {
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("regions[0]")), "{v}");
     let s = {
         let _ = s.stop().await;
-        ServerProcess::start_in(&dir, &[]).await
+        ServerProcess::start_in(&dir, &["--allow-loopback-addresses"]).await
     };
     let (_, m1) = s.call(Method::GET, "/v1/mirrors/m1.example.net", None).await;
     assert_eq!(
@@ -514,7 +514,7 @@ async fn the_registry_files_the_api_and_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_answer_keeps_a_mirror_live_but_a_status_its_check_names_blocks_it() {
     let temp = tempfile::tempdir().unwrap();
-    let s = ServerProcess::start_in(&temp.path().join("server"), &[]).await;
+    let s = ServerProcess::start_in(&temp.path().join("server"), &["--allow-loopback-addresses"]).await;
     put(&s, "/v1/settings/mirrors", json!({"scheme": "http"})).await;
     let region = s.create("/v1/regions", json!({"code": "us1", "name": "us1"})).await;
     let source = ip("127.0.1.1");

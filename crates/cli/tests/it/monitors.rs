@@ -95,7 +95,7 @@ fn region_of<'a>(verdict: &'a Value, code: &str) -> &'a Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_region_degrades_missing_segments_go_down_and_steering_follows() {
     let temp = tempfile::tempdir().unwrap();
-    let s = ServerProcess::start_in(&temp.path().join("server"), &[]).await;
+    let s = ServerProcess::start_in(&temp.path().join("server"), &["--allow-loopback-addresses"]).await;
     let (st, v) = s
         .call(
             Method::PUT,
@@ -172,7 +172,7 @@ async fn a_stale_region_degrades_missing_segments_go_down_and_steering_follows()
     let (_, v) = s.call(Method::GET, &verdict_path, None).await;
     assert_eq!(region_of(&v, "eu")["health"], "stale", "{v}");
     assert!((v["stale_weight"].as_f64().unwrap() - 0.3).abs() < 1e-9, "{v}");
-    let metrics = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    let metrics = s.metrics().await;
     assert!(metrics.contains(r#"vantage_monitor_verdict{monitor="live"} 1"#), "{metrics}");
     let age_line = metrics
         .lines()

@@ -21,7 +21,7 @@ fn named(url: &str, name: &str) -> String {
 
 /// Whether `s` holds the evaluator lease (its `/metrics` says so).
 async fn evaluator(s: &ServerProcess) -> bool {
-    let Ok(r) = reqwest::get(format!("{}/metrics", s.url)).await else { return false };
+    let Ok(r) = s.req(Method::GET, "/metrics").send().await else { return false };
     r.text().await.unwrap_or_default().lines().any(|l| l == "vantage_evaluator_lease 1")
 }
 

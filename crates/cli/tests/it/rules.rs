@@ -191,7 +191,7 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
     // Deliveries and the revision are counted in `/metrics`.
     let started = Instant::now();
     loop {
-        let m = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+        let m = s.metrics().await;
         let delivered = |hook: &str| {
             m.contains(&format!(
                 "vantage_webhook_deliveries_total{{webhook=\"{hook}\",outcome=\"delivered\"}}"

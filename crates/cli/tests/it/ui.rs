@@ -1056,7 +1056,7 @@ async fn monitors_before_any_probe_and_a_stale_region_seen_by_a_prober() {
 /// still unknown, and half the weight stale degrades the monitor.
 async fn monitors_scenario() {
     let temp = tempfile::tempdir().unwrap();
-    let s = ServerProcess::start_in(&temp.path().join("server"), &[]).await;
+    let s = ServerProcess::start_in(&temp.path().join("server"), &["--allow-loopback-addresses"]).await;
     let base = s.url.trim_end_matches('/').to_owned();
     let origin = vantage_testkit::EdgeServer::start_with(
         vantage_testkit::any_loopback(),

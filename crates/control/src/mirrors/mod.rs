@@ -129,6 +129,8 @@ pub fn endpoint_targets(c: &Config, checks: &mut Vec<Check>) -> Vec<EndpointTarg
             address: m.address,
             check: u32::try_from(index).unwrap_or(u32::MAX),
             any_status: true,
+            // A mirror's check stays on the mirror.
+            allowed_hosts: Vec::new(),
         });
     }
     out

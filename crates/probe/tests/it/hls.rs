@@ -147,3 +147,33 @@ async fn silent_edge_times_out_with_the_tuple_so_far() {
     assert_eq!(r.error, Some(ErrorCode::Timeout), "{r:?}");
     assert_eq!(r.hls, Some(HlsDetail { reachable: true, ..HlsDetail::default() }));
 }
+
+/// A playlist served from one origin that names a segment on another (here another port of
+/// the same host, an internal service, say): the prober does not fetch it unless the monitor
+/// lists that host, and says why.
+#[tokio::test]
+async fn a_playlist_cannot_send_the_prober_to_another_origin() {
+    let internal = EdgeServer::start(any_loopback()).await.unwrap();
+    let playlist = format!(
+        "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:1\n#EXTINF:2,\n{}\n",
+        internal.url("/internal/secret.ts")
+    );
+    let options = EdgeOptions { body: playlist.into(), ..EdgeOptions::new(Behavior::Health) };
+    let origin = EdgeServer::start_with(any_loopback(), options).await.unwrap();
+    let r = probe(&origin, "/live.m3u8", None).await;
+    assert_eq!(r.error, Some(ErrorCode::Policy), "{r:?}");
+    let detail = r.detail.unwrap();
+    assert!(
+        detail.contains("is not on the playlist's origin") && detail.contains("allowed_hosts"),
+        "{detail}"
+    );
+    assert!(internal.requests().is_empty(), "the other origin got {:?}", internal.requests());
+
+    // Listed (a CDN's segment host): fetched.
+    let c = check(CheckInput { method: Some(Method::Hls), ..Default::default() });
+    let t = ProbeTarget::from_url("m", &origin.url("/live.m3u8"), c).await.unwrap();
+    let t = ProbeTarget { allowed_hosts: vec![internal.addr().to_string()], ..t };
+    let r = attempt(&t, T).await;
+    assert_eq!(r.error, None, "{r:?}");
+    assert_eq!(internal.requests().len(), 1);
+}

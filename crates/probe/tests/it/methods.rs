@@ -434,3 +434,21 @@ async fn health_answers_in_pieces_interim_answers_garbage_and_cut_heads() {
     assert_eq!((r.error, r.status), (Some(ErrorCode::Status), Some(503)), "{r:?}");
     assert!(r.timings.total < Duration::from_millis(400), "{r:?}");
 }
+
+/// Under the fetch policy a prober's work carries, a destination of a refused class is never
+/// connected to, whatever the method: the attempt fails with `policy` and says why.
+#[tokio::test]
+async fn the_fetch_policy_refuses_before_connecting() {
+    let server = EdgeServer::start(any_loopback()).await.unwrap();
+    let strict = std::sync::Arc::new(vantage_core::fetch::FetchPolicy::default());
+    for method in [Method::Tcp, Method::Http, Method::Hls] {
+        let r = attempt(&target(&server, method).with_fetch(strict.clone()), T).await;
+        assert_eq!((r.error, r.stages), (Some(ErrorCode::Policy), Stages::empty()), "{method:?}: {r:?}");
+        assert!(r.detail.unwrap().contains("a loopback address"));
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(server.connections(), 0);
+    let lab = vantage_core::fetch::FetchPolicy { allow_loopback: true, ..Default::default() };
+    let r = attempt(&target(&server, Method::Http).with_fetch(lab.into()), T).await;
+    assert_eq!(r.error, None, "{r:?}");
+}

@@ -316,7 +316,9 @@ fn method_name(m: &HttpMethod) -> &'static str {
     }
 }
 
-/// The whole HTTP application: `/v1` (authenticated), `/metrics`, `/healthz`, `/readyz`.
+/// The admin listener's application: `/v1` and the UI (authenticated), `/metrics`
+/// (authenticated unless `metrics_public`), `/healthz`, `/readyz` — and the public face's
+/// `/go` and `/steer` unless it has a listener of its own.
 pub(crate) fn router(app: Arc<App>) -> Router {
     let mut api = table();
     let doc = Arc::new(Api::openapi(std::mem::take(&mut api.paths), std::mem::take(&mut api.schemas)));
@@ -327,15 +329,31 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route_layer(middleware::from_fn_with_state(auth, require_admin))
         .layer(middleware::map_response(crate::error::json_refusals));
     // The web UI reads through the same routes, with the same authentication.
-    let ui = crate::ui::router(app.clone(), sessions, v1.clone().with_state(app.clone()));
-    Router::new()
-        .merge(v1)
-        .merge(ui)
-        .merge(doors::public())
-        .merge(monitors::public())
-        .route("/metrics", get(metrics))
+    let ui = crate::ui::router(app.clone(), sessions.clone(), v1.clone().with_state(app.clone()));
+    let scrape = Router::new().route("/metrics", get(metrics));
+    let scrape = if app.settings().metrics_public {
+        scrape
+    } else {
+        // The fleet's every node, address and prober is listed there: for admin tokens only
+        // (a read-only one is enough; Prometheus sends it with `authorization`).
+        scrape.route_layer(middleware::from_fn_with_state(Auth { app: app.clone(), sessions }, require_admin))
+    };
+    let mut admin = Router::new().merge(v1).merge(ui).merge(scrape).route("/readyz", get(ready));
+    if app.settings().public_listen.is_none() {
+        admin = admin.merge(doors::public()).merge(monitors::public());
+    }
+    served(admin, app)
+}
+
+/// The public listener's application: `/go`, `/steer` and `/healthz`, nothing else.
+pub(crate) fn public_router(app: Arc<App>) -> Router {
+    served(Router::new().merge(doors::public()).merge(monitors::public()), app)
+}
+
+/// `routes` with `/healthz`, the plain 404 of every other path and the request metrics.
+fn served(routes: Router<Arc<App>>, app: Arc<App>) -> Router {
+    routes
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(ready))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(middleware::from_fn_with_state(app.clone(), count_requests))
         .with_state(app)

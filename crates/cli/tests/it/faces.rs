@@ -1,0 +1,97 @@
+//! The two faces of `vantage serve` and the fetch policy, end to end: the public listener
+//! serves `/go`, `/steer` and `/healthz` and nothing private; `/metrics` needs a token; a
+//! prober sent at the control plane's own listener refuses to connect.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use vantage_testkit::{EdgeServer, any_loopback};
+
+use crate::harness::ServerProcess;
+
+/// The public face's URL, from what the server wrote at start.
+fn public_url(s: &ServerProcess) -> String {
+    let info: Value =
+        serde_json::from_str(&std::fs::read_to_string(s.dir.join("serve.json")).unwrap()).unwrap();
+    info["public"].as_str().expect("a public listener").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_public_face_serves_doors_and_steering_and_nothing_private() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(&temp.path().join("server"), &["--public-listen", "127.0.0.1:0"]).await;
+    let public = public_url(&s);
+    let client = reqwest::Client::new();
+    let get = |url: String| {
+        let client = client.clone();
+        let token = s.token.clone();
+        async move {
+            let r = client.get(url).bearer_auth(token).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    // Nothing private, even with a valid admin token.
+    for path in ["/v1/regions", "/v1/openapi.json", "/metrics", "/ui", "/ui/login", "/readyz"] {
+        let (status, body) = get(format!("{public}{path}")).await;
+        assert_eq!((status, body.contains("no such route")), (404, true), "public {path}: {body}");
+    }
+    assert_eq!(get(format!("{public}/healthz")).await, (200, "ok\n".to_owned()));
+    // Doors and steering answer there, from their own handlers.
+    let (status, body) = get(format!("{public}/steer/nosuch")).await;
+    assert_eq!((status, body.as_str()), (404, "no such monitor\n"));
+    let (_, body) = get(format!("{public}/go/nosuch/pool/x.deb")).await;
+    assert!(!body.contains("no such route"), "{body}");
+    // The admin listener keeps the rest and no longer serves the public routes.
+    assert_eq!(get(format!("{}/v1/regions", s.url)).await.0, 200);
+    for path in ["/steer/nosuch", "/go/nosuch/pool/x.deb"] {
+        let (status, body) = get(format!("{}{path}", s.url)).await;
+        assert_eq!((status, body.contains("no such route")), (404, true), "admin {path}: {body}");
+    }
+}
+
+/// A monitor whose endpoint is the control plane's own listener: the prober never connects to
+/// it (the work's fetch policy refuses it), while an allowed loopback endpoint is probed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probers_refuse_to_fetch_from_the_control_plane_itself() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(
+        &temp.path().join("server"),
+        &["--allow-loopback-addresses", "--public-listen", "127.0.0.1:0"],
+    )
+    .await;
+    let public = public_url(&s);
+    let edge = EdgeServer::start(any_loopback()).await.unwrap();
+    let ap = s.create("/v1/regions", json!({"code": "ap", "name": "ap"})).await["id"].as_i64().unwrap();
+    let eu = s.create("/v1/regions", json!({"code": "eu", "name": "eu"})).await["id"].as_i64().unwrap();
+    let check = json!({"method": "http", "interval_s": 1, "timeout_ms": 500});
+    let m = s
+        .create(
+            "/v1/monitors",
+            json!({
+                "name": "own",
+                "check": check,
+                "failure_quorum": 1,
+                "quorum_window": 1,
+                "regions": [
+                    {"region": "ap", "weight": 1, "endpoints": [edge.url("/live.m3u8")]},
+                    {"region": "eu", "weight": 1, "endpoints": [format!("{public}/healthz")]},
+                ],
+            }),
+        )
+        .await;
+    let verdict = format!("/v1/monitors/{}/verdict", m["id"]);
+    let probers =
+        [s.start_prober("p-ap", ap, temp.path()).await, s.start_prober("p-eu", eu, temp.path()).await];
+    s.wait_for(&verdict, Duration::from_secs(30), |v| {
+        let region =
+            |code: &str| v["regions"].as_array().unwrap().iter().find(|r| r["region"] == code).cloned();
+        region("ap").is_some_and(|r| r["health"] == "healthy")
+            && region("eu").is_some_and(|r| r["health"] == "down" && r["reachable"] == false)
+    })
+    .await;
+    assert!(!edge.requests().is_empty(), "the allowed endpoint was probed");
+    // Nothing reached the public listener's /healthz: no request was counted there.
+    let metrics = s.metrics().await;
+    assert!(!metrics.contains(r#"route="/healthz""#), "a prober reached the control plane: {metrics}");
+    drop(probers);
+}

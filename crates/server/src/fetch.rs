@@ -1,0 +1,105 @@
+//! The control plane's own fetches — mirror freshness reads, webhook deliveries — under the
+//! fetch policy probers follow too ([`FetchPolicy`]).
+//!
+//! A URL's host is resolved here and the client is pinned to the addresses the policy
+//! allows, so the addresses judged are the ones connected to (a name that resolves to the
+//! metadata service, or changes its answer between a check and the connect, gets nowhere).
+//! Redirects are never followed: a server could otherwise send the control plane anywhere.
+
+use std::net::{IpAddr, SocketAddr};
+
+use reqwest::Url;
+use vantage_core::fetch::FetchPolicy;
+
+/// A client for one fetch of `url` (`http` or `https`, no credentials), its host pinned to
+/// `pinned` when given, else to the addresses it resolves to that `policy` allows. The error
+/// says why nothing may be fetched, in words.
+pub(crate) async fn client_for(
+    policy: &FetchPolicy,
+    url: &str,
+    pinned: Option<SocketAddr>,
+    builder: reqwest::ClientBuilder,
+) -> Result<(reqwest::Client, Url), String> {
+    let url = Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("the fetch policy refuses the scheme {:?}: only http and https", url.scheme()));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("the fetch policy refuses URLs with a user name or password".into());
+    }
+    let port = url.port_or_known_default().unwrap_or(80);
+    let host = url.host_str().ok_or("the URL has no host")?.to_owned();
+    let literal = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>().ok();
+    let candidates: Vec<SocketAddr> = match (pinned, literal) {
+        (Some(addr), _) => vec![addr],
+        (None, Some(ip)) => vec![SocketAddr::new(ip, port)],
+        (None, None) => tokio::net::lookup_host((host.as_str(), port))
+            .await
+            .map_err(|e| format!("cannot resolve {host}: {e}"))?
+            .collect(),
+    };
+    let mut refused = None;
+    let allowed: Vec<SocketAddr> = candidates
+        .into_iter()
+        .filter(|a| match policy.check(*a) {
+            Ok(()) => true,
+            Err(r) => {
+                refused.get_or_insert(r);
+                false
+            }
+        })
+        .collect();
+    if allowed.is_empty() {
+        return Err(refused.map_or_else(|| format!("{host} resolves to no address"), |r| r.to_string()));
+    }
+    let builder = builder.redirect(reqwest::redirect::Policy::none());
+    // A literal address is connected to as it is; a name only at the addresses judged above.
+    let builder = if literal.is_some() { builder } else { builder.resolve_to_addrs(&host, &allowed) };
+    let client = builder.build().map_err(|e| e.to_string())?;
+    Ok((client, url))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn refusal(policy: &FetchPolicy, url: &str, pinned: Option<&str>) -> String {
+        let pinned = pinned.map(|p| p.parse().unwrap());
+        client_for(policy, url, pinned, reqwest::Client::builder()).await.unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn metadata_loopback_and_credentials_are_refused_whatever_the_spelling() {
+        let strict = FetchPolicy::default();
+        for url in [
+            "http://169.254.169.254/latest/meta-data/",
+            "http://[fd00:ec2::254]/",
+            "http://0x7f.1:8080/",
+            "http://2852039166/",
+            "http://localhost:9/",
+            "http://[::ffff:127.0.0.1]/",
+        ] {
+            let e = refusal(&strict, url, None).await;
+            assert!(e.starts_with("the fetch policy refuses"), "{url}: {e}");
+        }
+        let e = refusal(&FetchPolicy::any_address(), "http://user:pass@192.0.2.1/", None).await;
+        assert_eq!(e, "the fetch policy refuses URLs with a user name or password");
+        assert!(!e.contains("pass@"));
+        let e = refusal(&FetchPolicy::any_address(), "file:///etc/passwd", None).await;
+        assert!(e.contains("scheme \"file\""), "{e}");
+        // A pinned address is judged as a resolved one.
+        let e = refusal(&strict, "http://mirror.example/", Some("169.254.169.254:80")).await;
+        assert!(e.contains("169.254.169.254:80"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn allowed_destinations_get_a_client() {
+        let lab = FetchPolicy { allow_loopback: true, ..FetchPolicy::default() };
+        let (_, url) =
+            client_for(&lab, "http://localhost:9/trace", None, reqwest::Client::builder()).await.unwrap();
+        assert_eq!(url.path(), "/trace");
+        let own = FetchPolicy { own_listeners: vec!["127.0.0.1:9".parse().unwrap()], ..lab };
+        let e = refusal(&own, "http://127.0.0.1:9/", None).await;
+        assert!(e.contains("control plane itself"), "{e}");
+    }
+}
