@@ -27,8 +27,9 @@ pub struct FetchPolicy {
     /// probes, say). Public and private unicast addresses need none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_networks: Vec<IpNet>,
-    /// The control plane's own listeners: never fetched, whatever is allowed (a wildcard
-    /// listener is also refused through loopback).
+    /// The control plane's own listeners: never fetched, whatever is allowed (a wildcard or
+    /// loopback listener is also refused through every loopback address, as `localhost`
+    /// resolves to either family).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub own_listeners: Vec<SocketAddr>,
 }
@@ -131,9 +132,9 @@ impl FetchPolicy {
     pub fn check(&self, addr: SocketAddr) -> Result<(), Refusal> {
         let ip = addr.ip().to_canonical();
         let own = |l: &SocketAddr| {
+            let local = l.ip().is_unspecified() || l.ip().to_canonical().is_loopback();
             l.port() == addr.port()
-                && (l.ip().to_canonical() == ip
-                    || (l.ip().is_unspecified() && (ip.is_loopback() || ip.is_unspecified())))
+                && (l.ip().to_canonical() == ip || (local && (ip.is_loopback() || ip.is_unspecified())))
         };
         if self.own_listeners.iter().any(own) {
             return Err(Refusal::OwnListener(addr));
@@ -210,6 +211,7 @@ mod tests {
         assert!(refused(&p, "127.0.0.1:8080").unwrap().contains("control plane itself"));
         assert!(refused(&p, "127.0.0.2:8080").is_some(), "a wildcard listener through loopback");
         assert!(refused(&p, "127.0.0.1:9443").is_some());
+        assert!(refused(&p, "[::1]:9443").is_some(), "a loopback listener through the other family");
         assert_eq!(refused(&p, "127.0.0.1:9444"), None);
         assert_eq!(refused(&p, "192.0.2.1:8080"), None, "another host on the same port");
     }

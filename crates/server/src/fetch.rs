@@ -59,6 +59,25 @@ pub(crate) async fn client_for(
     Ok((client, url))
 }
 
+/// Refuses, naming `field`, a URL whose host is an address the policy refuses, however it is
+/// spelled (`0x7f.1`, `2852039166`): whoever enters it learns at once that it would never be
+/// fetched. A host name is judged when it is fetched, on what it then resolves to.
+pub(crate) fn refuse_address(
+    policy: &FetchPolicy,
+    field: &str,
+    url: &str,
+) -> Result<(), crate::error::ApiError> {
+    let Ok(url) = Url::parse(url) else { return Ok(()) };
+    // The parser writes an address host in its one canonical form.
+    let Some(Ok(ip)) =
+        url.host_str().map(|h| h.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>())
+    else {
+        return Ok(());
+    };
+    let addr = SocketAddr::new(ip, url.port_or_known_default().unwrap_or(80));
+    policy.check(addr).map_err(|r| crate::error::ApiError::invalid(field, r.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +109,20 @@ mod tests {
         // A pinned address is judged as a resolved one.
         let e = refusal(&strict, "http://mirror.example/", Some("169.254.169.254:80")).await;
         assert!(e.contains("169.254.169.254:80"), "{e}");
+    }
+
+    #[test]
+    fn entered_addresses_are_judged_however_they_are_spelled() {
+        let strict = FetchPolicy::default();
+        for url in ["http://0x7f.1:8080/a", "http://2852039166/", "https://[fd00:ec2::254]/x"] {
+            let e = refuse_address(&strict, "url", url).unwrap_err().to_string();
+            assert!(e.starts_with("url: the fetch policy refuses"), "{url}: {e}");
+        }
+        assert!(
+            refuse_address(&strict, "url", "https://metadata.google.internal/").is_ok(),
+            "judged when fetched"
+        );
+        assert!(refuse_address(&strict, "url", "https://192.0.2.1/").is_ok());
     }
 
     #[tokio::test]

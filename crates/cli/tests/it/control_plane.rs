@@ -604,7 +604,7 @@ async fn kill_9_during_a_burst_of_writes_loses_no_acknowledged_write() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_object_through_ctl() {
-    let s = ServerProcess::start().await;
+    let s = ServerProcess::start_lab().await;
     let run = |args: Vec<String>| {
         let s = &s;
         async move {

@@ -9,7 +9,7 @@ use crate::harness::ServerProcess;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn monitors_through_ctl() {
-    let s = ServerProcess::start().await;
+    let s = ServerProcess::start_lab().await;
     for (code, name) in [("eu-de", "Frankfurt"), ("us-va", "Virginia")] {
         s.create("/v1/regions", json!({"code": code, "name": name})).await;
     }

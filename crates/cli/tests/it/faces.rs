@@ -61,6 +61,16 @@ async fn probers_refuse_to_fetch_from_the_control_plane_itself() {
     .await;
     let public = public_url(&s);
     let edge = EdgeServer::start(any_loopback()).await.unwrap();
+    // Entered as an address, the control plane's own listener is refused at once.
+    let (status, v) = s
+        .call(
+            reqwest::Method::POST,
+            "/v1/webhooks",
+            Some(json!({"name": "loop", "url": format!("{public}/healthz")})),
+        )
+        .await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["reason"].as_str().unwrap().contains("a listener of the control plane itself"), "{v}");
     let ap = s.create("/v1/regions", json!({"code": "ap", "name": "ap"})).await["id"].as_i64().unwrap();
     let eu = s.create("/v1/regions", json!({"code": "eu", "name": "eu"})).await["id"].as_i64().unwrap();
     let check = json!({"method": "http", "interval_s": 1, "timeout_ms": 500});
@@ -74,7 +84,8 @@ async fn probers_refuse_to_fetch_from_the_control_plane_itself() {
                 "quorum_window": 1,
                 "regions": [
                     {"region": "ap", "weight": 1, "endpoints": [edge.url("/live.m3u8")]},
-                    {"region": "eu", "weight": 1, "endpoints": [format!("{public}/healthz")]},
+                    // By name: an address is refused when entered, a name when fetched.
+                    {"region": "eu", "weight": 1, "endpoints": [format!("{}/healthz", public.replace("127.0.0.1", "localhost"))]},
                 ],
             }),
         )
@@ -94,4 +105,39 @@ async fn probers_refuse_to_fetch_from_the_control_plane_itself() {
     let metrics = s.metrics().await;
     assert!(!metrics.contains(r#"route="/healthz""#), "a prober reached the control plane: {metrics}");
     drop(probers);
+}
+
+/// Addresses the fetch policy refuses are refused when they are entered, however they are
+/// spelled, naming the field; credentials in a URL never get stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_destinations_are_refused_when_entered() {
+    let s = ServerProcess::start().await;
+    s.create("/v1/regions", json!({"code": "ap", "name": "ap"})).await;
+    let monitor = |url: &str| json!({"name": "m", "check": {"method": "http"}, "regions": [{"region": "ap", "weight": 1, "endpoints": [url]}]});
+    for (url, says) in [
+        ("http://169.254.169.254/latest/meta-data/", "a link-local address"),
+        ("http://[fd00:ec2::254]/", "a cloud metadata address"),
+        ("http://0x7f.1:8080/", "a loopback address"),
+        ("http://2852039166/", "a link-local address"),
+        ("http://user:pass@cdn.example.net/live.m3u8", "must not carry a user name or password"),
+    ] {
+        let (status, v) = s.call(reqwest::Method::POST, "/v1/monitors", Some(monitor(url))).await;
+        assert_eq!(
+            (status, v["error"]["field"].as_str()),
+            (400, Some("regions[0].endpoints[0]")),
+            "{url}: {v}"
+        );
+        let reason = v["error"]["reason"].as_str().unwrap();
+        assert!(reason.contains(says) && !reason.contains("user:pass@cdn"), "{url}: {reason}");
+    }
+    let (status, v) = s
+        .call(
+            reqwest::Method::POST,
+            "/v1/webhooks",
+            Some(json!({"name": "ops", "url": "http://127.0.0.1:9/hook"})),
+        )
+        .await;
+    assert_eq!((status, v["error"]["field"].as_str()), (400, Some("url")), "{v}");
+    let (_, list) = s.call(reqwest::Method::GET, "/v1/monitors", None).await;
+    assert_eq!(list["items"], json!([]), "nothing was stored");
 }

@@ -22,7 +22,13 @@ pub(crate) struct ServerProcess {
 impl ServerProcess {
     /// Starts a server on a fresh temporary data directory.
     pub(crate) async fn start() -> ServerProcess {
-        Self::start_fresh(None).await
+        Self::start_fresh(&[], None).await
+    }
+
+    /// Starts a server on a fresh temporary data directory that may fetch from loopback
+    /// (`--allow-loopback-addresses`): for tests whose monitors or webhooks name 127.0.0.1.
+    pub(crate) async fn start_lab() -> ServerProcess {
+        Self::start_fresh(&["--allow-loopback-addresses"], None).await
     }
 
     /// Starts a server on `dir` with extra flags.
@@ -33,12 +39,12 @@ impl ServerProcess {
     /// Starts a server on a fresh temporary data directory with at most `nofile` open files
     /// (soft and hard limit, set by `prlimit`, which then runs it in its own process).
     pub(crate) async fn start_with_nofile(nofile: u64) -> ServerProcess {
-        Self::start_fresh(Some(nofile)).await
+        Self::start_fresh(&[], Some(nofile)).await
     }
 
-    async fn start_fresh(nofile: Option<u64>) -> ServerProcess {
+    async fn start_fresh(extra: &[&str], nofile: Option<u64>) -> ServerProcess {
         let temp = tempfile::tempdir().unwrap();
-        let mut s = Self::start_with(temp.path(), &[], nofile).await;
+        let mut s = Self::start_with(temp.path(), extra, nofile).await;
         s._temp = Some(temp);
         s
     }

@@ -109,7 +109,7 @@ async fn seed(s: &ServerProcess) {
 
 /// Runs schemathesis against a seeded server; the exit code and what it printed.
 async fn run(cli: PathBuf) -> (Option<i32>, String) {
-    let s = ServerProcess::start().await;
+    let s = ServerProcess::start_lab().await;
     seed(&s).await;
     // The only admin token yet is the one the run uses: `schemathesis_hooks.py` keeps it.
     let (_, tokens) = s.call(Method::GET, "/v1/admin-tokens", None).await;

@@ -291,8 +291,10 @@ impl Kind for Webhook {
     fn doc(&self) -> Value {
         to_doc(self)
     }
-    fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
-        Ok(parse_as::<Webhook>(doc)?.check()?)
+    fn parse(doc: Value, _: Option<ClusterId>, app: &App) -> Result<Self, ApiError> {
+        let hook = parse_as::<Webhook>(doc)?.check()?;
+        crate::fetch::refuse_address(app.fetch_policy(), "url", &hook.url)?;
+        Ok(hook)
     }
     fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> WebhookView {
         WebhookView { id, created_at: s.created_at, updated_at: s.updated_at, webhook: s.value.clone() }
@@ -379,8 +381,18 @@ impl Kind for Monitor {
     fn doc(&self) -> Value {
         to_doc(self)
     }
-    fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
-        parse_as(doc)
+    fn parse(doc: Value, _: Option<ClusterId>, app: &App) -> Result<Self, ApiError> {
+        let m: Monitor = parse_as(doc)?;
+        for (i, r) in m.regions.iter().enumerate() {
+            for (k, url) in r.endpoints.iter().enumerate() {
+                crate::fetch::refuse_address(
+                    app.fetch_policy(),
+                    &format!("regions[{i}].endpoints[{k}]"),
+                    url,
+                )?;
+            }
+        }
+        Ok(m)
     }
     fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> MonitorView {
         let verdict =
