@@ -40,12 +40,12 @@ pub(crate) fn respond(
     {
         return Some(reply.finish(out, Rcode::BadVers));
     }
-    let [query] = msg.queries.as_slice() else {
-        return Some(reply.finish(out, Rcode::FormErr));
-    };
-    let ecs = match client_subnet(&msg) {
+    let ecs = match client_subnet(&msg, query) {
         Ok(ecs) => ecs,
         Err(()) => return Some(reply.finish(out, Rcode::FormErr)),
+    };
+    let [query] = msg.queries.as_slice() else {
+        return Some(reply.finish(out, Rcode::FormErr));
     };
     reply.ecs = ecs;
     if query.query_class() != DNSClass::IN {
@@ -115,8 +115,8 @@ pub(crate) fn respond(
 }
 
 /// The validated Client Subnet option, if any; `Err` for a malformed or repeated one
-/// (RFC 7871 §7.1.1: FORMERR).
-fn client_subnet(msg: &Message) -> Result<Option<Ecs>, ()> {
+/// (RFC 7871 §7.1.1: FORMERR), its raw bytes in `query` checked too.
+fn client_subnet(msg: &Message, query: &[u8]) -> Result<Option<Ecs>, ()> {
     let Some(edns) = &msg.edns else { return Ok(None) };
     let all = edns.options().get_all(EdnsCode::Subnet);
     match all.as_slice() {
@@ -124,7 +124,10 @@ fn client_subnet(msg: &Message) -> Result<Option<Ecs>, ()> {
         [EdnsOption::Subnet(cs)] => {
             let max = if cs.addr().is_ipv4() { 32 } else { 128 };
             let source = cs.source_prefix();
-            if source > max || vantage_core::net::mask(cs.addr(), source) != cs.addr() {
+            if source > max
+                || vantage_core::net::mask(cs.addr(), source) != cs.addr()
+                || !crate::wire::ecs_options_exact(query)
+            {
                 return Err(());
             }
             Ok(Some(Ecs { addr: cs.addr(), source }))

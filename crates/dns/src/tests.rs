@@ -349,6 +349,19 @@ fn unusual_queries_take_the_full_path() {
     );
     assert_eq!(full(&q, &mut out).0.unwrap().rcode, Rcode::FormErr);
 
+    // So is one with more address bytes than its prefix needs (a /24 with four).
+    let mut q = query(
+        "cdn.example.test.",
+        RecordType::A,
+        Ask { edns: Some(1232), ecs: Some(("198.51.100.0", 24)), ..Ask::default() },
+    );
+    let n = q.len();
+    q[n - 8] += 1; // the option's length
+    q[n - 12] += 1; // the OPT record's data length
+    q.push(0);
+    assert!(Message::from_vec(&q).is_ok(), "the message itself parses");
+    assert_eq!(full(&q, &mut out).0.unwrap().rcode, Rcode::FormErr);
+
     // Garbage after a header: FORMERR with the ID; responses and runts are dropped.
     let mut junk = query("cdn.example.test.", RecordType::A, Ask::default());
     junk.truncate(20);

@@ -243,6 +243,59 @@ fn read_opt(query: &[u8], pos: usize) -> Option<Opt> {
     Some(Opt { udp_size, dnssec_ok, ecs })
 }
 
+/// Whether every Client Subnet option in `query`'s OPT records passes [`parse_ecs`]. The full
+/// path's parser reads only the address bytes an option's prefix needs and drops the rest, so
+/// an option with more (RFC 7871 §7.1.1: FORMERR) is found here, in the raw bytes. `query`
+/// has parsed already; anything unexpected in it counts as malformed.
+pub(crate) fn ecs_options_exact(query: &[u8]) -> bool {
+    ecs_options_exact_at(query).unwrap_or(false)
+}
+
+fn ecs_options_exact_at(query: &[u8]) -> Option<bool> {
+    let count = |at: usize| u16_at(query, at).map(usize::from);
+    let mut at = 12;
+    for _ in 0..count(4)? {
+        at = skip_name(query, at)? + 4;
+    }
+    for _ in 0..count(6)? + count(8)? {
+        at = skip_name(query, at)?;
+        at += 10 + usize::from(u16_at(query, at + 8)?);
+    }
+    for _ in 0..count(10)? {
+        at = skip_name(query, at)?;
+        let rtype = u16_at(query, at)?;
+        let rdata = at + 10;
+        let end = rdata + usize::from(u16_at(query, at + 8)?);
+        if rtype == TYPE_OPT {
+            let mut o = rdata;
+            while o < end {
+                let len = usize::from(u16_at(query, o + 2)?);
+                if u16_at(query, o)? == OPTION_ECS && parse_ecs(query.get(o + 4..o + 4 + len)?).is_none() {
+                    return Some(false);
+                }
+                o += 4 + len;
+            }
+        }
+        at = end;
+    }
+    Some(true)
+}
+
+/// The offset just past the (possibly compressed) name at `at`.
+fn skip_name(m: &[u8], mut at: usize) -> Option<usize> {
+    // Each step moves forward, so a name ends within the message's length.
+    for _ in 0..=m.len() {
+        let len = *m.get(at)?;
+        match len & 0xc0 {
+            0xc0 => return Some(at + 2),
+            0 if len == 0 => return Some(at + 1),
+            0 => at += 1 + usize::from(len),
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// A Client Subnet option's data, strictly: known family, prefix within the family, exactly
 /// the address bytes the prefix needs, no bits set beyond the prefix.
 pub(crate) fn parse_ecs(data: &[u8]) -> Option<Ecs> {
