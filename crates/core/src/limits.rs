@@ -12,6 +12,18 @@ pub const MAX_CLIENT_NETWORKS: usize = 4096;
 /// The longest check path or raw request line, bytes.
 pub const MAX_LINE: usize = 2048;
 
+/// The longest URL taken (monitor endpoints, webhooks, mirror freshness references), bytes:
+/// what HTTP servers and proxies commonly accept in a request line.
+pub const MAX_URL: usize = 2048;
+
+/// Refuses a URL longer than [`MAX_URL`], by its length: one that long is not quoted back.
+pub fn url(field: &str, text: &str) -> Result<()> {
+    if text.len() > MAX_URL {
+        return Err(Error::invalid(field, format!("a URL is at most {MAX_URL} bytes, got {}", text.len())));
+    }
+    Ok(())
+}
+
 /// A region's limits.
 pub fn region(r: &Region) -> Result<()> {
     at_most("client_networks", r.client_networks.len(), MAX_CLIENT_NETWORKS)
@@ -46,6 +58,25 @@ pub fn check(c: &Check) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 10,000-byte monitor endpoint, webhook or freshness reference is refused by its length,
+    /// not quoted back.
+    #[test]
+    fn urls_are_capped_and_not_quoted() {
+        let long = format!("http://127.0.0.1/{}", "a".repeat(10_000));
+        let e = crate::monitor::endpoint_url("regions[0].endpoints[0]", &long).unwrap_err();
+        assert_eq!(e.field(), "regions[0].endpoints[0]");
+        assert_eq!(e.reason(), "a URL is at most 2048 bytes, got 10017");
+        let edge = format!("http://127.0.0.1/{}", "a".repeat(MAX_URL - 17));
+        assert!(crate::monitor::endpoint_url("url", &edge).is_ok());
+        let f = serde_json::json!({"path": "/t", "reference": long, "max_lag_s": 60});
+        let m = serde_json::json!({"host": "m.example.net", "freshness": f});
+        let e = crate::from_value::<crate::mirror::MirrorInput>(m)
+            .and_then(crate::mirror::Mirror::try_from)
+            .unwrap_err();
+        assert_eq!(e.field(), "freshness.reference");
+        assert!(!e.reason().contains("aaaa"), "{e}");
+    }
 
     #[test]
     fn lists_and_strings_have_limits_at_the_edge_but_stored_values_still_parse() {

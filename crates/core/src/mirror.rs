@@ -236,17 +236,16 @@ impl Freshness {
     /// Validates the check's fields (names relative to `freshness`).
     fn parse(self) -> Result<Freshness> {
         let f = |e: Error| e.within("freshness");
+        crate::limits::url("path", &self.path).map_err(f)?;
         if !self.path.starts_with('/') || self.path.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(f(Error::invalid(
                 "path",
                 format!("must start with / and contain no spaces, got {:?}", self.path),
             )));
         }
+        crate::limits::url("reference", &self.reference).map_err(f)?;
         let scheme_ok = self.reference.starts_with("http://") || self.reference.starts_with("https://");
-        if !scheme_ok
-            || self.reference.len() > 2048
-            || self.reference.chars().any(|c| c.is_whitespace() || c.is_control())
-        {
+        if !scheme_ok || self.reference.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(f(Error::invalid(
                 "reference",
                 format!("must be an http:// or https:// URL, got {:?}", self.reference),

@@ -13,6 +13,7 @@ use crate::time::Timestamp;
 
 /// Validates an endpoint URL: `http://` or `https://`, a host, an optional port and path.
 pub fn endpoint_url(field: &str, text: &str) -> Result<String> {
+    crate::limits::url(field, text)?;
     let t = text.trim();
     let bad = || Error::invalid(field, format!("must be an http:// or https:// URL, got {text:?}"));
     let rest = t.strip_prefix("http://").or_else(|| t.strip_prefix("https://")).ok_or_else(bad)?;

@@ -66,7 +66,9 @@ impl fmt::Display for IpNet {
 impl FromStr for IpNet {
     type Err = Error;
 
-    /// `addr/prefix`; a bare address is a host network (/32 or /128).
+    /// `addr/prefix`; a bare address is a host network (/32 or /128). An address with bits
+    /// set past the prefix is refused, not widened: `10.0.0.1/8` is more likely a typo for
+    /// `10.0.0.1/32` than a wish for all of `10.0.0.0/8`, so the operator says which.
     fn from_str(s: &str) -> Result<Self> {
         let bad = || Error::invalid("", format!("{s:?} is not an IP network like 198.51.100.0/24"));
         let (a, p) = match s.trim().split_once('/') {
@@ -79,7 +81,14 @@ impl FromStr for IpNet {
             None if addr.is_ipv4() => 32,
             None => 128,
         };
-        IpNet::new(addr, prefix).map_err(|_| bad())
+        let net = IpNet::new(addr, prefix).map_err(|_| bad())?;
+        if net.addr != addr {
+            return Err(Error::invalid(
+                "",
+                format!("{addr}/{prefix} has host bits set: did you mean {net}?"),
+            ));
+        }
+        Ok(net)
     }
 }
 
@@ -103,8 +112,9 @@ mod tests {
 
     #[test]
     fn networks_clear_host_bits_and_contain_their_addresses() {
-        let n: IpNet = "198.51.100.77/24".parse().unwrap();
+        let n: IpNet = "198.51.100.0/24".parse().unwrap();
         assert_eq!(n.to_string(), "198.51.100.0/24");
+        assert_eq!(IpNet::new("198.51.100.77".parse().unwrap(), 24).unwrap(), n);
         assert!(n.contains("198.51.100.1".parse().unwrap()));
         assert!(!n.contains("198.51.101.1".parse().unwrap()));
         assert!(!n.contains("2001:db8::1".parse().unwrap()));
@@ -114,6 +124,10 @@ mod tests {
         assert!(all.contains("203.0.113.9".parse().unwrap()));
         assert!("10.0.0.0/33".parse::<IpNet>().is_err());
         assert!("example.com/8".parse::<IpNet>().is_err());
+        let e = "10.0.0.1/8".parse::<IpNet>().unwrap_err();
+        assert_eq!(e.reason(), "10.0.0.1/8 has host bits set: did you mean 10.0.0.0/8?");
+        let e = "2001:db8::1/32".parse::<IpNet>().unwrap_err();
+        assert_eq!(e.reason(), "2001:db8::1/32 has host bits set: did you mean 2001:db8::/32?");
     }
 
     /// In a body the refusal names the field and quotes what was sent.

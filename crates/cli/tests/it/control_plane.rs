@@ -278,6 +278,14 @@ async fn bad_input_names_the_field_and_changes_nothing() {
         ),
         (
             Method::POST,
+            format!("/v1/clusters/{cluster}/lines"),
+            json!({"name": "l3", "group": group, "client_networks": ["10.0.0.1/8"]}),
+            400,
+            "client_networks[0]",
+            "10.0.0.1/8 has host bits set: did you mean 10.0.0.0/8?",
+        ),
+        (
+            Method::POST,
             format!("/v1/clusters/{cluster}/rules"),
             json!({"name": "r", "action": "backup_groups", "conditions": [{}]}),
             400,
