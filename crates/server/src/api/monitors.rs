@@ -173,6 +173,27 @@ async fn history(
     Ok(Json(MonitorHistory { range: range.name().into(), bucket_s: width / 1000, regions, verdicts }))
 }
 
+/// Path segment bytes that stay as they are: RFC 3986's unreserved characters.
+const SEGMENT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// The steering reload URI: this monitor's path with the query parameters a player sent,
+/// less the `_HLS_` ones it adds itself, each decoded and encoded again. The name (decoded
+/// from the path) and the parameters are the player's bytes: a space, `#`, `?` or stray `%`
+/// in them would otherwise change what the URI says.
+fn reload_uri(monitor: &str, query: Option<&str>) -> String {
+    let mut uri = format!("/steer/{}", percent_encoding::utf8_percent_encode(monitor, SEGMENT));
+    let pairs = url::form_urlencoded::parse(query.unwrap_or_default().as_bytes());
+    let mut kept = url::form_urlencoded::Serializer::new(String::new());
+    kept.extend_pairs(pairs.filter(|(k, _)| !k.starts_with("_HLS_")));
+    let kept = kept.finish();
+    if !kept.is_empty() {
+        uri.push('?');
+        uri.push_str(&kept);
+    }
+    uri
+}
+
 /// `GET /steer/{monitor}` (by name or id): the monitor's pathways, preferred first, for
 /// players that poll every TTL, from the steering table (no lock on the control core). The `_HLS_pathway` and `_HLS_throughput` parameters players
 /// add are accepted; the reload URI keeps every other parameter (a session id, say).
@@ -181,19 +202,22 @@ async fn steer(State(app): State<Arc<App>>, Path(monitor): Path<String>, req: Re
     let Some(found) = table.find(&monitor) else {
         return (StatusCode::NOT_FOUND, "no such monitor\n").into_response();
     };
-    let kept: Vec<&str> = req
-        .uri()
-        .query()
-        .unwrap_or_default()
-        .split('&')
-        .filter(|kv| !kv.is_empty() && !kv.starts_with("_HLS_"))
-        .collect();
-    let mut reload_uri = format!("/steer/{monitor}");
-    if !kept.is_empty() {
-        reload_uri.push('?');
-        reload_uri.push_str(&kept.join("&"));
-    }
+    let reload_uri = reload_uri(&monitor, req.uri().query());
     let manifest =
         SteeringManifest { version: 1, ttl: found.ttl_s, reload_uri, pathway_priority: found.order.clone() };
     ([(header::CACHE_CONTROL, "no-store")], Json(manifest)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reload_uri;
+
+    /// What a player sends comes back encoded: the name, `#`, stray `%` and all.
+    #[test]
+    fn the_reload_uri_is_percent_encoded() {
+        assert_eq!(reload_uri("live", Some("_HLS_pathway=a&session=abc")), "/steer/live?session=abc");
+        assert_eq!(reload_uri("sec live#1", Some("x=%&_HLS_throughput=9")), "/steer/sec%20live%231?x=%25");
+        assert_eq!(reload_uri("live", Some("a=b c&d=%26")), "/steer/live?a=b+c&d=%26");
+        assert_eq!(reload_uri("live", None), "/steer/live");
+    }
 }
