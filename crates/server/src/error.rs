@@ -198,8 +198,11 @@ pub(crate) fn object_body(v: &serde_json::Value) -> Result<(), ApiError> {
     if v.is_object() { Ok(()) } else { Err(ApiError::invalid("body", "must be a JSON object of fields")) }
 }
 
-/// Parses a JSON body into `T`, naming the field of a type error or unknown key.
+/// Parses a JSON body into `T`, naming the field of a type error or unknown key. A body is
+/// an object of fields: anything else (an array, which serde would read as the fields in
+/// order) is refused on `body`.
 pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    object_body(&value)?;
     Ok(vantage_core::from_value(value)?)
 }
 

@@ -276,7 +276,7 @@ async fn put_mirror(
         return Err(ApiError::invalid("body", "must be a mirror record (a map of fields)"));
     };
     let path_host = vantage_core::model::dns_name("host", &host)?;
-    match obj.get("host").and_then(Value::as_str) {
+    match named("host", obj)? {
         Some(h) if !h.trim().trim_end_matches('.').eq_ignore_ascii_case(&path_host) => {
             return Err(ApiError::invalid("host", format!("{h:?} does not match the path ({path_host})")));
         }
@@ -310,6 +310,16 @@ async fn delete_mirror(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The name a body's `field` gives, which the path names too: absent, or a string (any other
+/// type is refused rather than replaced by the path's).
+fn named<'a>(field: &str, obj: &'a serde_json::Map<String, Value>) -> Result<Option<&'a str>, ApiError> {
+    match obj.get(field) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ApiError::invalid(field, "must be a string")),
+    }
+}
+
 /// A copy of `m` with a manual block set or lifted (validated like any record).
 fn with_block(m: Mirror, block: bool, note: String) -> Result<Mirror, ApiError> {
     let input = MirrorInput { manual_block: block, manual_note: note, ..MirrorInput::from(m) };
@@ -321,7 +331,6 @@ async fn force_block(
     Path(host): Path<String>,
     Json(body): Json<Value>,
 ) -> Result<Json<MirrorView>, ApiError> {
-    crate::error::object_body(&body)?;
     let req: BlockRequest = parse_json(body)?;
     let host = write_registry(&app, &actor, |c| {
         let m = with_block(find(c, &host)?, true, req.note.clone()).map_err(|e| match e {
@@ -442,7 +451,7 @@ async fn put_tenant(
     crate::error::object_body(&body)?;
     let mut body = body;
     if let Some(obj) = body.as_object_mut() {
-        match obj.get("name").and_then(Value::as_str) {
+        match named("name", obj)? {
             Some(n) if n != name => {
                 return Err(ApiError::invalid("name", format!("{n:?} does not match the path ({name})")));
             }
@@ -489,7 +498,6 @@ async fn settings_put(
     (State(app), Extension(actor)): Ctx,
     Json(body): Json<Value>,
 ) -> Result<Json<MirrorSettings>, ApiError> {
-    crate::error::object_body(&body)?;
     let settings: MirrorSettings = parse_json(body)?;
     app.change(&actor, |c| {
         let (before, after) = (json!(c.mirror_settings), json!(settings));

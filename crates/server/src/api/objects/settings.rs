@@ -15,7 +15,6 @@ pub(super) async fn settings_put(
     (State(app), Extension(actor)): Ctx,
     Json(body): Json<Value>,
 ) -> Result<Json<ProbeSettings>, ApiError> {
-    crate::error::object_body(&body)?;
     let settings: ProbeSettings = parse_json(body)?;
     app.change(&actor, |c| {
         let (before, after) = (json!(c.settings), json!(settings));
@@ -44,7 +43,6 @@ pub(super) async fn detection_put(
     (State(app), Extension(actor)): Ctx,
     Json(body): Json<Value>,
 ) -> Result<Json<DetectionSettings>, ApiError> {
-    crate::error::object_body(&body)?;
     let settings: DetectionSettings = parse_json(body)?;
     app.change(&actor, |c| {
         let (before, after) = (json!(c.detection), json!(settings));
@@ -99,7 +97,6 @@ pub(super) async fn addresses_add_source(
     Path(id): Path<i64>,
     Json(body): Json<Value>,
 ) -> Result<Json<Addresses>, ApiError> {
-    crate::error::object_body(&body)?;
     let b: SourceAddressBody = parse_json(body)?;
     let level = b.level.unwrap_or(Level::Primary);
     let policy = app.address_policy();
