@@ -91,28 +91,31 @@ pub(crate) fn name(field: &str, value: &str, max: usize) -> Result<String> {
 /// Parses a document into `T`, naming the field of a type error or an unknown key, so that
 /// the API and the file loaders answer alike.
 pub fn from_value<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
-        // Validation inside a type (`TryFrom`) reports "field: reason" itself.
-        if let Some((field, reason)) = inner.split_once(": ").filter(|(f, _)| is_field_path(f)) {
-            let field = if path == "." { field.to_owned() } else { format!("{path}.{field}") };
-            return Error::invalid(field, reason);
+    serde_path_to_error::deserialize(value).map_err(described)
+}
+
+/// A deserialisation error as the field it concerns and a plain reason.
+pub(crate) fn described(e: serde_path_to_error::Error<serde_json::Error>) -> Error {
+    let path = e.path().to_string();
+    let inner = e.into_inner().to_string();
+    // Validation inside a type (`TryFrom`) reports "field: reason" itself.
+    if let Some((field, reason)) = inner.split_once(": ").filter(|(f, _)| is_field_path(f)) {
+        let field = if path == "." { field.to_owned() } else { format!("{path}.{field}") };
+        return Error::invalid(field, reason);
+    }
+    if let Some(unknown) = inner.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
+        // The path already ends with the unknown key.
+        let field = if path == "." { unknown.to_owned() } else { path };
+        if field.is_empty() {
+            return Error::invalid("body", "an empty key is not a field");
         }
-        if let Some(unknown) = inner.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
-            // The path already ends with the unknown key.
-            let field = if path == "." { unknown.to_owned() } else { path };
-            if field.is_empty() {
-                return Error::invalid("body", "an empty key is not a field");
-            }
-            return Error::invalid(field, "unknown field");
-        }
-        if let Some(missing) = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
-            let field = if path == "." { missing.to_owned() } else { format!("{path}.{missing}") };
-            return Error::invalid(field, "is required");
-        }
-        Error::invalid(if path == "." { "body".to_owned() } else { path }, crate::plain::plain(&inner))
-    })
+        return Error::invalid(field, "unknown field");
+    }
+    if let Some(missing) = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
+        let field = if path == "." { missing.to_owned() } else { format!("{path}.{missing}") };
+        return Error::invalid(field, "is required");
+    }
+    Error::invalid(if path == "." { "body".to_owned() } else { path }, crate::plain::plain(&inner))
 }
 
 fn is_field_path(s: &str) -> bool {

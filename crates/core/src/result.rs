@@ -147,6 +147,7 @@ impl Stages {
 
 /// One attempt of a round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Attempt {
     /// Stages reached.
     pub stages: Stages,
@@ -167,6 +168,7 @@ impl Attempt {
 /// HLS details of the last attempt of a round: the health tuple of §7.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
 pub struct HlsDetail {
     /// The edge answered.
     pub reachable: bool,
@@ -184,6 +186,7 @@ pub struct HlsDetail {
 
 /// One prober's outcome for one target in one round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProbeResult {
     /// The target key the server handed out.
     pub target: String,

@@ -177,7 +177,10 @@ pub struct Recheck {
 }
 
 /// One round's results (at most [`MAX_RESULTS`] per report; a round may send several).
+/// Unknown fields are refused at every level: a field this server does not know is a
+/// figure it would silently drop.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Report {
     /// When the round started.
     pub started_at: Timestamp,
@@ -191,6 +194,27 @@ pub struct Report {
     /// round's), and keeps their figures apart. Absent (false) from agents before it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub confirmation: bool,
+}
+
+impl Report {
+    /// Refuses figures no probe measures: a negative (or infinite) segment age or time to
+    /// first byte, which would otherwise reach the metrics and the verdicts as sent.
+    pub fn check(&self) -> Result<(), crate::Error> {
+        for (i, r) in self.results.iter().enumerate() {
+            let Some(h) = &r.hls else { continue };
+            for (name, v) in [("segment_age_s", h.segment_age_s), ("ttfb_ms", h.ttfb_ms)] {
+                if let Some(v) = v
+                    && !(v.is_finite() && v >= 0.0)
+                {
+                    return Err(crate::Error::invalid(
+                        format!("results[{i}].hls.{name}"),
+                        format!("must be a duration of at least 0, got {v}"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Host metrics of a node.
@@ -259,4 +283,38 @@ pub struct ErrorDetail {
     pub field: Option<String>,
     /// Why.
     pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(result: &str) -> Vec<u8> {
+        format!(r#"{{"started_at":"2027-01-15T08:00:00Z","finished_at":"2027-01-15T08:00:01Z","version":"1","results":[{result}]}}"#)
+            .into_bytes()
+    }
+
+    /// The endpoint reports a hostile agent sent: each is refused naming its field.
+    #[test]
+    fn hostile_endpoint_reports_are_refused_by_field() {
+        let good = r#"{"target":"m/a.example.net","attempts":[{"stages":15,"rtt_us":900}],"hls":{"reachable":true,"manifest_valid":true,"segment_fetchable":true,"segment_age_s":4,"ttfb_ms":30}}"#;
+        let r: Report = crate::strict::from_slice(&report(good)).unwrap();
+        assert!(r.check().is_ok());
+        for (bad, field) in [
+            (good.replace(r#""segment_age_s":4"#, r#""segment_age_s":-5"#), "results[0].hls.segment_age_s"),
+            (good.replace(r#""ttfb_ms":30"#, r#""ttfb_ms":-1"#), "results[0].hls.ttfb_ms"),
+        ] {
+            let r: Report = crate::strict::from_slice(&report(&bad)).unwrap();
+            assert_eq!(r.check().unwrap_err().field(), field, "{bad}");
+        }
+        for (bad, field) in [
+            (r#"{"target":"m/a","attempts":[],"hls":[true,true,true,-5]}"#.to_owned(), "results[0].hls"),
+            (good.replace(r#""rtt_us":900"#, r#""rtt_us":900,"x":1"#), "results[0].attempts[0].x"),
+            (good.replace(r#""ttfb_ms":30"#, r#""ttfb_ms":30,"extra":1"#), "results[0].hls.extra"),
+            (good.replace(r#""target""#, r#""note":"x","target""#), "results[0].note"),
+        ] {
+            let e = crate::strict::from_slice::<Report>(&report(&bad)).unwrap_err();
+            assert_eq!(e.field(), field, "{bad}: {e}");
+        }
+    }
 }

@@ -11,6 +11,8 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
+
+use self::body::Body;
 use serde_json::json;
 use tokio::sync::watch;
 use vantage_control::config::Config;
@@ -25,6 +27,8 @@ use crate::auth::sha256_hex;
 use crate::error::ApiError;
 use crate::listen::HttpLimits;
 use crate::support::{now, stopped};
+
+mod body;
 
 /// The client certificate of a connection, if it sent one.
 #[derive(Debug, Clone)]
@@ -84,13 +88,18 @@ pub(crate) async fn serve(
 /// The channel's routes, each request bounded by `limits`; a connection's [`Peer`] is added to
 /// each of its requests.
 pub(crate) fn router(app: Arc<App>, limits: HttpLimits) -> Router {
-    // Work, reports and heartbeats need a known certificate, checked before the body is read
-    // (renewal identifies its caller itself: a disabled prober may renew); each route reads at
-    // most what its largest honest body needs.
+    // Work, reports and heartbeats need a known certificate, checked before the body is read;
+    // so does renewal, by its own rule (a disabled prober may renew). Each route reads at most
+    // what its largest honest body needs.
     let known = || axum::middleware::from_fn_with_state(app.clone(), known_certificate);
     Router::new()
         .route(wire::ENROLL, post(enroll).layer(DefaultBodyLimit::max(SMALL_BODY)))
-        .route(wire::RENEW, post(renew).layer(DefaultBodyLimit::max(SMALL_BODY)))
+        .route(
+            wire::RENEW,
+            post(renew)
+                .layer(DefaultBodyLimit::max(SMALL_BODY))
+                .route_layer(axum::middleware::from_fn_with_state(app.clone(), renewing)),
+        )
         .route(wire::PROBER_WORK, get(prober_work).route_layer(known()))
         .route(
             wire::PROBER_REPORT,
@@ -108,6 +117,9 @@ pub(crate) fn router(app: Arc<App>, limits: HttpLimits) -> Router {
             post(node_report).layer(DefaultBodyLimit::max(REPORT_BODY)).route_layer(known()),
         )
         .fallback(|| async { ApiError::NotFound("no such channel route".into()) })
+        .method_not_allowed_fallback(|| async {
+            ApiError::NotAllowed("this channel route takes another method".into())
+        })
         .layer(axum::middleware::from_fn(move |req, next| {
             crate::listen::deadline(limits.deadline, req, next)
         }))
@@ -143,6 +155,21 @@ async fn known_certificate(
     };
     if let Err(e) = identify(&app.config(), peer) {
         return e.into_response();
+    }
+    next.run(req).await
+}
+
+/// Refuses a renewal from a certificate that may not renew before its body is read, as
+/// [`known_certificate`] does for the other routes.
+async fn renewing(
+    State(app): State<Arc<App>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let fingerprint = req.extensions().get::<Peer>().and_then(|p| p.fingerprint.as_deref());
+    if let Err(r) = app.config().renewer(fingerprint) {
+        return refusal(r).into_response();
     }
     next.run(req).await
 }
@@ -191,7 +218,7 @@ fn as_probing_node(c: &Config, peer: &Peer) -> Result<Caller, ApiError> {
 async fn enroll(
     State(app): State<Arc<App>>,
     Extension(peer): Extension<Peer>,
-    Json(req): Json<wire::EnrollRequest>,
+    Body(req): Body<wire::EnrollRequest>,
 ) -> Result<Json<wire::EnrollResponse>, ApiError> {
     let hash = sha256_hex(req.token.trim().as_bytes());
     let at = now();
@@ -234,7 +261,7 @@ fn csr_error(e: crate::ca::CaError) -> ApiError {
 async fn renew(
     State(app): State<Arc<App>>,
     Extension(peer): Extension<Peer>,
-    Json(req): Json<wire::RenewRequest>,
+    Body(req): Body<wire::RenewRequest>,
 ) -> Result<Json<wire::RenewResponse>, ApiError> {
     let c = app.config();
     let caller = c.renewer(peer.fingerprint.as_deref()).map_err(refusal)?;
@@ -314,7 +341,7 @@ async fn recheck(app: &App, caller: Caller) -> wire::Recheck {
 async fn prober_report(
     State(app): State<Arc<App>>,
     Extension(peer): Extension<Peer>,
-    Json(report): Json<wire::Report>,
+    Body(report): Body<wire::Report>,
 ) -> Result<StatusCode, ApiError> {
     let caller = as_prober(&app.config(), &peer)?;
     ingest(&app, caller, report).await
@@ -323,7 +350,7 @@ async fn prober_report(
 async fn node_report(
     State(app): State<Arc<App>>,
     Extension(peer): Extension<Peer>,
-    Json(report): Json<wire::Report>,
+    Body(report): Body<wire::Report>,
 ) -> Result<StatusCode, ApiError> {
     let caller = as_probing_node(&app.config(), &peer)?;
     ingest(&app, caller, report).await
@@ -340,6 +367,7 @@ async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<Statu
             report.results.len()
         )));
     }
+    report.check()?;
     let latest = app.feed(|c| c.handle_report(caller, &report, now()))?;
     // Accepted: every target it names was given out, so its labels are configured names.
     let config = app.config();
@@ -383,7 +411,7 @@ async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<Statu
 async fn heartbeat(
     State(app): State<Arc<App>>,
     Extension(peer): Extension<Peer>,
-    Json(hb): Json<wire::Heartbeat>,
+    Body(hb): Body<wire::Heartbeat>,
 ) -> Result<Json<wire::HeartbeatReply>, ApiError> {
     let id = as_node(&app.config(), &peer)?;
     let from = peer.remote.ip().to_canonical();

@@ -30,6 +30,9 @@ pub(crate) enum ApiError {
     /// Valid credentials without the right to this endpoint (403).
     #[error("{0}")]
     Forbidden(String),
+    /// The route does not take this method (405).
+    #[error("{0}")]
+    NotAllowed(String),
     /// The request is too large (413).
     #[error("{0}")]
     TooLarge(String),
@@ -69,6 +72,7 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::TimedOut(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::TooSoon { .. } => StatusCode::TOO_MANY_REQUESTS,

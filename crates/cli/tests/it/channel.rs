@@ -21,6 +21,16 @@ fn refused_with(e: AgentError, status: u16, text: &str) {
     }
 }
 
+/// A refusal in the channel's JSON error shape, naming `field`.
+fn refused_on(e: AgentError, status: u16, field: &str) {
+    match e {
+        AgentError::Refused { status: s, field: f, reason } => {
+            assert_eq!((s, f.as_deref()), (status, Some(field)), "{reason}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
 fn result(target: &str) -> ProbeResult {
     ProbeResult {
         target: target.into(),
@@ -244,6 +254,35 @@ async fn enrollment_roles_and_bad_input_are_refused_and_nothing_is_stored() {
         .await
         .unwrap_err();
     refused_with(e, 400, "was not given to this prober");
+    // Hostile endpoint reports: negative figures, a positional tuple, unknown fields; each
+    // refused in the JSON error shape, naming its field.
+    let hls = json!({"reachable": true, "manifest_valid": true, "segment_fetchable": true});
+    let hostile = [
+        (json!({"segment_age_s": -5}), "results[0].hls.segment_age_s"),
+        (json!({"ttfb_ms": -1}), "results[0].hls.ttfb_ms"),
+        (json!([true, true, true, -5]), "results[0].hls"),
+        (json!({"extra": 1}), "results[0].hls.extra"),
+    ];
+    for (detail, field) in hostile {
+        let mut body = serde_json::to_value(report(vec![result(&key)])).unwrap();
+        body["results"][0]["hls"] = match detail {
+            Value::Object(extra) => {
+                let mut h = hls.clone();
+                h.as_object_mut().unwrap().extend(extra);
+                h
+            }
+            tuple => tuple,
+        };
+        let e = prober_client.post_no_content(wire::PROBER_REPORT, &body).await.unwrap_err();
+        refused_on(e, 400, field);
+    }
+    let mut body = serde_json::to_value(report(vec![result(&key)])).unwrap();
+    body["results"][0]["note"] = json!("x");
+    refused_on(
+        prober_client.post_no_content(wire::PROBER_REPORT, &body).await.unwrap_err(),
+        400,
+        "results[0].note",
+    );
     let (_, after) = s.call(Method::GET, &format!("/v1/probers/{pid}/results"), None).await;
     assert_eq!(before, after, "a refused report stores nothing");
 
@@ -325,4 +364,28 @@ async fn bodies_are_bounded_per_route_and_unknown_callers_are_refused_before_the
     }
     let r = client.get(format!("{agent_url}{}", wire::PROBER_WORK)).send().await.unwrap();
     assert_eq!(r.status(), 401);
+    // Renewal without a certificate is refused before its body is read, and every refusal
+    // of the channel is its JSON error shape.
+    let r = post(wire::RENEW, 1 << 10).await.unwrap();
+    assert_eq!(r.status(), 401, "renew: no certificate");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["status"], 401, "{v}");
+    let r = client
+        .post(format!("{agent_url}{}", wire::ENROLL))
+        .header("content-type", "application/json")
+        .body(r#"["vte_x", "csr", "h", "1"]"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        (v["error"]["status"].as_u64(), v["error"]["field"].as_str()),
+        (Some(400), Some("body")),
+        "{v}"
+    );
+    let r = client.put(format!("{agent_url}{}", wire::PROBER_REPORT)).send().await.unwrap();
+    assert_eq!(r.status(), 405);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["status"], 405, "{v}");
 }
