@@ -131,8 +131,9 @@ pub struct Start {
     pub alerts: Option<AlertBook>,
     /// The mirror registry's files: (file name, text).
     pub mirror_files: Vec<(String, String)>,
-    /// Why the registry's directory could not be read at start, when it could not.
-    pub mirror_files_error: Option<LoadError>,
+    /// The files (or the directory) that could not be read at start, with why; empty when
+    /// every file could be.
+    pub mirror_files_skipped: Vec<LoadError>,
     /// The saved derived state of the mirrors (JSON).
     pub mirror_states: Option<String>,
     /// The saved state of the monitors (JSON).
@@ -363,11 +364,10 @@ impl Control {
         c.flush_steering(now);
         // A registry that fails at start leaves it empty, with the failure in the reload
         // status; the saved states stay until a reload passes.
-        match start.mirror_files_error {
-            None => {
-                let _ = c.handle_registry(&start.mirror_files, now);
-            }
-            Some(e) => c.mirrors.unreadable(e, now),
+        if start.mirror_files_skipped.is_empty() {
+            let _ = c.handle_registry(&start.mirror_files, now);
+        } else {
+            c.handle_unreadable_registry(start.mirror_files_skipped, now);
         }
         c
     }
@@ -791,6 +791,12 @@ impl Control {
         self.monitor_verdicts(monitor_changes, now);
         self.flush_steering(now);
         Ok(rows)
+    }
+
+    /// The registry's directory could not be read whole (`skipped`: every file left out, with
+    /// why, never empty): the reload is refused and the registry stays as it was.
+    pub fn handle_unreadable_registry(&mut self, skipped: Vec<LoadError>, now: Timestamp) {
+        self.mirrors.unreadable(skipped, now);
     }
 
     /// The registry's files changed (or the server starts): every file is validated as one

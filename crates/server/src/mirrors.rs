@@ -21,45 +21,109 @@ const MAX_FILES: usize = 10_000;
 /// Editors write a file in several steps; a reload waits until the directory is this quiet.
 const DEBOUNCE: Duration = Duration::from_millis(200);
 
-/// Why the directory could not be read as a registry.
+/// Why the directory could not be listed.
 fn io_failure(file: &str, e: &std::io::Error) -> LoadError {
     LoadError { file: file.to_owned(), field: "body".into(), reason: format!("cannot read: {e}") }
 }
 
-/// Every registry file of `dir`: (file name, text).
-pub(crate) fn read_dir(dir: &Path) -> Result<Vec<(String, String)>, LoadError> {
+/// Every registry file of `dir`: (file name, text), or every file left out with why (then
+/// the reload is refused: see [`read_file`]). Read on a blocking thread: a file system can
+/// stall, and an async worker held by it would stall `/healthz` and the API with it.
+pub(crate) async fn read_dir(dir: PathBuf) -> Result<Vec<(String, String)>, Vec<LoadError>> {
+    tokio::task::spawn_blocking(move || read_dir_now(&dir)).await.unwrap_or_else(|e| {
+        Err(vec![LoadError {
+            file: ".".into(),
+            field: "body".into(),
+            reason: format!("the reading stopped: {e}"),
+        }])
+    })
+}
+
+fn read_dir_now(dir: &Path) -> Result<Vec<(String, String)>, Vec<LoadError>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_failure(".", &e)),
+        Err(e) => return Err(vec![io_failure(".", &e)]),
     };
     let mut files = Vec::new();
+    let mut skipped = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| io_failure(".", &e))?;
+        let entry = entry.map_err(|e| vec![io_failure(".", &e)])?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if !is_registry_file(&name) {
             continue;
         }
-        if files.len() == MAX_FILES {
-            return Err(LoadError {
-                file: name,
-                field: "body".into(),
-                reason: format!("the directory holds more than {MAX_FILES} registry files"),
-            });
+        let skip = |reason: String| LoadError { file: name.clone(), field: "body".into(), reason };
+        if files.len() + skipped.len() == MAX_FILES {
+            skipped.push(skip(format!("the directory holds more than {MAX_FILES} registry files")));
+            break;
         }
-        let len = entry.metadata().map_err(|e| io_failure(&name, &e))?.len();
-        if len > MAX_FILE_BYTES {
-            return Err(LoadError {
-                file: name,
-                field: "body".into(),
-                reason: format!("{len} bytes; at most {MAX_FILE_BYTES}"),
-            });
+        match read_file(&entry.path()) {
+            Ok(Some(text)) => files.push((name, text)),
+            // Removed since the listing: not part of the registry.
+            Ok(None) => {}
+            Err(reason) => skipped.push(skip(reason)),
         }
-        let text = std::fs::read_to_string(entry.path()).map_err(|e| io_failure(&name, &e))?;
-        files.push((name, text));
+    }
+    if !skipped.is_empty() {
+        skipped.sort_by(|a, b| a.file.cmp(&b.file));
+        return Err(skipped);
     }
     files.sort();
     Ok(files)
+}
+
+/// One registry file's text (`None`: gone), or why it is left out, in words that never quote
+/// it. It is opened without following a symbolic link (a link could point at any file the
+/// server may read, such as its admin token) and without blocking (a named pipe opens at
+/// once instead of waiting for a writer); the open descriptor must be a regular file, and at
+/// most one byte past the cap is read from it, so what was checked is what is read, however
+/// the file changes meanwhile.
+fn read_file(path: &Path) -> Result<Option<String>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    let file = match std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err("a symbolic link".into());
+        }
+        Err(e) => return Err(unreadable(&e)),
+    };
+    let kind = file.metadata().map_err(|e| unreadable(&e))?.file_type();
+    let what = if kind.is_file() {
+        None
+    } else if kind.is_fifo() {
+        Some("a named pipe")
+    } else if kind.is_dir() {
+        Some("a directory")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        Some("a device")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else {
+        Some("something else")
+    };
+    if let Some(what) = what {
+        return Err(format!("{what}, not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(|e| unreadable(&e))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!("larger than {MAX_FILE_BYTES} bytes"));
+    }
+    String::from_utf8(bytes).map(Some).map_err(|_| "not UTF-8".into())
+}
+
+/// What a reading that left `skipped` out refuses the reload with: its first file.
+pub(crate) fn first_skipped(skipped: &[LoadError]) -> LoadError {
+    skipped.first().cloned().unwrap_or_else(|| io_failure(".", &std::io::Error::other("nothing read")))
+}
+
+/// Why a file could not be opened or read, by its kind only (`permission denied`).
+fn unreadable(e: &std::io::Error) -> String {
+    format!("unreadable: {}", e.kind())
 }
 
 /// Writes `text` to `dir/name` atomically: a hidden temporary file (which the registry
@@ -88,12 +152,17 @@ pub(crate) fn put_file(dir: &Path, name: &str, text: Option<&str>) -> std::io::R
 }
 
 /// Reloads the registry from its directory: the control core validates the whole set. A
-/// failure is logged with its file and field and counted; the old registry keeps serving.
-pub(crate) fn reload(app: &App) -> Result<Changes, LoadError> {
-    let files = read_dir(&app.mirrors_dir());
+/// failure (a file that fails validation, or any file that cannot be read) is logged with its
+/// file and field and counted; the old registry keeps serving.
+pub(crate) async fn reload(app: &App) -> Result<Changes, LoadError> {
+    let files = read_dir(app.mirrors_dir()).await;
     let outcome = app.feed(|c| match files {
         Ok(files) => c.handle_registry(&files, now()),
-        Err(e) => Err(e),
+        Err(skipped) => {
+            let first = first_skipped(&skipped);
+            c.handle_unreadable_registry(skipped, now());
+            Err(first)
+        }
     });
     match &outcome {
         Ok(ch) if !ch.is_empty() => {
@@ -158,7 +227,7 @@ pub(crate) async fn watch(app: Arc<App>, mut stop: watch::Receiver<bool>) {
                 // After any API write in progress: its own reload is the newer reading.
                 let outcome = {
                     let _one_at_a_time = app.mirrors_write().await;
-                    reload(&app)
+                    reload(&app).await
                 };
                 if let Ok(ch) = outcome && !ch.is_empty() {
                     app.audit_system("mirror.reload", "mirrors", serde_json::to_value(&ch).unwrap_or_default()).await;
@@ -173,6 +242,39 @@ pub(crate) async fn watch(app: Arc<App>, mut stop: watch::Receiver<bool>) {
 mod tests {
     use super::*;
     use notify::event::{AccessKind, CreateKind, Event, EventKind};
+
+    /// A link, a pipe, a directory, an oversized and a non-UTF-8 file are each left out with
+    /// a reason that quotes nothing; a pipe does not block the reading.
+    #[test]
+    fn only_regular_files_are_read_and_every_other_is_listed() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path();
+        std::fs::write(dir.join("secret"), "token-1234").unwrap();
+        std::fs::write(dir.join("m.example.net.yaml"), "host: m.example.net\n").unwrap();
+        assert_eq!(
+            read_dir_now(dir).unwrap(),
+            [("m.example.net.yaml".to_owned(), "host: m.example.net\n".to_owned())]
+        );
+        std::os::unix::fs::symlink(dir.join("secret"), dir.join("link.yaml")).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(dir.join("pipe.yaml")).status().unwrap().success());
+        std::fs::create_dir(dir.join("sub.yaml")).unwrap();
+        std::fs::write(dir.join("big.yaml"), vec![b'#'; 64 * 1024 + 1]).unwrap();
+        std::fs::write(dir.join("edge.yaml"), vec![b'#'; 64 * 1024]).unwrap();
+        std::fs::write(dir.join("latin.yaml"), b"note: caf\xe9\n").unwrap();
+        let skipped = read_dir_now(dir).unwrap_err();
+        let got: Vec<(&str, &str)> = skipped.iter().map(|e| (e.file.as_str(), e.reason.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                ("big.yaml", "larger than 65536 bytes"),
+                ("latin.yaml", "not UTF-8"),
+                ("link.yaml", "a symbolic link"),
+                ("pipe.yaml", "a named pipe, not a regular file"),
+                ("sub.yaml", "a directory, not a regular file"),
+            ]
+        );
+        assert!(skipped.iter().all(|e| e.field == "body" && !e.reason.contains("token")));
+    }
 
     #[test]
     fn reading_the_files_is_no_change() {

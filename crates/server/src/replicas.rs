@@ -329,7 +329,7 @@ async fn write_files(app: &App, files: &[vantage_store::FileWrite]) {
     let _one_at_a_time = app.mirrors_write().await;
     put_files(&app.mirrors_dir(), files);
     // The outcome is logged and counted by the reload itself.
-    let _ = crate::mirrors::reload(app);
+    let _ = crate::mirrors::reload(app).await;
 }
 
 /// [`write_files`] without the reload: at start, before the registry is first read. A name

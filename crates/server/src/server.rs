@@ -462,10 +462,10 @@ async fn load(
         store.latest_revisions().await?.into_iter().map(crate::replicas::stored_revision).collect();
     // An unreadable directory is a refused reload: the API says why, and the saved states
     // wait for a registry that loads.
-    let (mirror_files, mirror_files_error) =
-        match crate::mirrors::read_dir(&settings.data_dir.join("mirrors")) {
-            Ok(files) => (files, None),
-            Err(e) => (Vec::new(), Some(e)),
+    let (mirror_files, mirror_files_skipped) =
+        match crate::mirrors::read_dir(settings.data_dir.join("mirrors")).await {
+            Ok(files) => (files, Vec::new()),
+            Err(skipped) => (Vec::new(), skipped),
         };
     let mirror_states =
         store.states("mirrors").await?.into_iter().find(|(k, _)| k == "mirrors").map(|(_, v)| v);
@@ -490,7 +490,7 @@ async fn load(
         revisions,
         alerts,
         mirror_files,
-        mirror_files_error,
+        mirror_files_skipped,
         mirror_states,
         monitor_states,
         last_event: u64::try_from(store.last_event().await?).unwrap_or(0),

@@ -84,6 +84,7 @@ impl Mirrors {
         now: Timestamp,
     ) -> Result<(Registry, Changes), LoadError> {
         self.reload.at = Some(now);
+        self.reload.skipped.clear();
         match Registry::load(files, c) {
             Ok(r) => {
                 let changes = r.changes(&c.mirrors);
@@ -119,10 +120,12 @@ impl Mirrors {
         changes
     }
 
-    /// The registry's directory could not be read: recorded like a refused reload.
-    pub fn unreadable(&mut self, e: LoadError, now: Timestamp) {
+    /// The registry's directory could not be read whole: recorded like a refused reload,
+    /// with every file left out (`skipped`, never empty; the first is the error).
+    pub fn unreadable(&mut self, skipped: Vec<LoadError>, now: Timestamp) {
         self.reload.at = Some(now);
-        self.reload.error = Some(e);
+        self.reload.error = skipped.first().cloned();
+        self.reload.skipped = skipped;
         self.reload.failures += 1;
     }
 

@@ -36,6 +36,11 @@ pub struct ReloadStatus {
     pub loaded_at: Option<Timestamp>,
     /// Why the last reload failed; `None` when it passed.
     pub error: Option<LoadError>,
+    /// Every file the last reading of the directory left out, with why (a symbolic link, a
+    /// named pipe, too large, not UTF-8, unreadable); while any is, the reload is refused and
+    /// `error` names the first. Empty when every file could be read.
+    #[serde(default)]
+    pub skipped: Vec<LoadError>,
     /// Failed reloads since the start.
     pub failures: u64,
 }

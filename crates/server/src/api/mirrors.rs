@@ -187,8 +187,8 @@ async fn one(State(app): State<Arc<App>>, Path(host): Path<String>) -> Result<Js
 /// Reloads after a write. The write was checked with the directory as it was; a reload that
 /// fails all the same (a file changed by hand in between) is a conflict: the file was written,
 /// and the previous registry keeps serving until the directory is fixed.
-fn reload_after_write(app: &App) -> Result<(), ApiError> {
-    crate::mirrors::reload(app).map(|_| ()).map_err(|e| {
+async fn reload_after_write(app: &App) -> Result<(), ApiError> {
+    crate::mirrors::reload(app).await.map(|_| ()).map_err(|e| {
         ApiError::Conflict(format!(
             "written, but the registry did not reload because of another file, so the previous one keeps serving: {e}"
         ))
@@ -250,7 +250,9 @@ async fn write_registry<T>(
             "the registry would not load after this write, so nothing was written: {e}"
         ))
     };
-    let mut files = crate::mirrors::read_dir(&dir).map_err(refused)?;
+    let mut files = crate::mirrors::read_dir(dir.clone())
+        .await
+        .map_err(|skipped| refused(crate::mirrors::first_skipped(&skipped)))?;
     files.retain(|(name, _)| *name != w.file);
     files.extend(w.text.iter().map(|text| (w.file.clone(), text.clone())));
     files.sort();
@@ -258,7 +260,7 @@ async fn write_registry<T>(
     let file = FileWrite { name: w.file, text: w.text };
     app.log_registry(actor, &file, w.action, &w.object, w.metadata).await?;
     crate::mirrors::put_file(&dir, &file.name, file.text.as_deref()).map_err(io_error)?;
-    reload_after_write(app)?;
+    reload_after_write(app).await?;
     Ok(out)
 }
 

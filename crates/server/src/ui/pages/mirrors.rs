@@ -349,6 +349,7 @@ mod tests {
                 reason: "must be a number, got <i>heavy</i>".into(),
             }),
             failures: 2,
+            skipped: Vec::new(),
         };
         let columns = columns(&[region("ap-sg", "Singapore")], std::slice::from_ref(&m));
         let page = MirrorsPage {
