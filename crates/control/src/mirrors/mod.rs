@@ -6,6 +6,7 @@ pub mod book;
 mod core;
 pub mod doors;
 pub mod registry;
+mod yaml;
 
 use std::collections::BTreeSet;
 

@@ -106,8 +106,10 @@ impl LoadError {
     }
 }
 
-/// A YAML (or JSON, which YAML reads too) document as a JSON value.
+/// A YAML (or JSON, which YAML reads too) document as a JSON value, refused before it is
+/// built when its aliases would expand it past a bound.
 pub fn document(text: &str) -> Result<Value, Error> {
+    super::yaml::bounded(text)?;
     serde_norway::from_str::<Value>(text).map_err(|e| {
         Error::invalid("body", format!("not a YAML document: {}", vantage_core::plain::plain(&e.to_string())))
     })
