@@ -17,6 +17,7 @@ mod failover;
 mod faults;
 mod harness;
 mod honest;
+mod hostile;
 mod limits;
 mod metrics;
 mod mirrors;
