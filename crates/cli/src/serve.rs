@@ -28,6 +28,9 @@ pub(crate) struct Args {
     /// address serves them too).
     #[arg(long)]
     public_listen: Option<String>,
+    /// Origins whose players may read /steer from a page (CORS), comma-separated [default: *].
+    #[arg(long, value_name = "ORIGIN,…")]
+    steering_origins: Option<String>,
     /// Serve /metrics without an admin token.
     #[arg(long)]
     metrics_public: bool,
@@ -79,6 +82,7 @@ impl Args {
             ("api_listen", &self.api_listen),
             ("public_listen", &self.public_listen),
             ("allow_networks", &self.allow_networks),
+            ("steering_origins", &self.steering_origins),
             ("agent_listen", &self.agent_listen),
             ("dns_listen", &self.dns_listen),
             ("agent_url", &self.agent_url),

@@ -788,8 +788,9 @@ impl Control {
         }
         self.verdicts(verdicts, now);
         self.flush_doors();
-        self.monitor_verdicts(monitor_changes, now);
+        // The order first: a verdict change saves the monitors at once, steering with them.
         self.flush_steering(now);
+        self.monitor_verdicts(monitor_changes, now);
         Ok(rows)
     }
 
@@ -1318,7 +1319,7 @@ impl Control {
 
     /// Rebuilds the steering table; a change is announced once.
     fn flush_steering(&mut self, now: Timestamp) {
-        let table = SteeringTable::build(&self.config, &self.monitors, now);
+        let table = self.monitors.steer(&self.config, now);
         if *self.steering != table {
             self.steering = Arc::new(table);
             self.outputs.push_back(Output::Steering);

@@ -13,9 +13,9 @@ use vantage_core::check::Check;
 use vantage_core::ids::MonitorId;
 use vantage_core::monitor::{
     GlobalVerdict, Monitor, MonitorProbe, MonitorVerdict, RegionHealth, RegionWindow, global_verdict,
-    pathway_priority,
 };
 use vantage_core::result::{ErrorCode, ProbeResult, Stages};
+use vantage_core::steering::{HOLD_TTLS, PathwayFigure, SteeringOrder, figures};
 use vantage_core::wire::EndpointTarget;
 
 use crate::config::Config;
@@ -72,6 +72,9 @@ pub struct MonitorState {
     pub verdict: Option<VerdictRecord>,
     /// Every change of the global verdict, oldest first (the last [`HISTORY`]).
     pub history: VecDeque<VerdictRecord>,
+    /// The content-steering order with its challenges (absent from older saves).
+    #[serde(default)]
+    pub steering: SteeringOrder,
 }
 
 impl MonitorState {
@@ -193,28 +196,55 @@ impl Monitors {
         out
     }
 
-    /// The steering order of a monitor's pathways at `now` (`interval_s`: of the check it is
-    /// probed with).
-    pub fn steering(&self, m: &Monitor, id: MonitorId, interval_s: u32, now: Timestamp) -> Vec<String> {
-        let empty = MonitorState::default();
-        let s = self.states.get(&id).unwrap_or(&empty);
-        pathway_priority(m, &s.health(m, interval_s, now), &s.ttfb(m))
+    /// Brings every monitor's steering order to `now` (health at once, latency after the
+    /// hold: [`SteeringOrder::update`]) and returns the table `/steer` answers from.
+    pub fn steer(&mut self, c: &Config, now: Timestamp) -> SteeringTable {
+        let mut by_name = BTreeMap::new();
+        for (id, m) in &c.monitors {
+            let id = MonitorId(*id);
+            let m = &m.value;
+            let state = self.states.entry(id).or_default();
+            let interval_s = c.monitor_check(m).check.interval_s();
+            let figures = figures(m, &state.health(m, interval_s, now), &state.ttfb(m));
+            let hold_ms = HOLD_TTLS * i64::from(m.steering_ttl_s) * 1000;
+            self.dirty |= state.steering.update(&figures, hold_ms, now);
+            let s = Steering {
+                id,
+                ttl_s: m.steering_ttl_s,
+                order: state.steering.order.clone(),
+                figures,
+                changes: state.steering.changes,
+            };
+            by_name.insert(m.name.clone(), s);
+        }
+        SteeringTable { by_name }
     }
 }
 
 /// What `/steer/{monitor}` answers for one monitor.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Steering {
     pub id: MonitorId,
     /// Seconds before players reload.
     pub ttl_s: u32,
     /// Pathways, preferred first.
     pub order: Vec<String>,
+    /// What the order was judged on, for the players that say which pathway they are on.
+    pub figures: Vec<PathwayFigure>,
+    /// How many times the order changed.
+    pub changes: u64,
+}
+
+impl Steering {
+    /// The order for a player on `current` ([`vantage_core::steering::for_player`]).
+    pub fn for_player(&self, current: Option<&str>) -> Vec<String> {
+        vantage_core::steering::for_player(&self.order, &self.figures, current)
+    }
 }
 
 /// Every monitor's steering answer by name, rebuilt by the control core whenever an order may
 /// have changed, so the public route answers players without its lock.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SteeringTable {
     /// By monitor name.
     pub by_name: BTreeMap<String, Steering>,
@@ -226,24 +256,6 @@ impl SteeringTable {
         self.by_name
             .get(name_or_id)
             .or_else(|| self.by_name.values().find(|s| s.id.to_string() == name_or_id))
-    }
-
-    /// The table of `c`'s monitors at `now`.
-    pub fn build(c: &Config, monitors: &Monitors, now: Timestamp) -> SteeringTable {
-        let by_name = c
-            .monitors
-            .iter()
-            .map(|(id, m)| {
-                let id = MonitorId(*id);
-                let s = Steering {
-                    id,
-                    ttl_s: m.value.steering_ttl_s,
-                    order: monitors.steering(&m.value, id, c.monitor_check(&m.value).check.interval_s(), now),
-                };
-                (m.value.name.clone(), s)
-            })
-            .collect();
-        SteeringTable { by_name }
     }
 }
 

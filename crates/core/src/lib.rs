@@ -24,6 +24,7 @@ pub mod reachability;
 pub mod result;
 pub mod rules;
 pub mod settings;
+pub mod steering;
 pub mod strict;
 pub mod time;
 pub mod window;

@@ -464,7 +464,7 @@ pub fn global_verdict(m: &Monitor, health: &[RegionHealth]) -> MonitorVerdict {
 
 impl RegionHealth {
     /// Steering preference: healthy first, then not yet known, then stale, then down.
-    fn rank(self) -> u8 {
+    pub(crate) fn rank(self) -> u8 {
         match self {
             RegionHealth::Healthy => 0,
             RegionHealth::Unknown => 1,
@@ -474,43 +474,12 @@ impl RegionHealth {
     }
 }
 
-/// The content-steering order of a monitor's pathways: healthy, then unknown, then degraded
-/// (stale), then down; ties by TTFB (ms, unknown last), then by name. A pathway several
-/// regions share is as bad as its worst region and as fast as its fastest.
-pub fn pathway_priority(m: &Monitor, health: &[RegionHealth], ttfb_ms: &[Option<f64>]) -> Vec<String> {
-    let mut pathways: Vec<(String, u8, Option<f64>)> = Vec::new();
-    for (i, r) in m.regions.iter().enumerate() {
-        let rank = health.get(i).copied().unwrap_or(RegionHealth::Unknown).rank();
-        let ttfb = ttfb_ms.get(i).copied().flatten();
-        match pathways.iter_mut().find(|(p, _, _)| p == r.pathway()) {
-            Some((_, worst, fastest)) => {
-                *worst = (*worst).max(rank);
-                *fastest = match (*fastest, ttfb) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-            }
-            None => pathways.push((r.pathway().to_owned(), rank, ttfb)),
-        }
-    }
-    pathways.sort_by(|a, b| {
-        a.1.cmp(&b.1)
-            .then_with(|| match (a.2, b.2) {
-                (Some(x), Some(y)) => x.total_cmp(&y),
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (None, None) => std::cmp::Ordering::Equal,
-            })
-            .then_with(|| a.0.cmp(&b.0))
-    });
-    pathways.into_iter().map(|(p, _, _)| p).collect()
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn monitor() -> Monitor {
+    /// A monitor of six regions of falling weight, each its own pathway.
+    pub(crate) fn monitor() -> Monitor {
         let regions = [("jp", 0.30), ("kr", 0.20), ("sg", 0.20), ("id", 0.15), ("ph", 0.10), ("br", 0.05)]
             .iter()
             .map(|(r, w)| MonitorRegion {
@@ -706,21 +675,5 @@ mod tests {
         assert_eq!(m.allowed_hosts, ["seg.cdn.example:8443"]);
         let e = with("http://e.example.net/a.m3u8", vec!["http://seg.cdn.example/".into()]).unwrap_err();
         assert_eq!(e.field(), "allowed_hosts[0]");
-    }
-
-    #[test]
-    fn pathways_are_ordered_healthy_degraded_down_then_by_ttfb() {
-        use RegionHealth::*;
-        let mut m = monitor();
-        m.regions[0].pathway = Some("cdn-a".into());
-        m.regions[1].pathway = Some("cdn-a".into());
-        let order = pathway_priority(
-            &m,
-            &[Healthy, Stale, Healthy, Down, Healthy, Unknown],
-            &[Some(5.0), Some(1.0), Some(30.0), Some(1.0), Some(20.0), None],
-        );
-        // cdn-a is as bad as its stale region; sg and ph are healthy, sg faster.
-        assert_eq!(order, ["ph", "sg", "br", "cdn-a", "id"]);
-        assert_eq!(pathway_priority(&m, &[], &[]).len(), 5, "unknown health still lists every pathway");
     }
 }

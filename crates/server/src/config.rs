@@ -38,6 +38,10 @@ pub struct ServeConfig {
     /// set, the admin listener no longer serves `/go` and `/steer`, and this one serves
     /// nothing else. Unset: the admin listener serves both faces (one machine, a lab).
     pub public_listen: Option<SocketAddr>,
+    /// Origins whose players may read `/steer` from a page (CORS): `*` for any (the
+    /// default), or a list of origins such as `https://player.example.com`.
+    #[serde(deserialize_with = "origins")]
+    pub steering_origins: Vec<String>,
     /// Serve `/metrics` without a token. Off: a scrape needs an admin token (a read-only one
     /// is enough), sent as Prometheus' `authorization` sends it.
     pub metrics_public: bool,
@@ -123,6 +127,33 @@ fn networks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Err
     })
 }
 
+/// `steering_origins`: `*`, or origins (`scheme://host[:port]`, no path), as a TOML list or
+/// comma-separated.
+fn origins<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Origins {
+        List(Vec<String>),
+        Text(String),
+    }
+    let items: Vec<String> = match Origins::deserialize(d)? {
+        Origins::List(l) => l,
+        Origins::Text(t) => {
+            t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+        }
+    };
+    for o in &items {
+        let rest = o.strip_prefix("https://").or_else(|| o.strip_prefix("http://"));
+        let ok = o == "*" || rest.is_some_and(|r| !r.is_empty() && !r.contains(['/', '?', '#', ' ']));
+        if !ok {
+            return Err(serde::de::Error::custom(format!(
+                "steering_origins: {o:?} is not an origin like https://player.example.com (or *)"
+            )));
+        }
+    }
+    Ok(items)
+}
+
 /// `allow_networks`: any networks.
 fn allowed_networks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
     network_list(d, "allow_networks", Ok)
@@ -147,6 +178,7 @@ impl Default for ServeConfig {
             api_listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             public_listen: None,
             metrics_public: false,
+            steering_origins: vec!["*".to_owned()],
             agent_listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
             dns_listen: SocketAddr::from(([0, 0, 0, 0], 8053)),
             agent_url: None,
@@ -166,12 +198,13 @@ impl Default for ServeConfig {
 }
 
 /// The keys a configuration may set (and the environment variables `VANTAGE_<KEY>`).
-pub const KEYS: [&str; 19] = [
+pub const KEYS: [&str; 20] = [
     "data_dir",
     "database",
     "api_listen",
     "public_listen",
     "metrics_public",
+    "steering_origins",
     "agent_listen",
     "dns_listen",
     "agent_url",
@@ -366,6 +399,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("allow_networks: nonsense"), "{e}");
+        assert_eq!(c.steering_origins, ["*"]);
+        let e = env(&[("VANTAGE_STEERING_ORIGINS", "https://a.example, http://b.example:8080")]);
+        let c = ServeConfig::load(None, &e, &BTreeMap::new()).unwrap();
+        assert_eq!(c.steering_origins, ["https://a.example", "http://b.example:8080"]);
+        let e = ServeConfig::load(
+            None,
+            &env(&[("VANTAGE_STEERING_ORIGINS", "https://a.example/x")]),
+            &BTreeMap::new(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("steering_origins"), "{e}");
     }
 
     #[test]

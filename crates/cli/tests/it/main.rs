@@ -29,6 +29,7 @@ mod openapi;
 mod postgres;
 mod replicas;
 mod rules;
+mod steering;
 mod ui;
 mod verify;
 

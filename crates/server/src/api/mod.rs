@@ -15,6 +15,7 @@ pub(crate) mod monitors;
 mod objects;
 mod revisions;
 mod rules;
+mod steer;
 
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -340,14 +341,14 @@ pub(crate) fn router(app: Arc<App>) -> Router {
     };
     let mut admin = Router::new().merge(v1).merge(ui).merge(scrape).route("/readyz", get(ready));
     if app.settings().public_listen.is_none() {
-        admin = admin.merge(doors::public()).merge(monitors::public());
+        admin = admin.merge(doors::public()).merge(steer::public());
     }
     served(admin, app)
 }
 
 /// The public listener's application: `/go`, `/steer` and `/healthz`, nothing else.
 pub(crate) fn public_router(app: Arc<App>) -> Router {
-    served(Router::new().merge(doors::public()).merge(monitors::public()), app)
+    served(Router::new().merge(doors::public()).merge(steer::public()), app)
 }
 
 /// `routes` with `/healthz`, the plain 404 of every other path and the request metrics.

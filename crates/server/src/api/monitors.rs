@@ -1,16 +1,14 @@
 //! Monitors over HTTP (SPEC §7): the verdict with each region's tuple, the history for
-//! charts (per-region series straight from the time series, and the verdict changes), and the
-//! public content-steering manifest `GET /steer/{monitor}`. Monitor objects themselves go
-//! through the generic object routes (`/v1/monitors`).
+//! charts (per-region series straight from the time series, and the verdict changes). The
+//! public content-steering manifests are `steer`'s. Monitor objects themselves go through the
+//! generic object routes (`/v1/monitors`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, Request, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::Json;
+use axum::extract::{Path, Query, State};
 use axum::routing::get;
-use axum::{Json, Router};
 use vantage_control::monitors::EndpointKey;
 use vantage_core::Timestamp;
 use vantage_core::ids::MonitorId;
@@ -21,9 +19,7 @@ use super::{Api, Op};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::support::now;
-use crate::views::{
-    MonitorHistory, MonitorPoint, MonitorVerdictView, RegionHistory, RegionVerdictView, SteeringManifest,
-};
+use crate::views::{MonitorHistory, MonitorPoint, MonitorVerdictView, RegionHistory, RegionVerdictView};
 
 pub(super) fn routes(api: &mut Api) {
     api.add(
@@ -44,11 +40,6 @@ pub(super) fn routes(api: &mut Api) {
         .answers::<MonitorHistory>(),
         get(history),
     );
-}
-
-/// The public steering route, outside `/v1` and its authentication: players call it.
-pub(crate) fn public() -> Router<Arc<App>> {
-    Router::new().route("/steer/{monitor}", get(steer))
 }
 
 fn find(app: &App, id: i64) -> Result<Monitor, ApiError> {
@@ -100,7 +91,8 @@ pub(crate) fn verdict_view(app: &App, id: i64, m: &Monitor) -> MonitorVerdictVie
         stale_weight: weights.stale_weight_pct / 100.0,
         reasons: weights.reasons,
         regions,
-        pathway_priority: control.monitors().steering(m, MonitorId(id), interval_s, at),
+        // The order players get, as published (with its hysteresis), not computed again.
+        pathway_priority: app.steering().find(&id.to_string()).map(|s| s.order.clone()).unwrap_or_default(),
     }
 }
 
@@ -171,53 +163,4 @@ async fn history(
         .map(|s| s.history.iter().filter(|v| v.at >= since).copied().collect())
         .unwrap_or_default();
     Ok(Json(MonitorHistory { range: range.name().into(), bucket_s: width / 1000, regions, verdicts }))
-}
-
-/// Path segment bytes that stay as they are: RFC 3986's unreserved characters.
-const SEGMENT: &percent_encoding::AsciiSet =
-    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
-
-/// The steering reload URI: this monitor's path with the query parameters a player sent,
-/// less the `_HLS_` ones it adds itself, each decoded and encoded again. The name (decoded
-/// from the path) and the parameters are the player's bytes: a space, `#`, `?` or stray `%`
-/// in them would otherwise change what the URI says.
-fn reload_uri(monitor: &str, query: Option<&str>) -> String {
-    let mut uri = format!("/steer/{}", percent_encoding::utf8_percent_encode(monitor, SEGMENT));
-    let pairs = url::form_urlencoded::parse(query.unwrap_or_default().as_bytes());
-    let mut kept = url::form_urlencoded::Serializer::new(String::new());
-    kept.extend_pairs(pairs.filter(|(k, _)| !k.starts_with("_HLS_")));
-    let kept = kept.finish();
-    if !kept.is_empty() {
-        uri.push('?');
-        uri.push_str(&kept);
-    }
-    uri
-}
-
-/// `GET /steer/{monitor}` (by name or id): the monitor's pathways, preferred first, for
-/// players that poll every TTL, from the steering table (no lock on the control core). The `_HLS_pathway` and `_HLS_throughput` parameters players
-/// add are accepted; the reload URI keeps every other parameter (a session id, say).
-async fn steer(State(app): State<Arc<App>>, Path(monitor): Path<String>, req: Request) -> Response {
-    let table = app.steering();
-    let Some(found) = table.find(&monitor) else {
-        return (StatusCode::NOT_FOUND, "no such monitor\n").into_response();
-    };
-    let reload_uri = reload_uri(&monitor, req.uri().query());
-    let manifest =
-        SteeringManifest { version: 1, ttl: found.ttl_s, reload_uri, pathway_priority: found.order.clone() };
-    ([(header::CACHE_CONTROL, "no-store")], Json(manifest)).into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::reload_uri;
-
-    /// What a player sends comes back encoded: the name, `#`, stray `%` and all.
-    #[test]
-    fn the_reload_uri_is_percent_encoded() {
-        assert_eq!(reload_uri("live", Some("_HLS_pathway=a&session=abc")), "/steer/live?session=abc");
-        assert_eq!(reload_uri("sec live#1", Some("x=%&_HLS_throughput=9")), "/steer/sec%20live%231?x=%25");
-        assert_eq!(reload_uri("live", Some("a=b c&d=%26")), "/steer/live?a=b+c&d=%26");
-        assert_eq!(reload_uri("live", None), "/steer/live");
-    }
 }

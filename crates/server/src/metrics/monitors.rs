@@ -1,7 +1,8 @@
-//! Monitor metrics (SPEC §7): the global verdict, each region's down flag and segment age, and
-//! the time to first byte of every probe.
+//! Monitor metrics (SPEC §7): the global verdict, each region's down flag and segment age, the
+//! time to first byte of every probe, and how often the steering order changed.
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
@@ -47,6 +48,7 @@ pub(crate) struct MonitorFamilies {
     age: Family<MonitorRegionLabels, FloatGauge>,
     tuple: Family<TupleLabels, Gauge>,
     ttfb: Family<MonitorRegionLabels, Histogram, fn() -> Histogram>,
+    order_changes: Family<MonitorLabel, Counter>,
 }
 
 impl MonitorFamilies {
@@ -57,6 +59,7 @@ impl MonitorFamilies {
             age: Family::default(),
             tuple: Family::default(),
             ttfb: Family::new_with_constructor(ttfb_histogram),
+            order_changes: Family::default(),
         };
         r.register(
             "vantage_monitor_verdict",
@@ -79,6 +82,11 @@ impl MonitorFamilies {
             "Time to the manifest's first byte of each monitor probe",
             f.ttfb.clone(),
         );
+        r.register(
+            "vantage_steering_order_changes",
+            "Changes of a monitor's content-steering order (each moves its players to another pathway)",
+            f.order_changes.clone(),
+        );
         f
     }
 
@@ -97,8 +105,13 @@ impl MonitorFamilies {
                 Some(GlobalVerdict::Down) => 0,
                 None => -1,
             };
-            self.verdict.get_or_create(&MonitorLabel { monitor: m.name.clone() }).set(value);
+            let label = MonitorLabel { monitor: m.name.clone() };
+            self.verdict.get_or_create(&label).set(value);
             let Some(state) = state else { continue };
+            // The core counts the changes; the counter catches up with its count (it starts
+            // again from the saved count after a restart, as a counter reset).
+            let changes = self.order_changes.get_or_create(&label);
+            changes.inc_by(state.steering.changes.saturating_sub(changes.get()));
             let interval_s = c.monitor_check(m).check.interval_s();
             for (r, h) in m.regions.iter().zip(state.health(m, interval_s, now)) {
                 let labels = MonitorRegionLabels { monitor: m.name.clone(), region: r.region.clone() };

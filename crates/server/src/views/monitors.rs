@@ -110,7 +110,8 @@ pub struct MonitorHistory {
     pub verdicts: Vec<VerdictRecord>,
 }
 
-/// An HLS Content Steering manifest (the same JSON serves DASH-IF content steering).
+/// A content-steering manifest: HLS (`GET /steer/{monitor}`) or DASH-IF
+/// (`GET /steer/{monitor}/dash`), the same answer under each specification's priority key.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SteeringManifest {
     /// Always 1.
@@ -122,7 +123,18 @@ pub struct SteeringManifest {
     /// Where the player reloads from.
     #[serde(rename = "RELOAD-URI")]
     pub reload_uri: String,
-    /// Pathways, preferred first.
+    /// The pathways, preferred first.
+    #[serde(flatten)]
+    pub priority: SteeringPriority,
+}
+
+/// The pathways, preferred first, under the key the player's specification reads.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub enum SteeringPriority {
+    /// HLS: pathway ids (`PATHWAY-ID` of the variants).
     #[serde(rename = "PATHWAY-PRIORITY")]
-    pub pathway_priority: Vec<String>,
+    Pathways(Vec<String>),
+    /// DASH: service locations (`BaseURL@serviceLocation`).
+    #[serde(rename = "SERVICE-LOCATION-PRIORITY")]
+    ServiceLocations(Vec<String>),
 }
