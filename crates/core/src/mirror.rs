@@ -137,13 +137,14 @@ pub enum MirrorVerdict {
 }
 
 impl MirrorVerdict {
-    /// Gauge value: 3 live, 2 degraded, 1 blocked, 0 unknown.
+    /// Gauge value, on the convention every verdict gauge follows (higher is healthier, the
+    /// worst known state 0, not yet known -1): 2 live, 1 degraded, 0 blocked, -1 unknown.
     pub fn gauge(self) -> i64 {
         match self {
-            MirrorVerdict::Live => 3,
-            MirrorVerdict::Degraded => 2,
-            MirrorVerdict::Blocked => 1,
-            MirrorVerdict::Unknown => 0,
+            MirrorVerdict::Live => 2,
+            MirrorVerdict::Degraded => 1,
+            MirrorVerdict::Blocked => 0,
+            MirrorVerdict::Unknown => -1,
         }
     }
 }
@@ -208,6 +209,45 @@ pub struct Mirror {
     pub address: Option<SocketAddr>,
     /// How far behind its reference the mirror may be before it leaves door rotation.
     pub freshness: Option<Freshness>,
+    /// Where its files are: scheme, host, port and path prefix, ending in `/`
+    /// (`https://mirror.example.net:8443/debian/`). `None`: the doors' scheme and the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+}
+
+impl Mirror {
+    /// The base doors join a visitor's path to, ending in `/`.
+    pub fn base(&self, doors: Scheme) -> String {
+        self.base_url.clone().unwrap_or_else(|| format!("{}://{}/", doors.as_str(), self.host))
+    }
+
+    /// The base's path prefix (`/debian/`; `/` without a base URL).
+    pub fn base_path(&self) -> &str {
+        let Some(b) = &self.base_url else { return "/" };
+        let rest = b.split_once("://").map_or(b.as_str(), |(_, r)| r);
+        rest.find('/').map_or("/", |i| &rest[i..])
+    }
+
+    /// The base's scheme, when the mirror has a base URL.
+    pub fn base_scheme(&self) -> Option<&str> {
+        self.base_url.as_deref().and_then(|b| b.split_once("://")).map(|(s, _)| s)
+    }
+}
+
+/// Validates a mirror's base URL: an `http://` or `https://` URL without query or fragment,
+/// given a trailing `/` so that a path joins it with one slash.
+pub fn base_url(field: &str, text: &str) -> Result<String> {
+    let mut url = crate::monitor::endpoint_url(field, text)?;
+    if url.contains(['?', '#']) {
+        return Err(Error::invalid(
+            field,
+            "must not carry a query or a fragment: it is a base to join paths to",
+        ));
+    }
+    if !url.split_once("://").is_some_and(|(_, rest)| rest.contains('/')) || !url.ends_with('/') {
+        url.push('/');
+    }
+    Ok(url)
 }
 
 /// A mirror's freshness check: a trace file whose body (or `Last-Modified`) is the time of
@@ -282,6 +322,10 @@ pub struct MirrorInput {
     /// An optional freshness check against a reference host.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub freshness: Option<Freshness>,
+    /// Where its files are (`https://mirror.example.net/debian/`): doors join visitors' paths
+    /// to it and probers check it. Absent: the doors' scheme and the host, at `/`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
 }
 
 impl Default for MirrorInput {
@@ -295,6 +339,7 @@ impl Default for MirrorInput {
             check: None,
             address: None,
             freshness: None,
+            base_url: None,
         }
     }
 }
@@ -310,6 +355,7 @@ impl From<Mirror> for MirrorInput {
             check: m.check,
             address: m.address,
             freshness: m.freshness,
+            base_url: m.base_url,
         }
     }
 }
@@ -343,6 +389,7 @@ impl TryFrom<MirrorInput> for Mirror {
             check,
             address: i.address,
             freshness: i.freshness.map(Freshness::parse).transpose()?,
+            base_url: i.base_url.map(|b| base_url("base_url", &b)).transpose()?,
         })
     }
 }
@@ -638,6 +685,27 @@ mod tests {
     }
 
     #[test]
+    fn a_base_url_gets_one_trailing_slash_and_no_query() {
+        let m = |b: &str| {
+            Mirror::try_from(MirrorInput {
+                host: "m.example.net".into(),
+                base_url: Some(b.into()),
+                ..Default::default()
+            })
+        };
+        let with = m("https://m.example.net:8443/debian").unwrap();
+        assert_eq!(with.base(Scheme::Http), "https://m.example.net:8443/debian/");
+        assert_eq!((with.base_path(), with.base_scheme()), ("/debian/", Some("https")));
+        assert_eq!(m("http://m.example.net").unwrap().base(Scheme::Https), "http://m.example.net/");
+        assert_eq!(m("http://m.example.net").unwrap().base_path(), "/");
+        assert_eq!(m("https://m.example.net/debian?x=1").unwrap_err().field(), "base_url");
+        assert_eq!(m("ftp://m.example.net/").unwrap_err().field(), "base_url");
+        let plain =
+            Mirror::try_from(MirrorInput { host: "m.example.net".into(), ..Default::default() }).unwrap();
+        assert_eq!((plain.base(Scheme::Https).as_str(), plain.base_path()), ("https://m.example.net/", "/"));
+    }
+
+    #[test]
     fn door_filter_stack() {
         let mk = |host: &str, tenants: &[&str], weight: u32| Mirror {
             host: host.into(),
@@ -648,6 +716,7 @@ mod tests {
             check: None,
             address: None,
             freshness: None,
+            base_url: None,
         };
         let ms = [
             mk("a.example.net", &[], 1),

@@ -354,6 +354,10 @@ pub(super) struct MirrorFlags {
     /// Where probers connect instead of resolving the host.
     #[arg(long, value_name = "IP:PORT")]
     pub(super) address: Option<SocketAddr>,
+    /// Where its files are: doors join visitors' paths to it, probers check it
+    /// (https://mirror.example.net/debian/; default: the doors' scheme and the host).
+    #[arg(long, value_name = "URL")]
+    pub(super) base_url: Option<String>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -370,6 +374,9 @@ pub(super) enum TenantAction {
         /// than to none (off: only live mirrors, as reference 004 has it).
         #[arg(long)]
         fallback_to_degraded: bool,
+        /// Where doors send its visitors when no mirror may serve them (a base URL).
+        #[arg(long, value_name = "URL")]
+        fallback_url: Option<String>,
     },
     /// Delete a tenant (refused while a mirror names it).
     Delete { name: String },

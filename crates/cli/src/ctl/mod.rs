@@ -244,6 +244,7 @@ async fn mirror_record(c: &Client, host: &str, f: &MirrorFlags) -> anyhow::Resul
         manual_note: existing.map(|m| m.manual_note).unwrap_or_default(),
         check: f.check.clone(),
         address: f.address,
+        base_url: f.base_url.clone(),
         ..defaults
     })
 }
@@ -692,11 +693,12 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 listing(c.get::<Items<TenantView>>("/v1/tenants").await?, json);
                 Ok(())
             }
-            TenantAction::Put { name, note, fallback_to_degraded } => {
+            TenantAction::Put { name, note, fallback_to_degraded, fallback_url } => {
                 let t = Tenant {
                     name: name.clone(),
                     note: note.clone().unwrap_or_default(),
                     fallback_to_degraded: *fallback_to_degraded,
+                    fallback_url: fallback_url.clone(),
                 };
                 let path = format!("/v1/tenants/{}", urlencode(name));
                 let v: TenantView = c.call(Method::PUT, &path, Some(&serde_json::to_value(t)?)).await?;

@@ -285,8 +285,9 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
     let share = f64::from(counts["live1.example.net"]) / 10_000.0;
     assert!((share - 0.25).abs() <= 0.02, "weights 1 and 3 over 10,000 redirects: {counts:?}");
     assert_eq!(go(&client, &s, "/go/t2/x", None).await.unwrap(), "http://other.example.net/x");
+    // A tenant that does not exist is a mistyped link, not an outage.
     let (status, reason) = go(&client, &s, "/go/nobody/x", None).await.unwrap_err();
-    assert_eq!((status, reason.trim()), (503, "no mirror is available for this tenant now"));
+    assert_eq!((status, reason.trim()), (404, "no such tenant"));
 
     // Tenant t3 has no live mirror: doors keep only live ones, so none serves it…
     let (status, _) = go(&client, &s, "/go/t3/a", None).await.unwrap_err();
@@ -366,15 +367,16 @@ async fn mirrors_seen_from_four_regions_and_the_doors_that_follow_them() {
 
     let metrics = s.metrics().await;
     for line in [
-        r#"vantage_mirror_verdict{host="live1.example.net"} 3"#,
-        r#"vantage_mirror_verdict{host="slow-cn.example.net"} 2"#,
-        r#"vantage_mirror_verdict{host="blocked.example.net"} 1"#,
-        r#"vantage_mirror_verdict{host="errors.example.net"} 0"#,
+        // One convention for every verdict gauge: higher is healthier, unknown -1.
+        r#"vantage_mirror_verdict{host="live1.example.net"} 2"#,
+        r#"vantage_mirror_verdict{host="slow-cn.example.net"} 1"#,
+        r#"vantage_mirror_verdict{host="blocked.example.net"} 0"#,
+        r#"vantage_mirror_verdict{host="errors.example.net"} -1"#,
         r#"vantage_mirror_regions_failing{host="blocked.example.net"} 2"#,
         r#"vantage_mirror_regions_failing{host="errors.example.net"} 4"#,
         "vantage_mirror_manual_blocked 1",
         r#"vantage_door_redirects_total{tenant="t1",outcome="redirected"}"#,
-        r#"vantage_door_redirects_total{tenant="(unknown)",outcome="none_eligible"} 1"#,
+        r#"vantage_door_redirects_total{tenant="(unknown)",outcome="unknown_tenant"} 1"#,
         r#"vantage_mirror_check_duration_seconds_count{host="live1.example.net"}"#,
         r#"vantage_mirror_stale{host="live2.example.net"} 0"#,
     ] {
@@ -564,5 +566,62 @@ async fn any_answer_keeps_a_mirror_live_but_a_status_its_check_names_blocks_it()
     let text = alerts.to_string();
     assert!(text.contains("mirror legal.example.net is blocked"), "{alerts}");
     assert!(!text.contains("notfound.example.net") && !text.contains("unnamed.example.net"), "{alerts}");
+    prober.kill().await;
+}
+
+/// A mirror network's mirror with its files under a path prefix: probed there, and doors join
+/// visitors' paths under it with one slash; a tenant whose mirrors are all out goes to its
+/// fallback origin, said in a header and a metric.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_path_is_probed_and_joined_and_a_tenant_without_mirrors_falls_back() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(&temp.path().join("server"), &["--allow-loopback-addresses"]).await;
+    let region = s.create("/v1/regions", json!({"code": "us1", "name": "us1"})).await;
+    s.create("/v1/checks", json!({"name": "default", "method": "http", "path": "/", "interval_s": 1})).await;
+    let source = ip("127.0.1.2");
+    let requests = Requests::default();
+    let edge = edge_logged(&[(source, Face::Serve)], Trace::default(), requests.clone()).await;
+    put(&s, "/v1/tenants/debian", json!({})).await;
+    let origin = json!({"fallback_url": "http://origin.example.net/debian"});
+    put(&s, "/v1/tenants/later", origin).await;
+    let base = format!("http://m1.example.net:{}/debian", edge.port());
+    let body = json!({"address": edge.to_string(), "tenants": ["debian"], "base_url": base});
+    put(&s, "/v1/mirrors/m1.example.net", body).await;
+    let (agent, ca) = s.channel();
+    let t = s.create("/v1/probers/tokens", json!({"name": "p0", "region": region["id"]})).await;
+    let prober = AgentProcess::start(
+        "probe",
+        &agent,
+        t["token"].as_str().unwrap(),
+        &ca,
+        &temp.path().join("p0"),
+        &["--hostname", "p0", "--source-address", &source.to_string()],
+        &temp.path().join("p0.log"),
+    );
+    let live: BTreeMap<String, String> = [("m1.example.net".to_owned(), "live".to_owned())].into();
+    s.wait_for("/v1/mirrors", Duration::from_secs(30), |v| verdicts(v) == live).await;
+    let seen = requests.lock().unwrap().clone();
+    assert!(seen.iter().all(|l| l == "GET /debian/ HTTP/1.1"), "probed at its base: {seen:?}");
+
+    let client = no_redirects(None);
+    let at = |rest: &str| format!("{base}/{rest}");
+    for (path, want) in [
+        ("/go/debian/pool/main/x.deb?arch=amd64", at("pool/main/x.deb?arch=amd64")),
+        ("/go/debian/", at("")),
+        ("/go/debian/?a=1", at("?a=1")),
+        ("/go/debian", at("")),
+    ] {
+        assert_eq!(go(&client, &s, path, None).await.unwrap(), want, "{path}");
+    }
+    let r = client.get(format!("{}/go/later/pool/x.deb", s.url)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 302);
+    assert_eq!(r.headers()["location"], "http://origin.example.net/debian/pool/x.deb");
+    assert_eq!(r.headers()["x-vantage-door"], "fallback");
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    let metrics = s.metrics().await;
+    assert!(
+        metrics.contains(r#"vantage_door_redirects_total{tenant="later",outcome="fallback"} 1"#),
+        "{metrics}"
+    );
     prober.kill().await;
 }

@@ -158,12 +158,21 @@ impl Mirrors {
             let Some(m) = c.mirrors.mirrors.get(host) else { continue };
             let Some(f) = m.freshness.as_ref().filter(|_| *due <= now) else { continue };
             *due = now.plus_secs(u64::from(f.interval_s));
-            // The scheme the mirror is probed with: its trace file lives where its files do.
-            let scheme = super::probe_scheme(&super::book::check_of(c, host), c.mirror_settings.scheme());
-            let authority = m.address.map_or_else(|| host.clone(), |a| format!("{host}:{}", a.port()));
+            // Where the mirror is probed: its trace file lives where its files do.
+            let check = super::book::check_of(c, host);
+            let origin = match (m.address, &m.base_url) {
+                (Some(a), None) => {
+                    format!(
+                        "{}://{host}:{}",
+                        super::probe_scheme(m, &check, c.mirror_settings.scheme()),
+                        a.port()
+                    )
+                }
+                _ => super::probe_origin(m, &check, c.mirror_settings.scheme()),
+            };
             out.push(FreshnessCheck {
                 host: host.clone(),
-                url: format!("{scheme}://{authority}{}", f.path),
+                url: format!("{origin}{}", f.path),
                 address: m.address,
                 reference: f.reference.clone(),
                 timeout_s: FRESHNESS_TIMEOUT_S.min(f.interval_s),

@@ -50,8 +50,10 @@ impl NoMirror {
     /// What the visitor is told.
     pub fn reason(self) -> &'static str {
         match self {
-            // The same words: a door does not tell which tenants exist.
-            NoMirror::UnknownTenant | NoMirror::NoneEligible => "no mirror is available for this tenant now",
+            // A tenant's name is in every URL its visitors use: saying it does not exist
+            // reveals nothing, and tells a mistyped link from an outage.
+            NoMirror::UnknownTenant => "no such tenant",
+            NoMirror::NoneEligible => "no mirror is available for this tenant now",
         }
     }
 }
@@ -109,14 +111,26 @@ impl Doors {
 
     /// Where a redirect sends the visitor: the mirror with `path` (and the query) appended.
     pub fn location(&self, m: &Mirror, path: &str, query: Option<&str>) -> String {
-        let mut url =
-            format!("{}://{}/{}", self.settings.scheme().as_str(), m.host, path.trim_start_matches('/'));
-        if let Some(q) = query.filter(|q| !q.is_empty()) {
-            url.push('?');
-            url.push_str(q);
-        }
-        url
+        join(&m.base(self.settings.scheme()), path, query)
     }
+
+    /// Where a tenant's visitors go when no mirror may serve them: its fallback origin joined
+    /// with `path` and `query`, when it has one.
+    pub fn fallback(&self, tenant: &str, path: &str, query: Option<&str>) -> Option<String> {
+        let base = self.tenants.get(tenant)?.fallback_url.as_deref()?;
+        Some(join(base, path, query))
+    }
+}
+
+/// `base` (ending in `/`) joined with `path` with one slash, and the visitor's query: an empty
+/// path is the base itself.
+fn join(base: &str, path: &str, query: Option<&str>) -> String {
+    let mut url = format!("{base}{}", path.trim_start_matches('/'));
+    if let Some(q) = query.filter(|q| !q.is_empty()) {
+        url.push('?');
+        url.push_str(q);
+    }
+    url
 }
 
 #[cfg(test)]
@@ -145,7 +159,7 @@ mod tests {
     }
 
     fn tenant(name: &str, fallback_to_degraded: bool) -> Tenant {
-        Tenant { name: name.into(), note: String::new(), fallback_to_degraded }
+        Tenant { name: name.into(), note: String::new(), fallback_to_degraded, fallback_url: None }
     }
 
     fn doors() -> Doors {
@@ -228,5 +242,31 @@ mod tests {
             "https://a.example.net/pool/main/x.deb?a=1"
         );
         assert_eq!(d.location(m, "", None), "https://a.example.net/");
+        let based = Mirror::try_from(MirrorInput {
+            host: "b.example.net".into(),
+            base_url: Some("http://b.example.net:8080/debian".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            d.location(&based, "/pool/x.deb", Some("a=1")),
+            "http://b.example.net:8080/debian/pool/x.deb?a=1"
+        );
+        assert_eq!(d.location(&based, "", Some("a=1")), "http://b.example.net:8080/debian/?a=1");
+    }
+
+    #[test]
+    fn a_tenant_without_an_eligible_mirror_falls_back_to_its_origin_only_if_it_has_one() {
+        let mut d = doors();
+        let origin =
+            Tenant { fallback_url: Some("https://origin.example.net/debian/".into()), ..tenant("t9", false) };
+        d.tenants.insert("t9".into(), origin);
+        assert_eq!(
+            d.fallback("t9", "pool/x.deb", None).as_deref(),
+            Some("https://origin.example.net/debian/pool/x.deb")
+        );
+        assert_eq!(d.fallback("t1", "pool/x.deb", None), None);
+        assert_eq!(d.fallback("nosuch", "x", None), None);
+        assert_eq!(NoMirror::UnknownTenant.reason(), "no such tenant");
     }
 }

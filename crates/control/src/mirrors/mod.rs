@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use vantage_core::Timestamp;
 use vantage_core::check::{Check, CheckInput, Method};
-use vantage_core::mirror::Scheme;
+use vantage_core::mirror::{Mirror, Scheme};
 use vantage_core::wire::EndpointTarget;
 
 pub use self::core::{FreshnessCheck, Mirrors};
@@ -101,19 +101,38 @@ pub fn builtin_check() -> Check {
     Check::parse(root).unwrap_or_else(|_| unreachable!("the built-in mirror check is valid"))
 }
 
-/// The URL a mirror is probed at: [`probe_scheme`], its host, the check's path.
-pub fn probe_url(host: &str, check: &Check, doors: Scheme) -> String {
-    format!("{}://{host}{}", probe_scheme(check, doors), check.path())
+/// The URL a mirror is probed at: [`probe_origin`], then the check's path — or, when the check
+/// probes the root (the default) and the mirror has a base URL, the base's path: by default
+/// a mirror is checked where doors send its visitors.
+pub fn probe_url(m: &Mirror, check: &Check, doors: Scheme) -> String {
+    let path = if check.path() == "/" { m.base_path() } else { check.path() };
+    format!("{}{path}", probe_origin(m, check, doors))
+}
+
+/// `scheme://host[:port]` a mirror is reached at: [`probe_scheme`], and the base URL's host and
+/// port when it has one, else its host.
+pub fn probe_origin(m: &Mirror, check: &Check, doors: Scheme) -> String {
+    let authority = m
+        .base_url
+        .as_deref()
+        .and_then(|b| b.split_once("://"))
+        .map(|(_, rest)| rest.split('/').next().unwrap_or_default().to_owned())
+        .unwrap_or_else(|| m.host.clone());
+    format!("{}://{authority}", probe_scheme(m, check, doors))
 }
 
 /// The scheme a mirror is reached with: its check's when the check names `http` or
-/// `https`, else the scheme doors send visitors with (`doors`, the mirror settings'): a
-/// mirror is probed the way its visitors reach it.
-pub fn probe_scheme(check: &Check, doors: Scheme) -> &'static str {
+/// `https`, else its base URL's, else the scheme doors send visitors with (`doors`, the
+/// mirror settings'): a mirror is probed the way its visitors reach it.
+pub fn probe_scheme(m: &Mirror, check: &Check, doors: Scheme) -> &'static str {
     match check.method() {
         Some(Method::Http) => "http",
         Some(Method::Https) => "https",
-        Some(Method::Tcp | Method::Hls) | None => doors.as_str(),
+        Some(Method::Tcp | Method::Hls) | None => match m.base_scheme() {
+            Some("http") => "http",
+            Some(_) => "https",
+            None => doors.as_str(),
+        },
     }
 }
 
@@ -131,7 +150,7 @@ pub fn endpoint_targets(c: &Config, checks: &mut Vec<Check>) -> Vec<EndpointTarg
         };
         out.push(EndpointTarget {
             key: endpoint_key(&m.host),
-            url: probe_url(&m.host, &check, c.mirror_settings.scheme()),
+            url: probe_url(m, &check, c.mirror_settings.scheme()),
             address: m.address,
             check: u32::try_from(index).unwrap_or(u32::MAX),
             any_status: true,

@@ -44,6 +44,10 @@ pub struct Tenant {
     /// fails somewhere, so serving it is a choice a tenant makes for itself.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fallback_to_degraded: bool,
+    /// Where doors send its visitors when no mirror may serve them (an origin that always
+    /// has the files): a base URL their path is joined to. Used only then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_url: Option<String>,
 }
 
 impl Tenant {
@@ -66,7 +70,12 @@ impl Tenant {
         if self.note.len() >= 256 {
             return Err(Error::invalid("note", format!("must be under 256 bytes, got {}", self.note.len())));
         }
-        Ok(Tenant { name, ..self })
+        let fallback_url = self
+            .fallback_url
+            .as_deref()
+            .map(|u| vantage_core::mirror::base_url("fallback_url", u))
+            .transpose()?;
+        Ok(Tenant { name, fallback_url, ..self })
     }
 }
 
@@ -374,13 +383,13 @@ mod tests {
         let mut tenants = BTreeMap::new();
         tenants.insert(
             "t".to_owned(),
-            Tenant { name: "t".into(), note: String::new(), fallback_to_degraded: false },
+            Tenant { name: "t".into(), note: String::new(), fallback_to_degraded: false, fallback_url: None },
         );
         let plain = tenants_yaml(&tenants);
         assert!(!plain.contains("fallback"), "written only when on: {plain}");
         tenants.insert(
             "u".to_owned(),
-            Tenant { name: "u".into(), note: String::new(), fallback_to_degraded: true },
+            Tenant { name: "u".into(), note: String::new(), fallback_to_degraded: true, fallback_url: None },
         );
         let both: Vec<Tenant> = tenants.values().cloned().collect();
         assert_eq!(tenants_from(&tenants_yaml(&tenants)).unwrap(), both);

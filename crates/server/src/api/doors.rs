@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
-use vantage_control::mirrors::doors::Visit;
+use vantage_control::mirrors::doors::{NoMirror, Visit};
 
 use super::{Api, Op};
 use crate::app::App;
@@ -29,7 +29,10 @@ pub(super) fn routes(api: &mut Api) {
 
 /// The public redirect, outside `/v1` and its authentication.
 pub(crate) fn public() -> Router<Arc<App>> {
-    Router::new().route("/go/{tenant}/{*path}", get(go)).route("/go/{tenant}", get(go_root))
+    Router::new()
+        .route("/go/{tenant}/{*path}", get(go))
+        .route("/go/{tenant}/", get(go))
+        .route("/go/{tenant}", get(go))
 }
 
 /// What `/v1/doors/select` takes.
@@ -56,7 +59,10 @@ async fn select(
     let doors = app.doors();
     let visit =
         Visit { tenant: q.tenant, exclude_regions: regions(q.exclude_regions.as_deref()), client: q.client };
-    let m = doors.choose(&visit, rand::random()).map_err(|e| ApiError::Unavailable(e.reason().into()))?;
+    let m = doors.choose(&visit, rand::random()).map_err(|e| match e {
+        NoMirror::UnknownTenant => ApiError::NotFound(e.reason().into()),
+        NoMirror::NoneEligible => ApiError::Unavailable(e.reason().into()),
+    })?;
     Ok(Json(DoorChoice { host: m.host.clone(), url: doors.location(m, "", None) }))
 }
 
@@ -71,35 +77,46 @@ fn forwarded_for(h: &HeaderMap) -> Option<&str> {
     h.get("x-forwarded-for").and_then(|v| v.to_str().ok())
 }
 
-async fn go_root(State(app): State<Arc<App>>, req: Request) -> Response {
-    redirect(&app, req)
-}
-
 async fn go(State(app): State<Arc<App>>, req: Request) -> Response {
     redirect(&app, req)
 }
 
-/// `/go/{tenant}/{path…}`: 302 to the chosen mirror with the path and query appended, or 503
-/// with a plain reason. The visitor's own region is excluded by the settings' default; the
-/// query belongs to the visitor and is passed on whole.
+/// `/go/{tenant}/{path…}`: 302 to the chosen mirror's base with the path and query appended
+/// (an empty path: the base itself); without an eligible mirror, 302 to the tenant's fallback
+/// origin when it has one (said in `X-Vantage-Door: fallback`), else 503 with a plain reason;
+/// 404 for a tenant that does not exist. The visitor's own region is excluded by the
+/// settings' default; the query belongs to the visitor and is passed on whole.
 fn redirect(app: &App, req: Request) -> Response {
     let rest = req.uri().path().strip_prefix("/go/").unwrap_or_default();
     let (tenant, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let query = req.uri().query();
     let visit =
         Visit { tenant: Some(tenant.to_owned()), exclude_regions: Vec::new(), client: visitor(app, &req) };
     let doors = app.doors();
+    let label = tenant_label(&doors, tenant);
+    let found =
+        |location: String| [(header::LOCATION, location), (header::CACHE_CONTROL, "no-store".to_owned())];
     match doors.choose(&visit, rand::random()) {
         Ok(m) => {
-            app.metrics().mirrors().redirect(tenant_label(&doors, tenant), true);
-            let location = doors.location(m, path, req.uri().query());
-            (StatusCode::FOUND, [(header::LOCATION, location), (header::CACHE_CONTROL, "no-store".into())])
+            app.metrics().mirrors().redirect(label, "redirected");
+            (StatusCode::FOUND, found(doors.location(m, path, query))).into_response()
+        }
+        Err(e @ NoMirror::UnknownTenant) => {
+            app.metrics().mirrors().redirect(label, "unknown_tenant");
+            (StatusCode::NOT_FOUND, [(header::CACHE_CONTROL, "no-store")], format!("{}\n", e.reason()))
                 .into_response()
         }
-        Err(e) => {
-            app.metrics().mirrors().redirect(tenant_label(&doors, tenant), false);
-            (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "30")], format!("{}\n", e.reason()))
-                .into_response()
-        }
+        Err(e @ NoMirror::NoneEligible) => match doors.fallback(tenant, path, query) {
+            Some(location) => {
+                app.metrics().mirrors().redirect(label, "fallback");
+                (StatusCode::FOUND, found(location), [("x-vantage-door", "fallback")]).into_response()
+            }
+            None => {
+                app.metrics().mirrors().redirect(label, "none_eligible");
+                (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "30")], format!("{}\n", e.reason()))
+                    .into_response()
+            }
+        },
     }
 }
 

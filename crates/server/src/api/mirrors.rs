@@ -140,6 +140,7 @@ pub(crate) fn view(c: &Config, control: &Control, m: &Mirror) -> MirrorView {
         manual_note: m.manual_note.clone(),
         check: m.check.clone(),
         address: m.address.map(|a| a.to_string()),
+        base_url: m.base_url.clone(),
         verdict: state.map(|s| s.verdict).unwrap_or_default(),
         verdict_since: state.and_then(|s| s.verdict_since),
         last_check: state.and_then(|s| s.last_check),
@@ -411,6 +412,7 @@ fn tenant_view(c: &Config, t: &Tenant) -> TenantView {
         note: t.note.clone(),
         mirrors: c.mirrors.serving(&t.name).count(),
         fallback_to_degraded: t.fallback_to_degraded,
+        fallback_url: t.fallback_url.clone(),
     }
 }
 

@@ -9,6 +9,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use vantage_control::config::Config;
 use vantage_control::mirrors::book::Book;
+use vantage_core::mirror::MirrorVerdict;
 
 /// A mirror.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -55,7 +56,7 @@ impl MirrorFamilies {
         };
         r.register(
             "vantage_mirror_verdict",
-            "A mirror's verdict: 3 live, 2 degraded, 1 blocked, 0 unknown",
+            "A mirror's verdict, higher is healthier: 2 live, 1 degraded, 0 blocked, -1 not yet known",
             f.verdict.clone(),
         );
         r.register(
@@ -97,7 +98,9 @@ impl MirrorFamilies {
         for host in c.mirrors.mirrors.keys() {
             let labels = HostLabel { host: host.clone() };
             let state = book.state(host);
-            self.verdict.get_or_create(&labels).set(state.map_or(0, |s| s.verdict.gauge()));
+            self.verdict
+                .get_or_create(&labels)
+                .set(state.map_or(MirrorVerdict::Unknown.gauge(), |s| s.verdict.gauge()));
             let failing = state.map_or(0, |s| s.regions_failing());
             self.failing.get_or_create(&labels).set(i64::try_from(failing).unwrap_or(i64::MAX));
             if let Some(f) = state.and_then(|s| s.freshness.as_ref()) {
@@ -122,8 +125,7 @@ impl MirrorFamilies {
     }
 
     /// A door answered.
-    pub(crate) fn redirect(&self, tenant: &str, redirected: bool) {
-        let outcome = if redirected { "redirected" } else { "none_eligible" };
+    pub(crate) fn redirect(&self, tenant: &str, outcome: &'static str) {
         self.redirects
             .get_or_create(&DoorLabels { tenant: tenant.to_owned(), outcome: outcome.into() })
             .inc();

@@ -63,7 +63,7 @@ impl MonitorFamilies {
         };
         r.register(
             "vantage_monitor_verdict",
-            "A monitor's global verdict: 2 healthy, 1 degraded, 0 down, -1 not yet known",
+            "A monitor's global verdict, higher is healthier: 2 healthy, 1 degraded, 0 down, -1 not yet known",
             f.verdict.clone(),
         );
         r.register("vantage_monitor_region_down", "1 while a monitor's region is down", f.down.clone());

@@ -51,6 +51,10 @@ pub struct MirrorView {
     pub check: Option<String>,
     /// Pinned `ip:port` probers connect to.
     pub address: Option<String>,
+    /// Where its files are (doors join visitors' paths to it; absent: the doors' scheme and
+    /// the host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
     /// Derived: `live`, `degraded`, `blocked` or `unknown`.
     pub verdict: MirrorVerdict,
     /// Derived: since when the verdict holds.
@@ -131,6 +135,9 @@ pub struct TenantView {
     /// to none).
     #[serde(default)]
     pub fallback_to_degraded: bool,
+    /// Where doors send its visitors when no mirror may serve them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_url: Option<String>,
 }
 
 /// A named check as created: its name and its attributes.
