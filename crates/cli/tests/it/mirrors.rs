@@ -141,6 +141,26 @@ async fn go(
     Err((resp.status().as_u16(), resp.text().await.unwrap()))
 }
 
+/// A prober `p0` in `region` that probes from `source`, its state and log under `dir`.
+async fn prober_from(
+    s: &ServerProcess,
+    region: &Value,
+    dir: &std::path::Path,
+    source: IpAddr,
+) -> AgentProcess {
+    let (agent, ca) = s.channel();
+    let t = s.create("/v1/probers/tokens", json!({"name": "p0", "region": region["id"]})).await;
+    AgentProcess::start(
+        "probe",
+        &agent,
+        t["token"].as_str().unwrap(),
+        &ca,
+        &dir.join("p0"),
+        &["--hostname", "p0", "--source-address", &source.to_string()],
+        &dir.join("p0.log"),
+    )
+}
+
 fn no_redirects(from: Option<IpAddr>) -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -539,17 +559,7 @@ async fn any_answer_keeps_a_mirror_live_but_a_status_its_check_names_blocks_it()
         let body = json!({"address": addr.to_string(), "check": check});
         put(&s, &format!("/v1/mirrors/{host}.example.net"), body).await;
     }
-    let (agent, ca) = s.channel();
-    let t = s.create("/v1/probers/tokens", json!({"name": "p0", "region": region["id"]})).await;
-    let prober = AgentProcess::start(
-        "probe",
-        &agent,
-        t["token"].as_str().unwrap(),
-        &ca,
-        &temp.path().join("p0"),
-        &["--hostname", "p0", "--source-address", &source.to_string()],
-        &temp.path().join("p0.log"),
-    );
+    let prober = prober_from(&s, &region, temp.path(), source).await;
     let expected: BTreeMap<String, String> =
         [("notfound", "live"), ("legal", "blocked"), ("unnamed", "live")]
             .iter()
@@ -587,17 +597,7 @@ async fn a_base_path_is_probed_and_joined_and_a_tenant_without_mirrors_falls_bac
     let base = format!("http://m1.example.net:{}/debian", edge.port());
     let body = json!({"address": edge.to_string(), "tenants": ["debian"], "base_url": base});
     put(&s, "/v1/mirrors/m1.example.net", body).await;
-    let (agent, ca) = s.channel();
-    let t = s.create("/v1/probers/tokens", json!({"name": "p0", "region": region["id"]})).await;
-    let prober = AgentProcess::start(
-        "probe",
-        &agent,
-        t["token"].as_str().unwrap(),
-        &ca,
-        &temp.path().join("p0"),
-        &["--hostname", "p0", "--source-address", &source.to_string()],
-        &temp.path().join("p0.log"),
-    );
+    let prober = prober_from(&s, &region, temp.path(), source).await;
     let live: BTreeMap<String, String> = [("m1.example.net".to_owned(), "live".to_owned())].into();
     s.wait_for("/v1/mirrors", Duration::from_secs(30), |v| verdicts(v) == live).await;
     let seen = requests.lock().unwrap().clone();
