@@ -73,6 +73,8 @@ pub struct Fleet {
     /// longer wait of a report no pass has used yet).
     pub evaluation_lag: Vec<(String, f64)>,
     /// Whether this replica decides for the fleet (holds the evaluator lease, or is alone).
+    /// Only then are the other figures filled in: the lease holder exports the fleet, its
+    /// followers only themselves (so no dashboard doubles under replicas).
     pub evaluator: bool,
 }
 
@@ -100,7 +102,12 @@ impl Control {
     /// The fleet's figures at `now`.
     pub fn fleet(&self, now: Timestamp) -> Fleet {
         let c = self.config();
-        let mut f = Fleet { evaluator: self.role() == crate::Role::Leader, ..Fleet::default() };
+        if self.role() != crate::Role::Leader {
+            // The lease holder exports the fleet's figures; a follower sees the same fleet
+            // through the database, and a dashboard summing the replicas would count it twice.
+            return Fleet::default();
+        }
+        let mut f = Fleet { evaluator: true, ..Fleet::default() };
         for (cid, snap) in self.snapshots().iter() {
             let Some(cluster) = c.clusters.get(&cid.0) else { continue };
             let cname = &cluster.value.name;

@@ -119,6 +119,13 @@ async fn three_replicas_serve_one_fleet_and_a_killed_lease_holders_failover_comp
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+    // The fleet's figures come from the lease holder only: summed over the replicas, each
+    // address counts once.
+    let reachable = |text: &str| text.lines().filter(|l| l.starts_with("vantage_address_reachable{")).count();
+    assert!(reachable(&a.metrics().await) >= primaries.len(), "the lease holder exports the fleet");
+    for s in &others {
+        assert_eq!(reachable(&s.metrics().await), 0, "a follower exports only itself");
+    }
 
     // A change through one replica is seen through the others.
     let region = others[1].create("/v1/regions", json!({"code": "sa-br", "name": "São Paulo"})).await;

@@ -236,3 +236,20 @@ fn a_new_lease_holder_holds_a_cut_whose_start_the_old_one_published() {
         revisions(&out)
     );
 }
+
+/// The fleet's figures come from the lease holder alone: a follower that sees the same fleet
+/// exports none of it, so a dashboard that sums the replicas counts every address once.
+#[test]
+fn only_the_lease_holder_exports_the_fleet() {
+    let (mut leader, p, _) = twin(Role::Leader);
+    let (mut follower, q, _) = twin(Role::Follower);
+    healthy(&mut leader, p);
+    healthy(&mut follower, q);
+    let (lead, follow) = (leader.control.fleet(leader.now), follower.control.fleet(follower.now));
+    assert!(lead.evaluator && lead.addresses.len() == 2 && !lead.probers.is_empty(), "{lead:?}");
+    assert!(!follow.evaluator, "{follow:?}");
+    assert!(
+        follow.addresses.is_empty() && follow.nodes.is_empty() && follow.probers.is_empty(),
+        "{follow:?}"
+    );
+}

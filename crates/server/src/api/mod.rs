@@ -38,6 +38,8 @@ use utoipa::openapi::{
     ResponseBuilder,
 };
 
+use vantage_control::config::Config;
+
 use crate::app::{Actor, App};
 use crate::auth::sha256_hex;
 use crate::error::ApiError;
@@ -478,15 +480,20 @@ async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
     let now = crate::support::now();
     let (expiries, fleet) = {
         let c = app.control();
-        app.metrics().mirrors().set(&c.config(), c.mirrors().book());
-        app.metrics().monitors().set(&c.config(), c.monitors(), now);
+        let fleet = c.fleet(now);
+        // The fleet's mirrors, monitors and certificates are the lease holder's to export, as
+        // the rest of the fleet's figures are (`Fleet::evaluator`).
+        let exported = if fleet.evaluator { c.config() } else { Arc::new(Config::default()) };
+        app.metrics().mirrors().set(&exported, c.mirrors().book());
+        app.metrics().monitors().set(&exported, c.monitors(), now);
         app.metrics().set_webhooks(&c.config());
         let config = c.config();
         app.metrics().retain_rtt(|cluster, region| {
             config.clusters.values().any(|x| x.value.name == cluster)
                 && config.regions.values().any(|r| r.value.code == region)
         });
-        (c.certificate_expiries(), c.fleet(now))
+        let expiries = if fleet.evaluator { c.certificate_expiries() } else { Default::default() };
+        (expiries, fleet)
     };
     app.metrics().set_certificates(&expiries, now);
     app.metrics().set_fleet(&fleet);
