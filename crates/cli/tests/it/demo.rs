@@ -18,6 +18,8 @@ struct Demo {
     child: Child,
     ready: Value,
     lines: Arc<Mutex<Vec<String>>>,
+    /// Reads stdout into `lines` until the process closes it.
+    reader: Option<tokio::task::JoinHandle<()>>,
     log: PathBuf,
     _log_dir: tempfile::TempDir,
 }
@@ -42,7 +44,7 @@ impl Demo {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let mut reader = BufReader::new(child.stdout.take().unwrap()).lines();
         let sink = lines.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             while let Ok(Some(line)) = reader.next_line().await {
                 sink.lock().unwrap().push(line);
             }
@@ -62,7 +64,7 @@ impl Demo {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
-        Demo { child, ready, lines, log, _log_dir: log_dir }
+        Demo { child, ready, lines, reader: Some(reader), log, _log_dir: log_dir }
     }
 
     fn addr(&self, key: &str) -> SocketAddr {
@@ -130,11 +132,16 @@ impl Demo {
         }
     }
 
-    /// Waits for the process to end by itself; its exit code.
+    /// Waits for the process to end by itself, and for its last lines to be read; its exit
+    /// code.
     async fn wait(&mut self, limit: Duration) -> i32 {
         let status = tokio::time::timeout(limit, self.child.wait()).await;
         let status =
             status.unwrap_or_else(|_| panic!("the demo did not stop within {limit:?}\n{}", self.story()));
+        // The pipe may still hold what the process printed last (`data kept in …`).
+        if let Some(reader) = self.reader.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
+        }
         status.unwrap().code().unwrap_or(-1)
     }
 
