@@ -13,6 +13,8 @@ struct Reload {
     /// When the registry that serves was swapped in (none: no reload has passed yet).
     loaded: Option<Markup>,
     failures: u64,
+    /// Every file the reading left out, with why (the error names the first).
+    skipped: Vec<views::LoadError>,
 }
 
 fn reload(r: &views::ReloadStatus, at: Timestamp) -> Reload {
@@ -21,6 +23,7 @@ fn reload(r: &views::ReloadStatus, at: Timestamp) -> Reload {
         at: time_or(r.at, at, "never"),
         loaded: r.loaded_at.map(|t| time(t, at)),
         failures: r.failures,
+        skipped: if r.skipped.len() > 1 { r.skipped.clone() } else { Vec::new() },
     }
 }
 
@@ -330,6 +333,39 @@ mod tests {
         assert!(html.contains("lag allowed 60 min"), "{html}");
         assert!(html.contains("<time datetime=\"2027-01-15T07:59:48.000Z\""), "{html}");
         assert!(html.contains("reference: &#60;b&#62;404&#60;/b&#62;") && !html.contains("<b>404"), "{html}");
+    }
+
+    /// A reload refused for several unreadable files lists every one with its reason.
+    #[test]
+    fn every_skipped_file_is_listed() {
+        let at = Timestamp::from_secs(1_800_000_000);
+        let skipped = |file: &str, reason: &str| views::LoadError {
+            file: file.into(),
+            field: String::new(),
+            reason: reason.into(),
+        };
+        let status = views::ReloadStatus {
+            at: Some(at),
+            loaded_at: None,
+            error: Some(skipped("a.yaml", "a symbolic link")),
+            failures: 1,
+            skipped: vec![
+                skipped("a.yaml", "a symbolic link"),
+                skipped("b.yaml", "a named pipe, not a regular file"),
+            ],
+        };
+        let page = MirrorsPage {
+            frame: Frame { title: "Mirrors".into(), active: "mirrors", user: "ops".into(), refresh: 10 },
+            tab: "mirrors",
+            reload: reload(&status, at),
+            mirrors: Vec::new(),
+            matrix: Vec::new(),
+            columns: Vec::new(),
+        };
+        let html = page.render().unwrap();
+        let list = &html[html.find("id=\"reload-skipped\"").unwrap()..];
+        assert!(list.contains("a.yaml</span>: a symbolic link"), "{list}");
+        assert!(list.contains("b.yaml</span>: a named pipe, not a regular file"), "{list}");
     }
 
     /// What comes from the registry's files (notes, a failed reload's reason) is escaped, and
