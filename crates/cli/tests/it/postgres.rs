@@ -139,6 +139,15 @@ async fn a_prober_enrolled_through_one_server_is_known_to_another_on_the_same_da
     let region = first.create("/v1/regions", json!({"code": "ap-sg", "name": "Singapore"})).await;
     let prober = first.start_prober("sg-1", region["id"].as_i64().unwrap(), probers.path()).await;
     online(&first, &probers.path().join("sg-1.log")).await;
+    // The server counts a prober online once it has enrolled it, which may be before the
+    // prober has saved what enrollment gave it: it is killed only once its certificate is on
+    // disk, as a process stopped later would leave it.
+    let cert = probers.path().join("sg-1").join("cert.pem");
+    let started = std::time::Instant::now();
+    while !cert.exists() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the prober saved no certificate");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let (_, ca) = first.channel();
     prober.kill().await;
     first.stop().await;
