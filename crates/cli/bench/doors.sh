@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Door redirect benchmark: `GET /go/{tenant}/{path}` of `vantage serve` (release build) under
+# Door redirect benchmark: `GET /go/{tenant}/{path}` of `vantage serve` (release build, on its
+# public listener) under
 # wrk with keep-alive, beside nginx answering `return 302` on the same machine in the same run.
 #
 #   crates/cli/bench/doors.sh [SECONDS] [REPEATS]      (defaults 10 and 3)
@@ -58,10 +59,14 @@ http {
 EOF
 timeout "$LIFE" nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx" & PIDS+=($!)
 
+# The mirrors are on loopback (the fetch policy allows it only when told), and doors are
+# measured on the public face's own listener, as they are deployed.
 timeout "$LIFE" "$BIN" serve --data-dir "$WORK/server" --api-listen 127.0.0.1:0 --agent-listen 127.0.0.1:0 \
-    --dns-listen 127.0.0.1:0 --log-level warn >"$WORK/server.log" 2>&1 & PIDS+=($!)
+    --dns-listen 127.0.0.1:0 --public-listen 127.0.0.1:0 --allow-loopback-addresses --log-level warn \
+    >"$WORK/server.log" 2>&1 & PIDS+=($!)
 for _ in $(seq 1 200); do [ -f "$WORK/server/serve.json" ] && break; sleep 0.05; done
 API=$(jq -r .api "$WORK/server/serve.json")
+PUBLIC=$(jq -r .public "$WORK/server/serve.json")
 AGENT=$(jq -r .agent "$WORK/server/serve.json")
 CA=$(jq -r .ca_sha256 "$WORK/server/serve.json")
 TOKEN=$(cat "$WORK/server/admin-token")
@@ -82,7 +87,7 @@ for _ in $(seq 1 300); do
 done
 [ "$(call GET /v1/mirrors | jq '[.mirrors[] | select(.verdict == "live")] | length')" = 2 ] \
     || { echo "the mirrors did not become live" >&2; cat "$WORK/server.log" "$WORK/prober.log" >&2; exit 1; }
-LOCATION=$(curl -s -o /dev/null -w '%{redirect_url}' "$API/go/t1/pool/main/x.deb")
+LOCATION=$(curl -s -o /dev/null -w '%{redirect_url}' "$PUBLIC/go/t1/pool/main/x.deb")
 echo "vantage /go answers: $LOCATION" >&2
 case $LOCATION in https://m[12].example.net/pool/main/x.deb) ;; *) echo "unexpected redirect" >&2; exit 1 ;; esac
 
@@ -99,7 +104,7 @@ run() {
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 : >"$WORK/vantage.txt"; : >"$WORK/nginx.txt"
 for r in $(seq 1 "$REPEATS"); do
-    v=$(run "$API/go/t1/pool/main/x.deb"); echo "$v" >>"$WORK/vantage.txt"
+    v=$(run "$PUBLIC/go/t1/pool/main/x.deb"); echo "$v" >>"$WORK/vantage.txt"
     n=$(run "http://127.0.0.1:$PEER_PORT/pool/main/x.deb"); echo "$n" >>"$WORK/nginx.txt"
     echo "round $r: vantage $v | nginx $n  (requests/s, p99 ms)" >&2
 done
