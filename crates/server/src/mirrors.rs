@@ -194,6 +194,7 @@ pub(crate) async fn watch(app: Arc<App>, mut stop: watch::Receiver<bool>) {
     use notify::Watcher;
     let dir: PathBuf = app.mirrors_dir();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let catch_up = tx.clone();
     let handler = move |event: notify::Result<notify::Event>| {
         let relevant = match &event {
             Ok(e) => changes_registry(e),
@@ -216,6 +217,9 @@ pub(crate) async fn watch(app: Arc<App>, mut stop: watch::Receiver<bool>) {
         tracing::error!(dir = %dir.display(), error = %e, "cannot watch the mirror registry; edits by hand need a restart");
         return;
     }
+    // A file written between the start's reading of the directory and this watch raised no
+    // event: the directory is read once more now that every later change will.
+    let _ = catch_up.send(());
     loop {
         tokio::select! {
             first = rx.recv() => {
