@@ -208,13 +208,7 @@ impl Monitors {
             let figures = figures(m, &state.health(m, interval_s, now), &state.ttfb(m));
             let hold_ms = HOLD_TTLS * i64::from(m.steering_ttl_s) * 1000;
             self.dirty |= state.steering.update(&figures, hold_ms, now);
-            let s = Steering {
-                id,
-                ttl_s: m.steering_ttl_s,
-                order: state.steering.order.clone(),
-                figures,
-                changes: state.steering.changes,
-            };
+            let s = Steering { id, ttl_s: m.steering_ttl_s, order: state.steering.order.clone(), figures };
             by_name.insert(m.name.clone(), s);
         }
         SteeringTable { by_name }
@@ -231,8 +225,6 @@ pub struct Steering {
     pub order: Vec<String>,
     /// What the order was judged on, for the players that say which pathway they are on.
     pub figures: Vec<PathwayFigure>,
-    /// How many times the order changed.
-    pub changes: u64,
 }
 
 impl Steering {

@@ -29,7 +29,7 @@ pub(crate) async fn client_for(
     }
     let port = url.port_or_known_default().unwrap_or(80);
     let host = url.host_str().ok_or("the URL has no host")?.to_owned();
-    let literal = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>().ok();
+    let literal = literal_address(&url);
     let candidates: Vec<SocketAddr> = match (pinned, literal) {
         (Some(addr), _) => vec![addr],
         (None, Some(ip)) => vec![SocketAddr::new(ip, port)],
@@ -59,6 +59,12 @@ pub(crate) async fn client_for(
     Ok((client, url))
 }
 
+/// The address a URL's host is, when it is one (the parser writes it in its one canonical
+/// form, whatever spelling it was given).
+fn literal_address(url: &Url) -> Option<IpAddr> {
+    url.host_str()?.trim_start_matches('[').trim_end_matches(']').parse().ok()
+}
+
 /// Refuses, naming `field`, a URL whose host is an address the policy refuses, however it is
 /// spelled (`0x7f.1`, `2852039166`): whoever enters it learns at once that it would never be
 /// fetched. A host name is judged when it is fetched, on what it then resolves to.
@@ -68,12 +74,7 @@ pub(crate) fn refuse_address(
     url: &str,
 ) -> Result<(), crate::error::ApiError> {
     let Ok(url) = Url::parse(url) else { return Ok(()) };
-    // The parser writes an address host in its one canonical form.
-    let Some(Ok(ip)) =
-        url.host_str().map(|h| h.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>())
-    else {
-        return Ok(());
-    };
+    let Some(ip) = literal_address(&url) else { return Ok(()) };
     let addr = SocketAddr::new(ip, url.port_or_known_default().unwrap_or(80));
     policy.check(addr).map_err(|r| crate::error::ApiError::invalid(field, r.to_string()))
 }
