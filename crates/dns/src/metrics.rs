@@ -1,4 +1,5 @@
-//! Query counters for `/metrics`: by zone and response code, plus truncated and dropped.
+//! Query counters for `/metrics`: by zone and response code, address answers by cluster and
+//! line, plus truncated and dropped.
 //!
 //! The counters live in a [`prometheus_client`] family so the control plane registers them
 //! once. The hot path never touches the family: each UDP worker resolves plain
@@ -9,6 +10,9 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+
+use crate::table::AnswerTable;
+use crate::wire::Answered;
 
 /// Response codes the server sends, in the order of [`Rcode`]'s discriminants.
 const RCODE_NAMES: [&str; 7] = ["NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED", "BADVERS"];
@@ -51,11 +55,20 @@ struct QueryLabels {
     rcode: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LineLabels {
+    /// The cluster whose name was asked.
+    cluster: String,
+    /// The line the client was given (`all`: none matched and there is no default line).
+    line: String,
+}
+
 /// The DNS server's counters. Create one, [`register`](Self::register) it, and hand an
 /// `Arc` of it to [`crate::DnsServer::start`].
 #[derive(Debug, Default)]
 pub struct DnsMetrics {
     queries: Family<QueryLabels, Counter>,
+    lines: Family<LineLabels, Counter>,
     truncated: Counter,
     dropped: Counter,
 }
@@ -67,12 +80,18 @@ impl DnsMetrics {
     }
 
     /// Adds the counters to `registry`: `vantage_dns_queries_total{zone,rcode}`,
-    /// `vantage_dns_truncated_total` and `vantage_dns_dropped_total`.
+    /// `vantage_dns_line_answers_total{cluster,line}`, `vantage_dns_truncated_total` and
+    /// `vantage_dns_dropped_total`.
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "vantage_dns_queries",
             "DNS queries answered, by zone (empty: answered from no zone) and response code",
             self.queries.clone(),
+        );
+        registry.register(
+            "vantage_dns_line_answers",
+            "Address answers (A, AAAA, ANY) of a cluster's names, by the line the client was given (all: no line matched and there is no default line)",
+            self.lines.clone(),
         );
         registry.register(
             "vantage_dns_truncated",
@@ -91,6 +110,11 @@ impl DnsMetrics {
         self.queries.get_or_create(&QueryLabels { zone: zone.to_owned(), rcode: rcode.to_owned() }).get()
     }
 
+    /// Address answers of `cluster`'s names that gave the client `line`.
+    pub fn line_answers(&self, cluster: &str, line: &str) -> u64 {
+        self.lines.get_or_create(&LineLabels { cluster: cluster.to_owned(), line: line.to_owned() }).get()
+    }
+
     /// Truncated UDP answers.
     pub fn truncated(&self) -> u64 {
         self.truncated.get()
@@ -106,9 +130,17 @@ impl DnsMetrics {
             .get_or_create_owned(&QueryLabels { zone: zone.to_owned(), rcode: rcode.name().to_owned() })
     }
 
+    fn line_counter(&self, cluster: &str, line: &str) -> Counter {
+        self.lines.get_or_create_owned(&LineLabels { cluster: cluster.to_owned(), line: line.to_owned() })
+    }
+
     /// Counts one answer the slow way (the TCP path): a family lookup per call.
-    pub(crate) fn count(&self, zone: &str, rcode: Rcode) {
-        self.counter(zone, rcode).inc();
+    pub(crate) fn count(&self, table: &AnswerTable, a: &Answered) {
+        let zone = a.zone.and_then(|z| table.zones.get(z as usize)).map_or("", |z| z.label.as_str());
+        self.counter(zone, a.rcode).inc();
+        if let Some((cluster, line)) = a.line.and_then(|(s, c)| table.line_name(s, c)) {
+            self.line_counter(cluster, line).inc();
+        }
     }
 
     pub(crate) fn truncated_counter(&self) -> &Counter {
@@ -121,21 +153,29 @@ impl DnsMetrics {
 }
 
 /// Counter handles for one answer table: NOERROR and NXDOMAIN per zone, every code for
-/// answers given from no zone. Built once per table swap by each worker.
+/// answers given from no zone, address answers per cluster and line. Built once per table
+/// swap by each worker.
 #[derive(Debug)]
 pub(crate) struct TableCounters {
     generation: u64,
     zones: Vec<[Counter; 2]>,
+    /// By steering, then choice.
+    lines: Vec<Vec<Counter>>,
     other: Vec<Counter>,
     truncated: Counter,
     dropped: Counter,
 }
 
 impl TableCounters {
-    pub(crate) fn new(metrics: &DnsMetrics, generation: u64, zone_labels: &[&str]) -> Self {
-        let zones = zone_labels
+    pub(crate) fn new(metrics: &DnsMetrics, table: &AnswerTable) -> Self {
+        let zones = table
+            .zone_names()
             .iter()
             .map(|z| [metrics.counter(z, Rcode::NoError), metrics.counter(z, Rcode::NxDomain)])
+            .collect();
+        let lines = table
+            .line_names()
+            .map(|(cluster, names)| names.iter().map(|l| metrics.line_counter(cluster, l)).collect())
             .collect();
         let other = [
             Rcode::NoError,
@@ -150,8 +190,9 @@ impl TableCounters {
         .map(|r| metrics.counter("", *r))
         .collect();
         TableCounters {
-            generation,
+            generation: table.generation(),
             zones,
+            lines,
             other,
             truncated: metrics.truncated_counter().clone(),
             dropped: metrics.dropped_counter().clone(),
@@ -163,7 +204,11 @@ impl TableCounters {
     }
 
     /// Counts one answer.
-    pub(crate) fn count(&self, zone: Option<u32>, rcode: Rcode, truncated: bool) {
+    pub(crate) fn count(&self, a: &Answered) {
+        let Answered { zone, line, rcode, truncated } = *a;
+        if let Some(c) = line.and_then(|(s, c)| self.lines.get(s as usize)?.get(c as usize)) {
+            c.inc();
+        }
         let zone_counter = zone.and_then(|z| self.zones.get(z as usize)).and_then(|c| match rcode {
             Rcode::NoError => Some(&c[0]),
             Rcode::NxDomain => Some(&c[1]),

@@ -26,7 +26,7 @@ use tokio::sync::watch;
 use crate::error::Error;
 use crate::listen::{Gate, Limits, accept};
 use crate::metrics::{DnsMetrics, TableCounters};
-use crate::table::{AnswerTable, Answers};
+use crate::table::Answers;
 use crate::wire::{Transport, respond};
 
 /// Where and how the server listens.
@@ -211,7 +211,7 @@ fn udp_worker(socket: &UdpSocket, answers: &Answers, metrics: &DnsMetrics, stop:
     let mut received: [(usize, Option<SocketAddr>); BATCH] = [(0, None); BATCH];
     let mut replies: Vec<SocketAddrAny> = Vec::with_capacity(BATCH);
     let mut recv_headers = MultiHeaders::<SockaddrStorage>::preallocate(BATCH, None);
-    let mut counters = counters_for(metrics, &answers.guard());
+    let mut counters = TableCounters::new(metrics, &answers.guard());
     while !stop.load(Ordering::Relaxed) {
         let count = {
             let mut iovs = bufs.each_mut().map(|b| [IoSliceMut::new(b)]);
@@ -236,7 +236,7 @@ fn udp_worker(socket: &UdpSocket, answers: &Answers, metrics: &DnsMetrics, stop:
 
         let table = answers.guard();
         if table.generation() != counters.generation() {
-            counters = counters_for(metrics, &table);
+            counters = TableCounters::new(metrics, &table);
         }
         let mut ready = 0;
         replies.clear();
@@ -253,7 +253,7 @@ fn udp_worker(socket: &UdpSocket, answers: &Answers, metrics: &DnsMetrics, stop:
                 counters.count_dropped();
                 continue;
             };
-            counters.count(a.zone, a.rcode, a.truncated);
+            counters.count(&a);
             replies.push(SocketAddrAny::from(src));
             ready += 1;
         }
@@ -293,10 +293,6 @@ fn to_socket_addr(s: &SockaddrStorage) -> Option<SocketAddr> {
         return Some(SocketAddr::V4((*v4).into()));
     }
     s.as_sockaddr_in6().map(|v6| SocketAddr::V6((*v6).into()))
-}
-
-fn counters_for(metrics: &DnsMetrics, table: &AnswerTable) -> TableCounters {
-    TableCounters::new(metrics, table.generation(), &table.zone_names())
 }
 
 async fn tcp_serve(
@@ -365,8 +361,7 @@ async fn tcp_connection(
             metrics.dropped_counter().inc();
             return;
         };
-        let zone = a.zone.and_then(|z| table.zones.get(z as usize)).map_or("", |z| z.label.as_str());
-        metrics.count(zone, a.rcode);
+        metrics.count(&table, &a);
         let Ok(len) = u16::try_from(out.len()) else { return };
         let mut framed = Vec::with_capacity(out.len() + 2);
         framed.extend_from_slice(&len.to_be_bytes());

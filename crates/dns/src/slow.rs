@@ -29,7 +29,7 @@ pub(crate) fn respond(
     }
     let Ok(msg) = Message::from_vec(query) else {
         header_only(out, header, Rcode::FormErr);
-        return Some(Answered { zone: None, rcode: Rcode::FormErr, truncated: false });
+        return Some(Answered { zone: None, line: None, rcode: Rcode::FormErr, truncated: false });
     };
     let mut reply = Reply::new(&msg, table, transport);
     if msg.metadata.op_code != OpCode::Query {
@@ -90,6 +90,7 @@ pub(crate) fn respond(
     match qtype {
         RecordType::A | RecordType::AAAA | RecordType::ANY => {
             let choice = steered(&mut scope);
+            reply.line = AnswerTable::line_of(node, choice);
             let (ips, ttl) = table.addresses(node, choice, zone.ttl);
             if qtype != RecordType::AAAA {
                 answers.extend(address_records(&owner, ttl, ips, RecordType::A));
@@ -150,6 +151,8 @@ struct Reply<'m> {
     max_udp: u16,
     transport: Transport,
     zone: Option<u32>,
+    /// The line an address answer gave: (steering, choice).
+    line: Option<(u32, u32)>,
     ecs: Option<Ecs>,
     scope: u8,
     answers: Vec<Record>,
@@ -163,6 +166,7 @@ impl<'m> Reply<'m> {
             max_udp: table.max_udp_payload,
             transport,
             zone: None,
+            line: None,
             ecs: None,
             scope: 0,
             answers: Vec::new(),
@@ -194,15 +198,16 @@ impl<'m> Reply<'m> {
             (Transport::Udp, None) => 512,
         };
         let zone = if matches!(rcode, Rcode::NoError | Rcode::NxDomain) { self.zone } else { None };
+        let line = self.line.filter(|_| rcode == Rcode::NoError);
         match m.to_vec() {
             Ok(bytes) if bytes.len() <= limit => {
                 *out = bytes;
-                Answered { zone, rcode, truncated: false }
+                Answered { zone, line, rcode, truncated: false }
             }
             Ok(_) => match m.truncate().to_vec() {
                 Ok(bytes) => {
                     *out = bytes;
-                    Answered { zone, rcode, truncated: true }
+                    Answered { zone, line, rcode, truncated: true }
                 }
                 Err(_) => servfail(out, self.msg),
             },
@@ -220,5 +225,5 @@ fn servfail(out: &mut Vec<u8>, msg: &Message) -> Answered {
     out.push(0x80 | (opcode << 3) | u8::from(msg.metadata.recursion_desired));
     out.push(Rcode::ServFail.value() as u8);
     out.extend_from_slice(&[0; 8]);
-    Answered { zone: None, rcode: Rcode::ServFail, truncated: false }
+    Answered { zone: None, line: None, rcode: Rcode::ServFail, truncated: false }
 }

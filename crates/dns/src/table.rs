@@ -136,6 +136,11 @@ pub(crate) struct Zone {
 /// The line choice and records of a cluster.
 #[derive(Debug, Clone)]
 pub(crate) struct Steering {
+    /// The cluster's name, the `cluster` label of the line counters.
+    pub(crate) cluster: String,
+    /// The choices' names, the `line` label: each line's, then `all` (no line matched and
+    /// there is no default line).
+    pub(crate) line_names: Vec<String>,
     pub(crate) chooser: LineChooser,
     /// Records and their TTL per choice: each line, then `all`.
     pub(crate) choices: Vec<(Vec<IpAddr>, u32)>,
@@ -228,7 +233,13 @@ impl AnswerTable {
             let mut choices: Vec<(Vec<IpAddr>, u32)> =
                 c.lines.iter().map(|l| (canonical(&l.records), l.ttl.unwrap_or(c.ttl).min(c.ttl))).collect();
             choices.push((canonical(&c.all), c.ttl));
-            steering.push(Steering { chooser: LineChooser::new(&c.lines), choices });
+            let line_names = c.lines.iter().map(|l| l.name.clone()).chain(["all".to_owned()]).collect();
+            steering.push(Steering {
+                cluster: c.cluster.clone(),
+                line_names,
+                chooser: LineChooser::new(&c.lines),
+                choices,
+            });
         }
 
         // The apexes, with SOA and NS.
@@ -319,6 +330,25 @@ impl AnswerTable {
     /// The zones served, by apex (no final dot).
     pub fn zone_names(&self) -> Vec<&str> {
         self.zones.iter().map(|z| z.label.as_str()).collect()
+    }
+
+    /// Each steered cluster's name and its choices' names, by steering index.
+    pub(crate) fn line_names(&self) -> impl Iterator<Item = (&str, &[String])> {
+        self.steering.iter().map(|s| (s.cluster.as_str(), s.line_names.as_slice()))
+    }
+
+    /// The cluster and line names of a (steering, choice).
+    pub(crate) fn line_name(&self, steering: u32, choice: u32) -> Option<(&str, &str)> {
+        let s = self.steering.get(steering as usize)?;
+        Some((s.cluster.as_str(), s.line_names.get(choice as usize)?.as_str()))
+    }
+
+    /// The line choice of a steered node as the counters name it: (steering, choice).
+    pub(crate) fn line_of(node: &Node, choice: u32) -> Option<(u32, u32)> {
+        match node.addresses {
+            Addresses::Steered(s) => Some((s, choice)),
+            Addresses::Fixed(_) => None,
+        }
     }
 
     /// Changes with every table built; workers refresh their per-table state when it changes.

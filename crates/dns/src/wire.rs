@@ -24,6 +24,8 @@ pub enum Transport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Answered {
     pub(crate) zone: Option<u32>,
+    /// The line a steered address answer gave: (steering, choice) of the table.
+    pub(crate) line: Option<(u32, u32)>,
     pub(crate) rcode: Rcode,
     pub(crate) truncated: bool,
 }
@@ -169,6 +171,7 @@ pub(crate) fn fast(
 
     if let Some(node) = table.lookup(lname) {
         let mut scope = 0u8;
+        let mut line = None;
         let template: &Template = match qtype {
             TYPE_A | TYPE_AAAA => {
                 let set = if qtype == TYPE_A { &node.a } else { &node.aaaa };
@@ -177,6 +180,7 @@ pub(crate) fn fast(
                 if ecs.is_some_and(|e| e.source > 0) {
                     scope = s;
                 }
+                line = AnswerTable::line_of(node, choice);
                 set.get(choice as usize)?
             }
             TYPE_SOA => &node.soa,
@@ -193,7 +197,8 @@ pub(crate) fn fast(
             scope,
         );
         let rcode = if template.rcode == 0 { Rcode::NoError } else { Rcode::ServFail };
-        return Some(Answered { zone: Some(node.zone), rcode, truncated });
+        let line = line.filter(|_| rcode == Rcode::NoError);
+        return Some(Answered { zone: Some(node.zone), line, rcode, truncated });
     }
     match table.enclosing_zone(lname) {
         Some(z) => {
@@ -201,11 +206,11 @@ pub(crate) fn fast(
             let apex_at = 12 + n.checked_sub(zone.apex_len)?;
             let pointer = (0xc000u16 | u16::try_from(apex_at).ok()?).to_be_bytes();
             let truncated = reply.write(out, true, 3, 0, 1, &[&pointer, &zone.soa_tail], 0);
-            Some(Answered { zone: Some(z), rcode: Rcode::NxDomain, truncated })
+            Some(Answered { zone: Some(z), line: None, rcode: Rcode::NxDomain, truncated })
         }
         None => {
             let truncated = reply.write(out, false, 5, 0, 0, &[], 0);
-            Some(Answered { zone: None, rcode: Rcode::Refused, truncated })
+            Some(Answered { zone: None, line: None, rcode: Rcode::Refused, truncated })
         }
     }
 }

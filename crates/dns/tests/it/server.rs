@@ -122,6 +122,13 @@ fn dig_sees_every_answer_kind() {
     assert!(metrics.queries("cdn.example.test", "NXDOMAIN") >= 2);
     assert!(metrics.queries("", "REFUSED") >= 1);
     assert!(metrics.truncated() >= 2);
+    // Address answers by cluster and line, over UDP and TCP alike (four asked from the asia
+    // subnet; none for `all.`, which has no line choice, nor for a negative answer).
+    assert!(metrics.line_answers("video", "asia") >= 4, "{}", metrics.line_answers("video", "asia"));
+    assert!(metrics.line_answers("video", "default") >= 1);
+    assert!(metrics.line_answers("video", "local") >= 3);
+    assert!(metrics.line_answers("many", "default") >= 3);
+    assert_eq!(metrics.line_answers("video", "all"), 0);
     let mut registry = Registry::default();
     metrics.register(&mut registry);
     let mut text = String::new();
@@ -131,6 +138,7 @@ fn dig_sees_every_answer_kind() {
         "{text}"
     );
     assert!(text.contains("vantage_dns_truncated_total"), "{text}");
+    assert!(text.contains(r#"vantage_dns_line_answers_total{cluster="video",line="asia"}"#), "{text}");
 
     server.shutdown();
 }
