@@ -9,6 +9,7 @@ mod control_plane;
 mod ctl_incident;
 mod ctl_mirrors;
 mod ctl_monitors;
+mod dashboard;
 mod demo;
 mod dns;
 mod edges;
