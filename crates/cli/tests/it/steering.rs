@@ -57,7 +57,8 @@ async fn hls_and_dash_players_on_other_origins_read_the_steering_manifest() {
     let dash: Value = r.json().await.unwrap();
     assert_eq!(
         dash,
-        json!({"VERSION": 1, "TTL": 10, "RELOAD-URI": "/steer/live/dash?session=1", "SERVICE-LOCATION-PRIORITY": ["cdn-a", "cdn-b"]})
+        json!({"VERSION": 1, "TTL": 10, "RELOAD-URI": "/steer/live/dash?session=1",
+            "PATHWAY-PRIORITY": ["cdn-a", "cdn-b"], "SERVICE-LOCATION-PRIORITY": ["cdn-a", "cdn-b"]})
     );
 
     // The browser asks first when the player sends a header of its own.

@@ -1,6 +1,7 @@
 //! The public content-steering manifests (SPEC §7): `GET /steer/{monitor}` for HLS
 //! (`PATHWAY-PRIORITY`) and `GET /steer/{monitor}/dash` for DASH-IF content steering
-//! (`SERVICE-LOCATION-PRIORITY`), read from the steering table the control core publishes
+//! (`PATHWAY-PRIORITY`, which dash.js reads, and `SERVICE-LOCATION-PRIORITY` of DASH-IF's
+//! draft), read from the steering table the control core publishes
 //! (no lock). Players on other origins read them: CORS as configured, preflights answered.
 
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 
 use crate::app::App;
-use crate::views::{SteeringManifest, SteeringPriority};
+use crate::views::SteeringManifest;
 
 /// The steering routes, outside `/v1` and its authentication: players call them.
 pub(crate) fn public() -> Router<Arc<App>> {
@@ -97,12 +98,15 @@ fn steer(app: &App, monitor: &str, format: Format, req: &Request) -> Response {
     let reload_uri = reload_uri(monitor, format, query);
     let order = found.for_player(current_pathway(format, query).as_deref());
     let cache = [(header::CACHE_CONTROL, format!("max-age={}", found.ttl_s))];
-    let priority = match format {
-        Format::Hls => SteeringPriority::Pathways(order),
-        Format::Dash => SteeringPriority::ServiceLocations(order),
+    let service_location_priority = matches!(format, Format::Dash).then(|| order.clone());
+    let manifest = SteeringManifest {
+        version: 1,
+        ttl: found.ttl_s,
+        reload_uri,
+        pathway_priority: order,
+        service_location_priority,
     };
-    (cors, cache, Json(SteeringManifest { version: 1, ttl: found.ttl_s, reload_uri, priority }))
-        .into_response()
+    (cors, cache, Json(manifest)).into_response()
 }
 
 /// `OPTIONS` before a cross-origin `GET`: 204 with what the player may send.

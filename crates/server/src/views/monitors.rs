@@ -111,7 +111,7 @@ pub struct MonitorHistory {
 }
 
 /// A content-steering manifest: HLS (`GET /steer/{monitor}`) or DASH-IF
-/// (`GET /steer/{monitor}/dash`), the same answer under each specification's priority key.
+/// (`GET /steer/{monitor}/dash`), the same answer under the priority keys each player reads.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SteeringManifest {
     /// Always 1.
@@ -123,18 +123,12 @@ pub struct SteeringManifest {
     /// Where the player reloads from.
     #[serde(rename = "RELOAD-URI")]
     pub reload_uri: String,
-    /// The pathways, preferred first.
-    #[serde(flatten)]
-    pub priority: SteeringPriority,
-}
-
-/// The pathways, preferred first, under the key the player's specification reads.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub enum SteeringPriority {
-    /// HLS: pathway ids (`PATHWAY-ID` of the variants).
+    /// The pathways, preferred first: HLS pathway ids (`PATHWAY-ID` of the variants), or DASH
+    /// service locations (`BaseURL@serviceLocation`), which dash.js reads under this key too.
     #[serde(rename = "PATHWAY-PRIORITY")]
-    Pathways(Vec<String>),
-    /// DASH: service locations (`BaseURL@serviceLocation`).
-    #[serde(rename = "SERVICE-LOCATION-PRIORITY")]
-    ServiceLocations(Vec<String>),
+    pub pathway_priority: Vec<String>,
+    /// DASH only: the same order under the key of DASH-IF's community-review draft, which
+    /// players built on it read (video.js).
+    #[serde(rename = "SERVICE-LOCATION-PRIORITY", default, skip_serializing_if = "Option::is_none")]
+    pub service_location_priority: Option<Vec<String>>,
 }
