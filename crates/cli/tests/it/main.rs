@@ -27,6 +27,7 @@ mod named_checks;
 mod netlab;
 mod nodes;
 mod openapi;
+mod players;
 mod postgres;
 mod replicas;
 mod rules;

@@ -16,7 +16,7 @@ use tokio::process::{Child, Command};
 use crate::harness::{AgentProcess, LabFleet, ServerProcess};
 
 /// One browser at a time: Chromium is heavy on a small machine.
-static BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A whole scenario may take this long at most.
 const SCENARIO: Duration = Duration::from_secs(240);
@@ -33,14 +33,14 @@ fn screenshot_dir() -> PathBuf {
 }
 
 /// chromedriver on a free loopback port and a headless Chromium session with a fresh profile.
-struct Browser {
-    client: Client,
+pub(crate) struct Browser {
+    pub(crate) client: Client,
     _driver: Child,
     _profile: tempfile::TempDir,
 }
 
 impl Browser {
-    async fn start() -> Browser {
+    pub(crate) async fn start() -> Browser {
         let port = free_port();
         let driver = Command::new("/usr/bin/chromedriver")
             .arg(format!("--port={port}"))
