@@ -90,7 +90,7 @@ impl DnsMetrics {
         );
         registry.register(
             "vantage_dns_line_answers",
-            "Address answers (A, AAAA, ANY) of a cluster's names, by the line the client was given (all: no line matched and there is no default line)",
+            "Address answers (A, AAAA, ANY) of a cluster's names given whole (a truncated UDP answer is counted when its TCP retry is answered), by the line the client was given (all: no line matched and there is no default line)",
             self.lines.clone(),
         );
         registry.register(

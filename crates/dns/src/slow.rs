@@ -207,7 +207,7 @@ impl<'m> Reply<'m> {
             Ok(_) => match m.truncate().to_vec() {
                 Ok(bytes) => {
                     *out = bytes;
-                    Answered { zone, line, rcode, truncated: true }
+                    Answered { zone, line: None, rcode, truncated: true }
                 }
                 Err(_) => servfail(out, self.msg),
             },

@@ -24,7 +24,8 @@ pub enum Transport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Answered {
     pub(crate) zone: Option<u32>,
-    /// The line a steered address answer gave: (steering, choice) of the table.
+    /// The line a steered address answer gave whole (not truncated): (steering, choice) of
+    /// the table.
     pub(crate) line: Option<(u32, u32)>,
     pub(crate) rcode: Rcode,
     pub(crate) truncated: bool,
@@ -197,7 +198,8 @@ pub(crate) fn fast(
             scope,
         );
         let rcode = if template.rcode == 0 { Rcode::NoError } else { Rcode::ServFail };
-        let line = line.filter(|_| rcode == Rcode::NoError);
+        // A truncated answer gave no records: the client's retry over TCP is the one counted.
+        let line = line.filter(|_| rcode == Rcode::NoError && !truncated);
         return Some(Answered { zone: Some(node.zone), line, rcode, truncated });
     }
     match table.enclosing_zone(lname) {
