@@ -481,12 +481,13 @@ async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
     let (expiries, fleet) = {
         let c = app.control();
         let fleet = c.fleet(now);
-        // The fleet's mirrors, monitors and certificates are the lease holder's to export, as
-        // the rest of the fleet's figures are (`Fleet::evaluator`).
+        // The fleet's mirrors, monitors, certificates and webhook deliveries are the lease
+        // holder's to export, as the rest of the fleet's figures are (`Fleet::evaluator`).
         let exported = if fleet.evaluator { c.config() } else { Arc::new(Config::default()) };
         app.metrics().mirrors().set(&exported, c.mirrors().book());
         app.metrics().monitors().set(&exported, c.monitors(), now);
-        app.metrics().set_webhooks(&c.config());
+        // Only the lease holder delivers alerts: a follower's deliveries would be a row of zeros.
+        app.metrics().set_webhooks(&exported);
         let config = c.config();
         app.metrics().retain_rtt(|cluster, region| {
             config.clusters.values().any(|x| x.value.name == cluster)
