@@ -189,8 +189,8 @@ pub enum Output {
     /// Store this revision; once tried, push it to the cluster's publishers.
     Revision(Revision),
     /// The published revisions changed (one was cut, a cluster went): rebuild the DNS answer
-    /// table from [`Control::snapshots`].
-    Answers,
+    /// table from these snapshots (every cluster's, as they are now).
+    Answers(Arc<Snapshots>),
     /// An alert fired or resolved: deliver it to the webhooks.
     Alert(Alert),
     /// The alert book changed: save it (JSON).
@@ -230,9 +230,11 @@ pub enum Output {
     SaveMirrors(String),
     /// The monitors' windows or verdicts changed: save them (JSON).
     SaveMonitors(String),
-    /// What doors choose from changed: swap in [`Control::doors`].
+    /// What doors choose from changed: swap in [`Control::doors`], read when this is carried
+    /// out (a driver that also swaps it in right after a change then never goes back to an
+    /// older one).
     Doors,
-    /// A content-steering order changed: swap in [`Control::steering`].
+    /// A content-steering order changed: swap in [`Control::steering`], read likewise.
     Steering,
     /// Confirmations wait for some probers: wake their recheck requests, which collect them
     /// with [`Control::take_rechecks`].
@@ -354,12 +356,13 @@ impl Control {
             steering: Arc::default(),
             confirmations: Confirmations::default(),
             rates: ProbeRates::default(),
-            outputs: VecDeque::from([Output::Answers]),
+            outputs: VecDeque::new(),
             next_silence: now,
             next_expiry: now,
             next_roll_up: now,
             role: start.role,
         };
+        c.outputs.push_back(Output::Answers(c.snapshots.clone()));
         c.sync_slots(now);
         c.flush_steering(now);
         // A registry that fails at start leaves it empty, with the failure in the reload
@@ -1099,7 +1102,7 @@ impl Control {
             let mut s = Snapshots::clone(&self.snapshots);
             s.retain(|id, _| c.clusters.contains_key(&id.0));
             self.snapshots = Arc::new(s);
-            self.outputs.push_back(Output::Answers);
+            self.outputs.push_back(Output::Answers(self.snapshots.clone()));
         }
     }
 
@@ -1218,7 +1221,7 @@ impl Control {
         // slow or even down at times, and what DNS answers must not wait for it (nor lag what
         // the API says DNS answers, which is this snapshot).
         if !out.revisions.is_empty() {
-            self.outputs.insert(revisions_at, Output::Answers);
+            self.outputs.insert(revisions_at, Output::Answers(self.snapshots.clone()));
         }
         let audit: Vec<AuditEntry> = out
             .events

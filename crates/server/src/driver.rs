@@ -85,7 +85,7 @@ async fn execute(
     let store = app.store();
     match o {
         Output::Revision(r) => revision(app, r, unsaved).await,
-        Output::Answers => crate::publishing::rebuild(app.answers(), app.dns(), &app.control().snapshots()),
+        Output::Answers(snapshots) => crate::publishing::rebuild(app.answers(), app.dns(), &snapshots),
         Output::Alert(a) => {
             match a.state {
                 vantage_control::alerts::AlertState::Firing => {

@@ -66,7 +66,7 @@ impl Output {
             | Output::CheckFreshness(_)
             | Output::Publish(_)
             | Output::RollUpHistory { .. } => true,
-            Output::Answers
+            Output::Answers(_)
             | Output::Events(_)
             | Output::LiveEvents(_)
             | Output::Doors
@@ -143,7 +143,7 @@ impl Control {
         let mut all = crate::snapshot::Snapshots::clone(&self.snapshots);
         all.insert(cluster, std::sync::Arc::new(snapshot));
         self.snapshots = std::sync::Arc::new(all);
-        self.outputs.push_back(Output::Answers);
+        self.outputs.push_back(Output::Answers(self.snapshots.clone()));
     }
 
     /// Feeds what another replica was fed. Refusals were answered there; here they only mean

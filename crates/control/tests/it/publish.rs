@@ -53,15 +53,15 @@ fn the_zone_changes_only_with_a_revision() {
     let mut cluster = lab.control.config().clusters[&c.0].value.clone();
     cluster.ttl = 60;
     lab.replace(c.0, Object::Cluster(cluster));
-    assert!(!lab.take().contains(&Output::Answers), "nothing for DNS before the revision");
+    let answers = |o: &Output| matches!(o, Output::Answers(_));
+    assert!(!lab.take().iter().any(answers), "nothing for DNS before the revision");
     assert_eq!((published(&lab).number, published(&lab).zone.ttl), (1, 30), "still revision 1 with TTL 30");
     lab.tick();
     let out = lab.take();
     assert_eq!(revisions(&out), vec![(2, "Cluster video saved".to_owned())]);
-    let at = |o: &Output| out.iter().position(|x| x == o);
     let revision = out.iter().position(|o| matches!(o, Output::Revision(_)));
     // DNS rebuilds from the new snapshot before the revision is stored (which may be slow).
-    assert!(at(&Output::Answers) < revision, "DNS first, then the revision is stored: {out:?}");
+    assert!(out.iter().position(answers) < revision, "DNS first, then the revision is stored: {out:?}");
     assert_eq!((published(&lab).number, published(&lab).zone.ttl), (2, 60));
 }
 
@@ -76,7 +76,7 @@ fn a_deleted_cluster_leaves_dns() {
     for id in [n.0, g.0, c.0] {
         lab.delete(id);
     }
-    assert!(lab.take().contains(&Output::Answers));
+    assert!(lab.take().iter().any(|o| matches!(o, Output::Answers(s) if s.is_empty())));
     assert!(lab.control.snapshots().is_empty());
 }
 
@@ -104,7 +104,7 @@ fn a_restart_serves_the_stored_revision_before_the_first_pass() {
         ..Default::default()
     };
     let mut again = Lab::with_start(start);
-    assert_eq!(again.take().first(), Some(&Output::Answers));
+    assert!(matches!(again.take().first(), Some(Output::Answers(s)) if s.contains_key(&c)));
     assert_eq!(again.control.snapshots()[&c].published.as_ref().unwrap().number, 7);
     again.tick();
     assert!(revisions(&again.take()).is_empty(), "records unchanged: no new revision after a restart");

@@ -80,7 +80,10 @@ fn a_follower_cuts_nothing_and_publishes_the_lease_holders_revisions() {
     assert_eq!(status(&follower), status(&leader));
 
     follower.control.handle_revision(stored(&leader, c), follower.now);
-    assert!(follower.take().contains(&Output::Answers), "DNS answers the stored revision");
+    assert!(
+        follower.take().iter().any(|o| matches!(o, Output::Answers(_))),
+        "DNS answers the stored revision"
+    );
     let published = follower.control.snapshots()[&c].published.clone().unwrap();
     assert_eq!(u32::try_from(cut.len()).ok(), Some(published.number));
     assert_eq!(
