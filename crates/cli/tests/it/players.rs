@@ -3,9 +3,9 @@
 //! hls.js from npm (`crates/cli/tests/players`, installed by `.ci/run`) reading Vantage's
 //! steering manifest from another origin.
 //!
-//! The player's own multivariant playlist starts it on `cdn-a`; Vantage, whose probers see
-//! only `cdn-b` so far, puts `cdn-b` first, and the player moves there — it follows the
-//! manifest, not its own errors. Then both are healthy and nothing moves; `cdn-b` stops, and
+//! The player's own manifest names `cdn-a` its default pathway; Vantage, whose probers see
+//! only `cdn-b` so far, puts `cdn-b` first, and the player plays from there — it follows the
+//! steering manifest, not its own errors (`cdn-a` serves it well). Then both are healthy and nothing moves; `cdn-b` stops, and
 //! playback is on `cdn-a` within one TTL and a segment of Vantage's order changing, without
 //! stalling longer than the player's buffer. (That two healthy pathways with TTFB noise keep
 //! their order for five minutes is `vantage_core::steering`'s test, on a virtual clock.)
@@ -28,6 +28,8 @@ use crate::ui::{BROWSER, Browser};
 const TTL_S: u64 = 2;
 /// The stream's segment duration, s.
 const SEGMENT_S: u64 = 1;
+/// A whole scenario may take this long at most.
+const SCENARIO: Duration = Duration::from_secs(180);
 
 /// Milliseconds since the epoch (the page logs `Date.now()`).
 fn epoch_ms() -> i64 {
@@ -387,7 +389,8 @@ async fn until_logged(b: &Browser, limit: Duration, what: &str, f: impl Fn(&[Not
 
 /// The steering manifest's pathway order now.
 async fn order(s: &ServerProcess) -> Vec<String> {
-    let v: Value = reqwest::get(format!("{}/steer/live", s.url)).await.unwrap().json().await.unwrap();
+    let r = reqwest::Client::new().get(format!("{}/steer/live", s.url)).timeout(Duration::from_secs(5));
+    let v: Value = r.send().await.unwrap().json().await.unwrap();
     v["PATHWAY-PRIORITY"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_owned()).collect()
 }
 
@@ -406,12 +409,20 @@ async fn until_order(s: &ServerProcess, want: &[&str]) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hls_js_follows_the_steering_manifest_and_moves_off_a_failed_origin_without_stalling() {
-    scenario(Player::HlsJs).await;
+    play(Player::HlsJs).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dash_js_follows_the_steering_manifest_and_moves_off_a_failed_origin_without_stalling() {
-    scenario(Player::DashJs).await;
+    play(Player::DashJs).await;
+}
+
+/// [`scenario`] with the machine's one browser, within [`SCENARIO`].
+async fn play(player: Player) {
+    let _one = BROWSER.lock().await;
+    tokio::time::timeout(SCENARIO, scenario(player))
+        .await
+        .unwrap_or_else(|_| panic!("{}: the scenario took longer than {SCENARIO:?}", player.name()));
 }
 
 /// The whole story for one player (module documentation).
@@ -443,15 +454,15 @@ async fn scenario(player: Player) {
     let _eu = s.start_prober("eu-1", regions[1], temp.path()).await;
     until_order(&s, &["cdn-b", "cdn-a"]).await;
 
-    // The page on an origin of its own; its manifest starts players on cdn-a.
+    // The page on an origin of its own; its manifest names cdn-a the default pathway.
     let steer = format!("{}/steer/live", s.url);
     let site = player.site(&temp.path().join("page"), &media, &steer, &a, &b).await;
 
-    let _one = BROWSER.lock().await;
     let browser = Browser::start().await;
     let opened = epoch_ms();
     browser.client.goto(&site.url("/player.html")).await.unwrap();
-    // The player reads the manifest and moves to cdn-b, which nothing else told it to.
+    // The player reads the steering manifest and plays from cdn-b, which nothing else told it
+    // to.
     until_logged(&browser, Duration::from_secs(30), "the player plays from cdn-b", |log| {
         log.iter().any(|n| n.kind == "steer" && n.detail == "cdn-b,cdn-a")
             && first_fragment_from(log, &b, opened).is_some()
@@ -509,6 +520,7 @@ async fn scenario(player: Player) {
         (longest as f64) <= ahead * 1000.0 && advanced > 4.0,
         "stood still {longest} ms with {ahead:.1} s buffered at the stop; advanced {advanced:.1} s"
     );
+    // A negative figure: the player left the stopped origin on its own errors first.
     eprintln!(
         "{}: origin stopped, order changed after {} ms, player on cdn-a {} ms later; longest stall {longest} ms, {ahead:.1} s buffered",
         player.name(),

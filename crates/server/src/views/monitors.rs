@@ -127,8 +127,8 @@ pub struct SteeringManifest {
     /// service locations (`BaseURL@serviceLocation`), which dash.js reads under this key too.
     #[serde(rename = "PATHWAY-PRIORITY")]
     pub pathway_priority: Vec<String>,
-    /// DASH only: the same order under the key of DASH-IF's community-review draft, which
-    /// players built on it read (video.js).
+    /// DASH only: the same order under the key of DASH-IF's community-review draft, for
+    /// players built on the draft.
     #[serde(rename = "SERVICE-LOCATION-PRIORITY", default, skip_serializing_if = "Option::is_none")]
     pub service_location_priority: Option<Vec<String>>,
 }
