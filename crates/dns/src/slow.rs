@@ -198,16 +198,15 @@ impl<'m> Reply<'m> {
             (Transport::Udp, None) => 512,
         };
         let zone = if matches!(rcode, Rcode::NoError | Rcode::NxDomain) { self.zone } else { None };
-        let line = self.line.filter(|_| rcode == Rcode::NoError);
         match m.to_vec() {
             Ok(bytes) if bytes.len() <= limit => {
                 *out = bytes;
-                Answered { zone, line, rcode, truncated: false }
+                Answered::new(zone, self.line, rcode, false)
             }
             Ok(_) => match m.truncate().to_vec() {
                 Ok(bytes) => {
                     *out = bytes;
-                    Answered { zone, line: None, rcode, truncated: true }
+                    Answered::new(zone, self.line, rcode, true)
                 }
                 Err(_) => servfail(out, self.msg),
             },

@@ -31,6 +31,16 @@ pub struct Answered {
     pub(crate) truncated: bool,
 }
 
+impl Answered {
+    /// An answer on `zone` (a steered address answer: on `line` too). The line counts only
+    /// for an answer given whole: a truncated one gave no records, and the client's retry over
+    /// TCP is the one counted.
+    pub(crate) fn new(zone: Option<u32>, line: Option<(u32, u32)>, rcode: Rcode, truncated: bool) -> Self {
+        let line = line.filter(|_| rcode == Rcode::NoError && !truncated);
+        Answered { zone, line, rcode, truncated }
+    }
+}
+
 /// Answers a query into `out`: the fast path when it recognises the query, else the full
 /// path. `None`: drop it (not a query, or too short to answer).
 pub(crate) fn respond(
@@ -198,9 +208,7 @@ pub(crate) fn fast(
             scope,
         );
         let rcode = if template.rcode == 0 { Rcode::NoError } else { Rcode::ServFail };
-        // A truncated answer gave no records: the client's retry over TCP is the one counted.
-        let line = line.filter(|_| rcode == Rcode::NoError && !truncated);
-        return Some(Answered { zone: Some(node.zone), line, rcode, truncated });
+        return Some(Answered::new(Some(node.zone), line, rcode, truncated));
     }
     match table.enclosing_zone(lname) {
         Some(z) => {
