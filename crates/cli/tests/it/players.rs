@@ -246,6 +246,8 @@ const HLS_PLAYER: &str = r#"const hls = new Hls();
 hls.on(Hls.Events.STEERING_MANIFEST_LOADED, (e, d) =>
   note('steer', d.steeringManifest['PATHWAY-PRIORITY'].join(',')));
 hls.on(Hls.Events.FRAG_LOADED, (e, d) => note('frag', d.frag.url));
+hls.on(Hls.Events.LEVEL_LOADED, (e, d) => note('level', d.details.url));
+hls.on(Hls.Events.BUFFER_APPENDED, (e, d) => note('appended', d.type));
 hls.on(Hls.Events.ERROR, (e, d) => note('error', d.details + (d.fatal ? ' (fatal)' : '')));
 hls.loadSource('master.m3u8');
 hls.attachMedia(v);
@@ -378,7 +380,7 @@ async fn until_logged(b: &Browser, limit: Duration, what: &str, f: impl Fn(&[Not
                 .iter()
                 .filter(|n| n.kind != "tick")
                 .rev()
-                .take(30)
+                .take(40)
                 .map(|n| format!("{} {} {}", n.t, n.kind, n.detail))
                 .collect();
             panic!("{what}: not within {limit:?}; the page's last entries:\n{}", tail.join("\n"));
