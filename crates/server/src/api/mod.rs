@@ -7,7 +7,7 @@ mod agents;
 
 pub(crate) use admin::create_admin_token;
 pub(crate) use history::Range;
-mod doors;
+pub(crate) mod doors;
 mod events;
 mod history;
 pub(crate) mod mirrors;
@@ -464,14 +464,12 @@ fn method_label(m: &axum::http::Method) -> &'static str {
 }
 
 async fn count_requests(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let method = method_label(req.method()).to_owned();
+    let matched = req.extensions().get::<MatchedPath>().cloned();
+    let route = matched.as_ref().map_or("unmatched", MatchedPath::as_str);
+    let method = method_label(req.method());
     let started = Instant::now();
     let resp = next.run(req).await;
-    app.metrics().request(&route, &method, resp.status().as_u16());
+    app.metrics().request(route.to_owned().into(), method, resp.status().as_u16());
     tracing::debug!(%route, %method, status = resp.status().as_u16(), ms = started.elapsed().as_millis() as u64, "request");
     resp
 }
