@@ -92,7 +92,7 @@ pub(crate) fn router(app: Arc<App>, limits: HttpLimits) -> Router {
     // so does renewal, by its own rule (a disabled prober may renew). Each route reads at most
     // what its largest honest body needs.
     let known = || axum::middleware::from_fn_with_state(app.clone(), known_certificate);
-    Router::new()
+    let routes = Router::new()
         .route(wire::ENROLL, post(enroll).layer(DefaultBodyLimit::max(SMALL_BODY)))
         .route(
             wire::RENEW,
@@ -120,10 +120,8 @@ pub(crate) fn router(app: Arc<App>, limits: HttpLimits) -> Router {
         .method_not_allowed_fallback(|| async {
             ApiError::NotAllowed("this channel route takes another method".into())
         })
-        .layer(axum::middleware::from_fn(move |req, next| {
-            crate::listen::deadline(limits.deadline, req, next)
-        }))
-        .with_state(app)
+        .with_state(app);
+    crate::listen::bounded(routes, limits.deadline)
 }
 
 /// A request to the channel as the connection of the certificate whose SHA-256 is

@@ -19,6 +19,7 @@ mod freshness;
 mod listen;
 mod metrics;
 mod mirrors;
+mod public;
 mod publishing;
 mod replicas;
 mod saves;

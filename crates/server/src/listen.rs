@@ -130,6 +130,11 @@ pub(crate) async fn serve<I, S>(
     }
 }
 
+/// `router` with every request bounded by `deadline` (see [`deadline`](fn@deadline)).
+pub(crate) fn bounded(router: axum::Router, deadline: Duration) -> axum::Router {
+    router.layer(axum::middleware::from_fn(move |req, next| self::deadline(deadline, req, next)))
+}
+
 /// `router` as a connection's service, each request carrying `ext` (who is on the other end).
 pub(crate) fn with_extension<T: Clone + Send + Sync + 'static>(
     router: axum::Router,
@@ -141,11 +146,17 @@ pub(crate) fn with_extension<T: Clone + Send + Sync + 'static>(
     Future = impl Future<Output = Result<Response, Infallible>> + Send + 'static,
 > + Send
 + 'static {
-    hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-        req.extensions_mut().insert(ext.clone());
-        let router = router.clone();
-        async move { tower::ServiceExt::oneshot(router, req.map(axum::body::Body::new)).await }
-    })
+    hyper::service::service_fn(move |req| routed(&router, req, ext.clone()))
+}
+
+/// `req` answered by `router`, carrying `ext`.
+pub(crate) fn routed<T: Clone + Send + Sync + 'static>(
+    router: &axum::Router,
+    mut req: hyper::Request<hyper::body::Incoming>,
+    ext: T,
+) -> impl Future<Output = Result<Response, Infallible>> + Send + use<T> {
+    req.extensions_mut().insert(ext);
+    tower::ServiceExt::oneshot(router.clone(), req.map(axum::body::Body::new))
 }
 
 /// Middleware: a request not answered within `deadline` (a body trickling in, most often) is

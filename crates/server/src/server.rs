@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use axum::extract::ConnectInfo;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use vantage_control::alerts::AlertBook;
@@ -178,12 +179,9 @@ impl Server {
             listener.local_addr().map_err(|source| StartError::Bind { addr: settings.api_listen, source })?;
         let public = match settings.public_listen {
             Some(addr) => {
-                let l = tokio::net::TcpListener::bind(addr)
-                    .await
-                    .map_err(|source| StartError::Bind { addr, source })?;
-                let bound = l.local_addr().map_err(|source| StartError::Bind { addr, source })?;
-                settings.public_listen = Some(bound);
-                Some((l, bound))
+                let bound = crate::public::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
+                settings.public_listen = Some(bound.addr);
+                Some(bound)
             }
             None => None,
         };
@@ -218,13 +216,19 @@ impl Server {
         let gate =
             |l: HttpLimits| vantage_dns::listen::Gate::trusting(l.gate, settings.load_balancers.clone());
         let api_gate = gate(limits.api);
-        let api = tokio::spawn(serve_api(router, listener, tls, (limits.api, api_gate), stopped.clone()));
+        let router = crate::listen::bounded(router, limits.api.deadline);
+        // Doors map visitors to regions by their address.
+        let service = move |peer| crate::listen::with_extension(router.clone(), ConnectInfo(peer));
+        let api = tokio::spawn(serve_http(service, listener, tls, (limits.api, api_gate), stopped.clone()));
         tracing::info!(addr = %api_addr, "admin API listening");
         let mut tasks = vec![api];
-        if let Some((listener, addr)) = public {
-            let router = crate::api::public_router(app.clone());
-            let gate = gate(limits.api);
-            tasks.push(tokio::spawn(serve_api(router, listener, None, (limits.api, gate), stopped.clone())));
+        if let Some(bound) = public {
+            let addr = bound.addr;
+            let router = crate::listen::bounded(crate::api::public_router(app.clone()), limits.api.deadline);
+            let served =
+                crate::public::serve(bound, &app, router, limits.api, gate(limits.api), stopped.clone())
+                    .map_err(|source| StartError::Bind { addr, source })?;
+            tasks.push(served);
             tracing::info!(%addr, "public face listening (/go, /steer, /healthz)");
         }
 
@@ -378,18 +382,25 @@ fn api_tls(
     Ok(Some(tokio_rustls::TlsAcceptor::from(config)))
 }
 
-/// Serves the admin API on `listener` until `stop` (over TLS when `tls` is given), each
-/// connection within `limits`, then waits for the connections to drain.
-async fn serve_api(
-    router: axum::Router,
+/// Serves HTTP on `listener` until `stop` (over TLS when `tls` is given), each connection
+/// with the service `service` makes for its peer and within `limits`, then waits for the
+/// connections to drain. The admin API and each thread of the public face run this.
+pub(crate) async fn serve_http<F, S>(
+    service: F,
     listener: tokio::net::TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     (limits, gate): (HttpLimits, Arc<vantage_dns::listen::Gate>),
     mut stop: watch::Receiver<bool>,
-) {
-    let router = router.layer(axum::middleware::from_fn(move |req, next| {
-        crate::listen::deadline(limits.deadline, req, next)
-    }));
+) where
+    F: Fn(SocketAddr) -> S,
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let (tcp, remote, admitted) = tokio::select! {
@@ -398,8 +409,7 @@ async fn serve_api(
         };
         let activity = vantage_dns::listen::Activity::default();
         let io = crate::listen::Watched::new(tcp, activity.clone());
-        // Doors map visitors to regions by their address.
-        let svc = crate::listen::with_extension(router.clone(), axum::extract::ConnectInfo(remote));
+        let svc = service(remote);
         let (stop, tls) = (stop.clone(), tls.clone());
         connections.spawn(async move {
             let _admitted = admitted;

@@ -41,6 +41,26 @@ async fn the_public_face_serves_doors_and_steering_and_nothing_private() {
     assert_eq!((status, body.as_str()), (404, "no such monitor\n"));
     let (_, body) = get(format!("{public}/go/nosuch/pool/x.deb")).await;
     assert!(!body.contains("no such route"), "{body}");
+    // The listener's threads each take connections: doors answer on every one of them and
+    // are counted under the router's templates; what is no door's goes to the router.
+    for i in 0..8 {
+        let fresh = reqwest::Client::new();
+        let path = ["/go/nosuch/pool/x.deb", "/go/nosuch/", "/go/nosuch"][i % 3];
+        let r = fresh.get(format!("{public}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 404, "{path}");
+        assert_eq!(r.headers()["cache-control"], "no-store", "{path}");
+        assert_eq!(r.text().await.unwrap(), "no such tenant\n", "{path}");
+    }
+    let r = client.post(format!("{public}/go/nosuch/x")).send().await.unwrap();
+    assert_eq!(r.status(), 405, "a door takes GET only");
+    assert_eq!(get(format!("{public}/go//x")).await, (404, "no such tenant\n".to_owned()));
+    let (status, body) = get(format!("{public}/go/")).await;
+    assert_eq!((status, body.contains("no such route")), (404, true), "no tenant: {body}");
+    let metrics = s.metrics().await;
+    for (route, n) in [("/go/{tenant}/{*path}", 5), ("/go/{tenant}/", 3), ("/go/{tenant}", 2)] {
+        let line = format!(r#"vantage_http_requests_total{{route="{route}",method="GET",status="404"}} {n}"#);
+        assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+    }
     // The admin listener keeps the rest and no longer serves the public routes.
     assert_eq!(get(format!("{}/v1/regions", s.url)).await.0, 200);
     for path in ["/steer/nosuch", "/go/nosuch/pool/x.deb"] {
