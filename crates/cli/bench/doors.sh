@@ -4,6 +4,7 @@
 # wrk with keep-alive, beside nginx answering `return 302` on the same machine in the same run.
 #
 #   crates/cli/bench/doors.sh [SECONDS] [REPEATS]      (defaults 10 and 3)
+#   VANTAGE_BIN=/path/to/vantage crates/cli/bench/doors.sh …   (a binary built elsewhere)
 #
 # Set-up: `vantage serve` on a temporary data directory; one region, one `vantage probe`, a
 # check probing every second, tenant `t1` and two mirrors pinned to a local nginx that
@@ -19,8 +20,13 @@ ROOT=$(cd "$HERE/../../.." && pwd)
 SECS=${1:-10}
 REPEATS=${2:-3}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/root/.cache/vantage-target}
-(cd "$ROOT" && cargo build --release -q -p vantage --bin vantage)
-BIN=$CARGO_TARGET_DIR/release/vantage
+# VANTAGE_BIN measures a binary built elsewhere (another commit, to compare two builds).
+if [ -n "${VANTAGE_BIN:-}" ]; then
+    BIN=$VANTAGE_BIN
+else
+    (cd "$ROOT" && cargo build --release -q -p vantage --bin vantage)
+    BIN=$CARGO_TARGET_DIR/release/vantage
+fi
 for tool in wrk nginx curl jq; do
     command -v "$tool" >/dev/null || { echo "$tool is needed (apt-get install $tool)" >&2; exit 1; }
 done
