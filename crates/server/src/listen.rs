@@ -97,13 +97,7 @@ pub(crate) async fn serve<I, S>(
     mut stop: watch::Receiver<bool>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: hyper::service::Service<
-            hyper::Request<hyper::body::Incoming>,
-            Response = Response,
-            Error = Infallible,
-        > + Send
-        + 'static,
-    S::Future: Send + 'static,
+    S: ConnectionService,
 {
     // HTTP/1.1 only (the channel's TLS offers nothing else, browsers speak it to a plain
     // listener): guessing the version would read the first bytes with no timeout at all.
@@ -135,17 +129,35 @@ pub(crate) fn bounded(router: axum::Router, deadline: Duration) -> axum::Router 
     router.layer(axum::middleware::from_fn(move |req, next| self::deadline(deadline, req, next)))
 }
 
+/// What serves one HTTP connection: hyper's service over axum's responses, which never fails
+/// (a refusal is a response).
+pub(crate) trait ConnectionService:
+    hyper::service::Service<
+        hyper::Request<hyper::body::Incoming>,
+        Response = Response,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Send
+    + 'static
+{
+}
+
+impl<S> ConnectionService for S where
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = Response,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Send
+        + 'static
+{
+}
+
 /// `router` as a connection's service, each request carrying `ext` (who is on the other end).
 pub(crate) fn with_extension<T: Clone + Send + Sync + 'static>(
     router: axum::Router,
     ext: T,
-) -> impl hyper::service::Service<
-    hyper::Request<hyper::body::Incoming>,
-    Response = Response,
-    Error = Infallible,
-    Future = impl Future<Output = Result<Response, Infallible>> + Send + 'static,
-> + Send
-+ 'static {
+) -> impl ConnectionService {
     hyper::service::service_fn(move |req| routed(&router, req, ext.clone()))
 }
 

@@ -9,14 +9,11 @@
 //! body, so the request deadline has nothing to bound); every other request goes through the
 //! router.
 
-use std::convert::Infallible;
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::ConnectInfo;
-use axum::response::Response;
 use futures_util::future::Either;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::watch;
@@ -24,7 +21,7 @@ use tokio::task::JoinHandle;
 
 use crate::api::doors;
 use crate::app::App;
-use crate::listen::HttpLimits;
+use crate::listen::{ConnectionService, HttpLimits};
 
 /// The listening sockets, one per thread, all on one address.
 #[derive(Debug)]
@@ -93,17 +90,7 @@ pub(crate) fn serve(
 }
 
 /// A connection's service: doors answered here, the rest by `router`.
-fn face(
-    app: Arc<App>,
-    router: axum::Router,
-    peer: SocketAddr,
-) -> impl hyper::service::Service<
-    hyper::Request<hyper::body::Incoming>,
-    Response = Response,
-    Error = Infallible,
-    Future = impl Future<Output = Result<Response, Infallible>> + Send + 'static,
-> + Send
-+ 'static {
+fn face(app: Arc<App>, router: axum::Router, peer: SocketAddr) -> impl ConnectionService {
     hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         match doors::route_of(req.method(), req.uri().path()) {
             Some(route) => {

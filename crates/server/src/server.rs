@@ -393,13 +393,7 @@ pub(crate) async fn serve_http<F, S>(
     mut stop: watch::Receiver<bool>,
 ) where
     F: Fn(SocketAddr) -> S,
-    S: hyper::service::Service<
-            hyper::Request<hyper::body::Incoming>,
-            Response = axum::response::Response,
-            Error = std::convert::Infallible,
-        > + Send
-        + 'static,
-    S::Future: Send + 'static,
+    S: crate::listen::ConnectionService,
 {
     let mut connections = tokio::task::JoinSet::new();
     loop {
