@@ -148,9 +148,9 @@ impl Server {
         .map_err(StartError::Config)?;
         // On a database several servers share, the CA is kept in it (an agent enrolled through
         // one server is known to all); embedded, it stays in the data directory.
-        let ca = match &database {
-            vantage_store::Database::Postgres(_) => Ca::shared(&store, &dir.join("ca")).await?,
-            vantage_store::Database::Sqlite(_) => Ca::load_or_create(&dir.join("ca"))?,
+        let ca = match store.replication() {
+            Some(_) => Ca::shared(&store, &dir.join("ca")).await?,
+            None => Ca::load_or_create(&dir.join("ca"))?,
         };
         private_dir(&dir.join("ca")).map_err(io(&dir.join("ca")))?;
         let mirrors_dir = dir.join("mirrors");

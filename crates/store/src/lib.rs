@@ -1,8 +1,8 @@
 //! Vantage's persistence, behind one interface. The control plane talks to [`Store`] only;
 //! nothing it sees is specific to a database. Two backends: SQLite (WAL, embedded in the data
 //! directory, the default) and PostgreSQL (for several replicas and larger fleets), each a
-//! module with its own migrations and one arm of [`Backend`]; every method behaves the same on
-//! both (the store's tests run each case on each).
+//! module with its own migrations implementing [`backend::Backend`]; every method behaves the
+//! same on both (the store's tests run each case on each).
 //!
 //! What is stored: configuration objects as validated JSON documents (loaded whole at start),
 //! the audit log, the latest result per (prober, target) with its window register, the result
@@ -11,6 +11,7 @@
 //!
 //! This crate must not make decisions: it stores what it is given.
 
+mod backend;
 mod filters;
 mod pgcopy;
 mod postgres;
@@ -24,6 +25,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use backend::Backend;
 use serde::{Deserialize, Serialize};
 use vantage_core::Timestamp;
 use vantage_core::result::{ErrorCode, HlsDetail};
@@ -371,17 +373,10 @@ impl TargetIds {
     }
 }
 
-/// The database behind a [`Store`].
-#[derive(Debug, Clone)]
-enum Backend {
-    Sqlite(sqlx::SqlitePool, Arc<TargetIds>),
-    Postgres(sqlx::PgPool, Arc<postgres::Known>),
-}
-
 /// The store. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    backend: Backend,
+    backend: Arc<dyn Backend>,
     observer: Option<Observer>,
 }
 
@@ -389,21 +384,6 @@ impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("backend", &self.backend).finish_non_exhaustive()
     }
-}
-
-/// Calls the backend's function of the same name with its pool and the arguments, and
-/// reports the duration to the observer under the function's name.
-macro_rules! dispatch {
-    ($self:ident, $f:ident($($arg:expr),*)) => {
-        $self
-            .timed(stringify!($f), async {
-                match &$self.backend {
-                    Backend::Sqlite(pool, _) => sqlite::$f(pool, $($arg),*).await,
-                    Backend::Postgres(pool, _) => postgres::$f(pool, $($arg),*).await,
-                }
-            })
-            .await
-    };
 }
 
 /// Runs `f` in one transaction and commits it. When any step fails, the connection is closed
@@ -434,15 +414,13 @@ impl Store {
     /// Opens (creating when absent) the SQLite database at `path` in WAL mode and runs the
     /// migrations.
     pub async fn open_sqlite(path: &Path) -> Result<Store> {
-        let pool = sqlite::open(path).await?;
-        Ok(Store { backend: Backend::Sqlite(pool, Arc::default()), observer: None })
+        Ok(Store { backend: Arc::new(sqlite::Sqlite::open(path).await?), observer: None })
     }
 
     /// Connects to the PostgreSQL database at `url` and runs the migrations (several replicas
     /// starting at once take turns: sqlx holds an advisory lock while it migrates).
     pub async fn open_postgres(url: &PostgresUrl) -> Result<Store> {
-        let pool = postgres::open(&url.options).await?;
-        Ok(Store { backend: Backend::Postgres(pool, Arc::default()), observer: None })
+        Ok(Store { backend: Arc::new(postgres::Postgres::open(&url.options).await?), observer: None })
     }
 
     /// Opens `database`.
@@ -471,24 +449,12 @@ impl Store {
 
     /// True when the database answers.
     pub async fn ping(&self) -> Result<()> {
-        self.timed("ping", async {
-            match &self.backend {
-                Backend::Sqlite(p, _) => rows::ping(p).await,
-                Backend::Postgres(p, _) => rows::ping(p).await,
-            }
-        })
-        .await
+        self.timed("ping", self.backend.ping()).await
     }
 
     /// Every configuration object.
     pub async fn objects(&self) -> Result<Vec<ObjectRow>> {
-        self.timed("objects", async {
-            match &self.backend {
-                Backend::Sqlite(p, _) => rows::objects(p).await,
-                Backend::Postgres(p, _) => rows::objects(p).await,
-            }
-        })
-        .await
+        self.timed("objects", self.backend.objects()).await
     }
 
     /// Applies `writes` and appends `audit` in one transaction, at `now`.
@@ -506,55 +472,38 @@ impl Store {
         audit: &[NewAudit],
         now: Timestamp,
     ) -> Result<()> {
-        self.timed("commit", async {
-            match &self.backend {
-                Backend::Sqlite(pool, _) => sqlite::commit(pool, writes, audit, now).await,
-                Backend::Postgres(pool, _) => postgres::commit(pool, log, writes, audit, now).await,
-            }
-        })
-        .await
+        self.timed("commit", self.backend.commit(log, writes, audit, now)).await
     }
 
     /// What replicas share, on PostgreSQL.
     pub fn replication(&self) -> Option<Replication> {
-        match &self.backend {
-            Backend::Sqlite(..) => None,
-            Backend::Postgres(pool, _) => {
-                Some(Replication { pool: pool.clone(), options: (*pool.connect_options()).clone() })
-            }
-        }
+        self.backend.replication()
     }
 
     /// Audit entries matching `filter`, newest first.
     pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
-        dispatch!(self, audit(filter))
+        self.timed("audit", self.backend.audit(filter)).await
     }
 
     /// Writes a report's results: the latest row of each (prober, target) and a history row
     /// each, in one transaction.
     pub async fn write_results(&self, rows: &[ResultRow]) -> Result<()> {
-        self.timed("write_results", async {
-            match &self.backend {
-                Backend::Sqlite(p, targets) => sqlite::write_results(p, targets, rows).await,
-                Backend::Postgres(p, known) => postgres::write_results(p, known, rows).await,
-            }
-        })
-        .await
+        self.timed("write_results", self.backend.write_results(rows)).await
     }
 
     /// Every latest result.
     pub async fn latest(&self) -> Result<Vec<ResultRow>> {
-        dispatch!(self, latest())
+        self.timed("latest", self.backend.latest()).await
     }
 
     /// Deletes a prober's latest results (disabled or deleted prober).
     pub async fn delete_latest_of(&self, prober: i64) -> Result<u64> {
-        dispatch!(self, delete_latest_of(prober))
+        self.timed("delete_latest_of", self.backend.delete_latest_of(prober)).await
     }
 
     /// Deletes latest results not updated since `before`.
     pub async fn delete_latest_before(&self, before: Timestamp) -> Result<u64> {
-        dispatch!(self, delete_latest_before(before))
+        self.timed("delete_latest_before", self.backend.delete_latest_before(before)).await
     }
 
     /// A target's history in `[since, until)`, oldest first.
@@ -564,7 +513,7 @@ impl Store {
         since: Timestamp,
         until: Timestamp,
     ) -> Result<Vec<HistoryPoint>> {
-        dispatch!(self, history(target, since, until))
+        self.timed("history", self.backend.history(target, since, until)).await
     }
 
     /// A target's daily roll-ups in `[since, until)`, oldest first.
@@ -574,56 +523,50 @@ impl Store {
         since: Timestamp,
         until: Timestamp,
     ) -> Result<Vec<DailyPoint>> {
-        dispatch!(self, history_daily(target, since, until))
+        self.timed("history_daily", self.backend.history_daily(target, since, until)).await
     }
 
     /// Rolls up every history row older than `before` into daily rows, then deletes those
     /// rows. Returns the number of rows deleted. On PostgreSQL the days wholly before `before`
     /// go by dropping their partitions; only a day that `before` cuts is deleted row by row.
     pub async fn roll_up_history(&self, before: Timestamp) -> Result<u64> {
-        self.timed("roll_up_history", async {
-            match &self.backend {
-                Backend::Sqlite(p, _) => sqlite::roll_up_history(p, before).await,
-                Backend::Postgres(p, known) => postgres::roll_up_history(p, known, before).await,
-            }
-        })
-        .await
+        self.timed("roll_up_history", self.backend.roll_up_history(before)).await
     }
 
     /// Deletes daily roll-ups older than `before`.
     pub async fn delete_daily_before(&self, before: Timestamp) -> Result<u64> {
-        dispatch!(self, delete_daily_before(before))
+        self.timed("delete_daily_before", self.backend.delete_daily_before(before)).await
     }
 
     /// Stores events (an id already stored is kept as it was).
     pub async fn insert_events(&self, events: &[EventRow]) -> Result<()> {
-        dispatch!(self, insert_events(events))
+        self.timed("insert_events", self.backend.insert_events(events)).await
     }
 
     /// Events, oldest first.
     pub async fn events(&self, filter: &EventFilter) -> Result<Vec<EventRow>> {
-        dispatch!(self, events(filter))
+        self.timed("events", self.backend.events(filter)).await
     }
 
     /// The oldest `filter.limit` events after `filter.after` (from the first without it),
     /// oldest first: a reader pages forward with it and skips none, however many there are.
     pub async fn events_after(&self, filter: &EventFilter) -> Result<Vec<EventRow>> {
-        dispatch!(self, events_after(filter))
+        self.timed("events_after", self.backend.events_after(filter)).await
     }
 
     /// The newest event's id (0: none).
     pub async fn last_event(&self) -> Result<i64> {
-        dispatch!(self, last_event())
+        self.timed("last_event", self.backend.last_event()).await
     }
 
     /// Deletes events older than `before`; returns how many.
     pub async fn delete_events_before(&self, before: Timestamp) -> Result<u64> {
-        dispatch!(self, delete_events_before(before))
+        self.timed("delete_events_before", self.backend.delete_events_before(before)).await
     }
 
     /// One revision of a cluster.
     pub async fn revision(&self, cluster: i64, number: u32) -> Result<Option<RevisionRow>> {
-        dispatch!(self, revision(cluster, number))
+        self.timed("revision", self.backend.revision(cluster, number)).await
     }
 
     /// The revisions of a cluster after `after` up to `upto`, oldest first (the newest
@@ -635,13 +578,13 @@ impl Store {
         upto: u32,
         limit: u32,
     ) -> Result<Vec<RevisionRow>> {
-        dispatch!(self, revisions_between(cluster, after, upto, limit))
+        self.timed("revisions_between", self.backend.revisions_between(cluster, after, upto, limit)).await
     }
 
     /// Appends a revision; storing the same (cluster, number) again changes nothing, so a write
     /// whose outcome was unknown can be retried.
     pub async fn insert_revision(&self, row: &RevisionRow) -> Result<()> {
-        dispatch!(self, insert_revision(row))
+        self.timed("insert_revision", self.backend.insert_revision(row)).await
     }
 
     /// Records the publishing outcomes of a revision.
@@ -651,50 +594,50 @@ impl Store {
         number: u32,
         publish: &serde_json::Value,
     ) -> Result<()> {
-        dispatch!(self, set_revision_publish(cluster, number, publish))
+        self.timed("set_revision_publish", self.backend.set_revision_publish(cluster, number, publish)).await
     }
 
     /// A cluster's revisions, newest first, at most `limit`.
     pub async fn revisions(&self, cluster: i64, limit: u32) -> Result<Vec<RevisionRow>> {
-        dispatch!(self, revisions(cluster, limit))
+        self.timed("revisions", self.backend.revisions(cluster, limit)).await
     }
 
     /// The newest revision of every cluster.
     pub async fn latest_revisions(&self) -> Result<Vec<RevisionRow>> {
-        dispatch!(self, latest_revisions())
+        self.timed("latest_revisions", self.backend.latest_revisions()).await
     }
 
     /// Saves runtime state under `key`.
     pub async fn put_state(&self, key: &str, value: &str, now: Timestamp) -> Result<()> {
-        dispatch!(self, put_state(key, value, now))
+        self.timed("put_state", self.backend.put_state(key, value, now)).await
     }
 
     /// Saves `value` under `key` unless a value is there already, and answers the value stored:
     /// of several processes claiming the same key at once, every one gets the same winner.
     pub async fn claim_state(&self, key: &str, value: &str, now: Timestamp) -> Result<String> {
-        dispatch!(self, claim_state(key, value, now))
+        self.timed("claim_state", self.backend.claim_state(key, value, now)).await
     }
 
     /// Runtime state whose key starts with `prefix`: (key, value).
     pub async fn states(&self, prefix: &str) -> Result<Vec<(String, String)>> {
-        dispatch!(self, states(prefix))
+        self.timed("states", self.backend.states(prefix)).await
     }
 
     /// Deletes runtime state under `key`.
     pub async fn delete_state(&self, key: &str) -> Result<()> {
-        dispatch!(self, delete_state(key))
+        self.timed("delete_state", self.backend.delete_state(key)).await
     }
 
     /// Moves the write-ahead log into the database file and truncates it (SQLite; PostgreSQL
     /// checkpoints by itself, and asking it to needs a privilege the store should not hold).
     pub async fn checkpoint(&self) -> Result<()> {
-        dispatch!(self, checkpoint())
+        self.timed("checkpoint", self.backend.checkpoint()).await
     }
 
     /// Bytes used by the database file, without the write-ahead log (PostgreSQL: by the tables
     /// and indexes of the store's schema).
     pub async fn size_bytes(&self) -> Result<u64> {
-        dispatch!(self, size_bytes())
+        self.timed("size_bytes", self.backend.size_bytes()).await
     }
 }
 

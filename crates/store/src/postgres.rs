@@ -12,12 +12,13 @@ use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 use vantage_core::Timestamp;
 use vantage_core::result::ErrorCode;
 
+use crate::backend::{Backend, Op};
 use crate::filters::Order;
 use crate::pgcopy::Copy;
 use crate::rows::{self, Fields, bits_out};
 use crate::{
-    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, LogAs, NewAudit, Result,
-    ResultRow, RevisionRow, TargetIds, Write, filters, in_transaction,
+    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, LogAs, NewAudit,
+    ObjectRow, Replication, Result, ResultRow, RevisionRow, TargetIds, Write, filters, in_transaction,
 };
 
 const DAY_MS: i64 = 86_400_000;
@@ -60,7 +61,48 @@ impl Known {
     }
 }
 
-pub(crate) async fn open(options: &PgConnectOptions) -> Result<PgPool> {
+/// A database several replicas may share.
+#[derive(Debug)]
+pub(crate) struct Postgres {
+    pool: PgPool,
+    known: Known,
+}
+
+impl Postgres {
+    /// Connects and runs the migrations.
+    pub(crate) async fn open(options: &PgConnectOptions) -> Result<Postgres> {
+        Ok(Postgres { pool: open(options).await?, known: Known::default() })
+    }
+}
+
+impl Backend for Postgres {
+    crate::shared::shared_methods!();
+
+    fn commit<'a>(
+        &'a self,
+        log: Option<LogAs<'a>>,
+        writes: &'a [Write],
+        audit: &'a [NewAudit],
+        now: Timestamp,
+    ) -> Op<'a, ()> {
+        Box::pin(commit(&self.pool, log, writes, audit, now))
+    }
+
+    fn replication(&self) -> Option<Replication> {
+        let options = (*self.pool.connect_options()).clone();
+        Some(Replication { pool: self.pool.clone(), options })
+    }
+
+    fn write_results<'a>(&'a self, rows: &'a [ResultRow]) -> Op<'a, ()> {
+        Box::pin(write_results(&self.pool, &self.known, rows))
+    }
+
+    fn roll_up_history(&self, before: Timestamp) -> Op<'_, u64> {
+        Box::pin(roll_up_history(&self.pool, &self.known, before))
+    }
+}
+
+async fn open(options: &PgConnectOptions) -> Result<PgPool> {
     let pool = PgPoolOptions::new()
         .max_connections(8)
         .acquire_timeout(Duration::from_secs(10))

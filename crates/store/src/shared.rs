@@ -3,6 +3,8 @@
 //! them in each backend's module, for its pool and database types, where the names they use
 //! are imported; what differs between the backends (opening, transactions, result writes, the
 //! history's roll-up, the state scan, sizes) stays in `sqlite` and `postgres`.
+//! [`shared_methods!`] makes the [`Backend`](crate::backend::Backend) methods that run them,
+//! in each backend's implementation, whose `pool` field is the pool.
 
 /// The shared queries for a pool type `$pool` of database `$db`.
 macro_rules! shared_queries {
@@ -194,3 +196,136 @@ macro_rules! shared_queries {
 }
 
 pub(crate) use shared_queries;
+
+/// The [`Backend`](crate::backend::Backend) methods that run the shared queries (and the
+/// readers every backend shares) on `self.pool`.
+macro_rules! shared_methods {
+    () => {
+        fn ping(&self) -> Op<'_, ()> {
+            Box::pin(rows::ping(&self.pool))
+        }
+
+        fn objects(&self) -> Op<'_, Vec<ObjectRow>> {
+            Box::pin(rows::objects(&self.pool))
+        }
+
+        fn audit<'a>(&'a self, filter: &'a AuditFilter) -> Op<'a, Vec<AuditEntry>> {
+            Box::pin(audit(&self.pool, filter))
+        }
+
+        fn latest(&self) -> Op<'_, Vec<ResultRow>> {
+            Box::pin(latest(&self.pool))
+        }
+
+        fn delete_latest_of(&self, prober: i64) -> Op<'_, u64> {
+            Box::pin(delete_latest_of(&self.pool, prober))
+        }
+
+        fn delete_latest_before(&self, before: Timestamp) -> Op<'_, u64> {
+            Box::pin(delete_latest_before(&self.pool, before))
+        }
+
+        fn history<'a>(
+            &'a self,
+            target: &'a str,
+            since: Timestamp,
+            until: Timestamp,
+        ) -> Op<'a, Vec<HistoryPoint>> {
+            Box::pin(history(&self.pool, target, since, until))
+        }
+
+        fn history_daily<'a>(
+            &'a self,
+            target: &'a str,
+            since: Timestamp,
+            until: Timestamp,
+        ) -> Op<'a, Vec<DailyPoint>> {
+            Box::pin(history_daily(&self.pool, target, since, until))
+        }
+
+        fn delete_daily_before(&self, before: Timestamp) -> Op<'_, u64> {
+            Box::pin(delete_daily_before(&self.pool, before))
+        }
+
+        fn insert_events<'a>(&'a self, events: &'a [EventRow]) -> Op<'a, ()> {
+            Box::pin(insert_events(&self.pool, events))
+        }
+
+        fn events<'a>(&'a self, filter: &'a EventFilter) -> Op<'a, Vec<EventRow>> {
+            Box::pin(events(&self.pool, filter))
+        }
+
+        fn events_after<'a>(&'a self, filter: &'a EventFilter) -> Op<'a, Vec<EventRow>> {
+            Box::pin(events_after(&self.pool, filter))
+        }
+
+        fn last_event(&self) -> Op<'_, i64> {
+            Box::pin(last_event(&self.pool))
+        }
+
+        fn delete_events_before(&self, before: Timestamp) -> Op<'_, u64> {
+            Box::pin(delete_events_before(&self.pool, before))
+        }
+
+        fn revision(&self, cluster: i64, number: u32) -> Op<'_, Option<RevisionRow>> {
+            Box::pin(revision(&self.pool, cluster, number))
+        }
+
+        fn revisions_between(
+            &self,
+            cluster: i64,
+            after: u32,
+            upto: u32,
+            limit: u32,
+        ) -> Op<'_, Vec<RevisionRow>> {
+            Box::pin(revisions_between(&self.pool, cluster, after, upto, limit))
+        }
+
+        fn insert_revision<'a>(&'a self, row: &'a RevisionRow) -> Op<'a, ()> {
+            Box::pin(insert_revision(&self.pool, row))
+        }
+
+        fn set_revision_publish<'a>(
+            &'a self,
+            cluster: i64,
+            number: u32,
+            publish: &'a serde_json::Value,
+        ) -> Op<'a, ()> {
+            Box::pin(set_revision_publish(&self.pool, cluster, number, publish))
+        }
+
+        fn revisions(&self, cluster: i64, limit: u32) -> Op<'_, Vec<RevisionRow>> {
+            Box::pin(revisions(&self.pool, cluster, limit))
+        }
+
+        fn latest_revisions(&self) -> Op<'_, Vec<RevisionRow>> {
+            Box::pin(latest_revisions(&self.pool))
+        }
+
+        fn put_state<'a>(&'a self, key: &'a str, value: &'a str, now: Timestamp) -> Op<'a, ()> {
+            Box::pin(put_state(&self.pool, key, value, now))
+        }
+
+        fn claim_state<'a>(&'a self, key: &'a str, value: &'a str, now: Timestamp) -> Op<'a, String> {
+            Box::pin(claim_state(&self.pool, key, value, now))
+        }
+
+        fn states<'a>(&'a self, prefix: &'a str) -> Op<'a, Vec<(String, String)>> {
+            Box::pin(states(&self.pool, prefix))
+        }
+
+        fn delete_state<'a>(&'a self, key: &'a str) -> Op<'a, ()> {
+            Box::pin(delete_state(&self.pool, key))
+        }
+
+        fn checkpoint(&self) -> Op<'_, ()> {
+            Box::pin(checkpoint(&self.pool))
+        }
+
+        fn size_bytes(&self) -> Op<'_, u64> {
+            Box::pin(size_bytes(&self.pool))
+        }
+    };
+}
+
+pub(crate) use shared_methods;

@@ -10,16 +10,59 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use vantage_core::Timestamp;
 use vantage_core::result::ErrorCode;
 
+use crate::backend::{Backend, Op};
 use crate::filters::Order;
 use crate::rows::{self, Fields, bits_out};
 use crate::{
-    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, NewAudit, Result,
-    ResultRow, RevisionRow, TargetIds, Write, filters, in_transaction,
+    AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, LogAs, NewAudit,
+    ObjectRow, Replication, Result, ResultRow, RevisionRow, TargetIds, Write, filters, in_transaction,
 };
 
 const DAY_MS: i64 = 86_400_000;
 
-pub(crate) async fn open(path: &Path) -> Result<SqlitePool> {
+/// A database file of this server's own.
+#[derive(Debug)]
+pub(crate) struct Sqlite {
+    pool: SqlitePool,
+    /// Target ids already looked up.
+    targets: TargetIds,
+}
+
+impl Sqlite {
+    /// Opens (creating when absent) the database at `path` and runs the migrations.
+    pub(crate) async fn open(path: &Path) -> Result<Sqlite> {
+        Ok(Sqlite { pool: open(path).await?, targets: TargetIds::default() })
+    }
+}
+
+impl Backend for Sqlite {
+    crate::shared::shared_methods!();
+
+    /// No other replica reads this file: there is nothing to log for one.
+    fn commit<'a>(
+        &'a self,
+        _log: Option<LogAs<'a>>,
+        writes: &'a [Write],
+        audit: &'a [NewAudit],
+        now: Timestamp,
+    ) -> Op<'a, ()> {
+        Box::pin(commit(&self.pool, writes, audit, now))
+    }
+
+    fn replication(&self) -> Option<Replication> {
+        None
+    }
+
+    fn write_results<'a>(&'a self, rows: &'a [ResultRow]) -> Op<'a, ()> {
+        Box::pin(write_results(&self.pool, &self.targets, rows))
+    }
+
+    fn roll_up_history(&self, before: Timestamp) -> Op<'_, u64> {
+        Box::pin(roll_up_history(&self.pool, before))
+    }
+}
+
+async fn open(path: &Path) -> Result<SqlitePool> {
     let options = SqliteConnectOptions::new()
         .filename(path)
         .create_if_missing(true)
