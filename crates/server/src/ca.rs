@@ -58,8 +58,10 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CaError + '_ {
     move |source| CaError::Io { path: path.display().to_string(), source }
 }
 
+/// The server's clock (`support::now`) as certificates write it.
 fn now() -> OffsetDateTime {
-    OffsetDateTime::now_utc()
+    let nanos = i128::from(crate::support::now().millis()) * 1_000_000;
+    OffsetDateTime::from_unix_timestamp_nanos(nanos).unwrap_or(OffsetDateTime::UNIX_EPOCH)
 }
 
 fn random_serial() -> SerialNumber {
