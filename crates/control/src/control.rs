@@ -96,17 +96,17 @@ pub struct StoredRevision {
 }
 
 impl StoredRevision {
-    /// What DNS serves from it under `zone`, and why it was cut.
-    pub(crate) fn published(self, zone: Zone) -> (Published, String) {
-        let p = Published {
+    /// What DNS serves from it under `zone`.
+    pub(crate) fn published(self, zone: Zone) -> Published {
+        Published {
             cluster: self.cluster,
             number: self.number,
             at: self.at,
+            reason: self.reason,
             records: self.records,
             held: self.held,
             zone,
-        };
-        (p, self.reason)
+        }
     }
 }
 
@@ -149,10 +149,8 @@ pub struct Start {
 /// A revision to store, then to push to the cluster's external DNS servers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Revision {
-    /// The records and zone it publishes.
+    /// The records and zone it publishes, and why it was cut.
     pub published: Arc<Published>,
-    /// Why it was cut.
-    pub reason: String,
     /// Lines that answer by their all-down policy, which and why.
     pub held: BTreeMap<vantage_core::ids::LineId, vantage_core::answer::LineHold>,
 }
@@ -160,9 +158,9 @@ pub struct Revision {
 impl Revision {
     /// Why it was cut, as a word for counting: `health`, `scheduling` or `configuration`.
     pub fn cause(&self) -> &'static str {
-        if self.reason.starts_with("Scheduling:") {
+        if self.published.reason.starts_with("Scheduling:") {
             "scheduling"
-        } else if self.reason.starts_with("Node health changed") {
+        } else if self.published.reason.starts_with("Node health changed") {
             "health"
         } else {
             "configuration"
@@ -327,7 +325,7 @@ impl Control {
             // The published records survive a restart even when the state did not.
             slot.state.published.get_or_insert_with(|| r.records.clone());
             let line_since = r.records.lines.keys().map(|l| (*l, r.at)).collect();
-            let (published, _) = r.published(zone);
+            let published = r.published(zone);
             snapshots.insert(
                 published.cluster,
                 Arc::new(ClusterSnapshot {
@@ -1177,16 +1175,14 @@ impl Control {
                 cluster: id,
                 number: slot.revision,
                 at: now,
+                reason: draft.reason.clone(),
                 records: draft.records.clone(),
                 held: draft.held.clone(),
                 zone: zone.clone(),
             });
-            self.events.revision(&p, published.as_ref().map(|p| &p.records), &draft.reason, now);
-            self.outputs.push_back(Output::Revision(Revision {
-                published: p.clone(),
-                reason: draft.reason.clone(),
-                held: draft.held.clone(),
-            }));
+            self.events.revision(&p, published.as_ref().map(|p| &p.records), now);
+            self.outputs
+                .push_back(Output::Revision(Revision { published: p.clone(), held: draft.held.clone() }));
             published = Some(p);
         }
         let changed = !out.revisions.is_empty() || !out.events.is_empty();

@@ -182,7 +182,8 @@ impl EventLog {
 
     /// The event of revision `p`: why it was cut, what it changed per line since `before`,
     /// and the lines the protection held.
-    pub(crate) fn revision(&mut self, p: &Published, before: Option<&Records>, reason: &str, now: Timestamp) {
+    pub(crate) fn revision(&mut self, p: &Published, before: Option<&Records>, now: Timestamp) {
+        let reason = &p.reason;
         let zone = &p.zone;
         let lines = line_changes(before, &p.records, |l| zone.line_name(l));
         let held: std::collections::BTreeMap<String, &vantage_core::answer::LineHold> =

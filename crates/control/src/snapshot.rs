@@ -80,6 +80,9 @@ pub struct Published {
     pub number: u32,
     /// When it was cut.
     pub at: Timestamp,
+    /// Why it was cut: kept with what DNS serves, so a status reads it from memory even while
+    /// the store, which keeps every revision, is away.
+    pub reason: String,
     /// Its records.
     pub records: Records,
     /// Lines that answer by their all-down policy in it, which and why: what every status,

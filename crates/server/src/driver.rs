@@ -189,14 +189,14 @@ fn event_row(e: &FleetEvent) -> EventRow {
 /// changes (DNS serves from memory) and the revision waits to be stored.
 async fn revision(app: &Arc<App>, r: Revision, unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>) {
     let p = &r.published;
-    tracing::info!(cluster = %p.zone.name, revision = p.number, reason = %r.reason, records = ?p.records.all, "revision");
+    tracing::info!(cluster = %p.zone.name, revision = p.number, reason = %p.reason, records = ?p.records.all, "revision");
     app.metrics().revision(&p.zone.name, r.cause());
     let rows = unsaved.entry(p.cluster).or_default();
     rows.push(RevisionRow {
         cluster: p.cluster.0,
         number: p.number,
         at: p.at,
-        reason: r.reason.clone(),
+        reason: p.reason.clone(),
         records: serde_json::to_value(&p.records).unwrap_or_default(),
         held: serde_json::to_value(&r.held).unwrap_or_default(),
         publish: json!([]),

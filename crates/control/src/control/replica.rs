@@ -135,9 +135,9 @@ impl Control {
         slot.revision = r.number;
         slot.state.publish(Some(r.records.clone()), r.at);
         let cluster = r.cluster;
-        let (published, reason) = r.published(zone);
+        let published = r.published(zone);
         let previous = before.published.as_ref().map(|p| &p.records);
-        self.events.revision(&published, previous, &reason, now);
+        self.events.revision(&published, previous, now);
         let line_since = super::since_lines(&before, Some(&published), now);
         let snapshot = ClusterSnapshot { published: Some(published.into()), line_since, ..(*before).clone() };
         let mut all = crate::snapshot::Snapshots::clone(&self.snapshots);

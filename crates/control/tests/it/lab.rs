@@ -202,7 +202,7 @@ pub(crate) fn revisions(outputs: &[Output]) -> Vec<(u32, String)> {
     outputs
         .iter()
         .filter_map(|o| match o {
-            Output::Revision(r) => Some((r.published.number, r.reason.clone())),
+            Output::Revision(r) => Some((r.published.number, r.published.reason.clone())),
             _ => None,
         })
         .collect()
