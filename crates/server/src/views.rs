@@ -663,6 +663,8 @@ pub struct DnsView {
     pub revision: Option<u32>,
     /// When it was cut.
     pub at: Option<Timestamp>,
+    /// Why it was cut (read from memory, as DNS answers: it is there while the store is not).
+    pub reason: Option<String>,
     /// Records per line.
     pub lines: Vec<DnsLine>,
     /// `all.<domain>`: the union of every line.

@@ -131,6 +131,15 @@ impl Client {
         self.call(Method::GET, path, None).await
     }
 
+    /// What `/readyz` says when the server is not ready (its store is away), `None` when it is.
+    pub(super) async fn unready(&self) -> anyhow::Result<Option<String>> {
+        let resp = self.request(Method::GET, "/readyz").send().await;
+        let resp = resp.with_context(|| format!("cannot reach the server at {}", self.base))?;
+        let ready = resp.status().is_success();
+        let text = resp.text().await?;
+        Ok((!ready).then(|| text.trim().to_owned()))
+    }
+
     /// `DELETE path`.
     pub(super) async fn delete(&self, path: &str) -> anyhow::Result<()> {
         self.raw(Method::DELETE, path, None).await.map(drop)

@@ -6,7 +6,7 @@ use serde::Serialize;
 use vantage_control::alerts::Alert;
 use vantage_control::observe::ProberStatus;
 use vantage_core::reachability::Condition;
-use vantage_server::views::{Alerts, ClusterView, DnsView, Items, NodeView, ProberView, Revisions};
+use vantage_server::views::{Alerts, ClusterView, DnsView, Items, NodeView, ProberView};
 
 use super::client::Client;
 use super::print;
@@ -15,6 +15,10 @@ use super::table::{age, cell, condition};
 /// What `status` shows, also its `--json` output.
 #[derive(Debug, Serialize)]
 struct Status {
+    /// Why the server is not ready (its store is away: changes wait for it, reads answer
+    /// from memory); absent when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unready: Option<String>,
     probers: Vec<ProberView>,
     alerts: Vec<Alert>,
     clusters: Vec<ClusterStatus>,
@@ -25,7 +29,7 @@ struct Status {
 struct ClusterStatus {
     cluster: ClusterView,
     dns: DnsView,
-    /// Why the newest revision was cut.
+    /// Why the revision DNS answers was cut.
     reason: Option<String>,
     /// Lines that answer by their all-down policy: name, and which and why.
     held: Vec<(String, String)>,
@@ -44,15 +48,14 @@ fn healthy(n: &NodeView) -> bool {
 
 /// Prints the status of every cluster, or of `only`.
 pub(super) async fn status(c: &Client, only: Option<i64>, json: bool) -> anyhow::Result<()> {
+    let unready = c.unready().await?;
     let probers: Items<ProberView> = c.get("/v1/probers").await?;
     let alerts: Alerts = c.get("/v1/alerts").await?;
     let clusters: Items<ClusterView> = c.get("/v1/clusters").await?;
     let nodes: Items<NodeView> = c.get("/v1/nodes").await?;
-    let mut out = Status { probers: probers.items, alerts: alerts.open, clusters: Vec::new() };
+    let mut out = Status { unready, probers: probers.items, alerts: alerts.open, clusters: Vec::new() };
     for cluster in clusters.items.into_iter().filter(|x| only.is_none_or(|id| id == x.id)) {
         let dns: DnsView = c.get(&format!("/v1/clusters/{}/dns", cluster.id)).await?;
-        let revisions: Revisions = c.get(&format!("/v1/clusters/{}/revisions", cluster.id)).await?;
-        let newest = revisions.items.first();
         // Read from the published revision, as DNS answers it.
         let held = dns
             .lines
@@ -62,7 +65,7 @@ pub(super) async fn status(c: &Client, only: Option<i64>, json: bool) -> anyhow:
         let (troubled, fine): (Vec<_>, Vec<_>) =
             nodes.items.iter().filter(|n| n.cluster.0 == cluster.id).cloned().partition(|n| !healthy(n));
         out.clusters.push(ClusterStatus {
-            reason: newest.map(|r| r.reason.clone()),
+            reason: dns.reason.clone(),
             held,
             troubled,
             healthy: fine.len(),
@@ -81,6 +84,9 @@ pub(super) async fn status(c: &Client, only: Option<i64>, json: bool) -> anyhow:
 fn show(s: &Status) {
     let online = s.probers.iter().filter(|p| p.status == ProberStatus::Online).count();
     let enabled = s.probers.iter().filter(|p| p.enabled).count();
+    if let Some(why) = &s.unready {
+        println!("store     {why}: changes wait for it; what follows is from memory");
+    }
     println!("probers   {online} of {enabled} online");
     for p in s.probers.iter().filter(|p| p.enabled && p.status != ProberStatus::Online) {
         let seen =

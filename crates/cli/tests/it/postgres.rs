@@ -190,6 +190,9 @@ async fn with_the_database_gone_dns_keeps_its_last_revision_and_changes_wait_for
         LabFleet::start_with("cdn.pg.example", spec).await;
     let ready = || async { reqwest::get(format!("{}/readyz", s.url)).await.unwrap().status().as_u16() };
     assert_eq!(ready().await, 200);
+    let browser = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let login = s.ui_login(&browser).await;
+    let cookie = login.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
 
     db.cut().await;
     let cut = Instant::now();
@@ -198,6 +201,23 @@ async fn with_the_database_gone_dns_keeps_its_last_revision_and_changes_wait_for
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     println!("postgres: cut → /readyz 503 after {:.1} s", cut.elapsed().as_secs_f64());
+    // The operator still sees the fleet, from memory, and is told changes wait.
+    let out = s.ctl(&["status"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("store     store unavailable"), "{text}");
+    assert!(text.contains("changes wait for it"), "{text}");
+    let cluster_line =
+        text.lines().find(|l| l.starts_with("cluster   video (cdn.pg.example)")).unwrap_or_default();
+    let revision =
+        cluster_line.split_once("  revision ").and_then(|(_, r)| r.split_once(',')).map(|(n, _)| n);
+    let revision = revision.unwrap_or_else(|| panic!("the revision DNS answers: {text}"));
+    assert!(!cluster_line.ends_with(": -"), "and why it was cut: {text}");
+    let page = browser.get(format!("{}/ui", s.url)).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let page = page.text().await.unwrap();
+    assert!(page.contains(r#"id="store-paused""#) && page.contains("Changes are paused"), "{page}");
+    assert!(page.contains(&format!("#{revision} ")), "the revision DNS answers, from memory: {page}");
     let (status, body) =
         s.call(Method::POST, "/v1/regions", Some(json!({"code": "sa-br", "name": "São Paulo"}))).await;
     assert_eq!((status, body["error"]["status"].as_u64()), (503, Some(503)), "{body}");

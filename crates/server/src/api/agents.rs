@@ -458,6 +458,7 @@ async fn dns(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Dn
         ttl,
         revision: p.map(|p| p.number),
         at: p.map(|p| p.at),
+        reason: p.map(|p| p.reason.clone()),
         lines,
         all: p.map(|p| p.records.all.clone()).unwrap_or_default(),
     }))

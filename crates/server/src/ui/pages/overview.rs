@@ -36,6 +36,9 @@ struct OverviewPage {
     alerts: Vec<AlertRow>,
     revisions: Vec<RevisionRow>,
     problems: Vec<ProblemRow>,
+    /// Why the stored revisions cannot be read (the store is away): the page says changes
+    /// are paused and shows each cluster's revision from memory, as DNS answers it.
+    paused: Option<String>,
 }
 
 pub(in crate::ui) async fn overview(
@@ -59,16 +62,31 @@ pub(in crate::ui) async fn overview(
     let cluster_names: HashMap<i64, String> = clusters.items.iter().map(|c| (c.id, c.name.clone())).collect();
     let mut rows = Vec::new();
     let mut revisions = Vec::new();
+    let mut paused = None;
     for c in &clusters.items {
-        let revs: views::Revisions = api.get(&format!("/v1/clusters/{}/revisions?limit=5", c.id)).await?;
-        let latest = revs.items.first();
+        let stored = api.get::<views::Revisions>(&format!("/v1/clusters/{}/revisions?limit=5", c.id)).await;
+        let latest = match stored {
+            Ok(revs) => {
+                let latest = revs.items.first().map(|r| (r.number, r.reason.clone(), r.at));
+                revisions.extend(revs.items.into_iter().map(|r| (r.at, c.id, r)));
+                latest
+            }
+            Err(PageError::Failed(StatusCode::SERVICE_UNAVAILABLE, why)) => {
+                paused = Some(why);
+                let dns: views::Dns = api.get(&format!("/v1/clusters/{}/dns", c.id)).await?;
+                dns.revision.zip(dns.reason).zip(dns.at).map(|((n, reason), at)| (n, reason, at))
+            }
+            Err(e) => return Err(e),
+        };
         rows.push(ClusterRow::new(
             c,
             healths.iter().filter(|(n, _)| n.cluster.0 == c.id).map(|(_, h)| h),
-            latest.map(|r| format!("#{} {}", r.number, r.reason)).unwrap_or_else(|| "none yet".into()),
-            time_or(latest.map(|r| r.at), at, ""),
+            latest
+                .as_ref()
+                .map(|(n, reason, _)| format!("#{n} {reason}"))
+                .unwrap_or_else(|| "none yet".into()),
+            time_or(latest.map(|(_, _, at)| at), at, ""),
         ));
-        revisions.extend(revs.items.into_iter().map(|r| (r.at, c.id, r)));
     }
     revisions.sort_by_key(|r| std::cmp::Reverse(r.0));
     let revisions = revisions
@@ -108,6 +126,7 @@ pub(in crate::ui) async fn overview(
         clusters: rows,
         revisions,
         problems,
+        paused,
     };
     Ok(render(&page))
 }
