@@ -218,6 +218,10 @@ async fn with_the_database_gone_dns_keeps_its_last_revision_and_changes_wait_for
     let page = page.text().await.unwrap();
     assert!(page.contains(r#"id="store-paused""#) && page.contains("Changes are paused"), "{page}");
     assert!(page.contains(&format!("#{revision} ")), "the revision DNS answers, from memory: {page}");
+    let scrape = s.req(Method::GET, "/metrics").send().await.unwrap();
+    assert_eq!(scrape.status(), 200, "metrics are read from memory");
+    let scrape = scrape.text().await.unwrap();
+    assert!(scrape.contains("vantage_http_requests_total{"), "{scrape}");
     let (status, body) =
         s.call(Method::POST, "/v1/regions", Some(json!({"code": "sa-br", "name": "São Paulo"}))).await;
     assert_eq!((status, body["error"]["status"].as_u64()), (503, Some(503)), "{body}");
