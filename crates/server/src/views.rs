@@ -34,6 +34,13 @@ pub struct Items<T> {
     pub items: Vec<T>,
 }
 
+/// An empty list (what a page shows of a stored list while the store is away).
+impl<T> Default for Items<T> {
+    fn default() -> Self {
+        Items { items: Vec::new() }
+    }
+}
+
 impl<T> From<Vec<T>> for Items<T> {
     fn from(items: Vec<T>) -> Self {
         Items { items }
@@ -727,7 +734,7 @@ pub struct LineName {
 }
 
 /// A cluster's revisions, newest first, and the names of the lines they mention.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct Revisions {
     /// Revisions, newest first.
     pub items: Vec<RevisionView>,

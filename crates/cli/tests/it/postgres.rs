@@ -213,11 +213,17 @@ async fn with_the_database_gone_dns_keeps_its_last_revision_and_changes_wait_for
         cluster_line.split_once("  revision ").and_then(|(_, r)| r.split_once(',')).map(|(n, _)| n);
     let revision = revision.unwrap_or_else(|| panic!("the revision DNS answers: {text}"));
     assert!(!cluster_line.ends_with(": -"), "and why it was cut: {text}");
-    let page = browser.get(format!("{}/ui", s.url)).header("cookie", &cookie).send().await.unwrap();
-    assert_eq!(page.status(), 200);
-    let page = page.text().await.unwrap();
-    assert!(page.contains(r#"id="store-paused""#) && page.contains("Changes are paused"), "{page}");
-    assert!(page.contains(&format!("#{revision} ")), "the revision DNS answers, from memory: {page}");
+    let (_, nodes) = s.call(Method::GET, "/v1/nodes", None).await;
+    let node = nodes["items"][0]["id"].as_i64().unwrap();
+    let mut pages = Vec::new();
+    for path in ["/ui".to_owned(), format!("/ui/clusters/{cluster}"), format!("/ui/nodes/{node}")] {
+        let page = browser.get(format!("{}{path}", s.url)).header("cookie", &cookie).send().await.unwrap();
+        assert_eq!(page.status(), 200, "{path}");
+        let page = page.text().await.unwrap();
+        assert!(page.contains(r#"id="store-away""#) && page.contains("Changes are paused"), "{path}: {page}");
+        pages.push(page);
+    }
+    assert!(pages[0].contains(&format!("#{revision} ")), "the revision DNS answers, from memory: {}", pages[0]);
     let scrape = s.req(Method::GET, "/metrics").send().await.unwrap();
     assert_eq!(scrape.status(), 200, "metrics are read from memory");
     let scrape = scrape.text().await.unwrap();
@@ -251,4 +257,7 @@ async fn with_the_database_gone_dns_keeps_its_last_revision_and_changes_wait_for
     })
     .await;
     s.create("/v1/regions", json!({"code": "sa-br", "name": "São Paulo"})).await;
+    let page = browser.get(format!("{}/ui", s.url)).header("cookie", &cookie).send().await.unwrap();
+    let page = page.text().await.unwrap();
+    assert!(page.contains("Overview") && !page.contains("store-away"), "{page}");
 }

@@ -2,12 +2,16 @@
 //! the visitor's session cookie and the UI header, exactly as the page's own `fetch()` calls
 //! do. So the pages show what the API answers, under the same authentication.
 
+use std::sync::{Arc, Mutex};
+
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::de::DeserializeOwned;
 use tower::ServiceExt;
+
+use crate::support::lock;
 
 use super::session::{COOKIE, UI_HEADER};
 
@@ -19,6 +23,9 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 pub(super) struct Client {
     api: Router,
     cookie: String,
+    /// Why the store answered 503 to a [`get_stored`](Self::get_stored), for the page's
+    /// banner.
+    store_away: Arc<Mutex<Option<String>>>,
 }
 
 /// Why a page cannot be shown.
@@ -35,7 +42,25 @@ pub(super) enum PageError {
 impl Client {
     /// A client for the visitor with session `session`.
     pub(super) fn new(api: Router, session: &str) -> Self {
-        Client { api, cookie: format!("{COOKIE}={session}") }
+        Client { api, cookie: format!("{COOKIE}={session}"), store_away: Arc::default() }
+    }
+
+    /// `GET path` of what only the store keeps (stored revisions, events, history): while
+    /// the store is away (503), nothing, and the reason is kept for the page to say that
+    /// changes are paused. Everything else a page shows is read from memory.
+    pub(super) async fn get_stored<T: DeserializeOwned + Default>(&self, path: &str) -> Result<T, PageError> {
+        match self.get(path).await {
+            Err(PageError::Failed(StatusCode::SERVICE_UNAVAILABLE, why)) => {
+                *lock(&self.store_away) = Some(why);
+                Ok(T::default())
+            }
+            other => other,
+        }
+    }
+
+    /// Why the store could not be read for this page, if it could not.
+    pub(super) fn store_away(&self) -> Option<String> {
+        lock(&self.store_away).clone()
     }
 
     /// `GET path`, as JSON of type `T`.

@@ -292,7 +292,8 @@ pub(in crate::ui) async fn cluster(
     let lines: Items<views::Line> = api.get(&format!("/v1/clusters/{id}/lines")).await?;
     let nodes: Items<views::Node> = api.get("/v1/nodes").await?;
     let dns: views::Dns = api.get(&format!("/v1/clusters/{id}/dns")).await?;
-    let revisions: views::Revisions = api.get(&format!("/v1/clusters/{id}/revisions?limit=20")).await?;
+    let revisions: views::Revisions =
+        api.get_stored(&format!("/v1/clusters/{id}/revisions?limit=20")).await?;
     let events = timeline::recent(&api, &format!("cluster={id}"), at).await?;
     let rules: Items<views::Rule> = api.get(&format!("/v1/clusters/{id}/rules")).await?;
     let preview: Option<Value> = api.get_optional(&format!("/v1/clusters/{id}/preview")).await?;
@@ -343,7 +344,7 @@ pub(in crate::ui) async fn cluster(
         })
         .collect();
     let page = ClusterPage {
-        frame: Frame::new(&v, format!("Cluster {}", c.name), "clusters", 10),
+        frame: Frame::new(&v, format!("Cluster {}", c.name), "clusters", 10).reading(&api),
         listeners: listeners_text(&c),
         check_path: check_text(&c.probed_with.check),
         dns_revision: dns.revision.map(|n| format!("#{n}")).unwrap_or_else(|| "none yet".into()),

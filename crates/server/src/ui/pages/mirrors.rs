@@ -319,7 +319,13 @@ mod tests {
             .unwrap(),
         );
         let page = MirrorPage {
-            frame: Frame { title: "Mirror".into(), active: "mirrors", user: "ops".into(), refresh: 10 },
+            frame: Frame {
+                title: "Mirror".into(),
+                active: "mirrors",
+                user: "ops".into(),
+                refresh: 10,
+                store_away: None,
+            },
             row: mirror_row(&m, at),
             check: "default".into(),
             address: String::new(),
@@ -355,7 +361,13 @@ mod tests {
             ],
         };
         let page = MirrorsPage {
-            frame: Frame { title: "Mirrors".into(), active: "mirrors", user: "ops".into(), refresh: 10 },
+            frame: Frame {
+                title: "Mirrors".into(),
+                active: "mirrors",
+                user: "ops".into(),
+                refresh: 10,
+                store_away: None,
+            },
             tab: "mirrors",
             reload: reload(&status, at),
             mirrors: Vec::new(),
@@ -389,7 +401,13 @@ mod tests {
         };
         let columns = columns(&[region("ap-sg", "Singapore")], std::slice::from_ref(&m));
         let page = MirrorsPage {
-            frame: Frame { title: "Mirrors".into(), active: "mirrors", user: "ops".into(), refresh: 10 },
+            frame: Frame {
+                title: "Mirrors".into(),
+                active: "mirrors",
+                user: "ops".into(),
+                refresh: 10,
+                store_away: None,
+            },
             tab: "mirrors",
             reload: reload(&status, at),
             mirrors: vec![mirror_row(&m, at)],

@@ -42,11 +42,19 @@ pub(in crate::ui) struct Frame {
     active: &'static str,
     user: String,
     refresh: u32,
+    /// Why the store could not be read for the page (its banner says changes are paused).
+    store_away: Option<String>,
 }
 
 impl Frame {
     fn new(v: &Visitor, title: impl Into<String>, active: &'static str, refresh: u32) -> Self {
-        Frame { title: title.into(), active, user: v.user.name.clone(), refresh }
+        Frame { title: title.into(), active, user: v.user.name.clone(), refresh, store_away: None }
+    }
+
+    /// Says, on a page that reads what only the store keeps, when `api` found it away.
+    fn reading(mut self, api: &Client) -> Self {
+        self.store_away = api.store_away();
+        self
     }
 }
 

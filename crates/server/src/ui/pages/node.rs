@@ -302,7 +302,7 @@ pub(in crate::ui) async fn node(
         .unwrap_or_default();
     let columns = region_columns(&n.addresses);
     let page = NodePage {
-        frame: Frame::new(&v, format!("Node {}", n.name), "clusters", 10),
+        frame: Frame::new(&v, format!("Node {}", n.name), "clusters", 10).reading(&api),
         cluster: c.name,
         group: groups.items.iter().find(|g| g.id == n.group.0).map(|g| g.name.clone()).unwrap_or_default(),
         health: h.badge(),

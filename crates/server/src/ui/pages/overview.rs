@@ -36,9 +36,6 @@ struct OverviewPage {
     alerts: Vec<AlertRow>,
     revisions: Vec<RevisionRow>,
     problems: Vec<ProblemRow>,
-    /// Why the stored revisions cannot be read (the store is away): the page says changes
-    /// are paused and shows each cluster's revision from memory, as DNS answers it.
-    paused: Option<String>,
 }
 
 pub(in crate::ui) async fn overview(
@@ -62,22 +59,19 @@ pub(in crate::ui) async fn overview(
     let cluster_names: HashMap<i64, String> = clusters.items.iter().map(|c| (c.id, c.name.clone())).collect();
     let mut rows = Vec::new();
     let mut revisions = Vec::new();
-    let mut paused = None;
     for c in &clusters.items {
-        let stored = api.get::<views::Revisions>(&format!("/v1/clusters/{}/revisions?limit=5", c.id)).await;
-        let latest = match stored {
-            Ok(revs) => {
-                let latest = revs.items.first().map(|r| (r.number, r.reason.clone(), r.at));
-                revisions.extend(revs.items.into_iter().map(|r| (r.at, c.id, r)));
-                latest
-            }
-            Err(PageError::Failed(StatusCode::SERVICE_UNAVAILABLE, why)) => {
-                paused = Some(why);
+        let stored: views::Revisions =
+            api.get_stored(&format!("/v1/clusters/{}/revisions?limit=5", c.id)).await?;
+        let latest = match stored.items.first() {
+            Some(r) => Some((r.number, r.reason.clone(), r.at)),
+            // The store is away: the revision DNS answers, from memory.
+            None if api.store_away().is_some() => {
                 let dns: views::Dns = api.get(&format!("/v1/clusters/{}/dns", c.id)).await?;
                 dns.revision.zip(dns.reason).zip(dns.at).map(|((n, reason), at)| (n, reason, at))
             }
-            Err(e) => return Err(e),
+            None => None,
         };
+        revisions.extend(stored.items.into_iter().map(|r| (r.at, c.id, r)));
         rows.push(ClusterRow::new(
             c,
             healths.iter().filter(|(n, _)| n.cluster.0 == c.id).map(|(_, h)| h),
@@ -113,7 +107,7 @@ pub(in crate::ui) async fn overview(
         .collect();
     let count = |s: ProberStatus| probers.items.iter().filter(|p| p.status == s).count();
     let page = OverviewPage {
-        frame: Frame::new(&v, "Overview", "overview", 10),
+        frame: Frame::new(&v, "Overview", "overview", 10).reading(&api),
         nodes_total: healths.len(),
         nodes_healthy: healths.iter().filter(|(_, h)| h.healthy()).count(),
         nodes_disabled: healths.iter().filter(|(n, _)| !n.enabled).count(),
@@ -126,7 +120,6 @@ pub(in crate::ui) async fn overview(
         clusters: rows,
         revisions,
         problems,
-        paused,
     };
     Ok(render(&page))
 }

@@ -35,7 +35,7 @@ pub(in crate::ui) async fn recent(
     filter: &str,
     now: Timestamp,
 ) -> Result<Vec<EventRow>, PageError> {
-    let events: Items<FleetEvent> = api.get(&format!("/v1/events?{filter}&limit={SHOWN}")).await?;
+    let events: Items<FleetEvent> = api.get_stored(&format!("/v1/events?{filter}&limit={SHOWN}")).await?;
     Ok(events
         .items
         .into_iter()
@@ -57,12 +57,12 @@ pub(in crate::ui) async fn marks(
 ) -> Result<Vec<chart::Mark>, PageError> {
     let from = urlencode(&since.to_string());
     let changes: Items<FleetEvent> = api
-        .get(&format!(
+        .get_stored(&format!(
             "/v1/events?node={node}&kind=address_unreachable,address_reachable&since={from}&limit=1000"
         ))
         .await?;
     let revisions: Items<FleetEvent> =
-        api.get(&format!("/v1/events?cluster={cluster}&kind=revision&since={from}&limit=200")).await?;
+        api.get_stored(&format!("/v1/events?cluster={cluster}&kind=revision&since={from}&limit=200")).await?;
     let mut marks = outages(changes.items, (since, until));
     for e in revisions.items {
         marks.push(chart::Mark { at: e.at, until: None, label: e.summary });
