@@ -223,7 +223,11 @@ async fn with_the_database_gone_dns_keeps_its_last_revision_and_changes_wait_for
         assert!(page.contains(r#"id="store-away""#) && page.contains("Changes are paused"), "{path}: {page}");
         pages.push(page);
     }
-    assert!(pages[0].contains(&format!("#{revision} ")), "the revision DNS answers, from memory: {}", pages[0]);
+    assert!(
+        pages[0].contains(&format!("#{revision} ")),
+        "the revision DNS answers, from memory: {}",
+        pages[0]
+    );
     let scrape = s.req(Method::GET, "/metrics").send().await.unwrap();
     assert_eq!(scrape.status(), 200, "metrics are read from memory");
     let scrape = scrape.text().await.unwrap();

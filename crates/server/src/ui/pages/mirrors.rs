@@ -249,6 +249,11 @@ pub(in crate::ui) async fn mirror(
 mod tests {
     use super::*;
 
+    /// The frame of a page of these tests.
+    fn frame(title: &str) -> Frame {
+        Frame { title: title.into(), active: "mirrors", user: "ops".into(), refresh: 10, store_away: None }
+    }
+
     fn mirror(host: &str, regions: &[&str]) -> views::Mirror {
         let regions: serde_json::Map<String, Value> = regions
             .iter()
@@ -319,13 +324,7 @@ mod tests {
             .unwrap(),
         );
         let page = MirrorPage {
-            frame: Frame {
-                title: "Mirror".into(),
-                active: "mirrors",
-                user: "ops".into(),
-                refresh: 10,
-                store_away: None,
-            },
+            frame: frame("Mirror"),
             row: mirror_row(&m, at),
             check: "default".into(),
             address: String::new(),
@@ -361,13 +360,7 @@ mod tests {
             ],
         };
         let page = MirrorsPage {
-            frame: Frame {
-                title: "Mirrors".into(),
-                active: "mirrors",
-                user: "ops".into(),
-                refresh: 10,
-                store_away: None,
-            },
+            frame: frame("Mirrors"),
             tab: "mirrors",
             reload: reload(&status, at),
             mirrors: Vec::new(),
@@ -401,13 +394,7 @@ mod tests {
         };
         let columns = columns(&[region("ap-sg", "Singapore")], std::slice::from_ref(&m));
         let page = MirrorsPage {
-            frame: Frame {
-                title: "Mirrors".into(),
-                active: "mirrors",
-                user: "ops".into(),
-                refresh: 10,
-                store_away: None,
-            },
+            frame: frame("Mirrors"),
             tab: "mirrors",
             reload: reload(&status, at),
             mirrors: vec![mirror_row(&m, at)],
