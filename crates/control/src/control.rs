@@ -149,10 +149,8 @@ pub struct Start {
 /// A revision to store, then to push to the cluster's external DNS servers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Revision {
-    /// The records and zone it publishes, and why it was cut.
+    /// The records and zone it publishes, why it was cut, and the lines it holds.
     pub published: Arc<Published>,
-    /// Lines that answer by their all-down policy, which and why.
-    pub held: BTreeMap<vantage_core::ids::LineId, vantage_core::answer::LineHold>,
 }
 
 impl Revision {
@@ -1181,8 +1179,7 @@ impl Control {
                 zone: zone.clone(),
             });
             self.events.revision(&p, published.as_ref().map(|p| &p.records), now);
-            self.outputs
-                .push_back(Output::Revision(Revision { published: p.clone(), held: draft.held.clone() }));
+            self.outputs.push_back(Output::Revision(Revision { published: p.clone() }));
             published = Some(p);
         }
         let changed = !out.revisions.is_empty() || !out.events.is_empty();

@@ -198,7 +198,7 @@ async fn revision(app: &Arc<App>, r: Revision, unsaved: &mut BTreeMap<ClusterId,
         at: p.at,
         reason: p.reason.clone(),
         records: serde_json::to_value(&p.records).unwrap_or_default(),
-        held: serde_json::to_value(&r.held).unwrap_or_default(),
+        held: serde_json::to_value(&p.held).unwrap_or_default(),
         publish: json!([]),
     });
     store_unsaved(app, rows).await;
