@@ -41,7 +41,9 @@ use crate::spread::Spread;
 use crate::target::TargetKey;
 use crate::work::{Issued, TcpFallback, addresses_in_use, targets};
 
+mod dry_run;
 mod replica;
+pub use dry_run::{ClusterAfter, LineAfter};
 pub use replica::{Relayed, Role};
 
 /// A report triggers its clusters at most this often (SPEC §5.5).

@@ -25,5 +25,6 @@ pub mod target;
 pub mod work;
 
 pub use control::{
-    AuditEntry, Control, Output, Relayed, ReportError, Revision, Role, Start, StoredRevision, Timing,
+    AuditEntry, ClusterAfter, Control, LineAfter, Output, Relayed, ReportError, Revision, Role, Start,
+    StoredRevision, Timing,
 };

@@ -8,6 +8,7 @@ mod certificates;
 mod changes;
 mod checks;
 mod detection;
+mod dry_run;
 mod enrollment;
 mod events;
 mod fleet;
