@@ -22,8 +22,10 @@ use vantage_core::reachability::{Condition, Reachability, Verdict};
 use vantage_core::result::ErrorCode;
 use vantage_core::rules::Rule;
 
+mod fleet;
 mod mirrors;
 mod monitors;
+pub use fleet::*;
 pub use mirrors::*;
 pub use monitors::*;
 

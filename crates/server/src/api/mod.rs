@@ -240,6 +240,25 @@ fn as_object(
     }
 }
 
+/// The JSON Schema (2020-12) of `T`, from the same schemas the OpenAPI document holds: its
+/// named parts under `$defs`, flattened structs merged as there.
+pub(crate) fn json_schema<T: ToSchema>() -> serde_json::Value {
+    let mut schemas = Schemas::new();
+    let root = component::<T>(&mut schemas);
+    merge_flattened(&mut schemas);
+    let defs: serde_json::Map<String, serde_json::Value> =
+        schemas.into_iter().map(|(name, s)| (name, serde_json::to_value(s).unwrap_or_default())).collect();
+    let doc = serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": T::name(),
+        "$ref": serde_json::to_value(root).unwrap_or_default()["$ref"],
+        "$defs": defs,
+    });
+    // The OpenAPI document's references point into its components; here they point to `$defs`.
+    let text = doc.to_string().replace("#/components/schemas/", "#/$defs/");
+    serde_json::from_str(&text).unwrap_or(doc)
+}
+
 fn json_content(schema: RefOr<Schema>) -> utoipa::openapi::Content {
     ContentBuilder::new().schema(Some(schema)).build()
 }
@@ -412,7 +431,7 @@ async fn require_admin(State(Auth { app, sessions }): State<Auth>, mut req: Requ
             return ApiError::Unauthorized("the web UI session has ended; log in again".into())
                 .into_response();
         };
-        if let Err(e) = may(user.read_only, req.method(), &user.name) {
+        if let Err(e) = may(user.read_only, &req, &user.name) {
             return e.into_response();
         }
         req.extensions_mut().insert(Actor(format!("admin:{}", user.name)));
@@ -428,7 +447,7 @@ async fn require_admin(State(Auth { app, sessions }): State<Auth>, mut req: Requ
     let Some((id, t)) = config.admin_tokens.iter().find(|(_, t)| t.value.sha256 == hash) else {
         return ApiError::Unauthorized("the admin token is not valid".into()).into_response();
     };
-    if let Err(e) = may(t.value.read_only, req.method(), &t.value.name) {
+    if let Err(e) = may(t.value.read_only, &req, &t.value.name) {
         return e.into_response();
     }
     req.extensions_mut().insert(Actor(format!("admin:{}", t.value.name)));
@@ -436,10 +455,14 @@ async fn require_admin(State(Auth { app, sessions }): State<Auth>, mut req: Requ
     next.run(req).await
 }
 
-/// A read-only token may read (`GET`, `HEAD`) and nothing else.
-fn may(read_only: bool, method: &axum::http::Method, name: &str) -> Result<(), ApiError> {
+/// A read-only token may read (`GET`, `HEAD`) and plan a fleet file (which writes nothing,
+/// so that a review job can run `ctl plan` with such a token), and nothing else.
+fn may(read_only: bool, req: &Request, name: &str) -> Result<(), ApiError> {
     use axum::http::Method;
-    if read_only && method != Method::GET && method != Method::HEAD {
+    let method = req.method();
+    let reads = method == Method::GET || method == Method::HEAD;
+    let plans = method == Method::POST && req.uri().path() == "/v1/fleet/plan";
+    if read_only && !reads && !plans {
         return Err(ApiError::Forbidden(format!(
             "the admin token {name:?} is read-only: it may look at everything and change nothing"
         )));

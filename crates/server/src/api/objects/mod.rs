@@ -25,6 +25,7 @@ use vantage_core::monitor::{Monitor, MonitorInput};
 use vantage_core::rules::{Rule, RuleInput};
 use vantage_core::settings::{ProbeSettings, ProbeSettingsInput};
 
+mod fleet;
 mod kinds;
 mod settings;
 
@@ -365,6 +366,7 @@ impl KeepPrivate for ProberRecord {
 
 pub(super) fn routes(api: &mut Api) {
     super::agents::routes(api);
+    fleet::routes(api);
     top_level!(api, Region, "/v1/regions", "regions", "region", create: true);
     top_level!(api, Cluster, "/v1/clusters", "clusters", "cluster", create: true);
     top_level!(api, NodeRecord, "/v1/nodes", "nodes", "node", create: true);

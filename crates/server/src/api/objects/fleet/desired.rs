@@ -1,0 +1,439 @@
+//! From a fleet file to the change that makes the configuration match it: every object parsed
+//! and validated as the API does (the same types, the same field-named errors, prefixed with
+//! where the object is in the file), names resolved to ids, existing objects found by name,
+//! and — with `prune` — what the file no longer holds deleted.
+
+use std::collections::BTreeMap;
+
+use serde_json::Map;
+
+use vantage_control::invariants::Refusal;
+use vantage_core::Timestamp;
+use vantage_core::ids::{GroupId, LineId};
+use vantage_core::mirror::MirrorSettings;
+
+use super::super::*;
+use super::export::object_doc;
+use crate::views::{ClusterFile, FleetFile, ObjectName};
+
+/// The change a fleet file asks for.
+pub(super) struct Desired {
+    /// The configuration after it.
+    pub next: Config,
+    /// Objects created or changed, in the order the file holds them.
+    pub puts: Vec<(i64, Object)>,
+    /// Objects deleted (with what goes with them).
+    pub deletes: Vec<i64>,
+    /// Objects the file does not hold, left as they are (without `prune`).
+    pub left: Vec<ObjectName>,
+}
+
+/// What to do with objects the file does not hold.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Absent {
+    /// Delete them.
+    pub prune: bool,
+    /// Even where that changes what DNS answers beyond the object.
+    pub force: bool,
+}
+
+/// A list the file holds: objects of its kind (in its cluster) that the file does not name
+/// are absent from it.
+#[derive(Debug, Clone, Copy)]
+enum Scope {
+    Regions,
+    Checks,
+    Webhooks,
+    Monitors,
+    Clusters,
+    Groups(ClusterId),
+    Lines(ClusterId),
+    Nodes(ClusterId),
+    Rules(ClusterId),
+}
+
+impl Scope {
+    /// The ids of its objects in `c`.
+    fn ids(self, c: &Config) -> Vec<i64> {
+        match self {
+            Scope::Regions => c.regions.keys().copied().collect(),
+            Scope::Checks => c.checks.keys().copied().collect(),
+            Scope::Webhooks => c.webhooks.keys().copied().collect(),
+            Scope::Monitors => c.monitors.keys().copied().collect(),
+            Scope::Clusters => c.clusters.keys().copied().collect(),
+            Scope::Groups(cl) => c.groups_of(cl).map(|(id, _)| id.0).collect(),
+            Scope::Lines(cl) => c.lines_of(cl).map(|(id, _)| id.0).collect(),
+            Scope::Nodes(cl) => c.nodes_of(cl).map(|(id, _)| id.0).collect(),
+            Scope::Rules(cl) => c.rules_of(cl).map(|(id, _)| id.0).collect(),
+        }
+    }
+
+    /// Whether object `id` may be deleted from `c`, and what goes with it.
+    fn delete(self, id: i64, c: &Config, force: bool) -> Result<Vec<i64>, Refusal> {
+        fn of<K: Kind>(id: i64, c: &Config, force: bool) -> Result<Vec<i64>, Refusal> {
+            if !force {
+                K::check_unforced_delete(id, c)?;
+            }
+            K::check_delete(id, c)
+        }
+        match self {
+            Scope::Regions => of::<Region>(id, c, force),
+            Scope::Checks => of::<NamedCheck>(id, c, force),
+            Scope::Webhooks => of::<Webhook>(id, c, force),
+            Scope::Monitors => of::<Monitor>(id, c, force),
+            Scope::Clusters => of::<Cluster>(id, c, force),
+            Scope::Groups(_) => of::<GroupRecord>(id, c, force),
+            Scope::Lines(_) => of::<LineRecord>(id, c, force),
+            Scope::Nodes(_) => of::<NodeRecord>(id, c, force),
+            Scope::Rules(_) => of::<RuleRecord>(id, c, force),
+        }
+    }
+}
+
+/// An error of the object at `at` in the file: its field is named from the file's root.
+fn within(at: &str) -> impl Fn(ApiError) -> ApiError + '_ {
+    move |e| match e {
+        ApiError::Invalid { field, reason } if field.starts_with('[') => {
+            ApiError::Invalid { field: format!("{at}{field}"), reason }
+        }
+        ApiError::Invalid { field, reason } if field == "body" => {
+            ApiError::Invalid { field: at.into(), reason }
+        }
+        ApiError::Invalid { field, reason } => ApiError::Invalid { field: format!("{at}.{field}"), reason },
+        ApiError::Conflict(m) => ApiError::invalid(at, m),
+        e => e,
+    }
+}
+
+struct Build<'a> {
+    app: &'a App,
+    current: &'a Config,
+    next: Config,
+    puts: Vec<(i64, Object)>,
+    /// Where each object the file names is in it.
+    paths: BTreeMap<i64, String>,
+    /// Each name already seen, by kind and cluster: where.
+    seen: BTreeMap<(&'static str, Option<ClusterId>, String), String>,
+    scopes: Vec<Scope>,
+    now: Timestamp,
+}
+
+/// The change that makes `current` what `file` says.
+pub(super) fn desired(
+    app: &App,
+    current: &Config,
+    file: &FleetFile,
+    absent: Absent,
+    now: Timestamp,
+) -> Result<Desired, ApiError> {
+    let mut b = Build {
+        app,
+        current,
+        next: current.clone(),
+        puts: Vec::new(),
+        paths: BTreeMap::new(),
+        seen: BTreeMap::new(),
+        scopes: Vec::new(),
+        now,
+    };
+    b.settings(file)?;
+    b.top::<Region>(file.regions.as_ref(), "regions", Scope::Regions)?;
+    b.top::<NamedCheck>(file.checks.as_ref(), "checks", Scope::Checks)?;
+    b.top::<Webhook>(file.webhooks.as_ref(), "webhooks", Scope::Webhooks)?;
+    b.top::<Monitor>(file.monitors.as_ref(), "monitors", Scope::Monitors)?;
+    if let Some(clusters) = &file.clusters {
+        b.scopes.push(Scope::Clusters);
+        for (i, cf) in clusters.iter().enumerate() {
+            b.cluster(&format!("clusters[{i}]"), cf)?;
+        }
+    }
+    b.finish(absent)
+}
+
+impl Build<'_> {
+    /// The settings the file holds, each replacing the current one when it differs.
+    fn settings(&mut self, file: &FleetFile) -> Result<(), ApiError> {
+        let Some(s) = &file.settings else { return Ok(()) };
+        let parse = |m: &Map<String, Value>| Value::Object(m.clone());
+        if let Some(m) = &s.probes {
+            let v: ProbeSettings = parse_json(parse(m)).map_err(within("settings.probes"))?;
+            self.setting(
+                self.current.settings != v,
+                self.current.settings_id,
+                Object::Settings(v),
+                "settings.probes",
+            );
+        }
+        if let Some(m) = &s.detection {
+            let v: DetectionSettings = parse_json(parse(m)).map_err(within("settings.detection"))?;
+            self.setting(
+                self.current.detection != v,
+                self.current.detection_id,
+                Object::Detection(v),
+                "settings.detection",
+            );
+        }
+        if let Some(m) = &s.mirrors {
+            let v: MirrorSettings = parse_json(parse(m)).map_err(within("settings.mirrors"))?;
+            let changed = self.current.mirror_settings != v;
+            self.setting(
+                changed,
+                self.current.mirror_settings_id,
+                Object::MirrorSettings(v),
+                "settings.mirrors",
+            );
+        }
+        Ok(())
+    }
+
+    fn setting(&mut self, changed: bool, id: Option<i64>, o: Object, at: &str) {
+        if !changed {
+            return;
+        }
+        let id = id.unwrap_or_else(|| self.next.allocate());
+        self.paths.insert(id, at.into());
+        self.next.put(id, o.clone(), self.now, self.now);
+        self.puts.push((id, o));
+    }
+
+    /// A top-level list of objects the API parses as they are.
+    fn top<K: Kind + KeepPrivate + PartialEq>(
+        &mut self,
+        list: Option<&Vec<Map<String, Value>>>,
+        path: &str,
+        scope: Scope,
+    ) -> Result<(), ApiError> {
+        let Some(items) = list else { return Ok(()) };
+        self.scopes.push(scope);
+        for (i, item) in items.iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            let value = K::parse(Value::Object(item.clone()), None, self.app).map_err(within(&at))?;
+            self.upsert(&at, value, None, Ok)?;
+        }
+        Ok(())
+    }
+
+    /// Saves `value` (finished by `finish` once what the file does not hold is kept from the
+    /// existing object of the same name), under the existing object's id or a new one.
+    fn upsert<K: Kind + KeepPrivate + PartialEq>(
+        &mut self,
+        at: &str,
+        value: K,
+        cluster: Option<ClusterId>,
+        finish: impl FnOnce(K) -> Result<K, ApiError>,
+    ) -> Result<i64, ApiError> {
+        let name = value.clone().wrap().name();
+        let name_field = if K::NAME == "region" { "code" } else { "name" };
+        if let Some(first) = self.seen.insert((K::NAME, cluster, name.to_lowercase()), at.to_owned()) {
+            return Err(ApiError::invalid(
+                format!("{at}.{name_field}"),
+                format!("{} {name:?} is in the file twice (first at {first})", K::NAME),
+            ));
+        }
+        let existing = K::map(self.current)
+            .iter()
+            .filter(|(_, s)| cluster.is_none_or(|cl| s.value.cluster() == Some(cl)))
+            .find(|(_, s)| s.value.clone().wrap().name().eq_ignore_ascii_case(&name))
+            .map(|(id, s)| (*id, s.value.clone()));
+        let (id, value) = match &existing {
+            Some((id, old)) => (*id, value.keep_from(old)),
+            None => (self.next.allocate(), value),
+        };
+        let value = finish(value).map_err(within(at))?;
+        if existing.is_none_or(|(_, old)| old != value) {
+            self.puts.push((id, value.clone().wrap()));
+        }
+        self.next.put(id, value.wrap(), self.now, self.now);
+        self.paths.insert(id, at.to_owned());
+        Ok(id)
+    }
+
+    fn cluster(&mut self, at: &str, cf: &ClusterFile) -> Result<(), ApiError> {
+        let mut doc = cf.cluster.clone();
+        let name = doc.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let old = self.current.clusters.values().find(|s| s.value.name.eq_ignore_ascii_case(&name));
+        stored_secrets(&mut doc, old.map(|s| &s.value), at)?;
+        let value = Cluster::parse(Value::Object(doc), None, self.app).map_err(within(at))?;
+        let cid = ClusterId(self.upsert(at, value, None, Ok)?);
+        if let Some(groups) = &cf.groups {
+            self.scopes.push(Scope::Groups(cid));
+            for (j, g) in groups.iter().enumerate() {
+                let at = format!("{at}.groups[{j}]");
+                let mut doc = to_doc(g);
+                if let Some(code) = &g.region {
+                    doc["region"] = json!(self.region(code, &format!("{at}.region"))?);
+                }
+                let value = GroupRecord::parse(doc, Some(cid), self.app).map_err(within(&at))?;
+                self.upsert(&at, value, Some(cid), Ok)?;
+            }
+        }
+        if let Some(lines) = &cf.lines {
+            self.scopes.push(Scope::Lines(cid));
+            for (j, l) in lines.iter().enumerate() {
+                let at = format!("{at}.lines[{j}]");
+                let mut doc = to_doc(l);
+                doc["group"] = json!(self.group(cid, &l.group, &format!("{at}.group"))?);
+                let backups: Vec<GroupId> = (l.backup_groups.iter().enumerate())
+                    .map(|(k, g)| self.group(cid, g, &format!("{at}.backup_groups[{k}]")))
+                    .collect::<Result<_, _>>()?;
+                doc["backup_groups"] = json!(backups);
+                let value = LineRecord::parse(doc, Some(cid), self.app).map_err(within(&at))?;
+                self.upsert(&at, value, Some(cid), Ok)?;
+            }
+        }
+        if let Some(nodes) = &cf.nodes {
+            self.scopes.push(Scope::Nodes(cid));
+            for (j, n) in nodes.iter().enumerate() {
+                let at = format!("{at}.nodes[{j}]");
+                let mut doc = to_doc(n);
+                if let Some(o) = doc.as_object_mut() {
+                    o.remove("addresses");
+                }
+                doc["group"] = json!(self.group(cid, &n.group, &format!("{at}.group"))?);
+                doc["cluster"] = json!(cid);
+                let rows = (n.addresses.iter().enumerate())
+                    .map(|(k, a)| {
+                        let line = match &a.line {
+                            Some(l) => Some(self.line(cid, l, &format!("{at}.addresses[{k}].line"))?),
+                            None => None,
+                        };
+                        let level = a.level.unwrap_or(Level::Primary);
+                        Ok(AddressInput { ip: a.ip.clone(), level, trusted: a.trusted, line })
+                    })
+                    .collect::<Result<Vec<_>, ApiError>>()?;
+                let list = AddressList::parse(&rows, self.app.address_policy())
+                    .map_err(|e| within(&format!("{at}.addresses"))(e.into()))?;
+                let value = NodeRecord::parse(doc, None, self.app).map_err(within(&at))?;
+                self.upsert(&at, value, Some(cid), |n| Ok(NodeRecord { addresses: list, ..n }))?;
+            }
+        }
+        if let Some(rules) = &cf.rules {
+            self.scopes.push(Scope::Rules(cid));
+            for (j, r) in rules.iter().enumerate() {
+                let at = format!("{at}.rules[{j}]");
+                let mut doc = to_doc(r);
+                if let Some(l) = &r.line {
+                    doc["line"] = json!(self.line(cid, l, &format!("{at}.line"))?);
+                }
+                for (k, cond) in r.conditions.iter().enumerate() {
+                    if let Some(code) = &cond.region {
+                        doc["conditions"][k]["region"] =
+                            json!(self.region(code, &format!("{at}.conditions[{k}].region"))?);
+                    }
+                }
+                let value = RuleRecord::parse(doc, Some(cid), self.app).map_err(within(&at))?;
+                self.upsert(&at, value, Some(cid), Ok)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The region with code `code` after the change.
+    fn region(&self, code: &str, field: &str) -> Result<RegionId, ApiError> {
+        (self.next.regions.iter())
+            .find(|(_, r)| r.value.code.eq_ignore_ascii_case(code))
+            .map(|(id, _)| RegionId(*id))
+            .ok_or_else(|| ApiError::invalid(field, format!("no region has the code {code:?}")))
+    }
+
+    /// The node group `name` of cluster `cid` after the change.
+    fn group(&self, cid: ClusterId, name: &str, field: &str) -> Result<GroupId, ApiError> {
+        (self.next.groups_of(cid))
+            .find(|(_, g)| g.value.group.name.eq_ignore_ascii_case(name))
+            .map(|(id, _)| id)
+            .ok_or_else(|| ApiError::invalid(field, format!("the cluster has no node group named {name:?}")))
+    }
+
+    /// The line `name` of cluster `cid` after the change.
+    fn line(&self, cid: ClusterId, name: &str, field: &str) -> Result<LineId, ApiError> {
+        (self.next.lines_of(cid))
+            .find(|(_, l)| l.value.line.name.eq_ignore_ascii_case(name))
+            .map(|(id, _)| id)
+            .ok_or_else(|| ApiError::invalid(field, format!("the cluster has no line named {name:?}")))
+    }
+
+    /// Deletes (with `prune`) or lists what the file's lists do not hold, children first, then
+    /// checks every saved object against the configuration after the whole change.
+    fn finish(mut self, absent: Absent) -> Result<Desired, ApiError> {
+        let mut deletes = Vec::new();
+        let mut left = Vec::new();
+        for scope in self.scopes.iter().rev() {
+            for id in scope.ids(self.current) {
+                if self.paths.contains_key(&id) || deletes.contains(&id) {
+                    continue;
+                }
+                if !absent.prune {
+                    left.extend(object_doc(self.current, id, super::export::Secrets::Masked).map(|(n, _)| n));
+                    continue;
+                }
+                let name = object_doc(self.current, id, super::export::Secrets::Masked)
+                    .map_or_else(|| format!("object {id}"), |(n, _)| format!("{} {}", n.kind, n.name));
+                let cascade = scope.delete(id, &self.next, absent.force).map_err(|r| match r {
+                    Refusal::Conflict(m) => ApiError::Conflict(format!("cannot delete {name}: {m}")),
+                    r => r.into(),
+                })?;
+                for gone in std::iter::once(id).chain(cascade) {
+                    self.next.remove(gone);
+                    if !deletes.contains(&gone) {
+                        deletes.push(gone);
+                    }
+                }
+            }
+        }
+        for (id, o) in &self.puts {
+            let at = self.paths.get(id).map_or("", String::as_str);
+            check(o, *id, &self.next).map_err(|r| within(at)(r.into()))?;
+        }
+        Ok(Desired { next: self.next, puts: self.puts, deletes, left })
+    }
+}
+
+/// The cross-object rules of `o` saved as `id` in `c`.
+fn check(o: &Object, id: i64, c: &Config) -> Result<(), Refusal> {
+    match o {
+        Object::Region(v) => v.check(id, c),
+        Object::Cluster(v) => v.check(id, c),
+        Object::Group(v) => v.check(id, c),
+        Object::Line(v) => v.check(id, c),
+        Object::Node(v) => v.check(id, c),
+        Object::Rule(v) => v.check(id, c),
+        Object::Webhook(v) => v.check(id, c),
+        Object::Check(v) => v.check(id, c),
+        Object::Monitor(v) => v.check(id, c),
+        _ => Ok(()),
+    }
+}
+
+/// A publisher's `key_secret: stored` becomes the secret the server holds for the publisher of
+/// that name; anything else must be the secret itself (`vantage ctl` resolves `env:` and
+/// `file:` before it sends the file).
+fn stored_secrets(doc: &mut Map<String, Value>, old: Option<&Cluster>, at: &str) -> Result<(), ApiError> {
+    let Some(Value::Array(publishers)) = doc.get_mut("publishers") else { return Ok(()) };
+    let old = old.map(|c| c.publishers.as_slice()).unwrap_or_default();
+    for (k, p) in publishers.iter_mut().enumerate() {
+        let field = format!("{at}.publishers[{k}].key_secret");
+        let Some(obj) = p.as_object_mut() else { continue };
+        match obj.get("key_secret").and_then(Value::as_str) {
+            Some("stored") => {
+                let name = obj.get("name").and_then(Value::as_str).unwrap_or_default();
+                let stored = old.iter().find(|o| o.name.eq_ignore_ascii_case(name)).ok_or_else(|| {
+                    ApiError::invalid(
+                        &field,
+                        format!(
+                            "no secret is stored for publisher {name:?}: give it as env:NAME or file:PATH"
+                        ),
+                    )
+                })?;
+                obj.insert("key_secret".into(), json!(stored.key_secret));
+            }
+            Some(s) if s.starts_with("env:") || s.starts_with("file:") => {
+                return Err(ApiError::invalid(
+                    field,
+                    "a secret reference is read by vantage ctl; the API takes the secret itself",
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
