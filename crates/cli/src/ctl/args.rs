@@ -24,7 +24,16 @@ pub(crate) struct Args {
     #[arg(long, global = true)]
     pub(super) json: bool,
     #[command(subcommand)]
-    pub(super) command: Resource,
+    pub(super) command: Command,
+}
+
+/// A resource to act on, or the whole configuration as files.
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum Command {
+    #[command(flatten)]
+    Fleet(FleetCommand),
+    #[command(flatten)]
+    Resource(Resource),
 }
 
 /// What to act on.
@@ -98,6 +107,46 @@ pub(super) enum Resource {
         #[arg(long)]
         cluster: Option<Ref>,
     },
+}
+
+/// The configuration as files kept in git.
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum FleetCommand {
+    /// Write the configuration as a fleet file (YAML, or JSON with --json): every object by
+    /// name, secrets as `stored`. Applying it back changes nothing.
+    Export {
+        /// Write it to this file instead of standard output.
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+    },
+    /// What applying fleet files would change: each object and field, and what DNS would
+    /// answer per line after it. Exits 0 when nothing would change, 2 when something would.
+    Plan(FleetFiles),
+    /// Apply fleet files in one audited change, after showing its plan.
+    Apply {
+        #[command(flatten)]
+        files: FleetFiles,
+        /// Apply only if the configuration is still at this revision (a reviewed plan's);
+        /// refused when it moved since. Default: the revision of the plan shown.
+        #[arg(long)]
+        expect: Option<String>,
+    },
+}
+
+/// Which fleet files, and what to do with objects they do not hold.
+#[derive(Debug, clap::Args)]
+pub(super) struct FleetFiles {
+    /// A fleet file (YAML or JSON), or a directory of them (`*.yaml`, `*.yml`, `*.json`); may
+    /// be given more than once.
+    #[arg(short = 'f', long = "file", required = true)]
+    pub(super) paths: Vec<PathBuf>,
+    /// Delete objects the files do not hold (without it they are left, and listed).
+    #[arg(long)]
+    pub(super) prune: bool,
+    /// Delete even where it changes what DNS answers beyond the object (the last enabled node
+    /// of a group a line answers with).
+    #[arg(long)]
+    pub(super) force: bool,
 }
 
 #[derive(Debug, clap::Args)]

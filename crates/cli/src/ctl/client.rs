@@ -155,6 +155,18 @@ pub(super) struct Refusal {
     pub(super) retry_after_s: Option<u64>,
 }
 
+impl Refusal {
+    /// The field the server names, if any.
+    pub(super) fn field(&self) -> Option<&str> {
+        self.error.field.as_deref()
+    }
+
+    /// Why, in the server's words.
+    pub(super) fn reason(&self) -> &str {
+        &self.error.reason
+    }
+}
+
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.error.field {

@@ -16,6 +16,7 @@ macro_rules! print {
 mod args;
 mod client;
 mod events;
+mod fleet;
 mod names;
 mod revisions;
 mod status;
@@ -44,9 +45,9 @@ use vantage_server::views::{
 
 pub(crate) use args::Args;
 use args::{
-    Action, CheckAction, CheckFlags, ClusterAction, DoorAction, MirrorAction, MirrorFlags, MonitorAction,
-    MonitorFlags, NodeAction, ProberAction, Resource, RuleAction, SettingsAction, SettingsObjectAction,
-    TenantAction, TokenAction,
+    Action, CheckAction, CheckFlags, ClusterAction, Command, DoorAction, FleetCommand, MirrorAction,
+    MirrorFlags, MonitorAction, MonitorFlags, NodeAction, ProberAction, Resource, RuleAction, SettingsAction,
+    SettingsObjectAction, TenantAction, TokenAction,
 };
 use client::{Client, Refusal};
 use names::{Kind, Names};
@@ -484,11 +485,23 @@ async fn monitors(names: &mut Names<'_>, action: &MonitorAction, json: bool) -> 
     }
 }
 
-async fn dispatch(args: &Args) -> anyhow::Result<()> {
+async fn dispatch(args: &Args) -> anyhow::Result<ExitCode> {
     let c = Client::connect(args)?;
-    let names = &mut Names::new(&c);
-    let json = args.json;
     match &args.command {
+        Command::Fleet(FleetCommand::Export { output }) => {
+            fleet::export(&c, output.as_deref(), args.json).await.map(|()| ExitCode::SUCCESS)
+        }
+        Command::Fleet(FleetCommand::Plan(files)) => fleet::plan(&c, files, args.json).await,
+        Command::Fleet(FleetCommand::Apply { files, expect }) => {
+            fleet::apply(&c, files, expect.as_deref(), args.json).await
+        }
+        Command::Resource(r) => resources(&c, r, args.json).await.map(|()| ExitCode::SUCCESS),
+    }
+}
+
+async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result<()> {
+    let names = &mut Names::new(c);
+    match command {
         Resource::Regions(p) => {
             generic::<RegionView>(names, Kind::Region, "/v1/regions", &p.action, json).await
         }
@@ -519,7 +532,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             }
             ClusterAction::Diff { id, from, to } => {
                 let id = names.id(Kind::Cluster, "CLUSTER", id).await?;
-                revisions::diff(&c, id, *from, *to, json).await
+                revisions::diff(c, id, *from, *to, json).await
             }
             ClusterAction::Dns { id } => {
                 let id = names.id(Kind::Cluster, "CLUSTER", id).await?;
@@ -675,18 +688,18 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
             }
         },
         Resource::Settings { action } => match action {
-            SettingsAction::Get => settings::<ProbeSettings>(&c, "/v1/settings/probes", None, json).await,
+            SettingsAction::Get => settings::<ProbeSettings>(c, "/v1/settings/probes", None, json).await,
             SettingsAction::Set { fields } => {
-                settings::<ProbeSettings>(&c, "/v1/settings/probes", Some(fields), json).await
+                settings::<ProbeSettings>(c, "/v1/settings/probes", Some(fields), json).await
             }
             SettingsAction::Mirrors { action } => {
-                settings::<MirrorSettings>(&c, "/v1/settings/mirrors", fields_of(action), json).await
+                settings::<MirrorSettings>(c, "/v1/settings/mirrors", fields_of(action), json).await
             }
             SettingsAction::Detection { action } => {
-                settings::<DetectionSettings>(&c, "/v1/settings/detection", fields_of(action), json).await
+                settings::<DetectionSettings>(c, "/v1/settings/detection", fields_of(action), json).await
             }
         },
-        Resource::Mirrors { action } => mirrors(&c, action, json).await,
+        Resource::Mirrors { action } => mirrors(c, action, json).await,
         Resource::Monitors { action } => monitors(names, action, json).await,
         Resource::Tenants { action } => match action {
             TenantAction::List => {
@@ -774,7 +787,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 Some(r) => Some(names.id(Kind::Cluster, "--cluster", r).await?),
                 None => None,
             };
-            status::status(&c, only, json).await
+            status::status(c, only, json).await
         }
         Resource::Events(a) => {
             let cluster = match &a.cluster {
@@ -785,7 +798,7 @@ async fn dispatch(args: &Args) -> anyhow::Result<()> {
                 Some(r) => Some(names.id(Kind::Node, "--node", r).await?),
                 None => None,
             };
-            events::events(&c, a, (cluster, node), json).await
+            events::events(c, a, (cluster, node), json).await
         }
         Resource::Audit(a) => {
             let mut q: Vec<(&str, String)> = Vec::new();
@@ -843,7 +856,7 @@ pub(crate) fn out(args: std::fmt::Arguments<'_>) {
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match rt.block_on(dispatch(&args)) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
+        Ok(code) => Ok(code),
         Err(e) => {
             eprintln!("error: {e:#}");
             Ok(ExitCode::FAILURE)

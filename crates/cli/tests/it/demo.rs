@@ -315,3 +315,40 @@ async fn the_scripted_failure_moves_dns_to_the_backup_and_back_and_a_signal_stop
     assert!(demo.output().contains(&format!("data kept in {}", data.display())), "{}", demo.story());
     std::fs::remove_dir_all(&data).unwrap();
 }
+
+/// The demo's fleet as a file: exported, planned and applied back, nothing changes (the
+/// round trip an operator makes when moving a running fleet into git).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn its_fleet_exports_to_a_file_that_applies_back_as_no_change() {
+    let mut demo = Demo::start(&["--duration", "60s", "--no-failure"]).await;
+    let data = PathBuf::from(demo.ready["data_dir"].as_str().unwrap()).join("server");
+    let files = tempfile::tempdir().unwrap();
+    let file = files.path().join("fleet.yaml");
+    let ctl = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_vantage"))
+            .arg("ctl")
+            .args(args)
+            .env("VANTAGE_DATA_DIR", &data)
+            .env_remove("VANTAGE_URL")
+            .env_remove("VANTAGE_ADMIN_TOKEN")
+            .output()
+            .unwrap()
+    };
+    let out = ctl(&["export", "-o", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("clusters:") && text.contains("nodes:"), "{text}");
+    for command in ["plan", "apply"] {
+        let out = ctl(&[command, "-f", file.to_str().unwrap()]);
+        let printed = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{command}: {printed}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(printed.starts_with("No changes"), "{command}: {printed}");
+    }
+    demo.signal("TERM").await;
+    demo.wait(Duration::from_secs(20)).await;
+}

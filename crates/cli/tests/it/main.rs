@@ -16,6 +16,7 @@ mod edges;
 mod faces;
 mod failover;
 mod faults;
+mod fleet;
 mod harness;
 mod honest;
 mod hostile;
