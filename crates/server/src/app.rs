@@ -59,6 +59,9 @@ pub(crate) struct Change {
     pub deletes: Vec<i64>,
     /// Audit entries (the actor is filled in).
     pub audit: Vec<(String, String, serde_json::Value)>,
+    /// Mirror registry files written with it (a fleet file's tenants and mirrors): logged in
+    /// the same commit for the other replicas, then written and the registry reloaded.
+    pub files: Vec<FileWrite>,
     /// Who made it, when only the change knows: a prober or node enrolling, whose id the
     /// change allocates. `None`: the actor `App::change` was called with.
     pub actor: Option<Actor>,
@@ -376,9 +379,37 @@ impl App {
             .map(|(action, object, metadata)| NewAudit { actor: actor.0.clone(), action, object, metadata })
             .collect();
         let at = now();
-        self.commit_numbered(&writes, &[], &audit, at).await?;
+        self.commit_numbered(&writes, &change.files, &audit, at).await?;
         self.apply(change.puts, change.deletes, at);
+        if !change.files.is_empty() {
+            self.write_registry_files(change.files).await?;
+        }
         Ok(out)
+    }
+
+    /// Writes the registry files a committed change holds, then reloads the registry.
+    async fn write_registry_files(&self, files: Vec<FileWrite>) -> Result<(), ApiError> {
+        let _files = self.mirrors_write().await;
+        let dir = self.mirrors_dir();
+        let written = tokio::task::spawn_blocking(move || {
+            files.iter().try_for_each(|f| crate::mirrors::put_file(&dir, &f.name, f.text.as_deref()))
+        })
+        .await
+        .map_err(|e| ApiError::Internal(format!("the registry write stopped: {e}")))?;
+        written.map_err(|e| ApiError::Internal(format!("cannot write the mirror registry: {e}")))?;
+        self.reload_after_write().await
+    }
+
+    /// Reloads the registry after a write through the API. The write was checked with the
+    /// registry as it was; a reload that fails all the same (a file changed by hand in
+    /// between) is a conflict: the write stands, and the previous registry keeps serving until
+    /// the directory is fixed.
+    pub(crate) async fn reload_after_write(&self) -> Result<(), ApiError> {
+        crate::mirrors::reload(self).await.map(drop).map_err(|e| {
+            ApiError::Conflict(format!(
+                "written, but the registry did not reload because of another file, so the previous one keeps serving: {e}"
+            ))
+        })
     }
 
     /// Commits `writes`, registry `files` and `audit` in one transaction; on replicas logged as

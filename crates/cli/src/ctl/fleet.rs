@@ -22,7 +22,7 @@ use super::out;
 const MAX_FILE: u64 = 32 * 1024 * 1024;
 
 /// The keys a fleet file may hold, in the order they are merged.
-const LISTS: [&str; 5] = ["regions", "checks", "webhooks", "monitors", "clusters"];
+const LISTS: [&str; 7] = ["regions", "checks", "webhooks", "monitors", "clusters", "tenants", "mirrors"];
 
 /// `ctl export`.
 pub(super) async fn export(c: &Client, output: Option<&Path>, json: bool) -> anyhow::Result<()> {

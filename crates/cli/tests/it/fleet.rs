@@ -183,6 +183,51 @@ fn validate(schema: &Value, doc: &Value, valid: bool) {
     assert_eq!(out.status.success(), valid, "valid: {valid}; {err}");
 }
 
+/// Tenants and mirrors in a fleet file: their registry files are written with the rest of the
+/// change, the registry reloads, and what the files no longer hold is left, or pruned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_and_mirrors_join_the_change_and_their_registry_files() {
+    let s = ServerProcess::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = "checks:\n  - name: debian\n    method: https\n    path: /debian/\ntenants:\n  - name: debian\n    note: Debian archive\nmirrors:\n  - host: m1.example.net\n    tenants: [debian]\n    check: debian\n    weight: 2\n  - host: m2.example.net\n    tenants: [debian]\n";
+    let f = write(dir.path(), "fleet.yaml", fleet);
+    let f = f.to_str().unwrap();
+    let (code, out, _) = ctl(&s, &["plan", "-f", f], &[]).await;
+    assert_eq!(code, 2, "{out}");
+    for want in ["+ check debian", "+ tenant debian", "+ mirror m1.example.net", "    weight: 2"] {
+        assert!(out.contains(want), "no {want:?} in:\n{out}");
+    }
+    let (code, out, err) = ctl(&s, &["apply", "-f", f], &[]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("Applied 4 changes as one"), "{out}");
+    // The registry's files hold them, and the registry serves them.
+    let file = std::fs::read_to_string(s.dir.join("mirrors/m1.example.net.yaml")).unwrap();
+    assert!(file.contains("host: m1.example.net") && file.contains("check: debian"), "{file}");
+    let (_, mirrors) = s.call(Method::GET, "/v1/mirrors", None).await;
+    assert_eq!(mirrors["count"], 2, "{mirrors}");
+    let (code, out, _) = ctl(&s, &["apply", "-f", f], &[]).await;
+    assert!(code == 0 && out.starts_with("No changes"), "{out}");
+
+    // A tenant a mirror still names cannot be pruned; a mirror can.
+    write(dir.path(), "fleet.yaml", &fleet.replace("  - host: m2.example.net\n    tenants: [debian]\n", ""));
+    let (code, out, _) = ctl(&s, &["plan", "-f", f], &[]).await;
+    assert!(
+        code == 0
+            && out
+                .contains("Left as they are (not in the files; --prune deletes them): mirror m2.example.net"),
+        "{out}"
+    );
+    let (code, out, err) = ctl(&s, &["apply", "-f", f, "--prune"], &[]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("- mirror m2.example.net"), "{out}");
+    assert!(!s.dir.join("mirrors/m2.example.net.yaml").exists());
+    assert_eq!(s.call(Method::GET, "/v1/mirrors", None).await.1["count"], 1);
+    write(dir.path(), "fleet.yaml", "tenants: []\n");
+    let (code, _, err) = ctl(&s, &["plan", "-f", f, "--prune"], &[]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("mirror m1.example.net would be left naming tenants[0]"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_between_plan_and_apply_is_refused_and_a_read_only_token_may_only_plan() {
     let s = ServerProcess::start().await;

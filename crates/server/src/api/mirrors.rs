@@ -185,17 +185,6 @@ async fn one(State(app): State<Arc<App>>, Path(host): Path<String>) -> Result<Js
     answer(&app, &host.to_ascii_lowercase())
 }
 
-/// Reloads after a write. The write was checked with the directory as it was; a reload that
-/// fails all the same (a file changed by hand in between) is a conflict: the file was written,
-/// and the previous registry keeps serving until the directory is fixed.
-async fn reload_after_write(app: &App) -> Result<(), ApiError> {
-    crate::mirrors::reload(app).await.map(|_| ()).map_err(|e| {
-        ApiError::Conflict(format!(
-            "written, but the registry did not reload because of another file, so the previous one keeps serving: {e}"
-        ))
-    })
-}
-
 fn io_error(e: std::io::Error) -> ApiError {
     ApiError::Internal(format!("cannot write the mirror registry: {e}"))
 }
@@ -261,7 +250,7 @@ async fn write_registry<T>(
     let file = FileWrite { name: w.file, text: w.text };
     app.log_registry(actor, &file, w.action, &w.object, w.metadata).await?;
     crate::mirrors::put_file(&dir, &file.name, file.text.as_deref()).map_err(io_error)?;
-    reload_after_write(app).await?;
+    app.reload_after_write().await?;
     Ok(out)
 }
 

@@ -7,9 +7,10 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 use vantage_control::ClusterAfter;
 use vantage_control::alerts::Webhook;
+use vantage_control::mirrors::Tenant;
 use vantage_core::address::Level;
 use vantage_core::detection::DetectionSettingsInput;
-use vantage_core::mirror::MirrorSettings;
+use vantage_core::mirror::{MirrorInput, MirrorSettings};
 use vantage_core::model::{AllDown, ClusterInput, RegionInput};
 use vantage_core::monitor::MonitorInput;
 use vantage_core::rules::{Action, Aggregate, Comparison, MatchMode, Metric};
@@ -46,6 +47,14 @@ pub struct FleetFile {
     /// Clusters with their node groups, lines, nodes and rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clusters: Option<Vec<ClusterFile>>,
+    /// Tenants that mirrors serve and doors ask for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Tenant>>)]
+    pub tenants: Option<Vec<Map<String, Value>>>,
+    /// Mirrors, by host (applying writes their registry files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<MirrorInput>>)]
+    pub mirrors: Option<Vec<Map<String, Value>>>,
 }
 
 /// The probe, detection and mirror settings; one absent is left as it is.
@@ -246,7 +255,7 @@ pub struct FieldChange {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
 pub struct ObjectName {
     /// `settings`, `region`, `check`, `webhook`, `monitor`, `cluster`, `group`, `line`,
-    /// `node` or `rule`.
+    /// `node`, `rule`, `tenant` or `mirror`.
     pub kind: String,
     /// Its name, after its cluster's for a cluster's child.
     pub name: String,

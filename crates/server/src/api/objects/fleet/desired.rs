@@ -4,10 +4,14 @@
 //! and — with `prune` — what the file no longer holds deleted.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::Map;
-
 use vantage_control::invariants::Refusal;
+use vantage_control::mirrors::Tenant;
+use vantage_control::mirrors::registry::{
+    Registry, TENANTS_FILE, mirror_from_api, mirror_yaml, tenants_yaml,
+};
 use vantage_core::Timestamp;
 use vantage_core::ids::{GroupId, LineId};
 use vantage_core::mirror::MirrorSettings;
@@ -15,6 +19,7 @@ use vantage_core::mirror::MirrorSettings;
 use super::super::*;
 use super::export::object_doc;
 use crate::views::{ClusterFile, FleetFile, ObjectName};
+use vantage_store::FileWrite;
 
 /// The change a fleet file asks for.
 pub(super) struct Desired {
@@ -24,6 +29,8 @@ pub(super) struct Desired {
     pub puts: Vec<(i64, Object)>,
     /// Objects deleted (with what goes with them).
     pub deletes: Vec<i64>,
+    /// Mirror registry files written (`None`: removed).
+    pub files: Vec<FileWrite>,
     /// Objects the file does not hold, left as they are (without `prune`).
     pub left: Vec<ObjectName>,
 }
@@ -115,6 +122,9 @@ struct Build<'a> {
     /// Each name already seen, by kind and cluster: where.
     seen: BTreeMap<(&'static str, Option<ClusterId>, String), String>,
     scopes: Vec<Scope>,
+    absent: Absent,
+    files: Vec<FileWrite>,
+    left: Vec<ObjectName>,
     now: Timestamp,
 }
 
@@ -134,6 +144,9 @@ pub(super) fn desired(
         paths: BTreeMap::new(),
         seen: BTreeMap::new(),
         scopes: Vec::new(),
+        absent,
+        files: Vec::new(),
+        left: Vec::new(),
         now,
     };
     b.settings(file)?;
@@ -141,13 +154,14 @@ pub(super) fn desired(
     b.top::<NamedCheck>(file.checks.as_ref(), "checks", Scope::Checks)?;
     b.top::<Webhook>(file.webhooks.as_ref(), "webhooks", Scope::Webhooks)?;
     b.top::<Monitor>(file.monitors.as_ref(), "monitors", Scope::Monitors)?;
+    b.registry(file)?;
     if let Some(clusters) = &file.clusters {
         b.scopes.push(Scope::Clusters);
         for (i, cf) in clusters.iter().enumerate() {
             b.cluster(&format!("clusters[{i}]"), cf)?;
         }
     }
-    b.finish(absent)
+    b.finish()
 }
 
 impl Build<'_> {
@@ -328,6 +342,95 @@ impl Build<'_> {
         Ok(())
     }
 
+    /// The tenants and mirrors the file holds: the registry after the change, checked whole
+    /// (every mirror's tenants and check exist), and the registry files that make it.
+    fn registry(&mut self, file: &FleetFile) -> Result<(), ApiError> {
+        if file.tenants.is_none() && file.mirrors.is_none() {
+            return Ok(());
+        }
+        let current = self.current.mirrors.clone();
+        let mut next = Registry::clone(&current);
+        let mut at_of: BTreeMap<String, String> = BTreeMap::new();
+        if let Some(list) = &file.tenants {
+            next.tenants.clear();
+            for (i, item) in list.iter().enumerate() {
+                let at = format!("tenants[{i}]");
+                let t = parse_json::<Tenant>(Value::Object(item.clone()))
+                    .and_then(|t| Ok(t.parse()?))
+                    .map_err(within(&at))?;
+                self.named_once("tenant", &t.name, &at)?;
+                next.tenants.insert(t.name.clone(), t);
+            }
+            self.absent_from(&current.tenants, &mut next.tenants, "tenant");
+        }
+        if let Some(list) = &file.mirrors {
+            next.mirrors.clear();
+            for (i, item) in list.iter().enumerate() {
+                let at = format!("mirrors[{i}]");
+                let m = mirror_from_api(Value::Object(item.clone())).map_err(|e| within(&at)(e.into()))?;
+                self.named_once("mirror", &m.host, &at)?;
+                at_of.insert(m.host.clone(), at);
+                next.mirrors.insert(m.host.clone(), m);
+            }
+            self.absent_from(&current.mirrors, &mut next.mirrors, "mirror");
+        }
+        for m in next.mirrors.values() {
+            if let Err(e) = next.admits(m, &self.next) {
+                return Err(match at_of.get(&m.host) {
+                    Some(at) => within(at)(e.into()),
+                    None => ApiError::Conflict(format!(
+                        "mirror {} would be left naming {}: {}",
+                        m.host,
+                        e.field(),
+                        e.reason()
+                    )),
+                });
+            }
+        }
+        for (host, m) in &next.mirrors {
+            if current.mirrors.get(host) != Some(m) {
+                self.files.push(FileWrite { name: current.file_of(host), text: Some(mirror_yaml(m)) });
+            }
+        }
+        for host in current.mirrors.keys().filter(|h| !next.mirrors.contains_key(*h)) {
+            self.files.push(FileWrite { name: current.file_of(host), text: None });
+        }
+        if next.tenants != current.tenants {
+            self.files.push(FileWrite { name: TENANTS_FILE.into(), text: Some(tenants_yaml(&next.tenants)) });
+        }
+        self.next.mirrors = Arc::new(next);
+        Ok(())
+    }
+
+    /// Refuses a tenant or mirror named twice in the file.
+    fn named_once(&mut self, kind: &'static str, name: &str, at: &str) -> Result<(), ApiError> {
+        let field = if kind == "mirror" { "host" } else { "name" };
+        match self.seen.insert((kind, None, name.to_lowercase()), at.to_owned()) {
+            Some(first) => Err(ApiError::invalid(
+                format!("{at}.{field}"),
+                format!("{kind} {name:?} is in the file twice (first at {first})"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Registry entries the file's list does not hold: kept in `next` and listed, or (with
+    /// `prune`) left out of it.
+    fn absent_from<V: Clone>(
+        &mut self,
+        current: &BTreeMap<String, V>,
+        next: &mut BTreeMap<String, V>,
+        kind: &str,
+    ) {
+        for (key, v) in current {
+            if next.contains_key(key) || self.absent.prune {
+                continue;
+            }
+            next.insert(key.clone(), v.clone());
+            self.left.push(ObjectName { kind: kind.into(), name: key.clone() });
+        }
+    }
+
     /// The region with code `code` after the change.
     fn region(&self, code: &str, field: &str) -> Result<RegionId, ApiError> {
         (self.next.regions.iter())
@@ -354,9 +457,10 @@ impl Build<'_> {
 
     /// Deletes (with `prune`) or lists what the file's lists do not hold, children first, then
     /// checks every saved object against the configuration after the whole change.
-    fn finish(mut self, absent: Absent) -> Result<Desired, ApiError> {
+    fn finish(mut self) -> Result<Desired, ApiError> {
+        let absent = self.absent;
         let mut deletes = Vec::new();
-        let mut left = Vec::new();
+        let mut left = std::mem::take(&mut self.left);
         for scope in self.scopes.iter().rev() {
             for id in scope.ids(self.current) {
                 if self.paths.contains_key(&id) || deletes.contains(&id) {
@@ -384,7 +488,7 @@ impl Build<'_> {
             let at = self.paths.get(id).map_or("", String::as_str);
             check(o, *id, &self.next).map_err(|r| within(at)(r.into()))?;
         }
-        Ok(Desired { next: self.next, puts: self.puts, deletes, left })
+        Ok(Desired { next: self.next, puts: self.puts, deletes, files: self.files, left })
     }
 }
 

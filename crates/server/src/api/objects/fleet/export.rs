@@ -3,6 +3,7 @@
 
 use serde_json::Map;
 use vantage_core::ids::{GroupId, LineId, RegionId};
+use vantage_core::mirror::{Mirror, MirrorInput};
 use vantage_core::rules::ConditionInput;
 
 use super::super::*;
@@ -58,7 +59,14 @@ pub(super) fn export(c: &Config, secrets: Secrets) -> FleetFile {
         webhooks: Some(docs(c.webhooks.keys().copied().collect())),
         monitors: Some(docs(c.monitors.keys().copied().collect())),
         clusters: Some(clusters),
+        tenants: Some(c.mirrors.tenants.values().filter_map(|t| as_map(to_doc(t))).collect()),
+        mirrors: Some(c.mirrors.mirrors.values().filter_map(|m| as_map(mirror_doc(m))).collect()),
     }
+}
+
+/// A mirror as its record in the file: the operator's fields.
+pub(super) fn mirror_doc(m: &Mirror) -> Value {
+    to_doc(&MirrorInput::from(m.clone()))
 }
 
 /// Documents `object_doc` wrote from a file type, read back as that type.

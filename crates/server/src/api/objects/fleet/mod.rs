@@ -11,7 +11,9 @@ mod desired;
 mod export;
 
 use super::*;
-use crate::views::{ApplyRequest, FieldChange, FleetFile, FleetPlan, ObjectChange, PlanOp, PlanRequest};
+use crate::views::{
+    ApplyRequest, FieldChange, FleetFile, FleetPlan, ObjectChange, ObjectName, PlanOp, PlanRequest,
+};
 use desired::{Absent, Desired, desired};
 use export::{Secrets, export, object_doc};
 
@@ -92,7 +94,34 @@ fn changes(current: &Config, d: &Desired) -> Vec<ObjectChange> {
             out.push(ObjectChange { op: PlanOp::Delete, object, fields: Vec::new() });
         }
     }
+    let (before, after) = (&current.mirrors, &d.next.mirrors);
+    registry_changes(&mut out, "tenant", &before.tenants, &after.tenants, to_doc);
+    registry_changes(&mut out, "mirror", &before.mirrors, &after.mirrors, export::mirror_doc);
     out
+}
+
+/// The tenants or mirrors that change between two registries (they hold no secrets).
+fn registry_changes<V: PartialEq>(
+    out: &mut Vec<ObjectChange>,
+    kind: &str,
+    before: &BTreeMap<String, V>,
+    after: &BTreeMap<String, V>,
+    doc: impl Fn(&V) -> Value,
+) {
+    let object = |name: &String| ObjectName { kind: kind.into(), name: name.clone() };
+    for (name, v) in after {
+        let old = before.get(name);
+        if old == Some(v) {
+            continue;
+        }
+        let (b, a) = (old.map(&doc), doc(v));
+        let op = if old.is_some() { PlanOp::Update } else { PlanOp::Create };
+        let fields = fields([b.as_ref(), Some(&a)], [b.as_ref(), Some(&a)]);
+        out.push(ObjectChange { op, object: object(name), fields });
+    }
+    for name in before.keys().filter(|n| !after.contains_key(*n)) {
+        out.push(ObjectChange { op: PlanOp::Delete, object: object(name), fields: Vec::new() });
+    }
 }
 
 /// The top-level fields that differ between two documents, as shown (`masked`); a field that
@@ -168,6 +197,7 @@ async fn apply_route(
             ch.audit("fleet.apply", "fleet", summary);
             ch.puts = d.puts;
             ch.deletes = d.deletes;
+            ch.files = d.files;
             Ok((ch, plan))
         })
         .await?;
