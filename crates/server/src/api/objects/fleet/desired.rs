@@ -3,7 +3,7 @@
 //! where the object is in the file), names resolved to ids, existing objects found by name,
 //! and — with `prune` — what the file no longer holds deleted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::Map;
@@ -121,6 +121,9 @@ struct Build<'a> {
     paths: BTreeMap<i64, String>,
     /// Each name already seen, by kind and cluster: where.
     seen: BTreeMap<(&'static str, Option<ClusterId>, String), String>,
+    /// The current objects by kind, cluster and name (without case): the file's objects are
+    /// found in it, so a fleet of any size is matched in one pass.
+    names: BTreeMap<(&'static str, Option<ClusterId>, String), i64>,
     scopes: Vec<Scope>,
     absent: Absent,
     files: Vec<FileWrite>,
@@ -143,6 +146,7 @@ pub(super) fn desired(
         puts: Vec::new(),
         paths: BTreeMap::new(),
         seen: BTreeMap::new(),
+        names: names(current),
         scopes: Vec::new(),
         absent,
         files: Vec::new(),
@@ -244,11 +248,8 @@ impl Build<'_> {
                 format!("{} {name:?} is in the file twice (first at {first})", K::NAME),
             ));
         }
-        let existing = K::map(self.current)
-            .iter()
-            .filter(|(_, s)| cluster.is_none_or(|cl| s.value.cluster() == Some(cl)))
-            .find(|(_, s)| s.value.clone().wrap().name().eq_ignore_ascii_case(&name))
-            .map(|(id, s)| (*id, s.value.clone()));
+        let existing = (self.names.get(&(K::NAME, cluster, name.to_lowercase())))
+            .and_then(|id| Some((*id, K::map(self.current).get(id)?.value.clone())));
         let (id, value) = match &existing {
             Some((id, old)) => (*id, value.keep_from(old)),
             None => (self.next.allocate(), value),
@@ -460,10 +461,11 @@ impl Build<'_> {
     fn finish(mut self) -> Result<Desired, ApiError> {
         let absent = self.absent;
         let mut deletes = Vec::new();
+        let mut deleted = BTreeSet::new();
         let mut left = std::mem::take(&mut self.left);
         for scope in self.scopes.iter().rev() {
             for id in scope.ids(self.current) {
-                if self.paths.contains_key(&id) || deletes.contains(&id) {
+                if self.paths.contains_key(&id) || deleted.contains(&id) {
                     continue;
                 }
                 if !absent.prune {
@@ -478,7 +480,7 @@ impl Build<'_> {
                 })?;
                 for gone in std::iter::once(id).chain(cascade) {
                     self.next.remove(gone);
-                    if !deletes.contains(&gone) {
+                    if deleted.insert(gone) {
                         deletes.push(gone);
                     }
                 }
@@ -490,6 +492,25 @@ impl Build<'_> {
         }
         Ok(Desired { next: self.next, puts: self.puts, deletes, files: self.files, left })
     }
+}
+
+/// Every object of `c` a fleet file may name, by kind (as [`Kind::NAME`]), cluster and name
+/// without case.
+fn names(c: &Config) -> BTreeMap<(&'static str, Option<ClusterId>, String), i64> {
+    let mut m = BTreeMap::new();
+    let mut add = |kind, cluster, name: &str, id: &i64| {
+        m.entry((kind, cluster, name.to_lowercase())).or_insert(*id);
+    };
+    c.regions.iter().for_each(|(id, s)| add("region", None, &s.value.code, id));
+    c.checks.iter().for_each(|(id, s)| add("check", None, &s.value.name, id));
+    c.webhooks.iter().for_each(|(id, s)| add("webhook", None, &s.value.name, id));
+    c.monitors.iter().for_each(|(id, s)| add("monitor", None, &s.value.name, id));
+    c.clusters.iter().for_each(|(id, s)| add("cluster", None, &s.value.name, id));
+    c.groups.iter().for_each(|(id, s)| add("group", Some(s.value.cluster), &s.value.group.name, id));
+    c.lines.iter().for_each(|(id, s)| add("line", Some(s.value.cluster), &s.value.line.name, id));
+    c.nodes.iter().for_each(|(id, s)| add("node", Some(s.value.cluster), &s.value.node.name, id));
+    c.rules.iter().for_each(|(id, s)| add("rule", Some(s.value.cluster), &s.value.rule.name, id));
+    m
 }
 
 /// The cross-object rules of `o` saved as `id` in `c`.
