@@ -265,3 +265,75 @@ async fn with_the_database_gone_dns_keeps_its_last_revision_and_changes_wait_for
     let page = page.text().await.unwrap();
     assert!(page.contains("Overview") && !page.contains("store-away"), "{page}");
 }
+
+/// A TCP relay in front of PostgreSQL that can go silent: once frozen, it passes no more
+/// bytes either way and holds every connection open, as a database host that vanished from
+/// the network (no reset, no answer) looks to its clients.
+struct SilentRelay {
+    addr: std::net::SocketAddr,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SilentRelay {
+    async fn new(upstream: &str) -> SilentRelay {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let frozen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let upstream = upstream.to_owned();
+        let flag = frozen.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { continue };
+                let ((client_read, client_write), (server_read, server_write)) =
+                    (client.into_split(), server.into_split());
+                for (mut from, mut to) in [(client_read, server_write), (server_read, client_write)] {
+                    let flag = flag.clone();
+                    tokio::spawn(async move {
+                        let mut buf = vec![0u8; 16 * 1024];
+                        while let Ok(n @ 1..) = from.read(&mut buf).await {
+                            if flag.load(Ordering::Relaxed) {
+                                // Frozen: hold the connection, silent, until the test ends.
+                                std::future::pending::<()>().await;
+                            }
+                            if to.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        SilentRelay { addr, frozen }
+    }
+}
+
+/// A database host gone silent (its connections neither answer nor fail) makes `/readyz`
+/// answer 503 within its bound, and `ctl status` says so promptly, instead of both waiting on
+/// the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_database_makes_readyz_answer_within_its_bound() {
+    use std::time::{Duration, Instant};
+    let db = FreshDatabase::new().await;
+    let upstream = db.server.split('@').nth(1).and_then(|h| h.split('/').next()).unwrap_or("127.0.0.1:5432");
+    let relay = SilentRelay::new(upstream).await;
+    let url = db.url.replacen(upstream, &relay.addr.to_string(), 1);
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(temp.path(), &["--database", &url]).await;
+    let ready = || async {
+        let started = Instant::now();
+        let r = reqwest::get(format!("{}/readyz", s.url)).await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap(), started.elapsed())
+    };
+    assert_eq!(ready().await.0, 200);
+    relay.frozen.store(true, Ordering::Relaxed);
+    let (status, text, took) = ready().await;
+    assert_eq!((status, text.as_str()), (503, "store unavailable: no answer within 1 s\n"));
+    assert!(took < Duration::from_millis(1_800), "{took:?}");
+    let started = Instant::now();
+    let out = s.ctl(&["status"]).await;
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.starts_with("store     store unavailable: no answer within 1 s"), "{printed}");
+    assert!(started.elapsed() < Duration::from_secs(5), "ctl status took {:?}", started.elapsed());
+    s.kill9().await;
+}

@@ -525,10 +525,17 @@ async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
     )
 }
 
+/// How long `/readyz` waits for the store. A readiness probe gives up after a second
+/// (Kubernetes' default), and `ctl status` reads it first: a store that has not answered by
+/// then (a database host gone silent, whose connections neither answer nor fail) is not ready.
+const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
 async fn ready(State(app): State<Arc<App>>) -> Response {
-    match app.store().ping().await {
-        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("store unavailable: {e}\n")).into_response(),
+    let unavailable = |why: String| (StatusCode::SERVICE_UNAVAILABLE, format!("store unavailable: {why}\n"));
+    match tokio::time::timeout(READY_WITHIN, app.store().ping()).await {
+        Ok(Ok(())) => (StatusCode::OK, "ready\n").into_response(),
+        Ok(Err(e)) => unavailable(e.to_string()).into_response(),
+        Err(_) => unavailable(format!("no answer within {} s", READY_WITHIN.as_secs())).into_response(),
     }
 }
 
