@@ -367,6 +367,14 @@ impl App {
         }
         let mut next = (*self.config()).clone();
         let (change, out) = f(&mut next)?;
+        if change.puts.is_empty()
+            && change.deletes.is_empty()
+            && change.files.is_empty()
+            && change.audit.is_empty()
+        {
+            // Nothing to write: no commit, and on replicas no numbered change in the log.
+            return Ok(out);
+        }
         let mut writes = Vec::with_capacity(change.puts.len() + change.deletes.len());
         for (id, o) in &change.puts {
             writes.push(store_write(o, *id)?);
@@ -392,11 +400,20 @@ impl App {
         let _files = self.mirrors_write().await;
         let dir = self.mirrors_dir();
         let written = tokio::task::spawn_blocking(move || {
-            files.iter().try_for_each(|f| crate::mirrors::put_file(&dir, &f.name, f.text.as_deref()))
+            files.iter().try_for_each(|f| {
+                crate::mirrors::put_file(&dir, &f.name, f.text.as_deref())
+                    .map_err(|e| format!("{}: {e}", f.name))
+            })
         })
         .await
         .map_err(|e| ApiError::Internal(format!("the registry write stopped: {e}")))?;
-        written.map_err(|e| ApiError::Internal(format!("cannot write the mirror registry: {e}")))?;
+        // Committed already: the files written before the one that failed stay, and the
+        // registry keeps serving what it last loaded until the directory is fixed.
+        written.map_err(|e| {
+            ApiError::Internal(format!(
+                "committed, but the mirror registry file {e}; the registry was not reloaded"
+            ))
+        })?;
         self.reload_after_write().await
     }
 

@@ -161,6 +161,21 @@ async fn a_fleet_from_files_is_planned_applied_once_and_answered_and_pruned() {
     answers(&s, &["192.0.2.10"]).await;
     let (_, nodes) = s.call(Method::GET, "/v1/nodes", None).await;
     assert_eq!(nodes["items"].as_array().unwrap().len(), 2, "{nodes}");
+
+    // A line pruned with its group and that group's nodes takes no one by surprise: no --force.
+    let second = without
+        .replace("    lines:\n", "    lines:\n      - name: second\n        group: lon\n        client_networks: [10.0.0.0/8]\n")
+        .replace("    groups:\n", "    groups:\n      - name: lon\n")
+        .replace("    nodes:\n", "    nodes:\n      - name: lon-1\n        group: lon\n        addresses: [{ip: 192.0.2.30, trusted: true}]\n");
+    write(dir.path(), "fleet.yaml", &second);
+    let (code, out, err) = ctl(&s, &["apply", "-f", f], &[]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    write(dir.path(), "fleet.yaml", &without);
+    let (code, out, err) = ctl(&s, &["apply", "-f", f, "--prune"], &[]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    for gone in ["- line www/second", "- group www/lon", "- node www/lon-1"] {
+        assert!(out.contains(gone), "no {gone:?} in:\n{out}");
+    }
 }
 
 /// Validates `doc` against `schema` with the JSON Schema validator schemathesis brings
@@ -301,6 +316,17 @@ async fn a_bad_file_is_named_by_file_line_and_field_and_changes_nothing() {
     let (_, _, err) = ctl(&s, &["plan", "-f", d], &[]).await;
     refused(&err, &format!("{b}:4: clusters[0].ttl:"));
 
+    write(
+        dir.path(),
+        "b-www.yaml",
+        &cluster.replace(
+            "group: frx",
+            "group: fra\n        addresses:\n          - ip: 192.0.2.1\n          - ip: 300.1.1.1",
+        ),
+    );
+    let (_, _, err) = ctl(&s, &["plan", "-f", d], &[]).await;
+    refused(&err, &format!("{b}:12: clusters[0].nodes[0].addresses[1].ip: Not a single unicast IP address"));
+
     write(dir.path(), "b-www.yaml", "clusters:\n  - name: www\n   domain: [\n");
     let (_, _, err) = ctl(&s, &["plan", "-f", d], &[]).await;
     refused(&err, &format!("{b}:3:"));
@@ -350,6 +376,14 @@ async fn secrets_come_from_references_and_are_never_shown() {
     let (code, out, _) = ctl(&s, &["plan", "-f", f], &[("FLEET_TSIG", new)]).await;
     assert_eq!(code, 2, "{out}");
     assert!(out.contains(r#"publishers (a secret): "(secret)" → "(new secret)""#), "{out}");
+    // A read-only token's plan never compares a secret it is given: it could test guesses.
+    let (status, token) =
+        s.call(Method::POST, "/v1/admin-tokens", Some(json!({"name": "review", "read_only": true}))).await;
+    assert_eq!(status, 201, "{token}");
+    let (code, out, _) =
+        ctl(&s, &["--token", token["token"].as_str().unwrap(), "plan", "-f", f], &[("FLEET_TSIG", new)])
+            .await;
+    assert!(code == 0 && out.starts_with("No changes"), "{out}");
     let (code, _, err) = ctl(&s, &["apply", "-f", f], &[]).await;
     assert!(code == 1 && err.contains("the environment has no FLEET_TSIG"), "{err}");
     let (code, out, _) = ctl(&s, &["apply", "-f", f], &[("FLEET_TSIG", new)]).await;

@@ -3,7 +3,7 @@
 //! observations. `vantage ctl plan` shows it beside the change itself, so that an operator
 //! reviewing a file sees the answers, holds and rule actions it leads to — not only the fields.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -51,6 +51,16 @@ pub struct ClusterAfter {
     pub rules: Vec<String>,
 }
 
+/// What every cluster's dry pass reads alike: the configuration after the change, its prober
+/// table, who probes what, and when.
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    next: &'a Config,
+    table: &'a Arc<super::ProberTable>,
+    spread: &'a crate::spread::Spread,
+    now: Timestamp,
+}
+
 impl Control {
     /// What the pass that saving `puts` and deleting `deletes` triggers would publish, per
     /// cluster it touches (every cluster when probe or detection settings change), from
@@ -65,27 +75,35 @@ impl Control {
         for id in deletes {
             next.remove(*id);
         }
-        let mut touched: BTreeSet<ClusterId> = effects.clusters.iter().map(|(c, _)| *c).collect();
+        // Each cluster's pass with the reason `handle_change` would give it: the first one its
+        // effects name (rules and settings give none: rules cut their own revisions).
+        let mut touched: BTreeMap<ClusterId, Option<String>> = BTreeMap::new();
+        for (c, reason) in &effects.clusters {
+            let r = touched.entry(*c).or_default();
+            if r.is_none() {
+                r.clone_from(reason);
+            }
+        }
         if effects.all {
-            touched.extend(next.clusters.keys().map(|id| ClusterId(*id)));
+            for id in next.clusters.keys() {
+                touched.entry(ClusterId(*id)).or_default();
+            }
         }
         // A cluster that goes takes its answers with it.
-        touched.extend(
-            deletes.iter().map(|id| ClusterId(*id)).filter(|c| self.config.clusters.contains_key(&c.0)),
-        );
+        for id in deletes.iter().filter(|id| self.config.clusters.contains_key(id)) {
+            touched.entry(ClusterId(*id)).or_default();
+        }
         let table = Arc::new(Parts::prober_table(&next));
         let spread = self.online_spread(now);
-        touched.into_iter().filter_map(|id| self.cluster_after(&next, id, &table, &spread, now)).collect()
+        let at = Place { next: &next, table: &table, spread: &spread, now };
+        touched
+            .into_iter()
+            .filter_map(|(id, reason)| self.cluster_after(&at, id, reason.as_deref()))
+            .collect()
     }
 
-    fn cluster_after(
-        &self,
-        next: &Config,
-        id: ClusterId,
-        table: &Arc<super::ProberTable>,
-        spread: &crate::spread::Spread,
-        now: Timestamp,
-    ) -> Option<ClusterAfter> {
+    fn cluster_after(&self, at: &Place<'_>, id: ClusterId, reason: Option<&str>) -> Option<ClusterAfter> {
+        let Place { next, table, spread, now } = *at;
         let published = self.snapshots.get(&id).and_then(|s| s.published.clone());
         let line_name = |c: &Config, line: LineId| {
             c.lines.get(&line.0).map(|l| l.value.line.name.clone()).unwrap_or_else(|| "default".into())
@@ -106,8 +124,7 @@ impl Control {
         };
         let mut state = self.slots.get(&id).map(|s| s.state.clone()).unwrap_or_default();
         let parts = Parts::gather(next, &self.obs, self.policy, id, (&state, spread), table.clone());
-        let reason = format!("Configuration: {} changed", cluster.value.name);
-        let out = evaluate(&parts.view(next, &cluster.value, Some(&reason)), &mut state, now);
+        let out = evaluate(&parts.view(next, &cluster.value, reason), &mut state, now);
         let last = out.revisions.last();
         let after = last.map(|d| &d.records).or(published.as_ref().map(|p| &p.records));
         let held = last.map(|d| &d.held).or(published.as_ref().map(|p| &p.held));

@@ -401,6 +401,14 @@ fn table() -> Api {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TokenId(pub(crate) i64);
 
+/// What the caller's token (or web UI session) may do, for the routes that answer a
+/// read-only caller differently.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Access {
+    /// It may read and plan, and change nothing.
+    pub(crate) read_only: bool,
+}
+
 /// What `require_admin` checks against.
 #[derive(Debug, Clone)]
 struct Auth {
@@ -436,6 +444,7 @@ async fn require_admin(State(Auth { app, sessions }): State<Auth>, mut req: Requ
         }
         req.extensions_mut().insert(Actor(format!("admin:{}", user.name)));
         req.extensions_mut().insert(TokenId(user.token));
+        req.extensions_mut().insert(Access { read_only: user.read_only });
         return next.run(req).await;
     }
     let Some(token) = presented else {
@@ -452,6 +461,7 @@ async fn require_admin(State(Auth { app, sessions }): State<Auth>, mut req: Requ
     }
     req.extensions_mut().insert(Actor(format!("admin:{}", t.value.name)));
     req.extensions_mut().insert(TokenId(*id));
+    req.extensions_mut().insert(Access { read_only: t.value.read_only });
     next.run(req).await
 }
 

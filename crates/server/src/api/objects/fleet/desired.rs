@@ -17,7 +17,7 @@ use vantage_core::ids::{GroupId, LineId};
 use vantage_core::mirror::MirrorSettings;
 
 use super::super::*;
-use super::export::object_doc;
+use super::export::{Secrets, object_doc};
 use crate::views::{ClusterFile, FleetFile, ObjectName};
 use vantage_store::FileWrite;
 
@@ -35,13 +35,17 @@ pub(super) struct Desired {
     pub left: Vec<ObjectName>,
 }
 
-/// What to do with objects the file does not hold.
+/// How a file is applied.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Absent {
-    /// Delete them.
+pub(super) struct Terms {
+    /// Objects the file does not hold are deleted.
     pub prune: bool,
     /// Even where that changes what DNS answers beyond the object.
     pub force: bool,
+    /// A secret the file gives is compared with the stored one. Off for a read-only caller's
+    /// plan: whether the plan says a secret changes would tell whether a guess is the stored
+    /// one, so such a plan keeps every stored secret instead.
+    pub compare_secrets: bool,
 }
 
 /// A list the file holds: objects of its kind (in its cluster) that the file does not name
@@ -76,26 +80,43 @@ impl Scope {
     }
 
     /// Whether object `id` may be deleted from `c`, and what goes with it.
-    fn delete(self, id: i64, c: &Config, force: bool) -> Result<Vec<i64>, Refusal> {
-        fn of<K: Kind>(id: i64, c: &Config, force: bool) -> Result<Vec<i64>, Refusal> {
-            if !force {
-                K::check_unforced_delete(id, c)?;
-            }
-            K::check_delete(id, c)
+    fn delete(self, id: i64, c: &Config) -> Result<Vec<i64>, Refusal> {
+        self.dispatch(id, c, |id, c, check_delete, _| check_delete(id, c))
+    }
+
+    /// Whether deleting object `id` from `c` needs the operator's word (`force`).
+    fn unforced(self, id: i64, c: &Config) -> Result<(), Refusal> {
+        self.dispatch(id, c, |id, c, _, unforced| unforced(id, c).map(|()| Vec::new())).map(drop)
+    }
+
+    /// `f` with the delete checks of this scope's kind.
+    fn dispatch(
+        self,
+        id: i64,
+        c: &Config,
+        f: impl FnOnce(i64, &Config, Deletes, Unforced) -> Deleted,
+    ) -> Deleted {
+        fn of<K: Kind>() -> (Deletes, Unforced) {
+            (K::check_delete, K::check_unforced_delete)
         }
-        match self {
-            Scope::Regions => of::<Region>(id, c, force),
-            Scope::Checks => of::<NamedCheck>(id, c, force),
-            Scope::Webhooks => of::<Webhook>(id, c, force),
-            Scope::Monitors => of::<Monitor>(id, c, force),
-            Scope::Clusters => of::<Cluster>(id, c, force),
-            Scope::Groups(_) => of::<GroupRecord>(id, c, force),
-            Scope::Lines(_) => of::<LineRecord>(id, c, force),
-            Scope::Nodes(_) => of::<NodeRecord>(id, c, force),
-            Scope::Rules(_) => of::<RuleRecord>(id, c, force),
-        }
+        let (check_delete, unforced) = match self {
+            Scope::Regions => of::<Region>(),
+            Scope::Checks => of::<NamedCheck>(),
+            Scope::Webhooks => of::<Webhook>(),
+            Scope::Monitors => of::<Monitor>(),
+            Scope::Clusters => of::<Cluster>(),
+            Scope::Groups(_) => of::<GroupRecord>(),
+            Scope::Lines(_) => of::<LineRecord>(),
+            Scope::Nodes(_) => of::<NodeRecord>(),
+            Scope::Rules(_) => of::<RuleRecord>(),
+        };
+        f(id, c, check_delete, unforced)
     }
 }
+
+type Deleted = Result<Vec<i64>, Refusal>;
+type Deletes = fn(i64, &Config) -> Deleted;
+type Unforced = fn(i64, &Config) -> Result<(), Refusal>;
 
 /// An error of the object at `at` in the file: its field is named from the file's root.
 fn within(at: &str) -> impl Fn(ApiError) -> ApiError + '_ {
@@ -125,7 +146,7 @@ struct Build<'a> {
     /// found in it, so a fleet of any size is matched in one pass.
     names: BTreeMap<(&'static str, Option<ClusterId>, String), i64>,
     scopes: Vec<Scope>,
-    absent: Absent,
+    terms: Terms,
     files: Vec<FileWrite>,
     left: Vec<ObjectName>,
     now: Timestamp,
@@ -136,7 +157,7 @@ pub(super) fn desired(
     app: &App,
     current: &Config,
     file: &FleetFile,
-    absent: Absent,
+    terms: Terms,
     now: Timestamp,
 ) -> Result<Desired, ApiError> {
     let mut b = Build {
@@ -148,7 +169,7 @@ pub(super) fn desired(
         seen: BTreeMap::new(),
         names: names(current),
         scopes: Vec::new(),
-        absent,
+        terms,
         files: Vec::new(),
         left: Vec::new(),
         now,
@@ -242,13 +263,13 @@ impl Build<'_> {
     ) -> Result<i64, ApiError> {
         let name = value.clone().wrap().name();
         let name_field = if K::NAME == "region" { "code" } else { "name" };
-        if let Some(first) = self.seen.insert((K::NAME, cluster, name.to_lowercase()), at.to_owned()) {
+        if let Some(first) = self.seen.insert((K::NAME, cluster, name.to_ascii_lowercase()), at.to_owned()) {
             return Err(ApiError::invalid(
                 format!("{at}.{name_field}"),
                 format!("{} {name:?} is in the file twice (first at {first})", K::NAME),
             ));
         }
-        let existing = (self.names.get(&(K::NAME, cluster, name.to_lowercase())))
+        let existing = (self.names.get(&(K::NAME, cluster, name.to_ascii_lowercase())))
             .and_then(|id| Some((*id, K::map(self.current).get(id)?.value.clone())));
         let (id, value) = match &existing {
             Some((id, old)) => (*id, value.keep_from(old)),
@@ -267,7 +288,7 @@ impl Build<'_> {
         let mut doc = cf.cluster.clone();
         let name = doc.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
         let old = self.current.clusters.values().find(|s| s.value.name.eq_ignore_ascii_case(&name));
-        stored_secrets(&mut doc, old.map(|s| &s.value), at)?;
+        stored_secrets(&mut doc, old.map(|s| &s.value), at, self.terms.compare_secrets)?;
         let value = Cluster::parse(Value::Object(doc), None, self.app).map_err(within(at))?;
         let cid = ClusterId(self.upsert(at, value, None, Ok)?);
         if let Some(groups) = &cf.groups {
@@ -316,8 +337,9 @@ impl Build<'_> {
                         Ok(AddressInput { ip: a.ip.clone(), level, trusted: a.trusted, line })
                     })
                     .collect::<Result<Vec<_>, ApiError>>()?;
+                // Its errors name `addresses[i]…` themselves.
                 let list = AddressList::parse(&rows, self.app.address_policy())
-                    .map_err(|e| within(&format!("{at}.addresses"))(e.into()))?;
+                    .map_err(|e| within(&at)(e.into()))?;
                 let value = NodeRecord::parse(doc, None, self.app).map_err(within(&at))?;
                 self.upsert(&at, value, Some(cid), |n| Ok(NodeRecord { addresses: list, ..n }))?;
             }
@@ -403,10 +425,11 @@ impl Build<'_> {
         Ok(())
     }
 
-    /// Refuses a tenant or mirror named twice in the file.
+    /// Refuses a tenant or mirror named twice in the file: tenants told apart as the registry
+    /// keys them (exactly), mirrors by host (which the registry keeps in lower case).
     fn named_once(&mut self, kind: &'static str, name: &str, at: &str) -> Result<(), ApiError> {
         let field = if kind == "mirror" { "host" } else { "name" };
-        match self.seen.insert((kind, None, name.to_lowercase()), at.to_owned()) {
+        match self.seen.insert((kind, None, name.to_owned()), at.to_owned()) {
             Some(first) => Err(ApiError::invalid(
                 format!("{at}.{field}"),
                 format!("{kind} {name:?} is in the file twice (first at {first})"),
@@ -424,7 +447,7 @@ impl Build<'_> {
         kind: &str,
     ) {
         for (key, v) in current {
-            if next.contains_key(key) || self.absent.prune {
+            if next.contains_key(key) || self.terms.prune {
                 continue;
             }
             next.insert(key.clone(), v.clone());
@@ -457,32 +480,58 @@ impl Build<'_> {
     }
 
     /// Deletes (with `prune`) or lists what the file's lists do not hold, children first, then
-    /// checks every saved object against the configuration after the whole change.
+    /// checks every saved object against the configuration after the whole change. Whether a
+    /// delete needs `force` is judged without the lines the change deletes too: a line pruned
+    /// with its nodes loses no answer to the operator's surprise.
     fn finish(mut self) -> Result<Desired, ApiError> {
-        let absent = self.absent;
-        let mut deletes = Vec::new();
-        let mut deleted = BTreeSet::new();
-        let mut left = std::mem::take(&mut self.left);
+        let terms = self.terms;
+        let mut gone_ids = Vec::new();
+        let mut listed = BTreeSet::new();
         for scope in self.scopes.iter().rev() {
             for id in scope.ids(self.current) {
-                if self.paths.contains_key(&id) || deleted.contains(&id) {
-                    continue;
+                if !self.paths.contains_key(&id) && listed.insert(id) {
+                    gone_ids.push((*scope, id));
                 }
-                if !absent.prune {
-                    left.extend(object_doc(self.current, id, super::export::Secrets::Masked).map(|(n, _)| n));
-                    continue;
+            }
+        }
+        let mut left = std::mem::take(&mut self.left);
+        let mut deletes = Vec::new();
+        if !terms.prune {
+            left.extend(
+                gone_ids
+                    .iter()
+                    .filter_map(|(_, id)| object_doc(self.current, *id, Secrets::Masked))
+                    .map(|(n, _)| n),
+            );
+            gone_ids.clear();
+        }
+        let mut shadow = (!terms.force).then(|| {
+            let mut c = self.next.clone();
+            gone_ids.iter().filter(|(s, _)| matches!(s, Scope::Lines(_))).for_each(|(_, id)| c.remove(*id));
+            c
+        });
+        let mut deleted = BTreeSet::new();
+        for (scope, id) in gone_ids {
+            if deleted.contains(&id) {
+                continue;
+            }
+            let name = object_doc(self.current, id, Secrets::Masked)
+                .map_or_else(|| format!("object {id}"), |(n, _)| format!("{} {}", n.kind, n.name));
+            let refused = |r: Refusal| match r {
+                Refusal::Conflict(m) => ApiError::Conflict(format!("cannot delete {name}: {m}")),
+                r => r.into(),
+            };
+            if let Some(shadow) = &shadow {
+                scope.unforced(id, shadow).map_err(refused)?;
+            }
+            let cascade = scope.delete(id, &self.next).map_err(refused)?;
+            for gone in std::iter::once(id).chain(cascade) {
+                self.next.remove(gone);
+                if let Some(shadow) = &mut shadow {
+                    shadow.remove(gone);
                 }
-                let name = object_doc(self.current, id, super::export::Secrets::Masked)
-                    .map_or_else(|| format!("object {id}"), |(n, _)| format!("{} {}", n.kind, n.name));
-                let cascade = scope.delete(id, &self.next, absent.force).map_err(|r| match r {
-                    Refusal::Conflict(m) => ApiError::Conflict(format!("cannot delete {name}: {m}")),
-                    r => r.into(),
-                })?;
-                for gone in std::iter::once(id).chain(cascade) {
-                    self.next.remove(gone);
-                    if deleted.insert(gone) {
-                        deletes.push(gone);
-                    }
+                if deleted.insert(gone) {
+                    deletes.push(gone);
                 }
             }
         }
@@ -499,7 +548,7 @@ impl Build<'_> {
 fn names(c: &Config) -> BTreeMap<(&'static str, Option<ClusterId>, String), i64> {
     let mut m = BTreeMap::new();
     let mut add = |kind, cluster, name: &str, id: &i64| {
-        m.entry((kind, cluster, name.to_lowercase())).or_insert(*id);
+        m.entry((kind, cluster, name.to_ascii_lowercase())).or_insert(*id);
     };
     c.regions.iter().for_each(|(id, s)| add("region", None, &s.value.code, id));
     c.checks.iter().for_each(|(id, s)| add("check", None, &s.value.name, id));
@@ -532,16 +581,25 @@ fn check(o: &Object, id: i64, c: &Config) -> Result<(), Refusal> {
 /// A publisher's `key_secret: stored` becomes the secret the server holds for the publisher of
 /// that name; anything else must be the secret itself (`vantage ctl` resolves `env:` and
 /// `file:` before it sends the file).
-fn stored_secrets(doc: &mut Map<String, Value>, old: Option<&Cluster>, at: &str) -> Result<(), ApiError> {
+fn stored_secrets(
+    doc: &mut Map<String, Value>,
+    old: Option<&Cluster>,
+    at: &str,
+    compare: bool,
+) -> Result<(), ApiError> {
     let Some(Value::Array(publishers)) = doc.get_mut("publishers") else { return Ok(()) };
     let old = old.map(|c| c.publishers.as_slice()).unwrap_or_default();
     for (k, p) in publishers.iter_mut().enumerate() {
         let field = format!("{at}.publishers[{k}].key_secret");
         let Some(obj) = p.as_object_mut() else { continue };
+        let name = obj.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let kept = old.iter().find(|o| o.name.eq_ignore_ascii_case(&name));
         match obj.get("key_secret").and_then(Value::as_str) {
+            Some(_) if !compare && kept.is_some() => {
+                obj.insert("key_secret".into(), json!(kept.map(|o| o.key_secret.as_str())));
+            }
             Some("stored") => {
-                let name = obj.get("name").and_then(Value::as_str).unwrap_or_default();
-                let stored = old.iter().find(|o| o.name.eq_ignore_ascii_case(name)).ok_or_else(|| {
+                let stored = kept.ok_or_else(|| {
                     ApiError::invalid(
                         &field,
                         format!(

@@ -5,7 +5,6 @@
 use std::collections::BTreeSet;
 
 use axum::extract::DefaultBodyLimit;
-use vantage_core::Timestamp;
 
 mod desired;
 mod export;
@@ -14,7 +13,7 @@ use super::*;
 use crate::views::{
     ApplyRequest, FieldChange, FleetFile, FleetPlan, ObjectChange, ObjectName, PlanOp, PlanRequest,
 };
-use desired::{Absent, Desired, desired};
+use desired::{Desired, Terms, desired};
 use export::{Secrets, export, object_doc};
 
 /// The largest fleet document taken: about 60,000 nodes with their addresses.
@@ -55,21 +54,25 @@ fn revision(c: &Config) -> String {
     crate::auth::sha256_hex(&doc)[..16].to_owned()
 }
 
-/// The plan of `file` against `current`, with the change it makes.
+/// The plan of `file` against `current`, with the change it makes; with what DNS would
+/// answer after it when `dns` (a dry run in the control core, which a plan shows and an apply
+/// does not need).
 fn plan(
     app: &App,
     current: &Config,
     file: &FleetFile,
-    absent: Absent,
-    now: Timestamp,
+    terms: Terms,
+    dns: bool,
 ) -> Result<(Desired, FleetPlan), ApiError> {
+    let now = crate::support::now();
     // Fields are named as the request body holds them: under `fleet`.
-    let d = desired(app, current, file, absent, now).map_err(|e| match e {
+    let d = desired(app, current, file, terms, now).map_err(|e| match e {
         ApiError::Invalid { field, reason } => ApiError::Invalid { field: format!("fleet.{field}"), reason },
         e => e,
     })?;
     let changes = changes(current, &d);
-    let dns = if changes.is_empty() { Vec::new() } else { app.control().dry_run(&d.puts, &d.deletes, now) };
+    let dns =
+        if dns && !changes.is_empty() { app.control().dry_run(&d.puts, &d.deletes, now) } else { Vec::new() };
     let plan = FleetPlan { revision: revision(current), changes, left: d.left.clone(), dns };
     Ok((d, plan))
 }
@@ -158,11 +161,12 @@ fn fields(
 
 async fn plan_route(
     State(app): State<Arc<App>>,
+    Extension(access): Extension<crate::api::Access>,
     Json(body): Json<Value>,
 ) -> Result<Json<FleetPlan>, ApiError> {
     let req: PlanRequest = parse_json(body)?;
-    let absent = Absent { prune: req.prune, force: req.force };
-    let (_, plan) = plan(&app, &app.config(), &req.fleet, absent, crate::support::now())?;
+    let terms = Terms { prune: req.prune, force: req.force, compare_secrets: !access.read_only };
+    let (_, plan) = plan(&app, &app.config(), &req.fleet, terms, true)?;
     Ok(Json(plan))
 }
 
@@ -171,30 +175,24 @@ async fn apply_route(
     Json(body): Json<Value>,
 ) -> Result<Json<FleetPlan>, ApiError> {
     let req: ApplyRequest = parse_json(body)?;
-    let absent = Absent { prune: req.prune, force: req.force };
-    let moved = |now: &str| {
-        ApiError::Conflict(format!(
-            "the configuration changed since the plan (planned against revision {}, now {now}): plan again",
-            req.expected_revision
-        ))
-    };
-    // Nothing to do writes nothing: an apply run twice leaves no second audit entry.
-    let (_, first) = plan(&app, &app.config(), &req.fleet, absent, crate::support::now())?;
-    if first.revision != req.expected_revision {
-        return Err(moved(&first.revision));
-    }
-    if first.changes.is_empty() {
-        return Ok(Json(first));
-    }
+    let terms = Terms { prune: req.prune, force: req.force, compare_secrets: true };
+    // Compared under the change lock, once this replica has every other replica's changes:
+    // a replica that lags the log must not refuse a plan made on one that does not.
     let mut applied = app
         .change(&actor, |c| {
-            let (d, plan) = plan(&app, c, &req.fleet, absent, crate::support::now())?;
+            let (d, plan) = plan(&app, c, &req.fleet, terms, false)?;
             if plan.revision != req.expected_revision {
-                return Err(moved(&plan.revision));
+                return Err(ApiError::Conflict(format!(
+                    "the configuration changed since the plan (planned against revision {}, now {}): plan again",
+                    req.expected_revision, plan.revision
+                )));
             }
+            // Nothing to do writes nothing: an apply run twice leaves no second audit entry.
             let mut ch = Change::default();
-            let summary = json!({"changes": plan.changes, "prune": absent.prune, "force": absent.force});
-            ch.audit("fleet.apply", "fleet", summary);
+            if !plan.changes.is_empty() {
+                let summary = json!({"changes": plan.changes, "prune": terms.prune, "force": terms.force});
+                ch.audit("fleet.apply", "fleet", summary);
+            }
             ch.puts = d.puts;
             ch.deletes = d.deletes;
             ch.files = d.files;
@@ -203,28 +201,4 @@ async fn apply_route(
         .await?;
     applied.revision = revision(&app.config());
     Ok(Json(applied))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `docs/fleet.schema.json` is what the server publishes, so editors validating against
-    /// the file in the repository see the same schema. `VANTAGE_WRITE_SCHEMA=1` rewrites it.
-    #[test]
-    fn the_schema_in_the_docs_is_the_one_served() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/fleet.schema.json");
-        let text = format!(
-            "{}\n",
-            serde_json::to_string_pretty(&super::super::super::json_schema::<FleetFile>()).unwrap()
-        );
-        if std::env::var_os("VANTAGE_WRITE_SCHEMA").is_some() {
-            std::fs::write(path, &text).unwrap();
-        }
-        let docs = std::fs::read_to_string(path).unwrap_or_default();
-        assert!(
-            docs == text,
-            "docs/fleet.schema.json is out of date: run VANTAGE_WRITE_SCHEMA=1 cargo test -p vantage-server --lib fleet"
-        );
-    }
 }
