@@ -391,3 +391,20 @@ async fn secrets_come_from_references_and_are_never_shown() {
     let (_, audit, _) = ctl(&s, &["--json", "audit"], &[]).await;
     assert!(audit.contains("fleet.apply") && !audit.contains(secret) && !audit.contains(new), "{audit}");
 }
+
+/// The example of `deploy/fleet/` (the README's fleet) plans and applies on a fresh server,
+/// DNS answers it, and it then plans as no change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_fleet_file_plans_and_applies() {
+    let s = ServerProcess::start().await;
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/fleet");
+    let (code, out, err) = ctl(&s, &["plan", "-f", example], &[]).await;
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("  video line default: 203.0.113.10 (now nothing)"), "{out}");
+    let (code, out, err) = ctl(&s, &["apply", "-f", example], &[]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, _) = ctl(&s, &["plan", "-f", example], &[]).await;
+    assert!(code == 0 && out.starts_with("No changes"), "{out}");
+    let (_, mirrors) = s.call(Method::GET, "/v1/mirrors", None).await;
+    assert_eq!(mirrors["count"], 1, "{mirrors}");
+}

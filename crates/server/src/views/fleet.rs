@@ -286,3 +286,8 @@ pub struct FleetPlan {
     /// observations, with the holds and rule actions it would lead to.
     pub dns: Vec<ClusterAfter>,
 }
+
+/// A JSON Schema (2020-12) document, as `GET /v1/fleet.schema.json` answers it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(value_type = Object)]
+pub struct JsonSchema(pub Value);

@@ -11,7 +11,8 @@ mod export;
 
 use super::*;
 use crate::views::{
-    ApplyRequest, FieldChange, FleetFile, FleetPlan, ObjectChange, ObjectName, PlanOp, PlanRequest,
+    ApplyRequest, FieldChange, FleetFile, FleetPlan, JsonSchema, ObjectChange, ObjectName, PlanOp,
+    PlanRequest,
 };
 use desired::{Desired, Terms, desired};
 use export::{Secrets, export, object_doc};
@@ -26,8 +27,8 @@ pub(super) fn routes(api: &mut Api) {
         get(|State(app): State<Arc<App>>| async move { Json(export(&app.config(), Secrets::Stored)) }),
     );
     api.add(
-        Op::get("/v1/fleet.schema.json", "fleet", "The JSON Schema of a fleet file"),
-        get(|| async { Json(super::super::json_schema::<FleetFile>()) }),
+        Op::get("/v1/fleet.schema.json", "fleet", "The JSON Schema of a fleet file").answers::<JsonSchema>(),
+        get(|| async { Json(JsonSchema(super::super::json_schema::<FleetFile>())) }),
     );
     api.add(
         Op::post("/v1/fleet/plan", "fleet", "What applying a fleet file would change (writes nothing)")
