@@ -194,6 +194,15 @@ async fn with_the_database_gone_dns_keeps_its_last_revision_and_changes_wait_for
     let login = s.ui_login(&browser).await;
     let cookie = login.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
 
+    let monitor = s
+        .create(
+            "/v1/monitors",
+            json!({"name": "live", "regions": [{"region": "eu-de", "weight": 1, "endpoints": ["http://127.0.0.1:9/live.m3u8"]}]}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+
     db.cut().await;
     let cut = Instant::now();
     while ready().await != 503 {
@@ -216,7 +225,13 @@ async fn with_the_database_gone_dns_keeps_its_last_revision_and_changes_wait_for
     let (_, nodes) = s.call(Method::GET, "/v1/nodes", None).await;
     let node = nodes["items"][0]["id"].as_i64().unwrap();
     let mut pages = Vec::new();
-    for path in ["/ui".to_owned(), format!("/ui/clusters/{cluster}"), format!("/ui/nodes/{node}")] {
+    let paths = [
+        "/ui".to_owned(),
+        format!("/ui/clusters/{cluster}"),
+        format!("/ui/nodes/{node}"),
+        format!("/ui/monitors/{monitor}"),
+    ];
+    for path in paths {
         let page = browser.get(format!("{}{path}", s.url)).header("cookie", &cookie).send().await.unwrap();
         assert_eq!(page.status(), 200, "{path}");
         let page = page.text().await.unwrap();

@@ -228,12 +228,15 @@ pub(in crate::ui) async fn monitor(
     let m: views::Monitor = api.get(&format!("/v1/monitors/{id}")).await?;
     let verdict: views::MonitorVerdict = api.get(&format!("/v1/monitors/{id}/verdict")).await?;
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
-    let history: Result<views::MonitorHistory, PageError> =
-        api.get(&format!("/v1/monitors/{id}/history?range={}", range.name())).await;
+    // The history is the store's: while it is away the page says changes are paused and shows
+    // the rest, from memory.
+    let history: Result<Option<views::MonitorHistory>, PageError> =
+        api.get_stored(&format!("/v1/monitors/{id}/history?range={}", range.name())).await;
     let names: HashMap<String, String> =
         regions.items.iter().map(|r| (r.code.clone(), format!("{} ({})", r.name, r.code))).collect();
     let (charts, changes, history_error) = match history {
-        Ok(h) => {
+        Ok(None) => (Vec::new(), Vec::new(), String::new()),
+        Ok(Some(h)) => {
             let changes = h
                 .verdicts
                 .iter()
@@ -259,7 +262,7 @@ pub(in crate::ui) async fn monitor(
     };
     let check = format!("{check} · {}", probed.source_phrase());
     let page = MonitorPage {
-        frame: Frame::new(&v, format!("Monitor {}", def.name), "monitors", 10),
+        frame: Frame::new(&v, format!("Monitor {}", def.name), "monitors", 10).reading(&api),
         name: def.name.clone(),
         path: urlencode(&def.name),
         verdict: format::monitor_verdict(verdict.global.map(|g| g.to_string()).as_deref()),
