@@ -547,14 +547,7 @@ impl Control {
     /// probers that stopped counting go, and the clusters it touches are evaluated at once.
     pub fn handle_change(&mut self, puts: Vec<(i64, Object)>, deletes: Vec<i64>, now: Timestamp) {
         let effects = Effects::of(&self.config, &puts, &deletes);
-        let mut next = Config::clone(&self.config);
-        for (id, o) in puts {
-            next.put(id, o, now, now);
-        }
-        for id in deletes {
-            next.remove(id);
-        }
-        self.swap_config(next);
+        self.swap_config(changed(&self.config, puts, &deletes, now));
         for caller in effects.forget {
             self.obs.forget(caller);
             self.obs.probers.remove(&caller);
@@ -1642,6 +1635,23 @@ enum Key<'a> {
     Mirror(&'a str),
     /// A monitor endpoint.
     Monitor(EndpointKey),
+}
+
+/// `c` with `puts` saved and `deletes` removed at `now`, as a committed change leaves it.
+fn changed(
+    c: &Config,
+    puts: impl IntoIterator<Item = (i64, Object)>,
+    deletes: &[i64],
+    now: Timestamp,
+) -> Config {
+    let mut next = Config::clone(c);
+    for (id, o) in puts {
+        next.put(id, o, now, now);
+    }
+    for id in deletes {
+        next.remove(*id);
+    }
+    next
 }
 
 /// What a cluster's view is built from: its lines, rules, nodes with their latest results,

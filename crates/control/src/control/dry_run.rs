@@ -68,13 +68,7 @@ impl Control {
     /// line removed.
     pub fn dry_run(&self, puts: &[(i64, Object)], deletes: &[i64], now: Timestamp) -> Vec<ClusterAfter> {
         let effects = Effects::of(&self.config, puts, deletes);
-        let mut next = Config::clone(&self.config);
-        for (id, o) in puts {
-            next.put(*id, o.clone(), now, now);
-        }
-        for id in deletes {
-            next.remove(*id);
-        }
+        let next = super::changed(&self.config, puts.iter().cloned(), deletes, now);
         // Each cluster's pass with the reason `handle_change` would give it: the first one its
         // effects name (rules and settings give none: rules cut their own revisions).
         let mut touched: BTreeMap<ClusterId, Option<String>> = BTreeMap::new();

@@ -79,27 +79,13 @@ impl Scope {
         }
     }
 
-    /// Whether object `id` may be deleted from `c`, and what goes with it.
-    fn delete(self, id: i64, c: &Config) -> Result<Vec<i64>, Refusal> {
-        self.dispatch(id, c, |id, c, check_delete, _| check_delete(id, c))
-    }
-
-    /// Whether deleting object `id` from `c` needs the operator's word (`force`).
-    fn unforced(self, id: i64, c: &Config) -> Result<(), Refusal> {
-        self.dispatch(id, c, |id, c, _, unforced| unforced(id, c).map(|()| Vec::new())).map(drop)
-    }
-
-    /// `f` with the delete checks of this scope's kind.
-    fn dispatch(
-        self,
-        id: i64,
-        c: &Config,
-        f: impl FnOnce(i64, &Config, Deletes, Unforced) -> Deleted,
-    ) -> Deleted {
+    /// The delete checks of its kind: whether an object may be deleted (and what goes with
+    /// it), and whether deleting it needs the operator's word (`force`).
+    fn delete_checks(self) -> (Deletes, Unforced) {
         fn of<K: Kind>() -> (Deletes, Unforced) {
             (K::check_delete, K::check_unforced_delete)
         }
-        let (check_delete, unforced) = match self {
+        match self {
             Scope::Regions => of::<Region>(),
             Scope::Checks => of::<NamedCheck>(),
             Scope::Webhooks => of::<Webhook>(),
@@ -109,13 +95,11 @@ impl Scope {
             Scope::Lines(_) => of::<LineRecord>(),
             Scope::Nodes(_) => of::<NodeRecord>(),
             Scope::Rules(_) => of::<RuleRecord>(),
-        };
-        f(id, c, check_delete, unforced)
+        }
     }
 }
 
-type Deleted = Result<Vec<i64>, Refusal>;
-type Deletes = fn(i64, &Config) -> Deleted;
+type Deletes = fn(i64, &Config) -> Result<Vec<i64>, Refusal>;
 type Unforced = fn(i64, &Config) -> Result<(), Refusal>;
 
 /// An error of the object at `at` in the file: its field is named from the file's root.
@@ -521,10 +505,11 @@ impl Build<'_> {
                 Refusal::Conflict(m) => ApiError::Conflict(format!("cannot delete {name}: {m}")),
                 r => r.into(),
             };
+            let (check_delete, unforced) = scope.delete_checks();
             if let Some(shadow) = &shadow {
-                scope.unforced(id, shadow).map_err(refused)?;
+                unforced(id, shadow).map_err(refused)?;
             }
-            let cascade = scope.delete(id, &self.next).map_err(refused)?;
+            let cascade = check_delete(id, &self.next).map_err(refused)?;
             for gone in std::iter::once(id).chain(cascade) {
                 self.next.remove(gone);
                 if let Some(shadow) = &mut shadow {

@@ -33,18 +33,12 @@ pub(super) fn export(c: &Config, secrets: Secrets) -> FleetFile {
         .keys()
         .filter_map(|id| {
             let cluster = ClusterId(*id);
-            let children = |ids: Vec<i64>| {
-                ids.into_iter()
-                    .filter_map(|id| object_doc(c, id, secrets))
-                    .map(|(_, v)| v)
-                    .collect::<Vec<_>>()
-            };
             Some(ClusterFile {
                 cluster: as_map(object_doc(c, *id, secrets)?.1)?,
-                groups: Some(typed::<GroupFile>(children(c.groups_of(cluster).map(|(g, _)| g.0).collect()))),
-                lines: Some(typed::<LineFile>(children(c.lines_of(cluster).map(|(l, _)| l.0).collect()))),
-                nodes: Some(typed::<NodeFile>(children(c.nodes_of(cluster).map(|(n, _)| n.0).collect()))),
-                rules: Some(typed::<RuleFile>(children(c.rules_of(cluster).map(|(r, _)| r.0).collect()))),
+                groups: Some(c.groups_of(cluster).map(|(_, s)| group_file(c, &s.value)).collect()),
+                lines: Some(c.lines_of(cluster).map(|(_, s)| line_file(c, &s.value)).collect()),
+                nodes: Some(c.nodes_of(cluster).map(|(_, s)| node_file(c, &s.value)).collect()),
+                rules: Some(c.rules_of(cluster).map(|(_, s)| rule_file(c, &s.value)).collect()),
             })
         })
         .collect();
@@ -67,11 +61,6 @@ pub(super) fn export(c: &Config, secrets: Secrets) -> FleetFile {
 /// A mirror as its record in the file: the operator's fields.
 pub(super) fn mirror_doc(m: &Mirror) -> Value {
     to_doc(&MirrorInput::from(m.clone()))
-}
-
-/// Documents `object_doc` wrote from a file type, read back as that type.
-fn typed<T: DeserializeOwned>(docs: Vec<Value>) -> Vec<T> {
-    docs.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect()
 }
 
 fn as_map(v: Value) -> Option<Map<String, Value>> {
@@ -130,77 +119,85 @@ pub(super) fn object_doc(c: &Config, id: i64, secrets: Secrets) -> Option<(Objec
         return Some((named("cluster", s.value.name.clone()), doc));
     }
     if let Some(s) = c.groups.get(&id) {
-        let g = &s.value.group;
-        let file = GroupFile { name: g.name.clone(), region: g.region.map(|r| region_code(c, r)) };
-        return Some((named("group", in_cluster(s.value.cluster, &g.name)), to_doc(&file)));
+        let name = in_cluster(s.value.cluster, &s.value.group.name);
+        return Some((named("group", name), to_doc(&group_file(c, &s.value))));
     }
     if let Some(s) = c.lines.get(&id) {
-        let l = &s.value.line;
-        let file = LineFile {
-            name: l.name.clone(),
-            group: group_name(c, l.group),
-            backup_groups: l.backup_groups.iter().map(|g| group_name(c, *g)).collect(),
-            min_healthy: Some(l.min_healthy),
-            client_networks: l.client_networks.iter().map(ToString::to_string).collect(),
-            all_down: Some(l.all_down),
-        };
-        return Some((named("line", in_cluster(s.value.cluster, &l.name)), to_doc(&file)));
+        let name = in_cluster(s.value.cluster, &s.value.line.name);
+        return Some((named("line", name), to_doc(&line_file(c, &s.value))));
     }
     if let Some(s) = c.nodes.get(&id) {
-        let n = &s.value.node;
-        let addresses = s
-            .value
-            .addresses
-            .as_slice()
-            .iter()
-            .map(|a| {
-                let row = AddressInput::from(*a);
-                AddressFile {
-                    ip: row.ip,
-                    level: Some(row.level),
-                    trusted: row.trusted,
-                    line: row.line.map(|l| line_name(c, l)),
-                }
-            })
-            .collect();
-        let file = NodeFile {
-            name: n.name.clone(),
-            group: group_name(c, n.group),
-            enabled: Some(n.enabled),
-            also_probes: Some(n.also_probes),
-            addresses,
-        };
-        return Some((named("node", in_cluster(s.value.cluster, &n.name)), to_doc(&file)));
+        let name = in_cluster(s.value.cluster, &s.value.node.name);
+        return Some((named("node", name), to_doc(&node_file(c, &s.value))));
     }
     if let Some(s) = c.rules.get(&id) {
-        let r = &s.value.rule;
-        let file = RuleFile {
-            name: r.name.clone(),
-            line: r.line.map(|l| line_name(c, l)),
-            action: Some(r.action),
-            match_mode: Some(r.match_mode),
-            hold_s: Some(r.hold_s),
-            recover_s: Some(r.recover_s),
-            enabled: Some(r.enabled),
-            conditions: r
-                .conditions
-                .iter()
-                .map(|k| {
-                    let k = ConditionInput::from(*k);
-                    ConditionFile {
-                        metric: Some(k.metric),
-                        comparison: Some(k.comparison),
-                        threshold: Some(k.threshold),
-                        for_s: Some(k.for_s),
-                        aggregate: k.aggregate,
-                        region: k.region.map(|r| region_code(c, r)),
-                    }
-                })
-                .collect(),
-        };
-        return Some((named("rule", in_cluster(s.value.cluster, &r.name)), to_doc(&file)));
+        let name = in_cluster(s.value.cluster, &s.value.rule.name);
+        return Some((named("rule", name), to_doc(&rule_file(c, &s.value))));
     }
     None
+}
+
+fn group_file(c: &Config, g: &GroupRecord) -> GroupFile {
+    GroupFile { name: g.group.name.clone(), region: g.group.region.map(|r| region_code(c, r)) }
+}
+
+fn line_file(c: &Config, l: &LineRecord) -> LineFile {
+    let l = &l.line;
+    LineFile {
+        name: l.name.clone(),
+        group: group_name(c, l.group),
+        backup_groups: l.backup_groups.iter().map(|g| group_name(c, *g)).collect(),
+        min_healthy: Some(l.min_healthy),
+        client_networks: l.client_networks.iter().map(ToString::to_string).collect(),
+        all_down: Some(l.all_down),
+    }
+}
+
+fn node_file(c: &Config, n: &NodeRecord) -> NodeFile {
+    let addresses = (n.addresses.as_slice().iter())
+        .map(|a| {
+            let row = AddressInput::from(*a);
+            AddressFile {
+                ip: row.ip,
+                level: Some(row.level),
+                trusted: row.trusted,
+                line: row.line.map(|l| line_name(c, l)),
+            }
+        })
+        .collect();
+    let node = &n.node;
+    NodeFile {
+        name: node.name.clone(),
+        group: group_name(c, node.group),
+        enabled: Some(node.enabled),
+        also_probes: Some(node.also_probes),
+        addresses,
+    }
+}
+
+fn rule_file(c: &Config, r: &RuleRecord) -> RuleFile {
+    let r = &r.rule;
+    let condition = |k: &vantage_core::rules::Condition| {
+        let k = ConditionInput::from(*k);
+        ConditionFile {
+            metric: Some(k.metric),
+            comparison: Some(k.comparison),
+            threshold: Some(k.threshold),
+            for_s: Some(k.for_s),
+            aggregate: k.aggregate,
+            region: k.region.map(|r| region_code(c, r)),
+        }
+    };
+    RuleFile {
+        name: r.name.clone(),
+        line: r.line.map(|l| line_name(c, l)),
+        action: Some(r.action),
+        match_mode: Some(r.match_mode),
+        hold_s: Some(r.hold_s),
+        recover_s: Some(r.recover_s),
+        enabled: Some(r.enabled),
+        conditions: r.conditions.iter().map(condition).collect(),
+    }
 }
 
 /// A secret as the file writes it in `mode`.
