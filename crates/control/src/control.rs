@@ -16,10 +16,10 @@ use vantage_core::evaluate::{
     Records, evaluate, line_outlooks, preview,
 };
 use vantage_core::fetch::FetchPolicy;
-use vantage_core::ids::{ClusterId, NodeId, RegionId, RuleId};
+use vantage_core::ids::{ClusterId, NodeId, RuleId};
 use vantage_core::model::AllDown;
 use vantage_core::reachability::{
-    AddressHealth, Observation, Observations as Seen, ProberView, Verdict, sees_failing, verdicts_by_region,
+    AddressHealth, Observation, Observations as Seen, ProberView, sees_failing,
 };
 use vantage_core::rules::Rule;
 use vantage_core::wire;
@@ -461,19 +461,6 @@ impl Control {
     pub fn level_since(&self, node: NodeId) -> Option<Timestamp> {
         let cluster = self.config.nodes.get(&node.0)?.value.cluster;
         self.snapshots.get(&cluster)?.level_since.get(&node).copied()
-    }
-
-    /// How the counting probers of each region see one address of a node at `now` (SPEC
-    /// §5.1's tally, region by region): where a failure is seen from, which the address's own
-    /// verdict sums up.
-    pub fn region_verdicts(&self, node: NodeId, ip: IpAddr, now: Timestamp) -> Vec<(RegionId, Verdict)> {
-        let c = &self.config;
-        let Some(cluster) = c.nodes.get(&node.0).and_then(|n| c.clusters.get(&n.value.cluster.0)) else {
-            return Vec::new();
-        };
-        let (probers, index) = &*self.table;
-        let seen = Parts::seen(&self.obs, index, &cluster.value.listeners, node, ip);
-        verdicts_by_region(&seen, probers, &c.settings, now)
     }
 
     /// A node's scheduling addresses in use now (configured, else reported).

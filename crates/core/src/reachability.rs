@@ -168,33 +168,43 @@ impl Verdict {
     }
 }
 
-/// Tallies the counting probers of one address.
-pub fn verdict(
-    obs: &Observations,
-    probers: &[ProberView],
-    settings: &ProbeSettings,
-    now: Timestamp,
-) -> Verdict {
-    let mut v = Verdict::default();
-    for t in obs.per_prober(probers, settings, now) {
-        v.counting += 1;
-        v.failing += u32::from(t.sees_failing(settings));
-    }
+/// One counting prober's say on an address: its region, whether it sees the address failing,
+/// since when, and its newest counted result.
+#[derive(Debug, Clone, Copy)]
+struct Say {
+    region: RegionId,
+    failing: bool,
+    evidence: Timestamp,
+    reported_at: Timestamp,
+}
+
+/// The says of the counting probers of one address.
+fn says(obs: &Observations, probers: &[ProberView], settings: &ProbeSettings, now: Timestamp) -> Vec<Say> {
+    obs.per_prober(probers, settings, now)
+        .map(|t| Say {
+            region: probers.get(t.prober as usize).map_or(RegionId(0), |p| p.region),
+            failing: t.sees_failing(settings),
+            evidence: t.failing_evidence(),
+            reported_at: t.reported_at,
+        })
+        .collect()
+}
+
+/// The verdict of `says` (SPEC §5.1): failing when a strict majority fails, with the time the
+/// reports show it so, or the time they show it answering.
+fn verdict_of(says: &[Say]) -> Verdict {
+    let mut v = Verdict {
+        counting: u32::try_from(says.len()).unwrap_or(u32::MAX),
+        failing: u32::try_from(says.iter().filter(|s| s.failing).count()).unwrap_or(u32::MAX),
+        ..Verdict::default()
+    };
     if v.is_failing() {
-        let mut times: Vec<Timestamp> = obs
-            .per_prober(probers, settings, now)
-            .filter(|t| t.sees_failing(settings))
-            .map(|t| t.failing_evidence())
-            .collect();
+        let mut times: Vec<Timestamp> = says.iter().filter(|s| s.failing).map(|s| s.evidence).collect();
         times.sort_unstable();
         let majority = (v.counting / 2) as usize; // index of the (counting/2 + 1)-th oldest
         v.failing_from = times.get(majority).copied();
     } else if v.counting > 0 {
-        let mut times: Vec<Timestamp> = obs
-            .per_prober(probers, settings, now)
-            .filter(|t| !t.sees_failing(settings))
-            .map(|t| t.reported_at)
-            .collect();
+        let mut times: Vec<Timestamp> = says.iter().filter(|s| !s.failing).map(|s| s.reported_at).collect();
         times.sort_unstable_by(|a, b| b.cmp(a));
         let enough = v.counting.div_ceil(2) as usize; // answering probers that leave no majority failing
         v.answering_at = times.get(enough.saturating_sub(1)).copied();
@@ -202,29 +212,48 @@ pub fn verdict(
     v
 }
 
-/// How the counting probers of each region see an address: [`verdict`] over that region's
-/// probers alone, for every region with an active prober (a region whose probers have no
-/// fresh result counts none). For reading where a failure is seen from; a few regions alone
-/// decide nothing (§5.1).
-pub fn verdicts_by_region(
+/// Tallies the counting probers of one address.
+pub fn verdict(
     obs: &Observations,
     probers: &[ProberView],
     settings: &ProbeSettings,
     now: Timestamp,
-) -> Vec<(RegionId, Verdict)> {
+) -> Verdict {
+    verdict_of(&says(obs, probers, settings, now))
+}
+
+/// The regions with an active prober, sorted: the columns of [`verdicts_by_region`].
+pub fn active_regions(probers: &[ProberView]) -> Vec<RegionId> {
     let mut regions: Vec<RegionId> = probers.iter().filter(|p| p.active).map(|p| p.region).collect();
     regions.sort_unstable();
     regions.dedup();
-    let mut only = probers.to_vec();
     regions
-        .into_iter()
+}
+
+/// How the counting probers see an address, all together and region by region: [`verdict`],
+/// and [`verdict`] over each region's probers alone for every one of `regions` (those with an
+/// active prober, [`active_regions`]; a region whose probers have no fresh result counts
+/// none). The regions are for reading where a failure is seen from; a few regions alone
+/// decide nothing (§5.1). One tally serves both.
+pub fn verdicts_by_region(
+    obs: &Observations,
+    probers: &[ProberView],
+    regions: &[RegionId],
+    settings: &ProbeSettings,
+    now: Timestamp,
+) -> (Verdict, Vec<(RegionId, Verdict)>) {
+    let mut says = says(obs, probers, settings, now);
+    let all = verdict_of(&says);
+    says.sort_unstable_by_key(|s| s.region);
+    let by = regions
+        .iter()
         .map(|r| {
-            for (o, p) in only.iter_mut().zip(probers) {
-                o.active = p.active && p.region == r;
-            }
-            (r, verdict(obs, &only, settings, now))
+            let from = says.partition_point(|s| s.region < *r);
+            let to = says.partition_point(|s| s.region <= *r);
+            (*r, verdict_of(&says[from..to]))
         })
-        .collect()
+        .collect();
+    (all, by)
 }
 
 /// Reachability of an address.
@@ -587,13 +616,13 @@ mod tests {
             obs(3, 3, 3, T0.plus_millis(-31_000)),
             obs(4, 3, 3, T0),
         ]);
-        let by = verdicts_by_region(&o, &p, &s, T0);
+        let (all, by) = verdicts_by_region(&o, &p, &active_regions(&p), &s, T0);
         let tallies: Vec<(RegionId, u32, u32)> =
             by.iter().map(|(r, v)| (*r, v.failing, v.counting)).collect();
         assert_eq!(tallies, [(RegionId(1), 2, 2), (RegionId(2), 0, 1)]);
         assert!(by[0].1.is_failing() && !by[1].1.is_failing());
         // Together they are what the whole verdict counts.
-        let all = verdict(&o, &p, &s, T0);
+        assert_eq!(all, verdict(&o, &p, &s, T0));
         assert_eq!((all.failing, all.counting), (2, 3));
     }
 

@@ -19,7 +19,8 @@ use crate::ids::RegionId;
 use crate::ids::{GroupId, LineId, NodeId, RuleId};
 use crate::model::{AllDown, Cluster, DnsMode};
 use crate::reachability::{
-    AddressCondition, AddressHealth, Condition, Observations, ProberView, Reachability, Verdict, verdict,
+    AddressCondition, AddressHealth, Condition, Observations, ProberView, Reachability, Verdict,
+    active_regions, verdicts_by_region,
 };
 use crate::rules::{Action, Aggregate, Metric, Rule, RuleState, Status, Transition};
 use crate::settings::ProbeSettings;
@@ -250,6 +251,10 @@ pub struct AddressStatus {
     pub reachability: Reachability,
     /// How the counting probers see it.
     pub verdict: Verdict,
+    /// How the counting probers of each region with an active prober see it, by region: where
+    /// a failure is seen from, tallied in the same pass as `verdict` (which sums them up).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regions: Vec<(RegionId, Verdict)>,
     /// DNS uses it now: at the node's level, which a backup-IP action in effect may hold on a
     /// backup level (on the lines that action covers).
     pub in_use: bool,
@@ -599,18 +604,19 @@ fn reachability(
     let mut pairs: Vec<(SchedulingAddress, bool)> = Vec::new();
     let mut pending: Vec<IpAddr> = Vec::new();
     let mut targets: Vec<(LineId, IpAddr, bool)> = Vec::new();
-    let verdicts: Vec<Verdict> = view
+    let regions = active_regions(view.probers);
+    let verdicts: Vec<(Verdict, Vec<(RegionId, Verdict)>)> = view
         .nodes
         .iter()
         .flat_map(|n| n.addresses.iter())
-        .map(|a| verdict(&a.observations, view.probers, settings, now))
+        .map(|a| verdicts_by_region(&a.observations, view.probers, &regions, settings, now))
         .collect();
     let mut verdicts = verdicts.into_iter();
     for node in view.nodes {
         pairs.clear();
         let mut addresses = Vec::with_capacity(node.addresses.len());
         for a in &node.addresses {
-            let v = verdicts.next().unwrap_or_default();
+            let (v, by_region) = verdicts.next().unwrap_or_default();
             let trusted = a.address.trusted;
             let health = state
                 .addresses
@@ -644,6 +650,7 @@ fn reachability(
                 level: a.address.level,
                 reachability: health.state,
                 verdict: v,
+                regions: by_region,
                 in_use: false,
                 damping: health.multiplier(),
                 condition: health.condition(settings),

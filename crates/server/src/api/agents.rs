@@ -291,7 +291,7 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
                 condition: s.map(|s| s.condition.condition),
                 since: s.and_then(|s| s.condition.since),
                 changes_at: s.and_then(|s| s.condition.changes_at),
-                regions: region_views(c, control.region_verdicts(id, a.ip, at)),
+                regions: region_views(c, s.map(|s| s.regions.as_slice()).unwrap_or_default()),
             }
         })
         .collect();
@@ -331,9 +331,10 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
 }
 
 /// Each region's tally of an address under the region's code and name, by code.
-fn region_views(c: &Config, verdicts: Vec<(RegionId, Verdict)>) -> Vec<AddressRegionView> {
+fn region_views(c: &Config, verdicts: &[(RegionId, Verdict)]) -> Vec<AddressRegionView> {
     let mut out: Vec<AddressRegionView> = verdicts
-        .into_iter()
+        .iter()
+        .copied()
         .filter_map(|(r, probers)| {
             let region = &c.regions.get(&r.0)?.value;
             Some(AddressRegionView {
