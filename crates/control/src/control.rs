@@ -34,7 +34,7 @@ use crate::mirrors::book::VerdictChange;
 use crate::mirrors::registry::Changes;
 use crate::mirrors::{CheckRefused, CheckRun, LoadError, Mirrors, endpoint_targets, host_of_key};
 use crate::monitors::{EndpointKey, MonitorChange, Monitors, SteeringTable};
-use crate::observe::{Latest, Observations, agent_online, prober_status, reportable};
+use crate::observe::{Given, Latest, Observations, agent_online, prober_status, reportable};
 use crate::rates::ProbeRates;
 use crate::snapshot::{ClusterSnapshot, Published, Snapshots, Zone};
 use crate::spread::Spread;
@@ -228,12 +228,6 @@ pub enum Output {
     SaveMirrors(String),
     /// The monitors' windows or verdicts changed: save them (JSON).
     SaveMonitors(String),
-    /// What doors choose from changed: swap in [`Control::doors`], read when this is carried
-    /// out (a driver that also swaps it in right after a change then never goes back to an
-    /// older one).
-    Doors,
-    /// A content-steering order changed: swap in [`Control::steering`], read likewise.
-    Steering,
     /// Confirmations wait for some probers: wake their recheck requests, which collect them
     /// with [`Control::take_rechecks`].
     Recheck,
@@ -277,18 +271,21 @@ pub struct Control {
     /// The prober table of `config` (`Parts::prober_table`), built once per configuration for
     /// every pass and for the reads that tally an address by region.
     table: Arc<ProberTable>,
-    policy: AddressPolicy,
+    pub(crate) policy: AddressPolicy,
     fetch: FetchPolicy,
     timing: Timing,
     started: Timestamp,
     obs: Observations,
     slots: BTreeMap<ClusterId, Slot>,
     snapshots: Arc<Snapshots>,
-    alerts: AlertBook,
+    // Shared with the published views (`crate::view`): changed through `Arc::make_mut`.
+    pub(crate) alerts: Arc<AlertBook>,
     alerts_dirty: bool,
     events: EventLog,
-    mirrors: Mirrors,
-    monitors: Monitors,
+    pub(crate) mirrors: Arc<Mirrors>,
+    pub(crate) monitors: Arc<Monitors>,
+    /// The fleet's figures last made for a view.
+    pub(crate) figures: Arc<crate::view::Figures>,
     steering: Arc<SteeringTable>,
     confirmations: Confirmations,
     rates: ProbeRates,
@@ -345,12 +342,13 @@ impl Control {
             obs,
             slots,
             snapshots: Arc::new(snapshots),
-            alerts: start.alerts.unwrap_or_default(),
+            alerts: Arc::new(start.alerts.unwrap_or_default()),
             alerts_dirty: false,
             passes: 0,
             events: EventLog::starting(start.last_event, now),
-            mirrors: Mirrors::new(start.mirror_states.as_deref()),
-            monitors: Monitors::restore(start.monitor_states.as_deref()),
+            mirrors: Arc::new(Mirrors::new(start.mirror_states.as_deref())),
+            monitors: Arc::new(Monitors::restore(start.monitor_states.as_deref())),
+            figures: Arc::default(),
             steering: Arc::default(),
             confirmations: Confirmations::default(),
             rates: ProbeRates::default(),
@@ -417,8 +415,7 @@ impl Control {
 
     /// The status of a node from its cluster's last pass.
     pub fn node_status(&self, node: NodeId) -> Option<&vantage_core::evaluate::NodeStatus> {
-        let cluster = self.config.nodes.get(&node.0)?.value.cluster;
-        self.snapshots.get(&cluster)?.nodes.get(&node)
+        crate::view::node_status(&self.config, &self.snapshots, node)
     }
 
     /// Of `ips`, the addresses of `node` that serve before any prober has seen them answer:
@@ -457,34 +454,22 @@ impl Control {
         Spread::of(&self.config, |p| self.prober_status(p, now) == crate::observe::ProberStatus::Online)
     }
 
-    /// Since when a node has been at its level (unknown before its first change after a start).
-    pub fn level_since(&self, node: NodeId) -> Option<Timestamp> {
-        let cluster = self.config.nodes.get(&node.0)?.value.cluster;
-        self.snapshots.get(&cluster)?.level_since.get(&node).copied()
-    }
-
     /// A node's scheduling addresses in use now (configured, else reported).
     pub fn addresses_of(&self, node: NodeId) -> Option<vantage_core::address::AddressList> {
-        let rec = &self.config.nodes.get(&node.0)?.value;
-        let reported = self.obs.nodes.get(&node).map(|n| n.addresses.as_slice());
-        Some(addresses_in_use(&rec.addresses, reported, self.policy))
+        crate::view::addresses_of(&self.config, &self.obs.nodes, self.policy, node)
     }
 
     /// The source address a node's agent connects from: that of its latest heartbeat, else
     /// that of its enrollment.
     pub fn source_address(&self, node: NodeId) -> Option<IpAddr> {
-        let heartbeat = self.obs.nodes.get(&node).and_then(|n| n.connects_from);
-        heartbeat.or_else(|| self.config.nodes.get(&node.0)?.value.enrolled_from)
+        crate::view::source_address(&self.config, &self.obs.nodes, node)
     }
 
     /// The source address an operator may add to a node's configured addresses: public (as
     /// a heartbeat's addresses must be) and not configured already. It is never used on its
     /// own.
     pub fn addable_source(&self, node: NodeId) -> Option<IpAddr> {
-        let rec = &self.config.nodes.get(&node.0)?.value;
-        self.source_address(node).filter(|ip| {
-            reportable(*ip, self.policy) && !rec.addresses.as_slice().iter().any(|a| a.ip == *ip)
-        })
+        crate::view::addable_source(&self.config, &self.obs.nodes, self.policy, node)
     }
 
     /// When each HTTPS target's certificate expires, as the probers last saw it (the earliest
@@ -501,16 +486,7 @@ impl Control {
 
     /// A prober's status now (SPEC §3.5).
     pub fn prober_status(&self, caller: Caller, now: Timestamp) -> crate::observe::ProberStatus {
-        let enabled = match caller {
-            Caller::Prober(p) => self.config.probers.get(&p.0).is_some_and(|p| p.value.enabled),
-            Caller::Node(n) => self.config.node_probes(n),
-        };
-        prober_status(
-            enabled,
-            self.obs.probers.get(&caller).and_then(|r| r.last_seen),
-            &self.config.settings,
-            now,
-        )
+        self.config.prober_status(caller, self.obs.probers.get(&caller).and_then(|r| r.last_seen), now)
     }
 
     /// The preview (SPEC §5.4) of a cluster at `now`, from its current states: every rule
@@ -538,15 +514,14 @@ impl Control {
         for caller in effects.forget {
             self.obs.forget(caller);
             self.obs.probers.remove(&caller);
-            self.mirrors.forget(caller);
+            Arc::make_mut(&mut self.mirrors).forget(caller);
             self.confirmations.forget(caller);
             self.outputs.push_back(Output::ForgetResults(caller));
         }
         self.sync_slots(now);
-        let changes = self.mirrors.follow(&self.config, now);
+        let changes = Arc::make_mut(&mut self.mirrors).follow(&self.config, now);
         self.verdicts(changes, now);
-        self.flush_doors();
-        self.monitors.follow(&self.config);
+        Arc::make_mut(&mut self.monitors).follow(&self.config);
         self.flush_steering(now);
         if effects.all {
             self.trigger_all(now);
@@ -597,7 +572,9 @@ impl Control {
         // cluster only.
         let mut endpoints =
             if matches!(caller, Caller::Prober(_)) { endpoint_targets(&c, &mut checks) } else { Vec::new() };
-        let check_now = !endpoints.is_empty() && self.mirrors.tell(&c, caller);
+        let check_now = !endpoints.is_empty()
+            && self.mirrors.checking()
+            && Arc::make_mut(&mut self.mirrors).tell(&c, caller);
         let issued_hosts = c.mirrors.mirrors.keys().filter(|_| !endpoints.is_empty()).cloned().collect();
         // Monitors are probed by the probers of each monitor region.
         let (monitor_targets, monitor_keys) = match c.prober_region(caller) {
@@ -609,10 +586,7 @@ impl Control {
         r.last_seen = Some(now);
         r.targets = u32::try_from(targets.len() + endpoints.len()).unwrap_or(u32::MAX);
         r.round_targets = u32::try_from(targets.len()).unwrap_or(u32::MAX);
-        r.issued = keys;
-        r.aliases = aliases;
-        r.issued_endpoints = issued_hosts;
-        r.issued_monitors = monitor_keys;
+        r.given = Arc::new(Given { issued: keys, aliases, endpoints: issued_hosts, monitors: monitor_keys });
         wire::Work {
             id: caller.id(),
             settings: c.settings,
@@ -628,7 +602,7 @@ impl Control {
 
     /// The targets `caller` is asked to probe at once (collected once), as its work's keys.
     pub fn take_rechecks(&mut self, caller: Caller) -> wire::Recheck {
-        let given = self.obs.probers.get(&caller).map(|r| &r.issued);
+        let given = self.obs.probers.get(&caller).map(|r| &r.given.issued);
         let targets = self
             .confirmations
             .take(caller)
@@ -654,9 +628,9 @@ impl Control {
         now: Timestamp,
     ) -> Result<Vec<(String, Latest)>, ReportError> {
         let runtime = self.obs.probers.get(&caller);
-        let issued = runtime.map(|r| &r.issued);
-        let issued_hosts = runtime.map(|r| &r.issued_endpoints);
-        let issued_monitors = runtime.map(|r| &r.issued_monitors);
+        let issued = runtime.map(|r| &r.given.issued);
+        let issued_hosts = runtime.map(|r| &r.given.endpoints);
+        let issued_monitors = runtime.map(|r| &r.given.monitors);
         let mut keys = Vec::with_capacity(report.results.len());
         let mut seen = std::collections::HashSet::with_capacity(report.results.len());
         for (i, r) in report.results.iter().enumerate() {
@@ -718,18 +692,18 @@ impl Control {
             let key = match key {
                 Key::Cluster(k) => k,
                 Key::Mirror(host) => {
-                    verdicts.extend(self.mirrors.record(&c, host, caller, r, now));
+                    verdicts.extend(Arc::make_mut(&mut self.mirrors).record(&c, host, caller, r, now));
                     continue;
                 }
                 Key::Monitor(k) => {
-                    monitor_changes.extend(self.monitors.record(&c, &k, r, now));
+                    monitor_changes.extend(Arc::make_mut(&mut self.monitors).record(&c, &k, r, now));
                     rows.push((k.to_string(), Latest::after(r, now, None, 0)));
                     continue;
                 }
             };
             self.rates.record(key.ip, key.port, r.sent(), now);
             let failed_at = crate::observe::failed_at(report, r, now);
-            let aliases = self.obs.probers.get(&caller).and_then(|p| p.aliases.get(&key)).cloned();
+            let aliases = self.obs.probers.get(&caller).and_then(|p| p.given.aliases.get(&key)).cloned();
             for k in std::iter::once(key).chain(aliases.into_iter().flatten()) {
                 let per = self.obs.results.entry(k).or_default();
                 let prev = per.get(&caller);
@@ -768,7 +742,6 @@ impl Control {
             self.trigger(cl, None, now, false);
         }
         self.verdicts(verdicts, now);
-        self.flush_doors();
         // The order first: a verdict change saves the monitors at once, steering with them.
         self.flush_steering(now);
         self.monitor_verdicts(monitor_changes, now);
@@ -778,7 +751,7 @@ impl Control {
     /// The registry's directory could not be read whole (`skipped`: every file left out, with
     /// why, never empty): the reload is refused and the registry stays as it was.
     pub fn handle_unreadable_registry(&mut self, skipped: Vec<LoadError>, now: Timestamp) {
-        self.mirrors.unreadable(skipped, now);
+        Arc::make_mut(&mut self.mirrors).unreadable(skipped, now);
     }
 
     /// The registry's files changed (or the server starts): every file is validated as one
@@ -789,16 +762,15 @@ impl Control {
         files: &[(String, String)],
         now: Timestamp,
     ) -> Result<Changes, LoadError> {
-        let (registry, changes) = self.mirrors.reload(&self.config, files, now)?;
+        let (registry, changes) = Arc::make_mut(&mut self.mirrors).reload(&self.config, files, now)?;
         if changes.is_empty() {
             return Ok(changes);
         }
         let mut next = Config::clone(&self.config);
         next.mirrors = Arc::new(registry);
         self.swap_config(next);
-        let verdicts = self.mirrors.follow(&self.config, now);
+        let verdicts = Arc::make_mut(&mut self.mirrors).follow(&self.config, now);
         self.verdicts(verdicts, now);
-        self.flush_doors();
         Ok(changes)
     }
 
@@ -812,7 +784,7 @@ impl Control {
         now: Timestamp,
     ) {
         let c = self.config.clone();
-        if let Some(stale) = self.mirrors.record_freshness(&c, host, reading, now) {
+        if let Some(stale) = Arc::make_mut(&mut self.mirrors).record_freshness(&c, host, reading, now) {
             let key = format!("mirror_stale/{host}");
             let lag =
                 self.mirrors.book().state(host).and_then(|s| s.freshness.as_ref()).and_then(|f| f.lag_s);
@@ -829,8 +801,9 @@ impl Control {
                 metadata: json!({"stale": stale, "lag_s": lag}),
             }]));
         }
-        self.flush_doors();
-        if let Some(json) = self.mirrors.take_save(now, false) {
+        if self.mirrors.save_due(now, false)
+            && let Some(json) = Arc::make_mut(&mut self.mirrors).take_save(now, false)
+        {
             self.outputs.push_back(Output::SaveMirrors(json));
         }
     }
@@ -842,7 +815,7 @@ impl Control {
         now: Timestamp,
     ) -> Result<CheckRun, CheckRefused> {
         let c = self.config.clone();
-        self.mirrors.start_check(&c, regions, now).cloned()
+        Arc::make_mut(&mut self.mirrors).start_check(&c, regions, now).cloned()
     }
 
     /// A node agent's heartbeat from `from`. A change of the reported addresses of a node
@@ -868,7 +841,7 @@ impl Control {
             egress_mbps: m.egress_mbps,
             connections: m.connections,
         });
-        let n = self.obs.nodes.entry(node).or_default();
+        let n = Arc::make_mut(Arc::make_mut(&mut self.obs.nodes).entry(node).or_default());
         let was_online = agent_online(n.last_heartbeat, now);
         let addresses_changed = n.addresses != addresses;
         n.last_heartbeat = Some(now);
@@ -946,25 +919,28 @@ impl Control {
             self.silence(now);
             let c = self.config.clone();
             self.confirmations.expire(c.settings.interval_s(), now);
-            let verdicts = self.mirrors.sweep(&c, now);
+            let verdicts = Arc::make_mut(&mut self.mirrors).sweep(&c, now);
             self.verdicts(verdicts, now);
-            self.flush_doors();
-            let changes = self.monitors.sweep(&c, now);
+            let changes = Arc::make_mut(&mut self.monitors).sweep(&c, now);
             self.monitor_verdicts(changes, now);
             self.flush_steering(now);
             // Monitor windows change with every report; they are saved on this period (and at
             // once when a verdict changes).
-            if let Some(json) = self.monitors.take_save() {
+            if self.monitors.dirty()
+                && let Some(json) = Arc::make_mut(&mut self.monitors).take_save()
+            {
                 self.outputs.push_back(Output::SaveMonitors(json));
             }
             self.next_silence = now.plus_secs(SILENCE_EVERY_S);
         }
         let c = self.config.clone();
-        let checks = self.mirrors.due_freshness(&c, now);
+        let checks = Arc::make_mut(&mut self.mirrors).due_freshness(&c, now);
         if !checks.is_empty() {
             self.outputs.push_back(Output::CheckFreshness(checks));
         }
-        if let Some(json) = self.mirrors.take_save(now, false) {
+        if self.mirrors.save_due(now, false)
+            && let Some(json) = Arc::make_mut(&mut self.mirrors).take_save(now, false)
+        {
             self.outputs.push_back(Output::SaveMirrors(json));
         }
         if now >= self.next_expiry {
@@ -1238,7 +1214,9 @@ impl Control {
             });
         }
         self.outputs.push_back(Output::Audit(audit));
-        if let Some(json) = self.mirrors.take_save(now, true) {
+        if self.mirrors.save_due(now, true)
+            && let Some(json) = Arc::make_mut(&mut self.mirrors).take_save(now, true)
+        {
             self.outputs.push_back(Output::SaveMirrors(json));
         }
     }
@@ -1290,29 +1268,23 @@ impl Control {
             });
         }
         self.outputs.push_back(Output::Audit(audit));
-        if let Some(json) = self.monitors.take_save() {
+        if self.monitors.dirty()
+            && let Some(json) = Arc::make_mut(&mut self.monitors).take_save()
+        {
             self.outputs.push_back(Output::SaveMonitors(json));
         }
     }
 
-    /// Rebuilds the steering table; a change is announced once.
+    /// Rebuilds the steering table (a new one only when it changed: readers compare pointers).
     fn flush_steering(&mut self, now: Timestamp) {
-        let table = self.monitors.steer(&self.config, now);
+        let table = Arc::make_mut(&mut self.monitors).steer(&self.config, now);
         if *self.steering != table {
             self.steering = Arc::new(table);
-            self.outputs.push_back(Output::Steering);
-        }
-    }
-
-    /// A rebuilt doors snapshot is announced once, after the event that rebuilt it.
-    fn flush_doors(&mut self) {
-        if self.mirrors.take_doors_changed() {
-            self.outputs.push_back(Output::Doors);
         }
     }
 
     fn fire(&mut self, key: String, kind: &str, summary: String, details: Value, now: Timestamp) {
-        if let Some(a) = self.alerts.fire(key, kind, summary, details, now) {
+        if let Some(a) = Arc::make_mut(&mut self.alerts).fire(key, kind, summary, details, now) {
             self.alert_event(&a, now);
             self.outputs.push_back(Output::Alert(a));
         }
@@ -1320,7 +1292,7 @@ impl Control {
     }
 
     fn resolve(&mut self, key: &str, now: Timestamp) {
-        if let Some(a) = self.alerts.resolve(key, now) {
+        if let Some(a) = Arc::make_mut(&mut self.alerts).resolve(key, now) {
             self.alert_event(&a, now);
             self.outputs.push_back(Output::Alert(a));
             self.alerts_dirty = true;
@@ -1377,7 +1349,7 @@ impl Control {
 
     fn flush_alerts(&mut self) {
         if std::mem::take(&mut self.alerts_dirty)
-            && let Ok(json) = serde_json::to_string(&self.alerts)
+            && let Ok(json) = serde_json::to_string(&*self.alerts)
         {
             self.outputs.push_back(Output::SaveAlerts(json));
         }

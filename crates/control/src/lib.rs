@@ -22,6 +22,7 @@ pub mod rates;
 pub mod snapshot;
 pub mod spread;
 pub mod target;
+pub mod view;
 pub mod work;
 
 pub use control::{

@@ -113,7 +113,7 @@ pub struct MonitorChange {
 }
 
 /// Every monitor's state.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Monitors {
     states: BTreeMap<MonitorId, MonitorState>,
     dirty: bool,
@@ -132,6 +132,11 @@ impl Monitors {
     }
 
     /// The saved form, when it changed since the last call.
+    /// Whether [`take_save`](Self::take_save) has something to save.
+    pub fn dirty(&self) -> bool {
+        self.dirty
+    }
+
     pub fn take_save(&mut self) -> Option<String> {
         std::mem::take(&mut self.dirty).then(|| serde_json::to_string(&self.states).unwrap_or_default())
     }

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use vantage_core::Timestamp;
@@ -155,14 +156,22 @@ pub struct ProberRuntime {
     /// Cluster targets in its last work: a round is complete once its reports carry a result
     /// for each.
     pub round_targets: u32,
-    /// Target keys of its last work: reports may only carry these.
+    /// What its last work gave it.
+    pub given: Arc<Given>,
+}
+
+/// What a prober's last work gave it: what its reports may carry. Replaced whole by each work,
+/// and shared, so that a published view holds a prober's record without copying 60,000 keys.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Given {
+    /// Target keys: reports may only carry these.
     pub issued: BTreeSet<TargetKey>,
     /// Keys probed under one of `issued` (the same probe listed by another cluster).
     pub aliases: BTreeMap<TargetKey, Vec<TargetKey>>,
-    /// Mirror hosts of its last work's endpoint targets.
-    pub issued_endpoints: BTreeSet<String>,
-    /// Monitor endpoints of its last work.
-    pub issued_monitors: BTreeSet<crate::monitors::EndpointKey>,
+    /// Mirror hosts of its endpoint targets.
+    pub endpoints: BTreeSet<String>,
+    /// Monitor endpoints.
+    pub monitors: BTreeSet<crate::monitors::EndpointKey>,
 }
 
 impl ProberRuntime {
@@ -199,10 +208,10 @@ impl ProberRuntime {
 
     /// The key under which this prober probes `key`, if it does.
     pub fn given_as(&self, key: TargetKey) -> Option<TargetKey> {
-        if self.issued.contains(&key) {
+        if self.given.issued.contains(&key) {
             return Some(key);
         }
-        self.aliases.iter().find(|(_, others)| others.contains(&key)).map(|(given, _)| *given)
+        self.given.aliases.iter().find(|(_, others)| others.contains(&key)).map(|(given, _)| *given)
     }
 }
 
@@ -225,6 +234,9 @@ pub struct NodeRuntime {
     /// address when it connects through one).
     pub connects_from: Option<IpAddr>,
 }
+
+/// What each node agent last said, by node.
+pub type Agents = HashMap<vantage_core::ids::NodeId, Arc<NodeRuntime>>;
 
 /// A prober's status in the prober list (SPEC §3.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -283,8 +295,9 @@ pub struct Observations {
     pub results: FastMap<TargetKey, FastMap<Caller, Latest>>,
     /// Probers and probing nodes.
     pub probers: HashMap<Caller, ProberRuntime>,
-    /// Node agents.
-    pub nodes: HashMap<vantage_core::ids::NodeId, NodeRuntime>,
+    /// Node agents, shared with the published [`View`](crate::view::View) (a heartbeat copies
+    /// the map of pointers once per publication, and the one agent it changes).
+    pub nodes: Arc<Agents>,
 }
 
 impl Observations {

@@ -16,7 +16,7 @@ use vantage_core::Timestamp;
 
 use crate::config::Config;
 use crate::identity::Caller;
-use crate::observe::{NodeRuntime, agent_online};
+use crate::observe::agent_online;
 use crate::spread::Spread;
 use crate::target::TargetKey;
 
@@ -43,6 +43,21 @@ impl Config {
         })
     }
 
+    /// A prober's or probing node's status at `now` (SPEC §3.5), last seen at `last_seen`: the
+    /// one reading of the core and of its published views.
+    pub fn prober_status(
+        &self,
+        caller: Caller,
+        last_seen: Option<Timestamp>,
+        now: Timestamp,
+    ) -> crate::observe::ProberStatus {
+        let enabled = match caller {
+            Caller::Prober(p) => self.probers.get(&p.0).is_some_and(|p| p.value.enabled),
+            Caller::Node(n) => self.node_probes(n),
+        };
+        crate::observe::prober_status(enabled, last_seen, &self.settings, now)
+    }
+
     /// The check `initial` of a target's cluster: good attempts assumed when it is first seen.
     pub fn initial_of(&self, target: TargetKey) -> u8 {
         self.nodes
@@ -67,7 +82,7 @@ impl TcpFallback {
     pub fn of(
         c: &Config,
         cluster: ClusterId,
-        runtime: &HashMap<NodeId, NodeRuntime>,
+        runtime: &crate::observe::Agents,
         now: Timestamp,
     ) -> Option<TcpFallback> {
         let nodes: Vec<String> = c

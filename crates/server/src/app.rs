@@ -1,16 +1,17 @@
-//! The running control plane's shared state: the control core behind one lock, a read-only
-//! copy of its configuration for readers that must not wait on a pass, the store, the DNS
-//! answer table, and the one path by which configuration changes.
+//! The running control plane's shared state: the control core's owner (where inputs go, and
+//! the view it published last, which every reader takes without waiting on a pass), the
+//! store, the DNS answer table, and the one path by which configuration changes.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
 
-use arc_swap::ArcSwap;
+use tokio::sync::mpsc;
 use vantage_control::config::{Config, Object};
 use vantage_control::mirrors::doors::Doors;
 use vantage_control::monitors::SteeringTable;
-use vantage_control::{Control, Start};
+use vantage_control::view::View;
+use vantage_control::{Control, Output, Start};
 use vantage_core::address::AddressPolicy;
 use vantage_core::fetch::FetchPolicy;
 use vantage_store::{FileWrite, LogAs, NewAudit, ResultWriter, Store, Write};
@@ -19,8 +20,9 @@ use crate::ca::Ca;
 use crate::config::ServeConfig;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
+use crate::owner::{Input, Owner};
 use crate::publishing::Publishers;
-use crate::support::{lock, now};
+use crate::support::now;
 
 /// An audit entry of `actor`'s, its metadata without secrets (the audit log is read through
 /// the API and the UI).
@@ -102,16 +104,13 @@ impl Change {
 /// Shared state of the control plane.
 #[derive(Debug)]
 pub(crate) struct App {
-    control: Mutex<Control>,
-    /// The control core's configuration, copied after every change so that authentication and
-    /// reads never wait for an evaluation pass.
-    config: ArcSwap<Config>,
-    wake: tokio::sync::Notify,
+    /// The control core's owner.
+    owner: Owner,
     /// Bumped whenever confirmations wait: every recheck request held open looks again.
     rechecks: tokio::sync::watch::Sender<u64>,
-    /// Bumped whenever the configuration is swapped: open event streams look again at the
-    /// admin token they were opened with.
-    config_changes: tokio::sync::watch::Sender<u64>,
+    /// Bumped whenever a view with another configuration is published: open event streams
+    /// look again at the admin token they were opened with.
+    config_changes: tokio::sync::watch::Receiver<u64>,
     store: Store,
     results: ResultWriter,
     metrics: Arc<Metrics>,
@@ -121,12 +120,6 @@ pub(crate) struct App {
     dns: vantage_dns::DnsSettings,
     publishers: Publishers,
     write_lock: tokio::sync::Mutex<()>,
-    /// What doors choose from, swapped whenever the control core rebuilds it, so redirects
-    /// never wait on the core's lock.
-    doors: ArcSwap<Doors>,
-    /// What `/steer/{monitor}` answers, swapped like the doors: players never wait on the
-    /// core's lock.
-    steering: ArcSwap<SteeringTable>,
     /// Serialises writes to the mirror registry's files.
     mirrors_lock: tokio::sync::Mutex<()>,
     /// The open event streams.
@@ -150,23 +143,22 @@ pub(crate) struct Parts {
 }
 
 impl App {
-    /// State over what was loaded.
-    pub(crate) fn new(p: Parts) -> Self {
-        p.metrics.set_objects(&p.start.config);
+    /// State over what was loaded, with the control core's owner started; what the core
+    /// decides is queued for the driver ([`crate::driver::run`]).
+    pub(crate) fn new(p: Parts) -> (Self, mpsc::UnboundedReceiver<Output>) {
         let fetch = p.start.fetch.clone();
         let control = Control::new(p.start, now());
+        let events = crate::events::EventHub::new(control.event_base());
+        let (config_changed, config_changes) = tokio::sync::watch::channel(0);
+        let (owner, decided) = Owner::spawn(control, p.metrics.clone(), config_changed);
         let publishers = Publishers::new(p.metrics.clone());
         let dns = vantage_dns::DnsSettings::default();
-        App {
-            config: ArcSwap::new(control.config()),
-            doors: ArcSwap::new(control.doors()),
-            steering: ArcSwap::new(control.steering()),
+        let app = App {
+            owner,
             mirrors_lock: tokio::sync::Mutex::new(()),
-            events: crate::events::EventHub::new(control.event_base()),
-            control: Mutex::new(control),
-            wake: tokio::sync::Notify::new(),
+            events,
             rechecks: tokio::sync::watch::Sender::new(0),
-            config_changes: tokio::sync::watch::Sender::new(0),
+            config_changes,
             results: ResultWriter::spawn(p.store.clone()),
             store: p.store,
             metrics: p.metrics,
@@ -178,7 +170,8 @@ impl App {
             write_lock: tokio::sync::Mutex::new(()),
             replica: p.replica,
             fetch,
-        }
+        };
+        (app, decided)
     }
 
     /// Where this server's own fetches may go.
@@ -203,16 +196,14 @@ impl App {
         self.write_lock.lock().await
     }
 
-    /// The control core, to read it. Hold the guard briefly and never across an `.await`.
-    pub(crate) fn control(&self) -> MutexGuard<'_, Control> {
-        lock(&self.control)
+    /// The view the control core's owner published last: what every reader reads.
+    pub(crate) fn view(&self) -> Arc<View> {
+        self.owner.view()
     }
 
-    /// Feeds the control core an event, then wakes the driver to carry out what it decided.
-    pub(crate) fn feed<T>(&self, f: impl FnOnce(&mut Control) -> T) -> T {
-        let out = f(&mut self.control());
-        self.wake.notify_one();
-        out
+    /// The control core's owner, to feed it.
+    pub(crate) fn owner(&self) -> &Owner {
+        &self.owner
     }
 
     /// Wakes the recheck requests held open.
@@ -225,11 +216,6 @@ impl App {
         self.rechecks.subscribe()
     }
 
-    /// Resolves when an event was fed since the driver last looked.
-    pub(crate) async fn woken(&self) {
-        self.wake.notified().await;
-    }
-
     /// Where events go live.
     pub(crate) fn events(&self) -> &crate::events::EventHub {
         &self.events
@@ -237,52 +223,24 @@ impl App {
 
     /// The current configuration.
     pub(crate) fn config(&self) -> Arc<Config> {
-        self.config.load_full()
+        self.view().config.clone()
     }
 
-    /// A receiver that sees every later swap of the configuration.
+    /// A receiver that sees every later publication of another configuration.
     pub(crate) fn config_changes(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.config_changes.subscribe()
-    }
-
-    /// Swaps in `config` (under the control core's lock, so that an older copy can never
-    /// overwrite a newer one) and tells whoever watches.
-    fn swap_config(&self, config: Arc<Config>) {
-        self.config.store(config);
-        self.config_changes.send_modify(|g| *g = g.wrapping_add(1));
-    }
-
-    /// Copies the control core's configuration and doors after an event that may have changed
-    /// them outside [`App::change`] (a registry reload).
-    pub(crate) fn sync_config(&self) {
-        // Stored while the core is locked, so an older copy can never overwrite a newer one.
-        let c = self.control();
-        let config = c.config();
-        self.metrics.set_objects(&config);
-        self.swap_config(config);
-        self.doors.store(c.doors());
-    }
-
-    /// Swaps in the control core's doors snapshot.
-    pub(crate) fn sync_doors(&self) {
-        let c = self.control();
-        self.doors.store(c.doors());
-    }
-
-    /// Swaps in the control core's steering table.
-    pub(crate) fn sync_steering(&self) {
-        let c = self.control();
-        self.steering.store(c.steering());
+        let mut rx = self.config_changes.clone();
+        rx.borrow_and_update();
+        rx
     }
 
     /// What `/steer/{monitor}` answers.
     pub(crate) fn steering(&self) -> Arc<SteeringTable> {
-        self.steering.load_full()
+        self.view().steering.clone()
     }
 
     /// What doors choose from.
     pub(crate) fn doors(&self) -> Arc<Doors> {
-        self.doors.load_full()
+        self.view().doors.clone()
     }
 
     /// The mirror registry's directory.
@@ -388,7 +346,7 @@ impl App {
             .collect();
         let at = now();
         self.commit_numbered(&writes, &change.files, &audit, at).await?;
-        self.apply(change.puts, change.deletes, at);
+        self.apply(change.puts, change.deletes, at).await?;
         if !change.files.is_empty() {
             self.write_registry_files(change.files).await?;
         }
@@ -472,18 +430,14 @@ impl App {
     }
 
     /// Hands a committed change (this replica's, or another's read from the log) to the
-    /// control core and swaps in the configuration it makes.
-    pub(crate) fn apply(&self, puts: Vec<(i64, Object)>, deletes: Vec<i64>, at: vantage_core::Timestamp) {
-        let config = self.feed(|c| {
-            c.handle_change(puts, deletes, at);
-            // Stored under the core's lock, like every copy of its configuration.
-            let config = c.config();
-            self.swap_config(config.clone());
-            self.doors.store(c.doors());
-            self.steering.store(c.steering());
-            config
-        });
-        self.metrics.set_objects(&config);
+    /// control core; returns once the published view holds it.
+    pub(crate) async fn apply(
+        &self,
+        puts: Vec<(i64, Object)>,
+        deletes: Vec<i64>,
+        at: vantage_core::Timestamp,
+    ) -> Result<(), ApiError> {
+        self.owner.ask(|done| Input::Change { puts, deletes, at, done }).await
     }
 }
 

@@ -26,6 +26,7 @@ use crate::app::{Actor, App, Change};
 use crate::auth::sha256_hex;
 use crate::error::ApiError;
 use crate::listen::HttpLimits;
+use crate::owner::Input;
 use crate::support::{now, stopped};
 
 mod body;
@@ -242,7 +243,7 @@ async fn enroll(
         hostname: hostname.clone(),
         version: req.version.clone(),
     });
-    app.feed(|c| c.handle_enrolled(caller, hostname, req.version, at));
+    app.owner().tell(Input::Enrolled { caller, hostname, version: req.version }).await?;
     Ok(Json(wire::EnrollResponse {
         id: caller.id(),
         role: caller.role(),
@@ -284,7 +285,7 @@ async fn prober_work(
     Extension(peer): Extension<Peer>,
 ) -> Result<Json<wire::Work>, ApiError> {
     let caller = as_prober(&app.config(), &peer)?;
-    Ok(Json(work(&app, caller)))
+    Ok(Json(work(&app, caller).await?))
 }
 
 async fn node_work(
@@ -292,15 +293,15 @@ async fn node_work(
     Extension(peer): Extension<Peer>,
 ) -> Result<Json<wire::Work>, ApiError> {
     let caller = as_probing_node(&app.config(), &peer)?;
-    Ok(Json(work(&app, caller)))
+    Ok(Json(work(&app, caller).await?))
 }
 
 /// `caller`'s work, which the other replicas hand out alike (their cores then accept the
 /// reports it leads to).
-fn work(app: &App, caller: Caller) -> wire::Work {
-    let work = app.feed(|c| c.handle_work(caller, now()));
+async fn work(app: &App, caller: Caller) -> Result<wire::Work, ApiError> {
+    let work = app.owner().ask(|reply| Input::Work { caller, reply }).await?;
     app.relay(|| vantage_control::Relayed::Work { caller });
-    work
+    Ok(work)
 }
 
 async fn prober_recheck(
@@ -308,7 +309,7 @@ async fn prober_recheck(
     Extension(peer): Extension<Peer>,
 ) -> Result<Json<wire::Recheck>, ApiError> {
     let caller = as_prober(&app.config(), &peer)?;
-    Ok(Json(recheck(&app, caller).await))
+    Ok(Json(recheck(&app, caller).await?))
 }
 
 async fn node_recheck(
@@ -316,22 +317,22 @@ async fn node_recheck(
     Extension(peer): Extension<Peer>,
 ) -> Result<Json<wire::Recheck>, ApiError> {
     let caller = as_probing_node(&app.config(), &peer)?;
-    Ok(Json(recheck(&app, caller).await))
+    Ok(Json(recheck(&app, caller).await?))
 }
 
 /// Held open until the control core has confirmations for `caller`, at most
 /// [`wire::RECHECK_WAIT_S`]; then what it has (possibly nothing).
-async fn recheck(app: &App, caller: Caller) -> wire::Recheck {
+async fn recheck(app: &App, caller: Caller) -> Result<wire::Recheck, ApiError> {
     // Subscribed before looking, so a confirmation asked in between still wakes this one.
     let mut woken = app.rechecks();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wire::RECHECK_WAIT_S);
     loop {
-        let r = app.control().take_rechecks(caller);
+        let r = app.owner().ask(|reply| Input::Rechecks { caller, reply }).await?;
         if !r.targets.is_empty() {
-            return r;
+            return Ok(r);
         }
         if !matches!(tokio::time::timeout_at(deadline, woken.changed()).await, Ok(Ok(()))) {
-            return r;
+            return Ok(r);
         }
     }
 }
@@ -366,7 +367,8 @@ async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<Statu
         )));
     }
     report.check()?;
-    let latest = app.feed(|c| c.handle_report(caller, &report, now()))?;
+    let (latest, report) = app.owner().ask(|reply| Input::Report { caller, report, reply }).await?;
+    let latest = latest?;
     // Accepted: every target it names was given out, so its labels are configured names.
     let config = app.config();
     for r in &report.results {
@@ -414,5 +416,5 @@ async fn heartbeat(
     let id = as_node(&app.config(), &peer)?;
     let from = peer.remote.ip().to_canonical();
     app.relay(|| vantage_control::Relayed::Heartbeat { node: id, heartbeat: hb.clone(), from });
-    Ok(Json(app.feed(|c| c.handle_heartbeat(id, hb, from, now()))))
+    Ok(Json(app.owner().ask(|reply| Input::Heartbeat { node: id, heartbeat: hb, from, reply }).await?))
 }

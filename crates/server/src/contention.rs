@@ -22,6 +22,7 @@ use vantage_core::wire;
 use vantage_store::Store;
 
 use crate::app::{Actor, App, Parts};
+use crate::owner::Input;
 use crate::support::now;
 
 const NODES: u32 = 10_000;
@@ -64,10 +65,11 @@ async fn reports_reads_and_scrapes_while_passes_run() {
     let ca = crate::ca::Ca::load_or_create(&dir.path().join("ca")).expect("a CA");
     let settings = crate::config::ServeConfig { data_dir: dir.path().into(), ..Default::default() };
     let metrics = Arc::new(crate::metrics::Metrics::new());
-    let app =
-        Arc::new(App::new(Parts { start: Start::default(), store, metrics, settings, ca, replica: None }));
+    let (app, decided) =
+        App::new(Parts { start: Start::default(), store, metrics, settings, ca, replica: None });
+    let app = Arc::new(app);
     let fleet = large_fleet(NODES, PROBERS);
-    app.apply(fleet.puts, Vec::new(), now());
+    app.apply(fleet.puts, Vec::new(), now()).await.expect("the fleet");
     let (_, token) =
         crate::api::create_admin_token(&app, &Actor::system(), "bench", false).await.expect("a token");
 
@@ -75,25 +77,20 @@ async fn reports_reads_and_scrapes_while_passes_run() {
     tokio::spawn(async move { while notice_rx.recv().await.is_some() {} });
     let (saves, writer) = crate::saves::queue();
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let driver = tokio::spawn(crate::driver::run(app.clone(), notices, saves, stopped));
+    let driver = tokio::spawn(crate::driver::run(app.clone(), decided, notices, saves, stopped));
     let writer = tokio::spawn(writer.run(app.store().clone()));
 
     // Each prober's round as it sends it, made once.
-    let rounds: Vec<(String, Vec<Vec<u8>>)> = fleet
-        .probers
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let work = app.feed(|c| c.handle_work(*p, now()));
-            let bodies =
-                good_round(&work, now()).iter().map(|r| serde_json::to_vec(r).expect("json")).collect();
-            (format!("fp-{i}"), bodies)
-        })
-        .collect();
+    let mut rounds: Vec<(String, Vec<Vec<u8>>)> = Vec::new();
+    for (i, caller) in fleet.probers.iter().enumerate() {
+        let work = app.owner().ask(|reply| Input::Work { caller: *caller, reply }).await.expect("work");
+        let bodies = good_round(&work, now()).iter().map(|r| serde_json::to_vec(r).expect("json")).collect();
+        rounds.push((format!("fp-{i}"), bodies));
+    }
     let limits = crate::listen::ListenerLimits::of(4096).channel;
     let channel = crate::channel::router(app.clone(), limits);
     let api = crate::api::router(app.clone());
-    let passes_before = app.control().passes();
+    let passes_before = app.view().passes;
     let deadline = Instant::now() + RUN;
 
     // The probers, phased apart over the round as the server spreads them.
@@ -152,7 +149,7 @@ async fn reports_reads_and_scrapes_while_passes_run() {
     }
     let reads = reader.await.expect("the reader");
     let scrapes = scraper.await.expect("the scraper");
-    let passes = app.control().passes() - passes_before;
+    let passes = app.view().passes - passes_before;
     stop.send_replace(true);
     driver.await.expect("the driver");
     writer.await.expect("the writer");

@@ -1,13 +1,13 @@
-//! The control core's driver: wakes the core when its next timer runs out or an event was fed,
-//! and carries out what it decided — revisions stored then pushed to the publishers, the DNS
+//! The control core's driver: carries out, in order, what the core decided (its owner,
+//! [`crate::owner`], queues it) — revisions stored then pushed to the publishers, the DNS
 //! answer table rebuilt, alerts delivered and saved, audit entries, evaluator states and
-//! result expiry written. It decides nothing; the one thing it keeps is the I/O concern of
-//! revisions the store refused, which wait in memory and are stored, in order, once it takes
-//! writes again.
+//! result expiry written. It runs beside the owner, so storage that is slow or a day's
+//! roll-up never holds up a pass. It decides nothing; the one thing it keeps is the I/O
+//! concern of revisions the store refused, which wait in memory and are stored, in order,
+//! once it takes writes again.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
@@ -18,16 +18,19 @@ use vantage_store::{EventRow, NewAudit, RevisionRow};
 
 use crate::alerts::Notice;
 use crate::app::App;
+use crate::owner::Input;
 use crate::saves::Saves;
-use crate::support::{now, stopped};
+use crate::support::stopped;
 
 /// At most this many unsaved revisions are kept per cluster; the oldest go first.
 const MAX_UNSAVED: usize = 1_000;
 
-/// Runs until `stop`, then carries out what the core still has for it; `saves` goes with it
-/// (its writer then writes what is left and ends).
+/// Runs until `stop`, then carries out what the core decided before it (the owner is asked
+/// to queue everything first); `saves` goes with it (its writer then writes what is left and
+/// ends).
 pub(crate) async fn run(
     app: Arc<App>,
+    mut decided: mpsc::UnboundedReceiver<Output>,
     notices: mpsc::UnboundedSender<Notice>,
     saves: Saves,
     mut stop: watch::Receiver<bool>,
@@ -35,43 +38,27 @@ pub(crate) async fn run(
     let mut unsaved: BTreeMap<ClusterId, Vec<RevisionRow>> = BTreeMap::new();
     let saves = &saves;
     loop {
-        let (outputs, next) = {
-            let mut c = app.control();
-            // Timed only when a cluster was due: most wake-ups (a report spaced 2 s from the
-            // last pass, a change) evaluate nothing and would drown the passes in zeros.
-            let (passes, started) = (c.passes(), tokio::time::Instant::now());
-            c.handle_timeout(now());
-            if c.passes() > passes {
-                app.metrics().evaluation(started.elapsed());
-            }
-            let mut outputs = Vec::new();
-            while let Some(o) = c.poll_output() {
-                outputs.push(o);
-            }
-            (outputs, c.poll_timeout())
+        let o = tokio::select! {
+            o = decided.recv() => o,
+            _ = stopped(&mut stop) => break,
         };
-        let busy = !outputs.is_empty();
-        for o in outputs {
+        let Some(o) = o else { break };
+        execute(&app, o, &notices, saves, &mut unsaved).await;
+        // What waits behind it first: then the revisions storage refused, once per batch.
+        while let Ok(o) = decided.try_recv() {
             execute(&app, o, &notices, saves, &mut unsaved).await;
         }
-        if busy {
-            for rows in unsaved.values_mut() {
-                store_unsaved(&app, rows).await;
-            }
-            unsaved.retain(|_, rows| !rows.is_empty());
+        for rows in unsaved.values_mut() {
+            store_unsaved(&app, rows).await;
         }
-        let wait = next.map_or(10_000, |t| t.millis_since(now()).clamp(0, 60_000));
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))) => {}
-            _ = app.woken() => {}
-            _ = stopped(&mut stop) => break,
-        }
+        unsaved.retain(|_, rows| !rows.is_empty());
     }
-    // What was decided since the last pass (a change's outputs, the last events and states)
-    // is carried out before `saves` is dropped.
-    let outputs: Vec<Output> = std::iter::from_fn(|| app.control().poll_output()).collect();
-    for o in outputs {
-        execute(&app, o, &notices, saves, &mut unsaved).await;
+    // What was decided until now (a change's outputs, the last events and states) is carried
+    // out before `saves` is dropped.
+    if app.owner().ask(Input::Flush).await.is_ok() {
+        while let Ok(o) = decided.try_recv() {
+            execute(&app, o, &notices, saves, &mut unsaved).await;
+        }
     }
 }
 
@@ -115,8 +102,6 @@ async fn execute(
         ),
         Output::SaveMirrors(json) => saves.state("mirrors".into(), json),
         Output::SaveMonitors(json) => saves.state("monitors".into(), json),
-        Output::Doors => app.sync_doors(),
-        Output::Steering => app.sync_steering(),
         Output::Recheck => app.wake_rechecks(),
         Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
         Output::SaveState { cluster, json } => saves.state(format!("cluster:{cluster}"), json),

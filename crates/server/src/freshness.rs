@@ -11,7 +11,7 @@ use vantage_core::Timestamp;
 use vantage_core::fetch::FetchPolicy;
 
 use crate::app::App;
-use crate::support::now;
+use crate::owner::Input;
 
 /// Most of a trace file read: its time is on the first line.
 const MAX_TRACE_BYTES: usize = 4096;
@@ -35,7 +35,8 @@ pub(crate) fn spawn(app: &Arc<App>, checks: Vec<FreshnessCheck>) {
                 host: check.host.clone(),
                 reading: reading.clone(),
             });
-            app.feed(|c| c.handle_freshness(&check.host, reading, now()));
+            // Stopping: a reading is no longer wanted.
+            let _ = app.owner().tell(Input::Freshness { host: check.host, reading }).await;
         });
     }
 }

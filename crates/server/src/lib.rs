@@ -19,6 +19,7 @@ mod freshness;
 mod listen;
 mod metrics;
 mod mirrors;
+mod owner;
 mod public;
 mod publishing;
 mod replicas;

@@ -12,7 +12,8 @@ use vantage_control::mirrors::LoadError;
 use vantage_control::mirrors::registry::{Changes, is_registry_file};
 
 use crate::app::App;
-use crate::support::{now, stopped};
+use crate::owner::Input;
+use crate::support::stopped;
 
 /// Largest registry file read; a bigger one fails the reload with a plain reason.
 const MAX_FILE_BYTES: u64 = 64 * 1024;
@@ -156,14 +157,10 @@ pub(crate) fn put_file(dir: &Path, name: &str, text: Option<&str>) -> std::io::R
 /// file and field and counted; the old registry keeps serving.
 pub(crate) async fn reload(app: &App) -> Result<Changes, LoadError> {
     let files = read_dir(app.mirrors_dir()).await;
-    let outcome = app.feed(|c| match files {
-        Ok(files) => c.handle_registry(&files, now()),
-        Err(skipped) => {
-            let first = first_skipped(&skipped);
-            c.handle_unreadable_registry(skipped, now());
-            Err(first)
-        }
-    });
+    let outcome = match app.owner().ask(|reply| Input::Registry { files, reply }).await {
+        Ok(outcome) => outcome,
+        Err(e) => Err(LoadError { file: ".".into(), field: "body".into(), reason: e.to_string() }),
+    };
     match &outcome {
         Ok(ch) if !ch.is_empty() => {
             tracing::info!(added = ?ch.added, changed = ?ch.changed, removed = ?ch.removed, tenants = ch.tenants, "mirror registry reloaded")
@@ -174,7 +171,6 @@ pub(crate) async fn reload(app: &App) -> Result<Changes, LoadError> {
             tracing::error!(file = %e.file, field = %e.field, reason = %e.reason, "mirror registry reload refused; the previous registry keeps serving");
         }
     }
-    app.sync_config();
     outcome
 }
 

@@ -19,7 +19,8 @@ use vantage_store::Store;
 
 use crate::app::App;
 use crate::metrics::Metrics;
-use crate::support::{lock, now};
+use crate::owner::Input;
+use crate::support::lock;
 
 /// The zone answers of a published revision: records, names and TTL all as of that revision,
 /// so the serial always matches what is served.
@@ -152,7 +153,14 @@ async fn work(
                 vantage_dns::PublishStatus::Published => None,
                 vantage_dns::PublishStatus::Failed { reason } => Some(reason.as_str()),
             };
-            app.feed(|c| c.handle_publication(cluster, number, &outcome.target, failure, now()));
+            let publication = Input::Publication {
+                cluster,
+                number,
+                target: outcome.target.clone(),
+                failure: failure.map(str::to_owned),
+            };
+            // Stopping: no one is left to tell.
+            let _ = app.owner().tell(publication).await;
         }
         let all = {
             let mut o = lock(&outcomes);

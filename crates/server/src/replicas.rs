@@ -17,6 +17,8 @@ use vantage_core::ids::ClusterId;
 use vantage_store::{Replication, Store, Written};
 
 use crate::app::App;
+use crate::error::ApiError;
+use crate::owner::Input;
 use crate::support::{now, stopped};
 
 /// How often the lease is tried, or checked while held.
@@ -133,7 +135,7 @@ pub(crate) async fn lease(app: Arc<App>, mut stop: watch::Receiver<bool>) {
         let held = lease.hold(LEASE_TIMEOUT).await;
         replica.epoch.store(lease.epoch().unwrap_or(0), Ordering::Relaxed);
         let role = if held { Role::Leader } else { Role::Follower };
-        if app.control().role() == role {
+        if app.view().role == role {
             continue;
         }
         let last_event = if held {
@@ -150,7 +152,9 @@ pub(crate) async fn lease(app: Arc<App>, mut stop: watch::Receiver<bool>) {
             0
         };
         tracing::info!(?role, origin = %replica.origin, "evaluator lease changed");
-        app.feed(|c| c.handle_lease(role, last_event, now()));
+        if app.owner().tell(Input::Lease { role, last_event }).await.is_err() {
+            break;
+        }
     }
     lease.release();
     replica.epoch.store(0, Ordering::Relaxed);
@@ -170,7 +174,7 @@ pub(crate) async fn store_revision(
 
 /// What a replica taking the lease reads first: the stored revisions (fed to the core, so it
 /// numbers after them) and the newest stored event's id (its events number after it).
-async fn taking_over(app: &App) -> Result<u64, vantage_store::Error> {
+async fn taking_over(app: &App) -> Result<u64, ApiError> {
     revisions(app).await?;
     Ok(u64::try_from(app.store().last_event().await?).unwrap_or(0))
 }
@@ -238,7 +242,7 @@ pub(crate) async fn follow(app: Arc<App>, mut stop: watch::Receiver<bool>) {
 }
 
 /// Feeds the observations the others relayed since the last read (a few pages at most).
-async fn relayed(app: &Arc<App>, replica: &Replica) -> Result<(), vantage_store::Error> {
+async fn relayed(app: &Arc<App>, replica: &Replica) -> Result<(), ApiError> {
     for _ in 0..RELAYED_PAGES {
         let rows = replica.shared.relayed_after(replica.read.load(Ordering::Relaxed)).await?;
         let Some(last) = rows.last().map(|r| r.id) else { break };
@@ -254,12 +258,7 @@ async fn relayed(app: &Arc<App>, replica: &Replica) -> Result<(), vantage_store:
             })
             .collect();
         if !relayed.is_empty() {
-            app.feed(|c| {
-                let at = now();
-                for r in relayed {
-                    c.handle_relayed(r, at);
-                }
-            });
+            app.owner().tell(Input::Relayed(relayed)).await?;
         }
         replica.read.store(last, Ordering::Relaxed);
     }
@@ -268,7 +267,7 @@ async fn relayed(app: &Arc<App>, replica: &Replica) -> Result<(), vantage_store:
 
 /// Applies the logged changes after the newest this replica holds, in order (the caller may
 /// hold the change lock already: see [`App::change`]).
-pub(crate) async fn changes(app: &App) -> Result<(), vantage_store::Error> {
+pub(crate) async fn changes(app: &App) -> Result<(), ApiError> {
     let Some(replica) = app.replica() else { return Ok(()) };
     let _one_at_a_time = app.changing().await;
     changes_locked(app, replica).await
@@ -277,7 +276,7 @@ pub(crate) async fn changes(app: &App) -> Result<(), vantage_store::Error> {
 /// [`changes`] with the change lock held. Its own changes are applied too when the log has
 /// them after `applied` (a commit whose answer was lost); applying one twice changes nothing.
 /// A replica that was away longer than the log keeps reloads the whole configuration.
-pub(crate) async fn changes_locked(app: &App, replica: &Replica) -> Result<(), vantage_store::Error> {
+pub(crate) async fn changes_locked(app: &App, replica: &Replica) -> Result<(), ApiError> {
     loop {
         let applied = replica.applied.load(Ordering::Relaxed);
         let logged = replica.shared.changes_after(applied).await?;
@@ -301,7 +300,7 @@ pub(crate) async fn changes_locked(app: &App, replica: &Replica) -> Result<(), v
                     vantage_store::Write::Delete { id } => deletes.push(id),
                 }
             }
-            app.apply(puts, deletes, change.at);
+            app.apply(puts, deletes, change.at).await?;
             if !change.files.is_empty() {
                 write_files(app, &change.files).await;
             }
@@ -312,12 +311,12 @@ pub(crate) async fn changes_locked(app: &App, replica: &Replica) -> Result<(), v
 
 /// Applies the stored configuration whole: every object put again, every object the store
 /// no longer has deleted, and every registry file the log holds written again.
-async fn reload(app: &App, replica: &Replica) -> Result<(), vantage_store::Error> {
+async fn reload(app: &App, replica: &Replica) -> Result<(), ApiError> {
     let rows = app.store().objects().await?;
     let stored: std::collections::BTreeSet<i64> = rows.iter().map(|r| r.id).collect();
     let puts = rows.iter().filter_map(|r| object(r.id, &r.kind, &r.body)).collect();
     let deletes = app.config().ids().difference(&stored).copied().collect();
-    app.apply(puts, deletes, now());
+    app.apply(puts, deletes, now()).await?;
     write_files(app, &replica.shared.logged_files().await?).await;
     Ok(())
 }
@@ -358,19 +357,13 @@ fn object(id: i64, kind: &str, body: &str) -> Option<(i64, Object)> {
 
 /// Feeds the newest stored revision of every cluster to a follower's core, which publishes
 /// the ones it does not have (the lease holder's are its own: nothing is read).
-async fn revisions(app: &App) -> Result<(), vantage_store::Error> {
-    if app.control().role() == Role::Leader {
+async fn revisions(app: &App) -> Result<(), ApiError> {
+    if app.view().role == Role::Leader {
         return Ok(());
     }
     let stored: Vec<StoredRevision> =
         app.store().latest_revisions().await?.into_iter().map(stored_revision).collect();
-    app.feed(|c| {
-        let at = now();
-        for r in stored {
-            c.handle_revision(r, at);
-        }
-    });
-    Ok(())
+    app.owner().tell(Input::Revisions(stored)).await
 }
 
 /// A stored revision as the core takes it.

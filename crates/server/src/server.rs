@@ -188,14 +188,15 @@ impl Server {
         let own = [Some(agent_addr), Some(api_addr), settings.public_listen].into_iter().flatten().collect();
         start.fetch = settings.fetch_policy(own);
         let relay_to = replica.as_ref().map(|r| (r.shared.clone(), r.origin.clone()));
-        let app =
-            Arc::new(App::new(Parts { start, store, metrics, settings: settings.clone(), ca, replica }));
-        if let Some(e) = &app.control().mirrors().reload_status().error {
+        let (app, decided) =
+            App::new(Parts { start, store, metrics, settings: settings.clone(), ca, replica });
+        let app = Arc::new(app);
+        if let Some(e) = &app.view().mirrors.reload_status().error {
             app.metrics().mirror_reload_failed();
             tracing::error!(file = %e.file, field = %e.field, reason = %e.reason, "mirror registry refused at start; serving no mirrors until it is fixed");
         }
         // DNS answers the stored revisions from its first query.
-        crate::publishing::rebuild(app.answers(), app.dns(), &app.control().snapshots());
+        crate::publishing::rebuild(app.answers(), app.dns(), &app.view().snapshots);
 
         let mut admin_token_file = None;
         if app.config().admin_tokens.is_empty() {
@@ -241,7 +242,8 @@ impl Server {
         // end), after writing what the driver handed over last.
         let (saves, writer) = crate::saves::queue();
         let (stop_driver, driver_stopped) = watch::channel(false);
-        let driver = tokio::spawn(crate::driver::run(app.clone(), notices, saves, driver_stopped.clone()));
+        let driver =
+            tokio::spawn(crate::driver::run(app.clone(), decided, notices, saves, driver_stopped.clone()));
         let saves = tokio::spawn(writer.run(app.store().clone()));
         let watcher = tokio::spawn(crate::mirrors::watch(app.clone(), stopped.clone()));
         let lease = tokio::spawn(crate::replicas::lease(app.clone(), stopped.clone()));

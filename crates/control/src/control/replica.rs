@@ -69,8 +69,6 @@ impl Output {
             Output::Answers(_)
             | Output::Events(_)
             | Output::LiveEvents(_)
-            | Output::Doors
-            | Output::Steering
             | Output::Recheck
             | Output::DropUnsaved => false,
         }

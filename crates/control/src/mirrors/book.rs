@@ -87,7 +87,7 @@ pub struct VerdictChange {
 }
 
 /// Every mirror's state and every prober's latest endpoint result.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Book {
     states: BTreeMap<String, MirrorState>,
     /// Latest result by mirror, then by prober: a region update reads one mirror's.

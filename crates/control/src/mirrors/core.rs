@@ -20,14 +20,13 @@ use crate::identity::Caller;
 const SAVED_EVERY_MS: i64 = 10_000;
 
 /// Mirrors, doors, reloads and check runs.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Mirrors {
     book: Book,
     doors: Arc<Doors>,
     reload: ReloadStatus,
     check_run: Option<CheckRun>,
     dirty: bool,
-    doors_changed: bool,
     saved_at: Option<Timestamp>,
     /// When each mirror with a freshness check is next checked.
     freshness_due: BTreeMap<String, Timestamp>,
@@ -247,6 +246,16 @@ impl Mirrors {
     }
 
     /// Whether `caller`'s work should say "probe every endpoint now".
+    /// Whether a check run is under way (the one time [`tell`](Self::tell) changes anything).
+    pub fn checking(&self) -> bool {
+        self.check_run.is_some()
+    }
+
+    /// Whether [`take_save`](Self::take_save) has something to save at `now`.
+    pub fn save_due(&self, now: Timestamp, now_too: bool) -> bool {
+        self.dirty && (now_too || self.saved_at.is_none_or(|t| now.millis_since(t) >= SAVED_EVERY_MS))
+    }
+
     pub fn tell(&mut self, c: &Config, caller: Caller) -> bool {
         let region = match caller {
             Caller::Prober(p) => c.probers.get(&p.0).and_then(|p| c.region_code(p.value.region)),
@@ -255,16 +264,10 @@ impl Mirrors {
         self.check_run.as_mut().is_some_and(|run| run.tell(caller, region))
     }
 
-    /// Whether the doors snapshot was rebuilt since the last call.
-    pub fn take_doors_changed(&mut self) -> bool {
-        std::mem::take(&mut self.doors_changed)
-    }
-
     /// The derived state to save, when it changed: at once when `now_too`, else at most every
     /// [`SAVED_EVERY_MS`].
     pub fn take_save(&mut self, now: Timestamp, now_too: bool) -> Option<String> {
-        let due = now_too || self.saved_at.is_none_or(|t| now.millis_since(t) >= SAVED_EVERY_MS);
-        if !(self.dirty && due) {
+        if !self.save_due(now, now_too) {
             return None;
         }
         self.dirty = false;
@@ -293,7 +296,6 @@ impl Mirrors {
             .flat_map(|r| r.value.client_networks.iter().map(|n| (*n, r.value.code.clone())))
             .collect();
         networks.sort_by_key(|(n, _)| std::cmp::Reverse(n.prefix()));
-        self.doors_changed = true;
         self.doors = Arc::new(Doors {
             mirrors,
             tenants: c.mirrors.tenants.clone(),

@@ -150,7 +150,6 @@ fn one_failing_probe_is_not_down_and_the_quorum_is() {
     let by_name = table.find("live").unwrap();
     assert_eq!((by_name.order.last().map(String::as_str), by_name.ttl_s), (Some("cdn-jp"), 30));
     assert_eq!(table.find(&id.to_string()), Some(by_name), "found by id too");
-    assert!(out.iter().any(|o| matches!(o, vantage_control::Output::Steering)), "the change is announced");
     for _ in 0..5 {
         probe(&mut lab, jp, Seen::Fresh);
     }

@@ -174,6 +174,6 @@ async fn audit(
 }
 
 async fn alerts(State(app): State<Arc<App>>) -> Json<Alerts> {
-    let (open, recent) = app.control().alerts().list();
+    let (open, recent) = app.view().alerts.list();
     Json(Alerts { open, recent })
 }

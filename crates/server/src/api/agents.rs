@@ -240,14 +240,14 @@ async fn node_tokens(State(app): State<Arc<App>>) -> Json<Items<EnrollTokenView>
 pub(super) fn prober_view(app: &App, c: &Config, id: i64, s: &Stored<ProberRecord>) -> ProberView {
     let rec = &s.value;
     let caller = Caller::Prober(ProberId(id));
-    let control = app.control();
-    let r = control.observations().probers.get(&caller);
+    let core = app.view();
+    let r = core.probers.get(&caller);
     ProberView {
         name: rec.name.clone(),
         region: rec.region,
         region_code: c.regions.get(&rec.region.0).map(|r| r.value.code.clone()),
         enabled: rec.enabled,
-        status: control.prober_status(caller, now()),
+        status: core.prober_status(caller, now()),
         last_seen: r.and_then(|r| r.last_seen),
         version: r.and_then(|r| r.version.clone()),
         hostname: r.and_then(|r| r.hostname.clone()),
@@ -267,12 +267,12 @@ pub(super) fn prober_view(app: &App, c: &Config, id: i64, s: &Stored<ProberRecor
 pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>) -> NodeView {
     let rec = &s.value;
     let id = NodeId(node);
-    let control = app.control();
-    let agent = control.observations().nodes.get(&id);
+    let core = app.view();
+    let agent = core.agents.get(&id);
     let source = if rec.addresses.is_empty() { AddressSource::Reported } else { AddressSource::Configured };
-    let status = control.node_status(id);
+    let status = core.node_status(id);
     let at = now();
-    let addresses: Vec<AddressView> = control
+    let addresses: Vec<AddressView> = core
         .addresses_of(id)
         .unwrap_or_default()
         .as_slice()
@@ -313,7 +313,7 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
         hostname: agent.and_then(|a| a.hostname.clone()),
         connects_from: agent.and_then(|a| a.connects_from),
         enrolled_from: rec.enrolled_from,
-        addable_source: control.addable_source(id),
+        addable_source: core.addable_source(id),
         capabilities: agent.map(|a| a.capabilities.clone()).unwrap_or_default(),
         metrics: agent.and_then(|a| a.metrics),
         usage: agent.and_then(|a| a.metrics.as_ref()).and_then(|m| NodeUsage::of(m, at)),
@@ -322,7 +322,7 @@ pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>
         no_public_address: addresses.is_empty(),
         addresses,
         level: status.and_then(|s| s.level),
-        level_since: control.level_since(id),
+        level_since: core.level_since(id),
         serving: status.map(|s| s.serving),
         held_by: status
             .and_then(|s| s.held_by)
@@ -396,14 +396,18 @@ async fn prober_results(
 ) -> Result<Json<Items<ResultView>>, ApiError> {
     let c = app.config();
     let caller = c.caller(id).ok_or_else(|| ApiError::NotFound(format!("Prober {id} not found")))?;
-    let control = app.control();
-    let mut rows: Vec<(TargetKey, ResultView)> = control
-        .observations()
-        .results
-        .iter()
-        .filter_map(|(k, per)| per.get(&caller).map(|l| (*k, result_row(&c, *k, caller, l))))
-        .collect();
-    drop(control);
+    // Every latest result is the core's alone: read between two of its inputs.
+    let mut rows: Vec<(TargetKey, ResultView)> = app
+        .owner()
+        .read(move |core, _| {
+            let c = core.config();
+            let results = &core.observations().results;
+            results
+                .iter()
+                .filter_map(|(k, per)| per.get(&caller).map(|l| (*k, result_row(&c, *k, caller, l))))
+                .collect()
+        })
+        .await?;
     rows.sort_by_key(|(k, _)| k.to_string());
     Ok(Json(rows.into_iter().map(|(_, v)| v).collect::<Vec<_>>().into()))
 }
@@ -416,15 +420,18 @@ async fn node_results(
     if !c.nodes.contains_key(&id) {
         return Err(ApiError::NotFound(format!("Node {id} not found")));
     }
-    let control = app.control();
-    let mut rows: Vec<((String, i64), ResultView)> = control
-        .observations()
-        .results
-        .iter()
-        .filter(|(k, _)| k.node == NodeId(id))
-        .flat_map(|(k, per)| per.iter().map(|(p, l)| ((k.to_string(), p.id()), result_row(&c, *k, *p, l))))
-        .collect();
-    drop(control);
+    let mut rows: Vec<((String, i64), ResultView)> = app
+        .owner()
+        .read(move |core, _| {
+            let c = core.config();
+            let results = core.observations().results.iter().filter(|(k, _)| k.node == NodeId(id));
+            results
+                .flat_map(|(k, per)| {
+                    per.iter().map(|(p, l)| ((k.to_string(), p.id()), result_row(&c, *k, *p, l)))
+                })
+                .collect()
+        })
+        .await?;
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(Json(rows.into_iter().map(|(_, v)| v).collect::<Vec<_>>().into()))
 }
@@ -432,7 +439,7 @@ async fn node_results(
 async fn dns(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<DnsView>, ApiError> {
     let c = app.config();
     let cluster = c.clusters.get(&id).ok_or_else(|| ApiError::NotFound(format!("Cluster {id} not found")))?;
-    let snapshot = app.control().snapshots().get(&ClusterId(id)).cloned();
+    let snapshot = app.view().snapshots.get(&ClusterId(id)).cloned();
     let p = snapshot.as_ref().and_then(|s| s.published.as_deref());
     let lines = p
         .map(|p| {

@@ -442,16 +442,12 @@ mod tests {
         let ca = crate::ca::Ca::load_or_create(&dir.path().join("ca")).unwrap();
         let settings = crate::config::ServeConfig { data_dir: dir.path().into(), ..Default::default() };
         let metrics = Arc::new(crate::metrics::Metrics::new());
-        let app = Arc::new(App::new(Parts {
-            start: Start::default(),
-            store,
-            metrics,
-            settings,
-            ca,
-            replica: None,
-        }));
+        // Nothing here is carried out: the streams are fed by hand.
+        let (app, _decided) =
+            App::new(Parts { start: Start::default(), store, metrics, settings, ca, replica: None });
+        let app = Arc::new(app);
         let token = crate::api::create_admin_token(&app, &Actor::system(), "ops", false).await.unwrap();
-        let base = app.control().event_base();
+        let base = app.view().event_base;
         Lab { _dir: dir, router: crate::api::router(app.clone()), app, token, base }
     }
 

@@ -314,7 +314,7 @@ async fn history(
         .get(&node.value.cluster.0)
         .map(|cl| cl.value.listeners.iter().map(|l| l.port).collect())
         .unwrap_or_default();
-    let addresses = app.control().addresses_of(NodeId(id)).unwrap_or_default();
+    let addresses = app.view().addresses_of(NodeId(id)).unwrap_or_default();
     let at = now();
     let (since, until) = range.window(at);
     let fresh = Series::new(range, since);

@@ -11,7 +11,6 @@ use axum::http::StatusCode;
 use axum::routing::{get, post, put};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
-use vantage_control::Control;
 use vantage_control::config::Config;
 use vantage_control::identity::Caller;
 use vantage_control::mirrors::book::check_of;
@@ -19,6 +18,7 @@ use vantage_control::mirrors::registry::{
     Registry, TENANTS_FILE, document, mirror_from_api, mirror_yaml, tenants_yaml,
 };
 use vantage_control::mirrors::{CheckRefused, LoadError, Tenant};
+use vantage_control::view::View;
 use vantage_core::mirror::{Mirror, MirrorInput, MirrorSettings, MirrorSettingsInput, RegionStatus};
 use vantage_core::plain::plain;
 use vantage_store::FileWrite;
@@ -26,6 +26,7 @@ use vantage_store::FileWrite;
 use super::{Api, Op};
 use crate::app::{Actor, App, Change};
 use crate::error::{ApiError, parse_json};
+use crate::owner::Input;
 use crate::views::{
     BlockRequest, CheckRunRequest, CheckRunView, Items, MirrorList, MirrorProberView, MirrorView, TenantView,
     WindowView,
@@ -108,8 +109,8 @@ pub(super) fn routes(api: &mut Api) {
 }
 
 /// One mirror as the API shows it, with every prober's opinion.
-pub(crate) fn view(c: &Config, control: &Control, m: &Mirror) -> MirrorView {
-    let book = control.mirrors().book();
+pub(crate) fn view(c: &Config, core: &View, m: &Mirror) -> MirrorView {
+    let book = core.mirrors.book();
     let state = book.state(&m.host);
     let check = check_of(c, &m.host);
     let ipv6 = m.address.is_some_and(|a| a.is_ipv6());
@@ -155,10 +156,10 @@ pub(crate) fn view(c: &Config, control: &Control, m: &Mirror) -> MirrorView {
 
 /// Every mirror and the reload status, as one consistent reading.
 pub(crate) fn mirror_list(app: &App) -> MirrorList {
-    let control = app.control();
-    let c = control.config();
-    let mirrors: Vec<MirrorView> = c.mirrors.mirrors.values().map(|m| view(&c, &control, m)).collect();
-    MirrorList { count: mirrors.len(), mirrors, reload: control.mirrors().reload_status().clone() }
+    let core = app.view();
+    let c = &core.config;
+    let mirrors: Vec<MirrorView> = c.mirrors.mirrors.values().map(|m| view(c, &core, m)).collect();
+    MirrorList { count: mirrors.len(), mirrors, reload: core.mirrors.reload_status().clone() }
 }
 
 async fn list(State(app): State<Arc<App>>) -> Json<MirrorList> {
@@ -175,10 +176,9 @@ fn find(c: &Config, host: &str) -> Result<Mirror, ApiError> {
 }
 
 fn answer(app: &App, host: &str) -> Result<Json<MirrorView>, ApiError> {
-    let control = app.control();
-    let c = control.config();
-    let m = c.mirrors.mirrors.get(host).ok_or_else(|| not_found(host))?;
-    Ok(Json(view(&c, &control, m)))
+    let core = app.view();
+    let m = core.config.mirrors.mirrors.get(host).ok_or_else(|| not_found(host))?;
+    Ok(Json(view(&core.config, &core, m)))
 }
 
 async fn one(State(app): State<Arc<App>>, Path(host): Path<String>) -> Result<Json<MirrorView>, ApiError> {
@@ -368,7 +368,8 @@ async fn check_run(
 ) -> Result<(StatusCode, Json<CheckRunView>), ApiError> {
     let req: CheckRunRequest = optional_json(&body)?;
     let asked = req.regions.clone();
-    let run = app.feed(|c| c.handle_check_run(req.regions, crate::support::now())).map_err(|e| match e {
+    let regions = req.regions;
+    let run = app.owner().ask(|reply| Input::CheckRun { regions, reply }).await?.map_err(|e| match e {
         CheckRefused::TooSoon { retry_after_s } => ApiError::TooSoon {
             reason: format!("a check run started less than 60 s ago; try again in {retry_after_s} s"),
             retry_after_s,

@@ -509,26 +509,25 @@ async fn count_requests(State(app): State<Arc<App>>, req: Request, next: Next) -
 
 async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
     let now = crate::support::now();
-    let (expiries, fleet) = {
-        let c = app.control();
-        let fleet = c.fleet(now);
-        // The fleet's mirrors, monitors, certificates and webhook deliveries are the lease
-        // holder's to export, as the rest of the fleet's figures are (`Fleet::evaluator`).
-        let exported = if fleet.evaluator { c.config() } else { Arc::new(Config::default()) };
-        app.metrics().mirrors().set(&exported, c.mirrors().book());
-        app.metrics().monitors().set(&exported, c.monitors(), now);
-        // Only the lease holder delivers alerts: a follower's deliveries would be a row of zeros.
-        app.metrics().set_webhooks(&exported);
-        let config = c.config();
-        app.metrics().retain_rtt(|cluster, region| {
-            config.clusters.values().any(|x| x.value.name == cluster)
-                && config.regions.values().any(|r| r.value.code == region)
-        });
-        let expiries = if fleet.evaluator { c.certificate_expiries() } else { Default::default() };
-        (expiries, fleet)
-    };
-    app.metrics().set_certificates(&expiries, now);
-    app.metrics().set_fleet(&fleet);
+    let core = app.view();
+    // The figures that need every latest result were made by the core's owner (at most a
+    // second ago, or at the last pass or change); the rest is read from the view.
+    let figures = &core.figures;
+    // The fleet's mirrors, monitors, certificates and webhook deliveries are the lease
+    // holder's to export, as the rest of the fleet's figures are (`Fleet::evaluator`).
+    let exported = if figures.fleet.evaluator { core.config.clone() } else { Arc::new(Config::default()) };
+    app.metrics().mirrors().set(&exported, core.mirrors.book());
+    app.metrics().monitors().set(&exported, &core.monitors, now);
+    // Only the lease holder delivers alerts: a follower's deliveries would be a row of zeros.
+    app.metrics().set_webhooks(&exported);
+    let config = &core.config;
+    app.metrics().retain_rtt(|cluster, region| {
+        config.clusters.values().any(|x| x.value.name == cluster)
+            && config.regions.values().any(|r| r.value.code == region)
+    });
+    let none = Default::default();
+    app.metrics().set_certificates(if figures.fleet.evaluator { &figures.expiries } else { &none }, now);
+    app.metrics().set_fleet(&figures.fleet);
     (
         [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
         app.metrics().render(),

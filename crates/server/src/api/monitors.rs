@@ -52,8 +52,7 @@ fn find(app: &App, id: i64) -> Result<Monitor, ApiError> {
 
 /// A monitor's verdict as the API shows it.
 pub(crate) fn verdict_view(app: &App, id: i64, m: &Monitor) -> MonitorVerdictView {
-    let control = app.control();
-    let state = control.monitors().state(MonitorId(id)).cloned().unwrap_or_default();
+    let state = app.view().monitors.state(MonitorId(id)).cloned().unwrap_or_default();
     let at = now();
     let interval_s = app.config().monitor_check(m).check.interval_s();
     let health = state.health(m, interval_s, at);
@@ -157,8 +156,8 @@ async fn history(
         regions.push(RegionHistory { region: r.region.clone(), points });
     }
     let verdicts = app
-        .control()
-        .monitors()
+        .view()
+        .monitors
         .state(MonitorId(id))
         .map(|s| s.history.iter().filter(|v| v.at >= since).copied().collect())
         .unwrap_or_default();

@@ -30,8 +30,9 @@ async fn preview_route(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Resu
     let at = now();
     let cluster = ClusterId(id);
     let (rows, lines) = app
-        .control()
-        .preview(cluster, at)
+        .owner()
+        .read(move |c, _| c.preview(cluster, at))
+        .await?
         .ok_or_else(|| ApiError::NotFound(format!("Cluster {id} not found")))?;
     let items = rows
         .into_iter()
@@ -43,7 +44,7 @@ async fn preview_route(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Resu
 /// The nodes a rule acts on now (active or recovering), by name, from its cluster's last pass.
 pub(super) fn acting_on(app: &App, cluster: ClusterId, rule: i64) -> Vec<String> {
     let c = app.config();
-    let snapshot = app.control().snapshots().get(&cluster).cloned();
+    let snapshot = app.view().snapshots.get(&cluster).cloned();
     let mut names: Vec<String> = snapshot
         .iter()
         .flat_map(|s| s.rules.iter())

@@ -57,8 +57,7 @@ impl Kind for Cluster {
     }
     fn view(id: i64, s: &Stored<Self>, config: &Config, app: &App) -> ClusterView {
         let probed_with = config.cluster_check(&s.value).into();
-        let tcp_fallback =
-            app.control().tcp_fallback(ClusterId(id), crate::support::now()).map(|f| f.reason());
+        let tcp_fallback = app.view().tcp_fallback(ClusterId(id), crate::support::now()).map(|f| f.reason());
         let c = ClusterInput::from(s.value.clone());
         ClusterView {
             id,
@@ -395,8 +394,7 @@ impl Kind for Monitor {
         Ok(m)
     }
     fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> MonitorView {
-        let verdict =
-            app.control().monitors().state(vantage_core::ids::MonitorId(id)).and_then(|st| st.verdict);
+        let verdict = app.view().monitors.state(vantage_core::ids::MonitorId(id)).and_then(|st| st.verdict);
         MonitorView {
             id,
             created_at: s.created_at,

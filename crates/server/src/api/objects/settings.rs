@@ -102,10 +102,8 @@ pub(super) async fn addresses_add_source(
     let policy = app.address_policy();
     let core = app.clone();
     save_addresses(app, &actor, id, move |n| {
-        let (addable, source) = {
-            let c = core.control();
-            (c.addable_source(NodeId(id)), c.source_address(NodeId(id)))
-        };
+        let core = core.view();
+        let (addable, source) = (core.addable_source(NodeId(id)), core.source_address(NodeId(id)));
         let ip = addable.ok_or_else(|| {
             let why = match source {
                 None => "its agent has not connected yet: there is no source address".to_owned(),
@@ -159,7 +157,7 @@ async fn save_addresses(
         .await?;
     // Reported addresses already verified are not new to the probers: only those that
     // nothing can check serve unseen.
-    let unchecked = app.control().unchecked_addresses(node, &added, crate::support::now());
+    let unchecked = app.owner().read(move |c, at| c.unchecked_addresses(node, &added, at)).await?;
     let Json(mut saved) = addresses_get(State(app), Path(id)).await?;
     if !unchecked.is_empty() {
         let added: Vec<String> = unchecked.iter().map(ToString::to_string).collect();

@@ -55,15 +55,13 @@ fn revision(c: &Config) -> String {
     crate::auth::sha256_hex(&doc)[..16].to_owned()
 }
 
-/// The plan of `file` against `current`, with the change it makes; with what DNS would
-/// answer after it when `dns` (a dry run in the control core, which a plan shows and an apply
-/// does not need).
+/// The plan of `file` against `current`, with the change it makes (what DNS would answer
+/// after it is left to [`plan_route`], which a plan shows and an apply does not need).
 fn plan(
     app: &App,
     current: &Config,
     file: &FleetFile,
     terms: Terms,
-    dns: bool,
 ) -> Result<(Desired, FleetPlan), ApiError> {
     let now = crate::support::now();
     // Fields are named as the request body holds them: under `fleet`.
@@ -72,9 +70,7 @@ fn plan(
         e => e,
     })?;
     let changes = changes(current, &d);
-    let dns =
-        if dns && !changes.is_empty() { app.control().dry_run(&d.puts, &d.deletes, now) } else { Vec::new() };
-    let plan = FleetPlan { revision: revision(current), changes, left: d.left.clone(), dns };
+    let plan = FleetPlan { revision: revision(current), changes, left: d.left.clone(), dns: Vec::new() };
     Ok((d, plan))
 }
 
@@ -167,7 +163,12 @@ async fn plan_route(
 ) -> Result<Json<FleetPlan>, ApiError> {
     let req: PlanRequest = parse_json(body)?;
     let terms = Terms { prune: req.prune, force: req.force, compare_secrets: !access.read_only };
-    let (_, plan) = plan(&app, &app.config(), &req.fleet, terms, true)?;
+    let (d, mut plan) = plan(&app, &app.config(), &req.fleet, terms)?;
+    if !plan.changes.is_empty() {
+        // A dry run in the control core: the pass the change triggers, on copies of the
+        // clusters' states against the current observations.
+        plan.dns = app.owner().read(move |c, at| c.dry_run(&d.puts, &d.deletes, at)).await?;
+    }
     Ok(Json(plan))
 }
 
@@ -181,7 +182,7 @@ async fn apply_route(
     // a replica that lags the log must not refuse a plan made on one that does not.
     let mut applied = app
         .change(&actor, |c| {
-            let (d, plan) = plan(&app, c, &req.fleet, terms, false)?;
+            let (d, plan) = plan(&app, c, &req.fleet, terms)?;
             if plan.revision != req.expected_revision {
                 return Err(ApiError::Conflict(format!(
                     "the configuration changed since the plan (planned against revision {}, now {}): plan again",
