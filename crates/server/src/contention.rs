@@ -120,7 +120,7 @@ async fn reports_reads_and_scrapes_while_passes_run() {
         }));
     }
     let reader = {
-        let api = api.clone();
+        let (api, token) = (api.clone(), token.clone());
         tokio::spawn(async move {
             let mut times = Vec::new();
             while Instant::now() < deadline {
@@ -137,7 +137,11 @@ async fn reports_reads_and_scrapes_while_passes_run() {
     let scraper = tokio::spawn(async move {
         let mut times = Vec::new();
         while Instant::now() < deadline {
-            times.push(timed(&api, Request::get("/metrics").body(Body::empty()).expect("a request")).await);
+            let req = Request::get("/metrics")
+                .header(header::AUTHORIZATION, format!("Bearer {token}"))
+                .body(Body::empty())
+                .expect("a request");
+            times.push(timed(&api, req).await);
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         times
