@@ -24,3 +24,4 @@ mod replicas;
 mod reports;
 mod schedule;
 mod verify;
+mod view;

@@ -1,0 +1,61 @@
+//! The view the core's owner publishes: parts shared while unchanged, the fleet's figures made
+//! again at a pass, a change or a second, and the node page's region cells from the pass.
+
+use std::sync::Arc;
+
+use vantage_core::ids::NodeId;
+
+use crate::lab::Lab;
+
+#[test]
+fn a_view_shares_what_did_not_change_and_its_figures_follow_passes_and_seconds() {
+    let mut lab = Lab::new();
+    let (p, _, _, n) = lab.one_node();
+    lab.round(p, &[]);
+    lab.tick();
+    let first = lab.control.view(lab.now);
+    assert_eq!(first.figures.fleet.addresses.len(), 1, "made at once");
+    assert_eq!(first.prober_status(p, lab.now), vantage_control::observe::ProberStatus::Online);
+
+    // Nothing happened: the next view is the same parts, figures included.
+    let again = lab.control.view(lab.now.plus_millis(500));
+    assert!(Arc::ptr_eq(&first.config, &again.config) && Arc::ptr_eq(&first.snapshots, &again.snapshots));
+    assert!(Arc::ptr_eq(&first.agents, &again.agents) && Arc::ptr_eq(&first.alerts, &again.alerts));
+    assert!(Arc::ptr_eq(&first.figures, &again.figures), "less than a second old, no pass");
+    assert_eq!(lab.control.view_expires(), first.figures.at.plus_millis(1_000));
+
+    // A heartbeat copies the agents, not the rest; the figures are a second old by then.
+    lab.advance_ms(1_000);
+    let hb = vantage_core::wire::Heartbeat {
+        version: "test".into(),
+        hostname: "edge-1.example".into(),
+        metrics: None,
+        addresses: Vec::new(),
+        capabilities: Vec::new(),
+        links: Vec::new(),
+    };
+    lab.control.handle_heartbeat(n, hb, "198.51.100.7".parse().unwrap(), lab.now);
+    let later = lab.control.view(lab.now);
+    assert!(!Arc::ptr_eq(&first.agents, &later.agents));
+    assert_eq!(later.agents.get(&n).and_then(|a| a.hostname.as_deref()), Some("edge-1.example"));
+    assert!(first.agents.get(&n).is_none(), "a published view never changes");
+    assert!(Arc::ptr_eq(&first.config, &later.config));
+    assert!(!Arc::ptr_eq(&first.figures, &later.figures), "a second old: made again");
+    assert_eq!(later.source_address(n), Some("198.51.100.7".parse().unwrap()));
+
+    // A pass makes them again at once, with the node's address failing from its region.
+    lab.advance(10);
+    lab.round(p, &["203.0.113.10"]);
+    let passes = lab.control.passes();
+    lab.advance_ms(2_000);
+    assert!(lab.control.passes() > passes);
+    let after = lab.control.view(lab.now);
+    let a = &after.node_status(NodeId(n.0)).unwrap().addresses[0];
+    assert_eq!((a.verdict.failing, a.verdict.counting), (1, 1));
+    let eu = after.config.regions.iter().find(|(_, r)| r.value.code == "eu").map(|(id, _)| *id).unwrap();
+    assert_eq!(a.regions.len(), 1);
+    assert_eq!(a.regions[0].0.0, eu);
+    assert_eq!(a.regions[0].1, a.verdict, "one region: its cell is the verdict");
+    assert_eq!(after.figures.fleet.addresses[0].failing, 1);
+    assert_eq!(after.figures.passes, lab.control.passes());
+}
