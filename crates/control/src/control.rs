@@ -201,8 +201,6 @@ pub enum Output {
         /// The state as JSON.
         json: String,
     },
-    /// Delete the stored latest results of this prober or probing node.
-    ForgetResults(Caller),
     /// Events to store and stream, in order.
     Events(Vec<FleetEvent>),
     /// A follower's events: to its own streams only (the lease holder stores the fleet's).
@@ -214,16 +212,6 @@ pub enum Output {
     /// evaluator lease, and a push its predecessor was making may not have finished (an
     /// update that is already there changes nothing).
     Publish(Arc<Published>),
-    /// Delete stored events older than `before`.
-    ExpireEvents {
-        /// Cut-off.
-        before: Timestamp,
-    },
-    /// Delete stored latest results not updated since `before`.
-    ExpireResults {
-        /// Cut-off.
-        before: Timestamp,
-    },
     /// The mirrors' derived state changed: save it (JSON).
     SaveMirrors(String),
     /// The monitors' windows or verdicts changed: save them (JSON).
@@ -234,6 +222,25 @@ pub enum Output {
     /// Fetch these mirrors' trace files and their references', and feed back what they read
     /// ([`Control::handle_freshness`]).
     CheckFreshness(Vec<crate::mirrors::FreshnessCheck>),
+    /// The store's upkeep, carried out beside the rest (a day's roll-up may take a while).
+    Upkeep(Upkeep),
+}
+
+/// Store work that keeps it in shape: nothing waits for it, and it waits for nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Upkeep {
+    /// Delete the stored latest results of this prober or probing node.
+    ForgetResults(Caller),
+    /// Delete stored latest results not updated since `before`.
+    ExpireResults {
+        /// Cut-off.
+        before: Timestamp,
+    },
+    /// Delete stored events older than `before`.
+    ExpireEvents {
+        /// Cut-off.
+        before: Timestamp,
+    },
     /// Roll history up per day before `before`, and delete daily roll-ups before `daily_before`.
     RollUpHistory {
         /// History cut-off.
@@ -516,7 +523,7 @@ impl Control {
             self.obs.probers.remove(&caller);
             Arc::make_mut(&mut self.mirrors).forget(caller);
             self.confirmations.forget(caller);
-            self.outputs.push_back(Output::ForgetResults(caller));
+            self.outputs.push_back(Output::Upkeep(Upkeep::ForgetResults(caller)));
         }
         self.sync_slots(now);
         let changes = Arc::make_mut(&mut self.mirrors).follow(&self.config, now);
@@ -947,7 +954,7 @@ impl Control {
             let before = now.plus_millis(-LATEST_KEPT_MS);
             self.obs.expire(before);
             self.rates.prune(now);
-            self.outputs.push_back(Output::ExpireResults { before });
+            self.outputs.push_back(Output::Upkeep(Upkeep::ExpireResults { before }));
             self.certificates(now);
             self.next_expiry = now.plus_secs(EXPIRE_EVERY_S);
         }
@@ -959,8 +966,8 @@ impl Control {
             let before =
                 Timestamp::from_millis(now.plus_millis(-days * DAY_MS).millis().div_euclid(DAY_MS) * DAY_MS);
             let daily_before = before.plus_millis(-DAILY_KEPT_DAYS * DAY_MS);
-            self.outputs.push_back(Output::RollUpHistory { before, daily_before });
-            self.outputs.push_back(Output::ExpireEvents { before });
+            self.outputs.push_back(Output::Upkeep(Upkeep::RollUpHistory { before, daily_before }));
+            self.outputs.push_back(Output::Upkeep(Upkeep::ExpireEvents { before }));
             self.next_roll_up = now.plus_secs(ROLL_UP_EVERY_S);
         }
         self.flush_alerts();

@@ -27,5 +27,5 @@ pub mod work;
 
 pub use control::{
     AuditEntry, ClusterAfter, Control, LineAfter, Output, Relayed, ReportError, Revision, Role, Start,
-    StoredRevision, Timing,
+    StoredRevision, Timing, Upkeep,
 };

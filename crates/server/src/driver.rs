@@ -1,8 +1,8 @@
 //! The control core's driver: carries out, in order, what the core decided (its owner,
 //! [`crate::owner`], queues it) — revisions stored then pushed to the publishers, the DNS
-//! answer table rebuilt, alerts delivered and saved, audit entries, evaluator states and
-//! result expiry written. It runs beside the owner, so storage that is slow or a day's
-//! roll-up never holds up a pass. It decides nothing; the one thing it keeps is the I/O
+//! answer table rebuilt, alerts delivered and saved, audit entries and evaluator states
+//! written, the store's upkeep handed to its own task ([`crate::upkeep`]). It runs beside the
+//! owner, so storage that is slow never holds up a pass. It decides nothing; the one thing it keeps is the I/O
 //! concern of revisions the store refused, which wait in memory and are stored, in order,
 //! once it takes writes again.
 
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use vantage_control::events::FleetEvent;
-use vantage_control::{Output, Revision};
+use vantage_control::{Output, Revision, Upkeep};
 use vantage_core::ids::ClusterId;
 use vantage_store::{EventRow, NewAudit, RevisionRow};
 
@@ -25,9 +25,17 @@ use crate::support::stopped;
 /// At most this many unsaved revisions are kept per cluster; the oldest go first.
 const MAX_UNSAVED: usize = 1_000;
 
+/// Where the outputs the driver does not carry out itself go: alerts to delivery, saves to
+/// their writer, upkeep to its task.
+struct Consumers {
+    notices: mpsc::UnboundedSender<Notice>,
+    saves: Saves,
+    upkeep: mpsc::UnboundedSender<Upkeep>,
+}
+
 /// Runs until `stop`, then carries out what the core decided before it (the owner is asked
 /// to queue everything first); `saves` goes with it (its writer then writes what is left and
-/// ends).
+/// ends), and the upkeep task ends once it has done what it was handed.
 pub(crate) async fn run(
     app: Arc<App>,
     mut decided: mpsc::UnboundedReceiver<Output>,
@@ -35,18 +43,20 @@ pub(crate) async fn run(
     saves: Saves,
     mut stop: watch::Receiver<bool>,
 ) {
+    let (upkeep, work) = mpsc::unbounded_channel();
+    let upkept = tokio::spawn(crate::upkeep::run(app.store().clone(), work));
+    let to = Consumers { notices, saves, upkeep };
     let mut unsaved: BTreeMap<ClusterId, Vec<RevisionRow>> = BTreeMap::new();
-    let saves = &saves;
     loop {
         let o = tokio::select! {
             o = decided.recv() => o,
             _ = stopped(&mut stop) => break,
         };
         let Some(o) = o else { break };
-        execute(&app, o, &notices, saves, &mut unsaved).await;
+        execute(&app, o, &to, &mut unsaved).await;
         // What waits behind it first: then the revisions storage refused, once per batch.
         while let Ok(o) = decided.try_recv() {
-            execute(&app, o, &notices, saves, &mut unsaved).await;
+            execute(&app, o, &to, &mut unsaved).await;
         }
         for rows in unsaved.values_mut() {
             store_unsaved(&app, rows).await;
@@ -57,19 +67,21 @@ pub(crate) async fn run(
     // out before `saves` is dropped.
     if app.owner().ask(Input::Flush).await.is_ok() {
         while let Ok(o) = decided.try_recv() {
-            execute(&app, o, &notices, saves, &mut unsaved).await;
+            execute(&app, o, &to, &mut unsaved).await;
         }
     }
+    drop(to);
+    // Its end only: the task stops after the work already handed to it.
+    let _ = upkept.await;
 }
 
 async fn execute(
     app: &Arc<App>,
     o: Output,
-    notices: &mpsc::UnboundedSender<Notice>,
-    saves: &Saves,
+    to: &Consumers,
     unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>,
 ) {
-    let store = app.store();
+    let saves = &to.saves;
     match o {
         Output::Revision(r) => revision(app, r, unsaved).await,
         Output::Answers(snapshots) => crate::publishing::rebuild(app.answers(), app.dns(), &snapshots),
@@ -83,7 +95,7 @@ async fn execute(
                 }
             }
             // Delivery stops only at shutdown; an alert then has nowhere to go.
-            let _ = notices.send(Notice(a));
+            let _ = to.notices.send(Notice(a));
         }
         Output::SaveAlerts(json) => saves.state("alerts".into(), json),
         Output::Audit(entries) => saves.audit(
@@ -105,16 +117,10 @@ async fn execute(
         Output::Recheck => app.wake_rechecks(),
         Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
         Output::SaveState { cluster, json } => saves.state(format!("cluster:{cluster}"), json),
-        Output::ForgetResults(caller) => {
-            if let Err(e) = store.delete_latest_of(caller.id()).await {
-                tracing::warn!(prober = caller.id(), error = %e, "cannot delete the results of a prober");
-            }
+        Output::Upkeep(w) => {
+            // Gone only once the driver itself ends.
+            let _ = to.upkeep.send(w);
         }
-        Output::ExpireResults { before } => match store.delete_latest_before(before).await {
-            Ok(n) if n > 0 => tracing::info!(dropped = n, "expired latest results not updated for an hour"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot expire latest results"),
-        },
         Output::Events(events) => {
             saves.events(events.iter().map(event_row).collect());
             live(app, events);
@@ -130,21 +136,6 @@ async fn execute(
                 );
             }
             unsaved.clear();
-        }
-        Output::ExpireEvents { before } => match store.delete_events_before(before).await {
-            Ok(n) if n > 0 => tracing::info!(dropped = n, "deleted events past the history's retention"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot delete old events"),
-        },
-        Output::RollUpHistory { before, daily_before } => {
-            match store.roll_up_history(before).await {
-                Ok(n) if n > 0 => tracing::info!(rows = n, "rolled up history"),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "cannot roll up history"),
-            }
-            if let Err(e) = store.delete_daily_before(daily_before).await {
-                tracing::warn!(error = %e, "cannot delete old daily roll-ups");
-            }
         }
     }
 }

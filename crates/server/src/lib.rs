@@ -27,6 +27,7 @@ mod saves;
 mod server;
 mod support;
 mod ui;
+mod upkeep;
 pub mod views;
 
 pub use config::{LogFormat, ServeConfig};

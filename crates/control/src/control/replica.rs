@@ -58,14 +58,11 @@ impl Output {
             | Output::SaveAlerts(_)
             | Output::Audit(_)
             | Output::SaveState { .. }
-            | Output::ForgetResults(_)
-            | Output::ExpireEvents { .. }
-            | Output::ExpireResults { .. }
+            | Output::Upkeep(_)
             | Output::SaveMirrors(_)
             | Output::SaveMonitors(_)
             | Output::CheckFreshness(_)
-            | Output::Publish(_)
-            | Output::RollUpHistory { .. } => true,
+            | Output::Publish(_) => true,
             Output::Answers(_)
             | Output::Events(_)
             | Output::LiveEvents(_)

@@ -1,8 +1,8 @@
 //! What a configuration change re-evaluates and whose results it drops.
 
-use vantage_control::Output;
 use vantage_control::config::Object;
 use vantage_control::identity::Caller;
+use vantage_control::{Output, Upkeep};
 use vantage_core::address::Level::Primary;
 
 use crate::lab::{CLUSTER, Lab};
@@ -25,12 +25,12 @@ fn disabling_or_deleting_a_prober_drops_its_results_and_evaluates_every_cluster(
     let mut rec = lab.control.config().probers[&id.0].value.clone();
     rec.enabled = false;
     lab.replace(id.0, Object::Prober(rec));
-    assert!(lab.take().contains(&Output::ForgetResults(p)));
+    assert!(lab.take().contains(&Output::Upkeep(Upkeep::ForgetResults(p))));
     let results = &lab.control.observations().results;
     assert!(results.values().all(|per| !per.contains_key(&p) && per.contains_key(&q)));
     assert_eq!(lab.control.poll_timeout(), Some(lab.now), "every cluster at once");
     lab.delete(q.id());
-    assert!(lab.take().contains(&Output::ForgetResults(q)));
+    assert!(lab.take().contains(&Output::Upkeep(Upkeep::ForgetResults(q))));
     assert!(lab.control.observations().results.is_empty());
 }
 
@@ -43,7 +43,7 @@ fn results_not_updated_for_an_hour_expire() {
     assert_eq!(lab.control.observations().results.len(), 1, "an hour old: kept");
     lab.advance(60);
     assert!(lab.control.observations().results.is_empty());
-    assert!(lab.take().iter().any(|o| matches!(o, Output::ExpireResults { .. })));
+    assert!(lab.take().iter().any(|o| matches!(o, Output::Upkeep(Upkeep::ExpireResults { .. }))));
 }
 
 #[test]
@@ -51,7 +51,7 @@ fn the_history_is_rolled_up_by_whole_utc_days_past_the_retention() {
     let mut lab = Lab::new();
     lab.advance(3_700);
     let cut = lab.take().into_iter().find_map(|o| match o {
-        Output::RollUpHistory { before, .. } => Some(before),
+        Output::Upkeep(Upkeep::RollUpHistory { before, .. }) => Some(before),
         _ => None,
     });
     let before = cut.expect("a roll-up within the hour");

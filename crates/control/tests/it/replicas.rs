@@ -50,10 +50,7 @@ fn leaders_only(o: &Output) -> bool {
             | Output::SaveMirrors(_)
             | Output::SaveMonitors(_)
             | Output::Events(_)
-            | Output::ExpireResults { .. }
-            | Output::ExpireEvents { .. }
-            | Output::RollUpHistory { .. }
-            | Output::ForgetResults(_)
+            | Output::Upkeep(_)
             | Output::CheckFreshness(_)
             | Output::Publish(_)
     )
