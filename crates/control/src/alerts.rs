@@ -93,6 +93,11 @@ impl AlertBook {
         Some(alert)
     }
 
+    /// The details of the open alert `key` (`None`: not open).
+    pub fn open_details(&self, key: &str) -> Option<&Value> {
+        self.open.get(key).map(|a| &a.details)
+    }
+
     /// Open alerts (oldest first) and recently resolved ones (newest first).
     pub fn list(&self) -> (Vec<Alert>, Vec<Alert>) {
         let mut open: Vec<Alert> = self.open.values().cloned().collect();

@@ -520,7 +520,7 @@ impl Control {
         self.swap_config(changed(&self.config, puts, &deletes, now));
         for caller in effects.forget {
             self.obs.forget(caller);
-            self.obs.probers.remove(&caller);
+            Arc::make_mut(&mut self.obs.probers).remove(&caller);
             Arc::make_mut(&mut self.mirrors).forget(caller);
             self.confirmations.forget(caller);
             self.outputs.push_back(Output::Upkeep(Upkeep::ForgetResults(caller)));
@@ -546,7 +546,7 @@ impl Control {
     /// A prober or probing node was enrolled (the change itself came through
     /// [`handle_change`](Self::handle_change)).
     pub fn handle_enrolled(&mut self, caller: Caller, hostname: String, version: String, now: Timestamp) {
-        let r = self.obs.probers.entry(caller).or_default();
+        let r = Arc::make_mut(&mut self.obs.probers).entry(caller).or_default();
         r.hostname = Some(hostname);
         r.version = Some(version);
         r.last_seen = Some(now);
@@ -589,7 +589,7 @@ impl Control {
             None => Default::default(),
         };
         endpoints.extend(monitor_targets);
-        let r = self.obs.probers.entry(caller).or_default();
+        let r = Arc::make_mut(&mut self.obs.probers).entry(caller).or_default();
         r.last_seen = Some(now);
         r.targets = u32::try_from(targets.len() + endpoints.len()).unwrap_or(u32::MAX);
         r.round_targets = u32::try_from(targets.len()).unwrap_or(u32::MAX);
@@ -732,7 +732,7 @@ impl Control {
         for key in changed {
             self.confirm(key, caller, now);
         }
-        let p = self.obs.probers.entry(caller).or_default();
+        let p = Arc::make_mut(&mut self.obs.probers).entry(caller).or_default();
         let was_reporting =
             p.last_report.is_some_and(|t| t.within_secs_of(now, c.settings.prober_online_s()));
         p.last_seen = Some(now);
@@ -941,9 +941,12 @@ impl Control {
             self.next_silence = now.plus_secs(SILENCE_EVERY_S);
         }
         let c = self.config.clone();
-        let checks = Arc::make_mut(&mut self.mirrors).due_freshness(&c, now);
-        if !checks.is_empty() {
-            self.outputs.push_back(Output::CheckFreshness(checks));
+        // Copied (a view holds it) only when a check is due.
+        if self.mirrors.next_freshness().is_some_and(|t| t <= now) {
+            let checks = Arc::make_mut(&mut self.mirrors).due_freshness(&c, now);
+            if !checks.is_empty() {
+                self.outputs.push_back(Output::CheckFreshness(checks));
+            }
         }
         if self.mirrors.save_due(now, false)
             && let Some(json) = Arc::make_mut(&mut self.mirrors).take_save(now, false)
@@ -1284,13 +1287,22 @@ impl Control {
 
     /// Rebuilds the steering table (a new one only when it changed: readers compare pointers).
     fn flush_steering(&mut self, now: Timestamp) {
-        let table = Arc::make_mut(&mut self.monitors).steer(&self.config, now);
+        // Without monitors there is nothing to steer, and nothing to copy.
+        let table = if self.config.monitors.is_empty() {
+            SteeringTable::default()
+        } else {
+            Arc::make_mut(&mut self.monitors).steer(&self.config, now)
+        };
         if *self.steering != table {
             self.steering = Arc::new(table);
         }
     }
 
     fn fire(&mut self, key: String, kind: &str, summary: String, details: Value, now: Timestamp) {
+        // Firing already with these details: nothing changes (and the book is not copied).
+        if self.alerts.open_details(&key) == Some(&details) {
+            return;
+        }
         if let Some(a) = Arc::make_mut(&mut self.alerts).fire(key, kind, summary, details, now) {
             self.alert_event(&a, now);
             self.outputs.push_back(Output::Alert(a));
@@ -1299,6 +1311,9 @@ impl Control {
     }
 
     fn resolve(&mut self, key: &str, now: Timestamp) {
+        if self.alerts.open_details(key).is_none() {
+            return;
+        }
         if let Some(a) = Arc::make_mut(&mut self.alerts).resolve(key, now) {
             self.alert_event(&a, now);
             self.outputs.push_back(Output::Alert(a));

@@ -131,12 +131,12 @@ impl Monitors {
         self.states.get(&id)
     }
 
-    /// The saved form, when it changed since the last call.
     /// Whether [`take_save`](Self::take_save) has something to save.
     pub fn dirty(&self) -> bool {
         self.dirty
     }
 
+    /// The saved form, when it changed since the last call.
     pub fn take_save(&mut self) -> Option<String> {
         std::mem::take(&mut self.dirty).then(|| serde_json::to_string(&self.states).unwrap_or_default())
     }

@@ -293,8 +293,9 @@ pub struct Observations {
     /// keys are ids and addresses the server handed out, never chosen by a peer (a report may
     /// carry only issued targets), and every pass looks up millions of them.
     pub results: FastMap<TargetKey, FastMap<Caller, Latest>>,
-    /// Probers and probing nodes.
-    pub probers: HashMap<Caller, ProberRuntime>,
+    /// Probers and probing nodes, shared with the published view like the agents (what each
+    /// was given sits behind its own pointer, so a copy of the map is small).
+    pub probers: Arc<HashMap<Caller, ProberRuntime>>,
     /// Node agents, shared with the published [`View`](crate::view::View) (a heartbeat copies
     /// the map of pointers once per publication, and the one agent it changes).
     pub nodes: Arc<Agents>,

@@ -27,7 +27,8 @@ use crate::target::TargetKey;
 use crate::work::{TcpFallback, addresses_in_use};
 
 /// The figures of `/metrics` that need every latest result (probe loss and rates, certificate
-/// expiries): made at most once a second and after every pass or change, not per reading.
+/// expiries): made again after every pass or change and once they are a second old, not per
+/// reading.
 const FIGURES_EVERY_MS: i64 = 1_000;
 
 /// The fleet's figures of one moment.
@@ -180,14 +181,19 @@ impl Control {
                 passes: self.passes(),
                 config: config.clone(),
                 fleet: self.fleet(now),
-                expiries: self.certificate_expiries(),
+                // The lease holder exports them (`Fleet::evaluator`); a follower scans nothing.
+                expiries: if self.role() == Role::Leader {
+                    self.certificate_expiries()
+                } else {
+                    BTreeMap::new()
+                },
             });
         }
         View {
             snapshots: self.snapshots(),
             doors: self.doors(),
             steering: self.steering(),
-            probers: Arc::new(self.observations().probers.clone()),
+            probers: self.observations().probers.clone(),
             agents: self.observations().nodes.clone(),
             alerts: self.alerts.clone(),
             mirrors: self.mirrors.clone(),

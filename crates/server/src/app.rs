@@ -20,7 +20,7 @@ use crate::ca::Ca;
 use crate::config::ServeConfig;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::owner::{Input, Owner};
+use crate::owner::Owner;
 use crate::publishing::Publishers;
 use crate::support::now;
 
@@ -345,8 +345,9 @@ impl App {
             .map(|(action, object, metadata)| NewAudit { actor: actor.0.clone(), action, object, metadata })
             .collect();
         let at = now();
+        let place = self.owner.reserve().await?;
         self.commit_numbered(&writes, &change.files, &audit, at).await?;
-        self.apply(change.puts, change.deletes, at).await?;
+        Owner::hand_over(place, change.puts, change.deletes, at).await?;
         if !change.files.is_empty() {
             self.write_registry_files(change.files).await?;
         }
@@ -437,7 +438,7 @@ impl App {
         deletes: Vec<i64>,
         at: vantage_core::Timestamp,
     ) -> Result<(), ApiError> {
-        self.owner.ask(|done| Input::Change { puts, deletes, at, done }).await
+        Owner::hand_over(self.owner.reserve().await?, puts, deletes, at).await
     }
 }
 

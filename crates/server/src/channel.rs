@@ -243,7 +243,7 @@ async fn enroll(
         hostname: hostname.clone(),
         version: req.version.clone(),
     });
-    app.owner().tell(Input::Enrolled { caller, hostname, version: req.version }).await?;
+    app.owner().ask(|done| Input::Enrolled { caller, hostname, version: req.version, done }).await?;
     Ok(Json(wire::EnrollResponse {
         id: caller.id(),
         role: caller.role(),

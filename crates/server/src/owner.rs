@@ -44,8 +44,8 @@ pub(crate) type Accepted = Result<Vec<(String, Latest)>, ReportError>;
 pub(crate) enum Input {
     /// A change committed to the store (at `at`); `done` once the published view holds it.
     Change { puts: Vec<(i64, Object)>, deletes: Vec<i64>, at: Timestamp, done: oneshot::Sender<()> },
-    /// A prober or node enrolled.
-    Enrolled { caller: Caller, hostname: String, version: String },
+    /// A prober or node enrolled; `done` once the view holds what it said.
+    Enrolled { caller: Caller, hostname: String, version: String, done: oneshot::Sender<()> },
     /// A prober asks for its work.
     Work { caller: Caller, reply: oneshot::Sender<wire::Work> },
     /// A report; answered with the results to store, or the refusal, and the report itself
@@ -137,6 +137,26 @@ impl Owner {
         self.inputs.send(input).await.map_err(|_| gone())
     }
 
+    /// A place in the input queue, taken before a change is committed: once committed, the
+    /// change reaches the core through it at once, even if the request that made it is
+    /// dropped meanwhile (a deadline, a client gone).
+    pub(crate) async fn reserve(&self) -> Result<mpsc::OwnedPermit<Input>, ApiError> {
+        self.inputs.clone().reserve_owned().await.map_err(|_| gone())
+    }
+
+    /// Hands a committed change to the core through its `place`; returns once the published
+    /// view holds it.
+    pub(crate) async fn hand_over(
+        place: mpsc::OwnedPermit<Input>,
+        puts: Vec<(i64, Object)>,
+        deletes: Vec<i64>,
+        at: Timestamp,
+    ) -> Result<(), ApiError> {
+        let (done, held) = oneshot::channel();
+        place.send(Input::Change { puts, deletes, at, done });
+        held.await.map_err(|_| gone())
+    }
+
     /// Feeds the input `make` builds around a reply, and waits for the answer.
     pub(crate) async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Input) -> Result<T, ApiError> {
         let (tx, rx) = oneshot::channel();
@@ -196,24 +216,34 @@ async fn run(
             },
             () = tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))) => None,
         };
-        let batch = first.into_iter().chain(std::iter::from_fn(|| inputs.try_recv().ok())).take(BATCH);
-        for input in batch {
-            handle(&mut control, input, &mut answers);
+        let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let batch = first.into_iter().chain(std::iter::from_fn(|| inputs.try_recv().ok())).take(BATCH);
+            for input in batch {
+                handle(&mut control, input, &mut answers);
+            }
+            // Timed only when a cluster was due: most wake-ups (a report spaced 2 s from the
+            // last pass, a change) evaluate nothing and would drown the passes in zeros.
+            let (passes, started) = (control.passes(), tokio::time::Instant::now());
+            control.handle_timeout(now());
+            if control.passes() > passes {
+                publish.metrics.evaluation(started.elapsed());
+            }
+            publish.publish(&mut control, now());
+            while let Some(o) = control.poll_output() {
+                // The driver is gone only at shutdown, after asking for the last outputs.
+                let _ = outputs.send(o);
+            }
+        }));
+        match turn {
+            // Answered once the view holds what they changed and their outputs are queued.
+            Ok(()) => answers.send(),
+            // A bug in one input or pass costs that batch (its askers get an error), as a
+            // poisoned lock once cost one request; the core goes on with the next.
+            Err(_) => {
+                tracing::error!("the control core panicked in this batch; its requests were refused");
+                answers.drop_all();
+            }
         }
-        // Timed only when a cluster was due: most wake-ups (a report spaced 2 s from the last
-        // pass, a change) evaluate nothing and would drown the passes in zeros.
-        let (passes, started) = (control.passes(), tokio::time::Instant::now());
-        control.handle_timeout(now());
-        if control.passes() > passes {
-            publish.metrics.evaluation(started.elapsed());
-        }
-        publish.publish(&mut control, now());
-        while let Some(o) = control.poll_output() {
-            // The driver is gone only at shutdown, after asking for the last outputs.
-            let _ = outputs.send(o);
-        }
-        // Answered once the view holds what they changed and their outputs are queued.
-        answers.send();
     }
 }
 
@@ -234,6 +264,11 @@ impl Answers {
     fn send(&mut self) {
         self.0.drain(..).for_each(|a| a());
     }
+
+    /// Drops every answer: each asker hears the core is gone for its request.
+    fn drop_all(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// Feeds one input to the core at the time it is handled; its answer waits in `answers`.
@@ -244,7 +279,10 @@ fn handle(c: &mut Control, input: Input, answers: &mut Answers) {
             c.handle_change(puts, deletes, at);
             answers.push(done, ());
         }
-        Input::Enrolled { caller, hostname, version } => c.handle_enrolled(caller, hostname, version, at),
+        Input::Enrolled { caller, hostname, version, done } => {
+            c.handle_enrolled(caller, hostname, version, at);
+            answers.push(done, ());
+        }
         Input::Work { caller, reply } => answers.push(reply, c.handle_work(caller, at)),
         Input::Report { caller, report, reply } => {
             let outcome = c.handle_report(caller, &report, at);
@@ -289,10 +327,8 @@ mod tests {
     use super::*;
     use crate::app::{Actor, App, Parts};
 
-    /// While the owner is held (as a long pass holds it), every reader still answers from the
-    /// last view, and a write waits for the owner, then lands.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn readers_answer_from_the_view_while_the_owner_is_busy() {
+    /// A control plane over a real store in a directory of its own, with an admin token.
+    async fn lab() -> (tempfile::TempDir, Arc<App>, String) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_sqlite(&dir.path().join("vantage.db")).await.unwrap();
         let ca = crate::ca::Ca::load_or_create(&dir.path().join("ca")).unwrap();
@@ -302,6 +338,26 @@ mod tests {
             App::new(Parts { start: Start::default(), store, metrics, settings, ca, replica: None });
         let app = Arc::new(app);
         let (_, token) = crate::api::create_admin_token(&app, &Actor::system(), "ops", false).await.unwrap();
+        (dir, app, token)
+    }
+
+    /// A panic in one batch refuses that batch's requests; the owner goes on with the next.
+    #[tokio::test]
+    async fn a_panic_costs_its_batch_not_the_owner() {
+        let (_dir, app, _) = lab().await;
+        let refused = app.owner().read(|_, _| -> u64 { panic!("a bug in a reading") }).await;
+        assert!(matches!(refused, Err(ApiError::Unavailable(_))), "{refused:?}");
+        let passes = app.owner().read(|c, _| c.passes()).await.unwrap();
+        assert_eq!(passes, app.view().passes, "still owned, still published");
+        crate::api::create_admin_token(&app, &Actor::system(), "after", false).await.unwrap();
+        assert_eq!(app.config().admin_tokens.len(), 2);
+    }
+
+    /// While the owner is held (as a long pass holds it), every reader still answers from the
+    /// last view, and a write waits for the owner, then lands.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn readers_answer_from_the_view_while_the_owner_is_busy() {
+        let (_dir, app, token) = lab().await;
 
         let (release, held) = std::sync::mpsc::channel::<()>();
         let (entered, busy) = oneshot::channel();

@@ -127,6 +127,9 @@ pub(crate) async fn lease(app: Arc<App>, mut stop: watch::Receiver<bool>) {
     let mut lease = replica.shared.lease();
     let mut tick = tokio::time::interval(LEASE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The role last told, not the view's: a view published before the core took the last
+    // change of role would make a loss right after a take-over go untold.
+    let mut told = app.view().role;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -135,7 +138,7 @@ pub(crate) async fn lease(app: Arc<App>, mut stop: watch::Receiver<bool>) {
         let held = lease.hold(LEASE_TIMEOUT).await;
         replica.epoch.store(lease.epoch().unwrap_or(0), Ordering::Relaxed);
         let role = if held { Role::Leader } else { Role::Follower };
-        if app.view().role == role {
+        if told == role {
             continue;
         }
         let last_event = if held {
@@ -155,6 +158,7 @@ pub(crate) async fn lease(app: Arc<App>, mut stop: watch::Receiver<bool>) {
         if app.owner().tell(Input::Lease { role, last_event }).await.is_err() {
             break;
         }
+        told = role;
     }
     lease.release();
     replica.epoch.store(0, Ordering::Relaxed);

@@ -245,7 +245,6 @@ impl Mirrors {
         Ok(self.check_run.insert(CheckRun { at: now, regions, told: BTreeSet::new() }))
     }
 
-    /// Whether `caller`'s work should say "probe every endpoint now".
     /// Whether a check run is under way (the one time [`tell`](Self::tell) changes anything).
     pub fn checking(&self) -> bool {
         self.check_run.is_some()
@@ -256,6 +255,7 @@ impl Mirrors {
         self.dirty && (now_too || self.saved_at.is_none_or(|t| now.millis_since(t) >= SAVED_EVERY_MS))
     }
 
+    /// Whether `caller`'s work should say "probe every endpoint now".
     pub fn tell(&mut self, c: &Config, caller: Caller) -> bool {
         let region = match caller {
             Caller::Prober(p) => c.probers.get(&p.0).and_then(|p| c.region_code(p.value.region)),
