@@ -693,6 +693,9 @@ impl Control {
         let mut clusters = BTreeSet::new();
         let mut verdicts = Vec::new();
         let mut monitor_changes = Vec::new();
+        // Whether it carried a monitor's result: only then can the steering order move (time
+        // moves it on the sweep).
+        let mut monitored = false;
         let c = self.config.clone();
         let mut changed = Vec::new();
         for (key, r) in keys.into_iter().zip(&report.results) {
@@ -703,6 +706,7 @@ impl Control {
                     continue;
                 }
                 Key::Monitor(k) => {
+                    monitored = true;
                     monitor_changes.extend(Arc::make_mut(&mut self.monitors).record(&c, &k, r, now));
                     rows.push((k.to_string(), Latest::after(r, now, None, 0)));
                     continue;
@@ -750,7 +754,9 @@ impl Control {
         }
         self.verdicts(verdicts, now);
         // The order first: a verdict change saves the monitors at once, steering with them.
-        self.flush_steering(now);
+        if monitored {
+            self.flush_steering(now);
+        }
         self.monitor_verdicts(monitor_changes, now);
         Ok(rows)
     }
