@@ -1,7 +1,7 @@
 //! Doors (SPEC §6): which mirror a visitor is sent to. A [`Doors`] snapshot holds what a
 //! choice needs — each mirror's record, verdict and failing regions, the regions' client
-//! networks and the settings — so that the redirect endpoint chooses without the control
-//! core's lock; the control core rebuilds it whenever any of that changes.
+//! networks and the settings — so that the redirect endpoint chooses from the published view
+//! without waiting for the control core, which rebuilds it whenever any of that changes.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

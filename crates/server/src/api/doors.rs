@@ -1,6 +1,6 @@
 //! Doors (SPEC §6): `GET /v1/doors/select` for scripts and other front doors, and the public
-//! redirect `GET /go/{tenant}/{path…}`. Both choose from the doors snapshot without taking the
-//! control core's lock, and answer only the mirror chosen.
+//! redirect `GET /go/{tenant}/{path…}`. Both choose from the published view's doors snapshot,
+//! never waiting for the control core, and answer only the mirror chosen.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

@@ -1,8 +1,8 @@
 //! The public content-steering manifests (SPEC §7): `GET /steer/{monitor}` for HLS
 //! (`PATHWAY-PRIORITY`) and `GET /steer/{monitor}/dash` for DASH-IF content steering
 //! (`PATHWAY-PRIORITY`, which dash.js reads, and `SERVICE-LOCATION-PRIORITY` of DASH-IF's
-//! draft), read from the steering table the control core publishes
-//! (no lock). Players on other origins read them: CORS as configured, preflights answered.
+//! draft), read from the steering table of the control core's published view (never waiting
+//! for it). Players on other origins read them: CORS as configured, preflights answered.
 
 use std::sync::Arc;
 
