@@ -27,6 +27,7 @@ use vantage_control::config::{Config, EnrollToken, NodeRecord, Object, ProberRec
 use vantage_control::identity::Caller;
 use vantage_control::observe::{Latest, agent_online};
 use vantage_control::target::TargetKey;
+use vantage_control::view::View;
 
 pub(super) fn routes(api: &mut Api) {
     api.add(
@@ -237,10 +238,9 @@ async fn node_tokens(State(app): State<Arc<App>>) -> Json<Items<EnrollTokenView>
 }
 
 /// A prober with the prober list's columns (§3.5).
-pub(super) fn prober_view(app: &App, c: &Config, id: i64, s: &Stored<ProberRecord>) -> ProberView {
-    let rec = &s.value;
+pub(super) fn prober_view(core: &View, id: i64, s: &Stored<ProberRecord>) -> ProberView {
+    let (c, rec) = (&core.config, &s.value);
     let caller = Caller::Prober(ProberId(id));
-    let core = app.view();
     let r = core.probers.get(&caller);
     ProberView {
         name: rec.name.clone(),
@@ -264,10 +264,9 @@ pub(super) fn prober_view(app: &App, c: &Config, id: i64, s: &Stored<ProberRecor
 /// A node with what its agent and the last pass know: connection, metrics, reported
 /// addresses, and each scheduling address with its source, reachability and use; the level DNS
 /// uses and the rule that holds it there.
-pub(super) fn node_view(app: &App, c: &Config, node: i64, s: &Stored<NodeRecord>) -> NodeView {
-    let rec = &s.value;
+pub(super) fn node_view(core: &View, node: i64, s: &Stored<NodeRecord>) -> NodeView {
+    let (c, rec) = (&core.config, &s.value);
     let id = NodeId(node);
-    let core = app.view();
     let agent = core.agents.get(&id);
     let source = if rec.addresses.is_empty() { AddressSource::Reported } else { AddressSource::Configured };
     let status = core.node_status(id);

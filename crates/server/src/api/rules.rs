@@ -6,6 +6,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::routing::get;
+use vantage_control::view::View;
 use vantage_core::ids::{ClusterId, RuleId};
 
 use super::{Api, Op};
@@ -42,11 +43,12 @@ async fn preview_route(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Resu
 }
 
 /// The nodes a rule acts on now (active or recovering), by name, from its cluster's last pass.
-pub(super) fn acting_on(app: &App, cluster: ClusterId, rule: i64) -> Vec<String> {
-    let c = app.config();
-    let snapshot = app.view().snapshots.get(&cluster).cloned();
-    let mut names: Vec<String> = snapshot
-        .iter()
+pub(super) fn acting_on(core: &View, cluster: ClusterId, rule: i64) -> Vec<String> {
+    let c = &core.config;
+    let mut names: Vec<String> = core
+        .snapshots
+        .get(&cluster)
+        .into_iter()
         .flat_map(|s| s.rules.iter())
         .filter(|r| r.rule == RuleId(rule) && r.status.in_effect())
         .filter_map(|r| c.nodes.get(&r.node.0).map(|n| n.value.node.name.clone()))

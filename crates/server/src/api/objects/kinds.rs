@@ -22,7 +22,8 @@ impl Kind for Region {
         vantage_core::limits::region(&r)?;
         Ok(r)
     }
-    fn view(id: i64, s: &Stored<Self>, c: &Config, _: &App) -> RegionView {
+    fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> RegionView {
+        let c = &core.config;
         let probers = c.probers.values().filter(|p| p.value.region == RegionId(id)).count();
         RegionView {
             id,
@@ -55,9 +56,9 @@ impl Kind for Cluster {
         vantage_core::limits::cluster(&c)?;
         Ok(c)
     }
-    fn view(id: i64, s: &Stored<Self>, config: &Config, app: &App) -> ClusterView {
-        let probed_with = config.cluster_check(&s.value).into();
-        let tcp_fallback = app.view().tcp_fallback(ClusterId(id), crate::support::now()).map(|f| f.reason());
+    fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> ClusterView {
+        let probed_with = core.config.cluster_check(&s.value).into();
+        let tcp_fallback = core.tcp_fallback(ClusterId(id), crate::support::now()).map(|f| f.reason());
         let c = ClusterInput::from(s.value.clone());
         ClusterView {
             id,
@@ -124,7 +125,7 @@ impl Kind for GroupRecord {
     const NAME: &'static str = "group";
     const LABEL: &'static str = "Node group";
     child_kind!(groups, Group, group, NodeGroup);
-    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> GroupView {
+    fn view(id: i64, s: &Stored<Self>, _: &CoreView) -> GroupView {
         GroupView {
             id,
             created_at: s.created_at,
@@ -142,7 +143,7 @@ impl Kind for LineRecord {
     const NAME: &'static str = "line";
     const LABEL: &'static str = "Line";
     child_kind!(lines, Line, line, Line, vantage_core::limits::line);
-    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> LineView {
+    fn view(id: i64, s: &Stored<Self>, _: &CoreView) -> LineView {
         let l = &s.value.line;
         LineView {
             id,
@@ -165,14 +166,14 @@ impl Kind for RuleRecord {
     const NAME: &'static str = "rule";
     const LABEL: &'static str = "Rule";
     child_kind!(rules, Rule, rule, Rule);
-    fn view(id: i64, s: &Stored<Self>, _: &Config, app: &App) -> RuleView {
+    fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> RuleView {
         RuleView {
             id,
             created_at: s.created_at,
             updated_at: s.updated_at,
             cluster: s.value.cluster,
             rule: s.value.rule.clone(),
-            acting_on: crate::api::rules::acting_on(app, s.value.cluster, id),
+            acting_on: crate::api::rules::acting_on(core, s.value.cluster, id),
         }
     }
     fn action(op: &str) -> String {
@@ -225,8 +226,8 @@ impl Kind for NodeRecord {
             enrolled_from: None,
         })
     }
-    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> NodeView {
-        crate::api::agents::node_view(app, c, id, s)
+    fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> NodeView {
+        crate::api::agents::node_view(core, id, s)
     }
     /// Setting *also probes* is its own entry, `node.set_probe` with the value before and
     /// after; the rest of the patch, if any, is `node.update`.
@@ -271,8 +272,8 @@ impl Kind for ProberRecord {
             cert_issued_at: None,
         })
     }
-    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> ProberView {
-        crate::api::agents::prober_view(app, c, id, s)
+    fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> ProberView {
+        crate::api::agents::prober_view(core, id, s)
     }
 }
 
@@ -295,7 +296,7 @@ impl Kind for Webhook {
         crate::fetch::refuse_address(app.fetch_policy(), "url", &hook.url)?;
         Ok(hook)
     }
-    fn view(id: i64, s: &Stored<Self>, _: &Config, _: &App) -> WebhookView {
+    fn view(id: i64, s: &Stored<Self>, _: &CoreView) -> WebhookView {
         WebhookView { id, created_at: s.created_at, updated_at: s.updated_at, webhook: s.value.clone() }
     }
 }
@@ -335,7 +336,8 @@ impl Kind for NamedCheck {
         vantage_core::limits::check(&check)?;
         Ok(NamedCheck { name, check })
     }
-    fn view(id: i64, s: &Stored<Self>, c: &Config, _: &App) -> CheckView {
+    fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> CheckView {
+        let c = &core.config;
         let name = &s.value.name;
         let mirrors = c
             .mirrors
@@ -393,8 +395,9 @@ impl Kind for Monitor {
         }
         Ok(m)
     }
-    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> MonitorView {
-        let verdict = app.view().monitors.state(vantage_core::ids::MonitorId(id)).and_then(|st| st.verdict);
+    fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> MonitorView {
+        let c = &core.config;
+        let verdict = core.monitors.state(vantage_core::ids::MonitorId(id)).and_then(|st| st.verdict);
         MonitorView {
             id,
             created_at: s.created_at,

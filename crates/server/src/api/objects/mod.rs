@@ -45,6 +45,7 @@ use vantage_control::config::{
     Config, GroupRecord, LineRecord, NamedCheck, NodeRecord, Object, ProberRecord, RuleRecord, Stored,
 };
 use vantage_control::invariants::Invariants;
+use vantage_control::view::View as CoreView;
 
 /// A kind of configuration object, as the generic handlers see it.
 trait Kind: Clone + Serialize + Send + Sync + Sized + Invariants + 'static {
@@ -69,7 +70,7 @@ trait Kind: Clone + Serialize + Send + Sync + Sized + Invariants + 'static {
     /// Validates a document. `cluster` is the parent of a child object.
     fn parse(doc: Value, cluster: Option<ClusterId>, app: &App) -> Result<Self, ApiError>;
     /// The API representation (with what the runtime knows, for probers and nodes).
-    fn view(id: i64, s: &Stored<Self>, c: &Config, app: &App) -> Self::View;
+    fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> Self::View;
     /// Audit action for `op` (`create`, `update`, `delete`).
     fn action(op: &str) -> String {
         format!("{}.{op}", Self::NAME)
@@ -102,22 +103,24 @@ fn find<K: Kind>(c: &Config, id: i64, cluster: Option<ClusterId>) -> Result<&Sto
 }
 
 fn list<K: Kind>(app: &App, cluster: Option<ClusterId>) -> Result<Json<Items<K::View>>, ApiError> {
-    let c = app.config();
+    // One reading for the whole list: every item as of the same view.
+    let core = app.view();
+    let c = &core.config;
     if let Some(cl) = cluster {
-        find::<Cluster>(&c, cl.0, None)?;
+        find::<Cluster>(c, cl.0, None)?;
     }
-    let items: Vec<K::View> = K::map(&c)
+    let items: Vec<K::View> = K::map(c)
         .iter()
         .filter(|(_, s)| cluster.is_none_or(|cl| s.value.cluster() == Some(cl)))
-        .map(|(id, s)| K::view(*id, s, &c, app))
+        .map(|(id, s)| K::view(*id, s, &core))
         .collect();
     Ok(Json(items.into()))
 }
 
 fn one<K: Kind>(app: &App, id: i64, cluster: Option<ClusterId>) -> Result<Json<K::View>, ApiError> {
-    let c = app.config();
-    let s = find::<K>(&c, id, cluster)?;
-    Ok(Json(K::view(id, s, &c, app)))
+    let core = app.view();
+    let s = find::<K>(&core.config, id, cluster)?;
+    Ok(Json(K::view(id, s, &core)))
 }
 
 async fn create<K: Kind>(
@@ -141,9 +144,9 @@ async fn create<K: Kind>(
             Ok((ch, id))
         })
         .await?;
-    let c = app.config();
-    let s = find::<K>(&c, id, None)?;
-    Ok((StatusCode::CREATED, Json(K::view(id, s, &c, app))))
+    let core = app.view();
+    let s = find::<K>(&core.config, id, None)?;
+    Ok((StatusCode::CREATED, Json(K::view(id, s, &core))))
 }
 
 /// RFC 7396 JSON merge patch.
