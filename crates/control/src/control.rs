@@ -12,12 +12,11 @@ use vantage_core::Timestamp;
 use vantage_core::address::AddressPolicy;
 use vantage_core::answer::LineSpec;
 use vantage_core::evaluate::{
-    AddressView, ClusterState, ClusterView, Event, FastMap, LineOutlook, NodeMetrics, NodeView, PreviewRow,
-    Records, evaluate, line_outlooks, preview,
+    AddressView, ClusterState, ClusterView, FastMap, LineOutlook, NodeMetrics, NodeView, PreviewRow, Records,
+    evaluate, line_outlooks, preview,
 };
 use vantage_core::fetch::FetchPolicy;
 use vantage_core::ids::{ClusterId, NodeId, RuleId};
-use vantage_core::model::AllDown;
 use vantage_core::reachability::{
     AddressHealth, Observation, Observations as Seen, ProberView, sees_failing,
 };
@@ -30,17 +29,17 @@ use crate::confirm::Confirmations;
 use crate::effects::Effects;
 use crate::events::{EventKind, EventLog, FleetEvent, pass_events};
 use crate::identity::Caller;
-use crate::mirrors::book::VerdictChange;
 use crate::mirrors::registry::Changes;
-use crate::mirrors::{CheckRefused, CheckRun, LoadError, Mirrors, endpoint_targets, host_of_key};
-use crate::monitors::{EndpointKey, MonitorChange, Monitors, SteeringTable};
-use crate::observe::{Given, Latest, Observations, agent_online, prober_status, reportable};
+use crate::mirrors::{CheckRefused, CheckRun, LoadError, Mirrors, endpoint_targets};
+use crate::monitors::{Monitors, SteeringTable};
+use crate::observe::{Given, Latest, Observations, agent_online, reportable};
 use crate::rates::ProbeRates;
 use crate::snapshot::{ClusterSnapshot, Published, Snapshots, Zone};
 use crate::spread::Spread;
-use crate::target::TargetKey;
+use crate::target::{Subject, TargetKey};
 use crate::work::{Issued, TcpFallback, addresses_in_use, targets};
 
+mod alerting;
 mod dry_run;
 mod replica;
 pub use dry_run::{ClusterAfter, LineAfter};
@@ -252,6 +251,15 @@ pub enum Upkeep {
 
 /// Why a report is refused.
 pub type ReportError = vantage_core::Error;
+
+/// A report the core took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accepted {
+    /// What each result is about, in the report's order.
+    pub subjects: Vec<Subject>,
+    /// The results to store: a cluster target's under every key it counts for (its aliases).
+    pub rows: Vec<(Subject, Latest)>,
+}
 
 /// One cluster's evaluation bookkeeping.
 #[derive(Debug, Default)]
@@ -627,37 +635,26 @@ impl Control {
 
     /// A report arrived. It is checked whole (every target was given to this caller; 1 to 10
     /// attempts), then every result advances its window register and becomes the latest, and
-    /// the clusters it concerns are evaluated soon. Returns the results to store.
+    /// the clusters it concerns are evaluated soon. Returns what each result is about and the
+    /// results to store.
     pub fn handle_report(
         &mut self,
         caller: Caller,
         report: &wire::Report,
         now: Timestamp,
-    ) -> Result<Vec<(String, Latest)>, ReportError> {
-        let runtime = self.obs.probers.get(&caller);
-        let issued = runtime.map(|r| &r.given.issued);
-        let issued_hosts = runtime.map(|r| &r.given.endpoints);
-        let issued_monitors = runtime.map(|r| &r.given.monitors);
-        let mut keys = Vec::with_capacity(report.results.len());
+    ) -> Result<Accepted, ReportError> {
+        let given = self.obs.probers.get(&caller).map(|r| &r.given);
+        let mut subjects = Vec::with_capacity(report.results.len());
         let mut seen = std::collections::HashSet::with_capacity(report.results.len());
         for (i, r) in report.results.iter().enumerate() {
-            let key = match host_of_key(&r.target) {
-                Some(host) if issued_hosts.is_some_and(|s| s.contains(host)) => Some(Key::Mirror(host)),
-                Some(_) => None,
-                None if r.target.starts_with('v') => r
-                    .target
-                    .parse::<EndpointKey>()
-                    .ok()
-                    .filter(|k| issued_monitors.is_some_and(|s| s.contains(k)))
-                    .map(Key::Monitor),
-                None => r
-                    .target
-                    .parse::<TargetKey>()
-                    .ok()
-                    .filter(|k| issued.is_some_and(|s| s.contains(k)))
-                    .map(Key::Cluster),
-            };
-            let Some(key) = key else {
+            let subject = r.target.parse::<Subject>().ok().filter(|s| {
+                given.is_some_and(|g| match s {
+                    Subject::Address(k) => g.issued.contains(k),
+                    Subject::Mirror(host) => g.endpoints.contains(host),
+                    Subject::Endpoint(k) => g.monitors.contains(k),
+                })
+            });
+            let Some(subject) = subject else {
                 return Err(vantage_core::Error::invalid(
                     format!("results[{i}].target"),
                     format!("target {:?} was not given to this prober (fetch the work first)", r.target),
@@ -682,14 +679,14 @@ impl Control {
                     "a good attempt carries no error code, and a failed one carries one",
                 ));
             }
-            keys.push(key);
+            subjects.push(subject);
         }
         // The prober's figures keep cluster results apart from endpoint ones.
         let (mut cluster, mut endpoints) = (Vec::new(), Vec::new());
-        for (key, r) in keys.iter().zip(&report.results) {
-            if matches!(key, Key::Cluster(_)) { cluster.push(r) } else { endpoints.push(r) }
+        for (subject, r) in subjects.iter().zip(&report.results) {
+            if matches!(subject, Subject::Address(_)) { cluster.push(r) } else { endpoints.push(r) }
         }
-        let mut rows = Vec::with_capacity(keys.len());
+        let mut rows = Vec::with_capacity(subjects.len());
         let mut clusters = BTreeSet::new();
         let mut verdicts = Vec::new();
         let mut monitor_changes = Vec::new();
@@ -698,17 +695,17 @@ impl Control {
         let mut monitored = false;
         let c = self.config.clone();
         let mut changed = Vec::new();
-        for (key, r) in keys.into_iter().zip(&report.results) {
-            let key = match key {
-                Key::Cluster(k) => k,
-                Key::Mirror(host) => {
+        for (subject, r) in subjects.iter().zip(&report.results) {
+            let key = match subject {
+                Subject::Address(k) => *k,
+                Subject::Mirror(host) => {
                     verdicts.extend(Arc::make_mut(&mut self.mirrors).record(&c, host, caller, r, now));
                     continue;
                 }
-                Key::Monitor(k) => {
+                Subject::Endpoint(k) => {
                     monitored = true;
-                    monitor_changes.extend(Arc::make_mut(&mut self.monitors).record(&c, &k, r, now));
-                    rows.push((k.to_string(), Latest::after(r, now, None, 0)));
+                    monitor_changes.extend(Arc::make_mut(&mut self.monitors).record(&c, k, r, now));
+                    rows.push((subject.clone(), Latest::after(r, now, None, 0)));
                     continue;
                 }
             };
@@ -727,7 +724,7 @@ impl Control {
                     changed.push(key);
                 }
                 per.insert(caller, latest.clone());
-                rows.push((k.to_string(), latest));
+                rows.push((Subject::Address(k), latest));
                 if let Some(n) = c.nodes.get(&k.node.0) {
                     clusters.insert(n.value.cluster);
                 }
@@ -758,7 +755,7 @@ impl Control {
             self.flush_steering(now);
         }
         self.monitor_verdicts(monitor_changes, now);
-        Ok(rows)
+        Ok(Accepted { subjects, rows })
     }
 
     /// The registry's directory could not be read whole (`skipped`: every file left out, with
@@ -798,15 +795,9 @@ impl Control {
     ) {
         let c = self.config.clone();
         if let Some(stale) = Arc::make_mut(&mut self.mirrors).record_freshness(&c, host, reading, now) {
-            let key = format!("mirror_stale/{host}");
             let lag =
                 self.mirrors.book().state(host).and_then(|s| s.freshness.as_ref()).and_then(|f| f.lag_s);
-            if stale {
-                let summary = format!("mirror {host} is stale ({} s behind its reference)", lag.unwrap_or(0));
-                self.fire(key, "mirror_stale", summary, json!({"host": host, "lag_s": lag}), now);
-            } else {
-                self.resolve(&key, now);
-            }
+            self.mirror_freshness(host, stale, lag, now);
             self.outputs.push_back(Output::Audit(vec![AuditEntry {
                 at: now,
                 action: "mirror.freshness".into(),
@@ -1200,97 +1191,6 @@ impl Control {
         }
     }
 
-    /// Verdict changes become audit entries, a `mirror_blocked` alert while the probers (not
-    /// an operator) block a mirror, a new doors snapshot and a save.
-    fn verdicts(&mut self, changes: Vec<VerdictChange>, now: Timestamp) {
-        if changes.is_empty() {
-            return;
-        }
-        let mut audit = Vec::new();
-        for ch in changes {
-            let key = format!("mirror_blocked/{}", ch.host);
-            let failing = self.mirrors.book().state(&ch.host).map(|s| {
-                s.regions
-                    .iter()
-                    .filter(|(_, o)| o.status.is_failing())
-                    .map(|(r, _)| r.clone())
-                    .collect::<Vec<_>>()
-            });
-            if ch.to == vantage_core::mirror::MirrorVerdict::Blocked && !ch.manual {
-                let summary = format!("mirror {} is blocked", ch.host);
-                self.fire(key, "mirror_blocked", summary, json!({"host": ch.host, "regions": failing}), now);
-            } else {
-                self.resolve(&key, now);
-            }
-            audit.push(AuditEntry {
-                at: now,
-                action: "mirror.verdict".into(),
-                object: format!("mirror:{}", ch.host),
-                metadata: json!({"from": ch.from, "to": ch.to, "manual": ch.manual, "failing_regions": failing}),
-            });
-        }
-        self.outputs.push_back(Output::Audit(audit));
-        if self.mirrors.save_due(now, true)
-            && let Some(json) = Arc::make_mut(&mut self.mirrors).take_save(now, true)
-        {
-            self.outputs.push_back(Output::SaveMirrors(json));
-        }
-    }
-
-    /// A monitor's global verdict changed: audited, and alerted — `down` as critical,
-    /// `degraded` as a warning, `healthy` resolving both — and saved at once.
-    fn monitor_verdicts(&mut self, changes: Vec<MonitorChange>, now: Timestamp) {
-        use vantage_core::monitor::GlobalVerdict;
-        if changes.is_empty() {
-            return;
-        }
-        let mut audit = Vec::new();
-        for ch in changes {
-            let (down, degraded) = (
-                format!("monitor_down/monitor:{}", ch.monitor),
-                format!("monitor_degraded/monitor:{}", ch.monitor),
-            );
-            let regions: Vec<Value> =
-                ch.regions.iter().map(|(r, h)| json!({"region": r, "health": h})).collect();
-            let details = |severity: &str| {
-                json!({"monitor": ch.name, "severity": severity, "verdict": ch.to.global, "down_weight_pct": ch.to.down_weight_pct,
-                       "stale_weight_pct": ch.to.stale_weight_pct, "regions": regions})
-            };
-            match ch.to.global {
-                GlobalVerdict::Down => {
-                    self.resolve(&degraded, now);
-                    let summary = format!(
-                        "monitor {} is down ({:.0} % of its audience)",
-                        ch.name, ch.to.down_weight_pct
-                    );
-                    self.fire(down, "monitor_down", summary, details("critical"), now);
-                }
-                GlobalVerdict::Degraded => {
-                    self.resolve(&down, now);
-                    let summary = format!("monitor {} is degraded", ch.name);
-                    self.fire(degraded, "monitor_degraded", summary, details("warning"), now);
-                }
-                GlobalVerdict::Healthy => {
-                    self.resolve(&down, now);
-                    self.resolve(&degraded, now);
-                }
-            }
-            audit.push(AuditEntry {
-                at: now,
-                action: "monitor.verdict".into(),
-                object: format!("monitor:{}", ch.monitor),
-                metadata: json!({"from": ch.from, "to": ch.to.global, "down_weight_pct": ch.to.down_weight_pct,
-                                 "stale_weight_pct": ch.to.stale_weight_pct, "regions": regions}),
-            });
-        }
-        self.outputs.push_back(Output::Audit(audit));
-        if self.monitors.dirty()
-            && let Some(json) = Arc::make_mut(&mut self.monitors).take_save()
-        {
-            self.outputs.push_back(Output::SaveMonitors(json));
-        }
-    }
-
     /// Rebuilds the steering table (a new one only when it changed: readers compare pointers).
     fn flush_steering(&mut self, now: Timestamp) {
         // Without monitors there is nothing to steer, and nothing to copy.
@@ -1302,54 +1202,6 @@ impl Control {
         if *self.steering != table {
             self.steering = Arc::new(table);
         }
-    }
-
-    fn fire(&mut self, key: String, kind: &str, summary: String, details: Value, now: Timestamp) {
-        // Firing already with these details: nothing changes (and the book is not copied).
-        if self.alerts.open_details(&key) == Some(&details) {
-            return;
-        }
-        if let Some(a) = Arc::make_mut(&mut self.alerts).fire(key, kind, summary, details, now) {
-            self.alert_event(&a, now);
-            self.outputs.push_back(Output::Alert(a));
-        }
-        self.alerts_dirty = true;
-    }
-
-    fn resolve(&mut self, key: &str, now: Timestamp) {
-        if self.alerts.open_details(key).is_none() {
-            return;
-        }
-        if let Some(a) = Arc::make_mut(&mut self.alerts).resolve(key, now) {
-            self.alert_event(&a, now);
-            self.outputs.push_back(Output::Alert(a));
-            self.alerts_dirty = true;
-        }
-    }
-
-    /// The event of an alert firing or resolving, about the node or cluster its key names.
-    fn alert_event(&mut self, a: &Alert, now: Timestamp) {
-        let c = &self.config;
-        let part = |tag: &str| {
-            a.key.split('/').find_map(|p| p.strip_prefix(tag)).and_then(|id| id.parse::<i64>().ok())
-        };
-        let node = part("node:").map(NodeId);
-        let cluster = part("cluster:")
-            .map(ClusterId)
-            .or_else(|| node.and_then(|n| c.nodes.get(&n.0)).map(|n| n.value.cluster));
-        let (kind, summary) = match a.resolved_at {
-            None => (EventKind::AlertFired, format!("alert firing: {}", a.summary)),
-            Some(end) => (
-                EventKind::AlertResolved,
-                format!(
-                    "alert resolved after {}: {}",
-                    vantage_core::time::span(end.millis_since(a.fired_at)),
-                    a.summary
-                ),
-            ),
-        };
-        let details = json!({"alert": a.id, "kind": a.kind, "key": a.key, "fired_at": a.fired_at, "resolved_at": a.resolved_at});
-        self.events.push(now, kind, (cluster, node), summary, details);
     }
 
     /// A prober's first report, or its first after being silent.
@@ -1374,225 +1226,6 @@ impl Control {
         let details = json!({"prober": name, "region": region, "targets": targets});
         self.events.push(now, EventKind::ProberOnline, (cluster, node), summary, details);
     }
-
-    fn flush_alerts(&mut self) {
-        if std::mem::take(&mut self.alerts_dirty)
-            && let Ok(json) = serde_json::to_string(&*self.alerts)
-        {
-            self.outputs.push_back(Output::SaveAlerts(json));
-        }
-    }
-
-    /// Fires or resolves the alert of a pass's event; returns the audit entry of a rule
-    /// activation or recovery.
-    #[allow(clippy::too_many_arguments)]
-    fn alert_of(
-        &mut self,
-        c: &Config,
-        cluster_id: ClusterId,
-        cluster: &vantage_core::model::Cluster,
-        zone: &Zone,
-        base: u32,
-        rules: &[(RuleId, Rule)],
-        e: &Event,
-        now: Timestamp,
-    ) -> Option<AuditEntry> {
-        let key = |rule: RuleId, node: NodeId| format!("scheduling_action/rule:{rule}/node:{node}");
-        match e {
-            Event::RuleActivated(ev) | Event::RuleRecovered(ev) => {
-                let activated = matches!(e, Event::RuleActivated(_));
-                let conditions: Vec<Value> = rules
-                    .iter()
-                    .find(|(r, _)| *r == ev.rule)
-                    .map(|(_, r)| {
-                        r.conditions
-                            .iter()
-                            .zip(&ev.values)
-                            .map(|(cond, v)| json!({"metric": cond.metric, "value": v, "comparison": cond.comparison, "threshold": cond.threshold}))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let details = json!({
-                    "cluster": cluster.name,
-                    "rule": ev.rule_name,
-                    "node": ev.node_name,
-                    "action": ev.action,
-                    "line": ev.line.map(|l| zone.line_name(l)),
-                    "values": conditions,
-                    "revision": base + u32::try_from(ev.revision).unwrap_or(0) + 1,
-                    "no_effect": ev.no_effect,
-                });
-                let on_line = ev.line.map(|l| format!(" on line {}", zone.line_name(l))).unwrap_or_default();
-                let (kind, said) = if activated {
-                    let effect =
-                        ev.no_effect.as_ref().map(|why| format!(" (no effect: {why})")).unwrap_or_default();
-                    let act = ev.action.describe();
-                    (
-                        EventKind::RuleActivated,
-                        format!("rule {} acts on {}: {act}{on_line}{effect}", ev.rule_name, ev.node_name),
-                    )
-                } else {
-                    (
-                        EventKind::RuleRecovered,
-                        format!("rule {} no longer acts on {}{on_line}", ev.rule_name, ev.node_name),
-                    )
-                };
-                self.events.push(now, kind, (Some(cluster_id), Some(ev.node)), said, details.clone());
-                if activated {
-                    let summary = format!("{} · {}", ev.rule_name, ev.node_name);
-                    self.fire(key(ev.rule, ev.node), "scheduling_action", summary, details.clone(), now);
-                } else {
-                    self.resolve(&key(ev.rule, ev.node), now);
-                }
-                Some(AuditEntry {
-                    at: now,
-                    action: if activated { "scheduling.activate" } else { "scheduling.recover" }.into(),
-                    object: format!("node:{}", ev.node),
-                    metadata: details,
-                })
-            }
-            Event::RuleEnded { rule, nodes, .. } => {
-                let name = rules
-                    .iter()
-                    .find(|(r, _)| r == rule)
-                    .map_or_else(|| format!("rule {rule}"), |(_, r)| format!("rule {}", r.name));
-                let names: Vec<String> = nodes.iter().map(|n| c.node_name(*n)).collect();
-                let summary =
-                    format!("{name} was changed or removed: its action on {} ended", names.join(", "));
-                let details = json!({"cluster": cluster.name, "rule": rule, "nodes": names});
-                self.events.push(now, EventKind::RuleEnded, (Some(cluster_id), None), summary, details);
-                for n in nodes {
-                    self.resolve(&key(*rule, *n), now);
-                }
-                None
-            }
-            Event::AddressUnreachable { node, ip, damping } => {
-                let summary = if *damping > 1 {
-                    format!(
-                        "{ip} of {} is unreachable (flapping: back only after {damping}× the usual wait)",
-                        c.node_name(*node)
-                    )
-                } else {
-                    format!("{ip} of {} is unreachable", c.node_name(*node))
-                };
-                let details = json!({"cluster": cluster.name, "node": c.node_name(*node), "address": ip.to_string(), "damping": damping});
-                self.fire(
-                    format!("address_unreachable/node:{node}/{ip}"),
-                    "address_unreachable",
-                    summary,
-                    details,
-                    now,
-                );
-                None
-            }
-            Event::AddressReachable { node, ip } => {
-                self.resolve(&format!("address_unreachable/node:{node}/{ip}"), now);
-                None
-            }
-            Event::Held { line, hold } => {
-                let line_name = zone.line_name(*line);
-                let summary = format!("records of {}: {}", cluster.name, hold.describe(&line_name));
-                let details = json!({"cluster": cluster.name, "line": line_name, "policy": hold.policy, "reason": hold.reason});
-                // One alert per line, whatever the policy: its kind says which (a change of
-                // policy while all down resolves one and fires the other).
-                let kind = if hold.policy == AllDown::Hold { "revision_held" } else { "line_all_down" };
-                let other = if hold.policy == AllDown::Hold { "line_all_down" } else { "revision_held" };
-                self.resolve(&format!("{other}/cluster:{cluster_id}/line:{line}"), now);
-                self.fire(format!("{kind}/cluster:{cluster_id}/line:{line}"), kind, summary, details, now);
-                None
-            }
-            Event::HoldReleased { line } => {
-                for kind in ["revision_held", "line_all_down"] {
-                    self.resolve(&format!("{kind}/cluster:{cluster_id}/line:{line}"), now);
-                }
-                None
-            }
-        }
-    }
-
-    /// Certificates that expire within the warning window alert until they are renewed (or the
-    /// target is gone); one alert per target.
-    fn certificates(&mut self, now: Timestamp) {
-        let c = self.config.clone();
-        let window_ms = i64::try_from(self.timing.certificate_warning_days * 86_400_000).unwrap_or(i64::MAX);
-        let expiring = self.certificate_expiries();
-        for (key, not_after) in &expiring {
-            let alert = format!("certificate_expiring/{key}");
-            if not_after.millis_since(now) > window_ms {
-                self.resolve(&alert, now);
-                continue;
-            }
-            let node = c.node_name(key.node);
-            let days = not_after.millis_since(now).div_euclid(86_400_000);
-            let summary = if days < 0 {
-                format!("certificate of {node} ({}:{}) expired at {not_after}", key.ip, key.port)
-            } else {
-                format!(
-                    "certificate of {node} ({}:{}) expires in {days} days, at {not_after}",
-                    key.ip, key.port
-                )
-            };
-            let details = json!({"node": node, "address": key.ip.to_string(), "port": key.port, "not_after": not_after});
-            self.fire(alert, "certificate_expiring", summary, details, now);
-        }
-        let gone: Vec<String> = self
-            .alerts
-            .list()
-            .0
-            .into_iter()
-            .filter(|a| a.kind == "certificate_expiring")
-            .filter(|a| !expiring.keys().any(|k| a.key == format!("certificate_expiring/{k}")))
-            .map(|a| a.key)
-            .collect();
-        for key in gone {
-            self.resolve(&key, now);
-        }
-    }
-
-    /// Alerts about silence: an enabled prober that has not asked or reported within its
-    /// online window, an enrolled node agent without a heartbeat within 3 × 15 s. Nothing fires
-    /// during the first window after the start, when no one has had a chance to call yet.
-    fn silence(&mut self, now: Timestamp) {
-        let c = self.config.clone();
-        let window = c.settings.prober_online_s();
-        if !now.at_least_secs_after(self.started, window) {
-            return;
-        }
-        for (id, p) in &c.probers {
-            let key = format!("prober_offline/prober:{id}");
-            let caller = Caller::Prober(vantage_core::ids::ProberId(*id));
-            let seen = self.obs.probers.get(&caller).and_then(|r| r.last_seen);
-            if prober_status(p.value.enabled, seen, &c.settings, now) == crate::observe::ProberStatus::Offline
-            {
-                let summary = format!("prober {} is offline", p.value.name);
-                self.fire(
-                    key,
-                    "prober_offline",
-                    summary,
-                    json!({"prober": p.value.name, "last_seen": seen}),
-                    now,
-                );
-            } else {
-                self.resolve(&key, now);
-            }
-        }
-        for (id, n) in &c.nodes {
-            let key = format!("node_offline/node:{id}");
-            let seen = self.obs.nodes.get(&NodeId(*id)).and_then(|r| r.last_heartbeat);
-            if n.value.cert_sha256.is_some() && n.value.node.enabled && !agent_online(seen, now) {
-                let summary = format!("node {} is offline (no heartbeat)", n.value.node.name);
-                self.fire(
-                    key,
-                    "node_offline",
-                    summary,
-                    json!({"node": n.value.node.name, "last_heartbeat": seen}),
-                    now,
-                );
-            } else {
-                self.resolve(&key, now);
-            }
-        }
-    }
 }
 
 /// Since when each line of `published` has answered its records: as before where they did not
@@ -1613,15 +1246,6 @@ fn since_lines(
             (*line, since)
         })
         .collect()
-}
-
-/// What a reported result is about.
-enum Key<'a> {
-    Cluster(TargetKey),
-    /// A mirror, by host.
-    Mirror(&'a str),
-    /// A monitor endpoint.
-    Monitor(EndpointKey),
 }
 
 /// `c` with `puts` saved and `deletes` removed at `now`, as a committed change leaves it.

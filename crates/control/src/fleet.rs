@@ -64,7 +64,7 @@ pub struct Fleet {
     /// Every prober.
     pub probers: Vec<ProberFigure>,
     /// Alerts firing, by kind.
-    pub alerts_firing: BTreeMap<String, usize>,
+    pub alerts_firing: BTreeMap<crate::alerts::AlertKind, usize>,
     /// Attempts per second each `ip:port` receives from every prober together.
     pub probe_rates: Vec<(std::net::SocketAddr, f64)>,
     /// Probe loss (0–1) over the fresh latest results, by [`ProbePlace`].

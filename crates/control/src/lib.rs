@@ -26,6 +26,6 @@ pub mod view;
 pub mod work;
 
 pub use control::{
-    AuditEntry, ClusterAfter, Control, LineAfter, Output, Relayed, ReportError, Revision, Role, Start,
-    StoredRevision, Timing, Upkeep,
+    Accepted, AuditEntry, ClusterAfter, Control, LineAfter, Output, Relayed, ReportError, Revision, Role,
+    Start, StoredRevision, Timing, Upkeep,
 };

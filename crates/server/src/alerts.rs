@@ -130,7 +130,7 @@ mod tests {
         let a = Alert {
             id: 7,
             key: "k".into(),
-            kind: "scheduling_action".into(),
+            kind: vantage_control::alerts::AlertKind::SchedulingAction,
             state: AlertState::Firing,
             summary: "cpu-high · edge-1".into(),
             details: json!({"rule": "cpu-high", "node": "edge-1", "revision": 4}),

@@ -15,9 +15,11 @@ use axum::{Extension, Json, Router};
 use self::body::Body;
 use serde_json::json;
 use tokio::sync::watch;
+use vantage_control::Accepted;
 use vantage_control::config::Config;
 use vantage_control::enrollment::Refusal;
 use vantage_control::identity::{Caller, Refused};
+use vantage_control::target::Subject;
 use vantage_core::ids::NodeId;
 use vantage_core::wire;
 use vantage_store::ResultRow;
@@ -367,34 +369,39 @@ async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<Statu
         )));
     }
     report.check()?;
-    let (latest, report) = app.owner().ask(|reply| Input::Report { caller, report, reply }).await?;
-    let latest = latest?;
+    let (accepted, report) = app.owner().ask(|reply| Input::Report { caller, report, reply }).await?;
+    let Accepted { subjects, rows } = accepted?;
     // Accepted: every target it names was given out, so its labels are configured names.
     let config = app.config();
-    for r in &report.results {
-        if let Ok(key) = r.target.parse::<vantage_control::target::TargetKey>()
-            && let Some(place) = vantage_control::fleet::ProbePlace::of(&config, caller, key)
-        {
-            let good = r.attempts.iter().filter(|a| a.good());
-            app.metrics().probe_rtts(&place, good.map(|a| f64::from(a.rtt_us) / 1e6));
-        } else if let Some(host) = vantage_control::mirrors::host_of_key(&r.target) {
-            // Attempts that ended before any exchange carry no duration.
-            for a in r.attempts.iter().filter(|a| a.rtt_us > 0) {
-                app.metrics().mirrors().check_took(host, f64::from(a.rtt_us) / 1e6);
+    for (subject, r) in subjects.iter().zip(&report.results) {
+        match subject {
+            Subject::Address(key) => {
+                if let Some(place) = vantage_control::fleet::ProbePlace::of(&config, caller, *key) {
+                    let good = r.attempts.iter().filter(|a| a.good());
+                    app.metrics().probe_rtts(&place, good.map(|a| f64::from(a.rtt_us) / 1e6));
+                }
             }
-        } else if let Ok(k) = r.target.parse::<vantage_control::monitors::EndpointKey>()
-            && let Some(m) = config.monitors.get(&k.monitor.0)
-            && let Some(ms) = r.hls.and_then(|h| h.ttfb_ms)
-        {
-            app.metrics().monitors().ttfb(&m.value.name, &k.region, ms / 1000.0);
+            Subject::Mirror(host) => {
+                // Attempts that ended before any exchange carry no duration.
+                for a in r.attempts.iter().filter(|a| a.rtt_us > 0) {
+                    app.metrics().mirrors().check_took(host, f64::from(a.rtt_us) / 1e6);
+                }
+            }
+            Subject::Endpoint(k) => {
+                if let Some(m) = config.monitors.get(&k.monitor.0)
+                    && let Some(ms) = r.hls.and_then(|h| h.ttfb_ms)
+                {
+                    app.metrics().monitors().ttfb(&m.value.name, &k.region, ms / 1000.0);
+                }
+            }
         }
     }
     app.relay(move || vantage_control::Relayed::Report { caller, report });
-    let rows: Vec<ResultRow> = latest
+    let rows: Vec<ResultRow> = rows
         .into_iter()
-        .map(|(key, l)| ResultRow {
+        .map(|(subject, l)| ResultRow {
             prober: caller.id(),
-            target: key,
+            target: subject.to_string(),
             at: l.at,
             sent: l.sent,
             lost: l.lost,

@@ -531,7 +531,7 @@ impl Metrics {
         }
         for (kind, n) in &f.alerts_firing {
             m.alerts
-                .get_or_create(&KindLabel { kind: kind.clone() })
+                .get_or_create(&KindLabel { kind: kind.to_string() })
                 .set(i64::try_from(*n).unwrap_or(i64::MAX));
         }
     }

@@ -16,9 +16,8 @@ use vantage_control::identity::Caller;
 use vantage_control::mirrors::book::FreshnessReading;
 use vantage_control::mirrors::registry::Changes;
 use vantage_control::mirrors::{CheckRefused, CheckRun, LoadError};
-use vantage_control::observe::Latest;
 use vantage_control::view::View;
-use vantage_control::{Control, Output, Relayed, ReportError, Role, StoredRevision};
+use vantage_control::{Accepted, Control, Output, Relayed, ReportError, Role, StoredRevision};
 use vantage_core::Timestamp;
 use vantage_core::ids::{ClusterId, NodeId};
 use vantage_core::wire;
@@ -37,8 +36,8 @@ const BATCH: usize = 1_024;
 /// clusters' states): run by the owner between inputs, never changing anything.
 type Read = Box<dyn FnOnce(&Control, Timestamp, &mut Answers) + Send>;
 
-/// A report's results to store (target, latest), or why it is refused.
-pub(crate) type Accepted = Result<Vec<(String, Latest)>, ReportError>;
+/// What a report's results are about with the results to store, or why it is refused.
+pub(crate) type Outcome = Result<Accepted, ReportError>;
 
 /// What the control core is fed: each event it decides on, with where its answer goes.
 pub(crate) enum Input {
@@ -50,7 +49,7 @@ pub(crate) enum Input {
     Work { caller: Caller, reply: oneshot::Sender<wire::Work> },
     /// A report; answered with the results to store, or the refusal, and the report itself
     /// (relayed to the other replicas once accepted).
-    Report { caller: Caller, report: wire::Report, reply: oneshot::Sender<(Accepted, wire::Report)> },
+    Report { caller: Caller, report: wire::Report, reply: oneshot::Sender<(Outcome, wire::Report)> },
     /// A node agent's heartbeat, from `from`.
     Heartbeat {
         node: NodeId,

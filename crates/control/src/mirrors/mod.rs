@@ -24,9 +24,6 @@ pub use registry::{LoadError, Registry, Tenant};
 /// Operators may start one check run this often, across all callers (SPEC §6).
 pub const CHECK_RUN_EVERY_S: i64 = 60;
 
-/// The prefix of mirror endpoint keys on the agent channel.
-const KEY_PREFIX: &str = "m/";
-
 /// The outcome of the registry's reloads.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
@@ -79,16 +76,6 @@ impl CheckRun {
         };
         asked && self.told.insert(caller)
     }
-}
-
-/// The agent-channel key of a mirror's endpoint target.
-pub fn endpoint_key(host: &str) -> String {
-    format!("{KEY_PREFIX}{host}")
-}
-
-/// The mirror host an endpoint key names.
-pub fn host_of_key(key: &str) -> Option<&str> {
-    key.strip_prefix(KEY_PREFIX)
 }
 
 /// The check of a mirror that names none while no check is named `default`: the built-in
@@ -149,7 +136,7 @@ pub fn endpoint_targets(c: &Config, checks: &mut Vec<Check>) -> Vec<EndpointTarg
             }
         };
         out.push(EndpointTarget {
-            key: endpoint_key(&m.host),
+            key: crate::target::Subject::Mirror(m.host.clone()).to_string(),
             url: probe_url(m, &check, c.mirror_settings.scheme()),
             address: m.address,
             check: u32::try_from(index).unwrap_or(u32::MAX),

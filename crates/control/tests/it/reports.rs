@@ -113,7 +113,7 @@ fn a_report_may_carry_only_targets_given_and_one_to_ten_attempts() {
         "results[0].attempts[2].error"
     );
     assert!(lab.control.observations().results.is_empty(), "a refused report changes nothing");
-    assert_eq!(lab.control.handle_report(p, &report(given, 3), lab.now).unwrap().len(), 1);
+    assert_eq!(lab.control.handle_report(p, &report(given, 3), lab.now).unwrap().rows.len(), 1);
 }
 
 /// The window register of a new target starts with the check's `initial` good attempts
@@ -140,12 +140,12 @@ fn a_new_target_starts_with_the_checks_initial_good_attempts() {
             failed_at: None,
         }],
     );
-    let rows = lab.control.handle_report(p, &report, lab.now).unwrap();
+    let rows = lab.control.handle_report(p, &report, lab.now).unwrap().rows;
     let register = rows[0].1.register;
     assert_eq!(register.good_in(8), 3, "2 assumed + 1 good");
     assert!(register.good_in(8) >= 3, "healthy after the first good probe");
     // The next report continues the same register.
-    let rows = lab.control.handle_report(p, &report, lab.now).unwrap();
+    let rows = lab.control.handle_report(p, &report, lab.now).unwrap().rows;
     assert_eq!(rows[0].1.register.good_in(8), 4);
 }
 

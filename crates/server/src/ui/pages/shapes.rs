@@ -234,7 +234,7 @@ pub(super) struct AlertRow {
 
 pub(super) fn alert_row(a: &views::Alert, at: Timestamp) -> AlertRow {
     AlertRow {
-        kind: a.kind.replace('_', " "),
+        kind: a.kind.as_str().replace('_', " "),
         summary: a.summary.clone(),
         fired: time(a.fired_at, at),
         resolved: time_or(a.resolved_at, at, "open"),

@@ -8,6 +8,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use vantage_core::Timestamp;
 
+mod kind;
+
+pub use kind::{
+    AddressDown, AlertAbout, AlertKey, AlertKind, CertificateExpiry, ConditionValue, Firing, LineHeld,
+    MirrorBlocked, MirrorStale, MonitorAlert, NodeSilent, ProberSilent, RegionState, RuleAction, Severity,
+};
+
 /// Resolved alerts kept for the list.
 const RECENT: usize = 500;
 
@@ -28,11 +35,9 @@ pub enum AlertState {
 pub struct Alert {
     /// Sequence number.
     pub id: u64,
-    /// What it is about; one open alert per key (`scheduling_action/rule:3/node:7`).
+    /// What it is about; one open alert per key ([`AlertKey`], `scheduling_action/rule:3/node:7`).
     pub key: String,
-    /// Kind (`scheduling_action`, `address_unreachable`, `revision_held`, `prober_offline`,
-    /// `node_offline`).
-    pub kind: String,
+    pub kind: AlertKind,
     /// Firing or resolved.
     pub state: AlertState,
     /// One line for people.
@@ -59,7 +64,7 @@ impl AlertBook {
     pub fn fire(
         &mut self,
         key: String,
-        kind: &str,
+        kind: AlertKind,
         summary: String,
         details: Value,
         now: Timestamp,
@@ -72,7 +77,7 @@ impl AlertBook {
         let alert = Alert {
             id: self.next_id,
             key: key.clone(),
-            kind: kind.to_owned(),
+            kind,
             state: AlertState::Firing,
             summary,
             details,
@@ -163,11 +168,12 @@ mod tests {
         let t = Timestamp::from_secs(1_800_000_000);
         let mut b = AlertBook::default();
         assert!(
-            b.fire("k".into(), "node_offline", "edge-1 offline".into(), json!({"node": "edge-1"}), t)
+            b.fire("k".into(), AlertKind::NodeOffline, "edge-1 offline".into(), json!({"node": "edge-1"}), t)
                 .is_some()
         );
         assert!(
-            b.fire("k".into(), "node_offline", "x".into(), json!({"node": "edge-1", "n": 2}), t).is_none()
+            b.fire("k".into(), AlertKind::NodeOffline, "x".into(), json!({"node": "edge-1", "n": 2}), t)
+                .is_none()
         );
         assert_eq!(b.list().0.len(), 1);
         assert_eq!(b.list().0[0].details["n"], 2);
