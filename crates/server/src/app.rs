@@ -452,3 +452,18 @@ fn store_write(o: &Object, id: i64) -> Result<Write, ApiError> {
         body: o.body().map_err(|e| ApiError::Internal(e.to_string()))?,
     })
 }
+
+/// A control plane over a real store (SQLite, `vantage.db`) in a directory of its own, with an
+/// admin token; what its core decides goes nowhere.
+#[cfg(test)]
+pub(crate) async fn lab() -> (tempfile::TempDir, Arc<App>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_sqlite(&dir.path().join("vantage.db")).await.unwrap();
+    let ca = Ca::load_or_create(&dir.path().join("ca")).unwrap();
+    let settings = ServeConfig { data_dir: dir.path().into(), ..Default::default() };
+    let metrics = Arc::new(Metrics::new());
+    let parts = Parts { start: Start::default(), store, metrics, settings, ca, replica: None };
+    let app = Arc::new(App::new(parts).0);
+    let (_, token) = crate::api::create_admin_token(&app, &Actor::system(), "ops", false).await.unwrap();
+    (dir, app, token)
+}

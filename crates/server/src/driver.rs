@@ -1,41 +1,39 @@
-//! The control core's driver: carries out, in order, what the core decided (its owner,
-//! [`crate::owner`], queues it) — revisions stored then pushed to the publishers, the DNS
-//! answer table rebuilt, alerts delivered and saved, audit entries and evaluator states
-//! written, the store's upkeep handed to its own task ([`crate::upkeep`]). It runs beside the
-//! owner, so storage that is slow never holds up a pass. It decides nothing; the one thing it keeps is the I/O
-//! concern of revisions the store refused, which wait in memory and are stored, in order,
-//! once it takes writes again.
+//! The control core's driver: hands what the core decided (its owner, [`crate::owner`],
+//! queues it) to the consumer of each kind of output, so that none waits behind another —
+//! revisions to their task, stored in order then pushed ([`crate::revisions`]); the DNS answer
+//! table rebuilt on a task of its own from the newest snapshots; the store's upkeep to its task
+//! ([`crate::upkeep`]); alerts to delivery; saves, audit entries and events to the writer
+//! ([`crate::saves`]); events to the open streams. It runs beside the owner and decides
+//! nothing.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use vantage_control::events::FleetEvent;
-use vantage_control::{Output, Revision, Upkeep};
-use vantage_core::ids::ClusterId;
-use vantage_store::{EventRow, NewAudit, RevisionRow};
+use vantage_control::snapshot::Snapshots;
+use vantage_control::{Output, Upkeep};
+use vantage_store::{EventRow, NewAudit};
 
 use crate::alerts::Notice;
 use crate::app::App;
 use crate::owner::Input;
+use crate::revisions::Work;
 use crate::saves::Saves;
 use crate::support::stopped;
 
-/// At most this many unsaved revisions are kept per cluster; the oldest go first.
-const MAX_UNSAVED: usize = 1_000;
-
-/// Where the outputs the driver does not carry out itself go: alerts to delivery, saves to
-/// their writer, upkeep to its task.
+/// Where the outputs go.
 struct Consumers {
     notices: mpsc::UnboundedSender<Notice>,
     saves: Saves,
     upkeep: mpsc::UnboundedSender<Upkeep>,
+    revisions: mpsc::UnboundedSender<Work>,
+    /// The newest snapshots to answer DNS from (a rebuild takes the newest; none is queued).
+    answers: watch::Sender<Option<Arc<Snapshots>>>,
 }
 
-/// Runs until `stop`, then carries out what the core decided before it (the owner is asked
-/// to queue everything first); `saves` goes with it (its writer then writes what is left and
-/// ends), and the upkeep task ends once it has done what it was handed.
+/// Runs until `stop`, then hands on what the core decided before it (the owner is asked to
+/// queue everything first); `saves` goes with it (its writer then writes what is left and
+/// ends), and the other consumers end once they have done what they were handed.
 pub(crate) async fn run(
     app: Arc<App>,
     mut decided: mpsc::UnboundedReceiver<Output>,
@@ -45,46 +43,58 @@ pub(crate) async fn run(
 ) {
     let (upkeep, work) = mpsc::unbounded_channel();
     let upkept = tokio::spawn(crate::upkeep::run(app.store().clone(), work));
-    let to = Consumers { notices, saves, upkeep };
-    let mut unsaved: BTreeMap<ClusterId, Vec<RevisionRow>> = BTreeMap::new();
+    let (revisions, stored) = mpsc::unbounded_channel();
+    let storing = tokio::spawn(crate::revisions::run(app.clone(), stored));
+    let (answers, newest) = watch::channel(None);
+    let answering = tokio::spawn(answer(app.clone(), newest));
+    let to = Consumers { notices, saves, upkeep, revisions, answers };
     loop {
         let o = tokio::select! {
             o = decided.recv() => o,
             _ = stopped(&mut stop) => break,
         };
         let Some(o) = o else { break };
-        execute(&app, o, &to, &mut unsaved).await;
-        // What waits behind it first: then the revisions storage refused, once per batch.
-        while let Ok(o) = decided.try_recv() {
-            execute(&app, o, &to, &mut unsaved).await;
-        }
-        for rows in unsaved.values_mut() {
-            store_unsaved(&app, rows).await;
-        }
-        unsaved.retain(|_, rows| !rows.is_empty());
+        hand_on(&app, o, &to);
     }
-    // What was decided until now (a change's outputs, the last events and states) is carried
-    // out before `saves` is dropped.
+    // What was decided until now (a change's outputs, the last events and states) is handed
+    // on before `saves` is dropped.
     if app.owner().ask(Input::Flush).await.is_ok() {
         while let Ok(o) = decided.try_recv() {
-            execute(&app, o, &to, &mut unsaved).await;
+            hand_on(&app, o, &to);
         }
     }
     drop(to);
-    // Its end only: the task stops after the work already handed to it.
-    let _ = upkept.await;
+    // Their ends only: each stops after the work already handed to it.
+    let _ = tokio::join!(upkept, storing, answering);
 }
 
-async fn execute(
-    app: &Arc<App>,
-    o: Output,
-    to: &Consumers,
-    unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>,
-) {
+/// Rebuilds the DNS answer table whenever newer snapshots arrive, until the driver ends.
+async fn answer(app: Arc<App>, mut newest: watch::Receiver<Option<Arc<Snapshots>>>) {
+    while newest.changed().await.is_ok() {
+        let snapshots = newest.borrow_and_update().clone();
+        if let Some(snapshots) = snapshots {
+            crate::publishing::rebuild(app.answers(), app.dns(), &snapshots);
+        }
+    }
+}
+
+/// Hands one output to its consumer; nothing here waits.
+fn hand_on(app: &Arc<App>, o: Output, to: &Consumers) {
     let saves = &to.saves;
+    // A consumer's end is gone only once the driver itself ends.
     match o {
-        Output::Revision(r) => revision(app, r, unsaved).await,
-        Output::Answers(snapshots) => crate::publishing::rebuild(app.answers(), app.dns(), &snapshots),
+        Output::Revision(r) => {
+            let _ = to.revisions.send(Work::Store(r));
+        }
+        Output::Publish(p) => {
+            let _ = to.revisions.send(Work::Publish(p));
+        }
+        Output::DropUnsaved => {
+            let _ = to.revisions.send(Work::DropUnsaved);
+        }
+        Output::Answers(snapshots) => {
+            let _ = to.answers.send(Some(snapshots));
+        }
         Output::Alert(a) => {
             match a.state {
                 vantage_control::alerts::AlertState::Firing => {
@@ -94,7 +104,6 @@ async fn execute(
                     tracing::info!(kind = %a.kind, summary = %a.summary, "alert resolved")
                 }
             }
-            // Delivery stops only at shutdown; an alert then has nowhere to go.
             let _ = to.notices.send(Notice(a));
         }
         Output::SaveAlerts(json) => saves.state("alerts".into(), json),
@@ -118,7 +127,6 @@ async fn execute(
         Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
         Output::SaveState { cluster, json } => saves.state(format!("cluster:{cluster}"), json),
         Output::Upkeep(w) => {
-            // Gone only once the driver itself ends.
             let _ = to.upkeep.send(w);
         }
         Output::Events(events) => {
@@ -126,17 +134,6 @@ async fn execute(
             live(app, events);
         }
         Output::LiveEvents(events) => live(app, events),
-        Output::Publish(p) => app.publishers().push(app, &p),
-        Output::DropUnsaved => {
-            let dropped: usize = unsaved.values().map(Vec::len).sum();
-            if dropped > 0 {
-                tracing::warn!(
-                    dropped,
-                    "lost the evaluator lease: revisions not stored are left to the next holder"
-                );
-            }
-            unsaved.clear();
-        }
     }
 }
 
@@ -160,55 +157,89 @@ fn event_row(e: &FleetEvent) -> EventRow {
     }
 }
 
-/// Stores a revision (after any that wait before it), then hands it to the cluster's
-/// publishers, which record their outcome on it. While storage is down the answer still
-/// changes (DNS serves from memory) and the revision waits to be stored.
-async fn revision(app: &Arc<App>, r: Revision, unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>) {
-    let p = &r.published;
-    tracing::info!(cluster = %p.zone.name, revision = p.number, reason = %p.reason, records = ?p.records.all, "revision");
-    app.metrics().revision(&p.zone.name, r.cause());
-    let rows = unsaved.entry(p.cluster).or_default();
-    rows.push(RevisionRow {
-        cluster: p.cluster.0,
-        number: p.number,
-        at: p.at,
-        reason: p.reason.clone(),
-        records: serde_json::to_value(&p.records).unwrap_or_default(),
-        held: serde_json::to_value(&p.held).unwrap_or_default(),
-        publish: json!([]),
-    });
-    store_unsaved(app, rows).await;
-    app.publishers().push(app, p);
-}
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
 
-/// Stores the waiting revisions, oldest first, and stops at the first one storage refuses
-/// (keeping at most [`MAX_UNSAVED`]). Revisions refused because another replica holds the
-/// evaluator lease are dropped: they are that replica's to number.
-async fn store_unsaved(app: &App, unsaved: &mut Vec<RevisionRow>) {
-    let mut stored = 0;
-    for row in unsaved.iter() {
-        match crate::replicas::store_revision(app, row).await {
-            Ok(()) => stored += 1,
-            Err(vantage_store::Error::Fenced) => {
-                tracing::warn!(
-                    cluster = row.cluster,
-                    revision = row.number,
-                    dropped = unsaved.len() - stored,
-                    "another replica holds the evaluator lease: revisions not stored are left to it"
-                );
-                unsaved.clear();
-                return;
-            }
-            Err(e) => {
-                tracing::error!(cluster = row.cluster, revision = row.number, waiting = unsaved.len() - stored, error = %e, "cannot store revision; it is kept to be stored later");
-                break;
-            }
+    use serde_json::json;
+    use sqlx::Connection;
+    use vantage_control::Revision;
+    use vantage_control::alerts::{Alert, AlertKind, AlertState};
+    use vantage_control::snapshot::{ClusterSnapshot, Published, Zone};
+    use vantage_core::evaluate::Records;
+    use vantage_core::ids::ClusterId;
+
+    use super::*;
+    use crate::support::now;
+
+    /// While another connection holds the database's write lock (every write then waits its
+    /// busy timeout), only the revision waits: the alert decided after it is delivered and DNS
+    /// answers the revision at once; it is stored once the lock goes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_locked_store_holds_up_only_the_revision() {
+        let (dir, app, _) = crate::app::lab().await;
+        let url = format!("sqlite://{}", dir.path().join("vantage.db").display());
+        let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE").execute(&mut other).await.unwrap();
+
+        let (decide, decided) = mpsc::unbounded_channel();
+        let (notices, mut delivered) = mpsc::unbounded_channel();
+        let (saves, _writer) = crate::saves::queue();
+        let (stop, stopped) = watch::channel(false);
+        let driver = tokio::spawn(run(app.clone(), decided, notices, saves, stopped));
+
+        let zone = Zone {
+            name: "video".into(),
+            domain: "cdn.example.net".into(),
+            aliases: Vec::new(),
+            ttl: 30,
+            lines: BTreeMap::new(),
+        };
+        let at = now();
+        let published = Arc::new(Published {
+            cluster: ClusterId(1),
+            number: 1,
+            at,
+            reason: "first".into(),
+            records: Records::default(),
+            held: BTreeMap::new(),
+            zone,
+        });
+        let snapshot = ClusterSnapshot { published: Some(published.clone()), ..ClusterSnapshot::default() };
+        let alert = Alert {
+            id: 1,
+            key: "node_offline/node:1".into(),
+            kind: AlertKind::NodeOffline,
+            state: AlertState::Firing,
+            summary: "node edge-1 is offline (no heartbeat)".into(),
+            details: json!({"node": "edge-1", "last_heartbeat": null}),
+            fired_at: at,
+            resolved_at: None,
+        };
+        decide.send(Output::Revision(Revision { published })).unwrap();
+        decide.send(Output::Answers(Arc::new(BTreeMap::from([(ClusterId(1), Arc::new(snapshot))])))).unwrap();
+        decide.send(Output::Alert(alert)).unwrap();
+
+        let Notice(a) = tokio::time::timeout(Duration::from_secs(2), delivered.recv())
+            .await
+            .expect("the alert waited for the store")
+            .unwrap();
+        assert_eq!(a.kind, AlertKind::NodeOffline);
+        let started = tokio::time::Instant::now();
+        while !app.answers().load().zone_names().contains(&"cdn.example.net") {
+            assert!(started.elapsed() < Duration::from_secs(2), "DNS waited for the store");
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-    }
-    unsaved.drain(..stored);
-    if unsaved.len() > MAX_UNSAVED {
-        let dropped = unsaved.len() - MAX_UNSAVED;
-        tracing::error!(dropped, "storage down too long: the oldest unsaved revisions are dropped");
-        unsaved.drain(..dropped);
+        assert!(app.store().revisions(1, 10).await.unwrap().is_empty(), "stored through the lock");
+
+        sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+        let started = tokio::time::Instant::now();
+        while app.store().revisions(1, 10).await.unwrap().is_empty() {
+            assert!(started.elapsed() < Duration::from_secs(10), "never stored after the lock went");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        stop.send(true).unwrap();
+        driver.await.unwrap();
     }
 }

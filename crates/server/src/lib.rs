@@ -23,6 +23,7 @@ mod owner;
 mod public;
 mod publishing;
 mod replicas;
+mod revisions;
 mod saves;
 mod server;
 mod support;

@@ -320,25 +320,9 @@ mod tests {
     use axum::body::Body;
     use axum::http::Request;
     use tower::ServiceExt;
-    use vantage_control::Start;
-    use vantage_store::Store;
 
     use super::*;
-    use crate::app::{Actor, App, Parts};
-
-    /// A control plane over a real store in a directory of its own, with an admin token.
-    async fn lab() -> (tempfile::TempDir, Arc<App>, String) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_sqlite(&dir.path().join("vantage.db")).await.unwrap();
-        let ca = crate::ca::Ca::load_or_create(&dir.path().join("ca")).unwrap();
-        let settings = crate::config::ServeConfig { data_dir: dir.path().into(), ..Default::default() };
-        let metrics = Arc::new(Metrics::new());
-        let (app, _decided) =
-            App::new(Parts { start: Start::default(), store, metrics, settings, ca, replica: None });
-        let app = Arc::new(app);
-        let (_, token) = crate::api::create_admin_token(&app, &Actor::system(), "ops", false).await.unwrap();
-        (dir, app, token)
-    }
+    use crate::app::{Actor, lab};
 
     /// A panic in one batch refuses that batch's requests; the owner goes on with the next.
     #[tokio::test]
