@@ -218,12 +218,10 @@ pub(crate) async fn watch(app: Arc<App>, mut stop: watch::Receiver<bool>) {
     let _ = catch_up.send(());
     loop {
         tokio::select! {
-            first = rx.recv() => {
-                if first.is_none() {
+            burst = burst(&mut rx) => {
+                if !burst {
                     return;
                 }
-                // The burst: wait until the directory has been quiet for the debounce window.
-                while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
                 // After any API write in progress: its own reload is the newer reading.
                 let outcome = {
                     let _one_at_a_time = app.mirrors_write().await;
@@ -238,10 +236,45 @@ pub(crate) async fn watch(app: Arc<App>, mut stop: watch::Receiver<bool>) {
     }
 }
 
+/// Waits for a change, then until the directory has been quiet for [`DEBOUNCE`] (editors
+/// write a file in several steps); false once the watch is gone.
+async fn burst(changes: &mut tokio::sync::mpsc::UnboundedReceiver<()>) -> bool {
+    if changes.recv().await.is_none() {
+        return false;
+    }
+    while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, changes.recv()).await {}
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use notify::event::{AccessKind, CreateKind, Event, EventKind};
+
+    /// A burst of changes is one reload, taken once the directory has been quiet for the
+    /// debounce window after the last change, however long the burst.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_changes_is_taken_once_quiet() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let start = tokio::time::Instant::now();
+        let writer = tokio::spawn(async move {
+            for _ in 0..5 {
+                tx.send(()).unwrap();
+                tokio::time::sleep(DEBOUNCE / 2).await;
+            }
+            // Quiet for longer than the window, then one more change; then gone.
+            tokio::time::sleep(DEBOUNCE * 3).await;
+            tx.send(()).unwrap();
+            tokio::time::sleep(DEBOUNCE * 2).await;
+        });
+        assert!(burst(&mut rx).await);
+        // The last change came at 4 × DEBOUNCE/2; quiet from then for the window.
+        assert_eq!(start.elapsed(), DEBOUNCE * 2 + DEBOUNCE);
+        assert!(burst(&mut rx).await, "the change after the quiet is a burst of its own");
+        assert_eq!(start.elapsed(), DEBOUNCE * 5 / 2 + DEBOUNCE * 3 + DEBOUNCE);
+        writer.await.unwrap();
+        assert!(!burst(&mut rx).await, "the watch is gone");
+    }
 
     /// A link, a pipe, a directory, an oversized and a non-UTF-8 file are each left out with
     /// a reason that quotes nothing; a pipe does not block the reading.

@@ -31,7 +31,7 @@ const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// What waits to be written.
 #[derive(Debug, Default)]
-struct Waiting {
+pub(crate) struct Waiting {
     events: Vec<EventRow>,
     /// With the time each was decided at.
     audit: Vec<(Timestamp, NewAudit)>,
@@ -106,7 +106,7 @@ impl Saves {
 impl Writer {
     /// Writes what waits, whenever something does, retrying what storage refuses with a
     /// growing pause, until the driver's [`Saves`] is dropped; then once more, briefly.
-    pub(crate) async fn run(mut self, store: Store) {
+    pub(crate) async fn run(mut self, store: impl Sink) {
         let mut retry = RETRY_FIRST;
         'open: loop {
             tokio::select! {
@@ -138,14 +138,36 @@ impl Writer {
 
     /// Writes everything waiting now; true when all of it was written. What storage refuses
     /// waits again, before anything handed over meanwhile (a state only if no newer one was).
-    async fn flush(&self, store: &Store) -> bool {
+    async fn flush(&self, sink: &impl Sink) -> bool {
         let w = std::mem::take(&mut *lock(&self.shared.waiting));
         if w.is_empty() {
             return true;
         }
+        let mut refused = sink.write(w).await;
+        if refused.is_empty() {
+            return true;
+        }
+        let mut w = lock(&self.shared.waiting);
+        let newer = std::mem::take(&mut *w);
+        bounded(&mut refused.events, newer.events, "events");
+        bounded(&mut refused.audit, newer.audit, "audit entries");
+        refused.states.extend(newer.states);
+        *w = refused;
+        false
+    }
+}
+
+/// Where the writer writes: the store (a stand-in in the tests of its timing).
+pub(crate) trait Sink: Send + Sync {
+    /// Writes what waits; returns what was refused.
+    fn write(&self, w: Waiting) -> impl Future<Output = Waiting> + Send;
+}
+
+impl Sink for Store {
+    async fn write(&self, w: Waiting) -> Waiting {
         let mut refused = Waiting::default();
         if !w.events.is_empty()
-            && let Err(e) = store.insert_events(&w.events).await
+            && let Err(e) = self.insert_events(&w.events).await
         {
             tracing::warn!(error = %e, waiting = w.events.len(), "cannot store events (they were streamed); trying again");
             refused.events = w.events;
@@ -157,7 +179,7 @@ impl Writer {
             while let Some((_, e)) = audit.next_if(|(t, _)| *t == at) {
                 batch.push(e);
             }
-            if let Err(e) = store.commit(&[], &batch, at).await {
+            if let Err(e) = self.commit(&[], &batch, at).await {
                 tracing::warn!(error = %e, waiting = batch.len(), "cannot audit the system's decisions; trying again");
                 refused.audit.extend(batch.into_iter().map(|e| (at, e)));
                 refused.audit.extend(audit.by_ref());
@@ -165,21 +187,12 @@ impl Writer {
             }
         }
         for (key, json) in w.states {
-            if let Err(e) = store.put_state(&key, &json, now()).await {
+            if let Err(e) = self.put_state(&key, &json, now()).await {
                 tracing::warn!(key = %key, error = %e, "cannot save state; trying again");
                 refused.states.insert(key, json);
             }
         }
-        if refused.is_empty() {
-            return true;
-        }
-        let mut w = lock(&self.shared.waiting);
-        let newer = std::mem::take(&mut *w);
-        bounded(&mut refused.events, newer.events, "events");
-        bounded(&mut refused.audit, newer.audit, "audit entries");
-        refused.states.extend(newer.states);
-        *w = refused;
-        false
+        refused
     }
 }
 
@@ -218,6 +231,62 @@ mod tests {
             assert!(tokio::time::Instant::now() < deadline, "timed out");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// A stand-in for storage that refuses its first `refusals` writes (every write if
+    /// `None`), noting when each was tried on the test's clock.
+    #[derive(Default)]
+    struct Refusing {
+        refusals: Option<usize>,
+        tried: Mutex<Vec<tokio::time::Instant>>,
+    }
+
+    impl Sink for Arc<Refusing> {
+        async fn write(&self, w: Waiting) -> Waiting {
+            let mut tried = lock(&self.tried);
+            tried.push(tokio::time::Instant::now());
+            if self.refusals.is_none_or(|n| tried.len() <= n) { w } else { Waiting::default() }
+        }
+    }
+
+    /// The pauses between tries of a refused write: 250 ms, doubling up to 30 s, and from
+    /// the first pause again once a write is taken.
+    #[tokio::test(start_paused = true)]
+    async fn refused_writes_are_tried_again_less_and_less_often() {
+        let sink = Arc::new(Refusing { refusals: Some(9), ..Refusing::default() });
+        let (saves, writer) = queue();
+        let task = tokio::spawn(writer.run(sink.clone()));
+        saves.state("k".into(), "1".into());
+        while lock(&sink.tried).len() < 10 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        saves.state("k".into(), "2".into());
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let tried = lock(&sink.tried).clone();
+        let pauses: Vec<u128> = tried.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect();
+        assert_eq!(pauses[..9], [250, 500, 1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000]);
+        assert_eq!(tried.len(), 11, "taken at once after a write went through");
+        drop(saves);
+        task.await.unwrap();
+    }
+
+    /// Once the driver has gone, what waits gets 5 s to be written, from the first pause
+    /// again, however long the outage had made the pauses; then the writer gives up.
+    #[tokio::test(start_paused = true)]
+    async fn the_last_writes_get_their_own_five_seconds() {
+        let sink = Arc::new(Refusing::default());
+        let (saves, writer) = queue();
+        let task = tokio::spawn(writer.run(sink.clone()));
+        saves.state("k".into(), "1".into());
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let before = lock(&sink.tried).len();
+        let end = tokio::time::Instant::now();
+        drop(saves);
+        task.await.unwrap();
+        assert_eq!(end.elapsed(), LAST_FLUSH, "gave up after its time");
+        let tried = lock(&sink.tried).clone();
+        let last: Vec<u128> = tried[before..].iter().map(|t| (*t - end).as_millis()).collect();
+        assert_eq!(last, [0, 250, 750, 1_750, 3_750], "tried at once, then from the first pause");
     }
 
     /// Writes storage refuses wait and are tried again until it takes them — an audit entry
