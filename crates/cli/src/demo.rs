@@ -498,6 +498,45 @@ async fn story(
 mod tests {
     use super::*;
 
+    /// A log sink for the tests.
+    #[derive(Clone, Default)]
+    struct Logged(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Logged {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The demo narrates alerts itself: its default log filter keeps the server's alert lines,
+    /// and only those, off standard error.
+    #[test]
+    fn the_default_log_leaves_alerts_to_the_narration() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Demo {
+            #[command(flatten)]
+            args: Args,
+        }
+        let level = Demo::parse_from(["demo"]).args.log_level;
+        let logged = Logged::default();
+        let sink = logged.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(&level))
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(target: vantage_server::ALERT_LOG_TARGET, "alert firing");
+            tracing::warn!(target: "vantage_server::driver", "a warning of the server's");
+        });
+        let text = String::from_utf8(logged.0.lock().unwrap().clone()).unwrap();
+        assert!(!text.contains("alert firing") && text.contains("a warning of the server's"), "{text}");
+    }
+
     #[test]
     fn durations() {
         for (s, d) in [

@@ -123,11 +123,16 @@ pub(crate) fn settings(args: &Args) -> anyhow::Result<ServeConfig> {
     Ok(ServeConfig::load(file.as_ref().map(|(n, t)| (n.as_str(), t.as_str())), &env, &args.flags())?)
 }
 
-/// Sets up logging for a long-running process.
+/// Sets up logging for a long-running process: colours only on a terminal (a file, a pipe or
+/// journald gets plain text).
 pub(crate) fn init_logs(format: LogFormat, level: &str) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

@@ -96,12 +96,14 @@ fn hand_on(app: &Arc<App>, o: Output, to: &Consumers) {
             let _ = to.answers.send(Some(snapshots));
         }
         Output::Alert(a) => {
+            // Under the alerts' own target, which a log filter names to keep them out (the
+            // demo narrates them itself).
             match a.state {
                 vantage_control::alerts::AlertState::Firing => {
-                    tracing::warn!(kind = %a.kind, summary = %a.summary, "alert firing")
+                    tracing::warn!(target: crate::ALERT_LOG_TARGET, kind = %a.kind, summary = %a.summary, "alert firing")
                 }
                 vantage_control::alerts::AlertState::Resolved => {
-                    tracing::info!(kind = %a.kind, summary = %a.summary, "alert resolved")
+                    tracing::info!(target: crate::ALERT_LOG_TARGET, kind = %a.kind, summary = %a.summary, "alert resolved")
                 }
             }
             let _ = to.notices.send(Notice(a));

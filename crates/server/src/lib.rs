@@ -34,3 +34,6 @@ pub mod views;
 pub use config::{LogFormat, ServeConfig};
 pub use server::{Server, StartError};
 pub use support::now;
+
+/// The log target of alerts firing and resolving, which a log filter names to keep them out.
+pub const ALERT_LOG_TARGET: &str = "vantage_server::alerts";

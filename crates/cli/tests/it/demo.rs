@@ -304,6 +304,10 @@ async fn the_scripted_failure_moves_dns_to_the_backup_and_back_and_a_signal_stop
         assert!((5.0..=20.0).contains(&s), "{what} took {s} s: {}", demo.story());
     }
 
+    // Its log is a file here: plain text, no terminal colours.
+    let log = std::fs::read_to_string(&demo.log).unwrap();
+    assert!(!log.contains('\x1b'), "colour codes in a log file: {log}");
+
     // Ctrl-C stops it all.
     demo.signal("INT").await;
     let code = demo.wait(Duration::from_secs(20)).await;
