@@ -252,6 +252,15 @@ fn secs_until(at: Option<Timestamp>, now: Timestamp) -> Option<i64> {
     at.map(|t| (t.millis_since(now) + 999).div_euclid(1000).max(0))
 }
 
+/// When a condition's deadline comes, in words: `in 5 s`, or at the next evaluation once it
+/// is due (never `in 0 s`).
+fn when(within: Option<i64>) -> String {
+    match within {
+        Some(s) if s > 0 => format!("in {s} s"),
+        _ => "at the next evaluation".to_owned(),
+    }
+}
+
 /// The events of one pass of cluster `id`: each address whose condition changed (and each
 /// unverified one that starts or stops failing) and each node whose level changed since the
 /// previous pass (`before`), given the node statuses after it and the addresses DNS answers
@@ -331,8 +340,8 @@ pub(crate) fn pass_events(
                 (_, Condition::Failing) => (
                     EventKind::AddressFailing,
                     format!(
-                        "{ip} of {node} is failing: {seen}; unreachable in {} s unless it answers",
-                        within.unwrap_or(0)
+                        "{ip} of {node} is failing: {seen}; unreachable {} unless it answers",
+                        when(within)
                     ),
                 ),
                 (Some(Condition::Recovering), Condition::Unreachable) => {
@@ -344,9 +353,9 @@ pub(crate) fn pass_events(
                 (_, Condition::Recovering) => (
                     EventKind::AddressRecovering,
                     format!(
-                        "{ip} of {node} answers again: {answering} of {} probers see it answer; reachable in {} s if it goes on",
+                        "{ip} of {node} answers again: {answering} of {} probers see it answer; reachable {} if it goes on",
                         v.counting,
-                        within.unwrap_or(0)
+                        when(within)
                     ),
                 ),
                 (Some(Condition::Failing), Condition::Reachable) => (

@@ -341,8 +341,8 @@ pub(super) enum SettingsAction {
 pub(super) enum SettingsObjectAction {
     /// Show the settings.
     Get,
-    /// Change the settings: FIELD=VALUE… of the fields listed above (others keep their
-    /// value).
+    /// Change the settings: FIELD=VALUE… (others keep their value); the object's own help
+    /// lists its fields (`settings mirrors --help`).
     Set { fields: Vec<String> },
 }
 

@@ -517,16 +517,14 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
                     print(&v, true);
                     return Ok(());
                 }
-                let mut rows = Vec::new();
-                for r in &v.items {
-                    let mut line_names = std::collections::BTreeMap::new();
-                    for id in r.records.lines.keys() {
-                        line_names.insert(*id, names.name_of(Kind::Line(cluster), id.0).await?);
-                    }
-                    rows.extend(table::revision_lines(r, |id| {
-                        line_names.get(&id).cloned().unwrap_or_default()
-                    }));
-                }
+                // Named as the API names them (the default line included); a line deleted since
+                // by its id.
+                let line_name = |id: vantage_core::ids::LineId| {
+                    v.lines
+                        .get(&id.0.to_string())
+                        .map_or_else(|| format!("line {}", id.0), |l| l.name.clone())
+                };
+                let rows: Vec<_> = v.items.iter().flat_map(|r| table::revision_lines(r, line_name)).collect();
                 table(&rows);
                 Ok(())
             }

@@ -177,13 +177,6 @@ impl<'a> Names<'a> {
         Ok(self.lists.get(&kind).map_or(&[], Vec::as_slice))
     }
 
-    /// The name of the `kind` with `id`, or `{kind} {id}` for one that is gone.
-    pub(super) async fn name_of(&mut self, kind: Kind, id: i64) -> anyhow::Result<String> {
-        let all = self.candidates(kind).await?;
-        let name = all.iter().find(|c| c.id == id).and_then(|c| c.names.first());
-        Ok(name.cloned().unwrap_or_else(|| format!("{} {id}", kind.noun())))
-    }
-
     /// The id `r` stands for as a `kind`; `what` is the flag or field that gave it, for the
     /// refusal. An id is taken as it is: the server says whether it exists.
     pub(super) async fn id(&mut self, kind: Kind, what: &str, r: &Ref) -> anyhow::Result<i64> {

@@ -126,7 +126,13 @@ fn show(s: &Status) {
             };
             println!("  node    {}{serving}", n.name);
             for a in n.addresses.iter().filter(|a| a.condition.is_some_and(|c| c != Condition::Reachable)) {
-                let since = a.since.map_or_else(String::new, |t| format!(" since {} ago", age(t)));
+                // How long it has been in its condition; beside a deadline (`failing —
+                // unreachable in 2s`) as a phrase of its own, so that neither reads as the other.
+                let since = match (a.since, a.changes_at) {
+                    (Some(t), Some(_)) => format!(", {} for {}", cell(&a.condition), age(t)),
+                    (Some(t), None) => format!(" since {} ago", age(t)),
+                    (None, _) => String::new(),
+                };
                 let seen = a
                     .probers
                     .map_or_else(String::new, |v| format!(", {} of {} failing", v.failing, v.counting));
@@ -135,6 +141,10 @@ fn show(s: &Status) {
             }
         }
         let other = if c.troubled.is_empty() { "" } else { "other " };
-        println!("  {} {other}node{} healthy", c.healthy, if c.healthy == 1 { "" } else { "s" });
+        match c.healthy {
+            0 => println!("  no {other}node healthy"),
+            1 => println!("  1 {other}node healthy"),
+            n => println!("  {n} {other}nodes healthy"),
+        }
     }
 }

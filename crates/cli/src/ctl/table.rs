@@ -57,16 +57,18 @@ fn duration(s: i64) -> String {
     }
 }
 
-/// How long until `at` by this machine's clock (`0s` once passed).
+/// When `at` comes by this machine's clock: `in 12s` (whole seconds, rounded up), or `in a
+/// moment` once it is due — the next evaluation decides, and `in 0s` would read as a fault.
 fn until(at: Timestamp) -> String {
-    duration(at.millis_since(Timestamp::from_system(SystemTime::now())).max(0) / 1000)
+    let ms = at.millis_since(Timestamp::from_system(SystemTime::now()));
+    if ms <= 0 { "in a moment".to_owned() } else { format!("in {}", duration((ms + 999) / 1000)) }
 }
 
 /// An address's condition as an operator reads it: `failing — unreachable in 12s`.
 pub(super) fn condition(a: &AddressView) -> String {
     match (a.condition, a.changes_at) {
-        (Some(Condition::Failing), Some(t)) => format!("failing — unreachable in {}", until(t)),
-        (Some(Condition::Recovering), Some(t)) => format!("recovering — reachable in {}", until(t)),
+        (Some(Condition::Failing), Some(t)) => format!("failing — unreachable {}", until(t)),
+        (Some(Condition::Recovering), Some(t)) => format!("recovering — reachable {}", until(t)),
         (c, _) => cell(&c),
     }
 }
@@ -506,6 +508,16 @@ mod tests {
     use vantage_server::views::WindowView;
 
     use super::*;
+
+    /// A deadline reads in whole seconds rounded up, and once due as a moment away: the
+    /// next evaluation decides, and `in 0s` reads as a fault.
+    #[test]
+    fn deadlines_never_read_zero() {
+        let now = Timestamp::from_system(SystemTime::now());
+        assert_eq!(until(now.plus_millis(-4_000)), "in a moment");
+        assert_eq!(until(now.plus_millis(10_500)), "in 11s");
+        assert_eq!(until(now.plus_millis(90_500)), "in 1m31s");
+    }
 
     #[test]
     fn durations_keep_two_units() {

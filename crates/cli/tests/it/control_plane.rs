@@ -697,6 +697,8 @@ async fn every_object_through_ctl() {
     let (code, out, _) = run(a(&format!("clusters revisions {cluster}"))).await;
     assert_eq!(code, Some(0));
     assert!(out.contains("Cluster ") && out.contains(" added"), "{out}");
+    // The implicit line reads by its name, as the API and the UI name it.
+    assert!(out.contains("default") && !out.contains("line 0"), "{out}");
     let (code, _, err) =
         run(a("webhooks create name=ops url=http://127.0.0.1:9/hook format=alertmanager")).await;
     assert_eq!(code, Some(0), "{err}");

@@ -76,6 +76,9 @@ async fn primary_down_moves_to_backup_within_11s_and_back_and_one_prober_changes
             .any(|l| l.contains("127.0.0.10 primary  failing — unreachable in") && l.ends_with(", in DNS")),
         "{status}"
     );
+    // How long it has failed stands apart from when it turns, and no count reads as a fault.
+    assert!(status.contains(", failing for "), "{status}");
+    assert!(!status.contains(" in 0s") && !status.contains(" 0 other"), "{status}");
     let text = s.metrics().await;
     assert!(
         text.lines().any(|l| l.starts_with("vantage_address_failing{")
