@@ -893,6 +893,15 @@ async fn mirrors_scenario() {
     );
     b.screenshot("mirrors.png").await;
 
+    // The overview counts it and lists it among what needs a look.
+    b.goto(&format!("{base}/ui")).await;
+    assert_eq!(b.text("#card-mirrors .big").await, "0 of 1 live");
+    assert_eq!(b.text("#card-mirrors .small").await, "1 blocked");
+    let listed = b.text("#services-need-a-look tbody").await;
+    assert!(["mirror", "m1.example.net", "blocked"].iter().all(|w| listed.contains(w)), "{listed}");
+    assert!(b.texts("#card-monitors").await.is_empty(), "no monitor, no card");
+    b.goto(&format!("{base}/ui/mirrors")).await;
+
     // Its own page: the record, and no region or prober has an opinion yet.
     b.click(&format!("{row} td a")).await;
     b.arrive("/ui/mirrors/m1.example.net").await;
@@ -1078,6 +1087,8 @@ async fn monitors_scenario() {
     let b = Browser::start().await;
     b.login(&base, &s.token).await;
     b.arrive("/ui").await;
+    assert_eq!(b.text("#card-monitors .big").await, "0 of 1 healthy");
+    assert_eq!(b.text("#card-monitors .small").await, "none down · 1 not probed yet");
     b.click("header nav a[href='/ui/monitors']").await;
     b.arrive("/ui/monitors").await;
     let row = "#monitors tr[data-monitor='live-tv']";

@@ -1,4 +1,7 @@
-//! The overview: what is broken, recent revisions, open alerts.
+//! The overview: what is broken — nodes, mirrors, monitors — recent revisions, open alerts.
+
+use vantage_core::mirror::MirrorVerdict;
+use vantage_core::monitor::GlobalVerdict;
 
 use super::*;
 
@@ -20,6 +23,26 @@ struct ProblemRow {
     detail: String,
 }
 
+/// A mirror or a monitor that is not as it should be.
+#[derive(Debug)]
+struct ServiceRow {
+    kind: &'static str,
+    name: String,
+    href: String,
+    verdict: Markup,
+    since: Markup,
+}
+
+/// How many mirrors, or monitors, read each way.
+#[derive(Debug, Default)]
+struct Tally {
+    total: usize,
+    good: usize,
+    warn: usize,
+    bad: usize,
+    unknown: usize,
+}
+
 #[derive(Template)]
 #[template(path = "overview.html")]
 struct OverviewPage {
@@ -36,6 +59,9 @@ struct OverviewPage {
     alerts: Vec<AlertRow>,
     revisions: Vec<RevisionRow>,
     problems: Vec<ProblemRow>,
+    mirrors: Tally,
+    monitors: Tally,
+    services: Vec<ServiceRow>,
 }
 
 pub(in crate::ui) async fn overview(
@@ -48,6 +74,45 @@ pub(in crate::ui) async fn overview(
     let nodes: Items<views::Node> = api.get("/v1/nodes").await?;
     let probers: Items<views::Prober> = api.get("/v1/probers").await?;
     let alerts: views::Alerts = api.get("/v1/alerts").await?;
+    let mirror_list: views::MirrorList = api.get("/v1/mirrors").await?;
+    let monitor_list: Items<views::Monitor> = api.get("/v1/monitors").await?;
+    let (mut mirrors, mut monitors, mut services) = (Tally::default(), Tally::default(), Vec::new());
+    for m in &mirror_list.mirrors {
+        mirrors.total += 1;
+        match m.verdict {
+            MirrorVerdict::Live => mirrors.good += 1,
+            MirrorVerdict::Degraded => mirrors.warn += 1,
+            MirrorVerdict::Blocked => mirrors.bad += 1,
+            MirrorVerdict::Unknown => mirrors.unknown += 1,
+        }
+        if matches!(m.verdict, MirrorVerdict::Degraded | MirrorVerdict::Blocked) {
+            services.push(ServiceRow {
+                kind: "mirror",
+                name: m.host.clone(),
+                href: format!("/ui/mirrors/{}", urlencode(&m.host)),
+                verdict: format::verdict(&m.verdict.to_string()),
+                since: time_or(m.verdict_since, at, ""),
+            });
+        }
+    }
+    for m in &monitor_list.items {
+        monitors.total += 1;
+        match m.verdict {
+            Some(GlobalVerdict::Healthy) => monitors.good += 1,
+            Some(GlobalVerdict::Degraded) => monitors.warn += 1,
+            Some(GlobalVerdict::Down) => monitors.bad += 1,
+            None => monitors.unknown += 1,
+        }
+        if matches!(m.verdict, Some(GlobalVerdict::Degraded | GlobalVerdict::Down)) {
+            services.push(ServiceRow {
+                kind: "monitor",
+                name: m.monitor.name.clone(),
+                href: format!("/ui/monitors/{}", m.id),
+                verdict: format::monitor_verdict(m.verdict.map(|g| g.to_string()).as_deref()),
+                since: time_or(m.since, at, ""),
+            });
+        }
+    }
     let healths: Vec<(views::Node, Health)> = nodes
         .items
         .into_iter()
@@ -120,6 +185,9 @@ pub(in crate::ui) async fn overview(
         clusters: rows,
         revisions,
         problems,
+        mirrors,
+        monitors,
+        services,
     };
     Ok(render(&page))
 }
