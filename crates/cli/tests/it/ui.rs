@@ -571,7 +571,9 @@ async fn fleet_scenario() {
         assert!(results.contains(region), "{region}");
     }
     assert!(results.contains(&format!("127.0.0.60:{port} http")), "{results}");
-    // The history charts have lines for the 1 h range, and the other ranges render.
+    // The history charts default to the span of the data (a node made a minute ago: the
+    // quarter hour) and have lines; the other ranges render.
+    assert_eq!(b.text("#history nav.tabs a[aria-current=page]").await, "15 min");
     assert!(
         !b.client.find_all(Locator::Css("#history svg.chart path")).await.unwrap().is_empty(),
         "a chart line"
@@ -584,7 +586,7 @@ async fn fleet_scenario() {
         );
     }
     b.screenshot("node.png").await;
-    for (range, label) in [("15m", "15 min"), ("24h", "24 h"), ("14d", "14 d")] {
+    for (range, label) in [("1h", "1 h"), ("24h", "24 h"), ("14d", "14 d")] {
         b.goto(&format!("{node_page}?range={range}")).await;
         assert_eq!(b.text("#history nav.tabs a[aria-current=page]").await, label);
         assert!(!b.client.find_all(Locator::Css("#history svg.chart")).await.unwrap().is_empty(), "{range}");

@@ -95,6 +95,16 @@ impl Range {
         }
     }
 
+    /// The shortest range that spans `ms` (the longest when none does): what a chart of data
+    /// that began `ms` ago shows by default, so that a new fleet's fills the chart.
+    pub(crate) fn covering(ms: i64) -> Range {
+        Range::ALL.into_iter().find(|r| r.length_ms() >= ms).unwrap_or(Range::Fortnight)
+    }
+
+    fn length_ms(self) -> i64 {
+        self.bucket_ms() * i64::try_from(self.buckets()).unwrap_or(i64::MAX)
+    }
+
     /// `[since, until)` of whole buckets ending with the one that holds `at`.
     pub(crate) fn window(self, at: Timestamp) -> (Timestamp, Timestamp) {
         let b = self.bucket_ms();

@@ -224,8 +224,8 @@ pub(in crate::ui) async fn monitor(
 ) -> PageResult {
     let api = client(&ui, &v);
     let at = now();
-    let range = q.range();
     let m: views::Monitor = api.get(&format!("/v1/monitors/{id}")).await?;
+    let range = q.range(m.created_at, at);
     let verdict: views::MonitorVerdict = api.get(&format!("/v1/monitors/{id}/verdict")).await?;
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
     // The history is the store's: while it is away the page says changes are paused and shows

@@ -256,8 +256,8 @@ pub(in crate::ui) async fn node(
 ) -> PageResult {
     let api = client(&ui, &v);
     let at = now();
-    let range = q.range();
     let n: views::Node = api.get(&format!("/v1/nodes/{id}")).await?;
+    let range = q.range(n.created_at, at);
     let c: views::Cluster = api.get(&format!("/v1/clusters/{}", n.cluster)).await?;
     let groups: Items<views::Group> = api.get(&format!("/v1/clusters/{}/groups", n.cluster)).await?;
     let regions: Items<views::Region> = api.get("/v1/regions").await?;

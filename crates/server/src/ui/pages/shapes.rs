@@ -268,6 +268,25 @@ pub(super) fn check_text(k: &vantage_core::check::Check) -> String {
 mod tests {
     use super::*;
 
+    /// Without `?range=` a chart spans its data: a node made minutes ago gets the quarter
+    /// hour, one two hours old the day, an old one the longest range.
+    #[test]
+    fn charts_default_to_the_span_of_their_data() {
+        let at = Timestamp::from_secs(1_800_000_000);
+        let unasked = RangeQuery { range: None };
+        for (age_s, want) in [
+            (60, Range::Quarter),
+            (900, Range::Quarter),
+            (901, Range::Hour),
+            (7_200, Range::Day),
+            (90 * 86_400, Range::Fortnight),
+        ] {
+            assert_eq!(unasked.range(at.plus_millis(-age_s * 1000), at), want, "{age_s} s old");
+        }
+        let asked = RangeQuery { range: Some("24h".into()) };
+        assert_eq!(asked.range(at.plus_millis(-60_000), at), Range::Day, "what is asked wins");
+    }
+
     fn node(json: Value) -> views::Node {
         let mut base = serde_json::json!({
             "id": 7, "created_at": "2026-12-01T09:00:00Z", "updated_at": "2026-12-01T09:00:00Z",
@@ -362,9 +381,13 @@ pub(in crate::ui) struct RangeQuery {
 }
 
 impl RangeQuery {
-    /// The range asked for when the history routes know it, else the last hour.
-    pub(super) fn range(&self) -> Range {
-        self.range.as_deref().and_then(|r| Range::parse(r).ok()).unwrap_or(Range::Hour)
+    /// The range asked for when the history routes know it, else the shortest that spans
+    /// the data: everything since `begun` (the object's creation) up to `at`.
+    pub(super) fn range(&self, begun: Timestamp, at: Timestamp) -> Range {
+        self.range
+            .as_deref()
+            .and_then(|r| Range::parse(r).ok())
+            .unwrap_or_else(|| Range::covering(at.millis_since(begun)))
     }
 }
 
