@@ -325,6 +325,22 @@ fn scalar(v: &str) -> toml::Value {
 mod tests {
     use super::*;
 
+    /// The example configuration shows every key (set or commented out), and the README's
+    /// list names every one: a new setting cannot go undocumented.
+    #[test]
+    fn the_example_and_the_readme_name_every_key() {
+        let example = include_str!("../../../deploy/vantage.toml");
+        let readme = include_str!("../../../README.md");
+        let keys = serde_json::to_value(ServeConfig::default()).unwrap();
+        let keys = keys.as_object().unwrap();
+        assert!(keys.len() > 15, "{keys:?}");
+        for key in keys.keys() {
+            let shown = example.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} = ")));
+            assert!(shown, "deploy/vantage.toml does not show {key}");
+            assert!(readme.contains(&format!("`{key}`")), "README.md does not list {key}");
+        }
+    }
+
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
     }
