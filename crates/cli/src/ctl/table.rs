@@ -64,6 +64,17 @@ fn until(at: Timestamp) -> String {
     if ms <= 0 { "in a moment".to_owned() } else { format!("in {}", duration((ms + 999) / 1000)) }
 }
 
+/// The `Host` a check's probes send: its own to cluster addresses, which have no name of
+/// their own; a mirror's or a monitor endpoint's own host (from its URL) to those.
+fn check_host(r: &CheckView) -> String {
+    let named = r.mirrors + r.monitors > 0;
+    match (r.clusters > 0, named) {
+        (false, true) => "the target's".to_owned(),
+        (true, true) => format!("{} (clusters), the target's", r.check.host()),
+        _ => r.check.host().to_owned(),
+    }
+}
+
 /// An address's condition as an operator reads it: `failing — unreachable in 12s`.
 pub(super) fn condition(a: &AddressView) -> String {
     match (a.condition, a.changes_at) {
@@ -229,7 +240,7 @@ rows! {
     ];
     CheckView: [
         "id" => |r| r.id, "name" => |r| r.name, "method" => |r| r.check.method(), "path" => |r| r.check.path(),
-        "host" => |r| r.check.host(), "interval_s" => |r| r.check.interval_s(),
+        "host" => |r| check_host(r), "interval_s" => |r| r.check.interval_s(),
         "timeout_ms" => |r| r.check.timeout_ms(), "window" => |r| r.check.window(),
         "threshold" => |r| r.check.threshold(), "mirrors" => |r| r.mirrors, "clusters" => |r| r.clusters,
         "monitors" => |r| r.monitors,

@@ -153,6 +153,8 @@ async fn mirrors_tenants_and_checks_through_ctl() {
         out.starts_with("ID") && out.contains("edge  https   /ok") && row.ends_with(&["1", "0", "0"]),
         "{out}"
     );
+    // A mirror's probe sends the mirror's own host, not the check's placeholder.
+    assert!(out.contains("the target's") && !out.contains("health.vantage.invalid"), "{out}");
     let (code, _, err) = ctl(&s, &["mirrors", "put", "m1.example.net", "--tenant", "acme"]).await;
     assert_eq!(code, Some(0), "{err}");
     let (code, out, err) = ctl(&s, &["checks", "delete", &id]).await;
