@@ -30,6 +30,7 @@ mod nodes;
 mod openapi;
 mod players;
 mod postgres;
+mod readme;
 mod replicas;
 mod rules;
 mod steering;
