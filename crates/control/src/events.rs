@@ -384,7 +384,25 @@ pub(crate) fn pass_events(
                     used.join(" "),
                     word(old.level)
                 ),
-                None => format!("{node} has no address to answer with (was {})", word(old.level)),
+                // Out of every level, yet still in DNS (the line has nothing better, or holds
+                // its records): said so, or this would contradict what DNS answers.
+                None => {
+                    let still: Vec<String> = n
+                        .addresses
+                        .iter()
+                        .filter(|a| served.binary_search(&a.ip).is_ok())
+                        .map(|a| a.ip.to_string())
+                        .collect();
+                    if still.is_empty() {
+                        format!("{node} has no address to answer with (was {})", word(old.level))
+                    } else {
+                        format!(
+                            "{node} has no address it may answer with, but DNS still answers {} (was {})",
+                            still.join(" "),
+                            word(old.level)
+                        )
+                    }
+                }
             };
             let details =
                 json!({"cluster": zone.name, "node": node, "from": old.level, "to": n.level, "in_use": used});

@@ -139,3 +139,23 @@ fn ids_never_repeat_across_a_restart_even_with_nothing_stored() {
     let restart = Start { last_event: ahead, timing: Timing::default(), ..Start::default() };
     assert_eq!(Control::new(restart, first.now).last_event_id(), ahead);
 }
+
+/// A node whose addresses are all out of their levels but still in DNS (a prober now counts
+/// and has not checked them yet; the line has nothing better) says so: "no address to answer
+/// with" would contradict the answer DNS gives.
+#[test]
+fn a_node_out_of_its_levels_but_still_answered_says_so() {
+    let mut lab = Lab::new();
+    let (p, _, _, _) = lab.one_node();
+    lab.advance(11);
+    let _ = lab.take();
+    let _ = lab.control.handle_work(p, lab.now);
+    lab.control.handle_report(p, &crate::lab::report_at(lab.now, vec![]), lab.now).unwrap();
+    lab.advance(11);
+    let level =
+        events(&lab.take()).into_iter().find(|e| e.kind == EventKind::LevelChanged).expect("a level change");
+    assert_eq!(
+        level.summary,
+        "edge-1 has no address it may answer with, but DNS still answers 203.0.113.10 (was primary)"
+    );
+}
