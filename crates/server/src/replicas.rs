@@ -122,9 +122,45 @@ pub(crate) async fn relay(
 
 /// Holds the evaluator lease when it can, and tells the core whenever that changes. A replica
 /// that takes it reads the stored revisions first, so it numbers after the previous holder.
-pub(crate) async fn lease(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+pub(crate) async fn lease(app: Arc<App>, stop: watch::Receiver<bool>) {
     let Some(replica) = app.replica() else { return };
-    let mut lease = replica.shared.lease();
+    hold_lease(&app, replica.shared.lease(), &replica.epoch, &replica.origin, stop).await;
+}
+
+/// What the lease task holds the lease with: the shared database's lease (a stand-in in the
+/// tests of its timing).
+pub(crate) trait Holder: Send {
+    /// Takes the lease when it is free, or checks it is still held; whether it is held.
+    fn hold(&mut self) -> impl Future<Output = bool> + Send;
+    /// The epoch taken, while held.
+    fn epoch(&self) -> Option<i64>;
+    /// Lets it go.
+    fn release(&mut self);
+}
+
+impl Holder for vantage_store::Lease {
+    fn hold(&mut self) -> impl Future<Output = bool> + Send {
+        vantage_store::Lease::hold(self, LEASE_TIMEOUT)
+    }
+
+    fn epoch(&self) -> Option<i64> {
+        vantage_store::Lease::epoch(self)
+    }
+
+    fn release(&mut self) {
+        vantage_store::Lease::release(self);
+    }
+}
+
+/// Tries or checks the lease every [`LEASE_EVERY`] until `stop`, telling the core each change
+/// of role once; `epoch` follows what is held.
+async fn hold_lease(
+    app: &App,
+    mut lease: impl Holder,
+    epoch: &AtomicI64,
+    origin: &str,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut tick = tokio::time::interval(LEASE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The role last told, not the view's: a view published before the core took the last
@@ -135,15 +171,15 @@ pub(crate) async fn lease(app: Arc<App>, mut stop: watch::Receiver<bool>) {
             _ = tick.tick() => {}
             () = stopped(&mut stop) => break,
         }
-        let held = lease.hold(LEASE_TIMEOUT).await;
-        replica.epoch.store(lease.epoch().unwrap_or(0), Ordering::Relaxed);
+        let held = lease.hold().await;
+        epoch.store(lease.epoch().unwrap_or(0), Ordering::Relaxed);
         let role = if held { Role::Leader } else { Role::Follower };
         if told == role {
             continue;
         }
         let last_event = if held {
             // Without the stored revisions it could number over them: it waits a turn.
-            match taking_over(&app).await {
+            match taking_over(app).await {
                 Ok(last_event) => last_event,
                 Err(e) => {
                     tracing::warn!(error = %e, "took the evaluator lease but cannot read the stored revisions; letting it go");
@@ -154,14 +190,14 @@ pub(crate) async fn lease(app: Arc<App>, mut stop: watch::Receiver<bool>) {
         } else {
             0
         };
-        tracing::info!(?role, origin = %replica.origin, "evaluator lease changed");
+        tracing::info!(?role, %origin, "evaluator lease changed");
         if app.owner().tell(Input::Lease { role, last_event }).await.is_err() {
             break;
         }
         told = role;
     }
     lease.release();
-    replica.epoch.store(0, Ordering::Relaxed);
+    epoch.store(0, Ordering::Relaxed);
 }
 
 /// Stores a revision: on PostgreSQL under the lease's epoch this replica took, so that nothing
@@ -385,7 +421,73 @@ pub(crate) fn stored_revision(r: vantage_store::RevisionRow) -> StoredRevision {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
     use super::*;
+    use crate::support::lock;
+
+    /// A lease held as its script says, try after try (then as it last said), noting when
+    /// each try was made and how often it was let go.
+    #[derive(Default)]
+    struct Scripted {
+        script: VecDeque<bool>,
+        held: bool,
+        tries: Arc<Mutex<Vec<tokio::time::Instant>>>,
+        released: Arc<Mutex<usize>>,
+    }
+
+    impl Holder for Scripted {
+        fn hold(&mut self) -> impl Future<Output = bool> + Send {
+            lock(&self.tries).push(tokio::time::Instant::now());
+            self.held = self.script.pop_front().unwrap_or(self.held);
+            std::future::ready(self.held)
+        }
+        fn epoch(&self) -> Option<i64> {
+            self.held.then_some(7)
+        }
+        fn release(&mut self) {
+            self.held = false;
+            *lock(&self.released) += 1;
+        }
+    }
+
+    /// On the paused clock: the lease is tried every half second; while held, the epoch is
+    /// the one taken; losing it is told to the core (one event: the lease lost); at the stop
+    /// it is let go and the epoch cleared.
+    #[tokio::test]
+    async fn the_lease_is_tried_every_half_second_and_its_loss_told() {
+        let (_dir, app, _) = crate::app::lab().await;
+        // The store and the owner are set up; from here the test's clock only moves when the
+        // task waits for it.
+        tokio::time::pause();
+        let before = app.owner().read(|c, _| c.last_event_id()).await.unwrap();
+        let holder = Scripted { script: [true, true, false, false, false].into(), ..Scripted::default() };
+        let (tries, released) = (holder.tries.clone(), holder.released.clone());
+        let epoch = AtomicI64::new(0);
+        let (stop, stopped) = watch::channel(false);
+        let task = hold_lease(&app, holder, &epoch, "test", stopped);
+        let check = async {
+            while lock(&tries).len() < 2 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert_eq!(epoch.load(Ordering::Relaxed), 7, "held: the epoch taken");
+            while lock(&tries).len() < 6 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert_eq!(epoch.load(Ordering::Relaxed), 0, "lost: no epoch");
+            stop.send(true).unwrap();
+        };
+        tokio::join!(task, check);
+        let tries = lock(&tries).clone();
+        assert_eq!(tries[1] - tries[0], LEASE_EVERY, "{tries:?}");
+        assert!(tries.windows(2).all(|w| w[1] - w[0] >= LEASE_EVERY), "{tries:?}");
+        assert_eq!(*lock(&released), 1, "let go at the stop");
+        assert_eq!(epoch.load(Ordering::Relaxed), 0);
+        assert_eq!(app.view().role, Role::Follower, "the core was told");
+        let after = app.owner().read(|c, _| c.last_event_id()).await.unwrap();
+        assert_eq!(after - before, 1, "one event: the lease lost");
+    }
 
     #[test]
     fn logged_files_are_written_only_inside_the_registry_directory() {
