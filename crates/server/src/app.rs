@@ -467,3 +467,10 @@ pub(crate) async fn lab() -> (tempfile::TempDir, Arc<App>, String) {
     let (_, token) = crate::api::create_admin_token(&app, &Actor::system(), "ops", false).await.unwrap();
     (dir, app, token)
 }
+
+/// Runs `sql` on the database at `path` from another process, as an operator would.
+#[cfg(test)]
+pub(crate) fn sqlite3(path: &std::path::Path, sql: &str) {
+    let out = std::process::Command::new("sqlite3").arg(path).arg(sql).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

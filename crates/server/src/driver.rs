@@ -1,6 +1,7 @@
 //! The control core's driver: hands what the core decided (its owner, [`crate::owner`],
 //! queues it) to the consumer of each kind of output, so that none waits behind another —
-//! revisions to their task, stored in order then pushed ([`crate::revisions`]); the DNS answer
+//! revisions to their task, stored in order then pushed, with the evaluator states saved after
+//! the revisions cut before them ([`crate::revisions`]); the DNS answer
 //! table rebuilt on a task of its own from the newest snapshots; the store's upkeep to its task
 //! ([`crate::upkeep`]); alerts to delivery; saves, audit entries and events to the writer
 //! ([`crate::saves`]); events to the open streams. It runs beside the owner and decides
@@ -44,7 +45,7 @@ pub(crate) async fn run(
     let (upkeep, work) = mpsc::unbounded_channel();
     let upkept = tokio::spawn(crate::upkeep::run(app.store().clone(), work));
     let (revisions, stored) = mpsc::unbounded_channel();
-    let storing = tokio::spawn(crate::revisions::run(app.clone(), stored));
+    let storing = tokio::spawn(crate::revisions::run(app.clone(), stored, saves.clone()));
     let (answers, newest) = watch::channel(None);
     let answering = tokio::spawn(answer(app.clone(), newest));
     let to = Consumers { notices, saves, upkeep, revisions, answers };
@@ -127,7 +128,9 @@ fn hand_on(app: &Arc<App>, o: Output, to: &Consumers) {
         Output::SaveMonitors(json) => saves.state("monitors".into(), json),
         Output::Recheck => app.wake_rechecks(),
         Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
-        Output::SaveState { cluster, json } => saves.state(format!("cluster:{cluster}"), json),
+        Output::SaveState { cluster, json } => {
+            let _ = to.revisions.send(Work::SaveState { cluster, json });
+        }
         Output::Upkeep(w) => {
             let _ = to.upkeep.send(w);
         }
@@ -177,7 +180,8 @@ mod tests {
 
     /// While another connection holds the database's write lock (every write then waits its
     /// busy timeout), only the revision waits: the alert decided after it is delivered and DNS
-    /// answers the revision at once; it is stored once the lock goes.
+    /// answers the revision at once; it is stored once the lock goes. A revision the store
+    /// refuses is tried again, with the state that follows it held back until it is stored.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_locked_store_holds_up_only_the_revision() {
         let (dir, app, _) = crate::app::lab().await;
@@ -187,7 +191,8 @@ mod tests {
 
         let (decide, decided) = mpsc::unbounded_channel();
         let (notices, mut delivered) = mpsc::unbounded_channel();
-        let (saves, _writer) = crate::saves::queue();
+        let (saves, writer) = crate::saves::queue();
+        let written = tokio::spawn(writer.run(app.store().clone()));
         let (stop, stopped) = watch::channel(false);
         let driver = tokio::spawn(run(app.clone(), decided, notices, saves, stopped));
 
@@ -199,15 +204,18 @@ mod tests {
             lines: BTreeMap::new(),
         };
         let at = now();
-        let published = Arc::new(Published {
-            cluster: ClusterId(1),
-            number: 1,
-            at,
-            reason: "first".into(),
-            records: Records::default(),
-            held: BTreeMap::new(),
-            zone,
-        });
+        let revision = |number| {
+            Arc::new(Published {
+                cluster: ClusterId(1),
+                number,
+                at,
+                reason: format!("revision {number}"),
+                records: Records::default(),
+                held: BTreeMap::new(),
+                zone: zone.clone(),
+            })
+        };
+        let published = revision(1);
         let snapshot = ClusterSnapshot { published: Some(published.clone()), ..ClusterSnapshot::default() };
         let alert = Alert {
             id: 1,
@@ -236,12 +244,44 @@ mod tests {
         assert!(app.store().revisions(1, 10).await.unwrap().is_empty(), "stored through the lock");
 
         sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+        stored(&app, 1).await;
+
+        // A store that refuses the next revision outright: the evaluator state cut after it
+        // waits for it (saved first, a restart would take it for published), and both go in,
+        // in order, a second or so after the store takes writes again.
+        let db = dir.path().join("vantage.db");
+        crate::app::sqlite3(
+            &db,
+            "CREATE TRIGGER no_revisions BEFORE INSERT ON revisions BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+        );
+        decide.send(Output::Revision(Revision { published: revision(2) })).unwrap();
+        decide.send(Output::SaveState { cluster: ClusterId(1), json: "{\"after\":2}".into() }).unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(app.store().states("cluster:").await.unwrap().is_empty(), "saved ahead of its revision");
+        crate::app::sqlite3(&db, "DROP TRIGGER no_revisions;");
+        let took = stored(&app, 2).await;
+        assert!(took <= Duration::from_secs(3), "tried again after {took:?}");
         let started = tokio::time::Instant::now();
-        while app.store().revisions(1, 10).await.unwrap().is_empty() {
-            assert!(started.elapsed() < Duration::from_secs(10), "never stored after the lock went");
+        while app.store().states("cluster:").await.unwrap().is_empty() {
+            assert!(started.elapsed() < Duration::from_secs(10), "the state was never saved");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         stop.send(true).unwrap();
         driver.await.unwrap();
+        written.await.unwrap();
+        assert_eq!(
+            app.store().states("cluster:").await.unwrap(),
+            [("cluster:1".to_owned(), "{\"after\":2}".to_owned())]
+        );
+    }
+
+    /// Waits until the store holds `n` revisions of cluster 1 (at most 10 s); how long it took.
+    async fn stored(app: &App, n: usize) -> Duration {
+        let started = tokio::time::Instant::now();
+        while app.store().revisions(1, 10).await.unwrap().len() < n {
+            assert!(started.elapsed() < Duration::from_secs(10), "revision {n} never stored");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        started.elapsed()
     }
 }

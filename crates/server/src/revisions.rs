@@ -16,6 +16,7 @@ use vantage_core::ids::ClusterId;
 use vantage_store::RevisionRow;
 
 use crate::app::App;
+use crate::saves::Saves;
 
 /// At most this many unsaved revisions are kept per cluster; the oldest go first.
 const MAX_UNSAVED: usize = 1_000;
@@ -29,60 +30,101 @@ pub(crate) enum Work {
     Store(Revision),
     /// Push this stored revision again (the lease was taken over).
     Publish(Arc<Published>),
+    /// A cluster's evaluator state, saved once the revisions cut before it are stored: saved
+    /// ahead of them, a restart would take the state's records for published while DNS serves
+    /// the stored revision, and cut no revision until something changed.
+    SaveState { cluster: ClusterId, json: String },
     /// The lease was lost: what waits is the next holder's to number.
     DropUnsaved,
 }
 
-/// Carries out `work` until the driver drops its end, then tries once more to store what
-/// waits.
-pub(crate) async fn run(app: Arc<App>, mut work: mpsc::UnboundedReceiver<Work>) {
-    let mut unsaved: BTreeMap<ClusterId, Vec<RevisionRow>> = BTreeMap::new();
-    loop {
-        let next = if unsaved.is_empty() {
-            work.recv().await
-        } else {
-            match tokio::time::timeout(RETRY_EVERY, work.recv()).await {
-                Ok(w) => w,
-                // Nothing new: the waiting ones are tried again below.
-                Err(_) => {
-                    retry(&app, &mut unsaved).await;
-                    continue;
-                }
-            }
-        };
-        let Some(w) = next else { break };
-        carry_out(&app, w, &mut unsaved).await;
-        while let Ok(w) = work.try_recv() {
-            carry_out(&app, w, &mut unsaved).await;
-        }
-        retry(&app, &mut unsaved).await;
-    }
-    retry(&app, &mut unsaved).await;
+/// What waits: each cluster's revisions the store refused, oldest first, and its newest
+/// state, which waits for them.
+#[derive(Debug, Default)]
+struct Waiting {
+    revisions: BTreeMap<ClusterId, Vec<RevisionRow>>,
+    states: BTreeMap<ClusterId, String>,
 }
 
-async fn carry_out(app: &Arc<App>, w: Work, unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>) {
+/// Carries out `work` until the driver drops its end, then tries once more to store what
+/// waits. Refused revisions are tried again a second after the store was last tried, not at
+/// once: each try may wait out the store's busy timeout, and the pushes behind it with it.
+pub(crate) async fn run(app: Arc<App>, mut work: mpsc::UnboundedReceiver<Work>, saves: Saves) {
+    let mut waiting = Waiting::default();
+    // When the store was last tried.
+    let mut tried = tokio::time::Instant::now();
+    loop {
+        let received = if waiting.revisions.is_empty() {
+            Ok(work.recv().await)
+        } else {
+            tokio::time::timeout_at(tried + RETRY_EVERY, work.recv()).await
+        };
+        match received {
+            Ok(Some(w)) => {
+                carry_out(&app, w, &mut waiting, &saves).await;
+                while let Ok(w) = work.try_recv() {
+                    carry_out(&app, w, &mut waiting, &saves).await;
+                }
+                tried = tokio::time::Instant::now();
+            }
+            Ok(None) => break,
+            // A second without work while revisions wait: they are tried again.
+            Err(_) => {
+                retry(&app, &mut waiting).await;
+                tried = tokio::time::Instant::now();
+            }
+        }
+        hand_states(&mut waiting, &saves);
+    }
+    retry(&app, &mut waiting).await;
+    hand_states(&mut waiting, &saves);
+    if !waiting.states.is_empty() {
+        tracing::warn!(
+            clusters = waiting.states.len(),
+            "states not saved: their revisions could not be stored"
+        );
+    }
+}
+
+async fn carry_out(app: &Arc<App>, w: Work, waiting: &mut Waiting, saves: &Saves) {
     match w {
-        Work::Store(r) => revision(app, r, unsaved).await,
+        Work::Store(r) => revision(app, r, &mut waiting.revisions).await,
         Work::Publish(p) => app.publishers().push(app, &p),
+        Work::SaveState { cluster, json } => {
+            waiting.states.insert(cluster, json);
+            hand_states(waiting, saves);
+        }
         Work::DropUnsaved => {
-            let dropped: usize = unsaved.values().map(Vec::len).sum();
+            let dropped: usize = waiting.revisions.values().map(Vec::len).sum();
             if dropped > 0 {
                 tracing::warn!(
                     dropped,
                     "lost the evaluator lease: revisions not stored are left to the next holder"
                 );
             }
-            unsaved.clear();
+            *waiting = Waiting::default();
         }
     }
 }
 
+/// Hands to the writer the states of clusters whose revisions are all stored.
+fn hand_states(waiting: &mut Waiting, saves: &Saves) {
+    let revisions = &waiting.revisions;
+    waiting.states.retain(|cluster, json| {
+        if revisions.get(cluster).is_some_and(|rows| !rows.is_empty()) {
+            return true;
+        }
+        saves.state(format!("cluster:{cluster}"), std::mem::take(json));
+        false
+    });
+}
+
 /// Tries every cluster's waiting revisions once.
-async fn retry(app: &App, unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>) {
-    for rows in unsaved.values_mut() {
+async fn retry(app: &App, waiting: &mut Waiting) {
+    for rows in waiting.revisions.values_mut() {
         store_unsaved(app, rows).await;
     }
-    unsaved.retain(|_, rows| !rows.is_empty());
+    waiting.revisions.retain(|_, rows| !rows.is_empty());
 }
 
 /// Stores a revision (after any that wait before it), then hands it to the cluster's

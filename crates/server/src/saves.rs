@@ -52,12 +52,12 @@ struct Shared {
     wake: Notify,
 }
 
-/// The driver's end: what it hands over is written by the [`Writer`].
-#[derive(Debug)]
+/// The driver's end (and its consumers'): what it hands over is written by the [`Writer`].
+#[derive(Debug, Clone)]
 pub(crate) struct Saves {
     shared: Arc<Shared>,
-    /// Dropped with the driver's `Saves`: the writer then finishes.
-    _open: watch::Sender<()>,
+    /// Dropped with the last `Saves`: the writer then finishes.
+    _open: Arc<watch::Sender<()>>,
 }
 
 /// The writer's end, run as a task of its own.
@@ -71,7 +71,7 @@ pub(crate) struct Writer {
 pub(crate) fn queue() -> (Saves, Writer) {
     let shared = Arc::new(Shared::default());
     let (tx, rx) = watch::channel(());
-    (Saves { shared: shared.clone(), _open: tx }, Writer { shared, open: rx })
+    (Saves { shared: shared.clone(), _open: Arc::new(tx) }, Writer { shared, open: rx })
 }
 
 /// Appends `more` to `v`, dropping the oldest beyond [`MAX_WAITING`].
@@ -198,19 +198,13 @@ impl Sink for Store {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
     use std::time::Duration;
 
     use serde_json::json;
     use vantage_store::AuditFilter;
 
     use super::*;
-
-    /// Runs `sql` on the database at `path` from another process, as an operator would.
-    fn sqlite3(path: &Path, sql: &str) {
-        let out = std::process::Command::new("sqlite3").arg(path).arg(sql).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    }
+    use crate::app::sqlite3;
 
     fn event(id: i64) -> EventRow {
         EventRow {
@@ -233,19 +227,24 @@ mod tests {
         }
     }
 
-    /// A stand-in for storage that refuses its first `refusals` writes (every write if
-    /// `None`), noting when each was tried on the test's clock.
-    #[derive(Default)]
+    /// A stand-in for storage that refuses the writes `refuses` says (by their number, from
+    /// 1), noting when each was tried on the test's clock.
     struct Refusing {
-        refusals: Option<usize>,
+        refuses: fn(usize) -> bool,
         tried: Mutex<Vec<tokio::time::Instant>>,
+    }
+
+    impl Refusing {
+        fn new(refuses: fn(usize) -> bool) -> Arc<Refusing> {
+            Arc::new(Refusing { refuses, tried: Mutex::default() })
+        }
     }
 
     impl Sink for Arc<Refusing> {
         async fn write(&self, w: Waiting) -> Waiting {
             let mut tried = lock(&self.tried);
             tried.push(tokio::time::Instant::now());
-            if self.refusals.is_none_or(|n| tried.len() <= n) { w } else { Waiting::default() }
+            if (self.refuses)(tried.len()) { w } else { Waiting::default() }
         }
     }
 
@@ -253,7 +252,8 @@ mod tests {
     /// the first pause again once a write is taken.
     #[tokio::test(start_paused = true)]
     async fn refused_writes_are_tried_again_less_and_less_often() {
-        let sink = Arc::new(Refusing { refusals: Some(9), ..Refusing::default() });
+        // The first nine tries are refused, the tenth taken, the eleventh refused again.
+        let sink = Refusing::new(|n| n <= 9 || n == 11);
         let (saves, writer) = queue();
         let task = tokio::spawn(writer.run(sink.clone()));
         saves.state("k".into(), "1".into());
@@ -261,11 +261,14 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         saves.state("k".into(), "2".into());
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        while lock(&sink.tried).len() < 12 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let tried = lock(&sink.tried).clone();
         let pauses: Vec<u128> = tried.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect();
         assert_eq!(pauses[..9], [250, 500, 1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000]);
-        assert_eq!(tried.len(), 11, "taken at once after a write went through");
+        // The next change is tried at once, and once refused, after the first pause again.
+        assert_eq!(pauses[10], 250, "{pauses:?}");
         drop(saves);
         task.await.unwrap();
     }
@@ -274,7 +277,7 @@ mod tests {
     /// again, however long the outage had made the pauses; then the writer gives up.
     #[tokio::test(start_paused = true)]
     async fn the_last_writes_get_their_own_five_seconds() {
-        let sink = Arc::new(Refusing::default());
+        let sink = Refusing::new(|_| true);
         let (saves, writer) = queue();
         let task = tokio::spawn(writer.run(sink.clone()));
         saves.state("k".into(), "1".into());
