@@ -83,6 +83,11 @@ pub struct Server {
     /// still carried out and saved; the saves task ends after the driver.
     stop_driver: watch::Sender<bool>,
     after: Vec<JoinHandle<()>>,
+    /// Stops the evaluator lease's task last, once the driver has stored what it was handed:
+    /// let go before, the revisions of the driver's last flush would be refused as no longer
+    /// this replica's to store.
+    stop_lease: watch::Sender<bool>,
+    lease: JoinHandle<()>,
     delivery: JoinHandle<()>,
     dns: Option<vantage_dns::DnsServer>,
     dns_addr: SocketAddr,
@@ -246,7 +251,8 @@ impl Server {
             tokio::spawn(crate::driver::run(app.clone(), decided, notices, saves, driver_stopped.clone()));
         let saves = tokio::spawn(writer.run(app.store().clone()));
         let watcher = tokio::spawn(crate::mirrors::watch(app.clone(), stopped.clone()));
-        let lease = tokio::spawn(crate::replicas::lease(app.clone(), stopped.clone()));
+        let (stop_lease, lease_stopped) = watch::channel(false);
+        let lease = tokio::spawn(crate::replicas::lease(app.clone(), lease_stopped));
         let follow = tokio::spawn(crate::replicas::follow(app.clone(), stopped.clone()));
         let mut after = vec![driver, saves];
         if let (Some((shared, origin)), Some(rx)) = (relay_to, relay) {
@@ -285,7 +291,7 @@ impl Server {
         if let Some(public) = settings.public_listen {
             info["public"] = format!("http://{}", local(public)).into();
         }
-        tasks.extend([channel, watcher, lease, follow]);
+        tasks.extend([channel, watcher, follow]);
         let serve_json = dir.join("serve.json");
         write_private(&serve_json, &info.to_string()).map_err(io(&serve_json))?;
         Ok(Server {
@@ -298,6 +304,8 @@ impl Server {
             tasks,
             stop_driver,
             after,
+            stop_lease,
+            lease,
             delivery,
             dns: Some(dns),
             dns_addr,
@@ -345,6 +353,8 @@ impl Server {
         for t in self.after {
             let _ = t.await;
         }
+        let _ = self.stop_lease.send(true);
+        let _ = self.lease.await;
         // Webhook deliveries in flight are abandoned at shutdown.
         self.delivery.abort();
         if let Some(dns) = self.dns.take() {
