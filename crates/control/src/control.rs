@@ -660,7 +660,8 @@ impl Control {
                     format!("target {:?} was not given to this prober (fetch the work first)", r.target),
                 ));
             };
-            if !seen.insert(r.target.as_str()) {
+            // By what it names, not how: two spellings of one target are one target twice.
+            if !seen.insert(subject.clone()) {
                 return Err(vantage_core::Error::invalid(
                     format!("results[{i}].target"),
                     format!("target {:?} appears twice in the report", r.target),

@@ -49,6 +49,10 @@ pub enum AlertKind {
     MonitorDown,
     /// A monitor is degraded.
     MonitorDegraded,
+    /// A kind this version does not know (a book saved by a newer one, read after a rollback;
+    /// a newer server's list read by an older `ctl`): kept, rather than the whole book lost.
+    #[serde(other)]
+    Unknown,
 }
 
 impl AlertKind {
@@ -66,6 +70,7 @@ impl AlertKind {
             AlertKind::MirrorStale => "mirror_stale",
             AlertKind::MonitorDown => "monitor_down",
             AlertKind::MonitorDegraded => "monitor_degraded",
+            AlertKind::Unknown => "unknown",
         }
     }
 
@@ -399,6 +404,9 @@ mod tests {
             kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
             ["address_unreachable", "mirror_blocked", "node_offline"]
         );
+        let later: AlertKind =
+            serde_json::from_value(serde_json::json!("a_kind_of_a_later_version")).unwrap();
+        assert_eq!(later, AlertKind::Unknown, "a book from a newer version still loads");
         let counts: std::collections::BTreeMap<AlertKind, usize> = [(AlertKind::NodeOffline, 2)].into();
         assert_eq!(counts.get("node_offline"), Some(&2));
     }

@@ -112,6 +112,13 @@ fn a_report_may_carry_only_targets_given_and_one_to_ten_attempts() {
         lab.control.handle_report(p, &odd, lab.now).unwrap_err().field(),
         "results[0].attempts[2].error"
     );
+    // One target under two spellings is that target twice.
+    let mut twice = report(given.clone(), 3);
+    let mut other = twice.results[0].clone();
+    other.target = format!("n0{n}/203.0.113.10/80");
+    twice.results.push(other);
+    let e = lab.control.handle_report(p, &twice, lab.now).unwrap_err();
+    assert_eq!(e.field(), "results[1].target", "{e}");
     assert!(lab.control.observations().results.is_empty(), "a refused report changes nothing");
     assert_eq!(lab.control.handle_report(p, &report(given, 3), lab.now).unwrap().rows.len(), 1);
 }
