@@ -900,7 +900,10 @@ async fn mirrors_scenario() {
     assert_eq!(b.text("#card-mirrors .big").await, "0 of 1 live");
     assert_eq!(b.text("#card-mirrors .small").await, "1 blocked");
     let listed = b.text("#services-need-a-look tbody").await;
-    assert!(["mirror", "m1.example.net", "blocked"].iter().all(|w| listed.contains(w)), "{listed}");
+    assert!(
+        ["mirror", "m1.example.net", "blocked by operator"].iter().all(|w| listed.contains(w)),
+        "{listed}"
+    );
     assert!(b.texts("#card-monitors").await.is_empty(), "no monitor, no card");
     b.goto(&format!("{base}/ui/mirrors")).await;
 

@@ -90,7 +90,12 @@ pub(in crate::ui) async fn overview(
                 kind: "mirror",
                 name: m.host.clone(),
                 href: format!("/ui/mirrors/{}", urlencode(&m.host)),
-                verdict: format::verdict(&m.verdict.to_string()),
+                // An operator's block reads as one (it raises no alert: it was meant).
+                verdict: if m.manual_block {
+                    badge(Tone::Bad, "blocked by operator")
+                } else {
+                    format::verdict(&m.verdict.to_string())
+                },
                 since: time_or(m.verdict_since, at, ""),
             });
         }
