@@ -561,13 +561,13 @@ impl Control {
         self.trigger_all(now);
     }
 
-    /// A prober asks for its work: its targets, the settings, and when to renew. What it is
-    /// given is what its next reports may carry.
     /// Whether `cluster`'s listeners are probed by TCP connect at `now`, and why.
     pub fn tcp_fallback(&self, cluster: ClusterId, now: Timestamp) -> Option<TcpFallback> {
         TcpFallback::of(&self.config, cluster, &self.obs.nodes, now)
     }
 
+    /// A prober asks for its work: its targets, the settings, and when to renew. What it is
+    /// given is what its next reports may carry.
     pub fn handle_work(&mut self, caller: Caller, now: Timestamp) -> wire::Work {
         let c = self.config.clone();
         // The prober asking is online by asking.
