@@ -391,25 +391,26 @@ impl Control {
         for (id, p) in &c.probers {
             let prober = ProberId(*id);
             let last_seen = self.obs.probers.get(&Caller::Prober(prober)).and_then(|r| r.last_seen);
-            let details = ProberSilent { prober: p.value.name.clone(), last_seen };
-            let firing = Firing::ProberOffline { prober, details };
+            // Details are made only to fire: this runs for every prober and node each period.
             if prober_status(p.value.enabled, last_seen, &c.settings, now)
                 == crate::observe::ProberStatus::Offline
             {
+                let details = ProberSilent { prober: p.value.name.clone(), last_seen };
+                let firing = Firing::ProberOffline { prober, details };
                 self.fire(firing, format!("prober {} is offline", p.value.name), now);
             } else {
-                self.resolve(&firing.key(), now);
+                self.resolve(&AlertKey::new(AlertKind::ProberOffline, AlertAbout::Prober(prober)), now);
             }
         }
         for (id, n) in &c.nodes {
             let node = NodeId(*id);
             let last_heartbeat = self.obs.nodes.get(&node).and_then(|r| r.last_heartbeat);
-            let details = NodeSilent { node: n.value.node.name.clone(), last_heartbeat };
-            let firing = Firing::NodeOffline { node, details };
             if n.value.cert_sha256.is_some() && n.value.node.enabled && !agent_online(last_heartbeat, now) {
+                let details = NodeSilent { node: n.value.node.name.clone(), last_heartbeat };
+                let firing = Firing::NodeOffline { node, details };
                 self.fire(firing, format!("node {} is offline (no heartbeat)", n.value.node.name), now);
             } else {
-                self.resolve(&firing.key(), now);
+                self.resolve(&AlertKey::new(AlertKind::NodeOffline, AlertAbout::Node(node)), now);
             }
         }
     }
