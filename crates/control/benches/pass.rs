@@ -30,7 +30,7 @@ fn main() {
             feed.push(t.elapsed());
         }
     }
-    let results: usize = control.observations().results.values().map(|per| per.len()).sum();
+    let results: usize = control.addresses().results().values().map(|per| per.len()).sum();
     let mut passes: Vec<Duration> = Vec::new();
     for _ in 0..PASSES {
         now = now.plus_secs(10);

@@ -3,7 +3,7 @@
 //! time (`handle_*`), ask when to wake it (`poll_timeout`), and carry out what it decided
 //! (`poll_output`); it never reads a clock, touches a socket or a file, or waits.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -17,27 +17,26 @@ use vantage_core::evaluate::{
 };
 use vantage_core::fetch::FetchPolicy;
 use vantage_core::ids::{ClusterId, NodeId, RuleId};
-use vantage_core::reachability::{
-    AddressHealth, Observation, Observations as Seen, ProberView, sees_failing,
-};
+use vantage_core::reachability::{AddressHealth, Observation, Observations as Seen, ProberView};
 use vantage_core::rules::Rule;
 use vantage_core::wire;
 
+use crate::addresses::Addresses;
 use crate::alerts::{Alert, AlertBook};
+use crate::book::{Asking, Finding, Records as _, Reported, SubjectBook, Took, Work};
 use crate::config::{Config, Object};
 use crate::confirm::Confirmations;
 use crate::effects::Effects;
 use crate::events::{EventKind, EventLog, FleetEvent, pass_events};
 use crate::identity::Caller;
 use crate::mirrors::registry::Changes;
-use crate::mirrors::{CheckRefused, CheckRun, LoadError, Mirrors, endpoint_targets};
+use crate::mirrors::{CheckRefused, CheckRun, LoadError, Mirrors};
 use crate::monitors::{Monitors, SteeringTable};
-use crate::observe::{Given, Latest, Observations, agent_online, reportable};
-use crate::rates::ProbeRates;
+use crate::observe::{Latest, Observations, agent_online, reportable};
 use crate::snapshot::{ClusterSnapshot, Published, Snapshots, Zone};
 use crate::spread::Spread;
 use crate::target::{Subject, TargetKey};
-use crate::work::{Issued, TcpFallback, addresses_in_use, targets};
+use crate::work::{TcpFallback, addresses_in_use};
 
 mod alerting;
 mod dry_run;
@@ -47,12 +46,8 @@ pub use replica::{Relayed, Role};
 
 /// A report triggers its clusters at most this often (SPEC §5.5).
 const REPORT_SPACING_MS: i64 = 2_000;
-/// Silence alerts are checked this often.
+/// Silence alerts are checked, and the subject books swept, this often.
 const SILENCE_EVERY_S: u64 = 10;
-/// Latest results not updated for this long are deleted (SPEC §8).
-const LATEST_KEPT_MS: i64 = 3_600_000;
-/// Expiry of latest results runs this often.
-const EXPIRE_EVERY_S: u64 = 60;
 /// History roll-up runs this often.
 const ROLL_UP_EVERY_S: u64 = 3_600;
 /// Daily roll-ups are kept this long past the history's retention.
@@ -291,6 +286,8 @@ pub struct Control {
     timing: Timing,
     started: Timestamp,
     obs: Observations,
+    /// The subject books: cluster addresses, mirrors, monitor endpoints ([`SubjectBook`]).
+    addresses: Addresses,
     slots: BTreeMap<ClusterId, Slot>,
     snapshots: Arc<Snapshots>,
     // Shared with the published views (`crate::view`): changed through `Arc::make_mut`.
@@ -303,10 +300,8 @@ pub struct Control {
     pub(crate) figures: Arc<crate::view::Figures>,
     steering: Arc<SteeringTable>,
     confirmations: Confirmations,
-    rates: ProbeRates,
     outputs: VecDeque<Output>,
     next_silence: Timestamp,
-    next_expiry: Timestamp,
     next_roll_up: Timestamp,
     /// Cluster passes run since the start, so a driver can tell a wake-up that evaluated.
     passes: u64,
@@ -319,10 +314,10 @@ impl Control {
     /// its first query (an [`Output::Answers`] is waiting).
     pub fn new(start: Start, now: Timestamp) -> Control {
         let config = Arc::new(start.config);
-        let mut obs = Observations::default();
+        let mut addresses = Addresses::new(start.timing.certificate_warning_days);
         for (id, key, latest) in start.latest {
             if let Some(caller) = config.caller(id) {
-                obs.results.entry(key).or_default().insert(caller, latest);
+                addresses.restore(key, caller, latest);
             }
         }
         let mut slots: BTreeMap<ClusterId, Slot> = BTreeMap::new();
@@ -354,7 +349,8 @@ impl Control {
             fetch: start.fetch,
             timing: start.timing,
             started: now,
-            obs,
+            obs: Observations::default(),
+            addresses,
             slots,
             snapshots: Arc::new(snapshots),
             alerts: Arc::new(start.alerts.unwrap_or_default()),
@@ -366,10 +362,8 @@ impl Control {
             figures: Arc::default(),
             steering: Arc::default(),
             confirmations: Confirmations::default(),
-            rates: ProbeRates::default(),
             outputs: VecDeque::new(),
             next_silence: now,
-            next_expiry: now,
             next_roll_up: now,
             role: start.role,
         };
@@ -398,9 +392,14 @@ impl Control {
         self.snapshots.clone()
     }
 
-    /// What has been observed.
+    /// What has been observed of the probers and the node agents.
     pub fn observations(&self) -> &Observations {
         &self.obs
+    }
+
+    /// The cluster addresses' book: every latest result.
+    pub fn addresses(&self) -> &Addresses {
+        &self.addresses
     }
 
     /// The alert book.
@@ -487,18 +486,6 @@ impl Control {
         crate::view::addable_source(&self.config, &self.obs.nodes, self.policy, node)
     }
 
-    /// When each HTTPS target's certificate expires, as the probers last saw it (the earliest
-    /// any of them saw, so that an edge serving an old certificate to some is not hidden).
-    pub fn certificate_expiries(&self) -> BTreeMap<TargetKey, Timestamp> {
-        let mut out = BTreeMap::new();
-        for (key, per) in &self.obs.results {
-            if let Some(t) = per.values().filter_map(|l| l.cert_not_after).min() {
-                out.insert(*key, t);
-            }
-        }
-        out
-    }
-
     /// A prober's status now (SPEC §3.5).
     pub fn prober_status(&self, caller: Caller, now: Timestamp) -> crate::observe::ProberStatus {
         self.config.prober_status(caller, self.obs.probers.get(&caller).and_then(|r| r.last_seen), now)
@@ -514,7 +501,7 @@ impl Control {
         let empty = ClusterState::default();
         let state = self.slots.get(&cluster).map_or(&empty, |s| &s.state);
         let spread = self.online_spread(now);
-        let parts = Parts::gather(c, &self.obs, self.policy, cluster, (state, &spread), self.table.clone());
+        let parts = Parts::gather(c, self.seen(), self.policy, cluster, (state, &spread), self.table.clone());
         let view = parts.view(c, spec, None);
         Some((preview(&view, state, now), line_outlooks(&view, state, now)))
     }
@@ -527,16 +514,17 @@ impl Control {
         let effects = Effects::of(&self.config, &puts, &deletes);
         self.swap_config(changed(&self.config, puts, &deletes, now));
         for caller in effects.forget {
-            self.obs.forget(caller);
+            for book in self.books() {
+                book.forget(caller);
+            }
             Arc::make_mut(&mut self.obs.probers).remove(&caller);
-            Arc::make_mut(&mut self.mirrors).forget(caller);
             self.confirmations.forget(caller);
             self.outputs.push_back(Output::Upkeep(Upkeep::ForgetResults(caller)));
         }
         self.sync_slots(now);
-        let changes = Arc::make_mut(&mut self.mirrors).follow(&self.config, now);
-        self.verdicts(changes, now);
-        Arc::make_mut(&mut self.monitors).follow(&self.config);
+        let c = self.config.clone();
+        let findings: Vec<Finding> = self.books().into_iter().flat_map(|b| b.follow(&c, now)).collect();
+        self.apply(findings, now);
         self.flush_steering(now);
         if effects.all {
             self.trigger_all(now);
@@ -574,41 +562,25 @@ impl Control {
         let spread = Spread::of(&c, |p| {
             p == caller || self.prober_status(p, now) == crate::observe::ProberStatus::Online
         });
-        let nodes = &self.obs.nodes;
-        let Issued { mut checks, targets, keys, aliases } = targets(
-            &c,
-            caller,
-            |n| nodes.get(&n).map(|r| r.addresses.clone()),
-            |cluster| TcpFallback::of(&c, cluster, nodes, now).is_some(),
-            self.policy,
-            &spread,
-        );
-        // Mirrors are probed from every region by the probers there; node agents probe their
-        // cluster only.
-        let mut endpoints =
-            if matches!(caller, Caller::Prober(_)) { endpoint_targets(&c, &mut checks) } else { Vec::new() };
-        let check_now = !endpoints.is_empty()
-            && self.mirrors.checking()
-            && Arc::make_mut(&mut self.mirrors).tell(&c, caller);
-        let issued_hosts = c.mirrors.mirrors.keys().filter(|_| !endpoints.is_empty()).cloned().collect();
-        // Monitors are probed by the probers of each monitor region.
-        let (monitor_targets, monitor_keys) = match c.prober_region(caller) {
-            Some(region) => crate::monitors::endpoint_targets(&c, region, &mut checks),
-            None => Default::default(),
-        };
-        endpoints.extend(monitor_targets);
+        let agents = self.obs.nodes.clone();
+        let asking =
+            Asking { config: &c, caller, spread: &spread, agents: &agents, policy: self.policy, now };
+        let mut work = Work::default();
+        for book in self.books() {
+            book.issue(&asking, &mut work);
+        }
         let r = Arc::make_mut(&mut self.obs.probers).entry(caller).or_default();
         r.last_seen = Some(now);
-        r.targets = u32::try_from(targets.len() + endpoints.len()).unwrap_or(u32::MAX);
-        r.round_targets = u32::try_from(targets.len()).unwrap_or(u32::MAX);
-        r.given = Arc::new(Given { issued: keys, aliases, endpoints: issued_hosts, monitors: monitor_keys });
+        r.targets = u32::try_from(work.targets.len() + work.endpoints.len()).unwrap_or(u32::MAX);
+        r.round_targets = u32::try_from(work.targets.len()).unwrap_or(u32::MAX);
+        r.given = Arc::new(work.given);
         wire::Work {
             id: caller.id(),
             settings: c.settings,
-            checks,
-            targets,
-            endpoints,
-            check_now,
+            checks: work.checks,
+            targets: work.targets,
+            endpoints: work.endpoints,
+            check_now: work.check_now,
             renew_in_s: c.renew_in_s(caller, now),
             phase_ms: spread.phase_ms(caller, c.settings.interval_s()),
             fetch: self.fetch.clone(),
@@ -630,7 +602,7 @@ impl Control {
 
     /// Attempts per second each `ip:port` received over the last minute, from every prober.
     pub fn probe_rates(&self, now: Timestamp) -> Vec<(std::net::SocketAddr, f64)> {
-        self.rates.rates(now)
+        self.addresses.probe_rates(now)
     }
 
     /// A report arrived. It is checked whole (every target was given to this caller; 1 to 10
@@ -643,17 +615,12 @@ impl Control {
         report: &wire::Report,
         now: Timestamp,
     ) -> Result<Accepted, ReportError> {
-        let given = self.obs.probers.get(&caller).map(|r| &r.given);
+        let given = self.obs.probers.get(&caller).map(|r| r.given.clone());
         let mut subjects = Vec::with_capacity(report.results.len());
         let mut seen = std::collections::HashSet::with_capacity(report.results.len());
         for (i, r) in report.results.iter().enumerate() {
-            let subject = r.target.parse::<Subject>().ok().filter(|s| {
-                given.is_some_and(|g| match s {
-                    Subject::Address(k) => g.issued.contains(k),
-                    Subject::Mirror(host) => g.endpoints.contains(host),
-                    Subject::Endpoint(k) => g.monitors.contains(k),
-                })
-            });
+            let subject =
+                r.target.parse::<Subject>().ok().filter(|s| given.as_ref().is_some_and(|g| was_given(g, s)));
             let Some(subject) = subject else {
                 return Err(vantage_core::Error::invalid(
                     format!("results[{i}].target"),
@@ -682,57 +649,17 @@ impl Control {
             }
             subjects.push(subject);
         }
+        let given = given.unwrap_or_default();
+        let c = self.config.clone();
+        let mut took = Took::default();
+        for (subject, result) in subjects.iter().zip(&report.results) {
+            let r = Reported { caller, given: &given, report, result, now };
+            self.record(&c, subject, r, &mut took);
+        }
         // The prober's figures keep cluster results apart from endpoint ones.
         let (mut cluster, mut endpoints) = (Vec::new(), Vec::new());
         for (subject, r) in subjects.iter().zip(&report.results) {
             if matches!(subject, Subject::Address(_)) { cluster.push(r) } else { endpoints.push(r) }
-        }
-        let mut rows = Vec::with_capacity(subjects.len());
-        let mut clusters = BTreeSet::new();
-        let mut verdicts = Vec::new();
-        let mut monitor_changes = Vec::new();
-        // Whether it carried a monitor's result: only then can the steering order move (time
-        // moves it on the sweep).
-        let mut monitored = false;
-        let c = self.config.clone();
-        let mut changed = Vec::new();
-        for (subject, r) in subjects.iter().zip(&report.results) {
-            let key = match subject {
-                Subject::Address(k) => *k,
-                Subject::Mirror(host) => {
-                    verdicts.extend(Arc::make_mut(&mut self.mirrors).record(&c, host, caller, r, now));
-                    continue;
-                }
-                Subject::Endpoint(k) => {
-                    monitored = true;
-                    monitor_changes.extend(Arc::make_mut(&mut self.monitors).record(&c, k, r, now));
-                    rows.push((subject.clone(), Latest::after(r, now, None, 0)));
-                    continue;
-                }
-            };
-            self.rates.record(key.ip, key.port, r.sent(), now);
-            let failed_at = crate::observe::failed_at(report, r, now);
-            let aliases = self.obs.probers.get(&caller).and_then(|p| p.given.aliases.get(&key)).cloned();
-            for k in std::iter::once(key).chain(aliases.into_iter().flatten()) {
-                let per = self.obs.results.entry(k).or_default();
-                let prev = per.get(&caller);
-                let was_failing = prev.map(|l| sees_failing(l.sent, l.lost, &c.settings));
-                let mut latest = Latest::after(r, now, prev, c.initial_of(k));
-                latest.failed_at = failed_at;
-                if k == key
-                    && was_failing.is_some_and(|w| w != sees_failing(latest.sent, latest.lost, &c.settings))
-                {
-                    changed.push(key);
-                }
-                per.insert(caller, latest.clone());
-                rows.push((Subject::Address(k), latest));
-                if let Some(n) = c.nodes.get(&k.node.0) {
-                    clusters.insert(n.value.cluster);
-                }
-            }
-        }
-        for key in changed {
-            self.confirm(key, caller, now);
         }
         let p = Arc::make_mut(&mut self.obs.probers).entry(caller).or_default();
         let was_reporting =
@@ -744,19 +671,8 @@ impl Control {
         if !was_reporting {
             self.prober_online(&c, caller, now);
         }
-        for cl in clusters {
-            if let Some(s) = self.slots.get_mut(&cl) {
-                s.waiting_since.get_or_insert(now);
-            }
-            self.trigger(cl, None, now, false);
-        }
-        self.verdicts(verdicts, now);
-        // The order first: a verdict change saves the monitors at once, steering with them.
-        if monitored {
-            self.flush_steering(now);
-        }
-        self.monitor_verdicts(monitor_changes, now);
-        Ok(Accepted { subjects, rows })
+        self.apply(took.findings, now);
+        Ok(Accepted { subjects, rows: took.rows })
     }
 
     /// The registry's directory could not be read whole (`skipped`: every file left out, with
@@ -780,8 +696,9 @@ impl Control {
         let mut next = Config::clone(&self.config);
         next.mirrors = Arc::new(registry);
         self.swap_config(next);
-        let verdicts = Arc::make_mut(&mut self.mirrors).follow(&self.config, now);
-        self.verdicts(verdicts, now);
+        let c = self.config.clone();
+        let findings = SubjectBook::follow(&mut self.mirrors, &c, now);
+        self.apply(findings, now);
         Ok(changes)
     }
 
@@ -795,22 +712,10 @@ impl Control {
         now: Timestamp,
     ) {
         let c = self.config.clone();
-        if let Some(stale) = Arc::make_mut(&mut self.mirrors).record_freshness(&c, host, reading, now) {
-            let lag =
-                self.mirrors.book().state(host).and_then(|s| s.freshness.as_ref()).and_then(|f| f.lag_s);
-            self.mirror_freshness(host, stale, lag, now);
-            self.outputs.push_back(Output::Audit(vec![AuditEntry {
-                at: now,
-                action: "mirror.freshness".into(),
-                object: format!("mirror:{host}"),
-                metadata: json!({"stale": stale, "lag_s": lag}),
-            }]));
-        }
-        if self.mirrors.save_due(now, false)
-            && let Some(json) = Arc::make_mut(&mut self.mirrors).take_save(now, false)
-        {
-            self.outputs.push_back(Output::SaveMirrors(json));
-        }
+        let stale = Arc::make_mut(&mut self.mirrors).record_freshness(&c, host, reading, now);
+        let findings =
+            stale.map(|stale| self.mirrors.freshness_findings(host, stale, now)).unwrap_or_default();
+        self.apply(findings, now);
     }
 
     /// An operator asks for a check run now (SPEC §6: one per minute across all callers).
@@ -924,18 +829,8 @@ impl Control {
             self.silence(now);
             let c = self.config.clone();
             self.confirmations.expire(c.settings.interval_s(), now);
-            let verdicts = Arc::make_mut(&mut self.mirrors).sweep(&c, now);
-            self.verdicts(verdicts, now);
-            let changes = Arc::make_mut(&mut self.monitors).sweep(&c, now);
-            self.monitor_verdicts(changes, now);
-            self.flush_steering(now);
-            // Monitor windows change with every report; they are saved on this period (and at
-            // once when a verdict changes).
-            if self.monitors.dirty()
-                && let Some(json) = Arc::make_mut(&mut self.monitors).take_save()
-            {
-                self.outputs.push_back(Output::SaveMonitors(json));
-            }
+            let findings: Vec<Finding> = self.books().into_iter().flat_map(|b| b.sweep(&c, now)).collect();
+            self.apply(findings, now);
             self.next_silence = now.plus_secs(SILENCE_EVERY_S);
         }
         let c = self.config.clone();
@@ -946,19 +841,7 @@ impl Control {
                 self.outputs.push_back(Output::CheckFreshness(checks));
             }
         }
-        if self.mirrors.save_due(now, false)
-            && let Some(json) = Arc::make_mut(&mut self.mirrors).take_save(now, false)
-        {
-            self.outputs.push_back(Output::SaveMirrors(json));
-        }
-        if now >= self.next_expiry {
-            let before = now.plus_millis(-LATEST_KEPT_MS);
-            self.obs.expire(before);
-            self.rates.prune(now);
-            self.outputs.push_back(Output::Upkeep(Upkeep::ExpireResults { before }));
-            self.certificates(now);
-            self.next_expiry = now.plus_secs(EXPIRE_EVERY_S);
-        }
+        self.save_books(now);
         if now >= self.next_roll_up {
             let days = i64::try_from(self.timing.history_retention_days).unwrap_or(14);
             // Whole UTC days: a day is rolled up once all of it is past the retention, so that a
@@ -1004,10 +887,7 @@ impl Control {
     /// When [`handle_timeout`](Self::handle_timeout) next has something to do.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         let clusters = self.slots.values().map(|s| s.due);
-        clusters
-            .chain([self.next_silence, self.next_expiry, self.next_roll_up])
-            .chain(self.mirrors.next_freshness())
-            .min()
+        clusters.chain([self.next_silence, self.next_roll_up]).chain(self.mirrors.next_freshness()).min()
     }
 
     /// The next thing to carry out.
@@ -1026,6 +906,64 @@ impl Control {
     }
 
     // ------------------------------------------------------------------ inside
+
+    /// The subject books, for what every kind does alike. A new kind of subject is added here
+    /// (and in [`record`](Self::record) and `was_given`).
+    fn books(&mut self) -> [&mut dyn SubjectBook; 3] {
+        [&mut self.addresses, &mut self.mirrors, &mut self.monitors]
+    }
+
+    /// One result, to the book of its subject.
+    fn record(&mut self, c: &Config, subject: &Subject, r: Reported, took: &mut Took) {
+        match subject {
+            Subject::Address(key) => self.addresses.record(c, key, r, took),
+            Subject::Mirror(host) => self.mirrors.record(c, host, r, took),
+            Subject::Endpoint(key) => self.monitors.record(c, key, r, took),
+        }
+    }
+
+    /// Carries out what the books found, in order; the audit entries go as one, and the books
+    /// save what is due after.
+    fn apply(&mut self, findings: Vec<Finding>, now: Timestamp) {
+        let mut audit = Vec::new();
+        let mut steer = false;
+        for f in findings {
+            match f {
+                Finding::Fire(firing, summary) => self.fire(firing, summary, now),
+                Finding::Resolve(key) => self.resolve(&key, now),
+                Finding::OnlyOpen { kind, keep, about } => self.only_open(kind, &keep, about, now),
+                Finding::Audit(entry) => audit.push(entry),
+                Finding::Evaluate(cluster) => {
+                    if let Some(s) = self.slots.get_mut(&cluster) {
+                        s.waiting_since.get_or_insert(now);
+                    }
+                    self.trigger(cluster, None, now, false);
+                }
+                Finding::Confirm { key, from } => self.confirm(key, from, now),
+                Finding::Steer => steer = true,
+                Finding::Upkeep(u) => self.outputs.push_back(Output::Upkeep(u)),
+            }
+        }
+        // The order first: a verdict change saves the monitors at once, steering with them.
+        if steer {
+            self.flush_steering(now);
+        }
+        if !audit.is_empty() {
+            self.outputs.push_back(Output::Audit(audit));
+        }
+        self.save_books(now);
+    }
+
+    /// Every book's save that is due.
+    fn save_books(&mut self, now: Timestamp) {
+        let saves: Vec<Output> = self.books().into_iter().filter_map(|b| b.take_save(now)).collect();
+        self.outputs.extend(saves);
+    }
+
+    /// What a cluster pass reads: the agents and the latest results.
+    fn seen(&self) -> (&Observations, &Addresses) {
+        (&self.obs, &self.addresses)
+    }
 
     /// `from` saw `key` change: every other counting prober that probes it is asked to probe
     /// it at once (see [`Confirmations`]).
@@ -1095,7 +1033,7 @@ impl Control {
         let Some(zone) = Zone::of(&c, id) else { return };
         let spread = self.online_spread(now);
         let Some(state) = self.slots.get(&id).map(|s| &s.state) else { return };
-        let parts = Parts::gather(&c, &self.obs, self.policy, id, (state, &spread), self.table.clone());
+        let parts = Parts::gather(&c, self.seen(), self.policy, id, (state, &spread), self.table.clone());
         let Some(slot) = self.slots.get_mut(&id) else { return };
         let reason = slot.reason.take();
         if let Some(t) = slot.waiting_since.take() {
@@ -1132,7 +1070,16 @@ impl Control {
         let served =
             out.revisions.last().map(|d| &d.records).or(before.published.as_ref().map(|p| &p.records));
         let served = served.map_or(&[][..], |r| r.all.as_slice());
-        pass_events(&mut self.events, &c, &self.obs, id, &zone, &before, (&out.nodes, served), now);
+        pass_events(
+            &mut self.events,
+            &c,
+            self.addresses.results(),
+            id,
+            &zone,
+            &before,
+            (&out.nodes, served),
+            now,
+        );
         for draft in &out.revisions {
             slot.revision += 1;
             let p = Arc::new(Published {
@@ -1249,6 +1196,15 @@ fn since_lines(
         .collect()
 }
 
+/// Whether `given` (a caller's work) holds `subject`: each kind's book says.
+fn was_given(given: &crate::observe::Given, subject: &Subject) -> bool {
+    match subject {
+        Subject::Address(key) => <Addresses as crate::book::Records>::given(given, key),
+        Subject::Mirror(host) => <Arc<Mirrors> as crate::book::Records>::given(given, host),
+        Subject::Endpoint(key) => <Arc<Monitors> as crate::book::Records>::given(given, key),
+    }
+}
+
 /// `c` with `puts` saved and `deletes` removed at `now`, as a committed change leaves it.
 fn changed(
     c: &Config,
@@ -1305,7 +1261,7 @@ impl Parts {
 
     /// Every prober's latest result for one address of a node, on every listener.
     fn seen(
-        obs: &Observations,
+        results: &crate::addresses::Results,
         index: &FastMap<Caller, u32>,
         listeners: &[vantage_core::check::Listener],
         node: NodeId,
@@ -1313,7 +1269,7 @@ impl Parts {
     ) -> Seen {
         let mut seen = Vec::new();
         for l in listeners {
-            let Some(per) = obs.results.get(&TargetKey { node, ip, port: l.port }) else {
+            let Some(per) = results.get(&TargetKey { node, ip, port: l.port }) else {
                 continue;
             };
             for (caller, latest) in per {
@@ -1336,7 +1292,7 @@ impl Parts {
     /// probe budget, but the node itself: `spread`) are to see answering.
     fn gather(
         c: &Config,
-        obs: &Observations,
+        (obs, addresses): (&Observations, &Addresses),
         policy: AddressPolicy,
         id: ClusterId,
         (state, spread): (&ClusterState, &Spread),
@@ -1369,7 +1325,7 @@ impl Parts {
                             let waiting = state.addresses.get(&(nid, a.ip)).is_none_or(|h| !h.verified);
                             AddressView {
                                 address: *a,
-                                observations: Parts::seen(obs, index, &listeners, nid, a.ip),
+                                observations: Parts::seen(addresses.results(), index, &listeners, nid, a.ip),
                                 expected_probers: if waiting { expected } else { 0 },
                             }
                         })

@@ -14,9 +14,9 @@ use vantage_core::evaluate::{NodeStatus, Records};
 use vantage_core::ids::{ClusterId, LineId, NodeId};
 use vantage_core::reachability::{Condition, sees_failing};
 
+use crate::addresses::Results;
 use crate::config::Config;
 use crate::identity::Caller;
-use crate::observe::Observations;
 use crate::snapshot::{ClusterSnapshot, Published, Zone};
 use crate::target::TargetKey;
 
@@ -224,10 +224,10 @@ impl EventLog {
 
 /// The names of the counting probers whose latest round saw `ip` of `node` failing on any of
 /// the cluster's listener ports.
-fn failing_probers(c: &Config, obs: &Observations, node: NodeId, ip: IpAddr, ports: &[u16]) -> Vec<String> {
+fn failing_probers(c: &Config, results: &Results, node: NodeId, ip: IpAddr, ports: &[u16]) -> Vec<String> {
     let mut names = Vec::new();
     for port in ports {
-        let Some(per) = obs.results.get(&TargetKey { node, ip, port: *port }) else { continue };
+        let Some(per) = results.get(&TargetKey { node, ip, port: *port }) else { continue };
         for (caller, latest) in per {
             if !sees_failing(latest.sent, latest.lost, &c.settings) {
                 continue;
@@ -270,7 +270,7 @@ fn when(within: Option<i64>) -> String {
 pub(crate) fn pass_events(
     log: &mut EventLog,
     c: &Config,
-    obs: &Observations,
+    results: &Results,
     id: ClusterId,
     zone: &Zone,
     before: &ClusterSnapshot,
@@ -299,7 +299,7 @@ pub(crate) fn pass_events(
             if from == Some(to) && (to != Condition::Unverified || fails_unverified == failed_unverified) {
                 continue;
             }
-            let failing = failing_probers(c, obs, n.node, a.ip, &ports);
+            let failing = failing_probers(c, results, n.node, a.ip, &ports);
             let (v, ip) = (&a.verdict, a.ip);
             let seen = if failing.is_empty() {
                 format!("{} of {} probers see it failing", v.failing, v.counting)

@@ -165,7 +165,7 @@ impl Control {
     /// the freshness window), per place.
     fn probe_loss(&self, c: &Config, now: Timestamp) -> BTreeMap<ProbePlace, f64> {
         let mut tally: BTreeMap<ProbePlace, (u64, u64)> = BTreeMap::new();
-        for (key, per) in &self.observations().results {
+        for (key, per) in self.addresses().results() {
             for (caller, l) in per.iter().filter(|(_, l)| l.sent > 0 && c.settings.result_counts(l.at, now)) {
                 let Some(place) = ProbePlace::of(c, *caller, *key) else { continue };
                 let t = tally.entry(place).or_default();

@@ -4,7 +4,9 @@
 //! no socket, no file, no task and no clock, so every decision of the control plane is tested
 //! step by step on a virtual clock; `vantage-server` is its driver.
 
+pub mod addresses;
 pub mod alerts;
+mod book;
 pub mod config;
 pub mod confirm;
 mod control;

@@ -20,8 +20,12 @@ use vantage_core::wire::EndpointTarget;
 
 use crate::config::Config;
 
+mod findings;
+
 /// Verdict changes kept per monitor.
 const HISTORY: usize = 500;
+/// Windows are saved at most this often while no verdict changes.
+const SAVED_EVERY_MS: i64 = 10_000;
 
 /// The key of one monitor endpoint: monitor, region code, endpoint index (`v{id}/{region}/{k}`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -116,14 +120,14 @@ pub struct MonitorChange {
 #[derive(Debug, Default, Clone)]
 pub struct Monitors {
     states: BTreeMap<MonitorId, MonitorState>,
-    dirty: bool,
+    save: crate::book::Saving,
 }
 
 impl Monitors {
     /// From the saved JSON (unreadable: empty).
     pub fn restore(saved: Option<&str>) -> Monitors {
         let states = saved.and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
-        Monitors { states, dirty: false }
+        Monitors { states, ..Monitors::default() }
     }
 
     /// One monitor's state.
@@ -131,26 +135,31 @@ impl Monitors {
         self.states.get(&id)
     }
 
-    /// Whether [`take_save`](Self::take_save) has something to save.
-    pub fn dirty(&self) -> bool {
-        self.dirty
+    /// Whether [`take_save`](Self::take_save) has something to save at `now`: windows change
+    /// with every report and are saved every [`SAVED_EVERY_MS`], a verdict change at once.
+    pub fn save_due(&self, now: Timestamp) -> bool {
+        self.save.due(now, SAVED_EVERY_MS)
     }
 
-    /// The saved form, when it changed since the last call.
-    pub fn take_save(&mut self) -> Option<String> {
-        std::mem::take(&mut self.dirty).then(|| serde_json::to_string(&self.states).unwrap_or_default())
+    /// The saved form, when it is due ([`save_due`](Self::save_due)).
+    pub fn take_save(&mut self, now: Timestamp) -> Option<String> {
+        if !self.save_due(now) {
+            return None;
+        }
+        self.save.taken(now);
+        Some(serde_json::to_string(&self.states).unwrap_or_default())
     }
 
     /// States follow the configuration: monitors that went go, regions that left a monitor go.
     pub fn follow(&mut self, c: &Config) {
         let before = self.states.len();
         self.states.retain(|id, _| c.monitors.contains_key(&id.0));
-        self.dirty |= before != self.states.len();
+        self.save.dirty |= before != self.states.len();
         for (id, s) in &mut self.states {
             if let Some(m) = c.monitors.get(&id.0) {
                 let windows = s.windows.len();
                 s.windows.retain(|r, _| m.value.regions.iter().any(|x| &x.region == r));
-                self.dirty |= windows != s.windows.len();
+                self.save.dirty |= windows != s.windows.len();
             }
         }
     }
@@ -180,8 +189,10 @@ impl Monitors {
             }
             window.push(MonitorProbe { at: now, failed, detail }, m.quorum_window);
         }
-        self.dirty = true;
-        decide(key.monitor, m, c.monitor_check(m).check.interval_s(), state, now)
+        self.save.dirty = true;
+        let change = decide(key.monitor, m, c.monitor_check(m).check.interval_s(), state, now);
+        self.save.urgent |= change.is_some();
+        change
     }
 
     /// Regions whose probers went quiet become unknown: every monitor's verdict is recomputed
@@ -194,7 +205,8 @@ impl Monitors {
                 && let Some(ch) =
                     decide(*id, &m.value, c.monitor_check(&m.value).check.interval_s(), state, now)
             {
-                self.dirty = true;
+                self.save.dirty = true;
+                self.save.urgent = true;
                 out.push(ch);
             }
         }
@@ -212,7 +224,7 @@ impl Monitors {
             let interval_s = c.monitor_check(m).check.interval_s();
             let figures = figures(m, &state.health(m, interval_s, now), &state.ttfb(m));
             let hold_ms = HOLD_TTLS * i64::from(m.steering_ttl_s) * 1000;
-            self.dirty |= state.steering.update(&figures, hold_ms, now);
+            self.save.dirty |= state.steering.update(&figures, hold_ms, now);
             let s = Steering { id, ttl_s: m.steering_ttl_s, order: state.steering.order.clone(), figures };
             by_name.insert(m.name.clone(), s);
         }

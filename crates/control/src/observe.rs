@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use vantage_core::Timestamp;
 use vantage_core::address::{AddressPolicy, is_unicast};
-use vantage_core::evaluate::{AGENT_ONLINE_S, FastMap, LinkState, NodeMetrics};
+use vantage_core::evaluate::{AGENT_ONLINE_S, LinkState, NodeMetrics};
 use vantage_core::result::{ErrorCode, HlsDetail, ProbeResult};
 use vantage_core::settings::ProbeSettings;
 use vantage_core::window::WindowRegister;
@@ -286,39 +286,14 @@ pub fn reportable(ip: IpAddr, policy: AddressPolicy) -> bool {
     }
 }
 
-/// Every observation, in memory.
+/// What has been observed of the probers and node agents, in memory (their results are the
+/// subject books').
 #[derive(Debug, Default)]
 pub struct Observations {
-    /// Latest results by target, then by the caller that probed it. The core's fast hasher:
-    /// keys are ids and addresses the server handed out, never chosen by a peer (a report may
-    /// carry only issued targets), and every pass looks up millions of them.
-    pub results: FastMap<TargetKey, FastMap<Caller, Latest>>,
     /// Probers and probing nodes, shared with the published view like the agents (what each
     /// was given sits behind its own pointer, so a copy of the map is small).
     pub probers: Arc<HashMap<Caller, ProberRuntime>>,
     /// Node agents, shared with the published [`View`](crate::view::View) (a heartbeat copies
     /// the map of pointers once per publication, and the one agent it changes).
     pub nodes: Arc<Agents>,
-}
-
-impl Observations {
-    /// Drops every result of `caller`.
-    pub fn forget(&mut self, caller: Caller) {
-        for per in self.results.values_mut() {
-            per.remove(&caller);
-        }
-        self.results.retain(|_, per| !per.is_empty());
-    }
-
-    /// Drops results not updated since `before`; returns how many.
-    pub fn expire(&mut self, before: Timestamp) -> usize {
-        let mut n = 0;
-        for per in self.results.values_mut() {
-            let len = per.len();
-            per.retain(|_, l| l.at >= before);
-            n += len - per.len();
-        }
-        self.results.retain(|_, per| !per.is_empty());
-        n
-    }
 }

@@ -183,7 +183,7 @@ impl Control {
                 fleet: self.fleet(now),
                 // The lease holder exports them (`Fleet::evaluator`); a follower scans nothing.
                 expiries: if self.role() == Role::Leader {
-                    self.certificate_expiries()
+                    self.addresses().certificate_expiries()
                 } else {
                     BTreeMap::new()
                 },

@@ -7,22 +7,18 @@ use serde_json::json;
 use vantage_core::Timestamp;
 use vantage_core::evaluate::Event;
 use vantage_core::ids::{ClusterId, NodeId, ProberId, RuleId};
-use vantage_core::monitor::GlobalVerdict;
 use vantage_core::rules::Rule;
 
 use super::{AuditEntry, Control, Output};
 use crate::alerts::{
-    AddressDown, Alert, AlertAbout, AlertKey, AlertKind, CertificateExpiry, ConditionValue, Firing, LineHeld,
-    MirrorBlocked, MirrorStale, MonitorAlert, NodeSilent, ProberSilent, RegionState, RuleAction, Severity,
+    AddressDown, Alert, AlertAbout, AlertKey, AlertKind, ConditionValue, Firing, LineHeld, NodeSilent,
+    ProberSilent, RuleAction,
 };
 use crate::config::Config;
 use crate::events::EventKind;
 use crate::identity::Caller;
-use crate::mirrors::book::VerdictChange;
-use crate::monitors::MonitorChange;
 use crate::observe::{agent_online, prober_status};
 use crate::snapshot::Zone;
-use crate::target::TargetKey;
 
 impl Control {
     /// Fires `firing` (a change of details only updates the open alert, silently).
@@ -78,109 +74,28 @@ impl Control {
         }
     }
 
-    /// A freshness check found `host` stale (with an alert) or fresh again.
-    pub(super) fn mirror_freshness(&mut self, host: &str, stale: bool, lag_s: Option<i64>, now: Timestamp) {
-        let firing = Firing::MirrorStale(MirrorStale { host: host.to_owned(), lag_s });
-        if stale {
-            let summary = format!("mirror {host} is stale ({} s behind its reference)", lag_s.unwrap_or(0));
-            self.fire(firing, summary, now);
-        } else {
-            self.resolve(&firing.key(), now);
-        }
-    }
-
-    /// Verdict changes become audit entries, a `mirror_blocked` alert while the probers (not
-    /// an operator) block a mirror, a new doors snapshot and a save.
-    pub(super) fn verdicts(&mut self, changes: Vec<VerdictChange>, now: Timestamp) {
-        if changes.is_empty() {
-            return;
-        }
-        let mut audit = Vec::new();
-        for ch in changes {
-            let failing = self.mirrors.book().state(&ch.host).map(|s| {
-                s.regions
-                    .iter()
-                    .filter(|(_, o)| o.status.is_failing())
-                    .map(|(r, _)| r.clone())
-                    .collect::<Vec<_>>()
-            });
-            let firing =
-                Firing::MirrorBlocked(MirrorBlocked { host: ch.host.clone(), regions: failing.clone() });
-            if ch.to == vantage_core::mirror::MirrorVerdict::Blocked && !ch.manual {
-                self.fire(firing, format!("mirror {} is blocked", ch.host), now);
-            } else {
-                self.resolve(&firing.key(), now);
-            }
-            audit.push(AuditEntry {
-                at: now,
-                action: "mirror.verdict".into(),
-                object: format!("mirror:{}", ch.host),
-                metadata: json!({"from": ch.from, "to": ch.to, "manual": ch.manual, "failing_regions": failing}),
-            });
-        }
-        self.outputs.push_back(Output::Audit(audit));
-        if self.mirrors.save_due(now, true)
-            && let Some(json) = Arc::make_mut(&mut self.mirrors).take_save(now, true)
-        {
-            self.outputs.push_back(Output::SaveMirrors(json));
-        }
-    }
-
-    /// A monitor's global verdict changed: audited, and alerted — `down` as critical,
-    /// `degraded` as a warning, `healthy` resolving both — and saved at once.
-    pub(super) fn monitor_verdicts(&mut self, changes: Vec<MonitorChange>, now: Timestamp) {
-        if changes.is_empty() {
-            return;
-        }
-        let mut audit = Vec::new();
-        for ch in changes {
-            let about = AlertAbout::Monitor(ch.monitor);
-            let down = AlertKey::new(AlertKind::MonitorDown, about.clone());
-            let degraded = AlertKey::new(AlertKind::MonitorDegraded, about);
-            let regions: Vec<RegionState> =
-                ch.regions.iter().map(|(r, h)| RegionState { region: r.clone(), health: *h }).collect();
-            let details = |severity| MonitorAlert {
-                monitor: ch.name.clone(),
-                severity,
-                verdict: ch.to.global,
-                down_weight_pct: ch.to.down_weight_pct,
-                stale_weight_pct: ch.to.stale_weight_pct,
-                regions: regions.clone(),
-            };
-            match ch.to.global {
-                GlobalVerdict::Down => {
-                    self.resolve(&degraded, now);
-                    let summary = format!(
-                        "monitor {} is down ({:.0} % of its audience)",
-                        ch.name, ch.to.down_weight_pct
-                    );
-                    let details = details(Severity::Critical);
-                    self.fire(Firing::MonitorDown { monitor: ch.monitor, details }, summary, now);
-                }
-                GlobalVerdict::Degraded => {
-                    self.resolve(&down, now);
-                    let summary = format!("monitor {} is degraded", ch.name);
-                    let details = details(Severity::Warning);
-                    self.fire(Firing::MonitorDegraded { monitor: ch.monitor, details }, summary, now);
-                }
-                GlobalVerdict::Healthy => {
-                    self.resolve(&down, now);
-                    self.resolve(&degraded, now);
-                }
-            }
-            audit.push(AuditEntry {
-                at: now,
-                action: "monitor.verdict".into(),
-                object: format!("monitor:{}", ch.monitor),
-                metadata: json!({"from": ch.from, "to": ch.to.global, "down_weight_pct": ch.to.down_weight_pct,
-                                 "stale_weight_pct": ch.to.stale_weight_pct, "regions": regions}),
-            });
-        }
-        self.outputs.push_back(Output::Audit(audit));
-        if self.monitors.dirty()
-            && let Some(json) = Arc::make_mut(&mut self.monitors).take_save()
-        {
-            self.outputs.push_back(Output::SaveMonitors(json));
+    /// Of `kind`, resolves every open alert not in `keep` (`about` reads what it is about
+    /// from its key, past the kind).
+    pub(super) fn only_open(
+        &mut self,
+        kind: AlertKind,
+        keep: &[AlertKey],
+        about: fn(&str) -> Option<AlertAbout>,
+        now: Timestamp,
+    ) {
+        let prefix = format!("{kind}/");
+        let gone: Vec<AlertKey> = self
+            .alerts
+            .list()
+            .0
+            .into_iter()
+            .filter(|a| a.kind == kind)
+            .filter_map(|a| about(a.key.strip_prefix(&prefix)?))
+            .map(|about| AlertKey::new(kind, about))
+            .filter(|key| !keep.contains(key))
+            .collect();
+        for key in gone {
+            self.resolve(&key, now);
         }
     }
 
@@ -328,54 +243,6 @@ impl Control {
                 }
                 None
             }
-        }
-    }
-
-    /// Certificates that expire within the warning window alert until they are renewed (or the
-    /// target is gone); one alert per target.
-    pub(super) fn certificates(&mut self, now: Timestamp) {
-        let c = self.config.clone();
-        let window_ms = i64::try_from(self.timing.certificate_warning_days * 86_400_000).unwrap_or(i64::MAX);
-        let expiring = self.certificate_expiries();
-        let key = |target: TargetKey| {
-            AlertKey::new(AlertKind::CertificateExpiring, AlertAbout::Certificate(target))
-        };
-        for (target, not_after) in &expiring {
-            if not_after.millis_since(now) > window_ms {
-                self.resolve(&key(*target), now);
-                continue;
-            }
-            let node = c.node_name(target.node);
-            let days = not_after.millis_since(now).div_euclid(86_400_000);
-            let summary = if days < 0 {
-                format!("certificate of {node} ({}:{}) expired at {not_after}", target.ip, target.port)
-            } else {
-                format!(
-                    "certificate of {node} ({}:{}) expires in {days} days, at {not_after}",
-                    target.ip, target.port
-                )
-            };
-            let details = CertificateExpiry {
-                node,
-                address: target.ip.to_string(),
-                port: target.port,
-                not_after: *not_after,
-            };
-            self.fire(Firing::CertificateExpiring { target: *target, details }, summary, now);
-        }
-        // The open alerts of targets gone since (their key names the target).
-        let prefix = format!("{}/", AlertKind::CertificateExpiring);
-        let gone: Vec<TargetKey> = self
-            .alerts
-            .list()
-            .0
-            .into_iter()
-            .filter(|a| a.kind == AlertKind::CertificateExpiring)
-            .filter_map(|a| a.key.strip_prefix(&prefix)?.parse::<TargetKey>().ok())
-            .filter(|target| !expiring.contains_key(target))
-            .collect();
-        for target in gone {
-            self.resolve(&key(target), now);
         }
     }
 

@@ -1,6 +1,6 @@
 //! The mirror part of the control core: the book of what probers saw, the doors snapshot, the
 //! reload status and the check run, kept consistent with each other. [`crate::Control`] owns
-//! one and turns the verdict changes it returns into alerts and audit entries.
+//! one as its mirrors' subject book (`super::findings`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -26,8 +26,7 @@ pub struct Mirrors {
     doors: Arc<Doors>,
     reload: ReloadStatus,
     check_run: Option<CheckRun>,
-    dirty: bool,
-    saved_at: Option<Timestamp>,
+    save: crate::book::Saving,
     /// When each mirror with a freshness check is next checked.
     freshness_due: BTreeMap<String, Timestamp>,
 }
@@ -108,13 +107,14 @@ impl Mirrors {
             return Vec::new();
         }
         let changes = self.book.follow(c, now);
+        self.save.urgent |= !changes.is_empty();
         let with: BTreeSet<&String> =
             c.mirrors.mirrors.iter().filter(|(_, m)| m.freshness.is_some()).map(|(h, _)| h).collect();
         self.freshness_due.retain(|h, _| with.contains(h));
         for h in with {
             self.freshness_due.entry(h.clone()).or_insert(now);
         }
-        self.dirty = true;
+        self.save.dirty = true;
         self.rebuild(c);
         changes
     }
@@ -138,7 +138,8 @@ impl Mirrors {
         now: Timestamp,
     ) -> Option<VerdictChange> {
         let (status_changed, change) = self.book.record(c, host, caller, r, now);
-        self.dirty = true;
+        self.save.dirty = true;
+        self.save.urgent |= change.is_some();
         if status_changed || change.is_some() {
             self.rebuild(c);
         }
@@ -189,7 +190,7 @@ impl Mirrors {
         now: Timestamp,
     ) -> Option<bool> {
         let (stale, changed) = self.book.record_freshness(c, host, r, now)?;
-        self.dirty = true;
+        self.save.dirty = true;
         if changed {
             self.rebuild(c);
         }
@@ -200,7 +201,8 @@ impl Mirrors {
     pub fn sweep(&mut self, c: &Config, now: Timestamp) -> Vec<VerdictChange> {
         let (any, changes) = self.book.sweep(c, now);
         if any || !changes.is_empty() {
-            self.dirty = true;
+            self.save.dirty = true;
+            self.save.urgent |= !changes.is_empty();
             self.rebuild(c);
         }
         changes
@@ -251,8 +253,8 @@ impl Mirrors {
     }
 
     /// Whether [`take_save`](Self::take_save) has something to save at `now`.
-    pub fn save_due(&self, now: Timestamp, now_too: bool) -> bool {
-        self.dirty && (now_too || self.saved_at.is_none_or(|t| now.millis_since(t) >= SAVED_EVERY_MS))
+    pub fn save_due(&self, now: Timestamp) -> bool {
+        self.save.due(now, SAVED_EVERY_MS)
     }
 
     /// Whether `caller`'s work should say "probe every endpoint now".
@@ -264,14 +266,13 @@ impl Mirrors {
         self.check_run.as_mut().is_some_and(|run| run.tell(caller, region))
     }
 
-    /// The derived state to save, when it changed: at once when `now_too`, else at most every
-    /// [`SAVED_EVERY_MS`].
-    pub fn take_save(&mut self, now: Timestamp, now_too: bool) -> Option<String> {
-        if !self.save_due(now, now_too) {
+    /// The derived state to save, when it changed: at once after a verdict changed, else at
+    /// most every [`SAVED_EVERY_MS`].
+    pub fn take_save(&mut self, now: Timestamp) -> Option<String> {
+        if !self.save_due(now) {
             return None;
         }
-        self.dirty = false;
-        self.saved_at = Some(now);
+        self.save.taken(now);
         Some(self.book.save())
     }
 

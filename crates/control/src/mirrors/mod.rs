@@ -5,6 +5,7 @@
 pub mod book;
 mod core;
 pub mod doors;
+mod findings;
 pub mod registry;
 mod yaml;
 

@@ -30,7 +30,10 @@ fn a_certificate_expiring_within_the_window_alerts_until_it_is_renewed() {
     let key = format!("certificate_expiring/n{n}/203.0.113.10/80");
     let soon = lab.now.plus_secs(5 * 86_400);
     report(&mut lab, p, soon);
-    assert_eq!(lab.control.certificate_expiries().values().copied().collect::<Vec<_>>(), vec![soon]);
+    assert_eq!(
+        lab.control.addresses().certificate_expiries().values().copied().collect::<Vec<_>>(),
+        vec![soon]
+    );
     lab.take();
     lab.advance(60);
     let fired = alerts(&lab.take());

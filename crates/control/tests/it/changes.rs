@@ -26,12 +26,12 @@ fn disabling_or_deleting_a_prober_drops_its_results_and_evaluates_every_cluster(
     rec.enabled = false;
     lab.replace(id.0, Object::Prober(rec));
     assert!(lab.take().contains(&Output::Upkeep(Upkeep::ForgetResults(p))));
-    let results = &lab.control.observations().results;
+    let results = &lab.control.addresses().results();
     assert!(results.values().all(|per| !per.contains_key(&p) && per.contains_key(&q)));
     assert_eq!(lab.control.poll_timeout(), Some(lab.now), "every cluster at once");
     lab.delete(q.id());
     assert!(lab.take().contains(&Output::Upkeep(Upkeep::ForgetResults(q))));
-    assert!(lab.control.observations().results.is_empty());
+    assert!(lab.control.addresses().results().is_empty());
 }
 
 #[test]
@@ -40,9 +40,9 @@ fn results_not_updated_for_an_hour_expire() {
     let (p, ..) = lab.one_node();
     lab.round(p, &[]);
     lab.advance(3_600);
-    assert_eq!(lab.control.observations().results.len(), 1, "an hour old: kept");
+    assert_eq!(lab.control.addresses().results().len(), 1, "an hour old: kept");
     lab.advance(60);
-    assert!(lab.control.observations().results.is_empty());
+    assert!(lab.control.addresses().results().is_empty());
     assert!(lab.take().iter().any(|o| matches!(o, Output::Upkeep(Upkeep::ExpireResults { .. }))));
 }
 

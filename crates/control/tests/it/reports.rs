@@ -119,7 +119,7 @@ fn a_report_may_carry_only_targets_given_and_one_to_ten_attempts() {
     twice.results.push(other);
     let e = lab.control.handle_report(p, &twice, lab.now).unwrap_err();
     assert_eq!(e.field(), "results[1].target", "{e}");
-    assert!(lab.control.observations().results.is_empty(), "a refused report changes nothing");
+    assert!(lab.control.addresses().results().is_empty(), "a refused report changes nothing");
     assert_eq!(lab.control.handle_report(p, &report(given, 3), lab.now).unwrap().rows.len(), 1);
 }
 

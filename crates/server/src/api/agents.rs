@@ -400,7 +400,7 @@ async fn prober_results(
         .owner()
         .read(move |core, _| {
             let c = core.config();
-            let results = &core.observations().results;
+            let results = core.addresses().results();
             results
                 .iter()
                 .filter_map(|(k, per)| per.get(&caller).map(|l| (*k, result_row(&c, *k, caller, l))))
@@ -423,7 +423,7 @@ async fn node_results(
         .owner()
         .read(move |core, _| {
             let c = core.config();
-            let results = core.observations().results.iter().filter(|(k, _)| k.node == NodeId(id));
+            let results = core.addresses().results().iter().filter(|(k, _)| k.node == NodeId(id));
             results
                 .flat_map(|(k, per)| {
                     per.iter().map(|(p, l)| ((k.to_string(), p.id()), result_row(&c, *k, *p, l)))

@@ -1,0 +1,211 @@
+//! The cluster addresses' book: every prober's latest result for each address and listener
+//! (what a cluster pass reads: the pass is this book's verdict, run on the cluster's timer),
+//! the attempt rates each `ip:port` receives, and the certificates the probers saw.
+
+use std::collections::BTreeMap;
+
+use vantage_core::Timestamp;
+use vantage_core::evaluate::FastMap;
+use vantage_core::reachability::sees_failing;
+use vantage_core::wire;
+
+use crate::alerts::{AlertAbout, AlertKey, AlertKind, CertificateExpiry, Firing};
+use crate::book::{Asking, Finding, Records, Reported, SubjectBook, Took, Work};
+use crate::config::Config;
+use crate::control::{Output, Upkeep};
+use crate::identity::Caller;
+use crate::observe::{Given, Latest};
+use crate::rates::ProbeRates;
+use crate::target::{Subject, TargetKey};
+use crate::work::{Issued, TcpFallback, targets};
+
+/// Latest results not updated for this long are deleted (SPEC §8).
+const LATEST_KEPT_MS: i64 = 3_600_000;
+/// Expiry of latest results, and the certificates' look, run this often.
+const EXPIRE_EVERY_S: u64 = 60;
+const DAY_MS: i64 = 86_400_000;
+
+/// Latest results by address and listener, then by the prober that probed it.
+pub type Results = FastMap<TargetKey, FastMap<Caller, Latest>>;
+
+/// The cluster addresses' book.
+#[derive(Debug, Default)]
+pub struct Addresses {
+    /// The core's fast hasher: keys are ids and addresses the server handed out, never chosen
+    /// by a peer (a report may carry only issued targets), and every pass looks up millions.
+    results: Results,
+    rates: ProbeRates,
+    /// An edge certificate expiring within this many days alerts.
+    certificate_warning_days: u64,
+    /// When results next expire (`None`: at the first sweep).
+    next_expiry: Option<Timestamp>,
+}
+
+impl Addresses {
+    /// An empty book whose certificates alert `certificate_warning_days` before they expire.
+    pub fn new(certificate_warning_days: u64) -> Addresses {
+        Addresses { certificate_warning_days, ..Addresses::default() }
+    }
+
+    /// A stored latest result, at start.
+    pub(crate) fn restore(&mut self, key: TargetKey, caller: Caller, latest: Latest) {
+        self.results.entry(key).or_default().insert(caller, latest);
+    }
+
+    /// Every latest result.
+    pub fn results(&self) -> &Results {
+        &self.results
+    }
+
+    /// Attempts per second each `ip:port` received over the last minute, from every prober.
+    pub fn probe_rates(&self, now: Timestamp) -> Vec<(std::net::SocketAddr, f64)> {
+        self.rates.rates(now)
+    }
+
+    /// When each HTTPS target's certificate expires, as the probers last saw it (the earliest
+    /// any of them saw, so that an edge serving an old certificate to some is not hidden).
+    pub fn certificate_expiries(&self) -> BTreeMap<TargetKey, Timestamp> {
+        let mut out = BTreeMap::new();
+        for (key, per) in &self.results {
+            if let Some(t) = per.values().filter_map(|l| l.cert_not_after).min() {
+                out.insert(*key, t);
+            }
+        }
+        out
+    }
+
+    /// Certificates that expire within the warning window alert until they are renewed (or
+    /// the target is gone); one alert per target.
+    fn certificates(&self, c: &Config, now: Timestamp) -> Vec<Finding> {
+        let window_ms =
+            i64::try_from(self.certificate_warning_days).map_or(i64::MAX, |d| d.saturating_mul(DAY_MS));
+        let key = |target: TargetKey| {
+            AlertKey::new(AlertKind::CertificateExpiring, AlertAbout::Certificate(target))
+        };
+        let expiring = self.certificate_expiries();
+        let mut out = Vec::new();
+        for (target, not_after) in &expiring {
+            if not_after.millis_since(now) > window_ms {
+                out.push(Finding::Resolve(key(*target)));
+                continue;
+            }
+            let node = c.node_name(target.node);
+            let days = not_after.millis_since(now).div_euclid(DAY_MS);
+            let summary = if days < 0 {
+                format!("certificate of {node} ({}:{}) expired at {not_after}", target.ip, target.port)
+            } else {
+                format!(
+                    "certificate of {node} ({}:{}) expires in {days} days, at {not_after}",
+                    target.ip, target.port
+                )
+            };
+            let details = CertificateExpiry {
+                node,
+                address: target.ip.to_string(),
+                port: target.port,
+                not_after: *not_after,
+            };
+            out.push(Finding::Fire(Firing::CertificateExpiring { target: *target, details }, summary));
+        }
+        // The open alerts of targets gone since (their key names the target).
+        out.push(Finding::OnlyOpen {
+            kind: AlertKind::CertificateExpiring,
+            keep: expiring.into_keys().map(key).collect(),
+            about: |s| s.parse().ok().map(AlertAbout::Certificate),
+        });
+        out
+    }
+}
+
+impl SubjectBook for Addresses {
+    fn issue(&mut self, asking: &Asking, work: &mut Work) {
+        let (c, agents) = (asking.config, asking.agents);
+        let Issued { checks, targets, keys, aliases } = targets(
+            c,
+            asking.caller,
+            |n| agents.get(&n).map(|r| r.addresses.clone()),
+            |cluster| TcpFallback::of(c, cluster, agents, asking.now).is_some(),
+            asking.policy,
+            asking.spread,
+        );
+        // Its targets index its checks from 0: placed after any a book before added.
+        let base = u32::try_from(work.checks.len()).unwrap_or(u32::MAX);
+        work.checks.extend(checks);
+        work.targets
+            .extend(targets.into_iter().map(|t| wire::Target { check: t.check.saturating_add(base), ..t }));
+        work.given.issued = keys;
+        work.given.aliases = aliases;
+    }
+
+    /// Results not updated for an hour go (here and in the store), and the certificates
+    /// the probers saw are looked at, once a minute.
+    fn sweep(&mut self, c: &Config, now: Timestamp) -> Vec<Finding> {
+        if self.next_expiry.is_some_and(|t| now < t) {
+            return Vec::new();
+        }
+        let before = now.plus_millis(-LATEST_KEPT_MS);
+        for per in self.results.values_mut() {
+            per.retain(|_, l| l.at >= before);
+        }
+        self.results.retain(|_, per| !per.is_empty());
+        self.rates.prune(now);
+        self.next_expiry = Some(now.plus_secs(EXPIRE_EVERY_S));
+        let mut out = vec![Finding::Upkeep(Upkeep::ExpireResults { before })];
+        out.extend(self.certificates(c, now));
+        out
+    }
+
+    /// Nothing to follow: the results of addresses a change removed expire, and the clusters
+    /// it touches are evaluated by the change itself.
+    fn follow(&mut self, _: &Config, _: Timestamp) -> Vec<Finding> {
+        Vec::new()
+    }
+
+    fn forget(&mut self, caller: Caller) {
+        for per in self.results.values_mut() {
+            per.remove(&caller);
+        }
+        self.results.retain(|_, per| !per.is_empty());
+    }
+
+    /// Results are stored as they come ([`Took::rows`]); each cluster's evaluator state is
+    /// saved by its pass.
+    fn take_save(&mut self, _: Timestamp) -> Option<Output> {
+        None
+    }
+}
+
+impl Records for Addresses {
+    type Key = TargetKey;
+
+    fn given(given: &Given, key: &TargetKey) -> bool {
+        given.issued.contains(key)
+    }
+
+    /// The result becomes the latest under its key and every alias the caller was given it
+    /// for; its window register advances from the one before. A change of what the caller
+    /// sees asks the others to confirm; the node's cluster is evaluated soon.
+    fn record(&mut self, c: &Config, key: &TargetKey, r: Reported, took: &mut Took) {
+        let (key, res, now) = (*key, r.result, r.now);
+        self.rates.record(key.ip, key.port, res.sent(), now);
+        let failed_at = crate::observe::failed_at(r.report, res, now);
+        let aliases = r.given.aliases.get(&key).into_iter().flatten();
+        for k in std::iter::once(&key).chain(aliases) {
+            let per = self.results.entry(*k).or_default();
+            let prev = per.get(&r.caller);
+            let was_failing = prev.map(|l| sees_failing(l.sent, l.lost, &c.settings));
+            let mut latest = Latest::after(res, now, prev, c.initial_of(*k));
+            latest.failed_at = failed_at;
+            if *k == key
+                && was_failing.is_some_and(|w| w != sees_failing(latest.sent, latest.lost, &c.settings))
+            {
+                took.findings.push(Finding::Confirm { key, from: r.caller });
+            }
+            per.insert(r.caller, latest.clone());
+            took.rows.push((Subject::Address(*k), latest));
+            if let Some(n) = c.nodes.get(&k.node.0) {
+                took.findings.push(Finding::Evaluate(n.value.cluster));
+            }
+        }
+    }
+}
