@@ -204,7 +204,7 @@ impl Records for Addresses {
             per.insert(r.caller, latest.clone());
             took.rows.push((Subject::Address(*k), latest));
             if let Some(n) = c.nodes.get(&k.node.0) {
-                took.findings.push(Finding::Evaluate(n.value.cluster));
+                took.evaluate.insert(n.value.cluster);
             }
         }
     }

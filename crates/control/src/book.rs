@@ -4,8 +4,9 @@
 //! takes their results, moves its verdicts with time and the configuration, and says what to
 //! save. A book decides; it never touches the alert book, the event log or the output queue:
 //! what it found comes back as [`Finding`]s, which the control core carries out the same way
-//! for every kind. Adding a kind is a book, its [`Subject`] spelling and one line in
-//! [`Control`](crate::Control)'s loops (`docs/ARCHITECTURE.md`, "Adding a kind of subject").
+//! for every kind. Adding a kind is a book, its [`Subject`] spelling, its part of the view and
+//! its registration in [`Control`](crate::Control) (`docs/ARCHITECTURE.md`, "Adding a kind of
+//! subject").
 
 use vantage_core::Timestamp;
 use vantage_core::check::Check;
@@ -22,7 +23,8 @@ use crate::spread::Spread;
 use crate::target::{Subject, TargetKey};
 
 /// Something a book found that the control core carries out: alerts, audit, the clusters
-/// to evaluate, confirmations, store upkeep. Carried out in order.
+/// to evaluate, confirmations, store upkeep. Alerts are fired and resolved in order; audit
+/// entries go out as one output, and the steering rebuild and the saves come after.
 #[derive(Debug, Clone)]
 pub(crate) enum Finding {
     /// Fire this alert, with this summary (a change of details only updates it).
@@ -88,6 +90,8 @@ pub(crate) struct Reported<'a> {
 pub(crate) struct Took {
     /// Results to store, under every key each counts for.
     pub rows: Vec<(Subject, Latest)>,
+    /// Clusters whose inputs moved: each evaluated soon, once.
+    pub evaluate: std::collections::BTreeSet<ClusterId>,
     pub findings: Vec<Finding>,
 }
 

@@ -525,7 +525,6 @@ impl Control {
         let c = self.config.clone();
         let findings: Vec<Finding> = self.books().into_iter().flat_map(|b| b.follow(&c, now)).collect();
         self.apply(findings, now);
-        self.flush_steering(now);
         if effects.all {
             self.trigger_all(now);
         }
@@ -671,7 +670,9 @@ impl Control {
         if !was_reporting {
             self.prober_online(&c, caller, now);
         }
-        self.apply(took.findings, now);
+        let mut findings = took.findings;
+        findings.extend(took.evaluate.into_iter().map(Finding::Evaluate));
+        self.apply(findings, now);
         Ok(Accepted { subjects, rows: took.rows })
     }
 

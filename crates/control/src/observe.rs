@@ -1,6 +1,6 @@
-//! What the control plane has observed besides its configuration: the latest result of every
-//! (prober, target) with its window register, what each prober and node agent last said, and
-//! the targets each prober was given. Online status is decided here, in one place.
+//! What the control plane has observed besides its configuration: the latest result type with
+//! its window register (the books keep them: `addresses`, `mirrors`, `monitors`), what each
+//! prober and node agent last said, and the targets each prober was given. Online status is decided here, in one place.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;

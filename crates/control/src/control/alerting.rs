@@ -84,6 +84,7 @@ impl Control {
         now: Timestamp,
     ) {
         let prefix = format!("{kind}/");
+        let keep: std::collections::HashSet<String> = keep.iter().map(ToString::to_string).collect();
         let gone: Vec<AlertKey> = self
             .alerts
             .list()
@@ -92,7 +93,7 @@ impl Control {
             .filter(|a| a.kind == kind)
             .filter_map(|a| about(a.key.strip_prefix(&prefix)?))
             .map(|about| AlertKey::new(kind, about))
-            .filter(|key| !keep.contains(key))
+            .filter(|key| !keep.contains(&key.to_string()))
             .collect();
         for key in gone {
             self.resolve(&key, now);

@@ -66,8 +66,8 @@ impl Mirrors {
     }
 }
 
-/// Shared with the published views: changed through `Arc::make_mut`, copied only when a
-/// view holds it and something changes.
+/// Shared with the published views: changed through `Arc::make_mut` (copied whenever a view
+/// still holds it: at every sweep, and at every result).
 impl SubjectBook for Arc<Mirrors> {
     /// Every mirror, probed from every region by the probers there; node agents probe their
     /// cluster only.

@@ -81,10 +81,10 @@ impl SubjectBook for Arc<Monitors> {
         out
     }
 
-    /// Monitors that went go, regions that left a monitor go.
+    /// Monitors that went go, regions that left a monitor go; the steering order follows.
     fn follow(&mut self, c: &Config, _: Timestamp) -> Vec<Finding> {
         Arc::make_mut(self).follow(c);
-        Vec::new()
+        vec![Finding::Steer]
     }
 
     /// Windows hold no prober's own results.
