@@ -1,26 +1,32 @@
-//! Delivery of alerts to webhook sinks — JSON or an Alertmanager-compatible payload — with
-//! retries, on a task of its own so that delivery never slows evaluation. What fires and
-//! resolves is the control core's decision (`vantage_control::alerts`).
+//! Delivery of alerts to the notification channels — Vantage's JSON, the Alertmanager
+//! payload, Slack incoming webhooks, PagerDuty Events API v2 (`http` here) and email over SMTP
+//! (`email`) — with retries, on a task of its own so that delivery never slows evaluation,
+//! and only where the fetch policy allows. What fires and resolves is the control core's
+//! decision (`vantage_control::alerts`), and so is what a channel accepts.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use vantage_control::alerts::{Alert, AlertState, Webhook, WebhookFormat};
+use vantage_control::alerts::{Alert, AlertKind, AlertState, Webhook, WebhookFormat};
+use vantage_core::Timestamp;
 use vantage_core::fetch::FetchPolicy;
+
+mod email;
 
 /// A change to deliver.
 #[derive(Debug, Clone)]
 pub(crate) struct Notice(pub Alert);
 
-/// The body a sink receives for `a`.
-pub(crate) fn payload(a: &Alert, format: WebhookFormat) -> Value {
+/// The body an HTTP channel receives for `a`, with the routing key a PagerDuty channel sends
+/// (`secret`).
+pub(crate) fn payload(a: &Alert, sink: &Webhook) -> Value {
     let status = match a.state {
         AlertState::Firing => "firing",
         AlertState::Resolved => "resolved",
     };
-    match format {
+    match sink.format {
         WebhookFormat::Json => json!({
             "status": status,
             "id": a.id,
@@ -66,14 +72,96 @@ pub(crate) fn payload(a: &Alert, format: WebhookFormat) -> Value {
                 }],
             })
         }
+        WebhookFormat::Slack => json!({"text": sink.text(a)}),
+        WebhookFormat::Pagerduty => {
+            let mut event = json!({
+                "routing_key": sink.secret,
+                "event_action": if a.state == AlertState::Firing { "trigger" } else { "resolve" },
+                "dedup_key": a.key,
+            });
+            if a.state == AlertState::Firing {
+                // PagerDuty cuts a summary at 1,024 characters; its severities are these four.
+                let severity = match a.details.get("severity").and_then(Value::as_str) {
+                    Some("warning") => "warning",
+                    Some("info") => "info",
+                    _ => "critical",
+                };
+                event["payload"] = json!({
+                    "summary": sink.text(a).chars().take(1024).collect::<String>(),
+                    "source": "vantage",
+                    "severity": severity,
+                    "timestamp": a.fired_at.to_string(),
+                    "component": a.kind,
+                    "custom_details": a.details,
+                });
+            }
+            event
+        }
+        // Not posted: `email` writes its own message.
+        WebhookFormat::Email => Value::Null,
     }
 }
 
-/// Delivery attempts per notice and sink.
+/// Delivery attempts per notice and channel.
 const ATTEMPTS: u32 = 6;
+/// Longest one attempt may take.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Delivers notices to the enabled sinks `sinks()` returns, each with retries and back-off
-/// (0.5 s doubling), each sink on its own task, only where the fetch policy allows.
+/// Why one attempt did not deliver, in words that never carry the channel's secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// Worth another attempt (unreachable, refused, a 5xx).
+    Retry(String),
+    /// Nothing another attempt changes (the fetch policy refuses the destination).
+    Refused(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Retry(why) | Failure::Refused(why) => f.write_str(why),
+        }
+    }
+}
+
+/// One attempt to deliver `a` to `sink`.
+pub(crate) async fn send(sink: &Webhook, a: &Alert, policy: &FetchPolicy) -> Result<(), Failure> {
+    if sink.format == WebhookFormat::Email {
+        return email::send(sink, a, policy).await;
+    }
+    // Slack's URL is its secret; the others POST to their `url`.
+    let url = match sink.format {
+        WebhookFormat::Slack => sink.secret.as_deref(),
+        _ => sink.url.as_deref(),
+    }
+    .ok_or_else(|| Failure::Refused("the channel has no URL".into()))?;
+    let builder = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT);
+    let (client, url) =
+        crate::fetch::client_for(policy, url, None, builder).await.map_err(Failure::Refused)?;
+    match client.post(url).json(&payload(a, sink)).send().await {
+        Ok(r) if r.status().is_success() => Ok(()),
+        Ok(r) => Err(Failure::Retry(format!("the channel answered {}", r.status()))),
+        // Without the URL: Slack's carries its secret.
+        Err(e) => Err(Failure::Retry(format!("unreachable: {}", e.without_url()))),
+    }
+}
+
+/// A test notice an operator sends to `sink` (`by`: who): not an alert of the book.
+pub(crate) fn test_notice(sink: &Webhook, by: &str, now: Timestamp) -> Alert {
+    Alert {
+        id: 0,
+        key: format!("test/webhook:{}", sink.name),
+        kind: AlertKind::Test,
+        state: AlertState::Firing,
+        summary: format!("test notice from Vantage to {}, sent by {by}", sink.name),
+        details: json!({"webhook": sink.name, "by": by, "severity": "info"}),
+        fired_at: now,
+        resolved_at: None,
+    }
+}
+
+/// Delivers notices to the enabled channels `sinks()` returns, each with retries and back-off
+/// (0.5 s doubling), each channel on its own task.
 pub(crate) async fn deliver(
     mut notices: mpsc::UnboundedReceiver<Notice>,
     sinks: Arc<dyn Fn() -> Vec<Webhook> + Send + Sync>,
@@ -82,38 +170,32 @@ pub(crate) async fn deliver(
 ) {
     let policy = Arc::new(policy);
     while let Some(Notice(alert)) = notices.recv().await {
+        let alert = Arc::new(alert);
         for sink in sinks().into_iter().filter(|s| s.enabled) {
-            let body = payload(&alert, sink.format);
-            let metrics = metrics.clone();
-            let policy = policy.clone();
+            let (metrics, policy, alert) = (metrics.clone(), policy.clone(), alert.clone());
             tokio::spawn(async move {
-                let builder = reqwest::Client::builder().timeout(Duration::from_secs(10));
-                let (client, url) = match crate::fetch::client_for(&policy, &sink.url, None, builder).await {
-                    Ok(made) => made,
-                    Err(e) => {
-                        tracing::error!(sink = %sink.name, error = %e, "webhook not delivered");
-                        metrics.delivery(&sink.name, false);
-                        return;
-                    }
-                };
                 let mut wait = Duration::from_millis(500);
                 for attempt in 1..=ATTEMPTS {
-                    match client.post(url.clone()).json(&body).send().await {
-                        Ok(r) if r.status().is_success() => {
+                    match send(&sink, &alert, &policy).await {
+                        Ok(()) => {
                             metrics.delivery(&sink.name, true);
                             return;
                         }
-                        Ok(r) => {
-                            tracing::warn!(sink = %sink.name, status = r.status().as_u16(), attempt, "webhook refused the alert")
+                        Err(Failure::Refused(why)) => {
+                            tracing::error!(sink = %sink.name, error = %why, "alert not delivered");
+                            metrics.delivery(&sink.name, false);
+                            return;
                         }
-                        Err(e) => {
-                            tracing::warn!(sink = %sink.name, error = %e, attempt, "webhook unreachable")
+                        Err(Failure::Retry(why)) => {
+                            tracing::warn!(sink = %sink.name, error = %why, attempt, "alert delivery failed")
                         }
                     }
-                    tokio::time::sleep(wait).await;
-                    wait *= 2;
+                    if attempt < ATTEMPTS {
+                        tokio::time::sleep(wait).await;
+                        wait *= 2;
+                    }
                 }
-                tracing::error!(sink = %sink.name, "webhook delivery gave up");
+                tracing::error!(sink = %sink.name, "alert delivery gave up");
                 metrics.delivery(&sink.name, false);
             });
         }
@@ -130,20 +212,48 @@ mod tests {
         let a = Alert {
             id: 7,
             key: "k".into(),
-            kind: vantage_control::alerts::AlertKind::SchedulingAction,
+            kind: AlertKind::SchedulingAction,
             state: AlertState::Firing,
             summary: "cpu-high · edge-1".into(),
             details: json!({"rule": "cpu-high", "node": "edge-1", "revision": 4}),
             fired_at: Timestamp::from_secs(1_800_000_000),
             resolved_at: None,
         };
-        let p = payload(&a, WebhookFormat::Alertmanager);
+        let sink = |format, secret: Option<&str>| Webhook {
+            name: "ops".into(),
+            url: Some("https://hooks.example.net/".into()),
+            format,
+            enabled: true,
+            secret: secret.map(str::to_owned),
+            username: None,
+            from: None,
+            to: Vec::new(),
+            template: None,
+        };
+        let p = payload(&a, &sink(WebhookFormat::Alertmanager, None));
         assert_eq!(p["version"], "4");
         assert_eq!(p["alerts"][0]["labels"]["alertname"], "scheduling_action");
         assert_eq!(p["alerts"][0]["labels"]["rule"], "cpu-high");
         assert_eq!(p["alerts"][0]["labels"]["revision"], "4");
         assert_eq!(p["alerts"][0]["endsAt"], "0001-01-01T00:00:00Z");
-        let j = payload(&a, WebhookFormat::Json);
+        let j = payload(&a, &sink(WebhookFormat::Json, None));
         assert_eq!((j["status"].as_str(), j["kind"].as_str()), (Some("firing"), Some("scheduling_action")));
+        let s = payload(&a, &sink(WebhookFormat::Slack, Some("https://hooks.slack.com/services/T/B/X")));
+        assert_eq!(s, json!({"text": "[firing] cpu-high · edge-1"}));
+        let pd = sink(WebhookFormat::Pagerduty, Some("R0UT1NG"));
+        let t = payload(&a, &pd);
+        assert_eq!(
+            (t["routing_key"].as_str(), t["event_action"].as_str()),
+            (Some("R0UT1NG"), Some("trigger"))
+        );
+        assert_eq!(
+            (t["dedup_key"].as_str(), t["payload"]["severity"].as_str()),
+            (Some("k"), Some("critical"))
+        );
+        assert_eq!(t["payload"]["summary"], "[firing] cpu-high · edge-1");
+        let resolved =
+            Alert { state: AlertState::Resolved, resolved_at: Some(a.fired_at.plus_secs(60)), ..a };
+        let r = payload(&resolved, &pd);
+        assert_eq!(r, json!({"routing_key": "R0UT1NG", "event_action": "resolve", "dedup_key": "k"}));
     }
 }

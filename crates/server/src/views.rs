@@ -231,7 +231,7 @@ pub struct RuleView {
     pub acting_on: Vec<String>,
 }
 
-/// A webhook sink for alerts.
+/// A notification channel for alerts (its `secret` shown as `(hidden)`).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WebhookView {
     /// Server-assigned id.
@@ -242,6 +242,17 @@ pub struct WebhookView {
     /// Its fields.
     #[serde(flatten)]
     pub webhook: Webhook,
+}
+
+/// How a channel's test notice went.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookTest {
+    /// The channel took it (a 2xx answer; the SMTP server accepted the message).
+    pub delivered: bool,
+    /// Why not, in words (never the channel's secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A prober with the prober list's columns (SPEC §3.5).

@@ -2,54 +2,14 @@
 //! --metrics-file`, probe loss from real probers, DNS records, revisions, audit, the preview
 //! and webhook receivers that get firing and resolved alerts.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Json;
-use axum::routing::post;
 use reqwest::Method;
 use serde_json::{Value, json};
 use vantage_testkit::EdgeServer;
 
 use crate::harness::{AgentProcess, ServerProcess, all_answers};
-
-/// A webhook receiver on 127.0.0.1: every JSON body it gets, by path.
-struct Receiver {
-    url: String,
-    got: Arc<Mutex<Vec<(String, Value)>>>,
-}
-
-async fn receiver() -> Receiver {
-    let got: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
-    let sink = got.clone();
-    let app = axum::Router::new().route(
-        "/{kind}",
-        post(move |axum::extract::Path(kind): axum::extract::Path<String>, Json(v): Json<Value>| {
-            let sink = sink.clone();
-            async move {
-                sink.lock().unwrap().push((kind, v));
-                "ok"
-            }
-        }),
-    );
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", l.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(l, app).await });
-    Receiver { url, got }
-}
-
-impl Receiver {
-    async fn wait(&self, limit: Duration, f: impl Fn(&[(String, Value)]) -> bool) {
-        let started = Instant::now();
-        loop {
-            if f(&self.got.lock().unwrap()) {
-                return;
-            }
-            assert!(started.elapsed() < limit, "webhooks got: {:?}", self.got.lock().unwrap());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
+use crate::receivers::{SmtpSink, receiver};
 
 /// When a revision was made.
 fn at(revision: &Value) -> vantage_core::Timestamp {
@@ -73,6 +33,18 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
         json!({"name": "am", "url": format!("{}/am", hooks.url), "format": "alertmanager"}),
     )
     .await;
+    // A Slack channel, PagerDuty and email (to a local SMTP server) get the same alerts.
+    let mail = SmtpSink::start().await;
+    s.create(
+        "/v1/webhooks",
+        json!({"name": "slack", "format": "slack", "secret": format!("{}/slack", hooks.url)}),
+    )
+    .await;
+    let pd = json!({"name": "pd", "format": "pagerduty", "url": format!("{}/pd", hooks.url), "secret": "R0UT1NGKEY"});
+    s.create("/v1/webhooks", pd).await;
+    let email = json!({"name": "mail", "format": "email", "url": format!("smtp://{}", mail.addr),
+                       "from": "vantage@example.net", "to": ["oncall@example.net"], "template": "{status}: {kind} {key}"});
+    s.create("/v1/webhooks", email).await;
     let (st, v) =
         s.call(Method::POST, "/v1/webhooks", Some(json!({"name": "bad", "url": "gopher://x"}))).await;
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("url")), "{v}");
@@ -185,9 +157,23 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
                 k == "am"
                     && v["status"] == "firing"
                     && v["alerts"][0]["labels"]["alertname"] == "scheduling_action"
-            })
+            }) && got.iter().any(|(k, v)| k == "slack" && v["text"] == "[firing] cpu-high · edge-0")
+                && got.iter().any(|(k, v)| {
+                    k == "pd"
+                        && v["event_action"] == "trigger"
+                        && v["routing_key"] == "R0UT1NGKEY"
+                        && v["payload"]["summary"] == "[firing] cpu-high · edge-0"
+                        && v["payload"]["severity"] == "critical"
+                })
         })
         .await;
+    mail.wait(Duration::from_secs(10), |m| {
+        m.iter().any(|t| {
+            t.contains("Subject: firing: scheduling_action scheduling_action/rule:")
+                && t.contains("To: oncall@example.net")
+        })
+    })
+    .await;
     // Deliveries and the revision are counted in `/metrics`.
     let started = Instant::now();
     loop {
@@ -197,7 +183,7 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
                 "vantage_webhook_deliveries_total{{webhook=\"{hook}\",outcome=\"delivered\"}}"
             ))
         };
-        if delivered("json") && delivered("am") {
+        if ["json", "am", "slack", "pd", "mail"].into_iter().all(delivered) {
             assert!(m.contains(r#"cause="scheduling"}"#), "{m}");
             break;
         }
@@ -246,9 +232,21 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
     );
     hooks
         .wait(Duration::from_secs(10), |got| {
+            let trigger = got.iter().find(|(k, v)| k == "pd" && v["event_action"] == "trigger");
             got.iter().any(|(k, v)| k == "json" && v["status"] == "resolved")
+                && got.iter().any(|(k, v)| k == "slack" && v["text"] == "[resolved] cpu-high · edge-0")
+                && got.iter().any(|(k, v)| {
+                    k == "pd"
+                        && *v
+                            == json!({"routing_key": "R0UT1NGKEY", "event_action": "resolve",
+                                        "dedup_key": trigger.map(|t| t.1["dedup_key"].clone())})
+                })
         })
         .await;
+    mail.wait(Duration::from_secs(10), |m| {
+        m.iter().any(|t| t.contains("Subject: resolved: scheduling_action"))
+    })
+    .await;
     // The system's audit entries are written by a task of their own, a moment after.
     let path = "/v1/audit?action=scheduling.recover";
     s.wait_for(path, Duration::from_secs(5), |v| v["items"].as_array().is_some_and(|i| !i.is_empty())).await;

@@ -49,6 +49,9 @@ pub enum AlertKind {
     MonitorDown,
     /// A monitor is degraded.
     MonitorDegraded,
+    /// A test notice an operator sent to a channel (`POST /v1/webhooks/{id}/test`); never in
+    /// the alert book.
+    Test,
     /// A kind this version does not know (a book saved by a newer one, read after a rollback;
     /// a newer server's list read by an older `ctl`): kept, rather than the whole book lost.
     #[serde(other)]
@@ -70,6 +73,7 @@ impl AlertKind {
             AlertKind::MirrorStale => "mirror_stale",
             AlertKind::MonitorDown => "monitor_down",
             AlertKind::MonitorDegraded => "monitor_degraded",
+            AlertKind::Test => "test",
             AlertKind::Unknown => "unknown",
         }
     }

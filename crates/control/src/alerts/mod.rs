@@ -1,6 +1,7 @@
 //! The alert book: one open alert per key, fired and resolved by the control core's decisions
-//! with the time passed in, and the recently resolved ones. Delivery to webhook sinks is the
-//! server's; the sinks' configuration is here because it is a configuration object.
+//! with the time passed in, and the recently resolved ones. Delivery to the notification
+//! channels is the server's; their configuration (`channel`) is here because it is a
+//! configuration object.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -8,8 +9,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use vantage_core::Timestamp;
 
+mod channel;
 mod kind;
 
+pub use channel::{
+    DEFAULT_TEMPLATE, HIDDEN, PAGERDUTY_EVENTS_URL, SmtpServer, Webhook, WebhookFormat, render,
+};
 pub use kind::{
     AddressDown, AlertAbout, AlertKey, AlertKind, CertificateExpiry, ConditionValue, Firing, LineHeld,
     MirrorBlocked, MirrorStale, MonitorAlert, NodeSilent, ProberSilent, RegionState, RuleAction, Severity,
@@ -113,48 +118,6 @@ impl AlertBook {
     /// Whether `key` is open.
     pub fn is_open(&self, key: &str) -> bool {
         self.open.contains_key(key)
-    }
-}
-
-/// A webhook sink.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct Webhook {
-    /// Name, unique.
-    pub name: String,
-    /// Where to POST.
-    pub url: String,
-    /// Payload format.
-    #[serde(default)]
-    pub format: WebhookFormat,
-    /// Disabled sinks get nothing.
-    #[serde(default = "yes")]
-    pub enabled: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-/// Payload of a webhook.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum WebhookFormat {
-    /// Vantage's JSON: one alert per request.
-    #[default]
-    Json,
-    /// The Alertmanager webhook payload (version 4).
-    Alertmanager,
-}
-
-impl Webhook {
-    /// Validates a sink.
-    pub fn check(self) -> Result<Webhook, vantage_core::Error> {
-        let name = vantage_core::model::display_name("name", &self.name)?;
-        let url = vantage_core::monitor::endpoint_url("url", &self.url)?;
-        Ok(Webhook { name, url, ..self })
     }
 }
 

@@ -16,6 +16,7 @@ mod objects;
 mod revisions;
 mod rules;
 mod steer;
+mod webhooks;
 
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -393,6 +394,7 @@ fn table() -> Api {
     mirrors::routes(&mut api);
     doors::routes(&mut api);
     monitors::routes(&mut api);
+    webhooks::routes(&mut api);
     api
 }
 

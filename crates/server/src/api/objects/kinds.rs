@@ -293,11 +293,16 @@ impl Kind for Webhook {
     }
     fn parse(doc: Value, _: Option<ClusterId>, app: &App) -> Result<Self, ApiError> {
         let hook = parse_as::<Webhook>(doc)?.check()?;
-        crate::fetch::refuse_address(app.fetch_policy(), "url", &hook.url)?;
+        if let Some(url) = hook.url.as_deref().filter(|_| hook.format != WebhookFormat::Email) {
+            crate::fetch::refuse_address(app.fetch_policy(), "url", url)?;
+        }
         Ok(hook)
     }
     fn view(id: i64, s: &Stored<Self>, _: &CoreView) -> WebhookView {
-        WebhookView { id, created_at: s.created_at, updated_at: s.updated_at, webhook: s.value.clone() }
+        // Secrets are written, never read back.
+        let secret = s.value.secret.as_ref().map(|_| HIDDEN.to_owned());
+        let webhook = Webhook { secret, ..s.value.clone() };
+        WebhookView { id, created_at: s.created_at, updated_at: s.updated_at, webhook }
     }
 }
 

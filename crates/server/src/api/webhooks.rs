@@ -1,0 +1,49 @@
+//! A notification channel's test button: one notice sent now, its outcome answered (the
+//! channel's objects themselves are `objects`).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Extension, Path, State};
+use axum::routing::post;
+use serde_json::json;
+
+use super::{Api, Op};
+use crate::alerts::{send, test_notice};
+use crate::app::{Actor, App};
+use crate::error::ApiError;
+use crate::views::WebhookTest;
+
+pub(super) fn routes(api: &mut Api) {
+    api.add(
+        Op::post(
+            "/v1/webhooks/{id}/test",
+            "alerts",
+            "Send a test notice to a channel now (one attempt, disabled channels too); answers how it went",
+        )
+        .answers::<WebhookTest>(),
+        post(test),
+    );
+}
+
+async fn test(
+    State(app): State<Arc<App>>,
+    Extension(actor): Extension<Actor>,
+    Path(id): Path<i64>,
+) -> Result<Json<WebhookTest>, ApiError> {
+    let c = app.config();
+    let sink = c.webhooks.get(&id).ok_or_else(|| ApiError::NotFound(format!("Webhook {id} not found")))?;
+    let notice = test_notice(&sink.value, &actor.0, crate::support::now());
+    let outcome = send(&sink.value, &notice, app.fetch_policy()).await;
+    let error = outcome.err().map(|f| f.to_string());
+    let delivered = error.is_none();
+    let object = format!("webhook:{id}");
+    app.audit(
+        &actor,
+        "webhook.test",
+        &object,
+        json!({"name": sink.value.name, "delivered": delivered, "error": error}),
+    )
+    .await;
+    Ok(Json(WebhookTest { delivered, error }))
+}
