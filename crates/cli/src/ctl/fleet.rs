@@ -328,35 +328,50 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// Replaces each publisher's `key_secret` reference by the secret: `env:NAME` from the
-/// environment, `file:PATH` from a file (relative to the fleet file's directory), `stored`
-/// left for the server. A secret written in the clear is refused: fleet files live in git.
+/// Replaces each secret reference — a publisher's `key_secret`, a channel's `secret` — by the
+/// secret: `env:NAME` from the environment, `file:PATH` from a file (relative to the fleet
+/// file's directory), `stored` left for the server. A secret written in the clear is refused:
+/// fleet files live in git.
 fn resolve_secrets(doc: &mut Map<String, Value>, dir: &Path) -> Result<(), (String, String)> {
-    let Some(Value::Array(clusters)) = doc.get_mut("clusters") else { return Ok(()) };
-    for (i, cluster) in clusters.iter_mut().enumerate() {
-        let Some(Value::Array(publishers)) = cluster.get_mut("publishers") else { continue };
-        for (k, p) in publishers.iter_mut().enumerate() {
-            let field = format!("clusters[{i}].publishers[{k}].key_secret");
-            let Some(secret) = p.get_mut("key_secret") else { continue };
-            let text = secret.as_str().unwrap_or_default().to_owned();
-            let resolved = if text == "stored" {
-                continue;
-            } else if let Some(name) = text.strip_prefix("env:") {
-                std::env::var(name).map_err(|_| (field.clone(), format!("the environment has no {name}")))?
-            } else if let Some(file) = text.strip_prefix("file:") {
-                let path = dir.join(file);
-                let s = std::fs::read_to_string(&path)
-                    .map_err(|e| (field.clone(), format!("cannot read {}: {e}", path.display())))?;
-                s.trim().to_owned()
-            } else {
-                return Err((
-                    field,
-                    "a secret is never written in a fleet file: give env:NAME, file:PATH or stored".into(),
-                ));
-            };
-            *secret = Value::String(resolved);
+    if let Some(Value::Array(clusters)) = doc.get_mut("clusters") {
+        for (i, cluster) in clusters.iter_mut().enumerate() {
+            let Some(Value::Array(publishers)) = cluster.get_mut("publishers") else { continue };
+            for (k, p) in publishers.iter_mut().enumerate() {
+                if let Some(secret) = p.get_mut("key_secret") {
+                    resolve_secret(secret, &format!("clusters[{i}].publishers[{k}].key_secret"), dir)?;
+                }
+            }
         }
     }
+    if let Some(Value::Array(webhooks)) = doc.get_mut("webhooks") {
+        for (i, w) in webhooks.iter_mut().enumerate() {
+            if let Some(secret) = w.get_mut("secret") {
+                resolve_secret(secret, &format!("webhooks[{i}].secret"), dir)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One secret reference, at `field`, resolved ([`resolve_secrets`]).
+fn resolve_secret(secret: &mut Value, field: &str, dir: &Path) -> Result<(), (String, String)> {
+    let text = secret.as_str().unwrap_or_default().to_owned();
+    let resolved = if text == "stored" {
+        return Ok(());
+    } else if let Some(name) = text.strip_prefix("env:") {
+        std::env::var(name).map_err(|_| (field.to_owned(), format!("the environment has no {name}")))?
+    } else if let Some(file) = text.strip_prefix("file:") {
+        let path = dir.join(file);
+        let s = std::fs::read_to_string(&path)
+            .map_err(|e| (field.to_owned(), format!("cannot read {}: {e}", path.display())))?;
+        s.trim().to_owned()
+    } else {
+        return Err((
+            field.to_owned(),
+            "a secret is never written in a fleet file: give env:NAME, file:PATH or stored".into(),
+        ));
+    };
+    *secret = Value::String(resolved);
     Ok(())
 }
 
@@ -481,5 +496,14 @@ mod tests {
         assert_eq!(err.0, "clusters[0].publishers[2].key_secret");
         assert_eq!(doc["clusters"][0]["publishers"][0]["key_secret"], "c2VjcmV0");
         assert_eq!(doc["clusters"][0]["publishers"][1]["key_secret"], "stored");
+
+        std::fs::write(dir.path().join("pd.key"), "R0UT1NG\n").unwrap();
+        let mut doc: Map<String, Value> = serde_json::from_value(json!({"webhooks": [
+            {"name": "pd", "secret": "file:pd.key"}, {"name": "slack", "secret": "https://hooks.slack.com/x"}
+        ]}))
+        .unwrap();
+        let err = resolve_secrets(&mut doc, dir.path()).unwrap_err();
+        assert_eq!(err.0, "webhooks[1].secret");
+        assert_eq!(doc["webhooks"][0]["secret"], "R0UT1NG");
     }
 }

@@ -356,7 +356,11 @@ async fn secrets_come_from_references_and_are_never_shown() {
     let dir = tempfile::tempdir().unwrap();
     let secret = "c2VjcmV0c2VjcmV0c2VjcmV0";
     write(dir.path(), "tsig.key", &format!("{secret}\n"));
-    let fleet = "clusters:\n  - name: www\n    domain: www.fleet.example\n    publishers:\n      - name: primary\n        server: 127.0.0.1:9\n        key_name: vantage\n        key_secret: file:tsig.key\n";
+    // A notification channel's secret (a PagerDuty routing key) goes the same way.
+    let routing = "R0UT1NGKEYR0UT1NGKEY";
+    write(dir.path(), "pd.key", routing);
+    let fleet = "clusters:\n  - name: www\n    domain: www.fleet.example\n    publishers:\n      - name: primary\n        server: 127.0.0.1:9\n        key_name: vantage\n        key_secret: file:tsig.key\n\
+                 webhooks:\n  - name: pd\n    format: pagerduty\n    secret: file:pd.key\n";
     let f = write(dir.path(), "fleet.yaml", fleet);
     let f = f.to_str().unwrap();
     let (code, out, err) = ctl(&s, &["apply", "-f", f], &[]).await;
@@ -366,6 +370,9 @@ async fn secrets_come_from_references_and_are_never_shown() {
     // The export keeps the secret on the server; applied back it changes nothing.
     let (_, export, _) = ctl(&s, &["export"], &[]).await;
     assert!(export.contains("key_secret: stored") && !export.contains(secret), "{export}");
+    assert!(export.contains("secret: stored") && !export.contains(routing), "{export}");
+    let (_, hooks) = s.call(Method::GET, "/v1/webhooks", None).await;
+    assert_eq!(hooks["items"][0]["secret"], "(hidden)", "{hooks}");
     let exported = write(dir.path(), "export.yaml", &export);
     let (code, out, _) = ctl(&s, &["plan", "-f", exported.to_str().unwrap()], &[]).await;
     assert!(code == 0 && out.starts_with("No changes"), "{out}");
@@ -390,6 +397,7 @@ async fn secrets_come_from_references_and_are_never_shown() {
     assert_eq!(code, 0, "{out}");
     let (_, audit, _) = ctl(&s, &["--json", "audit"], &[]).await;
     assert!(audit.contains("fleet.apply") && !audit.contains(secret) && !audit.contains(new), "{audit}");
+    assert!(!audit.contains(routing), "{audit}");
 }
 
 /// The example of `deploy/fleet/` (the README's fleet) plans and applies on a fresh server,

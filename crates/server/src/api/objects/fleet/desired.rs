@@ -161,7 +161,7 @@ pub(super) fn desired(
     b.settings(file)?;
     b.top::<Region>(file.regions.as_ref(), "regions", Scope::Regions)?;
     b.top::<NamedCheck>(file.checks.as_ref(), "checks", Scope::Checks)?;
-    b.top::<Webhook>(file.webhooks.as_ref(), "webhooks", Scope::Webhooks)?;
+    b.webhooks(file.webhooks.as_ref())?;
     b.top::<Monitor>(file.monitors.as_ref(), "monitors", Scope::Monitors)?;
     b.registry(file)?;
     if let Some(clusters) = &file.clusters {
@@ -231,6 +231,31 @@ impl Build<'_> {
         for (i, item) in items.iter().enumerate() {
             let at = format!("{path}[{i}]");
             let value = K::parse(Value::Object(item.clone()), None, self.app).map_err(within(&at))?;
+            self.upsert(&at, value, None, Ok)?;
+        }
+        Ok(())
+    }
+
+    /// The notification channels, each `secret` kept by reference ([`stored_secret`]).
+    fn webhooks(&mut self, list: Option<&Vec<Map<String, Value>>>) -> Result<(), ApiError> {
+        let Some(items) = list else { return Ok(()) };
+        self.scopes.push(Scope::Webhooks);
+        for (i, item) in items.iter().enumerate() {
+            let at = format!("webhooks[{i}]");
+            let mut doc = item.clone();
+            let name = doc.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let old = self.current.webhooks.values().find(|s| s.value.name.eq_ignore_ascii_case(&name));
+            let kept = old.and_then(|s| s.value.secret.as_deref());
+            let whose = format!("webhook {name:?}");
+            stored_secret(
+                &mut doc,
+                "secret",
+                kept,
+                &format!("{at}.secret"),
+                &whose,
+                self.terms.compare_secrets,
+            )?;
+            let value = Webhook::parse(Value::Object(doc), None, self.app).map_err(within(&at))?;
             self.upsert(&at, value, None, Ok)?;
         }
         Ok(())
@@ -563,9 +588,7 @@ fn check(o: &Object, id: i64, c: &Config) -> Result<(), Refusal> {
     }
 }
 
-/// A publisher's `key_secret: stored` becomes the secret the server holds for the publisher of
-/// that name; anything else must be the secret itself (`vantage ctl` resolves `env:` and
-/// `file:` before it sends the file).
+/// Each publisher's `key_secret` ([`stored_secret`]), kept from the publisher of that name.
 fn stored_secrets(
     doc: &mut Map<String, Value>,
     old: Option<&Cluster>,
@@ -575,33 +598,47 @@ fn stored_secrets(
     let Some(Value::Array(publishers)) = doc.get_mut("publishers") else { return Ok(()) };
     let old = old.map(|c| c.publishers.as_slice()).unwrap_or_default();
     for (k, p) in publishers.iter_mut().enumerate() {
-        let field = format!("{at}.publishers[{k}].key_secret");
         let Some(obj) = p.as_object_mut() else { continue };
         let name = obj.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let kept = old.iter().find(|o| o.name.eq_ignore_ascii_case(&name));
-        match obj.get("key_secret").and_then(Value::as_str) {
-            Some(_) if !compare && kept.is_some() => {
-                obj.insert("key_secret".into(), json!(kept.map(|o| o.key_secret.as_str())));
-            }
-            Some("stored") => {
-                let stored = kept.ok_or_else(|| {
-                    ApiError::invalid(
-                        &field,
-                        format!(
-                            "no secret is stored for publisher {name:?}: give it as env:NAME or file:PATH"
-                        ),
-                    )
-                })?;
-                obj.insert("key_secret".into(), json!(stored.key_secret));
-            }
-            Some(s) if s.starts_with("env:") || s.starts_with("file:") => {
-                return Err(ApiError::invalid(
-                    field,
-                    "a secret reference is read by vantage ctl; the API takes the secret itself",
-                ));
-            }
-            _ => {}
+        let kept = old.iter().find(|o| o.name.eq_ignore_ascii_case(&name)).map(|o| o.key_secret.as_str());
+        let path = format!("{at}.publishers[{k}].key_secret");
+        stored_secret(obj, "key_secret", kept, &path, &format!("publisher {name:?}"), compare)?;
+    }
+    Ok(())
+}
+
+/// A secret field of a fleet file's object: `stored` becomes `kept`, the secret the server
+/// holds for the object of that name (`whose`); anything else must be the secret itself
+/// (`vantage ctl` resolves `env:` and `file:` before it sends the file). Unless `compare`,
+/// a secret the server holds stands.
+fn stored_secret(
+    obj: &mut Map<String, Value>,
+    field: &str,
+    kept: Option<&str>,
+    path: &str,
+    whose: &str,
+    compare: bool,
+) -> Result<(), ApiError> {
+    match obj.get(field).and_then(Value::as_str) {
+        Some(_) if !compare && kept.is_some() => {
+            obj.insert(field.into(), json!(kept));
         }
+        Some("stored") => {
+            let stored = kept.ok_or_else(|| {
+                ApiError::invalid(
+                    path,
+                    format!("no secret is stored for {whose}: give it as env:NAME or file:PATH"),
+                )
+            })?;
+            obj.insert(field.into(), json!(stored));
+        }
+        Some(s) if s.starts_with("env:") || s.starts_with("file:") => {
+            return Err(ApiError::invalid(
+                path,
+                "a secret reference is read by vantage ctl; the API takes the secret itself",
+            ));
+        }
+        _ => {}
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ use crate::views::{
     SettingsFile,
 };
 
-/// How a secret (a publisher's `key_secret`) is written.
+/// How a secret (a publisher's `key_secret`, a channel's `secret`) is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Secrets {
     /// `stored`: what `ctl export` writes, and what keeps the server's secret on apply.
@@ -102,7 +102,11 @@ pub(super) fn object_doc(c: &Config, id: i64, secrets: Secrets) -> Option<(Objec
         return Some((named("check", s.value.name.clone()), s.value.doc()));
     }
     if let Some(s) = c.webhooks.get(&id) {
-        return Some((named("webhook", s.value.name.clone()), s.value.doc()));
+        let mut doc = s.value.doc();
+        if let Some(secret) = doc.get_mut("secret") {
+            *secret = written_secret(secret.as_str().unwrap_or_default(), secrets);
+        }
+        return Some((named("webhook", s.value.name.clone()), doc));
     }
     if let Some(s) = c.monitors.get(&id) {
         return Some((named("monitor", s.value.name.clone()), s.value.doc()));

@@ -204,3 +204,25 @@ async fn apply_route(
     applied.revision = revision(&app.config());
     Ok(Json(applied))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `docs/fleet.schema.json` is what the server publishes, so editors validating against
+    /// the file in the repository see the same schema. `VANTAGE_WRITE_SCHEMA=1` rewrites it.
+    #[test]
+    fn the_schema_in_the_docs_is_the_one_served() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/fleet.schema.json");
+        let schema = super::super::super::json_schema::<FleetFile>();
+        let text = format!("{}\n", serde_json::to_string_pretty(&schema).unwrap());
+        if std::env::var_os("VANTAGE_WRITE_SCHEMA").is_some() {
+            std::fs::write(path, &text).unwrap();
+        }
+        let docs = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            docs == text,
+            "docs/fleet.schema.json is out of date: run VANTAGE_WRITE_SCHEMA=1 cargo test -p vantage-server --lib fleet"
+        );
+    }
+}
