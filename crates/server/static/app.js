@@ -109,6 +109,12 @@
             ' mirror(s) at their next request for work.', 'good');
       return;
     }
+    // A test notice changes nothing on the page: it says how the delivery went.
+    if (then === 'test-notice') {
+      if (data.delivered) flash('Delivered: the channel took the test notice.', 'good');
+      else flash('Not delivered: ' + data.error);
+      return;
+    }
     // A page of something deleted has nothing left to show: go where the button says.
     if (then && then.startsWith('/ui/')) { location.href = then; return; }
     location.reload();

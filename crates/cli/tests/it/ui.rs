@@ -1143,3 +1143,39 @@ async fn monitors_scenario() {
     b.close().await;
     prober.kill().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channels_and_their_test_button() {
+    let _one = BROWSER.lock().await;
+    tokio::time::timeout(SCENARIO, channels_scenario()).await.expect("the scenario finished within its time");
+}
+
+/// The alerts page lists the notification channels without their secrets, and its test
+/// button says whether the channel took the notice, or why not.
+async fn channels_scenario() {
+    let s = ServerProcess::start_lab().await;
+    let base = s.url.trim_end_matches('/').to_owned();
+    let hooks = crate::receivers::receiver().await;
+    let secret = format!("{}/slack", hooks.url);
+    s.create("/v1/webhooks", json!({"name": "ops-slack", "format": "slack", "secret": secret})).await;
+    s.create("/v1/webhooks", json!({"name": "dead", "url": "http://127.0.0.1:9/hook", "enabled": false}))
+        .await;
+
+    let b = Browser::start().await;
+    b.login(&base, &s.token).await;
+    b.arrive("/ui").await;
+    b.goto(&format!("{base}/ui/alerts")).await;
+    let slack = "#channels tr[data-channel='ops-slack']";
+    let row = b.text(slack).await;
+    assert!(row.contains("slack") && row.contains("Slack incoming webhook"), "{row}");
+    assert!(!b.text("body").await.contains(&secret), "the page never shows a secret");
+    assert!(b.text("#channels tr[data-channel='dead']").await.contains("disabled"));
+
+    b.click(&format!("{slack} button")).await;
+    b.watch("#flash", Duration::from_secs(10), |t| t.starts_with("Delivered")).await;
+    hooks.wait(Duration::from_secs(5), |got| got.iter().any(|(k, _)| k == "slack")).await;
+    b.click("#channels tr[data-channel='dead'] button").await;
+    b.watch("#flash", Duration::from_secs(20), |t| t.starts_with("Not delivered: unreachable")).await;
+    b.screenshot("alerts-channels.png").await;
+    b.close().await;
+}

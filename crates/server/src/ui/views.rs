@@ -2,6 +2,7 @@
 //! the names the pages use. The UI reads the same routes as any client and decides nothing
 //! itself.
 
+pub(super) use crate::views::WebhookView as Channel;
 pub(super) use crate::views::{AddressSeries, AddressView, Addresses, SeriesPoint};
 pub(super) use crate::views::{
     Alerts, DnsView as Dns, History, Items, LineName, Preview, RegionView as Region, ResultView as ResultRow,

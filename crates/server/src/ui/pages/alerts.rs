@@ -1,6 +1,8 @@
-//! Open and recently resolved alerts.
+//! Open and recently resolved alerts, and the channels they go to (each with its test
+//! button).
 
 use super::*;
+use vantage_control::alerts::WebhookFormat;
 
 #[derive(Template)]
 #[template(path = "alerts.html")]
@@ -8,6 +10,29 @@ struct AlertsPage {
     frame: Frame,
     open: Vec<AlertRow>,
     recent: Vec<AlertRow>,
+    channels: Vec<ChannelRow>,
+}
+
+/// One notification channel as the page lists it.
+#[derive(Debug)]
+struct ChannelRow {
+    id: i64,
+    name: String,
+    format: &'static str,
+    /// Where it delivers, in words (never its secret).
+    to: String,
+    enabled: bool,
+}
+
+fn channel_row(w: &views::Channel) -> ChannelRow {
+    let h = &w.webhook;
+    let url = h.url.clone().unwrap_or_default();
+    let to = match h.format {
+        WebhookFormat::Slack => "Slack incoming webhook (its URL is a secret)".to_owned(),
+        WebhookFormat::Email => format!("{} via {url}", h.to.join(", ")),
+        _ => url,
+    };
+    ChannelRow { id: w.id, name: h.name.clone(), format: h.format.as_str(), to, enabled: h.enabled }
 }
 
 pub(in crate::ui) async fn alerts(
@@ -16,12 +41,14 @@ pub(in crate::ui) async fn alerts(
 ) -> PageResult {
     let at = now();
     let a: views::Alerts = client(&ui, &v).get("/v1/alerts").await?;
+    let channels: Items<views::Channel> = client(&ui, &v).get("/v1/webhooks").await?;
     let mut recent = a.recent;
     recent.sort_by_key(|a| std::cmp::Reverse(a.resolved_at));
     let page = AlertsPage {
         frame: Frame::new(&v, "Alerts", "alerts", 10),
         open: a.open.iter().map(|x| alert_row(x, at)).collect(),
         recent: recent.iter().map(|x| alert_row(x, at)).collect(),
+        channels: channels.items.iter().map(channel_row).collect(),
     };
     Ok(render(&page))
 }
