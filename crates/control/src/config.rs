@@ -19,7 +19,7 @@ use vantage_core::monitor::Monitor;
 use vantage_core::rules::Rule;
 use vantage_core::settings::ProbeSettings;
 
-use crate::alerts::Webhook;
+use crate::alerts::{Alert, Silence, Webhook};
 use crate::mirrors::Registry;
 
 /// A stored object with its times.
@@ -220,6 +220,8 @@ pub enum Object {
     Detection(DetectionSettings),
     /// A video monitor.
     Monitor(Monitor),
+    /// A silence of some alerts' notifications.
+    Silence(Silence),
 }
 
 impl Object {
@@ -244,6 +246,7 @@ impl Object {
             Object::MirrorSettings(_) => "mirror_settings",
             Object::Detection(_) => "detection_settings",
             Object::Monitor(_) => "monitor",
+            Object::Silence(_) => "silence",
         }
     }
 
@@ -265,6 +268,8 @@ impl Object {
             Object::MirrorSettings(_) => "mirrors".into(),
             Object::Detection(_) => "detection".into(),
             Object::Monitor(m) => m.name.clone(),
+            // Silences have no name: what they match says what they are.
+            Object::Silence(s) => s.matchers.join(" "),
         }
     }
 
@@ -298,6 +303,7 @@ impl Object {
             Object::MirrorSettings(v) => serde_json::to_string(v),
             Object::Detection(v) => serde_json::to_string(v),
             Object::Monitor(v) => serde_json::to_string(v),
+            Object::Silence(v) => serde_json::to_string(v),
         }
     }
 
@@ -324,6 +330,7 @@ impl Object {
             "mirror_settings" => Object::MirrorSettings(serde_json::from_str(body).map_err(e)?),
             "detection_settings" => Object::Detection(serde_json::from_str(body).map_err(e)?),
             "monitor" => Object::Monitor(serde_json::from_str(body).map_err(e)?),
+            "silence" => Object::Silence(serde_json::from_str(body).map_err(e)?),
             other => return Err(format!("unknown kind {other:?}")),
         })
     }
@@ -365,6 +372,8 @@ pub struct Config {
     pub enroll_tokens: BTreeMap<i64, Stored<EnrollToken>>,
     /// Webhook sinks.
     pub webhooks: BTreeMap<i64, Stored<Webhook>>,
+    /// Silences of alerts' notifications.
+    pub silences: BTreeMap<i64, Stored<Silence>>,
     /// Named checks of endpoint targets.
     pub checks: BTreeMap<i64, Stored<NamedCheck>>,
     /// Video monitors.
@@ -439,6 +448,7 @@ impl Config {
             Object::Webhook(v) => upsert(&mut self.webhooks, id, v, created, now),
             Object::Check(v) => upsert(&mut self.checks, id, v, created, now),
             Object::Monitor(v) => upsert(&mut self.monitors, id, v, created, now),
+            Object::Silence(v) => upsert(&mut self.silences, id, v, created, now),
             Object::MirrorSettings(v) => {
                 self.mirror_settings = v;
                 self.mirror_settings_id = Some(id);
@@ -465,6 +475,7 @@ impl Config {
         self.webhooks.remove(&id);
         self.checks.remove(&id);
         self.monitors.remove(&id);
+        self.silences.remove(&id);
     }
 
     /// The id of every object that can be deleted (every kind but the three settings).
@@ -482,12 +493,13 @@ impl Config {
             self.webhooks.keys().copied().collect(),
             self.checks.keys().copied().collect(),
             self.monitors.keys().copied().collect(),
+            self.silences.keys().copied().collect(),
         ];
         keys.into_iter().flatten().collect()
     }
 
     /// Objects per kind, for the metrics.
-    pub fn counts(&self) -> [(&'static str, usize); 12] {
+    pub fn counts(&self) -> [(&'static str, usize); 13] {
         [
             ("region", self.regions.len()),
             ("cluster", self.clusters.len()),
@@ -501,7 +513,13 @@ impl Config {
             ("webhook", self.webhooks.len()),
             ("check", self.checks.len()),
             ("monitor", self.monitors.len()),
+            ("silence", self.silences.len()),
         ]
+    }
+
+    /// The silence that holds back `a`'s notifications at `now` (the oldest, when several do).
+    pub fn silence_of(&self, a: &Alert, now: Timestamp) -> Option<i64> {
+        self.silences.iter().find(|(_, s)| s.value.holds(a, now)).map(|(id, _)| *id)
     }
 
     /// The prober named `name`. Names compare without case, like every other name, so that

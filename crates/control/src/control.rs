@@ -525,6 +525,8 @@ impl Control {
         let c = self.config.clone();
         let findings: Vec<Finding> = self.books().into_iter().flat_map(|b| b.follow(&c, now)).collect();
         self.apply(findings, now);
+        // A silence that went lets what it held go at once.
+        self.release_silenced(now);
         if effects.all {
             self.trigger_all(now);
         }
@@ -828,6 +830,7 @@ impl Control {
         }
         if now >= self.next_silence {
             self.silence(now);
+            self.release_silenced(now);
             let c = self.config.clone();
             self.confirmations.expire(c.settings.interval_s(), now);
             let findings: Vec<Finding> = self.books().into_iter().flat_map(|b| b.sweep(&c, now)).collect();

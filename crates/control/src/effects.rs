@@ -63,7 +63,8 @@ impl Effects {
                 | Object::Webhook(_)
                 | Object::Check(_)
                 | Object::MirrorSettings(_)
-                | Object::Monitor(_) => {}
+                | Object::Monitor(_)
+                | Object::Silence(_) => {}
             }
         }
         for id in deletes {

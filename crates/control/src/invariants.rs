@@ -9,7 +9,7 @@ use vantage_core::ids::{ClusterId, GroupId, LineId, RegionId};
 use vantage_core::model::{Cluster, Region};
 use vantage_core::monitor::Monitor;
 
-use crate::alerts::Webhook;
+use crate::alerts::{Silence, Webhook};
 use crate::config::{
     CheckSource, Config, GroupRecord, LineRecord, NamedCheck, NodeRecord, Object, ProberRecord, RuleRecord,
     plural,
@@ -426,6 +426,17 @@ impl Invariants for ProberRecord {
         if !c.regions.contains_key(&self.region.0) {
             return Err(Refusal::invalid("region", format!("no region {}", self.region)));
         }
+        Ok(())
+    }
+    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {
+        Ok(Vec::new())
+    }
+}
+
+/// Silences stand alone: nothing names them, they name nothing (a matcher may name what does
+/// not exist yet, as a silence made before a maintenance does).
+impl Invariants for Silence {
+    fn check(&self, _: i64, _: &Config) -> Result<(), Refusal> {
         Ok(())
     }
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {

@@ -3,7 +3,7 @@
 //! channels is the server's; their configuration (`channel`) is here because it is a
 //! configuration object.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -11,6 +11,7 @@ use vantage_core::Timestamp;
 
 mod channel;
 mod kind;
+mod silence;
 
 pub use channel::{
     DEFAULT_TEMPLATE, HIDDEN, PAGERDUTY_EVENTS_URL, SmtpServer, Webhook, WebhookFormat, render,
@@ -19,6 +20,7 @@ pub use kind::{
     AddressDown, AlertAbout, AlertKey, AlertKind, CertificateExpiry, ConditionValue, Firing, LineHeld,
     MirrorBlocked, MirrorStale, MonitorAlert, NodeSilent, ProberSilent, RegionState, RuleAction, Severity,
 };
+pub use silence::{MAX_SILENCE_S, Silence, SilenceCreate};
 
 /// Resolved alerts kept for the list.
 const RECENT: usize = 500;
@@ -61,6 +63,10 @@ pub struct AlertBook {
     next_id: u64,
     open: BTreeMap<String, Alert>,
     recent: VecDeque<Alert>,
+    /// Open alerts whose firing a silence held back: told when it ends, and their resolve
+    /// never told (nobody heard they fired).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    held: BTreeSet<String>,
 }
 
 impl AlertBook {
@@ -118,6 +124,26 @@ impl AlertBook {
     /// Whether `key` is open.
     pub fn is_open(&self, key: &str) -> bool {
         self.open.contains_key(key)
+    }
+
+    /// The open alert `key`.
+    pub fn open(&self, key: &str) -> Option<&Alert> {
+        self.open.get(key)
+    }
+
+    /// A silence held back the notification of `key` firing.
+    pub fn hold(&mut self, key: &str) {
+        self.held.insert(key.to_owned());
+    }
+
+    /// Whether the firing of `key` was held back; it is not any more.
+    pub fn release(&mut self, key: &str) -> bool {
+        self.held.remove(key)
+    }
+
+    /// The keys whose firing a silence holds back.
+    pub fn held(&self) -> impl Iterator<Item = &String> {
+        self.held.iter()
     }
 }
 

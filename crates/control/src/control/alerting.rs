@@ -30,8 +30,14 @@ impl Control {
             return;
         }
         if let Some(a) = Arc::make_mut(&mut self.alerts).fire(name, key.kind, summary, details, now) {
-            self.alert_event(&a, &key, now);
-            self.outputs.push_back(Output::Alert(a));
+            // A silence holds the notification back (until it ends); the alert fires anyway.
+            let silence = self.config.silence_of(&a, now);
+            let note = silence.map(|id| format!(" (notification held by silence {id})"));
+            self.alert_event(&a, &key, note, now);
+            match silence {
+                Some(_) => Arc::make_mut(&mut self.alerts).hold(&a.key),
+                None => self.outputs.push_back(Output::Alert(a)),
+            }
         }
         self.alerts_dirty = true;
     }
@@ -42,14 +48,36 @@ impl Control {
             return;
         }
         if let Some(a) = Arc::make_mut(&mut self.alerts).resolve(&name, now) {
-            self.alert_event(&a, key, now);
+            // Nobody was told it fired: nobody is told it resolved.
+            let held = Arc::make_mut(&mut self.alerts).release(&name);
+            let note = held.then(|| " (never notified: a silence held it)".to_owned());
+            self.alert_event(&a, key, note, now);
+            if !held {
+                self.outputs.push_back(Output::Alert(a));
+            }
+            self.alerts_dirty = true;
+        }
+    }
+
+    /// The alerts still firing whose notification a silence held back, and no silence holds
+    /// now (it ended or went): their notification goes.
+    pub(super) fn release_silenced(&mut self, now: Timestamp) {
+        let c = self.config.clone();
+        let due: Vec<Alert> = (self.alerts.held())
+            .filter_map(|key| self.alerts.open(key))
+            .filter(|a| c.silence_of(a, now).is_none())
+            .cloned()
+            .collect();
+        for a in due {
+            Arc::make_mut(&mut self.alerts).release(&a.key);
             self.outputs.push_back(Output::Alert(a));
             self.alerts_dirty = true;
         }
     }
 
-    /// The event of an alert firing or resolving, about the node or cluster its key names.
-    fn alert_event(&mut self, a: &Alert, key: &AlertKey, now: Timestamp) {
+    /// The event of an alert firing or resolving, about the node or cluster its key names, with
+    /// what became of its notification when a silence held it (`note`).
+    fn alert_event(&mut self, a: &Alert, key: &AlertKey, note: Option<String>, now: Timestamp) {
         let place = key.place(&self.config);
         let (kind, summary) = match a.resolved_at {
             None => (EventKind::AlertFired, format!("alert firing: {}", a.summary)),
@@ -62,6 +90,7 @@ impl Control {
                 ),
             ),
         };
+        let summary = summary + note.as_deref().unwrap_or_default();
         let details = json!({"alert": a.id, "kind": a.kind, "key": a.key, "fired_at": a.fired_at, "resolved_at": a.resolved_at});
         self.events.push(now, kind, place, summary, details);
     }

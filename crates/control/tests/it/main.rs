@@ -23,5 +23,6 @@ mod publish;
 mod replicas;
 mod reports;
 mod schedule;
+mod silences;
 mod verify;
 mod view;

@@ -1,0 +1,222 @@
+//! Silences: for a while, the notifications of the alerts they match are held back — the
+//! alerts still fire, resolve and show, and a silence that ends while one it held is still
+//! firing lets that one's notification go. Kept as configuration objects, so every replica
+//! sees the same silences and each is audited.
+
+use serde::{Deserialize, Serialize};
+use vantage_core::{Error, Timestamp};
+
+use super::Alert;
+
+/// Longest a silence may last.
+pub const MAX_SILENCE_S: u64 = 30 * 86_400;
+const MAX_MATCHERS: usize = 10;
+const MAX_COMMENT: usize = 500;
+
+/// A silence as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Silence {
+    /// `name=value`, every one to match: `kind` is the alert's kind, any other name a field of
+    /// its details (`node`, `cluster`, `rule`, `host`, `monitor`, `prober`, `line`…).
+    pub matchers: Vec<String>,
+    /// From when it holds notifications back.
+    pub starts_at: Timestamp,
+    /// Until when.
+    pub ends_at: Timestamp,
+    /// Why, in the operator's words.
+    pub comment: String,
+    /// Who made it (the admin token's name).
+    pub created_by: String,
+}
+
+/// What a new silence is asked with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SilenceCreate {
+    /// `name=value`, every one to match (see [`Silence::matchers`]).
+    pub matchers: Vec<String>,
+    /// How long it lasts from now, seconds (or give `ends_at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<u64>,
+    /// Until when (or give `duration_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_at: Option<Timestamp>,
+    /// Why.
+    pub comment: String,
+}
+
+impl SilenceCreate {
+    /// The silence `by` asks for at `now`.
+    pub fn silence(self, by: &str, now: Timestamp) -> Result<Silence, Error> {
+        let ends_at = match (self.duration_s, self.ends_at) {
+            (Some(d), None) => {
+                if d == 0 || d > MAX_SILENCE_S {
+                    return Err(Error::invalid(
+                        "duration_s",
+                        format!("1 to {MAX_SILENCE_S} seconds (30 days)"),
+                    ));
+                }
+                now.plus_secs(d)
+            }
+            (None, Some(t)) => t,
+            _ => return Err(Error::invalid("duration_s", "give duration_s or ends_at, one of the two")),
+        };
+        Silence {
+            matchers: self.matchers,
+            starts_at: now,
+            ends_at,
+            comment: self.comment,
+            created_by: by.to_owned(),
+        }
+        .check(now)
+    }
+}
+
+impl Silence {
+    /// Validates a silence made or changed at `now`: it ends after `now`, within 30 days of its
+    /// start, and matches something narrower than everything.
+    pub fn check(self, now: Timestamp) -> Result<Silence, Error> {
+        if self.matchers.is_empty() || self.matchers.len() > MAX_MATCHERS {
+            return Err(Error::invalid(
+                "matchers",
+                format!(
+                    "1 to {MAX_MATCHERS} matchers name=value (kind=node_offline, node=edge-1): a silence of everything hides every outage"
+                ),
+            ));
+        }
+        let mut matchers = Vec::with_capacity(self.matchers.len());
+        for (i, m) in self.matchers.iter().enumerate() {
+            let field = format!("matchers[{i}]");
+            let (name, value) = m.split_once('=').ok_or_else(|| {
+                Error::invalid(
+                    &field,
+                    format!("must be name=value (kind=node_offline, node=edge-1), got {m:?}"),
+                )
+            })?;
+            let (name, value) = (name.trim(), value.trim());
+            let name_ok = !name.is_empty()
+                && name.len() <= 32
+                && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            if !name_ok {
+                return Err(Error::invalid(
+                    &field,
+                    format!("{name:?} is not a field name (lower-case letters, digits, _)"),
+                ));
+            }
+            if value.is_empty() || value.len() > 253 || value.chars().any(char::is_control) {
+                return Err(Error::invalid(&field, "the value must be 1 to 253 printable characters"));
+            }
+            matchers.push(format!("{name}={value}"));
+        }
+        if self.ends_at <= now {
+            return Err(Error::invalid("ends_at", "must be in the future"));
+        }
+        if self.ends_at.millis_since(self.starts_at) > i64::try_from(MAX_SILENCE_S * 1000).unwrap_or(i64::MAX)
+        {
+            return Err(Error::invalid("ends_at", "at most 30 days after the silence started"));
+        }
+        let comment = self.comment.trim().to_owned();
+        if comment.is_empty() || comment.len() > MAX_COMMENT || comment.chars().any(char::is_control) {
+            return Err(Error::invalid(
+                "comment",
+                format!("why, in 1 to {MAX_COMMENT} printable characters"),
+            ));
+        }
+        Ok(Silence { matchers, comment, ..self })
+    }
+
+    /// Whether it holds `a`'s notifications back at `now`.
+    pub fn holds(&self, a: &Alert, now: Timestamp) -> bool {
+        self.starts_at <= now
+            && now < self.ends_at
+            && self.matchers.iter().all(|m| {
+                let Some((name, want)) = m.split_once('=') else { return false };
+                if name == "kind" {
+                    return a.kind.as_str() == want;
+                }
+                match a.details.get(name) {
+                    Some(serde_json::Value::String(s)) => s == want,
+                    // A number or a flag matches as it is written (`port=443`).
+                    Some(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => {
+                        let written = v.to_string();
+                        written == want
+                    }
+                    _ => false,
+                }
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::alerts::{AlertKind, AlertState};
+
+    fn alert() -> Alert {
+        Alert {
+            id: 1,
+            key: "node_offline/node:7".into(),
+            kind: AlertKind::NodeOffline,
+            state: AlertState::Firing,
+            summary: "node edge-1 is offline".into(),
+            details: json!({"node": "edge-1", "port": 443}),
+            fired_at: Timestamp::from_secs(1_800_000_000),
+            resolved_at: None,
+        }
+    }
+
+    fn ask(matchers: &[&str], duration_s: Option<u64>) -> Result<Silence, Error> {
+        let now = Timestamp::from_secs(1_800_000_000);
+        SilenceCreate {
+            matchers: matchers.iter().map(|m| (*m).to_owned()).collect(),
+            duration_s,
+            ends_at: None,
+            comment: "maintenance of edge-1".into(),
+        }
+        .silence("ops", now)
+    }
+
+    #[test]
+    fn every_matcher_must_match_while_it_lasts() {
+        let t = Timestamp::from_secs(1_800_000_000);
+        let s = ask(&["kind=node_offline", " node = edge-1 "], Some(3600)).unwrap();
+        assert_eq!(s.matchers, ["kind=node_offline", "node=edge-1"]);
+        assert_eq!((s.starts_at, s.ends_at, s.created_by.as_str()), (t, t.plus_secs(3600), "ops"));
+        assert!(s.holds(&alert(), t.plus_secs(10)));
+        assert!(!s.holds(&alert(), t.plus_secs(3600)), "ended");
+        assert!(ask(&["port=443"], Some(60)).unwrap().holds(&alert(), t));
+        assert!(!ask(&["node=edge-2"], Some(60)).unwrap().holds(&alert(), t));
+        assert!(!ask(&["kind=node_offline", "cluster=video"], Some(60)).unwrap().holds(&alert(), t));
+    }
+
+    #[test]
+    fn refusals_name_their_field() {
+        let field = |r: Result<Silence, Error>| r.unwrap_err().field().to_owned();
+        assert_eq!(field(ask(&[], Some(60))), "matchers");
+        assert_eq!(field(ask(&["kind=x", "nonsense"], Some(60))), "matchers[1]");
+        assert_eq!(field(ask(&["Node=edge-1"], Some(60))), "matchers[0]");
+        assert_eq!(field(ask(&["node="], Some(60))), "matchers[0]");
+        assert_eq!(field(ask(&["node=edge-1"], None)), "duration_s");
+        assert_eq!(field(ask(&["node=edge-1"], Some(MAX_SILENCE_S + 1))), "duration_s");
+        let now = Timestamp::from_secs(1_800_000_000);
+        let past = SilenceCreate {
+            matchers: vec!["node=edge-1".into()],
+            duration_s: None,
+            ends_at: Some(now.plus_millis(-1000)),
+            comment: "x".into(),
+        };
+        assert_eq!(field(past.silence("ops", now)), "ends_at");
+        let silent = SilenceCreate {
+            matchers: vec!["node=a".into()],
+            duration_s: Some(5),
+            ends_at: None,
+            comment: " ".into(),
+        };
+        assert_eq!(field(silent.silence("ops", now)), "comment");
+    }
+}
