@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
-use vantage_control::alerts::{Alert, Webhook};
+use vantage_control::alerts::{Alert, Silence, Webhook};
 use vantage_control::config::{CheckSource, Probed, TokenState};
 use vantage_control::observe::{ProberStatus, RoundSummary};
 use vantage_core::Timestamp;
@@ -808,6 +808,38 @@ pub struct Alerts {
     pub open: Vec<Alert>,
     /// Resolved, newest first.
     pub recent: Vec<Alert>,
+    /// The open alerts a silence holds the notifications of now: alert key → silence id.
+    #[serde(default)]
+    pub silenced: BTreeMap<String, i64>,
+}
+
+/// A silence with what it does now.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SilenceView {
+    /// Server-assigned id.
+    pub id: i64,
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// Its fields.
+    #[serde(flatten)]
+    pub silence: Silence,
+    /// `pending` (not started), `active` or `expired`.
+    pub state: SilenceState,
+    /// The open alerts whose notifications it holds now, by key.
+    pub holds: Vec<String>,
+}
+
+/// Where a silence is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SilenceState {
+    /// Starts later.
+    Pending,
+    /// Holding notifications back.
+    Active,
+    /// Over (kept until deleted, as a record).
+    Expired,
 }
 
 /// One audit entry.

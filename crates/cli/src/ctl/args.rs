@@ -54,8 +54,12 @@ pub(super) enum Resource {
     Nodes(NodeArgs),
     /// Probers (list, get, update name/enabled, delete), enrollment tokens, results.
     Probers(ProberArgs),
-    /// Webhook sinks for alerts (name, url, format json|alertmanager, enabled).
+    /// Notification channels for alerts (name, format json|alertmanager|slack|pagerduty|email,
+    /// url, secret, from, to, template, enabled).
     Webhooks(Plain),
+    /// Silences of alerts' notifications (matchers='["kind=node_offline","node=edge-1"]',
+    /// duration_s or ends_at, comment); delete one to end it.
+    Silences(Plain),
     /// Open and recently resolved alerts.
     Alerts,
     /// Mirrors (§6): their verdicts and regions, records, manual blocks and check runs.

@@ -40,7 +40,7 @@ use vantage_server::views::{
     Addresses, AdminTokenView, Alerts, AuditView, BlockRequest, CheckCreate, CheckRunRequest, CheckRunView,
     CheckView, ClusterView, DnsView, DoorChoice, EnrollTokenView, GroupView, Items, LineView, MirrorList,
     MirrorView, MonitorHistory, MonitorVerdictView, MonitorView, NewAdminToken, NewEnrollToken, NodeView,
-    Preview, ProberView, RegionView, ResultView, Revisions, RuleView, TenantView, WebhookView,
+    Preview, ProberView, RegionView, ResultView, Revisions, RuleView, SilenceView, TenantView, WebhookView,
 };
 
 pub(crate) use args::Args;
@@ -575,6 +575,9 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
         },
         Resource::Webhooks(p) => {
             generic::<WebhookView>(names, Kind::Webhook, "/v1/webhooks", &p.action, json).await
+        }
+        Resource::Silences(p) => {
+            generic::<SilenceView>(names, Kind::Silence, "/v1/silences", &p.action, json).await
         }
         Resource::Alerts => {
             let v: Alerts = c.get("/v1/alerts").await?;

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use vantage_server::views::{
     AdminTokenView, CheckView, ClusterView, GroupView, Items, LineView, MonitorView, NodeView, ProberView,
-    RegionView, RuleView, WebhookView,
+    RegionView, RuleView, SilenceView, WebhookView,
 };
 
 use super::client::Client;
@@ -53,6 +53,7 @@ pub(super) enum Kind {
     Node,
     Prober,
     Webhook,
+    Silence,
     Monitor,
     Check,
     AdminToken,
@@ -70,6 +71,7 @@ impl Kind {
             Kind::Node => "node",
             Kind::Prober => "prober",
             Kind::Webhook => "webhook",
+            Kind::Silence => "silence",
             Kind::Monitor => "monitor",
             Kind::Check => "check",
             Kind::AdminToken => "admin token",
@@ -87,6 +89,7 @@ impl Kind {
             Kind::Node => "/v1/nodes".into(),
             Kind::Prober => "/v1/probers".into(),
             Kind::Webhook => "/v1/webhooks".into(),
+            Kind::Silence => "/v1/silences".into(),
             Kind::Monitor => "/v1/monitors".into(),
             Kind::Check => "/v1/checks".into(),
             Kind::AdminToken => "/v1/admin-tokens".into(),
@@ -168,6 +171,8 @@ impl<'a> Names<'a> {
                 }
                 Kind::Prober => list(c, kind, |p: ProberView| plain(p.id, p.name)).await?,
                 Kind::Webhook => list(c, kind, |w: WebhookView| plain(w.id, w.webhook.name)).await?,
+                // A silence has no name: its id is how it is named.
+                Kind::Silence => list(c, kind, |s: SilenceView| plain(s.id, s.id.to_string())).await?,
                 Kind::Monitor => list(c, kind, |m: MonitorView| plain(m.id, m.monitor.name)).await?,
                 Kind::Check => list(c, kind, |x: CheckView| plain(x.id, x.name)).await?,
                 Kind::AdminToken => list(c, kind, |t: AdminTokenView| plain(t.id, t.name)).await?,

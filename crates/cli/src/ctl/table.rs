@@ -17,7 +17,8 @@ use vantage_core::reachability::Condition;
 use vantage_server::views::{
     AddressView, AdminTokenView, AuditView, CheckView, ClusterView, DnsLine, EnrollTokenView, GroupView,
     LineView, MirrorProberView, MirrorView, MonitorPoint, MonitorView, NodeUsage, NodeView, PreviewItem,
-    ProberView, RegionVerdictView, RegionView, ResultView, RevisionView, RuleView, TenantView, WebhookView,
+    ProberView, RegionVerdictView, RegionView, ResultView, RevisionView, RuleView, SilenceView, TenantView,
+    WebhookView,
 };
 
 /// A value in one cell: text as is, numbers and booleans printed, lists of plain values joined
@@ -204,6 +205,11 @@ rows! {
     WebhookView: [
         "id" => |r| r.id, "name" => |r| r.webhook.name, "url" => |r| r.webhook.url,
         "format" => |r| r.webhook.format, "enabled" => |r| r.webhook.enabled,
+    ];
+    SilenceView: [
+        "id" => |r| r.id, "state" => |r| r.state, "matchers" => |r| r.silence.matchers,
+        "ends_at" => |r| r.silence.ends_at, "holds" => |r| r.holds.len(), "by" => |r| r.silence.created_by,
+        "comment" => |r| r.silence.comment,
     ];
     AdminTokenView: ["id" => |r| r.id, "name" => |r| r.name, "prefix" => |r| r.prefix, "created_at" => |r| r.created_at];
     AuditView: ["at" => |r| r.at, "actor" => |r| r.actor, "action" => |r| r.action, "object" => |r| r.object];

@@ -9,6 +9,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::json;
 
+use crate::ctl_mirrors::ctl;
 use crate::harness::ServerProcess;
 use crate::receivers::{SmtpSink, receiver};
 
@@ -126,4 +127,80 @@ async fn channels_keep_their_secrets_and_their_test_notice_says_how_it_went() {
             .any(|a| a["metadata"]["name"] == "dead" && a["metadata"]["delivered"] == false),
         "{audit}"
     );
+}
+
+/// A silence holds back the notification of a real alert (an address nothing answers on,
+/// seen by a real prober) while the alert fires and shows; deleted, it lets it go at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silence_holds_a_real_alerts_notification_until_it_goes() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_lab().await;
+    let hooks = receiver().await;
+    s.create("/v1/webhooks", json!({"name": "json", "url": format!("{}/json", hooks.url)})).await;
+    let settings = json!({"interval_s": 5, "timeout_ms": 500, "attempts": 1,
+                          "failing_before_unreachable_s": 5, "answering_before_reachable_s": 5});
+    let (st, v) = s.call(Method::PUT, "/v1/settings/probes", Some(settings)).await;
+    assert_eq!(st, 200, "{v}");
+    let region =
+        s.create("/v1/regions", json!({"code": "eu", "name": "Europe"})).await["id"].as_i64().unwrap();
+    let cluster = s.create("/v1/clusters", json!({"name": "c", "domain": "cdn.test.example"})).await["id"]
+        .as_i64()
+        .unwrap();
+    let group = s.create(&format!("/v1/clusters/{cluster}/groups"), json!({"name": "g"})).await["id"]
+        .as_i64()
+        .unwrap();
+    s.create(&format!("/v1/clusters/{cluster}/lines"), json!({"name": "default", "group": group})).await;
+    let node =
+        s.create("/v1/nodes", json!({"cluster": cluster, "group": group, "name": "edge-1"})).await["id"]
+            .as_i64()
+            .unwrap();
+    // Nothing listens there: the probers see it refused.
+    s.call(Method::PUT, &format!("/v1/nodes/{node}/addresses"), Some(json!([{"ip": "127.0.0.41"}]))).await;
+
+    for (body, field) in [
+        (json!({"matchers": [], "duration_s": 60, "comment": "x"}), "matchers"),
+        (json!({"matchers": ["node edge-1"], "duration_s": 60, "comment": "x"}), "matchers[0]"),
+        (json!({"matchers": ["node=edge-1"], "comment": "x"}), "duration_s"),
+        (json!({"matchers": ["node=edge-1"], "duration_s": 60, "comment": ""}), "comment"),
+        (json!({"matchers": ["node=edge-1"], "duration_s": 60, "comment": "x", "by": "me"}), "by"),
+    ] {
+        let (st, v) = s.call(Method::POST, "/v1/silences", Some(body.clone())).await;
+        assert_eq!((st, v["error"]["field"].as_str()), (400, Some(field)), "{body}: {v}");
+    }
+    // Made with ctl, as on-call would.
+    let matchers = r#"matchers=["kind=address_unreachable","node=edge-1"]"#;
+    let (code, _, err) =
+        ctl(&s, &["silences", "create", matchers, "duration_s=3600", "comment=edge-1 is being re-racked"])
+            .await;
+    assert_eq!(code, Some(0), "{err}");
+    let (_, list) = s.call(Method::GET, "/v1/silences", None).await;
+    let silence = list["items"][0].clone();
+    let id = silence["id"].as_i64().unwrap();
+    assert_eq!(
+        (silence["state"].as_str(), silence["created_by"].is_string()),
+        (Some("active"), true),
+        "{silence}"
+    );
+    let (_, out, _) = ctl(&s, &["silences", "list"]).await;
+    assert!(out.contains("active") && out.contains("kind=address_unreachable"), "{out}");
+
+    let _prober = s.start_prober("fra", region, temp.path()).await;
+    let key = format!("address_unreachable/node:{node}/127.0.0.41");
+    s.wait_for("/v1/alerts", Duration::from_secs(30), |v| v["silenced"][&key] == json!(id)).await;
+    let (_, one) = s.call(Method::GET, &format!("/v1/silences/{id}"), None).await;
+    assert_eq!(one["holds"], json!([key]), "{one}");
+    // The alert fires and shows; its notification waits.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(hooks.got.lock().unwrap().is_empty(), "held: {:?}", hooks.got.lock().unwrap());
+
+    // The silence goes: the notification goes at once.
+    let (code, _, err) = ctl(&s, &["silences", "delete", &id.to_string()]).await;
+    assert_eq!(code, Some(0), "{err}");
+    hooks
+        .wait(Duration::from_secs(5), |got| {
+            got.iter().any(|(k, v)| k == "json" && v["status"] == "firing" && v["key"] == json!(key))
+        })
+        .await;
+    let (_, alerts) = s.call(Method::GET, "/v1/alerts", None).await;
+    assert_eq!(alerts["silenced"], json!({}), "{alerts}");
 }

@@ -1145,13 +1145,14 @@ async fn monitors_scenario() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn channels_and_their_test_button() {
+async fn channels_their_test_button_and_silences() {
     let _one = BROWSER.lock().await;
     tokio::time::timeout(SCENARIO, channels_scenario()).await.expect("the scenario finished within its time");
 }
 
 /// The alerts page lists the notification channels without their secrets, and its test
-/// button says whether the channel took the notice, or why not.
+/// button says whether the channel took the notice, or why not; silences are made and ended
+/// there.
 async fn channels_scenario() {
     let s = ServerProcess::start_lab().await;
     let base = s.url.trim_end_matches('/').to_owned();
@@ -1176,6 +1177,23 @@ async fn channels_scenario() {
     hooks.wait(Duration::from_secs(5), |got| got.iter().any(|(k, _)| k == "slack")).await;
     b.click("#channels tr[data-channel='dead'] button").await;
     b.watch("#flash", Duration::from_secs(20), |t| t.starts_with("Not delivered: unreachable")).await;
+
+    // A silence made on the page: listed active, its form's refusal named; ended, it goes.
+    b.fill("#silence-form input[name=matchers]", "kind=node_offline nonsense").await;
+    b.fill("#silence-form input[name=comment]", "edge-9 is being re-racked").await;
+    b.click("#silence-form button[type=submit]").await;
+    b.watch("#silence-form .form-error", Duration::from_secs(5), |t| t.starts_with("matchers[1]")).await;
+    b.fill("#silence-form input[name=matchers]", "kind=node_offline node=edge-9").await;
+    b.act("#silence-form button[type=submit]").await;
+    let row = b.text("#silences tbody tr").await;
+    assert!(row.contains("active") && row.contains("kind=node_offline node=edge-9"), "{row}");
+    let (_, list) = s.call(Method::GET, "/v1/silences", None).await;
+    assert_eq!(list["items"][0]["comment"], "edge-9 is being re-racked", "{list}");
+    assert!(list["items"][0]["ends_at"].is_string(), "an hour by default: {list}");
     b.screenshot("alerts-channels.png").await;
+    b.click("#silences tbody tr button").await;
+    b.visible("#confirm-dialog", Duration::from_secs(5)).await;
+    b.act("#confirm-ok").await;
+    assert!(b.text("#no-silences").await.starts_with("No silence"));
     b.close().await;
 }

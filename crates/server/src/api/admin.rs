@@ -174,6 +174,10 @@ async fn audit(
 }
 
 async fn alerts(State(app): State<Arc<App>>) -> Json<Alerts> {
-    let (open, recent) = app.view().alerts.list();
-    Json(Alerts { open, recent })
+    let view = app.view();
+    let (open, recent) = view.alerts.list();
+    let now = crate::support::now();
+    let silenced =
+        (open.iter()).filter_map(|a| Some((a.key.clone(), view.config.silence_of(a, now)?))).collect();
+    Json(Alerts { open, recent, silenced })
 }

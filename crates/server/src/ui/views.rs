@@ -2,7 +2,6 @@
 //! the names the pages use. The UI reads the same routes as any client and decides nothing
 //! itself.
 
-pub(super) use crate::views::WebhookView as Channel;
 pub(super) use crate::views::{AddressSeries, AddressView, Addresses, SeriesPoint};
 pub(super) use crate::views::{
     Alerts, DnsView as Dns, History, Items, LineName, Preview, RegionView as Region, ResultView as ResultRow,
@@ -20,6 +19,7 @@ pub(super) use crate::views::{
     MonitorHistory, MonitorVerdictView as MonitorVerdict, MonitorView as Monitor,
     RegionVerdictView as RegionVerdict,
 };
+pub(super) use crate::views::{SilenceState, SilenceView as Silence, WebhookView as Channel};
 pub(super) use vantage_control::alerts::Alert;
 pub(super) use vantage_control::mirrors::{LoadError, ReloadStatus};
 pub(super) use vantage_control::observe::RoundSummary as Round;

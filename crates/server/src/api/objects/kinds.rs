@@ -312,6 +312,56 @@ impl KeepPrivate for Webhook {
     }
 }
 
+impl Kind for Silence {
+    type View = SilenceView;
+    type Input = SilenceCreate;
+    const NAME: &'static str = "silence";
+    const LABEL: &'static str = "Silence";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.silences
+    }
+    fn wrap(self) -> Object {
+        Object::Silence(self)
+    }
+    fn doc(&self) -> Value {
+        to_doc(self)
+    }
+    /// A change (a longer or shorter silence, other matchers): checked at the time it is made.
+    fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        Ok(parse_as::<Silence>(doc)?.check(crate::support::now())?)
+    }
+    fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> SilenceView {
+        let now = crate::support::now();
+        let state = if now < s.value.starts_at {
+            SilenceState::Pending
+        } else if now < s.value.ends_at {
+            SilenceState::Active
+        } else {
+            SilenceState::Expired
+        };
+        // What it holds: the open alerts it is the silence of (the oldest silence holds).
+        let holds = (core.alerts.list().0.iter())
+            .filter(|a| core.config.silence_of(a, now) == Some(id))
+            .map(|a| a.key.clone())
+            .collect();
+        SilenceView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            silence: s.value.clone(),
+            state,
+            holds,
+        }
+    }
+}
+
+impl KeepPrivate for Silence {
+    /// Who made it and when it started are the server's to say.
+    fn keep_from(self, old: &Self) -> Self {
+        Silence { created_by: old.created_by.clone(), starts_at: old.starts_at, ..self }
+    }
+}
+
 impl Kind for NamedCheck {
     type View = CheckView;
     type Input = CheckCreate;

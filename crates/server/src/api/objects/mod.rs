@@ -34,13 +34,14 @@ use crate::app::{Actor, App, Change};
 use crate::error::{ApiError, parse_json};
 use crate::views::{
     Addresses, CheckCreate, CheckView, ClusterView, GroupView, Items, LineView, MonitorView, NodeCreate,
-    NodeView, ProberBody, ProberView, RegionView, RuleView, SourceAddressBody, WebhookView,
+    NodeView, ProberBody, ProberView, RegionView, RuleView, SilenceState, SilenceView, SourceAddressBody,
+    WebhookView,
 };
 use settings::{
     addresses_add_source, addresses_get, addresses_put, detection_get, detection_put, settings_get,
     settings_put,
 };
-use vantage_control::alerts::{HIDDEN, Webhook, WebhookFormat};
+use vantage_control::alerts::{HIDDEN, Silence, SilenceCreate, Webhook, WebhookFormat};
 use vantage_control::config::{
     Config, GroupRecord, LineRecord, NamedCheck, NodeRecord, Object, ProberRecord, RuleRecord, Stored,
 };
@@ -134,6 +135,15 @@ async fn create<K: Kind>(
     }
     crate::error::object_body(&body)?;
     let value = K::parse(body, cluster, app)?;
+    insert::<K>(app, actor, value).await
+}
+
+/// Stores a new object made from a create body, audited, and answers its view.
+async fn insert<K: Kind>(
+    app: &App,
+    actor: &Actor,
+    value: K,
+) -> Result<(StatusCode, Json<K::View>), ApiError> {
     let id = app
         .change(actor, |c| {
             let id = c.allocate();
@@ -377,6 +387,18 @@ pub(super) fn routes(api: &mut Api) {
     top_level!(api, Webhook, "/v1/webhooks", "alerts", "webhook", create: true);
     top_level!(api, NamedCheck, "/v1/checks", "checks", "check", create: true);
     top_level!(api, Monitor, "/v1/monitors", "monitors", "monitor", create: true);
+    top_level!(api, Silence, "/v1/silences", "alerts", "silence", create: false);
+    api.add(
+        Op::post("/v1/silences", "alerts", "Silence the notifications of some alerts for a while")
+            .takes::<SilenceCreate>()
+            .creates::<SilenceView>(),
+        post(|(State(app), Extension(actor)): Ctx, Json(body): Json<Value>| async move {
+            crate::error::object_body(&body)?;
+            let ask: SilenceCreate = parse_json(body)?;
+            let silence = ask.silence(&actor.0, crate::support::now())?;
+            insert::<Silence>(&app, &actor, silence).await
+        }),
+    );
     children!(api, GroupRecord, "groups", "clusters", "node group");
     children!(api, LineRecord, "lines", "clusters", "line");
     children!(api, RuleRecord, "rules", "rules", "rule");

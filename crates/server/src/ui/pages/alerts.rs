@@ -8,9 +8,23 @@ use vantage_control::alerts::WebhookFormat;
 #[template(path = "alerts.html")]
 struct AlertsPage {
     frame: Frame,
-    open: Vec<AlertRow>,
+    /// Each open alert, with the silence holding its notification (if one does).
+    open: Vec<(AlertRow, Option<i64>)>,
     recent: Vec<AlertRow>,
     channels: Vec<ChannelRow>,
+    silences: Vec<SilenceRow>,
+}
+
+/// One silence as the page lists it.
+#[derive(Debug)]
+struct SilenceRow {
+    id: i64,
+    state: &'static str,
+    matchers: String,
+    ends: Markup,
+    by: String,
+    comment: String,
+    holds: usize,
 }
 
 /// One notification channel as the page lists it.
@@ -42,13 +56,31 @@ pub(in crate::ui) async fn alerts(
     let at = now();
     let a: views::Alerts = client(&ui, &v).get("/v1/alerts").await?;
     let channels: Items<views::Channel> = client(&ui, &v).get("/v1/webhooks").await?;
+    let silences: Items<views::Silence> = client(&ui, &v).get("/v1/silences").await?;
     let mut recent = a.recent;
     recent.sort_by_key(|a| std::cmp::Reverse(a.resolved_at));
     let page = AlertsPage {
         frame: Frame::new(&v, "Alerts", "alerts", 10),
-        open: a.open.iter().map(|x| alert_row(x, at)).collect(),
+        open: a.open.iter().map(|x| (alert_row(x, at), a.silenced.get(&x.key).copied())).collect(),
         recent: recent.iter().map(|x| alert_row(x, at)).collect(),
         channels: channels.items.iter().map(channel_row).collect(),
+        silences: silences
+            .items
+            .into_iter()
+            .map(|s| SilenceRow {
+                id: s.id,
+                state: match s.state {
+                    views::SilenceState::Pending => "pending",
+                    views::SilenceState::Active => "active",
+                    views::SilenceState::Expired => "expired",
+                },
+                matchers: s.silence.matchers.join(" "),
+                ends: time(s.silence.ends_at, at),
+                by: s.silence.created_by,
+                comment: s.silence.comment,
+                holds: s.holds.len(),
+            })
+            .collect(),
     };
     Ok(render(&page))
 }
