@@ -4,6 +4,7 @@
 //! and only where the fetch policy allows. What fires and resolves is the control core's
 //! decision (`vantage_control::alerts`), and so is what a channel accepts.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use vantage_core::Timestamp;
 use vantage_core::fetch::FetchPolicy;
 
 mod email;
+
+use crate::fetch::FetchError;
 
 /// A change to deliver.
 #[derive(Debug, Clone)]
@@ -72,7 +75,10 @@ pub(crate) fn payload(a: &Alert, sink: &Webhook) -> Value {
                 }],
             })
         }
-        WebhookFormat::Slack => json!({"text": sink.text(a)}),
+        // Slack reads `&`, `<` and `>` as markup: written as it asks.
+        WebhookFormat::Slack => {
+            json!({"text": sink.text(a).replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")})
+        }
         WebhookFormat::Pagerduty => {
             let mut event = json!({
                 "routing_key": sink.secret,
@@ -136,11 +142,17 @@ pub(crate) async fn send(sink: &Webhook, a: &Alert, policy: &FetchPolicy) -> Res
     }
     .ok_or_else(|| Failure::Refused("the channel has no URL".into()))?;
     let builder = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT);
-    let (client, url) =
-        crate::fetch::client_for(policy, url, None, builder).await.map_err(Failure::Refused)?;
+    let (client, url) = crate::fetch::client_for(policy, url, None, builder).await.map_err(|e| match e {
+        FetchError::Refused(why) => Failure::Refused(why),
+        FetchError::Unresolved(why) => Failure::Retry(why),
+    })?;
     match client.post(url).json(&payload(a, sink)).send().await {
         Ok(r) if r.status().is_success() => Ok(()),
-        Ok(r) => Err(Failure::Retry(format!("the channel answered {}", r.status()))),
+        // A server error, a timeout or a rate limit may pass; any other refusal stays.
+        Ok(r) if r.status().is_server_error() || matches!(r.status().as_u16(), 408 | 429) => {
+            Err(Failure::Retry(format!("the channel answered {}", r.status())))
+        }
+        Ok(r) => Err(Failure::Refused(format!("the channel refused it: {}", r.status()))),
         // Without the URL: Slack's carries its secret.
         Err(e) => Err(Failure::Retry(format!("unreachable: {}", e.without_url()))),
     }
@@ -161,7 +173,9 @@ pub(crate) fn test_notice(sink: &Webhook, by: &str, now: Timestamp) -> Alert {
 }
 
 /// Delivers notices to the enabled channels `sinks()` returns, each with retries and back-off
-/// (0.5 s doubling), each channel on its own task.
+/// (0.5 s doubling). Each channel has a queue and a task of its own, so a slow channel slows
+/// no other, and its notices arrive in the order they were decided: a resolve never overtakes
+/// the firing it ends (PagerDuty would open an incident nothing resolves).
 pub(crate) async fn deliver(
     mut notices: mpsc::UnboundedReceiver<Notice>,
     sinks: Arc<dyn Fn() -> Vec<Webhook> + Send + Sync>,
@@ -169,37 +183,54 @@ pub(crate) async fn deliver(
     policy: FetchPolicy,
 ) {
     let policy = Arc::new(policy);
+    let mut queues: HashMap<String, mpsc::UnboundedSender<(Webhook, Arc<Alert>)>> = HashMap::new();
     while let Some(Notice(alert)) = notices.recv().await {
         let alert = Arc::new(alert);
         for sink in sinks().into_iter().filter(|s| s.enabled) {
-            let (metrics, policy, alert) = (metrics.clone(), policy.clone(), alert.clone());
-            tokio::spawn(async move {
-                let mut wait = Duration::from_millis(500);
-                for attempt in 1..=ATTEMPTS {
-                    match send(&sink, &alert, &policy).await {
-                        Ok(()) => {
-                            metrics.delivery(&sink.name, true);
-                            return;
-                        }
-                        Err(Failure::Refused(why)) => {
-                            tracing::error!(sink = %sink.name, error = %why, "alert not delivered");
-                            metrics.delivery(&sink.name, false);
-                            return;
-                        }
-                        Err(Failure::Retry(why)) => {
-                            tracing::warn!(sink = %sink.name, error = %why, attempt, "alert delivery failed")
-                        }
-                    }
-                    if attempt < ATTEMPTS {
-                        tokio::time::sleep(wait).await;
-                        wait *= 2;
-                    }
-                }
-                tracing::error!(sink = %sink.name, "alert delivery gave up");
-                metrics.delivery(&sink.name, false);
+            let queue = queues.entry(sink.name.clone()).or_insert_with(|| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                tokio::spawn(channel_queue(rx, metrics.clone(), policy.clone()));
+                tx
             });
+            // The queue's task ends only with the server.
+            let _ = queue.send((sink, alert.clone()));
         }
     }
+}
+
+/// One channel's deliveries, one after the other.
+async fn channel_queue(
+    mut queue: mpsc::UnboundedReceiver<(Webhook, Arc<Alert>)>,
+    metrics: Arc<crate::metrics::Metrics>,
+    policy: Arc<FetchPolicy>,
+) {
+    while let Some((sink, alert)) = queue.recv().await {
+        let delivered = with_retries(&sink, &alert, &policy).await;
+        metrics.delivery(&sink.name, delivered);
+    }
+}
+
+/// Up to [`ATTEMPTS`] attempts; whether one delivered.
+async fn with_retries(sink: &Webhook, alert: &Alert, policy: &FetchPolicy) -> bool {
+    let mut wait = Duration::from_millis(500);
+    for attempt in 1..=ATTEMPTS {
+        match send(sink, alert, policy).await {
+            Ok(()) => return true,
+            Err(Failure::Refused(why)) => {
+                tracing::error!(sink = %sink.name, error = %why, "alert not delivered");
+                return false;
+            }
+            Err(Failure::Retry(why)) => {
+                tracing::warn!(sink = %sink.name, error = %why, attempt, "alert delivery failed")
+            }
+        }
+        if attempt < ATTEMPTS {
+            tokio::time::sleep(wait).await;
+            wait *= 2;
+        }
+    }
+    tracing::error!(sink = %sink.name, "alert delivery gave up");
+    false
 }
 
 #[cfg(test)]

@@ -11,31 +11,57 @@ use std::net::{IpAddr, SocketAddr};
 use reqwest::Url;
 use vantage_core::fetch::FetchPolicy;
 
+/// Why nothing may be fetched, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FetchError {
+    /// The URL or the policy refuses it: trying again changes nothing.
+    Refused(String),
+    /// Its host did not resolve (to any address): it may later.
+    Unresolved(String),
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FetchError::Refused(why) | FetchError::Unresolved(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<FetchError> for String {
+    fn from(e: FetchError) -> String {
+        e.to_string()
+    }
+}
+
 /// A client for one fetch of `url` (`http` or `https`, no credentials), its host pinned to
-/// `pinned` when given, else to the addresses it resolves to that `policy` allows. The error
-/// says why nothing may be fetched, in words.
+/// `pinned` when given, else to the addresses it resolves to that `policy` allows.
 pub(crate) async fn client_for(
     policy: &FetchPolicy,
     url: &str,
     pinned: Option<SocketAddr>,
     builder: reqwest::ClientBuilder,
-) -> Result<(reqwest::Client, Url), String> {
-    let url = Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+) -> Result<(reqwest::Client, Url), FetchError> {
+    let refused = |why: String| FetchError::Refused(why);
+    let url = Url::parse(url).map_err(|e| refused(format!("not a URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("the fetch policy refuses the scheme {:?}: only http and https", url.scheme()));
+        return Err(refused(format!(
+            "the fetch policy refuses the scheme {:?}: only http and https",
+            url.scheme()
+        )));
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err("the fetch policy refuses URLs with a user name or password".into());
+        return Err(refused("the fetch policy refuses URLs with a user name or password".into()));
     }
     let port = url.port_or_known_default().unwrap_or(80);
-    let host = url.host_str().ok_or("the URL has no host")?.to_owned();
+    let host = url.host_str().ok_or_else(|| refused("the URL has no host".into()))?.to_owned();
     let literal = literal_address(&url);
     let candidates: Vec<SocketAddr> = match (pinned, literal) {
         (Some(addr), _) => vec![addr],
         (None, Some(ip)) => vec![SocketAddr::new(ip, port)],
         (None, None) => tokio::net::lookup_host((host.as_str(), port))
             .await
-            .map_err(|e| format!("cannot resolve {host}: {e}"))?
+            .map_err(|e| FetchError::Unresolved(format!("cannot resolve {host}: {e}")))?
             .collect(),
     };
     let mut refused = None;
@@ -50,12 +76,15 @@ pub(crate) async fn client_for(
         })
         .collect();
     if allowed.is_empty() {
-        return Err(refused.map_or_else(|| format!("{host} resolves to no address"), |r| r.to_string()));
+        return Err(refused.map_or_else(
+            || FetchError::Unresolved(format!("{host} resolves to no address")),
+            |r| FetchError::Refused(r.to_string()),
+        ));
     }
     let builder = builder.redirect(reqwest::redirect::Policy::none());
     // A literal address is connected to as it is; a name only at the addresses judged above.
     let builder = if literal.is_some() { builder } else { builder.resolve_to_addrs(&host, &allowed) };
-    let client = builder.build().map_err(|e| e.to_string())?;
+    let client = builder.build().map_err(|e| FetchError::Refused(e.to_string()))?;
     Ok((client, url))
 }
 
@@ -85,7 +114,7 @@ mod tests {
 
     async fn refusal(policy: &FetchPolicy, url: &str, pinned: Option<&str>) -> String {
         let pinned = pinned.map(|p| p.parse().unwrap());
-        client_for(policy, url, pinned, reqwest::Client::builder()).await.unwrap_err()
+        client_for(policy, url, pinned, reqwest::Client::builder()).await.unwrap_err().to_string()
     }
 
     #[tokio::test]

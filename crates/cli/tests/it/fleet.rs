@@ -373,6 +373,12 @@ async fn secrets_come_from_references_and_are_never_shown() {
     assert!(export.contains("secret: stored") && !export.contains(routing), "{export}");
     let (_, hooks) = s.call(Method::GET, "/v1/webhooks", None).await;
     assert_eq!(hooks["items"][0]["secret"], "(hidden)", "{hooks}");
+    // The stored routing key goes only where it went: sent elsewhere, it must be given again.
+    let moved = export.replace(vantage_control::alerts::PAGERDUTY_EVENTS_URL, "https://collector.example.net/collect");
+    assert_ne!(moved, export);
+    let moved = write(dir.path(), "moved.yaml", &moved);
+    let (code, _, err) = ctl(&s, &["apply", "-f", moved.to_str().unwrap()], &[]).await;
+    assert!(code == 1 && err.contains("webhooks[0].secret") && err.contains("delivers elsewhere"), "{err}");
     let exported = write(dir.path(), "export.yaml", &export);
     let (code, out, _) = ctl(&s, &["plan", "-f", exported.to_str().unwrap()], &[]).await;
     assert!(code == 0 && out.starts_with("No changes"), "{out}");

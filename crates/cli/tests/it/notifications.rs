@@ -74,6 +74,20 @@ async fn channels_keep_their_secrets_and_their_test_notice_says_how_it_went() {
     assert_eq!((st, &v["secret"]), (200, &json!("(hidden)")), "{v}");
     let (st, v) = s.call(Method::PATCH, &path, Some(json!({"secret": "(hidden)"}))).await;
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("secret")), "{v}");
+    // The stored secret goes only where it went: a new URL must come with it.
+    let elsewhere = json!({"url": "http://127.0.0.1:1/collect"});
+    let (st, v) = s.call(Method::PATCH, &path, Some(elsewhere)).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("secret")), "{v}");
+    let slack_path = format!("/v1/webhooks/{}", id(&slack));
+    let (st, v) = s.call(Method::PATCH, &slack_path, Some(json!({"format": "pagerduty"}))).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("secret")), "{v}");
+    // Every destination is judged when it is entered, the secret one too.
+    let metadata = json!({"name": "meta", "format": "slack", "secret": "http://169.254.169.254/latest/x"});
+    let (st, v) = s.call(Method::POST, "/v1/webhooks", Some(metadata)).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("secret")), "{v}");
+    let (st, v) =
+        s.call(Method::POST, "/v1/webhooks", Some(mailbox(json!({"url": "smtp://169.254.169.254"})))).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("url")), "{v}");
 
     // The test button: one notice now, and how it went.
     for w in [&slack, &pd, &email] {
@@ -94,6 +108,9 @@ async fn channels_keep_their_secrets_and_their_test_notice_says_how_it_went() {
                     && v["dedup_key"] == "test/webhook:pd"
                     && v["payload"]["severity"] == "info"
                     && v["payload"]["summary"].as_str().is_some_and(|t| t.ends_with("[test]"))
+            }) && got.iter().any(|(k, v)| {
+                // The test's incident is resolved at once.
+                k == "pd" && v["event_action"] == "resolve" && v["dedup_key"] == "test/webhook:pd"
             })
         })
         .await;
@@ -112,10 +129,15 @@ async fn channels_keep_their_secrets_and_their_test_notice_says_how_it_went() {
     let (st, v) = s.call(Method::POST, &format!("/v1/webhooks/{}/test", id(&dead)), None).await;
     assert_eq!((st, &v["delivered"]), (200, &json!(false)), "{v}");
     assert!(v["error"].as_str().is_some_and(|e| e.starts_with("unreachable")), "{v}");
+    // One that refuses it (a 404) is not tried again.
+    let wrong = json!({"name": "wrong", "format": "slack", "secret": format!("{}/no/such/hook", hooks.url)});
+    let wrong = s.create("/v1/webhooks", wrong).await;
+    let (_, v) = s.call(Method::POST, &format!("/v1/webhooks/{}/test", id(&wrong)), None).await;
+    assert_eq!(v, json!({"delivered": false, "error": "the channel refused it: 404 Not Found"}));
     let (st, v) = s.call(Method::POST, "/v1/webhooks/999999/test", None).await;
     assert_eq!(st, 404, "{v}");
     s.wait_for("/v1/audit?action=webhook.test", Duration::from_secs(5), |v| {
-        v["items"].as_array().is_some_and(|i| i.len() == 4)
+        v["items"].as_array().is_some_and(|i| i.len() == 5)
     })
     .await;
     let (_, audit) = s.call(Method::GET, "/v1/audit?action=webhook.test", None).await;

@@ -137,7 +137,12 @@ fn address(field: &str, text: &str) -> Result<String, Error> {
     let t = text.trim();
     let ok = t.len() <= 254
         && t.split_once('@').is_some_and(|(local, domain)| {
-            !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.')
+            !local.is_empty()
+                && !domain.contains('@')
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+                && !domain.contains("..")
         })
         && !t
             .chars()
@@ -246,6 +251,13 @@ impl Webhook {
             check_template(t)?;
         }
         Ok(Webhook { name, url, ..self })
+    }
+
+    /// Whether `other` delivers where this does (format, URL, user name): a channel that
+    /// delivers elsewhere must be given its secret again, or an edit could send the stored one
+    /// to a server of the editor's choosing.
+    pub fn same_destination(&self, other: &Webhook) -> bool {
+        (self.format, &self.url, &self.username) == (other.format, &other.url, &other.username)
     }
 
     /// The text of `a` by this channel's template.
@@ -380,6 +392,9 @@ mod tests {
         let mut bad_to = mail.clone();
         bad_to["to"] = json!(["oncall@example.net", "not an address"]);
         assert_eq!(refused(bad_to).0, "to[1]");
+        let mut two_ats = mail.clone();
+        two_ats["from"] = json!("a@b@example.net");
+        assert_eq!(refused(two_ats).0, "from");
         let mut user_only = mail.clone();
         user_only["username"] = json!("vantage");
         assert_eq!(refused(user_only).0, "secret");

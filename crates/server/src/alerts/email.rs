@@ -23,7 +23,8 @@ fn message(sink: &Webhook, a: &Alert) -> Result<Message, Failure> {
     let text = sink.text(a);
     let subject = text.lines().next().unwrap_or_default().chars().take(200).collect::<String>();
     let details = serde_json::to_string_pretty(&a.details).unwrap_or_default();
-    let mut m = Message::builder().from(from).subject(subject).header(ContentType::TEXT_PLAIN);
+    let mut m =
+        Message::builder().message_id(None).from(from).subject(subject).header(ContentType::TEXT_PLAIN);
     for to in &sink.to {
         m = m.to(to.parse().map_err(|_| refused("to"))?);
     }
@@ -33,12 +34,22 @@ fn message(sink: &Webhook, a: &Alert) -> Result<Message, Failure> {
 
 /// The SMTP server's address the fetch policy allows.
 async fn address(server: &SmtpServer, policy: &FetchPolicy) -> Result<SocketAddr, Failure> {
-    let candidates: Vec<SocketAddr> = tokio::net::lookup_host((server.host.as_str(), server.port))
+    let lookup = tokio::net::lookup_host((server.host.as_str(), server.port));
+    let candidates: Vec<SocketAddr> = tokio::time::timeout(ATTEMPT_TIMEOUT, lookup)
         .await
+        .map_err(|_| Failure::Retry(format!("cannot resolve {}: no answer in time", server.host)))?
         .map_err(|e| Failure::Retry(format!("cannot resolve {}: {e}", server.host)))?
         .collect();
     let mut refused = None;
     for a in candidates {
+        // Plain SMTP is for a loopback relay only, whatever the name resolves to.
+        if server.plain && !a.ip().is_loopback() {
+            return Err(Failure::Refused(format!(
+                "plain SMTP goes only to a loopback address; {} resolves to {}",
+                server.host,
+                a.ip()
+            )));
+        }
         match policy.check(a) {
             Ok(()) => return Ok(a),
             Err(r) => {

@@ -9,6 +9,8 @@ use axum::routing::post;
 use serde_json::json;
 
 use super::{Api, Op};
+use vantage_control::alerts::{Alert, AlertState, WebhookFormat};
+
 use crate::alerts::{send, test_notice};
 use crate::app::{Actor, App};
 use crate::error::ApiError;
@@ -34,7 +36,12 @@ async fn test(
     let c = app.config();
     let sink = c.webhooks.get(&id).ok_or_else(|| ApiError::NotFound(format!("Webhook {id} not found")))?;
     let notice = test_notice(&sink.value, &actor.0, crate::support::now());
-    let outcome = send(&sink.value, &notice, app.fetch_policy()).await;
+    let mut outcome = send(&sink.value, &notice, app.fetch_policy()).await;
+    // A PagerDuty test opens an incident: it is resolved at once, so none stays open.
+    if outcome.is_ok() && sink.value.format == WebhookFormat::Pagerduty {
+        let resolved = Alert { state: AlertState::Resolved, resolved_at: Some(notice.fired_at), ..notice };
+        outcome = send(&sink.value, &resolved, app.fetch_policy()).await;
+    }
     let error = outcome.err().map(|f| f.to_string());
     let delivered = error.is_none();
     let object = format!("webhook:{id}");

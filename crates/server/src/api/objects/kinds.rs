@@ -293,10 +293,34 @@ impl Kind for Webhook {
     }
     fn parse(doc: Value, _: Option<ClusterId>, app: &App) -> Result<Self, ApiError> {
         let hook = parse_as::<Webhook>(doc)?.check()?;
-        if let Some(url) = hook.url.as_deref().filter(|_| hook.format != WebhookFormat::Email) {
-            crate::fetch::refuse_address(app.fetch_policy(), "url", url)?;
+        // Every destination is judged when it is entered, as it will be when it is used.
+        let policy = app.fetch_policy();
+        match (hook.format, hook.url.as_deref(), hook.secret.as_deref()) {
+            (WebhookFormat::Slack, _, Some(secret)) => {
+                crate::fetch::refuse_address(policy, "secret", secret)?
+            }
+            (WebhookFormat::Email, Some(url), _) => {
+                let server = SmtpServer::parse("url", url)?;
+                if let Ok(ip) = server.host.parse::<std::net::IpAddr>() {
+                    let addr = std::net::SocketAddr::new(ip, server.port);
+                    policy.check(addr).map_err(|r| ApiError::invalid("url", r.to_string()))?;
+                }
+            }
+            (_, Some(url), _) => crate::fetch::refuse_address(policy, "url", url)?,
+            _ => {}
         }
         Ok(hook)
+    }
+    /// A change that sends the channel elsewhere must give its secret again.
+    fn refuse_change(old: &Self, new: &Self, patch: &Value) -> Result<(), ApiError> {
+        let resent = patch.get("secret").is_some_and(|v| !v.is_null());
+        if old.secret.is_some() && new.secret.is_some() && !resent && !old.same_destination(new) {
+            return Err(ApiError::invalid(
+                "secret",
+                "a channel that delivers elsewhere takes its secret again: send secret with the change",
+            ));
+        }
+        Ok(())
     }
     fn view(id: i64, s: &Stored<Self>, _: &CoreView) -> WebhookView {
         // Secrets are written, never read back.

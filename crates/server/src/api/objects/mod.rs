@@ -41,7 +41,7 @@ use settings::{
     addresses_add_source, addresses_get, addresses_put, detection_get, detection_put, settings_get,
     settings_put,
 };
-use vantage_control::alerts::{HIDDEN, Silence, SilenceCreate, Webhook, WebhookFormat};
+use vantage_control::alerts::{HIDDEN, Silence, SilenceCreate, SmtpServer, Webhook, WebhookFormat};
 use vantage_control::config::{
     Config, GroupRecord, LineRecord, NamedCheck, NodeRecord, Object, ProberRecord, RuleRecord, Stored,
 };
@@ -80,6 +80,11 @@ trait Kind: Clone + Serialize + Send + Sync + Sized + Invariants + 'static {
     /// patch `patch`: one update with the patch.
     fn update_audit(_old: &Self, _new: &Self, patch: Value) -> Vec<(String, Value)> {
         vec![(Self::action("update"), patch)]
+    }
+    /// Refuses a change from `old` to `new` by `patch` that no single object's check can tell
+    /// (a secret kept for a new destination).
+    fn refuse_change(_old: &Self, _new: &Self, _patch: &Value) -> Result<(), ApiError> {
+        Ok(())
     }
 }
 
@@ -191,6 +196,7 @@ async fn change<K: Kind>(
         let mut doc = old.doc();
         merge(&mut doc, patch.clone());
         let new = keep(&old, K::parse(doc, old.cluster(), app)?);
+        K::refuse_change(&old, &new, &patch)?;
         new.check(id, c)?;
         let mut ch = Change::default();
         for (action, metadata) in K::update_audit(&old, &new, patch) {

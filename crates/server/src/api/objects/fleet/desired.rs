@@ -247,6 +247,7 @@ impl Build<'_> {
             let old = self.current.webhooks.values().find(|s| s.value.name.eq_ignore_ascii_case(&name));
             let kept = old.and_then(|s| s.value.secret.as_deref());
             let whose = format!("webhook {name:?}");
+            let stored = doc.get("secret").and_then(Value::as_str) == Some("stored");
             stored_secret(
                 &mut doc,
                 "secret",
@@ -256,6 +257,13 @@ impl Build<'_> {
                 self.terms.compare_secrets,
             )?;
             let value = Webhook::parse(Value::Object(doc), None, self.app).map_err(within(&at))?;
+            // The secret the server holds goes only where it went.
+            if stored && old.is_some_and(|o| !o.value.same_destination(&value)) {
+                return Err(ApiError::invalid(
+                    format!("{at}.secret"),
+                    "a channel that delivers elsewhere takes its secret again: give env:NAME or file:PATH",
+                ));
+            }
             self.upsert(&at, value, None, Ok)?;
         }
         Ok(())
