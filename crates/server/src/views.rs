@@ -244,6 +244,14 @@ pub struct WebhookView {
     pub webhook: Webhook,
 }
 
+/// A test notice's request (the body may be left out).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhookTestRequest {
+    /// Said in the notice (why it is sent), at most 200 characters.
+    pub note: Option<String>,
+}
+
 /// How a channel's test notice went.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

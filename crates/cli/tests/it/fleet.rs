@@ -374,7 +374,8 @@ async fn secrets_come_from_references_and_are_never_shown() {
     let (_, hooks) = s.call(Method::GET, "/v1/webhooks", None).await;
     assert_eq!(hooks["items"][0]["secret"], "(hidden)", "{hooks}");
     // The stored routing key goes only where it went: sent elsewhere, it must be given again.
-    let moved = export.replace(vantage_control::alerts::PAGERDUTY_EVENTS_URL, "https://collector.example.net/collect");
+    let moved = export
+        .replace(vantage_control::alerts::PAGERDUTY_EVENTS_URL, "https://collector.example.net/collect");
     assert_ne!(moved, export);
     let moved = write(dir.path(), "moved.yaml", &moved);
     let (code, _, err) = ctl(&s, &["apply", "-f", moved.to_str().unwrap()], &[]).await;

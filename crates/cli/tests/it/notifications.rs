@@ -90,17 +90,18 @@ async fn channels_keep_their_secrets_and_their_test_notice_says_how_it_went() {
     assert_eq!((st, v["error"]["field"].as_str()), (400, Some("url")), "{v}");
 
     // The test button: one notice now, and how it went.
-    for w in [&slack, &pd, &email] {
-        let (st, v) = s.call(Method::POST, &format!("/v1/webhooks/{}/test", id(w)), None).await;
+    for (w, note) in [(&slack, Some(json!({"note": "new rotation"}))), (&pd, None), (&email, None)] {
+        let (st, v) = s.call(Method::POST, &format!("/v1/webhooks/{}/test", id(w)), note).await;
         assert_eq!((st, &v), (200, &json!({"delivered": true})), "{}: {v}", w["name"]);
     }
     hooks
         .wait(Duration::from_secs(5), |got| {
             got.iter().any(|(k, v)| {
                 k == "slack"
-                    && v["text"]
-                        .as_str()
-                        .is_some_and(|t| t.starts_with("[firing] test notice from Vantage to slack"))
+                    && v["text"].as_str().is_some_and(|t| {
+                        t.starts_with("[firing] test notice from Vantage to slack")
+                            && t.ends_with(": new rotation")
+                    })
             }) && got.iter().any(|(k, v)| {
                 k == "pd"
                     && v["routing_key"] == "R0UT1NGKEY"

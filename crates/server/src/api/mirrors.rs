@@ -350,7 +350,7 @@ async fn unblock(
 }
 
 /// A JSON body that may be left out (then the defaults).
-fn optional_json<T: Default + serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+pub(super) fn optional_json<T: Default + serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     if body.len() > MAX_BODY {
         return Err(ApiError::TooLarge(format!("at most {MAX_BODY} bytes")));
     }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{Extension, Path, State};
 use axum::routing::post;
 use serde_json::json;
@@ -14,7 +15,7 @@ use vantage_control::alerts::{Alert, AlertState, WebhookFormat};
 use crate::alerts::{send, test_notice};
 use crate::app::{Actor, App};
 use crate::error::ApiError;
-use crate::views::WebhookTest;
+use crate::views::{WebhookTest, WebhookTestRequest};
 
 pub(super) fn routes(api: &mut Api) {
     api.add(
@@ -23,6 +24,7 @@ pub(super) fn routes(api: &mut Api) {
             "alerts",
             "Send a test notice to a channel now (one attempt, disabled channels too); answers how it went",
         )
+        .takes::<WebhookTestRequest>()
         .answers::<WebhookTest>(),
         post(test),
     );
@@ -32,10 +34,19 @@ async fn test(
     State(app): State<Arc<App>>,
     Extension(actor): Extension<Actor>,
     Path(id): Path<i64>,
+    body: Bytes,
 ) -> Result<Json<WebhookTest>, ApiError> {
+    let req: WebhookTestRequest = super::mirrors::optional_json(&body)?;
+    let note = req.note.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty());
+    if note.as_ref().is_some_and(|n| n.chars().count() > 200 || n.chars().any(char::is_control)) {
+        return Err(ApiError::invalid("note", "at most 200 printable characters"));
+    }
     let c = app.config();
     let sink = c.webhooks.get(&id).ok_or_else(|| ApiError::NotFound(format!("Webhook {id} not found")))?;
-    let notice = test_notice(&sink.value, &actor.0, crate::support::now());
+    let mut notice = test_notice(&sink.value, &actor.0, crate::support::now());
+    if let Some(n) = &note {
+        notice.summary = format!("{}: {n}", notice.summary);
+    }
     let mut outcome = send(&sink.value, &notice, app.fetch_policy()).await;
     // A PagerDuty test opens an incident: it is resolved at once, so none stays open.
     if outcome.is_ok() && sink.value.format == WebhookFormat::Pagerduty {
