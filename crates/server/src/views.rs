@@ -816,7 +816,8 @@ pub struct Alerts {
     pub open: Vec<Alert>,
     /// Resolved, newest first.
     pub recent: Vec<Alert>,
-    /// The open alerts a silence holds the notifications of now: alert key → silence id.
+    /// The open alerts whose firing a silence held back and still holds: alert key → silence
+    /// id (an alert notified before its silence was made is not held).
     #[serde(default)]
     pub silenced: BTreeMap<String, i64>,
 }

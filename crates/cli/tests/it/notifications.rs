@@ -226,4 +226,20 @@ async fn a_silence_holds_a_real_alerts_notification_until_it_goes() {
         .await;
     let (_, alerts) = s.call(Method::GET, "/v1/alerts", None).await;
     assert_eq!(alerts["silenced"], json!({}), "{alerts}");
+
+    // Who made a silence and when it started cannot change; an end already past ends it now.
+    let other = s
+        .create(
+            "/v1/silences",
+            json!({"matchers": ["node=edge-2"], "duration_s": 600, "comment": "edge-2 swap"}),
+        )
+        .await;
+    let path = format!("/v1/silences/{}", other["id"]);
+    let (st, v) = s.call(Method::PATCH, &path, Some(json!({"starts_at": "2030-01-01T00:00:00Z"}))).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("starts_at")), "{v}");
+    let started: vantage_core::Timestamp = other["starts_at"].as_str().unwrap().parse().unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let end = started.plus_secs(1).to_string();
+    let (st, v) = s.call(Method::PATCH, &path, Some(json!({"ends_at": end}))).await;
+    assert_eq!((st, v["state"].as_str()), (200, Some("expired")), "{v}");
 }

@@ -59,6 +59,26 @@ pub enum AlertKind {
 }
 
 impl AlertKind {
+    /// Every kind an alert of the book can be (not `unknown`, not `test`).
+    const FIRED: [AlertKind; 11] = [
+        AlertKind::SchedulingAction,
+        AlertKind::AddressUnreachable,
+        AlertKind::RevisionHeld,
+        AlertKind::LineAllDown,
+        AlertKind::CertificateExpiring,
+        AlertKind::ProberOffline,
+        AlertKind::NodeOffline,
+        AlertKind::MirrorBlocked,
+        AlertKind::MirrorStale,
+        AlertKind::MonitorDown,
+        AlertKind::MonitorDegraded,
+    ];
+
+    /// The names of [`FIRED`](Self::FIRED), for matchers and the refusals that list them.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        Self::FIRED.into_iter().map(AlertKind::as_str)
+    }
+
     /// The name, as the API, the metrics and the key write it.
     pub fn as_str(self) -> &'static str {
         match self {

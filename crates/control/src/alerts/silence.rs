@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use vantage_core::{Error, Timestamp};
 
-use super::Alert;
+use super::{Alert, AlertKind};
 
 /// Longest a silence may last.
 pub const MAX_SILENCE_S: u64 = 30 * 86_400;
@@ -75,10 +75,27 @@ impl SilenceCreate {
     }
 }
 
+/// When a silence is checked: made now, or changed now (an end in the past then ends it now).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checked {
+    Made,
+    Changed,
+}
+
 impl Silence {
-    /// Validates a silence made or changed at `now`: it ends after `now`, within 30 days of its
-    /// start, and matches something narrower than everything.
+    /// Validates a silence made at `now`: it ends after `now`, within 30 days of its start, and
+    /// matches something narrower than everything.
     pub fn check(self, now: Timestamp) -> Result<Silence, Error> {
+        self.checked(now, Checked::Made)
+    }
+
+    /// Validates a change made at `now`: as [`check`](Self::check), but an end at or before
+    /// `now` ends the silence now (it stays listed, expired), and an expired one may be edited.
+    pub fn check_change(self, now: Timestamp) -> Result<Silence, Error> {
+        self.checked(now, Checked::Changed)
+    }
+
+    fn checked(self, now: Timestamp, how: Checked) -> Result<Silence, Error> {
         if self.matchers.is_empty() || self.matchers.len() > MAX_MATCHERS {
             return Err(Error::invalid(
                 "matchers",
@@ -109,10 +126,22 @@ impl Silence {
             if value.is_empty() || value.len() > 253 || value.chars().any(char::is_control) {
                 return Err(Error::invalid(&field, "the value must be 1 to 253 printable characters"));
             }
+            // A kind that does not exist would hold nothing, silently.
+            if name == "kind" && !AlertKind::names().any(|k| k.eq_ignore_ascii_case(value)) {
+                let kinds: Vec<&str> = AlertKind::names().collect();
+                return Err(Error::invalid(
+                    &field,
+                    format!("no alert kind {value:?}: one of {}", kinds.join(", ")),
+                ));
+            }
             matchers.push(format!("{name}={value}"));
         }
-        if self.ends_at <= now {
+        // A change may end it now, or edit one that ended; a new one must hold something yet.
+        if how == Checked::Made && self.ends_at <= now {
             return Err(Error::invalid("ends_at", "must be in the future"));
+        }
+        if self.ends_at <= self.starts_at {
+            return Err(Error::invalid("ends_at", "must be after the silence started"));
         }
         if self.ends_at.millis_since(self.starts_at) > i64::try_from(MAX_SILENCE_S * 1000).unwrap_or(i64::MAX)
         {
@@ -134,11 +163,12 @@ impl Silence {
             && now < self.ends_at
             && self.matchers.iter().all(|m| {
                 let Some((name, want)) = m.split_once('=') else { return false };
+                // Names compare without case, as everywhere.
                 if name == "kind" {
-                    return a.kind.as_str() == want;
+                    return a.kind.as_str().eq_ignore_ascii_case(want);
                 }
                 match a.details.get(name) {
-                    Some(serde_json::Value::String(s)) => s == want,
+                    Some(serde_json::Value::String(s)) => s.eq_ignore_ascii_case(want),
                     // A number or a flag matches as it is written (`port=443`).
                     Some(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => {
                         let written = v.to_string();
@@ -190,6 +220,10 @@ mod tests {
         assert!(s.holds(&alert(), t.plus_secs(10)));
         assert!(!s.holds(&alert(), t.plus_secs(3600)), "ended");
         assert!(ask(&["port=443"], Some(60)).unwrap().holds(&alert(), t));
+        assert!(
+            ask(&["kind=Node_Offline", "node=EDGE-1"], Some(60)).unwrap().holds(&alert(), t),
+            "without case"
+        );
         assert!(!ask(&["node=edge-2"], Some(60)).unwrap().holds(&alert(), t));
         assert!(!ask(&["kind=node_offline", "cluster=video"], Some(60)).unwrap().holds(&alert(), t));
     }
@@ -198,10 +232,12 @@ mod tests {
     fn refusals_name_their_field() {
         let field = |r: Result<Silence, Error>| r.unwrap_err().field().to_owned();
         assert_eq!(field(ask(&[], Some(60))), "matchers");
-        assert_eq!(field(ask(&["kind=x", "nonsense"], Some(60))), "matchers[1]");
+        assert_eq!(field(ask(&["kind=node_offline", "nonsense"], Some(60))), "matchers[1]");
         assert_eq!(field(ask(&["Node=edge-1"], Some(60))), "matchers[0]");
         assert_eq!(field(ask(&["node="], Some(60))), "matchers[0]");
         assert_eq!(field(ask(&["node=edge-1"], None)), "duration_s");
+        assert_eq!(field(ask(&["kind=node_ofline"], Some(60))), "matchers[0]", "a kind that does not exist");
+        assert_eq!(field(ask(&["kind=test"], Some(60))), "matchers[0]", "test notices are never silenced");
         assert_eq!(field(ask(&["node=edge-1"], Some(MAX_SILENCE_S + 1))), "duration_s");
         let now = Timestamp::from_secs(1_800_000_000);
         let past = SilenceCreate {
@@ -218,5 +254,20 @@ mod tests {
             comment: " ".into(),
         };
         assert_eq!(field(silent.silence("ops", now)), "comment");
+    }
+
+    #[test]
+    fn a_change_may_end_it_now_and_never_stretch_it_past_30_days_from_its_start() {
+        let t = Timestamp::from_secs(1_800_000_000);
+        let s = ask(&["node=edge-1"], Some(3600)).unwrap();
+        let later = t.plus_secs(600);
+        let ended = Silence { ends_at: later, ..s.clone() }.check_change(later).unwrap();
+        assert!(!ended.holds(&alert(), later), "ended now");
+        let edited = Silence { comment: "done".into(), ..ended }.check_change(t.plus_secs(7200)).unwrap();
+        assert_eq!(edited.comment, "done", "an expired one may be edited");
+        let long = Silence { ends_at: t.plus_secs(MAX_SILENCE_S + 1), ..s.clone() };
+        assert_eq!(long.check_change(later).unwrap_err().field(), "ends_at");
+        let backwards = Silence { ends_at: t, ..s };
+        assert_eq!(backwards.check_change(later).unwrap_err().field(), "ends_at");
     }
 }

@@ -177,7 +177,10 @@ async fn alerts(State(app): State<Arc<App>>) -> Json<Alerts> {
     let view = app.view();
     let (open, recent) = view.alerts.list();
     let now = crate::support::now();
-    let silenced =
-        (open.iter()).filter_map(|a| Some((a.key.clone(), view.config.silence_of(a, now)?))).collect();
+    // Held: its firing was not sent, and a silence still holds it (one that just ended lets
+    // it go within 10 s).
+    let silenced = (view.alerts.held())
+        .filter_map(|key| Some((key.clone(), view.config.silence_of(view.alerts.open(key)?, now)?)))
+        .collect();
     Json(Alerts { open, recent, silenced })
 }

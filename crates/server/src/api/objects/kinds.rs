@@ -350,9 +350,19 @@ impl Kind for Silence {
     fn doc(&self) -> Value {
         to_doc(self)
     }
-    /// A change (a longer or shorter silence, other matchers): checked at the time it is made.
+    /// A change (a longer or shorter silence, other matchers; an end now or past ends it
+    /// now): checked at the time it is made.
     fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
-        Ok(parse_as::<Silence>(doc)?.check(crate::support::now())?)
+        Ok(parse_as::<Silence>(doc)?.check_change(crate::support::now())?)
+    }
+    /// Who made it and when it started are the server's to say.
+    fn refuse_patch(patch: &Value) -> Result<(), ApiError> {
+        for field in ["starts_at", "created_by"] {
+            if patch.get(field).is_some() {
+                return Err(ApiError::invalid(field, "set when the silence is made; it cannot change"));
+            }
+        }
+        Ok(())
     }
     fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> SilenceView {
         let now = crate::support::now();
@@ -363,10 +373,11 @@ impl Kind for Silence {
         } else {
             SilenceState::Expired
         };
-        // What it holds: the open alerts it is the silence of (the oldest silence holds).
-        let holds = (core.alerts.list().0.iter())
-            .filter(|a| core.config.silence_of(a, now) == Some(id))
-            .map(|a| a.key.clone())
+        // What it holds: the open alerts whose firing a silence held, and it is the one that
+        // holds them now (the oldest matching).
+        let holds = (core.alerts.held())
+            .filter(|key| core.alerts.open(key).is_some_and(|a| core.config.silence_of(a, now) == Some(id)))
+            .cloned()
             .collect();
         SilenceView {
             id,

@@ -81,6 +81,11 @@ trait Kind: Clone + Serialize + Send + Sync + Sized + Invariants + 'static {
     fn update_audit(_old: &Self, _new: &Self, patch: Value) -> Vec<(String, Value)> {
         vec![(Self::action("update"), patch)]
     }
+    /// Refuses a patch that names a field no change may set (who made an object), before
+    /// anything else is looked at.
+    fn refuse_patch(_patch: &Value) -> Result<(), ApiError> {
+        Ok(())
+    }
     /// Refuses a change from `old` to `new` by `patch` that no single object's check can tell
     /// (a secret kept for a new destination).
     fn refuse_change(_old: &Self, _new: &Self, _patch: &Value) -> Result<(), ApiError> {
@@ -193,6 +198,7 @@ async fn change<K: Kind>(
     }
     app.change(actor, |c| {
         let old = find::<K>(c, id, cluster)?.value.clone();
+        K::refuse_patch(&patch)?;
         let mut doc = old.doc();
         merge(&mut doc, patch.clone());
         let new = keep(&old, K::parse(doc, old.cluster(), app)?);
@@ -383,6 +389,9 @@ impl KeepPrivate for ProberRecord {
     }
 }
 
+/// Silences kept at most, expired ones included.
+const MAX_SILENCES: usize = 1_000;
+
 pub(super) fn routes(api: &mut Api) {
     super::agents::routes(api);
     fleet::routes(api);
@@ -401,6 +410,13 @@ pub(super) fn routes(api: &mut Api) {
         post(|(State(app), Extension(actor)): Ctx, Json(body): Json<Value>| async move {
             crate::error::object_body(&body)?;
             let ask: SilenceCreate = parse_json(body)?;
+            // Every firing is matched against every silence: their number is bounded.
+            if app.config().silences.len() >= MAX_SILENCES {
+                return Err(ApiError::invalid(
+                    "matchers",
+                    format!("{MAX_SILENCES} silences exist: delete the expired ones first"),
+                ));
+            }
             let silence = ask.silence(&actor.0, crate::support::now())?;
             insert::<Silence>(&app, &actor, silence).await
         }),
