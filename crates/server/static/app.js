@@ -172,6 +172,15 @@
       }
       return;
     }
+    // "Silence…" on an alert: the silence form, filled with what holds that alert.
+    const silence = ev.target.closest('button[data-silence]');
+    if (silence) {
+      const form = document.getElementById('silence-form');
+      form.querySelector('[name=matchers]').value = silence.dataset.silence;
+      form.scrollIntoView({ block: 'center' });
+      form.querySelector('[name=comment]').focus();
+      return;
+    }
     const action = ev.target.closest('button[data-api]');
     if (action) {
       if (action.dataset.confirm &&

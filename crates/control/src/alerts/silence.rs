@@ -157,6 +157,31 @@ impl Silence {
         Ok(Silence { matchers, comment, ..self })
     }
 
+    /// The matchers that hold `a` and the alerts about the same subject: its kind and the
+    /// fields of its details that name what it is about (cluster, node, address, port, rule,
+    /// line, mirror host, monitor, prober) — what the page offers to silence an alert with.
+    pub fn matchers_for(a: &Alert) -> Vec<String> {
+        const SUBJECT: [&str; 9] =
+            ["cluster", "node", "address", "port", "rule", "line", "host", "monitor", "prober"];
+        let mut out = vec![format!("kind={}", a.kind)];
+        for name in SUBJECT {
+            let value = match a.details.get(name) {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(v @ serde_json::Value::Number(_)) => v.to_string(),
+                _ => continue,
+            };
+            // What a matcher can carry (the form splits on spaces and commas).
+            if !value.is_empty()
+                && value.len() <= 253
+                && !value.contains([' ', ','])
+                && !value.chars().any(char::is_control)
+            {
+                out.push(format!("{name}={value}"));
+            }
+        }
+        out
+    }
+
     /// Whether it holds `a`'s notifications back at `now`.
     pub fn holds(&self, a: &Alert, now: Timestamp) -> bool {
         self.starts_at <= now
@@ -226,6 +251,15 @@ mod tests {
         );
         assert!(!ask(&["node=edge-2"], Some(60)).unwrap().holds(&alert(), t));
         assert!(!ask(&["kind=node_offline", "cluster=video"], Some(60)).unwrap().holds(&alert(), t));
+    }
+
+    #[test]
+    fn an_alert_offers_the_matchers_that_hold_it() {
+        let m = Silence::matchers_for(&alert());
+        assert_eq!(m, ["kind=node_offline", "node=edge-1", "port=443"]);
+        let t = Timestamp::from_secs(1_800_000_000);
+        let refs: Vec<&str> = m.iter().map(String::as_str).collect();
+        assert!(ask(&refs, Some(60)).unwrap().holds(&alert(), t), "they are valid and hold it");
     }
 
     #[test]

@@ -2,14 +2,15 @@
 //! button).
 
 use super::*;
-use vantage_control::alerts::WebhookFormat;
+use vantage_control::alerts::{Silence, WebhookFormat};
 
 #[derive(Template)]
 #[template(path = "alerts.html")]
 struct AlertsPage {
     frame: Frame,
-    /// Each open alert, with the silence holding its notification (if one does).
-    open: Vec<(AlertRow, Option<i64>)>,
+    /// Each open alert, with the silence holding its notification (if one does) and the
+    /// matchers that would silence it.
+    open: Vec<(AlertRow, Option<i64>, String)>,
     recent: Vec<AlertRow>,
     channels: Vec<ChannelRow>,
     silences: Vec<SilenceRow>,
@@ -61,7 +62,9 @@ pub(in crate::ui) async fn alerts(
     recent.sort_by_key(|a| std::cmp::Reverse(a.resolved_at));
     let page = AlertsPage {
         frame: Frame::new(&v, "Alerts", "alerts", 10),
-        open: a.open.iter().map(|x| (alert_row(x, at), a.silenced.get(&x.key).copied())).collect(),
+        open: (a.open.iter())
+            .map(|x| (alert_row(x, at), a.silenced.get(&x.key).copied(), Silence::matchers_for(x).join(" ")))
+            .collect(),
         recent: recent.iter().map(|x| alert_row(x, at)).collect(),
         channels: channels.items.iter().map(channel_row).collect(),
         silences: silences
