@@ -124,6 +124,15 @@ impl View {
     pub fn tcp_fallback(&self, cluster: ClusterId, now: Timestamp) -> Option<TcpFallback> {
         TcpFallback::of(&self.config, cluster, &self.agents, now)
     }
+
+    /// The open alerts whose firing a silence held back and still holds at `now`, each with
+    /// that silence's id (one that just ended lets its alerts go within 10 s; an alert notified
+    /// before its silence was made is not held).
+    pub fn held_alerts(&self, now: Timestamp) -> BTreeMap<String, i64> {
+        (self.alerts.held())
+            .filter_map(|key| Some((key.clone(), self.config.silence_of(self.alerts.open(key)?, now)?)))
+            .collect()
+    }
 }
 
 /// The status of `node` from its cluster's last pass.

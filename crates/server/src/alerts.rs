@@ -130,6 +130,16 @@ impl std::fmt::Display for Failure {
     }
 }
 
+impl From<FetchError> for Failure {
+    /// A name that does not resolve may later; a refusal stays.
+    fn from(e: FetchError) -> Failure {
+        match e {
+            FetchError::Refused(why) => Failure::Refused(why),
+            FetchError::Unresolved(why) => Failure::Retry(why),
+        }
+    }
+}
+
 /// One attempt to deliver `a` to `sink`.
 pub(crate) async fn send(sink: &Webhook, a: &Alert, policy: &FetchPolicy) -> Result<(), Failure> {
     if sink.format == WebhookFormat::Email {
@@ -142,10 +152,7 @@ pub(crate) async fn send(sink: &Webhook, a: &Alert, policy: &FetchPolicy) -> Res
     }
     .ok_or_else(|| Failure::Refused("the channel has no URL".into()))?;
     let builder = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT);
-    let (client, url) = crate::fetch::client_for(policy, url, None, builder).await.map_err(|e| match e {
-        FetchError::Refused(why) => Failure::Refused(why),
-        FetchError::Unresolved(why) => Failure::Retry(why),
-    })?;
+    let (client, url) = crate::fetch::client_for(policy, url, None, builder).await.map_err(Failure::from)?;
     match client.post(url).json(&payload(a, sink)).send().await {
         Ok(r) if r.status().is_success() => Ok(()),
         // A server error, a timeout or a rate limit may pass; any other refusal stays.

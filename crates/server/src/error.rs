@@ -210,6 +210,24 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(value: serde_json::Valu
     Ok(vantage_core::from_value(value)?)
 }
 
+/// A JSON body of at most `max` bytes that may be left out (then the defaults), parsed as
+/// [`parse_json`] does.
+pub(crate) fn optional_json<T: Default + serde::de::DeserializeOwned>(
+    body: &[u8],
+    max: usize,
+) -> Result<T, ApiError> {
+    if body.len() > max {
+        return Err(ApiError::TooLarge(format!("at most {max} bytes")));
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::invalid("body", format!("not JSON: {}", vantage_core::plain::plain(&e.to_string())))
+    })?;
+    parse_json(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

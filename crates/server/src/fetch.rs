@@ -59,11 +59,33 @@ pub(crate) async fn client_for(
     let candidates: Vec<SocketAddr> = match (pinned, literal) {
         (Some(addr), _) => vec![addr],
         (None, Some(ip)) => vec![SocketAddr::new(ip, port)],
-        (None, None) => tokio::net::lookup_host((host.as_str(), port))
-            .await
-            .map_err(|e| FetchError::Unresolved(format!("cannot resolve {host}: {e}")))?
-            .collect(),
+        (None, None) => resolve(&host, port).await?,
     };
+    let allowed = judge(policy, &host, candidates)?;
+    let builder = builder.redirect(reqwest::redirect::Policy::none());
+    // A literal address is connected to as it is; a name only at the addresses judged above.
+    let builder = if literal.is_some() { builder } else { builder.resolve_to_addrs(&host, &allowed) };
+    let client = builder.build().map_err(|e| FetchError::Refused(e.to_string()))?;
+    Ok((client, url))
+}
+
+/// What `host:port` resolves to, within 10 s.
+pub(crate) async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, FetchError> {
+    let lookup = tokio::net::lookup_host((host, port));
+    match tokio::time::timeout(std::time::Duration::from_secs(10), lookup).await {
+        Ok(Ok(found)) => Ok(found.collect()),
+        Ok(Err(e)) => Err(FetchError::Unresolved(format!("cannot resolve {host}: {e}"))),
+        Err(_) => Err(FetchError::Unresolved(format!("cannot resolve {host}: no answer in time"))),
+    }
+}
+
+/// Of `candidates` (what `host` resolved to), those `policy` allows; none: why, the policy's
+/// first refusal or that the name resolved to nothing.
+pub(crate) fn judge(
+    policy: &FetchPolicy,
+    host: &str,
+    candidates: Vec<SocketAddr>,
+) -> Result<Vec<SocketAddr>, FetchError> {
     let mut refused = None;
     let allowed: Vec<SocketAddr> = candidates
         .into_iter()
@@ -81,11 +103,7 @@ pub(crate) async fn client_for(
             |r| FetchError::Refused(r.to_string()),
         ));
     }
-    let builder = builder.redirect(reqwest::redirect::Policy::none());
-    // A literal address is connected to as it is; a name only at the addresses judged above.
-    let builder = if literal.is_some() { builder } else { builder.resolve_to_addrs(&host, &allowed) };
-    let client = builder.build().map_err(|e| FetchError::Refused(e.to_string()))?;
-    Ok((client, url))
+    Ok(allowed)
 }
 
 /// The address a URL's host is, when it is one (the parser writes it in its one canonical

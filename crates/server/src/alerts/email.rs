@@ -32,35 +32,19 @@ fn message(sink: &Webhook, a: &Alert) -> Result<Message, Failure> {
         .map_err(|e| Failure::Refused(format!("the message cannot be made: {e}")))
 }
 
-/// The SMTP server's address the fetch policy allows.
+/// The SMTP server's address the fetch policy allows (and, for plain SMTP, a loopback one,
+/// whatever the name resolves to).
 async fn address(server: &SmtpServer, policy: &FetchPolicy) -> Result<SocketAddr, Failure> {
-    let lookup = tokio::net::lookup_host((server.host.as_str(), server.port));
-    let candidates: Vec<SocketAddr> = tokio::time::timeout(ATTEMPT_TIMEOUT, lookup)
-        .await
-        .map_err(|_| Failure::Retry(format!("cannot resolve {}: no answer in time", server.host)))?
-        .map_err(|e| Failure::Retry(format!("cannot resolve {}: {e}", server.host)))?
-        .collect();
-    let mut refused = None;
-    for a in candidates {
-        // Plain SMTP is for a loopback relay only, whatever the name resolves to.
-        if server.plain && !a.ip().is_loopback() {
-            return Err(Failure::Refused(format!(
-                "plain SMTP goes only to a loopback address; {} resolves to {}",
-                server.host,
-                a.ip()
-            )));
-        }
-        match policy.check(a) {
-            Ok(()) => return Ok(a),
-            Err(r) => {
-                refused.get_or_insert(r);
-            }
-        }
+    let candidates = crate::fetch::resolve(&server.host, server.port).await.map_err(Failure::from)?;
+    if let Some(a) = candidates.iter().find(|a| server.plain && !a.ip().is_loopback()) {
+        return Err(Failure::Refused(format!(
+            "plain SMTP goes only to a loopback address; {} resolves to {}",
+            server.host,
+            a.ip()
+        )));
     }
-    Err(refused.map_or_else(
-        || Failure::Retry(format!("{} resolves to no address", server.host)),
-        |r| Failure::Refused(r.to_string()),
-    ))
+    let allowed = crate::fetch::judge(policy, &server.host, candidates).map_err(Failure::from)?;
+    allowed.first().copied().ok_or_else(|| Failure::Retry(format!("{} resolves to no address", server.host)))
 }
 
 /// One attempt to mail `a` to `sink`'s recipients.

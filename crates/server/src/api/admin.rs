@@ -177,10 +177,6 @@ async fn alerts(State(app): State<Arc<App>>) -> Json<Alerts> {
     let view = app.view();
     let (open, recent) = view.alerts.list();
     let now = crate::support::now();
-    // Held: its firing was not sent, and a silence still holds it (one that just ended lets
-    // it go within 10 s).
-    let silenced = (view.alerts.held())
-        .filter_map(|key| Some((key.clone(), view.config.silence_of(view.alerts.open(key)?, now)?)))
-        .collect();
+    let silenced = view.held_alerts(now);
     Json(Alerts { open, recent, silenced })
 }

@@ -20,12 +20,11 @@ use vantage_control::mirrors::registry::{
 use vantage_control::mirrors::{CheckRefused, LoadError, Tenant};
 use vantage_control::view::View;
 use vantage_core::mirror::{Mirror, MirrorInput, MirrorSettings, MirrorSettingsInput, RegionStatus};
-use vantage_core::plain::plain;
 use vantage_store::FileWrite;
 
 use super::{Api, Op};
 use crate::app::{Actor, App, Change};
-use crate::error::{ApiError, parse_json};
+use crate::error::{ApiError, optional_json, parse_json};
 use crate::owner::Input;
 use crate::views::{
     BlockRequest, CheckRunRequest, CheckRunView, Items, MirrorList, MirrorProberView, MirrorView, TenantView,
@@ -340,7 +339,7 @@ async fn unblock(
     Path(host): Path<String>,
     body: Bytes,
 ) -> Result<Json<MirrorView>, ApiError> {
-    let req: BlockRequest = optional_json(&body)?;
+    let req: BlockRequest = optional_json(&body, MAX_BODY)?;
     let host = write_registry(&app, &actor, |c| {
         let m = with_block(find(c, &host)?, false, String::new())?;
         Ok((mirror_write(c, &m, "mirror.unblock", json!({"note": req.note}))?, m.host))
@@ -349,24 +348,11 @@ async fn unblock(
     answer(&app, &host)
 }
 
-/// A JSON body that may be left out (then the defaults).
-pub(super) fn optional_json<T: Default + serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
-    if body.len() > MAX_BODY {
-        return Err(ApiError::TooLarge(format!("at most {MAX_BODY} bytes")));
-    }
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::invalid("body", format!("not JSON: {}", plain(&e.to_string()))))?;
-    parse_json(v)
-}
-
 async fn check_run(
     (State(app), Extension(actor)): Ctx,
     body: Bytes,
 ) -> Result<(StatusCode, Json<CheckRunView>), ApiError> {
-    let req: CheckRunRequest = optional_json(&body)?;
+    let req: CheckRunRequest = optional_json(&body, MAX_BODY)?;
     let asked = req.regions.clone();
     let regions = req.regions;
     let run = app.owner().ask(|reply| Input::CheckRun { regions, reply }).await?.map_err(|e| match e {

@@ -36,7 +36,7 @@ async fn test(
     Path(id): Path<i64>,
     body: Bytes,
 ) -> Result<Json<WebhookTest>, ApiError> {
-    let req: WebhookTestRequest = super::mirrors::optional_json(&body)?;
+    let req: WebhookTestRequest = crate::error::optional_json(&body, 4096)?;
     let note = req.note.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty());
     if note.as_ref().is_some_and(|n| n.chars().count() > 200 || n.chars().any(char::is_control)) {
         return Err(ApiError::invalid("note", "at most 200 printable characters"));

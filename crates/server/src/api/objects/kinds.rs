@@ -373,12 +373,8 @@ impl Kind for Silence {
         } else {
             SilenceState::Expired
         };
-        // What it holds: the open alerts whose firing a silence held, and it is the one that
-        // holds them now (the oldest matching).
-        let holds = (core.alerts.held())
-            .filter(|key| core.alerts.open(key).is_some_and(|a| core.config.silence_of(a, now) == Some(id)))
-            .cloned()
-            .collect();
+        let holds =
+            (core.held_alerts(now).into_iter()).filter(|(_, by)| *by == id).map(|(key, _)| key).collect();
         SilenceView {
             id,
             created_at: s.created_at,
