@@ -21,6 +21,9 @@ struct Status {
     unready: Option<String>,
     probers: Vec<ProberView>,
     alerts: Vec<Alert>,
+    /// The firing alerts whose notification a silence holds: key → silence id.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    silenced: std::collections::BTreeMap<String, i64>,
     clusters: Vec<ClusterStatus>,
 }
 
@@ -53,7 +56,13 @@ pub(super) async fn status(c: &Client, only: Option<i64>, json: bool) -> anyhow:
     let alerts: Alerts = c.get("/v1/alerts").await?;
     let clusters: Items<ClusterView> = c.get("/v1/clusters").await?;
     let nodes: Items<NodeView> = c.get("/v1/nodes").await?;
-    let mut out = Status { unready, probers: probers.items, alerts: alerts.open, clusters: Vec::new() };
+    let mut out = Status {
+        unready,
+        probers: probers.items,
+        alerts: alerts.open,
+        silenced: alerts.silenced,
+        clusters: Vec::new(),
+    };
     for cluster in clusters.items.into_iter().filter(|x| only.is_none_or(|id| id == x.id)) {
         let dns: DnsView = c.get(&format!("/v1/clusters/{}/dns", cluster.id)).await?;
         // Read from the published revision, as DNS answers it.
@@ -95,7 +104,8 @@ fn show(s: &Status) {
     }
     println!("alerts    {} firing", s.alerts.len());
     for a in &s.alerts {
-        println!("          {}  {} ago  {}", a.kind, age(a.fired_at), a.summary);
+        let held = s.silenced.get(&a.key).map(|id| format!("  (notification held by silence {id})"));
+        println!("          {}  {} ago  {}{}", a.kind, age(a.fired_at), a.summary, held.unwrap_or_default());
     }
     for c in &s.clusters {
         println!();

@@ -212,6 +212,8 @@ async fn a_silence_holds_a_real_alerts_notification_until_it_goes() {
     s.wait_for("/v1/alerts", Duration::from_secs(30), |v| v["silenced"][&key] == json!(id)).await;
     let (_, one) = s.call(Method::GET, &format!("/v1/silences/{id}"), None).await;
     assert_eq!(one["holds"], json!([key]), "{one}");
+    let (_, status, _) = ctl(&s, &["status"]).await;
+    assert!(status.contains(&format!("(notification held by silence {id})")), "{status}");
     // The alert fires and shows; its notification waits.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(hooks.got.lock().unwrap().is_empty(), "held: {:?}", hooks.got.lock().unwrap());
