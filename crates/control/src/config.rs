@@ -19,7 +19,8 @@ use vantage_core::monitor::Monitor;
 use vantage_core::rules::Rule;
 use vantage_core::settings::ProbeSettings;
 
-use crate::alerts::{Alert, Silence, Webhook};
+use crate::alerts::{Alert, AlertKey, Hold, Silence, Webhook};
+use crate::maintenance::Maintenance;
 use crate::mirrors::Registry;
 
 /// A stored object with its times.
@@ -222,6 +223,8 @@ pub enum Object {
     Monitor(Monitor),
     /// A silence of some alerts' notifications.
     Silence(Silence),
+    /// A maintenance window.
+    Maintenance(Maintenance),
 }
 
 impl Object {
@@ -247,6 +250,7 @@ impl Object {
             Object::Detection(_) => "detection_settings",
             Object::Monitor(_) => "monitor",
             Object::Silence(_) => "silence",
+            Object::Maintenance(_) => "maintenance",
         }
     }
 
@@ -270,6 +274,7 @@ impl Object {
             Object::Monitor(m) => m.name.clone(),
             // Silences have no name: what they match says what they are.
             Object::Silence(s) => s.matchers.join(" "),
+            Object::Maintenance(m) => m.name.clone(),
         }
     }
 
@@ -304,6 +309,7 @@ impl Object {
             Object::Detection(v) => serde_json::to_string(v),
             Object::Monitor(v) => serde_json::to_string(v),
             Object::Silence(v) => serde_json::to_string(v),
+            Object::Maintenance(v) => serde_json::to_string(v),
         }
     }
 
@@ -331,6 +337,7 @@ impl Object {
             "detection_settings" => Object::Detection(serde_json::from_str(body).map_err(e)?),
             "monitor" => Object::Monitor(serde_json::from_str(body).map_err(e)?),
             "silence" => Object::Silence(serde_json::from_str(body).map_err(e)?),
+            "maintenance" => Object::Maintenance(serde_json::from_str(body).map_err(e)?),
             other => return Err(format!("unknown kind {other:?}")),
         })
     }
@@ -374,6 +381,8 @@ pub struct Config {
     pub webhooks: BTreeMap<i64, Stored<Webhook>>,
     /// Silences of alerts' notifications.
     pub silences: BTreeMap<i64, Stored<Silence>>,
+    /// Maintenance windows.
+    pub maintenance: BTreeMap<i64, Stored<Maintenance>>,
     /// Named checks of endpoint targets.
     pub checks: BTreeMap<i64, Stored<NamedCheck>>,
     /// Video monitors.
@@ -449,6 +458,7 @@ impl Config {
             Object::Check(v) => upsert(&mut self.checks, id, v, created, now),
             Object::Monitor(v) => upsert(&mut self.monitors, id, v, created, now),
             Object::Silence(v) => upsert(&mut self.silences, id, v, created, now),
+            Object::Maintenance(v) => upsert(&mut self.maintenance, id, v, created, now),
             Object::MirrorSettings(v) => {
                 self.mirror_settings = v;
                 self.mirror_settings_id = Some(id);
@@ -476,6 +486,7 @@ impl Config {
         self.checks.remove(&id);
         self.monitors.remove(&id);
         self.silences.remove(&id);
+        self.maintenance.remove(&id);
     }
 
     /// The id of every object that can be deleted (every kind but the three settings).
@@ -494,12 +505,13 @@ impl Config {
             self.checks.keys().copied().collect(),
             self.monitors.keys().copied().collect(),
             self.silences.keys().copied().collect(),
+            self.maintenance.keys().copied().collect(),
         ];
         keys.into_iter().flatten().collect()
     }
 
     /// Objects per kind, for the metrics.
-    pub fn counts(&self) -> [(&'static str, usize); 13] {
+    pub fn counts(&self) -> [(&'static str, usize); 14] {
         [
             ("region", self.regions.len()),
             ("cluster", self.clusters.len()),
@@ -514,12 +526,18 @@ impl Config {
             ("check", self.checks.len()),
             ("monitor", self.monitors.len()),
             ("silence", self.silences.len()),
+            ("maintenance", self.maintenance.len()),
         ]
     }
 
-    /// The silence that holds back `a`'s notifications at `now` (the oldest, when several do).
-    pub fn silence_of(&self, a: &Alert, now: Timestamp) -> Option<i64> {
-        self.silences.iter().find(|(_, s)| s.value.holds(a, now)).map(|(id, _)| *id)
+    /// What holds back `a`'s notifications at `now`: a silence that matches it (the oldest,
+    /// when several do), else an open maintenance window of its subject.
+    pub fn hold_of(&self, a: &Alert, now: Timestamp) -> Option<Hold> {
+        if let Some((id, _)) = self.silences.iter().find(|(_, s)| s.value.holds(a, now)) {
+            return Some(Hold::Silence(*id));
+        }
+        let key: AlertKey = a.key.parse().ok()?;
+        self.maintenance_of(&key.about, now).map(Hold::Maintenance)
     }
 
     /// The prober named `name`. Names compare without case, like every other name, so that

@@ -41,6 +41,7 @@ use crate::work::{TcpFallback, addresses_in_use};
 mod alerting;
 mod dry_run;
 mod replica;
+mod windows;
 pub use dry_run::{ClusterAfter, LineAfter};
 pub use replica::{Relayed, Role};
 
@@ -303,6 +304,10 @@ pub struct Control {
     outputs: VecDeque<Output>,
     next_silence: Timestamp,
     next_roll_up: Timestamp,
+    /// The maintenance windows open at the last look, so each opening and closing is told once.
+    open_windows: std::collections::BTreeSet<i64>,
+    /// Up to when window edges have been looked at.
+    maintenance_looked: Timestamp,
     /// Cluster passes run since the start, so a driver can tell a wake-up that evaluated.
     passes: u64,
     role: Role,
@@ -365,8 +370,13 @@ impl Control {
             outputs: VecDeque::new(),
             next_silence: now,
             next_roll_up: now,
+            open_windows: std::collections::BTreeSet::new(),
+            maintenance_looked: now,
             role: start.role,
         };
+        // Windows already open at a start were told when they opened.
+        c.open_windows =
+            c.config.maintenance.iter().filter(|(_, m)| m.value.is_open(now)).map(|(id, _)| *id).collect();
         c.outputs.push_back(Output::Answers(c.snapshots.clone()));
         c.sync_slots(now);
         c.flush_steering(now);
@@ -501,7 +511,8 @@ impl Control {
         let empty = ClusterState::default();
         let state = self.slots.get(&cluster).map_or(&empty, |s| &s.state);
         let spread = self.online_spread(now);
-        let parts = Parts::gather(c, self.seen(), self.policy, cluster, (state, &spread), self.table.clone());
+        let parts =
+            Parts::gather(c, self.seen(), self.policy, (cluster, now), (state, &spread), self.table.clone());
         let view = parts.view(c, spec, None);
         Some((preview(&view, state, now), line_outlooks(&view, state, now)))
     }
@@ -511,7 +522,7 @@ impl Control {
     /// A configuration change was committed to the store: it is swapped in, the results of
     /// probers that stopped counting go, and the clusters it touches are evaluated at once.
     pub fn handle_change(&mut self, puts: Vec<(i64, Object)>, deletes: Vec<i64>, now: Timestamp) {
-        let effects = Effects::of(&self.config, &puts, &deletes);
+        let effects = Effects::of(&self.config, &puts, &deletes, now);
         self.swap_config(changed(&self.config, puts, &deletes, now));
         for caller in effects.forget {
             for book in self.books() {
@@ -525,8 +536,9 @@ impl Control {
         let c = self.config.clone();
         let findings: Vec<Finding> = self.books().into_iter().flat_map(|b| b.follow(&c, now)).collect();
         self.apply(findings, now);
-        // A silence that went lets what it held go at once.
+        // A silence that went lets what it held go at once; a window is followed at once.
         self.release_silenced(now);
+        self.follow_windows(now);
         if effects.all {
             self.trigger_all(now);
         }
@@ -823,6 +835,10 @@ impl Control {
     /// Time passed: every cluster that is due is evaluated, silence alerts are checked, old
     /// results expire and history is rolled up, each on its own period.
     pub fn handle_timeout(&mut self, now: Timestamp) {
+        if self.config.next_maintenance_edge(self.maintenance_looked).is_some_and(|t| t <= now) {
+            self.follow_windows(now);
+        }
+        self.maintenance_looked = now;
         let due: Vec<ClusterId> =
             self.slots.iter().filter(|(_, s)| s.due <= now).map(|(id, _)| *id).collect();
         for id in due {
@@ -891,7 +907,10 @@ impl Control {
     /// When [`handle_timeout`](Self::handle_timeout) next has something to do.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         let clusters = self.slots.values().map(|s| s.due);
-        clusters.chain([self.next_silence, self.next_roll_up]).chain(self.mirrors.next_freshness()).min()
+        (clusters.chain([self.next_silence, self.next_roll_up]))
+            .chain(self.mirrors.next_freshness())
+            .chain(self.config.next_maintenance_edge(self.maintenance_looked))
+            .min()
     }
 
     /// The next thing to carry out.
@@ -1037,7 +1056,8 @@ impl Control {
         let Some(zone) = Zone::of(&c, id) else { return };
         let spread = self.online_spread(now);
         let Some(state) = self.slots.get(&id).map(|s| &s.state) else { return };
-        let parts = Parts::gather(&c, self.seen(), self.policy, id, (state, &spread), self.table.clone());
+        let parts =
+            Parts::gather(&c, self.seen(), self.policy, (id, now), (state, &spread), self.table.clone());
         let Some(slot) = self.slots.get_mut(&id) else { return };
         let reason = slot.reason.take();
         if let Some(t) = slot.waiting_since.take() {
@@ -1116,6 +1136,19 @@ impl Control {
                 None => None,
             })
             .collect();
+        let answered = published.as_ref().map_or(&[][..], |p| p.records.all.as_slice());
+        let drains = crate::drain::follow(
+            &c,
+            (id, cluster.ttl),
+            &before.drains,
+            (&out.nodes, answered),
+            &mut self.events,
+            now,
+        );
+        // A draining node reads drained at its moment, not at the next interval's pass.
+        if let Some(t) = crate::drain::next_moved(&drains) {
+            slot.due = slot.due.min(t.max(now));
+        }
         let snapshot = ClusterSnapshot {
             evaluated_at: Some(now),
             published,
@@ -1123,6 +1156,7 @@ impl Control {
             rules: out.rules,
             line_since,
             level_since,
+            drains,
         };
         let mut all = Snapshots::clone(&self.snapshots);
         all.insert(id, Arc::new(snapshot));
@@ -1298,7 +1332,7 @@ impl Parts {
         c: &Config,
         (obs, addresses): (&Observations, &Addresses),
         policy: AddressPolicy,
-        id: ClusterId,
+        (id, now): (ClusterId, Timestamp),
         (state, spread): (&ClusterState, &Spread),
         table: Arc<ProberTable>,
     ) -> Parts {
@@ -1338,7 +1372,8 @@ impl Parts {
                     id: nid,
                     name: n.value.node.name.clone(),
                     group: n.value.node.group,
-                    enabled: n.value.node.enabled,
+                    // A drained node is answered as a disabled one is (never), and probed.
+                    enabled: n.value.node.enabled && c.drain_of(nid, now).is_none(),
                     last_heartbeat: agent.and_then(|a| a.last_heartbeat),
                     links: agent.map(|a| a.links.clone()).unwrap_or_default(),
                     metrics: agent.and_then(|a| a.metrics),

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use vantage_core::Timestamp;
 use vantage_core::ids::{ClusterId, NodeId, ProberId};
 
 use crate::config::{Config, NodeRecord, Object};
@@ -22,8 +23,8 @@ pub struct Effects {
 }
 
 impl Effects {
-    /// The effects of saving `puts` and deleting `deletes` on configuration `before`.
-    pub fn of(before: &Config, puts: &[(i64, Object)], deletes: &[i64]) -> Effects {
+    /// The effects of saving `puts` and deleting `deletes` on configuration `before` at `now`.
+    pub fn of(before: &Config, puts: &[(i64, Object)], deletes: &[i64], now: Timestamp) -> Effects {
         let mut e = Effects::default();
         let said = |what: String, new: bool| Some(format!("{what} {}", if new { "added" } else { "saved" }));
         for (id, o) in puts {
@@ -39,10 +40,18 @@ impl Effects {
                     ClusterId(*id),
                     said(format!("Cluster {}", c.name), !before.clusters.contains_key(id)),
                 )),
-                Object::Group(g) => e.clusters.push((
-                    g.cluster,
-                    said(format!("Group {}", g.group.name), !before.groups.contains_key(id)),
-                )),
+                Object::Group(g) => {
+                    let old = before.groups.get(id).map(|o| o.value.group.drained);
+                    let why = match old {
+                        Some(was) if was != g.group.drained => Some(format!(
+                            "Group {} {}",
+                            g.group.name,
+                            if g.group.drained { "drained" } else { "back from its drain" }
+                        )),
+                        _ => said(format!("Group {}", g.group.name), old.is_none()),
+                    };
+                    e.clusters.push((g.cluster, why));
+                }
                 Object::Line(l) => e
                     .clusters
                     .push((l.cluster, said(format!("Line {}", l.line.name), !before.lines.contains_key(id)))),
@@ -65,6 +74,15 @@ impl Effects {
                 | Object::MirrorSettings(_)
                 | Object::Monitor(_)
                 | Object::Silence(_) => {}
+                Object::Maintenance(m) => {
+                    // Only a window open now (or open before the change) changes what is
+                    // drained now; one that opens later does so at its time.
+                    let old = before.maintenance.get(id).map(|o| &o.value).filter(|o| o.is_open(now));
+                    let why = format!("Maintenance {} saved", m.name);
+                    let windows = old.into_iter().chain(Some(m).filter(|m| m.is_open(now)));
+                    e.clusters
+                        .extend(windows.flat_map(|w| w.clusters(before)).map(|c| (c, Some(why.clone()))));
+                }
             }
         }
         for id in deletes {
@@ -79,6 +97,10 @@ impl Effects {
             }
             if let Some(g) = before.groups.get(id) {
                 e.clusters.push((g.value.cluster, Some(format!("Group {} deleted", g.value.group.name))));
+            }
+            if let Some(m) = before.maintenance.get(id).filter(|m| m.value.is_open(now)) {
+                let why = format!("Maintenance {} deleted", m.value.name);
+                e.clusters.extend(m.value.clusters(before).into_iter().map(|c| (c, Some(why.clone()))));
             }
             if let Some(l) = before.lines.get(id) {
                 e.clusters.push((l.value.cluster, Some(format!("Line {} deleted", l.value.line.name))));
@@ -99,6 +121,9 @@ fn node_reason(old: Option<&NodeRecord>, n: &NodeRecord) -> Option<String> {
         None => format!("Node {name} added"),
         Some(o) if o.node.enabled != n.node.enabled => {
             format!("Node {name} {}", if n.node.enabled { "enabled" } else { "disabled" })
+        }
+        Some(o) if o.node.drained != n.node.drained => {
+            format!("Node {name} {}", if n.node.drained { "drained" } else { "back from its drain" })
         }
         Some(o) if o.addresses != n.addresses => format!("Addresses of {name} saved"),
         Some(_) => format!("Node {name} saved"),

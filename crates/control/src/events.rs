@@ -65,11 +65,19 @@ pub enum EventKind {
     LeaseTaken,
     /// This replica lost the evaluator lease: it publishes the lease holder's revisions.
     LeaseLost,
+    /// A node left the answers by an operator's drain or a maintenance window (still probed).
+    NodeDraining,
+    /// A draining node has been out of the answers for twice the TTL: clients have moved.
+    NodeDrained,
+    /// A drained node is back in the answers (as its health allows).
+    NodeUndrained,
+    /// A maintenance window opened or closed.
+    Maintenance,
 }
 
 impl EventKind {
     /// Every kind, for parsing filters.
-    pub const ALL: [EventKind; 19] = [
+    pub const ALL: [EventKind; 23] = [
         EventKind::AddressFailing,
         EventKind::AddressUnreachable,
         EventKind::AddressRecovering,
@@ -89,6 +97,10 @@ impl EventKind {
         EventKind::PublicationFailed,
         EventKind::LeaseTaken,
         EventKind::LeaseLost,
+        EventKind::NodeDraining,
+        EventKind::NodeDrained,
+        EventKind::NodeUndrained,
+        EventKind::Maintenance,
     ];
 
     /// The API name (`address_failing`).
@@ -113,6 +125,10 @@ impl EventKind {
             EventKind::PublicationFailed => "publication_failed",
             EventKind::LeaseTaken => "lease_taken",
             EventKind::LeaseLost => "lease_lost",
+            EventKind::NodeDraining => "node_draining",
+            EventKind::NodeDrained => "node_drained",
+            EventKind::NodeUndrained => "node_undrained",
+            EventKind::Maintenance => "maintenance",
         }
     }
 }

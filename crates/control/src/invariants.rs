@@ -14,6 +14,7 @@ use crate::config::{
     CheckSource, Config, GroupRecord, LineRecord, NamedCheck, NodeRecord, Object, ProberRecord, RuleRecord,
     plural,
 };
+use crate::maintenance::Maintenance;
 
 /// Why the configuration refuses a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -438,6 +439,29 @@ impl Invariants for ProberRecord {
 impl Invariants for Silence {
     fn check(&self, _: i64, _: &Config) -> Result<(), Refusal> {
         Ok(())
+    }
+    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {
+        Ok(Vec::new())
+    }
+}
+
+/// A window names nodes, groups and monitors that exist when it is planned or changed; one
+/// deleted later (a node replaced during the work) is simply no longer drained by it.
+impl Invariants for Maintenance {
+    fn check(&self, _: i64, c: &Config) -> Result<(), Refusal> {
+        let named = [
+            ("nodes", "node", self.nodes.iter().map(|n| n.0).find(|id| !c.nodes.contains_key(id))),
+            ("groups", "node group", self.groups.iter().map(|g| g.0).find(|id| !c.groups.contains_key(id))),
+            (
+                "monitors",
+                "monitor",
+                self.monitors.iter().map(|m| m.0).find(|id| !c.monitors.contains_key(id)),
+            ),
+        ];
+        match named.into_iter().find_map(|(field, noun, id)| Some((field, noun, id?))) {
+            Some((field, noun, id)) => Err(Refusal::invalid(field, format!("no {noun} {id}"))),
+            None => Ok(()),
+        }
     }
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {
         Ok(Vec::new())

@@ -119,6 +119,8 @@ pub struct ClusterSnapshot {
     /// Since when each node has been at its current level (unknown before the first change
     /// after a start).
     pub level_since: BTreeMap<NodeId, Timestamp>,
+    /// Its drained nodes, draining or drained.
+    pub drains: BTreeMap<NodeId, crate::drain::Drain>,
 }
 
 /// Every cluster's snapshot.

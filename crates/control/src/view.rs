@@ -13,7 +13,7 @@ use vantage_core::address::{AddressList, AddressPolicy};
 use vantage_core::evaluate::NodeStatus;
 use vantage_core::ids::{ClusterId, NodeId};
 
-use crate::alerts::AlertBook;
+use crate::alerts::{AlertBook, Hold};
 use crate::config::Config;
 use crate::control::{Control, Role};
 use crate::fleet::Fleet;
@@ -125,13 +125,29 @@ impl View {
         TcpFallback::of(&self.config, cluster, &self.agents, now)
     }
 
-    /// The open alerts whose firing a silence held back and still holds at `now`, each with
-    /// that silence's id (one that just ended lets its alerts go within 10 s; an alert notified
-    /// before its silence was made is not held).
-    pub fn held_alerts(&self, now: Timestamp) -> BTreeMap<String, i64> {
+    /// The open alerts whose firing a silence or a maintenance window held back and still
+    /// holds at `now`, each with what holds it (one that just ended lets its alerts go within
+    /// 10 s; an alert notified before its silence was made is not held).
+    pub fn held_alerts(&self, now: Timestamp) -> BTreeMap<String, Hold> {
         (self.alerts.held())
-            .filter_map(|key| Some((key.clone(), self.config.silence_of(self.alerts.open(key)?, now)?)))
+            .filter_map(|key| Some((key.clone(), self.config.hold_of(self.alerts.open(key)?, now)?)))
             .collect()
+    }
+}
+
+impl View {
+    /// The drain `node` is in, from its cluster's last pass.
+    pub fn drain(&self, node: NodeId) -> Option<crate::drain::Drain> {
+        let cluster = self.config.nodes.get(&node.0)?.value.cluster;
+        self.snapshots.get(&cluster)?.drains.get(&node).copied()
+    }
+
+    /// The lines draining `nodes` would leave below their minimum ([`crate::drain::shortfalls`]).
+    pub fn drain_shortfalls(
+        &self,
+        nodes: &std::collections::BTreeSet<NodeId>,
+    ) -> Vec<crate::drain::Shortfall> {
+        crate::drain::shortfalls(&self.config, &self.snapshots, nodes)
     }
 }
 

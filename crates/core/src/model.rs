@@ -453,6 +453,10 @@ pub struct NodeGroup {
     pub name: String,
     /// Region, when the group has one (needed for nodes that also probe).
     pub region: Option<RegionId>,
+    /// Drained by an operator: every node of the group leaves the answers and stays probed.
+    /// Written only when set, so a store read by an older server differs only while it is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drained: bool,
 }
 
 /// A node group as entered.
@@ -462,12 +466,13 @@ pub struct NodeGroup {
 pub struct GroupInput {
     pub name: String,
     pub region: Option<RegionId>,
+    pub drained: bool,
 }
 
 impl TryFrom<GroupInput> for NodeGroup {
     type Error = Error;
     fn try_from(i: GroupInput) -> Result<Self> {
-        Ok(NodeGroup { name: name("name", &i.name, MAX_NAME)?, region: i.region })
+        Ok(NodeGroup { name: name("name", &i.name, MAX_NAME)?, region: i.region, drained: i.drained })
     }
 }
 
@@ -560,6 +565,10 @@ pub struct Node {
     pub name: String,
     /// Disabled nodes are neither probed nor answered.
     pub enabled: bool,
+    /// Drained by an operator: out of the answers (at once, whatever its health), still
+    /// probed, so it can be put back knowing how it fares. Written only when set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drained: bool,
     /// The node's agent runs the prober loop too.
     pub also_probes: bool,
 }
@@ -572,13 +581,21 @@ pub struct NodeInput {
     pub group: GroupId,
     pub name: String,
     pub enabled: bool,
+    /// Drained.
+    pub drained: bool,
     /// Also probes.
     pub also_probes: bool,
 }
 
 impl Default for NodeInput {
     fn default() -> Self {
-        NodeInput { group: GroupId(0), name: String::new(), enabled: true, also_probes: false }
+        NodeInput {
+            group: GroupId(0),
+            name: String::new(),
+            enabled: true,
+            drained: false,
+            also_probes: false,
+        }
     }
 }
 
@@ -589,6 +606,7 @@ impl TryFrom<NodeInput> for Node {
             group: i.group,
             name: name("name", &i.name, MAX_NAME)?,
             enabled: i.enabled,
+            drained: i.drained,
             also_probes: i.also_probes,
         })
     }

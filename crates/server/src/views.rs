@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
-use vantage_control::alerts::{Alert, Silence, Webhook};
+use vantage_control::alerts::{Alert, Hold, Silence, Webhook};
 use vantage_control::config::{CheckSource, Probed, TokenState};
+use vantage_control::drain::Drain;
+use vantage_control::maintenance::Maintenance;
 use vantage_control::observe::{ProberStatus, RoundSummary};
 use vantage_core::Timestamp;
 use vantage_core::address::{AddressSource, Level, SchedulingAddress};
@@ -188,6 +190,9 @@ pub struct GroupView {
     pub name: String,
     /// The region it is in (needed for its nodes to probe).
     pub region: Option<RegionId>,
+    /// Drained by an operator: its nodes are out of the answers, still probed.
+    #[serde(default)]
+    pub drained: bool,
 }
 
 /// A line of a cluster.
@@ -380,6 +385,13 @@ pub struct NodeView {
     pub name: String,
     /// Probed and answered.
     pub enabled: bool,
+    /// Drained by an operator (its own flag; see `drain` for a group's or a window's).
+    #[serde(default)]
+    pub drained: bool,
+    /// Out of the answers by a drain (its own, its group's, a maintenance window's): why,
+    /// since when, and whether clients have moved (`drained`) or not yet (`draining`).
+    #[serde(default)]
+    pub drain: Option<Drain>,
     /// Its agent probes too.
     pub also_probes: bool,
     /// Its agent has enrolled.
@@ -816,10 +828,11 @@ pub struct Alerts {
     pub open: Vec<Alert>,
     /// Resolved, newest first.
     pub recent: Vec<Alert>,
-    /// The open alerts whose firing a silence held back and still holds: alert key → silence
-    /// id (an alert notified before its silence was made is not held).
+    /// The open alerts whose firing a silence or a maintenance window held back and still
+    /// holds: alert key → what holds it (an alert notified before its silence was made is
+    /// not held).
     #[serde(default)]
-    pub silenced: BTreeMap<String, i64>,
+    pub held: BTreeMap<String, Hold>,
 }
 
 /// A silence with what it does now.
@@ -838,6 +851,52 @@ pub struct SilenceView {
     /// The open alerts whose notifications it holds now, by key.
     pub holds: Vec<String>,
 }
+
+/// A maintenance window with what it does now.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MaintenanceView {
+    /// Server-assigned id.
+    pub id: i64,
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// Its fields.
+    #[serde(flatten)]
+    pub maintenance: Maintenance,
+    /// `planned` (opens later), `open` or `closed`.
+    pub state: MaintenanceState,
+    /// Its targets in words (`node edge-1`, `group eu`, `mirror m.example.net`).
+    pub targets: Vec<String>,
+    /// The open alerts whose notifications it holds now, by key.
+    pub holds: Vec<String>,
+}
+
+/// Where a maintenance window is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MaintenanceState {
+    /// Opens later.
+    Planned,
+    /// Draining its targets and holding their alerts.
+    Open,
+    /// Over (kept until deleted, as a record).
+    Closed,
+}
+
+/// What draining a node or a group is asked with.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DrainBody {
+    /// Drain even when a line would fall below its minimum of healthy addresses (the
+    /// pre-flight refuses otherwise, naming the lines).
+    #[serde(default)]
+    pub confirm: bool,
+}
+
+/// Putting a drained node or group back takes no options: an empty body, or `{}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UndrainBody {}
 
 /// Where a silence is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

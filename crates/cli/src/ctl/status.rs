@@ -21,9 +21,10 @@ struct Status {
     unready: Option<String>,
     probers: Vec<ProberView>,
     alerts: Vec<Alert>,
-    /// The firing alerts whose notification a silence holds: key → silence id.
+    /// The firing alerts whose notification a silence or a maintenance window holds: key →
+    /// what holds it.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    silenced: std::collections::BTreeMap<String, i64>,
+    held: std::collections::BTreeMap<String, vantage_control::alerts::Hold>,
     clusters: Vec<ClusterStatus>,
 }
 
@@ -60,7 +61,7 @@ pub(super) async fn status(c: &Client, only: Option<i64>, json: bool) -> anyhow:
         unready,
         probers: probers.items,
         alerts: alerts.open,
-        silenced: alerts.silenced,
+        held: alerts.held,
         clusters: Vec::new(),
     };
     for cluster in clusters.items.into_iter().filter(|x| only.is_none_or(|id| id == x.id)) {
@@ -104,7 +105,7 @@ fn show(s: &Status) {
     }
     println!("alerts    {} firing", s.alerts.len());
     for a in &s.alerts {
-        let held = s.silenced.get(&a.key).map(|id| format!("  (notification held by silence {id})"));
+        let held = s.held.get(&a.key).map(|by| format!("  (notification held by {by})"));
         println!("          {}  {} ago  {}{}", a.kind, age(a.fired_at), a.summary, held.unwrap_or_default());
     }
     for c in &s.clusters {

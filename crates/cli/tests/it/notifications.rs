@@ -209,7 +209,10 @@ async fn a_silence_holds_a_real_alerts_notification_until_it_goes() {
 
     let _prober = s.start_prober("fra", region, temp.path()).await;
     let key = format!("address_unreachable/node:{node}/127.0.0.41");
-    s.wait_for("/v1/alerts", Duration::from_secs(30), |v| v["silenced"][&key] == json!(id)).await;
+    s.wait_for("/v1/alerts", Duration::from_secs(30), |v| {
+        v["held"][&key] == json!({"by": "silence", "id": id})
+    })
+    .await;
     let (_, one) = s.call(Method::GET, &format!("/v1/silences/{id}"), None).await;
     assert_eq!(one["holds"], json!([key]), "{one}");
     let (_, status, _) = ctl(&s, &["status"]).await;
@@ -227,7 +230,7 @@ async fn a_silence_holds_a_real_alerts_notification_until_it_goes() {
         })
         .await;
     let (_, alerts) = s.call(Method::GET, "/v1/alerts", None).await;
-    assert_eq!(alerts["silenced"], json!({}), "{alerts}");
+    assert_eq!(alerts["held"], json!({}), "{alerts}");
 
     // Who made a silence and when it started cannot change; an end already past ends it now.
     let other = s

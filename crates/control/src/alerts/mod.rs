@@ -20,7 +20,28 @@ pub use kind::{
     AddressDown, AlertAbout, AlertKey, AlertKind, CertificateExpiry, ConditionValue, Firing, LineHeld,
     MirrorBlocked, MirrorStale, MonitorAlert, NodeSilent, ProberSilent, RegionState, RuleAction, Severity,
 };
+pub(crate) use silence::ends;
 pub use silence::{MAX_SILENCE_S, Silence, SilenceCreate};
+
+/// What holds an alert's notification back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(tag = "by", content = "id", rename_all = "snake_case")]
+pub enum Hold {
+    /// A silence (by id).
+    Silence(i64),
+    /// An open maintenance window of its subject (by id).
+    Maintenance(i64),
+}
+
+impl std::fmt::Display for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Hold::Silence(id) => write!(f, "silence {id}"),
+            Hold::Maintenance(id) => write!(f, "maintenance {id}"),
+        }
+    }
+}
 
 /// Resolved alerts kept for the list.
 const RECENT: usize = 500;

@@ -48,22 +48,27 @@ pub struct SilenceCreate {
     pub comment: String,
 }
 
+/// The end asked for by a duration from `from` (1 s to `max_s`) or a time, one of the two: how
+/// silences and maintenance windows are both given their end.
+pub(crate) fn ends(
+    from: Timestamp,
+    asked: (Option<u64>, Option<Timestamp>),
+    max_s: u64,
+) -> Result<Timestamp, Error> {
+    match asked {
+        (Some(d), None) if d == 0 || d > max_s => {
+            Err(Error::invalid("duration_s", format!("1 to {max_s} seconds ({} days)", max_s / 86_400)))
+        }
+        (Some(d), None) => Ok(from.plus_secs(d)),
+        (None, Some(t)) => Ok(t),
+        _ => Err(Error::invalid("duration_s", "give duration_s or ends_at, one of the two")),
+    }
+}
+
 impl SilenceCreate {
     /// The silence `by` asks for at `now`.
     pub fn silence(self, by: &str, now: Timestamp) -> Result<Silence, Error> {
-        let ends_at = match (self.duration_s, self.ends_at) {
-            (Some(d), None) => {
-                if d == 0 || d > MAX_SILENCE_S {
-                    return Err(Error::invalid(
-                        "duration_s",
-                        format!("1 to {MAX_SILENCE_S} seconds (30 days)"),
-                    ));
-                }
-                now.plus_secs(d)
-            }
-            (None, Some(t)) => t,
-            _ => return Err(Error::invalid("duration_s", "give duration_s or ends_at, one of the two")),
-        };
+        let ends_at = ends(now, (self.duration_s, self.ends_at), MAX_SILENCE_S)?;
         Silence {
             matchers: self.matchers,
             starts_at: now,

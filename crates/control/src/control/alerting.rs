@@ -30,11 +30,12 @@ impl Control {
             return;
         }
         if let Some(a) = Arc::make_mut(&mut self.alerts).fire(name, key.kind, summary, details, now) {
-            // A silence holds the notification back (until it ends); the alert fires anyway.
-            let silence = self.config.silence_of(&a, now);
-            let note = silence.map(|id| format!(" (notification held by silence {id})"));
+            // A silence or a maintenance window holds the notification back (until it ends);
+            // the alert fires anyway.
+            let hold = self.config.hold_of(&a, now);
+            let note = hold.map(|h| format!(" (notification held by {h})"));
             self.alert_event(&a, &key, note, now);
-            match silence {
+            match hold {
                 Some(_) => Arc::make_mut(&mut self.alerts).hold(&a.key),
                 None => self.outputs.push_back(Output::Alert(a)),
             }
@@ -50,7 +51,8 @@ impl Control {
         if let Some(a) = Arc::make_mut(&mut self.alerts).resolve(&name, now) {
             // Nobody was told it fired: nobody is told it resolved.
             let held = Arc::make_mut(&mut self.alerts).release(&name);
-            let note = held.then(|| " (never notified: a silence held it)".to_owned());
+            let note =
+                held.then(|| " (never notified: a silence or a maintenance window held it)".to_owned());
             self.alert_event(&a, key, note, now);
             if !held {
                 self.outputs.push_back(Output::Alert(a));
@@ -65,7 +67,7 @@ impl Control {
         let c = self.config.clone();
         let due: Vec<Alert> = (self.alerts.held())
             .filter_map(|key| self.alerts.open(key))
-            .filter(|a| c.silence_of(a, now).is_none())
+            .filter(|a| c.hold_of(a, now).is_none())
             .cloned()
             .collect();
         for a in due {

@@ -67,7 +67,7 @@ impl Control {
     /// copies of their states: nothing here changes. A deleted cluster is listed with every
     /// line removed.
     pub fn dry_run(&self, puts: &[(i64, Object)], deletes: &[i64], now: Timestamp) -> Vec<ClusterAfter> {
-        let effects = Effects::of(&self.config, puts, deletes);
+        let effects = Effects::of(&self.config, puts, deletes, now);
         let next = super::changed(&self.config, puts.iter().cloned(), deletes, now);
         // Each cluster's pass with the reason `handle_change` would give it: the first one its
         // effects name (rules and settings give none: rules cut their own revisions).
@@ -117,7 +117,7 @@ impl Control {
             return Some(ClusterAfter { cluster: name, lines, revisions: Vec::new(), rules: Vec::new() });
         };
         let mut state = self.slots.get(&id).map(|s| s.state.clone()).unwrap_or_default();
-        let parts = Parts::gather(next, self.seen(), self.policy, id, (&state, spread), table.clone());
+        let parts = Parts::gather(next, self.seen(), self.policy, (id, now), (&state, spread), table.clone());
         let out = evaluate(&parts.view(next, &cluster.value, reason), &mut state, now);
         let last = out.revisions.last();
         let after = last.map(|d| &d.records).or(published.as_ref().map(|p| &p.records));

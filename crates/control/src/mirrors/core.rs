@@ -29,6 +29,8 @@ pub struct Mirrors {
     save: crate::book::Saving,
     /// When each mirror with a freshness check is next checked.
     freshness_due: BTreeMap<String, Timestamp>,
+    /// Hosts an open maintenance window takes out of rotation.
+    maintenance: BTreeSet<String>,
 }
 
 /// A freshness check to carry out: fetch both trace files, read their times.
@@ -208,6 +210,17 @@ impl Mirrors {
         changes
     }
 
+    /// The hosts taken out of rotation by open maintenance windows.
+    pub fn in_maintenance(&self) -> &BTreeSet<String> {
+        &self.maintenance
+    }
+
+    /// Open maintenance windows now take `hosts` out of rotation.
+    pub fn set_maintenance(&mut self, c: &Config, hosts: BTreeSet<String>) {
+        self.maintenance = hosts;
+        self.rebuild(c);
+    }
+
     /// A prober or probing node stopped counting.
     pub fn forget(&mut self, caller: Caller) {
         self.book.forget(caller);
@@ -288,6 +301,7 @@ impl Mirrors {
                     verdict: state.map(|s| s.verdict).unwrap_or_default(),
                     regions: state.map(|s| s.regions.clone()).unwrap_or_default(),
                     stale: state.and_then(|s| s.freshness.as_ref()).is_some_and(|f| f.stale),
+                    in_maintenance: self.maintenance.contains(&m.host),
                 }
             })
             .collect();

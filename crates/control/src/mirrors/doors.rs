@@ -21,6 +21,8 @@ pub struct DoorMirror {
     pub regions: BTreeMap<String, RegionObservation>,
     /// Behind its reference by more than its freshness check allows: out of rotation.
     pub stale: bool,
+    /// In an open maintenance window: out of rotation.
+    pub in_maintenance: bool,
 }
 
 /// What every door choice reads.
@@ -79,7 +81,7 @@ impl Doors {
     /// tenant opted in), tenant allowed, weight above 0, not failing in an excluded region
     /// (with the visitor's own region added unless the settings say otherwise) — then a
     /// weighted choice by `roll` (any uniform u64). A stale mirror is no candidate at all: it
-    /// answers, with old files. A visit for no tenant in particular takes live mirrors only:
+    /// answers, with old files; nor is one in maintenance. A visit for no tenant in particular takes live mirrors only:
     /// there is no tenant to have opted in.
     pub fn choose(&self, v: &Visit, roll: u64) -> Result<&Mirror, NoMirror> {
         let tenant = match &v.tenant {
@@ -95,7 +97,7 @@ impl Doors {
         let candidates: Vec<Candidate<'_>> = self
             .mirrors
             .iter()
-            .filter(|m| !m.stale)
+            .filter(|m| !m.stale && !m.in_maintenance)
             .map(|m| Candidate { mirror: &m.mirror, verdict: m.verdict, regions: &m.regions })
             .collect();
         let q = DoorQuery {
@@ -169,6 +171,7 @@ mod tests {
             verdict: MirrorVerdict::Live,
             regions: r.clone(),
             stale: false,
+            in_maintenance: false,
         };
         Doors {
             mirrors: vec![

@@ -14,6 +14,7 @@ mod events;
 mod fleet;
 mod identity;
 mod invariants;
+mod maintenance;
 mod mirrors;
 mod monitors;
 mod nodes;

@@ -177,6 +177,6 @@ async fn alerts(State(app): State<Arc<App>>) -> Json<Alerts> {
     let view = app.view();
     let (open, recent) = view.alerts.list();
     let now = crate::support::now();
-    let silenced = view.held_alerts(now);
-    Json(Alerts { open, recent, silenced })
+    let held = view.held_alerts(now);
+    Json(Alerts { open, recent, held })
 }

@@ -304,6 +304,8 @@ pub(super) fn node_view(core: &View, node: i64, s: &Stored<NodeRecord>) -> NodeV
         group_name: c.groups.get(&rec.node.group.0).map(|g| g.value.group.name.clone()).unwrap_or_default(),
         name: rec.node.name.clone(),
         enabled: rec.node.enabled,
+        drained: rec.node.drained,
+        drain: core.drain(id),
         also_probes: rec.node.also_probes,
         enrolled: rec.cert_sha256.is_some(),
         online: agent_online(agent.and_then(|a| a.last_heartbeat), at),

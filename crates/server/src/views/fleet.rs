@@ -102,6 +102,9 @@ pub struct GroupFile {
     /// The region's code (needed for nodes that also probe).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
+    /// Drained: its nodes out of the answers, still probed (false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drained: bool,
 }
 
 /// A line.
@@ -138,6 +141,9 @@ pub struct NodeFile {
     /// Its agent probes too (false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub also_probes: Option<bool>,
+    /// Drained: out of the answers, still probed (false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drained: bool,
     /// Configured addresses; none: the addresses its agent reports.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<AddressFile>,

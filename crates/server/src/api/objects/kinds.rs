@@ -133,6 +133,7 @@ impl Kind for GroupRecord {
             cluster: s.value.cluster,
             name: s.value.group.name.clone(),
             region: s.value.group.region,
+            drained: s.value.group.drained,
         }
     }
 }
@@ -373,8 +374,10 @@ impl Kind for Silence {
         } else {
             SilenceState::Expired
         };
-        let holds =
-            (core.held_alerts(now).into_iter()).filter(|(_, by)| *by == id).map(|(key, _)| key).collect();
+        let holds = (core.held_alerts(now).into_iter())
+            .filter(|(_, by)| *by == Hold::Silence(id))
+            .map(|(key, _)| key)
+            .collect();
         SilenceView {
             id,
             created_at: s.created_at,

@@ -41,7 +41,7 @@ use settings::{
     addresses_add_source, addresses_get, addresses_put, detection_get, detection_put, settings_get,
     settings_put,
 };
-use vantage_control::alerts::{HIDDEN, Silence, SilenceCreate, SmtpServer, Webhook, WebhookFormat};
+use vantage_control::alerts::{HIDDEN, Hold, Silence, SilenceCreate, SmtpServer, Webhook, WebhookFormat};
 use vantage_control::config::{
     Config, GroupRecord, LineRecord, NamedCheck, NodeRecord, Object, ProberRecord, RuleRecord, Stored,
 };

@@ -8,9 +8,9 @@ use vantage_control::alerts::{Silence, WebhookFormat};
 #[template(path = "alerts.html")]
 struct AlertsPage {
     frame: Frame,
-    /// Each open alert, with the silence holding its notification (if one does) and the
-    /// matchers that would silence it.
-    open: Vec<(AlertRow, Option<i64>, String)>,
+    /// Each open alert, with what holds its notification (`silence 3`, `maintenance 4`) if
+    /// anything does, and the matchers that would silence it.
+    open: Vec<(AlertRow, Option<String>, String)>,
     recent: Vec<AlertRow>,
     channels: Vec<ChannelRow>,
     silences: Vec<SilenceRow>,
@@ -63,7 +63,13 @@ pub(in crate::ui) async fn alerts(
     let page = AlertsPage {
         frame: Frame::new(&v, "Alerts", "alerts", 10),
         open: (a.open.iter())
-            .map(|x| (alert_row(x, at), a.silenced.get(&x.key).copied(), Silence::matchers_for(x).join(" ")))
+            .map(|x| {
+                (
+                    alert_row(x, at),
+                    a.held.get(&x.key).map(ToString::to_string),
+                    Silence::matchers_for(x).join(" "),
+                )
+            })
             .collect(),
         recent: recent.iter().map(|x| alert_row(x, at)).collect(),
         channels: channels.items.iter().map(channel_row).collect(),

@@ -142,7 +142,11 @@ pub(super) fn object_doc(c: &Config, id: i64, secrets: Secrets) -> Option<(Objec
 }
 
 fn group_file(c: &Config, g: &GroupRecord) -> GroupFile {
-    GroupFile { name: g.group.name.clone(), region: g.group.region.map(|r| region_code(c, r)) }
+    GroupFile {
+        name: g.group.name.clone(),
+        region: g.group.region.map(|r| region_code(c, r)),
+        drained: g.group.drained,
+    }
 }
 
 fn line_file(c: &Config, l: &LineRecord) -> LineFile {
@@ -175,6 +179,7 @@ fn node_file(c: &Config, n: &NodeRecord) -> NodeFile {
         group: group_name(c, node.group),
         enabled: Some(node.enabled),
         also_probes: Some(node.also_probes),
+        drained: node.drained,
         addresses,
     }
 }
