@@ -45,7 +45,7 @@ pub(super) enum Resource {
     /// publishers…), their revisions and current records.
     Clusters(ClusterArgs),
     /// Node groups of a cluster (name, region).
-    Groups(InCluster),
+    Groups(GroupArgs),
     /// Lines of a cluster (name, group, backup_groups, min_healthy, client_networks).
     Lines(InCluster),
     /// Scheduling rules of a cluster, and their preview.
@@ -60,6 +60,10 @@ pub(super) enum Resource {
     /// Silences of alerts' notifications (matchers='["kind=node_offline","node=edge-1"]',
     /// duration_s or ends_at, comment); delete one to end it.
     Silences(Plain),
+    /// Maintenance windows (name, starts_at, duration_s or ends_at, nodes='["edge-1"]',
+    /// groups='[ID]', mirrors='["m.example.net"]', monitors='["live"]', comment): while open,
+    /// their nodes and groups are drained, their mirrors out of rotation, their alerts' notifications held.
+    Maintenance(Plain),
     /// Open and recently resolved alerts.
     Alerts,
     /// Mirrors (§6): their verdicts and regions, records, manual blocks and check runs.
@@ -157,6 +161,30 @@ pub(super) struct FleetFiles {
 pub(super) struct Plain {
     #[command(subcommand)]
     pub(super) action: Action,
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct GroupArgs {
+    /// The cluster (its id or name).
+    #[arg(long)]
+    pub(super) cluster: Ref,
+    #[command(subcommand)]
+    pub(super) action: GroupAction,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(super) enum GroupAction {
+    #[command(flatten)]
+    Common(Action),
+    /// Drain a group: every node of it leaves the answers at once and stays probed. Refused,
+    /// naming the lines, when a line would fall below its minimum, unless --confirm.
+    Drain {
+        id: Ref,
+        #[arg(long)]
+        confirm: bool,
+    },
+    /// Put a drained group back in the answers.
+    Undrain { id: Ref },
 }
 
 #[derive(Debug, clap::Args)]
@@ -313,6 +341,16 @@ pub(super) enum NodeAction {
     Tokens,
     /// Every prober's latest results for a node, with window strips.
     Results { id: Ref },
+    /// Drain a node: out of the answers at once, still probed; it reads drained once clients
+    /// have had 2 × TTL to move. Refused, naming the lines, when a line would fall below its
+    /// minimum, unless --confirm.
+    Drain {
+        id: Ref,
+        #[arg(long)]
+        confirm: bool,
+    },
+    /// Put a drained node back in the answers (as its health allows).
+    Undrain { id: Ref },
 }
 
 #[derive(Debug, clap::Subcommand)]

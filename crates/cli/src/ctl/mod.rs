@@ -38,16 +38,17 @@ use vantage_core::monitor::MonitorInput;
 use vantage_core::settings::ProbeSettings;
 use vantage_server::views::{
     Addresses, AdminTokenView, Alerts, AuditView, BlockRequest, CheckCreate, CheckRunRequest, CheckRunView,
-    CheckView, ClusterView, DnsView, DoorChoice, EnrollTokenView, GroupView, Items, LineView, MirrorList,
-    MirrorView, MonitorHistory, MonitorVerdictView, MonitorView, NewAdminToken, NewEnrollToken, NodeView,
-    Preview, ProberView, RegionView, ResultView, Revisions, RuleView, SilenceView, TenantView, WebhookView,
+    CheckView, ClusterView, DnsView, DoorChoice, EnrollTokenView, GroupView, Items, LineView,
+    MaintenanceView, MirrorList, MirrorView, MonitorHistory, MonitorVerdictView, MonitorView, NewAdminToken,
+    NewEnrollToken, NodeView, Preview, ProberView, RegionView, ResultView, Revisions, RuleView, SilenceView,
+    TenantView, WebhookView,
 };
 
 pub(crate) use args::Args;
 use args::{
-    Action, CheckAction, CheckFlags, ClusterAction, Command, DoorAction, FleetCommand, MirrorAction,
-    MirrorFlags, MonitorAction, MonitorFlags, NodeAction, ProberAction, Resource, RuleAction, SettingsAction,
-    SettingsObjectAction, TenantAction, TokenAction,
+    Action, CheckAction, CheckFlags, ClusterAction, Command, DoorAction, FleetCommand, GroupAction,
+    MirrorAction, MirrorFlags, MonitorAction, MonitorFlags, NodeAction, ProberAction, Resource, RuleAction,
+    SettingsAction, SettingsObjectAction, TenantAction, TokenAction,
 };
 use client::{Client, Refusal};
 use names::{Kind, Names};
@@ -579,6 +580,9 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
         Resource::Silences(p) => {
             generic::<SilenceView>(names, Kind::Silence, "/v1/silences", &p.action, json).await
         }
+        Resource::Maintenance(p) => {
+            generic::<MaintenanceView>(names, Kind::Maintenance, "/v1/maintenance", &p.action, json).await
+        }
         Resource::Alerts => {
             let v: Alerts = c.get("/v1/alerts").await?;
             if json {
@@ -592,7 +596,20 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
         Resource::Groups(p) => {
             let cluster = names.id(Kind::Cluster, "--cluster", &p.cluster).await?;
             let path = format!("/v1/clusters/{cluster}/groups");
-            generic::<GroupView>(names, Kind::Group(cluster), &path, &p.action, json).await
+            let (id, verb, confirm) = match &p.action {
+                GroupAction::Common(a) => {
+                    return generic::<GroupView>(names, Kind::Group(cluster), &path, a, json).await;
+                }
+                GroupAction::Drain { id, confirm } => (id, "drain", *confirm),
+                GroupAction::Undrain { id } => (id, "undrain", false),
+            };
+            let id = names.id(Kind::Group(cluster), "GROUP", id).await?;
+            let body = json!({"confirm": confirm});
+            print(
+                &c.call::<GroupView>(Method::POST, &format!("{path}/{id}/{verb}"), Some(&body)).await?,
+                json,
+            );
+            Ok(())
         }
         Resource::Lines(p) => {
             let cluster = names.id(Kind::Cluster, "--cluster", &p.cluster).await?;
@@ -624,6 +641,23 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
                 let id = names.id(Kind::Node, "NODE", id).await?;
                 let body = json!({"node": id, "valid_for_s": valid_for});
                 token(&c.call(Method::POST, "/v1/nodes/tokens", Some(&body)).await?, json);
+                Ok(())
+            }
+            NodeAction::Drain { id, confirm } => {
+                let id = names.id(Kind::Node, "NODE", id).await?;
+                let body = json!({"confirm": confirm});
+                print(
+                    &c.call::<NodeView>(Method::POST, &format!("/v1/nodes/{id}/drain"), Some(&body)).await?,
+                    json,
+                );
+                Ok(())
+            }
+            NodeAction::Undrain { id } => {
+                let id = names.id(Kind::Node, "NODE", id).await?;
+                print(
+                    &c.call::<NodeView>(Method::POST, &format!("/v1/nodes/{id}/undrain"), None).await?,
+                    json,
+                );
                 Ok(())
             }
             NodeAction::Tokens => {

@@ -12,8 +12,8 @@ use anyhow::anyhow;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use vantage_server::views::{
-    AdminTokenView, CheckView, ClusterView, GroupView, Items, LineView, MonitorView, NodeView, ProberView,
-    RegionView, RuleView, SilenceView, WebhookView,
+    AdminTokenView, CheckView, ClusterView, GroupView, Items, LineView, MaintenanceView, MonitorView,
+    NodeView, ProberView, RegionView, RuleView, SilenceView, WebhookView,
 };
 
 use super::client::Client;
@@ -54,6 +54,7 @@ pub(super) enum Kind {
     Prober,
     Webhook,
     Silence,
+    Maintenance,
     Monitor,
     Check,
     AdminToken,
@@ -72,6 +73,7 @@ impl Kind {
             Kind::Prober => "prober",
             Kind::Webhook => "webhook",
             Kind::Silence => "silence",
+            Kind::Maintenance => "maintenance window",
             Kind::Monitor => "monitor",
             Kind::Check => "check",
             Kind::AdminToken => "admin token",
@@ -90,6 +92,7 @@ impl Kind {
             Kind::Prober => "/v1/probers".into(),
             Kind::Webhook => "/v1/webhooks".into(),
             Kind::Silence => "/v1/silences".into(),
+            Kind::Maintenance => "/v1/maintenance".into(),
             Kind::Monitor => "/v1/monitors".into(),
             Kind::Check => "/v1/checks".into(),
             Kind::AdminToken => "/v1/admin-tokens".into(),
@@ -173,6 +176,9 @@ impl<'a> Names<'a> {
                 Kind::Webhook => list(c, kind, |w: WebhookView| plain(w.id, w.webhook.name)).await?,
                 // A silence has no name: its id is how it is named.
                 Kind::Silence => list(c, kind, |s: SilenceView| plain(s.id, s.id.to_string())).await?,
+                Kind::Maintenance => {
+                    list(c, kind, |m: MaintenanceView| plain(m.id, m.maintenance.name)).await?
+                }
                 Kind::Monitor => list(c, kind, |m: MonitorView| plain(m.id, m.monitor.name)).await?,
                 Kind::Check => list(c, kind, |x: CheckView| plain(x.id, x.name)).await?,
                 Kind::AdminToken => list(c, kind, |t: AdminTokenView| plain(t.id, t.name)).await?,
@@ -237,6 +243,11 @@ impl<'a> Names<'a> {
                 self.field(m, "backup_groups", Kind::Group(c)).await
             }
             Kind::Rule(c) => self.field(m, "line", Kind::Line(c)).await,
+            // Groups are named within a cluster: a window names them by id.
+            Kind::Maintenance => {
+                self.field(m, "nodes", Kind::Node).await?;
+                self.field(m, "monitors", Kind::Monitor).await
+            }
             Kind::Node => {
                 self.field(m, "cluster", Kind::Cluster).await?;
                 let cluster = match (m.get("cluster").and_then(Value::as_i64), existing) {

@@ -16,9 +16,9 @@ use vantage_core::monitor::MonitorRegion;
 use vantage_core::reachability::Condition;
 use vantage_server::views::{
     AddressView, AdminTokenView, AuditView, CheckView, ClusterView, DnsLine, EnrollTokenView, GroupView,
-    LineView, MirrorProberView, MirrorView, MonitorPoint, MonitorView, NodeUsage, NodeView, PreviewItem,
-    ProberView, RegionVerdictView, RegionView, ResultView, RevisionView, RuleView, SilenceView, TenantView,
-    WebhookView,
+    LineView, MaintenanceView, MirrorProberView, MirrorView, MonitorPoint, MonitorView, NodeUsage, NodeView,
+    PreviewItem, ProberView, RegionVerdictView, RegionView, ResultView, RevisionView, RuleView, SilenceView,
+    TenantView, WebhookView,
 };
 
 /// A value in one cell: text as is, numbers and booleans printed, lists of plain values joined
@@ -92,6 +92,8 @@ fn node_state(n: &NodeView) -> String {
         .find(|c| n.addresses.iter().any(|a| a.condition == Some(*c)));
     match (n.enabled, n.serving, worst) {
         (false, _, _) => "disabled".into(),
+        _ if n.drain.is_some_and(|d| d.drained) => "drained".into(),
+        _ if n.drain.is_some() => "draining".into(),
         _ if n.no_public_address => "no public address".into(),
         (_, None, _) => "not evaluated".into(),
         (_, Some(false), _) => "not serving".into(),
@@ -210,6 +212,11 @@ rows! {
         "id" => |r| r.id, "state" => |r| r.state, "matchers" => |r| r.silence.matchers,
         "ends_at" => |r| r.silence.ends_at, "holds" => |r| r.holds.len(), "by" => |r| r.silence.created_by,
         "comment" => |r| r.silence.comment,
+    ];
+    MaintenanceView: [
+        "id" => |r| r.id, "name" => |r| r.maintenance.name, "state" => |r| r.state,
+        "starts_at" => |r| r.maintenance.starts_at, "ends_at" => |r| r.maintenance.ends_at,
+        "targets" => |r| r.targets, "holds" => |r| r.holds.len(), "by" => |r| r.maintenance.created_by,
     ];
     AdminTokenView: ["id" => |r| r.id, "name" => |r| r.name, "prefix" => |r| r.prefix, "created_at" => |r| r.created_at];
     AuditView: ["at" => |r| r.at, "actor" => |r| r.actor, "action" => |r| r.action, "object" => |r| r.object];

@@ -21,6 +21,7 @@ mod harness;
 mod honest;
 mod hostile;
 mod limits;
+mod maintenance;
 mod metrics;
 mod mirrors;
 mod monitors;

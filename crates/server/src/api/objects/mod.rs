@@ -25,6 +25,7 @@ use vantage_core::monitor::{Monitor, MonitorInput};
 use vantage_core::rules::{Rule, RuleInput};
 use vantage_core::settings::{ProbeSettings, ProbeSettingsInput};
 
+mod drain;
 mod fleet;
 mod kinds;
 mod settings;
@@ -46,6 +47,7 @@ use vantage_control::config::{
     Config, GroupRecord, LineRecord, NamedCheck, NodeRecord, Object, ProberRecord, RuleRecord, Stored,
 };
 use vantage_control::invariants::Invariants;
+use vantage_control::maintenance::Maintenance;
 use vantage_control::view::View as CoreView;
 
 /// A kind of configuration object, as the generic handlers see it.
@@ -422,6 +424,8 @@ pub(super) fn routes(api: &mut Api) {
         }),
     );
     children!(api, GroupRecord, "groups", "clusters", "node group");
+    top_level!(api, Maintenance, "/v1/maintenance", "alerts", "maintenance window", create: false);
+    drain::routes(api);
     children!(api, LineRecord, "lines", "clusters", "line");
     children!(api, RuleRecord, "rules", "rules", "rule");
     api.add(
