@@ -52,6 +52,8 @@
       if (el.type === 'checkbox') { out[el.name] = el.checked; continue; }
       if (el.multiple) { out[el.name] = Array.from(el.selectedOptions, (o) => typed(el, o.value)); continue; }
       if (el.value === '' && el.dataset.optional !== undefined) continue;
+      // A local date and time as the browser's zone reads it; empty: left out (now).
+      if (el.dataset.type === 'datetime') { if (el.value) out[el.name] = new Date(el.value).toISOString(); continue; }
       if (el.dataset.type === 'list') { out[el.name] = el.value.split(/[\s,]+/).filter(Boolean); continue; }
       if (el.dataset.type === 'address-rows') { out[el.name] = addressRows(el); continue; }
       out[el.name] = typed(el, el.value.trim());
@@ -193,10 +195,15 @@
         try {
           data = await api(method, action.dataset.api, body);
         } catch (e) {
-          // A refusal that the operator's word can overrule (data-force): say why, and ask again.
-          if (e.status !== 409 || action.dataset.force === undefined ||
-              !(await confirmAction(e.message, 'Only with force: it takes effect in the next revision.', 'Delete anyway'))) throw e;
-          data = await api(method, action.dataset.api + '?force=true', body);
+          // A refusal that the operator's word can overrule: say why, and ask again — a delete
+          // with ?force=true (data-force), anything else with the body data-overrule gives.
+          const force = action.dataset.force !== undefined;
+          const overrule = action.dataset.overrule;
+          if (e.status !== 409 || (!force && overrule === undefined)) throw e;
+          const label = force ? 'Delete anyway' : (action.dataset.overruleLabel || 'Go ahead');
+          if (!(await confirmAction(e.message, 'Only with your word: it takes effect in the next revision.', label))) throw e;
+          data = force ? await api(method, action.dataset.api + '?force=true', body)
+            : await api(method, action.dataset.api, JSON.parse(overrule));
         }
         after(action.dataset.then, data);
       } catch (e) {

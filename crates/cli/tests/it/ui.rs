@@ -1233,3 +1233,74 @@ async fn channels_scenario() {
     b.screenshot("alerts-channels.png").await;
     b.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_from_the_node_page_and_a_window_from_the_maintenance_page() {
+    let _one = BROWSER.lock().await;
+    tokio::time::timeout(SCENARIO, drain_scenario()).await.expect("the scenario finished within its time");
+}
+
+/// A node is drained from its page — the pre-flight's refusal shown and overruled — and put
+/// back; a maintenance window is planned on its page (its refusal named by field) and ended.
+async fn drain_scenario() {
+    let s = ServerProcess::start_lab().await;
+    let base = s.url.trim_end_matches('/').to_owned();
+    let cluster =
+        s.create("/v1/clusters", json!({"name": "c", "domain": "cdn.drain-ui.example"})).await["id"].clone();
+    let group = s.create(&format!("/v1/clusters/{cluster}/groups"), json!({"name": "g"})).await["id"].clone();
+    let line = json!({"name": "default", "group": group, "min_healthy": 2});
+    s.create(&format!("/v1/clusters/{cluster}/lines"), line).await;
+    let mut nodes = Vec::new();
+    for (name, ip) in [("edge-1", "127.0.0.61"), ("edge-2", "127.0.0.62")] {
+        let n = s.create("/v1/nodes", json!({"cluster": cluster, "group": group, "name": name})).await["id"]
+            .as_i64()
+            .unwrap();
+        s.call(Method::PUT, &format!("/v1/nodes/{n}/addresses"), Some(json!([{"ip": ip, "trusted": true}])))
+            .await;
+        nodes.push(n);
+    }
+    s.wait_for(&format!("/v1/clusters/{cluster}/dns"), Duration::from_secs(10), |v| {
+        crate::harness::all_answers(v).len() == 2
+    })
+    .await;
+
+    let b = Browser::start().await;
+    b.login(&base, &s.token).await;
+    b.arrive("/ui").await;
+    b.goto(&format!("{base}/ui/nodes/{}", nodes[0])).await;
+    b.click("#node-drain").await;
+    b.visible("#confirm-dialog", Duration::from_secs(5)).await;
+    b.click("#confirm-ok").await;
+    // Refused by the pre-flight, which says why; the operator's word overrules it.
+    b.watch("#confirm-dialog", Duration::from_secs(5), |t| t.contains("below its minimum of 2")).await;
+    b.act("#confirm-ok").await;
+    assert!(b.text("h1").await.contains("Draining"), "{}", b.text("h1").await);
+    let (_, v) = s.call(Method::GET, &format!("/v1/nodes/{}", nodes[0]), None).await;
+    assert_eq!(v["drain"]["cause"]["by"], "node", "{v}");
+    b.visible("#node-undrain", Duration::from_secs(5)).await;
+    b.click("#node-undrain").await;
+    b.visible("#confirm-dialog", Duration::from_secs(5)).await;
+    b.act("#confirm-ok").await;
+    b.visible("#node-drain", Duration::from_secs(5)).await;
+
+    // A window: no target is refused by field; with edge-2 it opens now.
+    b.goto(&format!("{base}/ui/maintenance")).await;
+    assert!(b.text("#no-windows").await.starts_with("No maintenance window"));
+    b.fill("#maintenance-form input[name=name]", "swap disks").await;
+    b.click("#maintenance-form button[type=submit]").await;
+    b.watch("#maintenance-form .form-error", Duration::from_secs(5), |t| t.starts_with("nodes")).await;
+    b.choose("#maintenance-form select[name=nodes]", &nodes[1].to_string()).await;
+    b.act("#maintenance-form button[type=submit]").await;
+    let row = b.text("#windows tbody tr").await;
+    assert!(row.contains("swap disks") && row.contains("open") && row.contains("node edge-2"), "{row}");
+    let (_, v) = s.call(Method::GET, &format!("/v1/nodes/{}", nodes[1]), None).await;
+    assert_eq!(v["drain"]["cause"]["by"], "maintenance", "{v}");
+    b.screenshot("maintenance.png").await;
+    b.click("#windows tbody tr button").await;
+    b.visible("#confirm-dialog", Duration::from_secs(5)).await;
+    b.act("#confirm-ok").await;
+    assert!(b.text("#no-windows").await.starts_with("No maintenance window"));
+    let (_, v) = s.call(Method::GET, &format!("/v1/nodes/{}", nodes[1]), None).await;
+    assert!(v["drain"].is_null(), "{v}");
+    b.close().await;
+}

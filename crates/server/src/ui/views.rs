@@ -15,6 +15,7 @@ pub(super) use crate::views::{
     CheckView as Check, MirrorList, MirrorProberView as MirrorProber, MirrorView as Mirror,
     TenantView as Tenant,
 };
+pub(super) use crate::views::{MaintenanceState, MaintenanceView as MaintenanceWindow};
 pub(super) use crate::views::{
     MonitorHistory, MonitorVerdictView as MonitorVerdict, MonitorView as Monitor,
     RegionVerdictView as RegionVerdict,

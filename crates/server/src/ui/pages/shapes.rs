@@ -2,6 +2,7 @@
 //! with its window strip, a history chart with its legend.
 
 use super::*;
+use vantage_control::drain::DrainCause;
 
 /// How a node reads at a glance.
 #[derive(Debug, Clone)]
@@ -26,6 +27,29 @@ pub(super) fn health(n: &views::Node) -> Health {
     let h = |tone, label: &str, detail: String| Health { tone, label: label.to_owned(), detail };
     if !n.enabled {
         return h(Tone::Neutral, "Disabled", "Not probed and not answered".into());
+    }
+    if let Some(d) = &n.drain {
+        let why = match d.cause {
+            DrainCause::Node => "drained by an operator".to_owned(),
+            DrainCause::Group => "its group is drained".to_owned(),
+            DrainCause::Maintenance { id } => format!("in maintenance {id}"),
+        };
+        return match d.moved_at.filter(|_| !d.drained) {
+            None if d.drained => h(
+                Tone::Neutral,
+                "Drained",
+                format!("Out of the answers ({why}); clients have moved. Still probed"),
+            ),
+            Some(at) => h(
+                Tone::Neutral,
+                "Draining",
+                format!(
+                    "Out of the answers ({why}); clients have moved by {} (2 × TTL). Still probed",
+                    format::absolute(at)
+                ),
+            ),
+            None => h(Tone::Neutral, "Draining", format!("Leaving the answers ({why}). Still probed")),
+        };
     }
     if n.no_public_address {
         let add = n.addable_source.map(|ip| format!(", or add its source address {ip}")).unwrap_or_default();
