@@ -1137,11 +1137,12 @@ impl Control {
             })
             .collect();
         let answered = published.as_ref().map_or(&[][..], |p| p.records.all.as_slice());
+        let answered_since = published.as_ref().map_or(now, |p| p.at);
         let drains = crate::drain::follow(
             &c,
             (id, cluster.ttl),
-            &before.drains,
-            (&out.nodes, answered),
+            (&before.drains, before.evaluated_at.is_some()),
+            (&out.nodes, answered, answered_since),
             &mut self.events,
             now,
         );

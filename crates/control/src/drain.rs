@@ -61,47 +61,59 @@ pub struct Drain {
 }
 
 /// The drains of cluster `cluster` after a pass at `now`: `before`'s carried on, new ones
-/// begun, ended ones gone, each told once as an event. `statuses` are the pass's nodes,
-/// `answered` every address the published revision names (sorted), `ttl` the cluster's.
+/// begun, ended ones gone, each told once as an event — but not on the first pass after a
+/// start (`before` never evaluated), which only finds again what was told before it.
+/// `statuses` are the pass's nodes, `answered` every address the published revision names
+/// (sorted) and since when it has, `ttl` the cluster's. A node first seen drained that the
+/// answer does not name has been out of it at least since that revision (after a restart,
+/// the stored one), so clients may have moved already.
 pub(crate) fn follow(
     c: &Config,
     (cluster, ttl): (ClusterId, u32),
-    before: &BTreeMap<NodeId, Drain>,
-    (statuses, answered): (&[NodeStatus], &[IpAddr]),
+    (before, before_evaluated): (&BTreeMap<NodeId, Drain>, bool),
+    (statuses, answered, answered_since): (&[NodeStatus], &[IpAddr], Timestamp),
     events: &mut EventLog,
     now: Timestamp,
 ) -> BTreeMap<NodeId, Drain> {
     let mut drains = BTreeMap::new();
+    let mut events = (before_evaluated).then_some(events);
     for s in statuses {
         let node = c.node_name(s.node);
         let scope = (Some(cluster), Some(s.node));
         let Some(cause) = c.drain_of(s.node, now) else {
             if before.contains_key(&s.node) {
                 let summary = format!("{node} is back from its drain: answered again as its health allows");
-                events.push(now, EventKind::NodeUndrained, scope, summary, json!({"node": node}));
+                if let Some(e) = events.as_deref_mut() {
+                    e.push(now, EventKind::NodeUndrained, scope, summary, json!({"node": node}));
+                }
             }
             continue;
         };
         let named = s.addresses.iter().any(|a| answered.binary_search(&a.ip).is_ok());
         let old = before.get(&s.node);
-        let left_at = if named { None } else { old.and_then(|d| d.left_at).or(Some(now)) };
+        let left_at =
+            if named { None } else { old.and_then(|d| d.left_at).or(Some(answered_since.min(now))) };
         let moved_at = left_at.map(|t| t.plus_secs(2 * u64::from(ttl)));
         let drained = moved_at.is_some_and(|t| t <= now);
         let drain = Drain { cause, since: old.map_or(now, |d| d.since), left_at, moved_at, drained };
         let why = cause.describe(c);
-        if old.is_none() {
+        if old.is_none() && !drained {
             let summary = format!(
                 "{node} is draining ({why}): out of the answers, still probed; clients move within 2 × TTL ({} s)",
                 2 * ttl
             );
-            events.push(now, EventKind::NodeDraining, scope, summary, json!({"node": node, "cause": cause}));
+            if let Some(e) = events.as_deref_mut() {
+                e.push(now, EventKind::NodeDraining, scope, summary, json!({"node": node, "cause": cause}));
+            }
         }
         if drained && !old.is_some_and(|d| d.drained) {
             let summary = format!(
                 "{node} is drained ({why}): out of the answers for 2 × TTL ({} s), clients have moved",
                 2 * ttl
             );
-            events.push(now, EventKind::NodeDrained, scope, summary, json!({"node": node, "cause": cause}));
+            if let Some(e) = events.as_deref_mut() {
+                e.push(now, EventKind::NodeDrained, scope, summary, json!({"node": node, "cause": cause}));
+            }
         }
         drains.insert(s.node, drain);
     }

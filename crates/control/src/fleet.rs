@@ -59,6 +59,8 @@ pub struct Fleet {
     pub addresses: Vec<AddressFigure>,
     /// (cluster, node, level DNS uses: `None` when it has none).
     pub nodes: Vec<(String, String, Option<Level>)>,
+    /// (cluster, node, clients have moved) of every drained node.
+    pub drains: Vec<(String, String, bool)>,
     /// (cluster, line, records it answers, held by the protection).
     pub lines: Vec<(String, String, usize, bool)>,
     /// Every prober.
@@ -125,6 +127,9 @@ impl Control {
                         damping: a.damping,
                         suspect: a.condition.condition == Condition::Failing,
                     });
+                }
+                if let Some(d) = snap.drains.get(nid) {
+                    f.drains.push((cname.clone(), node.clone(), d.drained));
                 }
                 f.nodes.push((cname.clone(), node, s.level));
             }

@@ -171,6 +171,7 @@ struct FleetFamilies {
     suspect: Family<AddressLabels, Gauge>,
     probe_rate: Family<TargetLabel, FloatGauge>,
     level: Family<NodeLabels, Gauge>,
+    drained: Family<NodeLabels, Gauge>,
     records: Family<LineLabels, Gauge>,
     held: Family<LineLabels, Gauge>,
     prober_online: Family<ProberLabels, Gauge>,
@@ -217,6 +218,11 @@ impl FleetFamilies {
             "vantage_node_level",
             "The level DNS uses for a node: 0 primary, 1 backup1, 2 backup2, -1 none",
             self.level.clone(),
+        );
+        r.register(
+            "vantage_node_drained",
+            "For each drained node (its own drain, its group's or a maintenance window's): 0 while it drains, 1 once the answers have been without it for 2 x TTL",
+            self.drained.clone(),
         );
         r.register("vantage_line_records", "Records a line answers now", self.records.clone());
         r.register(
@@ -476,6 +482,7 @@ impl Metrics {
             m.probe_rate.get_or_create(&TargetLabel { target: target.to_string() }).set(*rate);
         }
         m.level.clear();
+        m.drained.clear();
         m.records.clear();
         m.held.clear();
         m.prober_online.clear();
@@ -516,6 +523,11 @@ impl Metrics {
                 Some(vantage_core::address::Level::Backup2) => 2,
             };
             m.level.get_or_create(&NodeLabels { cluster: cluster.clone(), node: node.clone() }).set(value);
+        }
+        for (cluster, node, drained) in &f.drains {
+            m.drained
+                .get_or_create(&NodeLabels { cluster: cluster.clone(), node: node.clone() })
+                .set(i64::from(*drained));
         }
         for (cluster, line, records, held) in &f.lines {
             let labels = LineLabels { cluster: cluster.clone(), line: line.clone() };

@@ -57,6 +57,8 @@ async fn a_drain_leaves_dns_at_once_and_a_window_drains_between_its_times() {
         "{v}"
     );
     s.wait_for(&node, Duration::from_secs(10), |v| v["drain"]["drained"] == true).await;
+    let text = s.metrics().await;
+    assert!(text.contains("vantage_node_drained{cluster=\"video\",node=\"edge-0\"} 1"), "{text}");
     let list = String::from_utf8_lossy(&s.ctl(&["nodes", "list"]).await.stdout).into_owned();
     assert!(list.lines().any(|l| l.contains("edge-0") && l.contains("drained")), "{list}");
     let (_, before) = s.call(Method::GET, &format!("{node}/results"), None).await;
@@ -71,6 +73,7 @@ async fn a_drain_leaves_dns_at_once_and_a_window_drains_between_its_times() {
     assert!(out.status.success(), "{out:?}");
     s.wait_for(&dns_path, Duration::from_secs(10), |v| all_answers(v).len() == 3).await;
     assert_eq!(dig(dns, name).await, ["127.0.0.210", "127.0.0.212", "127.0.0.213"]);
+    assert!(!s.metrics().await.contains("vantage_node_drained{"), "no drained node, no series");
 
     // A window: refused naming the field, then planned with ctl by the node's name.
     let (st, v) = s

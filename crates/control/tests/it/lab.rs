@@ -37,6 +37,12 @@ impl Lab {
         Lab::with_policy(start, AddressPolicy::default())
     }
 
+    /// A core started at `at` (a restart, later than the first).
+    pub(crate) fn with_start_at(start: Start, at: Timestamp) -> Lab {
+        let start = Start { timing: Timing::default(), ..start };
+        Lab { control: Control::new(start, at), now: at, next_id: 1_000_000, outputs: Vec::new() }
+    }
+
     /// A core whose addresses follow `policy` (lab mode: loopback allowed).
     pub(crate) fn with_policy(start: Start, policy: AddressPolicy) -> Lab {
         let start = Start { policy, timing: Timing::default(), ..start };

@@ -152,3 +152,48 @@ fn a_window_drains_between_its_times_and_holds_its_targets_alerts() {
     assert!(alerts(&out).contains(&(format!("address_unreachable/node:{a}/203.0.113.10"), true)));
     assert_eq!(drained(&lab, c, a), None);
 }
+
+/// After a restart a drained node is found again without a word, and reads drained at once
+/// when the stored revision has been without it for 2 × TTL already: late, never early, and
+/// never told twice.
+#[test]
+fn a_restart_finds_a_drain_again_without_telling_it_twice() {
+    let mut lab = Lab::new();
+    let (_, c, a, _) = two_nodes(&mut lab);
+    let mut rec = lab.control.config().nodes[&a.0].value.clone();
+    rec.node.drained = true;
+    lab.replace(a.0, Object::Node(rec));
+    lab.tick();
+    lab.advance(30);
+    assert_eq!(drained(&lab, c, a), Some(false));
+    // What the store holds: the cluster's last saved state and its newest revision.
+    let state = (lab.take().into_iter().rev())
+        .find_map(|o| match o {
+            Output::SaveState { cluster, json } if cluster == c => Some(serde_json::from_str(&json).unwrap()),
+            _ => None,
+        })
+        .expect("a saved state");
+    let p = lab.control.snapshots()[&c].published.clone().unwrap();
+    let stored = vantage_control::StoredRevision {
+        cluster: c,
+        number: p.number,
+        at: p.at,
+        reason: p.reason.clone(),
+        records: p.records.clone(),
+        held: p.held.clone(),
+    };
+    let start = vantage_control::Start {
+        config: (*lab.control.config()).clone(),
+        revisions: vec![stored],
+        states: vec![(c, state)],
+        ..Default::default()
+    };
+    // Back 40 s later: the stored answer has been without edge-1 for 70 s, more than 2 × TTL.
+    let mut again = Lab::with_start_at(start, lab.now.plus_secs(40));
+    again.tick();
+    assert_eq!(drained(&again, c, a), Some(true));
+    let out = again.take();
+    assert!(
+        events(&out, EventKind::NodeDrained).is_empty() && events(&out, EventKind::NodeDraining).is_empty()
+    );
+}

@@ -532,3 +532,40 @@ fn regions_failing_counts_every_region_whose_status_is_not_ok() {
     let s = lab.control.mirrors().book().state("m1.example.net").unwrap();
     assert_eq!((s.verdict, s.regions_failing()), (MirrorVerdict::Degraded, 2));
 }
+
+/// A maintenance window takes its mirror out of the doors' rotation while it is open (the
+/// host named in any case), and puts it back when it closes.
+#[test]
+fn a_mirror_in_maintenance_leaves_the_doors_while_its_window_is_open() {
+    let (mut lab, probers) = fleet();
+    all_regions(&mut lab, &probers, "m1.example.net", &[]);
+    let v = Visit { tenant: Some("t".into()), ..Visit::default() };
+    // Whether any of 100 visits goes to m1.
+    let m1 = |lab: &Lab| {
+        let doors = lab.control.doors();
+        (0..100u64).any(|r| {
+            doors.choose(&v, r.wrapping_mul(0x9e37_79b9_7f4a_7c15)).is_ok_and(|m| m.host == "m1.example.net")
+        })
+    };
+    assert!(m1(&lab));
+    let ask = vantage_control::maintenance::MaintenanceCreate {
+        name: "disk swap".into(),
+        starts_at: Some(lab.now.plus_secs(10)),
+        duration_s: Some(60),
+        ends_at: None,
+        nodes: Vec::new(),
+        groups: Vec::new(),
+        mirrors: vec!["M1.Example.NET".into()],
+        monitors: Vec::new(),
+        comment: String::new(),
+    };
+    lab.put(Object::Maintenance(ask.maintenance("ops", lab.now).unwrap()));
+    assert!(m1(&lab), "not open yet");
+    lab.advance(10);
+    assert!(!m1(&lab), "out of rotation while open");
+    assert!(lab.control.doors().choose(&v, 0).is_ok(), "the other mirror still serves");
+    lab.advance(60);
+    // The probers kept probing it all along.
+    all_regions(&mut lab, &probers, "m1.example.net", &[]);
+    assert!(m1(&lab), "back when it closes");
+}

@@ -148,6 +148,7 @@ pub(crate) fn view(c: &Config, core: &View, m: &Mirror) -> MirrorView {
         total_checked: state.map_or(0, |s| s.total_checked),
         freshness: m.freshness.clone(),
         freshness_state: state.and_then(|s| s.freshness.clone()),
+        in_maintenance: core.mirrors.in_maintenance().contains(&m.host),
         regions: state.map(|s| s.regions.clone()).unwrap_or_default(),
         probers,
     }

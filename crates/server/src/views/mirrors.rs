@@ -69,6 +69,9 @@ pub struct MirrorView {
     pub freshness: Option<Freshness>,
     /// Derived: the last freshness check (a stale mirror is out of door rotation).
     pub freshness_state: Option<FreshnessState>,
+    /// An open maintenance window names it: out of door rotation until it closes.
+    #[serde(default)]
+    pub in_maintenance: bool,
     /// Derived: region code → status, latency (ms) and when.
     pub regions: BTreeMap<String, RegionObservation>,
     /// Each prober's opinion, by region then name.

@@ -69,6 +69,8 @@ struct MirrorRow {
     tenants: String,
     manual_block: bool,
     note: String,
+    /// An open maintenance window takes it out of the doors.
+    in_maintenance: bool,
     last_check: Markup,
     /// None: the mirror has no freshness check.
     freshness: Option<FreshnessRow>,
@@ -84,6 +86,7 @@ fn mirror_row(m: &views::Mirror, at: Timestamp) -> MirrorRow {
         tenants: m.tenants.join(", "),
         manual_block: m.manual_block,
         note: m.manual_note.clone(),
+        in_maintenance: m.in_maintenance,
         last_check: time_or(m.last_check, at, "never"),
         freshness: freshness_row(m, at),
     }
