@@ -304,8 +304,9 @@ pub struct Control {
     outputs: VecDeque<Output>,
     next_silence: Timestamp,
     next_roll_up: Timestamp,
-    /// The maintenance windows open at the last look, so each opening and closing is told once.
-    open_windows: std::collections::BTreeSet<i64>,
+    /// The maintenance windows open at the last look, with their names, so each opening and
+    /// closing is told once.
+    open_windows: BTreeMap<i64, String>,
     /// Up to when window edges have been looked at.
     maintenance_looked: Timestamp,
     /// Cluster passes run since the start, so a driver can tell a wake-up that evaluated.
@@ -370,13 +371,13 @@ impl Control {
             outputs: VecDeque::new(),
             next_silence: now,
             next_roll_up: now,
-            open_windows: std::collections::BTreeSet::new(),
+            open_windows: BTreeMap::new(),
             maintenance_looked: now,
             role: start.role,
         };
-        // Windows already open at a start were told when they opened.
-        c.open_windows =
-            c.config.maintenance.iter().filter(|(_, m)| m.value.is_open(now)).map(|(id, _)| *id).collect();
+        // Windows already open at a start were told when they opened (one that opened while
+        // the server was down is not told); their mirrors leave the doors from the start.
+        c.open_windows = windows::open_windows(&c.config, now);
         c.outputs.push_back(Output::Answers(c.snapshots.clone()));
         c.sync_slots(now);
         c.flush_steering(now);
@@ -387,6 +388,7 @@ impl Control {
         } else {
             c.handle_unreadable_registry(start.mirror_files_skipped, now);
         }
+        c.follow_window_mirrors(now);
         c
     }
 

@@ -93,8 +93,14 @@ pub(crate) fn follow(
         let old = before.get(&s.node);
         let left_at =
             if named { None } else { old.and_then(|d| d.left_at).or(Some(answered_since.min(now))) };
-        let moved_at = left_at.map(|t| t.plus_secs(2 * u64::from(ttl)));
-        let drained = moved_at.is_some_and(|t| t <= now);
+        // Never earlier than once said (a TTL lowered during a drain: resolvers may hold the
+        // longer one), and drained stays drained.
+        let moved_at = match (left_at.map(|t| t.plus_secs(2 * u64::from(ttl))), old) {
+            (_, Some(d)) if d.drained => d.moved_at,
+            (Some(t), Some(d)) => Some(d.moved_at.map_or(t, |m| m.max(t))),
+            (t, _) => t,
+        };
+        let drained = old.is_some_and(|d| d.drained) || moved_at.is_some_and(|t| t <= now);
         let drain = Drain { cause, since: old.map_or(now, |d| d.since), left_at, moved_at, drained };
         let why = cause.describe(c);
         if old.is_none() && !drained {
@@ -151,12 +157,25 @@ impl std::fmt::Display for Shortfall {
     }
 }
 
-/// The pre-flight of draining `nodes`: every line whose published answer would fall below its
-/// minimum of healthy addresses without them (its backup groups, or its all-down policy,
-/// would then answer). Read from the published revisions and the last passes.
-pub fn shortfalls(c: &Config, snapshots: &Snapshots, nodes: &BTreeSet<NodeId>) -> Vec<Shortfall> {
+/// The pre-flight of draining `nodes` under configuration `c` at `now`: every line whose
+/// published answer would fall below its minimum of healthy addresses without them and without
+/// the nodes `c` drains already (a drain the last pass has not published yet counts), so that
+/// two drains checked one after the other are checked together. Its backup groups, or its
+/// all-down policy, would then answer. Read from the published revisions and the last passes.
+pub fn shortfalls(
+    c: &Config,
+    snapshots: &Snapshots,
+    nodes: &BTreeSet<NodeId>,
+    now: Timestamp,
+) -> Vec<Shortfall> {
     let clusters: BTreeSet<ClusterId> =
         nodes.iter().filter_map(|n| c.nodes.get(&n.0)).map(|n| n.value.cluster).collect();
+    let drained = clusters
+        .iter()
+        .flat_map(|cl| c.nodes_of(*cl))
+        .map(|(n, _)| n)
+        .filter(|n| c.drain_of(*n, now).is_some());
+    let nodes: BTreeSet<NodeId> = nodes.iter().copied().chain(drained).collect();
     let mut out = Vec::new();
     for cluster in clusters {
         let Some(snapshot) = snapshots.get(&cluster) else { continue };

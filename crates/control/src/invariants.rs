@@ -448,15 +448,27 @@ impl Invariants for Silence {
 /// A window names nodes, groups and monitors that exist when it is planned or changed; one
 /// deleted later (a node replaced during the work) is simply no longer drained by it.
 impl Invariants for Maintenance {
-    fn check(&self, _: i64, c: &Config) -> Result<(), Refusal> {
+    /// What it names exists, or it named it already (a node deleted during its window stays
+    /// named, so the window can still be changed or ended).
+    fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
+        let was = c.maintenance.get(&id).map(|m| &m.value);
+        let gone = |exists: bool, named_before: bool| !exists && !named_before;
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| gone(c.nodes.contains_key(&n.0), was.is_some_and(|w| w.nodes.contains(n))));
+        let group = self
+            .groups
+            .iter()
+            .find(|g| gone(c.groups.contains_key(&g.0), was.is_some_and(|w| w.groups.contains(g))));
+        let monitor = self
+            .monitors
+            .iter()
+            .find(|m| gone(c.monitors.contains_key(&m.0), was.is_some_and(|w| w.monitors.contains(m))));
         let named = [
-            ("nodes", "node", self.nodes.iter().map(|n| n.0).find(|id| !c.nodes.contains_key(id))),
-            ("groups", "node group", self.groups.iter().map(|g| g.0).find(|id| !c.groups.contains_key(id))),
-            (
-                "monitors",
-                "monitor",
-                self.monitors.iter().map(|m| m.0).find(|id| !c.monitors.contains_key(id)),
-            ),
+            ("nodes", "node", node.map(|n| n.0)),
+            ("groups", "node group", group.map(|g| g.0)),
+            ("monitors", "monitor", monitor.map(|m| m.0)),
         ];
         match named.into_iter().find_map(|(field, noun, id)| Some((field, noun, id?))) {
             Some((field, noun, id)) => Err(Refusal::invalid(field, format!("no {noun} {id}"))),

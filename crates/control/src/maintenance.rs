@@ -145,7 +145,18 @@ impl Maintenance {
 
     /// Open at `now`.
     pub fn is_open(&self, now: Timestamp) -> bool {
-        self.starts_at <= now && now < self.ends_at
+        self.state(now) == MaintenanceState::Open
+    }
+
+    /// Where it is in its life at `now`.
+    pub fn state(&self, now: Timestamp) -> MaintenanceState {
+        if now < self.starts_at {
+            MaintenanceState::Planned
+        } else if now < self.ends_at {
+            MaintenanceState::Open
+        } else {
+            MaintenanceState::Closed
+        }
     }
 
     /// Whether it drains node `node` of group `group`.
@@ -203,6 +214,19 @@ impl Maintenance {
     }
 }
 
+/// Where a maintenance window is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum MaintenanceState {
+    /// Opens later.
+    Planned,
+    /// Draining its targets and holding their alerts.
+    Open,
+    /// Over (kept until deleted, as a record).
+    Closed,
+}
+
 /// `items` name each target once.
 fn once<T: PartialEq + std::fmt::Debug>(field: &str, items: &[T]) -> Result<(), Error> {
     for (i, item) in items.iter().enumerate() {
@@ -218,6 +242,10 @@ impl Config {
     /// then the oldest open window that names it or its group.
     pub fn drain_of(&self, node: NodeId, now: Timestamp) -> Option<DrainCause> {
         let n = &self.nodes.get(&node.0)?.value.node;
+        // A disabled node is out of everything, probing included: not drained.
+        if !n.enabled {
+            return None;
+        }
         if n.drained {
             return Some(DrainCause::Node);
         }
@@ -237,6 +265,14 @@ impl Config {
             .iter()
             .find(|(_, m)| m.value.is_open(now) && m.value.covers(about, self))
             .map(|(id, _)| *id)
+    }
+
+    /// The mirror hosts of the windows open at `now`: out of the doors' rotation.
+    pub fn maintenance_mirrors(&self, now: Timestamp) -> std::collections::BTreeSet<String> {
+        (self.maintenance.values())
+            .filter(|m| m.value.is_open(now))
+            .flat_map(|m| m.value.mirrors.iter().cloned())
+            .collect()
     }
 
     /// The next time after `now` at which a window opens or closes.

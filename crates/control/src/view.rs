@@ -141,14 +141,6 @@ impl View {
         let cluster = self.config.nodes.get(&node.0)?.value.cluster;
         self.snapshots.get(&cluster)?.drains.get(&node).copied()
     }
-
-    /// The lines draining `nodes` would leave below their minimum ([`crate::drain::shortfalls`]).
-    pub fn drain_shortfalls(
-        &self,
-        nodes: &std::collections::BTreeSet<NodeId>,
-    ) -> Vec<crate::drain::Shortfall> {
-        crate::drain::shortfalls(&self.config, &self.snapshots, nodes)
-    }
 }
 
 /// The status of `node` from its cluster's last pass.

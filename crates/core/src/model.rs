@@ -454,7 +454,8 @@ pub struct NodeGroup {
     /// Region, when the group has one (needed for nodes that also probe).
     pub region: Option<RegionId>,
     /// Drained by an operator: every node of the group leaves the answers and stays probed.
-    /// Written only when set, so a store read by an older server differs only while it is.
+    /// Written only when set: a server older than the field refuses a stored group that has
+    /// it (and so refuses to start, or skips the change on a replica) while it is set.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub drained: bool,
 }
@@ -566,7 +567,8 @@ pub struct Node {
     /// Disabled nodes are neither probed nor answered.
     pub enabled: bool,
     /// Drained by an operator: out of the answers (at once, whatever its health), still
-    /// probed, so it can be put back knowing how it fares. Written only when set.
+    /// probed, so it can be put back knowing how it fares. Written only when set: a server
+    /// older than the field refuses a stored node that has it while it is set.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub drained: bool,
     /// The node's agent runs the prober loop too.

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use vantage_control::alerts::{Alert, Hold, Silence, Webhook};
 use vantage_control::config::{CheckSource, Probed, TokenState};
 use vantage_control::drain::Drain;
-use vantage_control::maintenance::Maintenance;
+use vantage_control::maintenance::{Maintenance, MaintenanceState};
 use vantage_control::observe::{ProberStatus, RoundSummary};
 use vantage_core::Timestamp;
 use vantage_core::address::{AddressSource, Level, SchedulingAddress};
@@ -392,6 +392,9 @@ pub struct NodeView {
     /// since when, and whether clients have moved (`drained`) or not yet (`draining`).
     #[serde(default)]
     pub drain: Option<Drain>,
+    /// Why it is drained, in words (`drained by an operator`, `maintenance 4 (kernel upgrade)`).
+    #[serde(default)]
+    pub drain_cause: Option<String>,
     /// Its agent probes too.
     pub also_probes: bool,
     /// Its agent has enrolled.
@@ -869,18 +872,6 @@ pub struct MaintenanceView {
     pub targets: Vec<String>,
     /// The open alerts whose notifications it holds now, by key.
     pub holds: Vec<String>,
-}
-
-/// Where a maintenance window is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum MaintenanceState {
-    /// Opens later.
-    Planned,
-    /// Draining its targets and holding their alerts.
-    Open,
-    /// Over (kept until deleted, as a record).
-    Closed,
 }
 
 /// What draining a node or a group is asked with.

@@ -596,17 +596,17 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
         Resource::Groups(p) => {
             let cluster = names.id(Kind::Cluster, "--cluster", &p.cluster).await?;
             let path = format!("/v1/clusters/{cluster}/groups");
-            let (id, verb, confirm) = match &p.action {
+            // A drain says whether the operator confirmed it; putting back takes no options.
+            let (id, verb, body) = match &p.action {
                 GroupAction::Common(a) => {
                     return generic::<GroupView>(names, Kind::Group(cluster), &path, a, json).await;
                 }
-                GroupAction::Drain { id, confirm } => (id, "drain", *confirm),
-                GroupAction::Undrain { id } => (id, "undrain", false),
+                GroupAction::Drain { id, confirm } => (id, "drain", Some(json!({"confirm": confirm}))),
+                GroupAction::Undrain { id } => (id, "undrain", None),
             };
             let id = names.id(Kind::Group(cluster), "GROUP", id).await?;
-            let body = json!({"confirm": confirm});
             print(
-                &c.call::<GroupView>(Method::POST, &format!("{path}/{id}/{verb}"), Some(&body)).await?,
+                &c.call::<GroupView>(Method::POST, &format!("{path}/{id}/{verb}"), body.as_ref()).await?,
                 json,
             );
             Ok(())

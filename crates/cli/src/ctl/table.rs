@@ -185,7 +185,7 @@ rows! {
         "id" => |r| r.id, "name" => |r| r.name, "domain" => |r| r.domain, "dns_mode" => |r| r.dns_mode,
         "ttl" => |r| r.ttl, "aliases" => |r| r.aliases, "check" => |r| r.probed_with.source_phrase(),
     ];
-    GroupView: ["id" => |r| r.id, "name" => |r| r.name, "region" => |r| r.region];
+    GroupView: ["id" => |r| r.id, "name" => |r| r.name, "region" => |r| r.region, "drained" => |r| r.drained];
     LineView: [
         "id" => |r| r.id, "name" => |r| r.name, "group" => |r| r.group, "backup_groups" => |r| r.backup_groups,
         "min_healthy" => |r| r.min_healthy, "client_networks" => |r| r.client_networks,

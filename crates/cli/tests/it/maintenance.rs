@@ -75,6 +75,18 @@ async fn a_drain_leaves_dns_at_once_and_a_window_drains_between_its_times() {
     assert_eq!(dig(dns, name).await, ["127.0.0.210", "127.0.0.212", "127.0.0.213"]);
     assert!(!s.metrics().await.contains("vantage_node_drained{"), "no drained node, no series");
 
+    // A whole group, with ctl: refused (every line would answer nothing), then confirmed, put back.
+    let out = s.ctl(&["groups", "--cluster", "video", "drain", "pop-1"]).await;
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("group pop-1"), "{out:?}");
+    let out = s.ctl(&["groups", "--cluster", "video", "drain", "pop-1", "--confirm"]).await;
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("true"), "{out:?}");
+    let (_, v) = s.call(Method::GET, &node, None).await;
+    assert_eq!(v["drain"]["cause"]["by"], "group", "{v}");
+    let out = s.ctl(&["groups", "--cluster", "video", "undrain", "pop-1"]).await;
+    assert!(out.status.success(), "{out:?}");
+    s.wait_for(&node, Duration::from_secs(10), |v| v["drain"].is_null()).await;
+    s.wait_for(&dns_path, Duration::from_secs(10), |v| all_answers(v).len() == 3).await;
+
     // A window: refused naming the field, then planned with ctl by the node's name.
     let (st, v) = s
         .call(

@@ -211,7 +211,7 @@ impl fmt::Display for AlertKey {
     }
 }
 
-/// A key the alert book holds read back (`None`: a kind or a shape this version does not
+/// A key the alert book holds read back (an error: a kind or a shape this version does not
 /// know), so a held alert's subject is known again without keeping it twice.
 impl std::str::FromStr for AlertKey {
     type Err = ();

@@ -61,8 +61,8 @@ impl Control {
         }
     }
 
-    /// The alerts still firing whose notification a silence held back, and no silence holds
-    /// now (it ended or went): their notification goes.
+    /// The alerts still firing whose notification a silence or a window held back, and nothing
+    /// holds now (it ended or went): their notification goes.
     pub(super) fn release_silenced(&mut self, now: Timestamp) {
         let c = self.config.clone();
         let due: Vec<Alert> = (self.alerts.held())

@@ -139,6 +139,8 @@ impl Control {
         all.insert(cluster, std::sync::Arc::new(snapshot));
         self.snapshots = std::sync::Arc::new(all);
         self.outputs.push_back(Output::Answers(self.snapshots.clone()));
+        // What follows the published answer (a drained node's progress) follows it at once.
+        self.trigger(cluster, None, now, true);
     }
 
     /// Feeds what another replica was fed. Refusals were answered there; here they only mean

@@ -306,6 +306,7 @@ pub(super) fn node_view(core: &View, node: i64, s: &Stored<NodeRecord>) -> NodeV
         enabled: rec.node.enabled,
         drained: rec.node.drained,
         drain: core.drain(id),
+        drain_cause: core.drain(id).map(|d| d.cause.describe(c)),
         also_probes: rec.node.also_probes,
         enrolled: rec.cert_sha256.is_some(),
         online: agent_online(agent.and_then(|a| a.last_heartbeat), at),

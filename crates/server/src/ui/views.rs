@@ -2,6 +2,7 @@
 //! the names the pages use. The UI reads the same routes as any client and decides nothing
 //! itself.
 
+pub(super) use crate::views::MaintenanceView as MaintenanceWindow;
 pub(super) use crate::views::{AddressSeries, AddressView, Addresses, SeriesPoint};
 pub(super) use crate::views::{
     Alerts, DnsView as Dns, History, Items, LineName, Preview, RegionView as Region, ResultView as ResultRow,
@@ -15,13 +16,13 @@ pub(super) use crate::views::{
     CheckView as Check, MirrorList, MirrorProberView as MirrorProber, MirrorView as Mirror,
     TenantView as Tenant,
 };
-pub(super) use crate::views::{MaintenanceState, MaintenanceView as MaintenanceWindow};
 pub(super) use crate::views::{
     MonitorHistory, MonitorVerdictView as MonitorVerdict, MonitorView as Monitor,
     RegionVerdictView as RegionVerdict,
 };
 pub(super) use crate::views::{SilenceState, SilenceView as Silence, WebhookView as Channel};
 pub(super) use vantage_control::alerts::Alert;
+pub(super) use vantage_control::maintenance::MaintenanceState;
 pub(super) use vantage_control::mirrors::{LoadError, ReloadStatus};
 pub(super) use vantage_control::observe::RoundSummary as Round;
 pub(super) use vantage_core::rules::Condition;

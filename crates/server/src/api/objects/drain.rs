@@ -11,7 +11,7 @@ use vantage_core::ids::NodeId;
 
 use super::*;
 use crate::error::optional_json;
-use crate::views::{DrainBody, MaintenanceState, MaintenanceView, UndrainBody};
+use crate::views::{DrainBody, MaintenanceView, UndrainBody};
 
 /// Largest drain body.
 const MAX_BODY: usize = 1024;
@@ -27,25 +27,20 @@ fn short_of(what: &str, short: &[Shortfall]) -> ApiError {
     ))
 }
 
-/// Drains or puts back the nodes `nodes` (node or group `what`), after the pre-flight for a
-/// drain unless `confirm`; the flag itself is set by `set` through the usual change.
-async fn drain_with<F>(
+/// The pre-flight of draining `nodes` (node or group `what`) on the configuration `c` the
+/// drain applies to: refused, naming the lines, unless `confirm`.
+fn preflight(
     app: &App,
+    c: &Config,
     what: &str,
-    nodes: BTreeSet<NodeId>,
+    nodes: &BTreeSet<NodeId>,
     confirm: bool,
-    set: F,
-) -> Result<(), ApiError>
-where
-    F: Future<Output = Result<(), ApiError>>,
-{
-    if !confirm {
-        let short = app.view().drain_shortfalls(&nodes);
-        if !short.is_empty() {
-            return Err(short_of(what, &short));
-        }
+) -> Result<(), ApiError> {
+    if confirm {
+        return Ok(());
     }
-    set.await
+    let short = vantage_control::drain::shortfalls(c, &app.view().snapshots, nodes, crate::support::now());
+    if short.is_empty() { Ok(()) } else { Err(short_of(what, &short)) }
 }
 
 async fn drain_node(
@@ -55,11 +50,10 @@ async fn drain_node(
 ) -> Result<Json<NodeView>, ApiError> {
     let req: DrainBody = optional_json(&body, MAX_BODY)?;
     let name = find::<NodeRecord>(&app.config(), id, None)?.value.node.name.clone();
-    let set = async {
-        change::<NodeRecord>(&app, &actor, id, json!({"drained": true}), None, keep_private).await.map(|_| ())
-    };
-    drain_with(&app, &format!("node {name}"), [NodeId(id)].into(), req.confirm, set).await?;
-    one::<NodeRecord>(&app, id, None)
+    let nodes = [NodeId(id)].into();
+    let check = |c: &Config| preflight(&app, c, &format!("node {name}"), &nodes, req.confirm);
+    change_checked::<NodeRecord>(&app, &actor, (id, json!({"drained": true}), None), keep_private, check)
+        .await
 }
 
 async fn undrain_node(
@@ -78,19 +72,16 @@ async fn drain_group(
 ) -> Result<Json<GroupView>, ApiError> {
     let req: DrainBody = optional_json(&body, MAX_BODY)?;
     let cluster = Some(ClusterId(cluster));
-    let config = app.config();
-    let name = find::<GroupRecord>(&config, id, cluster)?.value.group.name.clone();
-    let nodes = (config.nodes.iter())
-        .filter(|(_, n)| n.value.node.group.0 == id)
-        .map(|(nid, _)| NodeId(*nid))
-        .collect();
-    let set = async {
-        change::<GroupRecord>(&app, &actor, id, json!({"drained": true}), cluster, keep_private)
-            .await
-            .map(|_| ())
+    let name = find::<GroupRecord>(&app.config(), id, cluster)?.value.group.name.clone();
+    let check = |c: &Config| {
+        let nodes = (c.nodes.iter())
+            .filter(|(_, n)| n.value.node.group.0 == id)
+            .map(|(nid, _)| NodeId(*nid))
+            .collect();
+        preflight(&app, c, &format!("group {name}"), &nodes, req.confirm)
     };
-    drain_with(&app, &format!("group {name}"), nodes, req.confirm, set).await?;
-    one::<GroupRecord>(&app, id, cluster)
+    change_checked::<GroupRecord>(&app, &actor, (id, json!({"drained": true}), cluster), keep_private, check)
+        .await
 }
 
 async fn undrain_group(
@@ -183,13 +174,7 @@ impl Kind for Maintenance {
     fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> MaintenanceView {
         let now = crate::support::now();
         let m = &s.value;
-        let state = if now < m.starts_at {
-            MaintenanceState::Planned
-        } else if now < m.ends_at {
-            MaintenanceState::Open
-        } else {
-            MaintenanceState::Closed
-        };
+        let state = m.state(now);
         let holds = (core.held_alerts(now).into_iter())
             .filter(|(_, by)| *by == Hold::Maintenance(id))
             .map(|(key, _)| key)

@@ -195,11 +195,24 @@ async fn change<K: Kind>(
     cluster: Option<ClusterId>,
     keep: impl FnOnce(&K, K) -> K,
 ) -> Result<Json<K::View>, ApiError> {
+    change_checked(app, actor, (id, patch, cluster), keep, |_| Ok(())).await
+}
+
+/// [`change`], after `check` passed on the configuration the change applies to (taken one
+/// change at a time: two changes cannot both pass a check that the pair would fail).
+async fn change_checked<K: Kind>(
+    app: &App,
+    actor: &Actor,
+    (id, patch, cluster): (i64, Value, Option<ClusterId>),
+    keep: impl FnOnce(&K, K) -> K,
+    check: impl FnOnce(&Config) -> Result<(), ApiError>,
+) -> Result<Json<K::View>, ApiError> {
     if !patch.is_object() {
         return Err(ApiError::invalid("body", "a JSON object with the fields to change"));
     }
     app.change(actor, |c| {
         let old = find::<K>(c, id, cluster)?.value.clone();
+        check(c)?;
         K::refuse_patch(&patch)?;
         let mut doc = old.doc();
         merge(&mut doc, patch.clone());

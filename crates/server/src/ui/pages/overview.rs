@@ -52,6 +52,8 @@ struct OverviewPage {
     nodes_healthy: usize,
     nodes_unhealthy: usize,
     nodes_disabled: usize,
+    /// Drained by an operator or a maintenance window.
+    nodes_drained: usize,
     probers_total: usize,
     probers_online: usize,
     probers_offline: usize,
@@ -164,9 +166,11 @@ pub(in crate::ui) async fn overview(
             reason: r.reason,
         })
         .collect();
+    // A drained node is out by the operator's word, like a disabled one: no problem.
+    let out = |n: &views::Node| !n.enabled || n.drain.is_some();
     let problems = healths
         .iter()
-        .filter(|(n, h)| n.enabled && !h.healthy())
+        .filter(|(n, h)| !out(n) && !h.healthy())
         .map(|(n, h)| ProblemRow {
             id: n.id,
             name: n.name.clone(),
@@ -181,7 +185,8 @@ pub(in crate::ui) async fn overview(
         nodes_total: healths.len(),
         nodes_healthy: healths.iter().filter(|(_, h)| h.healthy()).count(),
         nodes_disabled: healths.iter().filter(|(n, _)| !n.enabled).count(),
-        nodes_unhealthy: healths.iter().filter(|(n, h)| n.enabled && !h.healthy()).count(),
+        nodes_drained: healths.iter().filter(|(n, _)| n.enabled && n.drain.is_some()).count(),
+        nodes_unhealthy: healths.iter().filter(|(n, h)| !out(n) && !h.healthy()).count(),
         probers_total: probers.items.len(),
         probers_online: count(ProberStatus::Online),
         probers_offline: count(ProberStatus::Offline),

@@ -2,7 +2,6 @@
 //! with its window strip, a history chart with its legend.
 
 use super::*;
-use vantage_control::drain::DrainCause;
 
 /// How a node reads at a glance.
 #[derive(Debug, Clone)]
@@ -29,11 +28,7 @@ pub(super) fn health(n: &views::Node) -> Health {
         return h(Tone::Neutral, "Disabled", "Not probed and not answered".into());
     }
     if let Some(d) = &n.drain {
-        let why = match d.cause {
-            DrainCause::Node => "drained by an operator".to_owned(),
-            DrainCause::Group => "its group is drained".to_owned(),
-            DrainCause::Maintenance { id } => format!("in maintenance {id}"),
-        };
+        let why = n.drain_cause.clone().unwrap_or_default();
         return match d.moved_at.filter(|_| !d.drained) {
             None if d.drained => h(
                 Tone::Neutral,
