@@ -135,6 +135,8 @@ pub struct Start {
     pub mirror_states: Option<String>,
     /// The saved state of the monitors (JSON).
     pub monitor_states: Option<String>,
+    /// The saved availability ledger (JSON).
+    pub availability: Option<String>,
     /// The newest stored event's id: numbering continues after it, or after the start's own
     /// base if that is greater ([`events::PER_MS`](crate::events::PER_MS)).
     pub last_event: u64,
@@ -211,6 +213,8 @@ pub enum Output {
     SaveMirrors(String),
     /// The monitors' windows or verdicts changed: save them (JSON).
     SaveMonitors(String),
+    /// The availability ledger changed: save it (JSON).
+    SaveAvailability(String),
     /// Confirmations wait for some probers: wake their recheck requests, which collect them
     /// with [`Control::take_rechecks`].
     Recheck,
@@ -297,6 +301,8 @@ pub struct Control {
     events: EventLog,
     pub(crate) mirrors: Arc<Mirrors>,
     pub(crate) monitors: Arc<Monitors>,
+    /// Every subject's changes of health, for availability reports.
+    pub(crate) availability: Arc<crate::availability::Ledger>,
     /// The fleet's figures last made for a view.
     pub(crate) figures: Arc<crate::view::Figures>,
     steering: Arc<SteeringTable>,
@@ -365,6 +371,7 @@ impl Control {
             events: EventLog::starting(start.last_event, now),
             mirrors: Arc::new(Mirrors::new(start.mirror_states.as_deref())),
             monitors: Arc::new(Monitors::restore(start.monitor_states.as_deref())),
+            availability: Arc::new(crate::availability::Ledger::restore(start.availability.as_deref())),
             figures: Arc::default(),
             steering: Arc::default(),
             confirmations: Confirmations::default(),
@@ -853,6 +860,8 @@ impl Control {
             self.confirmations.expire(c.settings.interval_s(), now);
             let findings: Vec<Finding> = self.books().into_iter().flat_map(|b| b.sweep(&c, now)).collect();
             self.apply(findings, now);
+            let books = (&*self.mirrors, &*self.monitors);
+            crate::availability::Ledger::follow(&mut self.availability, &c, &self.snapshots, books, now);
             self.next_silence = now.plus_secs(SILENCE_EVERY_S);
         }
         let c = self.config.clone();
@@ -983,6 +992,9 @@ impl Control {
     fn save_books(&mut self, now: Timestamp) {
         let saves: Vec<Output> = self.books().into_iter().filter_map(|b| b.take_save(now)).collect();
         self.outputs.extend(saves);
+        if let Some(json) = crate::availability::Ledger::take_save(&mut self.availability, now) {
+            self.outputs.push_back(Output::SaveAvailability(json));
+        }
     }
 
     /// What a cluster pass reads: the agents and the latest results.

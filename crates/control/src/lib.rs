@@ -6,6 +6,7 @@
 
 pub mod addresses;
 pub mod alerts;
+pub mod availability;
 mod book;
 pub mod config;
 pub mod confirm;

@@ -135,6 +135,11 @@ impl Monitors {
         self.states.get(&id)
     }
 
+    /// Every monitor's state.
+    pub fn states(&self) -> impl Iterator<Item = (&MonitorId, &MonitorState)> {
+        self.states.iter()
+    }
+
     /// Whether [`take_save`](Self::take_save) has something to save at `now`: windows change
     /// with every report and are saved every [`SAVED_EVERY_MS`], a verdict change at once.
     pub fn save_due(&self, now: Timestamp) -> bool {

@@ -76,6 +76,8 @@ pub struct View {
     pub mirrors: Arc<Mirrors>,
     /// Monitors: windows, verdicts and their history.
     pub monitors: Arc<Monitors>,
+    /// Every subject's changes of health, for availability reports.
+    pub availability: Arc<crate::availability::Ledger>,
     /// The fleet's figures for `/metrics`.
     pub figures: Arc<Figures>,
     /// Which scheduling addresses are accepted.
@@ -215,6 +217,7 @@ impl Control {
             alerts: self.alerts.clone(),
             mirrors: self.mirrors.clone(),
             monitors: self.monitors.clone(),
+            availability: self.availability.clone(),
             figures: self.figures.clone(),
             policy: self.policy,
             role: self.role(),

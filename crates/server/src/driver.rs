@@ -126,6 +126,7 @@ fn hand_on(app: &Arc<App>, o: Output, to: &Consumers) {
         ),
         Output::SaveMirrors(json) => saves.state("mirrors".into(), json),
         Output::SaveMonitors(json) => saves.state("monitors".into(), json),
+        Output::SaveAvailability(json) => saves.state("availability".into(), json),
         Output::Recheck => app.wake_rechecks(),
         Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
         Output::SaveState { cluster, json } => {

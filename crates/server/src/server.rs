@@ -487,6 +487,8 @@ async fn load(
         store.states("mirrors").await?.into_iter().find(|(k, _)| k == "mirrors").map(|(_, v)| v);
     let monitor_states =
         store.states("monitors").await?.into_iter().find(|(k, _)| k == "monitors").map(|(_, v)| v);
+    let availability =
+        store.states("availability").await?.into_iter().find(|(k, _)| k == "availability").map(|(_, v)| v);
     let alerts =
         store.states("alerts").await?.into_iter().find(|(k, _)| k == "alerts").and_then(|(_, json)| {
             serde_json::from_str::<AlertBook>(&json)
@@ -509,6 +511,7 @@ async fn load(
         mirror_files_skipped,
         mirror_states,
         monitor_states,
+        availability,
         last_event: u64::try_from(store.last_event().await?).unwrap_or(0),
         role: vantage_control::Role::Leader,
         // Completed once the listeners are bound (they are never fetched from).

@@ -61,6 +61,7 @@ impl Output {
             | Output::Upkeep(_)
             | Output::SaveMirrors(_)
             | Output::SaveMonitors(_)
+            | Output::SaveAvailability(_)
             | Output::CheckFreshness(_)
             | Output::Publish(_) => true,
             Output::Answers(_)

@@ -4,6 +4,7 @@
 
 mod lab;
 
+mod availability;
 mod certificates;
 mod changes;
 mod checks;

@@ -32,7 +32,7 @@ fn drained(lab: &Lab, c: ClusterId, n: NodeId) -> Option<bool> {
 }
 
 /// Two nodes answering; both addresses verified by one prober.
-fn two_nodes(lab: &mut Lab) -> (vantage_control::identity::Caller, ClusterId, NodeId, NodeId) {
+pub(crate) fn two_nodes(lab: &mut Lab) -> (vantage_control::identity::Caller, ClusterId, NodeId, NodeId) {
     let r = lab.region("eu");
     let p = lab.prober("fra", r);
     let c = lab.cluster(CLUSTER);

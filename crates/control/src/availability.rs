@@ -1,0 +1,580 @@
+//! Availability: for every address, node, line, mirror and monitor, each change of its health
+//! (up, degraded, down, maintenance) with when and why, over the last 90 days; and the
+//! reports made of them — the share of time it served over a window (maintenance left out),
+//! the error budget left against a target, its incidents, its days. The ledger follows what
+//! the passes, the mirrors and the monitors published (with the times they say each state
+//! began), is saved with the core's other books and read back at a start, so a report is the
+//! same across restarts.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+use vantage_core::Timestamp;
+use vantage_core::address::Level;
+use vantage_core::ids::{ClusterId, LineId, MonitorId, NodeId};
+use vantage_core::mirror::MirrorVerdict;
+use vantage_core::monitor::GlobalVerdict;
+use vantage_core::reachability::{Condition, Reachability};
+
+use crate::book::Saving;
+use crate::config::Config;
+use crate::mirrors::Mirrors;
+use crate::monitors::Monitors;
+use crate::snapshot::Snapshots;
+
+/// How long changes are kept.
+pub const KEPT_DAYS: i64 = 90;
+const DAY_MS: i64 = 86_400_000;
+/// Changes kept per subject at most (a subject that flaps all day keeps its last ones).
+const MAX_CHANGES: usize = 2_000;
+/// Saved at most this often unless a state changed.
+const SAVE_EVERY_MS: i64 = 60_000;
+/// How often what is older than [`KEPT_DAYS`] goes.
+const PRUNE_EVERY_MS: i64 = 3_600_000;
+
+/// What availability is kept for, typed; written `address:7/192.0.2.1`, `node:7`, `line:1/4`,
+/// `mirror:m.example.net`, `monitor:3`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Tracked {
+    Address(NodeId, IpAddr),
+    Node(NodeId),
+    Line(ClusterId, LineId),
+    Mirror(String),
+    Monitor(MonitorId),
+}
+
+impl Tracked {
+    /// `address`, `node`, `line`, `mirror` or `monitor`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Tracked::Address(..) => "address",
+            Tracked::Node(_) => "node",
+            Tracked::Line(..) => "line",
+            Tracked::Mirror(_) => "mirror",
+            Tracked::Monitor(_) => "monitor",
+        }
+    }
+
+    /// Whether it still exists in `c` (a deleted subject's history ages out unlisted).
+    pub fn exists(&self, c: &Config) -> bool {
+        match self {
+            Tracked::Address(n, _) | Tracked::Node(n) => c.nodes.contains_key(&n.0),
+            Tracked::Line(cl, l) => {
+                c.clusters.contains_key(&cl.0) && (l.0 == 0 || c.lines.contains_key(&l.0))
+            }
+            Tracked::Mirror(h) => c.mirrors.mirrors.contains_key(h),
+            Tracked::Monitor(m) => c.monitors.contains_key(&m.0),
+        }
+    }
+
+    /// Its name in words: `edge-1 (video)`, `192.0.2.1 of edge-1`, `line eu of video`.
+    pub fn describe(&self, c: &Config) -> String {
+        let cluster =
+            |id: ClusterId| c.clusters.get(&id.0).map_or_else(|| id.to_string(), |x| x.value.name.clone());
+        let node_cluster =
+            |n: NodeId| c.nodes.get(&n.0).map(|x| cluster(x.value.cluster)).unwrap_or_default();
+        match self {
+            Tracked::Address(n, ip) => format!("{ip} of {} ({})", c.node_name(*n), node_cluster(*n)),
+            Tracked::Node(n) => format!("{} ({})", c.node_name(*n), node_cluster(*n)),
+            Tracked::Line(cl, l) => {
+                let line =
+                    c.lines.get(&l.0).map_or_else(|| "default".to_owned(), |x| x.value.line.name.clone());
+                format!("line {line} of {}", cluster(*cl))
+            }
+            Tracked::Mirror(h) => h.clone(),
+            Tracked::Monitor(m) => {
+                c.monitors.get(&m.0).map_or_else(|| m.to_string(), |x| x.value.name.clone())
+            }
+        }
+    }
+}
+
+impl fmt::Display for Tracked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tracked::Address(n, ip) => write!(f, "address:{n}/{ip}"),
+            Tracked::Node(n) => write!(f, "node:{n}"),
+            Tracked::Line(c, l) => write!(f, "line:{c}/{l}"),
+            Tracked::Mirror(h) => write!(f, "mirror:{h}"),
+            Tracked::Monitor(m) => write!(f, "monitor:{m}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Tracked {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "{s:?} is no subject: address:NODE/IP, node:ID, line:CLUSTER/LINE, mirror:HOST or monitor:ID"
+            )
+        };
+        let (kind, rest) = s.split_once(':').ok_or_else(bad)?;
+        let num = |t: &str| t.parse::<i64>().map_err(|_| bad());
+        Ok(match kind {
+            "node" => Tracked::Node(NodeId(num(rest)?)),
+            "monitor" => Tracked::Monitor(MonitorId(num(rest)?)),
+            "address" => {
+                let (n, ip) = rest.split_once('/').ok_or_else(bad)?;
+                Tracked::Address(NodeId(num(n)?), ip.parse().map_err(|_| bad())?)
+            }
+            "line" => {
+                let (c, l) = rest.split_once('/').ok_or_else(bad)?;
+                Tracked::Line(ClusterId(num(c)?), LineId(num(l)?))
+            }
+            "mirror" if !rest.is_empty() && !rest.contains(['/', ':']) => {
+                Tracked::Mirror(rest.to_ascii_lowercase())
+            }
+            _ => return Err(bad()),
+        })
+    }
+}
+
+/// A subject's health, as availability counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Health {
+    /// Serving as it should.
+    Up,
+    /// Serving, impaired (a node on a backup level, a mirror or monitor degraded).
+    Degraded,
+    /// Not serving.
+    Down,
+    /// Out by the operator's word (drained, disabled, in a maintenance window): not counted.
+    Maintenance,
+}
+
+/// One change of health.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct Change {
+    /// From when.
+    pub at: Timestamp,
+    pub health: Health,
+    /// Why, in words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub why: String,
+}
+
+/// Every subject's changes of health, oldest first.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Ledger {
+    subjects: BTreeMap<String, Vec<Change>>,
+    #[serde(skip)]
+    save: Saving,
+    #[serde(skip)]
+    pruned_at: Option<Timestamp>,
+}
+
+/// A subject whose health changed, with since when (when its publisher says) and why.
+#[derive(Debug)]
+struct Noted {
+    subject: Tracked,
+    health: Health,
+    since: Option<Timestamp>,
+    why: String,
+}
+
+impl Ledger {
+    /// From its saved JSON (a ledger that no longer reads starts empty).
+    pub fn restore(saved: Option<&str>) -> Ledger {
+        saved.and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default()
+    }
+
+    /// The changes of `subject`, oldest first.
+    pub fn changes(&self, subject: &Tracked) -> &[Change] {
+        self.subjects.get(&subject.to_string()).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every subject with its changes.
+    pub fn all(&self) -> impl Iterator<Item = (Tracked, &[Change])> {
+        self.subjects.iter().filter_map(|(k, v)| Some((k.parse().ok()?, v.as_slice())))
+    }
+
+    /// Whether `subject`'s last change is to `health`.
+    fn is(&self, subject: &Tracked, health: Health) -> bool {
+        self.subjects.get(&subject.to_string()).and_then(|c| c.last()).is_some_and(|l| l.health == health)
+    }
+
+    /// Records `n`: from its time (when known, else `now`, never before the subject's last
+    /// change nor after `now`).
+    fn note(&mut self, n: Noted, now: Timestamp) {
+        let changes = self.subjects.entry(n.subject.to_string()).or_default();
+        let floor = changes.last().map_or(Timestamp::from_millis(0), |l| l.at);
+        let at = n.since.unwrap_or(now).clamp(floor, now);
+        changes.push(Change { at, health: n.health, why: n.why });
+        if changes.len() > MAX_CHANGES {
+            changes.remove(0);
+        }
+        self.save.dirty = true;
+        self.save.urgent = true;
+    }
+
+    /// Drops what is older than [`KEPT_DAYS`], keeping each subject's state at the cut.
+    fn prune(&mut self, now: Timestamp) {
+        let cut = now.plus_millis(-KEPT_DAYS * DAY_MS);
+        for changes in self.subjects.values_mut() {
+            let before = changes.iter().take_while(|c| c.at < cut).count();
+            if before > 1 {
+                changes.drain(..before - 1);
+                self.save.dirty = true;
+            }
+        }
+        self.pruned_at = Some(now);
+    }
+
+    /// Follows what the last passes, the mirrors and the monitors published at `now`: the
+    /// ledger is copied (a published view shares it) only when a subject's health changed,
+    /// or to prune it once an hour.
+    pub(crate) fn follow(
+        ledger: &mut std::sync::Arc<Ledger>,
+        c: &Config,
+        snapshots: &Snapshots,
+        books: (&Mirrors, &Monitors),
+        now: Timestamp,
+    ) {
+        let noted = ledger.differences(c, snapshots, books, now);
+        let prune = ledger.pruned_at.is_none_or(|t| now.millis_since(t) >= PRUNE_EVERY_MS);
+        if noted.is_empty() && !prune {
+            return;
+        }
+        let l = std::sync::Arc::make_mut(ledger);
+        for n in noted {
+            l.note(n, now);
+        }
+        if prune {
+            l.prune(now);
+        }
+    }
+
+    /// The subjects whose health at `now` differs from their last change.
+    fn differences(
+        &self,
+        c: &Config,
+        snapshots: &Snapshots,
+        (mirrors, monitors): (&Mirrors, &Monitors),
+        now: Timestamp,
+    ) -> Vec<Noted> {
+        let mut out = Vec::new();
+        let mut note = |subject: Tracked, health: Health, since: Option<Timestamp>, why: String| {
+            if !self.is(&subject, health) {
+                out.push(Noted { subject, health, since, why });
+            }
+        };
+        for snap in snapshots.values() {
+            for (id, s) in &snap.nodes {
+                let Some(rec) = c.nodes.get(&id.0) else { continue };
+                let out = !rec.value.node.enabled || snap.drains.contains_key(id);
+                let (health, why) = match s.level {
+                    _ if out => (Health::Maintenance, "drained or disabled".to_owned()),
+                    _ if !s.serving => {
+                        (Health::Down, "not answered: its agent or a required link is not fresh".to_owned())
+                    }
+                    Some(Level::Primary) => (Health::Up, String::new()),
+                    Some(l) => (Health::Degraded, format!("answered on its {l:?} addresses").to_lowercase()),
+                    None => (Health::Down, "every address unreachable".to_owned()),
+                };
+                note(Tracked::Node(*id), health, snap.level_since.get(id).copied(), why);
+                for a in &s.addresses {
+                    let (health, why) = match a.reachability {
+                        _ if out => (Health::Maintenance, String::new()),
+                        _ if a.condition.condition == Condition::Unverified => continue,
+                        Reachability::Reachable => (Health::Up, String::new()),
+                        Reachability::Unreachable => (
+                            Health::Down,
+                            format!(
+                                "unreachable: {} of {} probers see it failing",
+                                a.verdict.failing, a.verdict.counting
+                            ),
+                        ),
+                    };
+                    note(Tracked::Address(*id, a.ip), health, a.condition.since, why);
+                }
+            }
+            let Some(p) = &snap.published else { continue };
+            for (line, records) in &p.records.lines {
+                let (health, why) = match p.held.get(line) {
+                    Some(hold) => (Health::Down, hold.reason.clone()),
+                    None if records.is_empty() => (Health::Down, "answers nothing".to_owned()),
+                    None => (Health::Up, String::new()),
+                };
+                note(Tracked::Line(p.cluster, *line), health, snap.line_since.get(line).copied(), why);
+            }
+        }
+        for (host, state) in mirrors.book().states() {
+            let (health, why) = match state.verdict {
+                _ if mirrors.in_maintenance().contains(host) => (Health::Maintenance, String::new()),
+                MirrorVerdict::Live => (Health::Up, String::new()),
+                MirrorVerdict::Degraded => (Health::Degraded, "degraded in some regions".to_owned()),
+                MirrorVerdict::Blocked => (Health::Down, "blocked".to_owned()),
+                MirrorVerdict::Unknown => continue,
+            };
+            note(Tracked::Mirror(host.clone()), health, state.verdict_since, why);
+        }
+        for (id, state) in monitors.states() {
+            let Some(v) = &state.verdict else { continue };
+            let open = c.maintenance.values().any(|m| m.value.is_open(now) && m.value.monitors.contains(id));
+            let (health, why) = match v.verdict.global {
+                _ if open => (Health::Maintenance, String::new()),
+                GlobalVerdict::Healthy => (Health::Up, String::new()),
+                GlobalVerdict::Degraded => (Health::Degraded, "degraded for its audience".to_owned()),
+                GlobalVerdict::Down => {
+                    (Health::Down, format!("down for {:.0} % of its audience", v.verdict.down_weight_pct))
+                }
+            };
+            note(Tracked::Monitor(*id), health, Some(v.at), why);
+        }
+        out
+    }
+
+    /// The ledger as JSON when its save is due at `now` (copied, as a view shares it, only
+    /// then).
+    pub(crate) fn take_save(ledger: &mut std::sync::Arc<Ledger>, now: Timestamp) -> Option<String> {
+        if !ledger.save.due(now, SAVE_EVERY_MS) {
+            return None;
+        }
+        let l = std::sync::Arc::make_mut(ledger);
+        l.save.taken(now);
+        serde_json::to_string(&*l).ok()
+    }
+}
+
+/// Time spent in each health over a window, and what it makes.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct Window {
+    pub since: Timestamp,
+    pub until: Timestamp,
+    pub up_s: f64,
+    pub degraded_s: f64,
+    pub down_s: f64,
+    pub maintenance_s: f64,
+    /// Before anything was known of it (before it existed, or before this ledger began).
+    pub unknown_s: f64,
+    /// Serving (up or degraded) over the time counted — maintenance and unknown left out;
+    /// `None` when no time counted.
+    pub availability_pct: Option<f64>,
+    /// Against the target asked for: the share of the window's error budget (the down time
+    /// the target allows) not spent; negative once overspent.
+    pub budget_left_pct: Option<f64>,
+}
+
+/// The time `changes` spend in each health over `[since, until)`, against `target` % when
+/// one is given.
+pub fn window(changes: &[Change], since: Timestamp, until: Timestamp, target: Option<f64>) -> Window {
+    let mut w = Window { since, until, ..Window::default() };
+    let mut at = since;
+    let mut health: Option<Health> = changes.iter().take_while(|c| c.at <= since).last().map(|c| c.health);
+    let mut add = |h: Option<Health>, from: Timestamp, to: Timestamp| {
+        let s = to.millis_since(from).max(0) as f64 / 1000.0;
+        match h {
+            Some(Health::Up) => w.up_s += s,
+            Some(Health::Degraded) => w.degraded_s += s,
+            Some(Health::Down) => w.down_s += s,
+            Some(Health::Maintenance) => w.maintenance_s += s,
+            None => w.unknown_s += s,
+        }
+    };
+    for c in changes.iter().filter(|c| c.at > since && c.at < until) {
+        add(health, at, c.at);
+        (at, health) = (c.at, Some(c.health));
+    }
+    add(health, at, until);
+    let counted = w.up_s + w.degraded_s + w.down_s;
+    if counted > 0.0 {
+        w.availability_pct = Some(100.0 * (w.up_s + w.degraded_s) / counted);
+        // A target is below 100 % (the API refuses others): some down time is allowed.
+        w.budget_left_pct = target.filter(|t| *t < 100.0).map(|t| {
+            let allowed = counted * (100.0 - t) / 100.0;
+            100.0 * (allowed - w.down_s) / allowed
+        });
+    }
+    w
+}
+
+/// A time a subject was down.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct Incident {
+    pub start: Timestamp,
+    /// `None`: still down.
+    pub end: Option<Timestamp>,
+    /// Why, as it was said when it began.
+    pub cause: String,
+}
+
+/// The incidents of `changes` that overlap `[since, until)`, newest first.
+pub fn incidents(changes: &[Change], since: Timestamp, until: Timestamp) -> Vec<Incident> {
+    let mut out = Vec::new();
+    for (i, c) in changes.iter().enumerate() {
+        if c.health != Health::Down {
+            continue;
+        }
+        let end = changes[i + 1..].iter().find(|n| n.health != Health::Down).map(|n| n.at);
+        if c.at < until && end.is_none_or(|e| e > since) {
+            out.push(Incident { start: c.at, end, cause: c.why.clone() });
+        }
+    }
+    out.reverse();
+    out
+}
+
+/// The availability of each of the `days` whole UTC days up to and including today (oldest
+/// first; `None`: nothing counted that day).
+pub fn days(changes: &[Change], days: u32, now: Timestamp) -> Vec<Option<f64>> {
+    let today = now.millis().div_euclid(DAY_MS) * DAY_MS;
+    (0..i64::from(days))
+        .rev()
+        .map(|d| {
+            let start = Timestamp::from_millis(today - d * DAY_MS);
+            let end = Timestamp::from_millis(start.millis() + DAY_MS).min(now);
+            window(changes, start, end, None).availability_pct
+        })
+        .collect()
+}
+
+/// The windows every report gives: the last 24 hours, 7 days and 30 days.
+pub const WINDOWS: [(&str, i64); 3] = [("24h", DAY_MS), ("7d", 7 * DAY_MS), ("30d", 30 * DAY_MS)];
+
+/// A window of a report, named (`24h`, `7d`, `30d`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct NamedWindow {
+    pub window: String,
+    #[serde(flatten)]
+    pub times: Window,
+}
+
+/// One subject's availability at `now`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct Report {
+    /// `node:7`, `address:7/192.0.2.1`, `line:1/4`, `mirror:HOST`, `monitor:3`.
+    pub subject: String,
+    /// `address`, `node`, `line`, `mirror` or `monitor`.
+    pub kind: String,
+    /// Its name in words.
+    pub name: String,
+    /// Its health now and since when (`None`: nothing known yet).
+    pub health: Option<Health>,
+    pub since: Option<Timestamp>,
+    /// The target asked for, %.
+    pub target_pct: Option<f64>,
+    /// The last 24 h, 7 d and 30 d, in that order.
+    pub windows: Vec<NamedWindow>,
+    /// Each of the last days (UTC), oldest first: the bars.
+    pub days: Vec<Option<f64>>,
+    /// Its incidents over the last 30 days, newest first (only in a subject's own report).
+    pub incidents: Vec<Incident>,
+}
+
+impl Ledger {
+    /// The report of `subject` at `now`, against `target` %, with `days` daily bars and, when
+    /// `with_incidents`, its incidents.
+    pub fn report(
+        &self,
+        c: &Config,
+        subject: &Tracked,
+        (target, days_asked, with_incidents): (Option<f64>, u32, bool),
+        now: Timestamp,
+    ) -> Report {
+        let changes = self.changes(subject);
+        let last = changes.last();
+        Report {
+            subject: subject.to_string(),
+            kind: subject.kind().to_owned(),
+            name: subject.describe(c),
+            health: last.map(|l| l.health),
+            since: last.map(|l| l.at),
+            target_pct: target,
+            windows: WINDOWS
+                .iter()
+                .map(|(name, ms)| NamedWindow {
+                    window: (*name).to_owned(),
+                    times: window(changes, now.plus_millis(-ms), now, target),
+                })
+                .collect(),
+            days: days(changes, days_asked, now),
+            incidents: if with_incidents {
+                incidents(changes, now.plus_millis(-30 * DAY_MS), now)
+            } else {
+                Vec::new()
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_millis(1_800_000_000_000 + s * 1000)
+    }
+
+    fn change(s: i64, health: Health) -> Change {
+        Change { at: at(s), health, why: format!("{health:?}") }
+    }
+
+    #[test]
+    fn a_window_counts_each_health_and_leaves_maintenance_out() {
+        let changes = [
+            change(0, Health::Up),
+            change(100, Health::Down),
+            change(110, Health::Up),
+            change(200, Health::Maintenance),
+            change(300, Health::Degraded),
+        ];
+        let w = window(&changes, at(-50), at(400), Some(99.0));
+        assert_eq!(
+            (w.unknown_s, w.up_s, w.down_s, w.maintenance_s, w.degraded_s),
+            (50.0, 190.0, 10.0, 100.0, 100.0)
+        );
+        assert_eq!(w.availability_pct, Some(100.0 * 290.0 / 300.0));
+        // 1 % of 300 s is 3 s of budget; 10 s were down.
+        let left = w.budget_left_pct.unwrap();
+        assert!((left - 100.0 * (3.0 - 10.0) / 3.0).abs() < 1e-9, "{left}");
+        let w = window(&changes, at(120), at(190), Some(99.0));
+        assert_eq!((w.up_s, w.availability_pct, w.budget_left_pct), (70.0, Some(100.0), Some(100.0)));
+        assert_eq!(window(&[], at(0), at(10), None).availability_pct, None, "nothing known");
+    }
+
+    #[test]
+    fn incidents_are_the_down_spans_newest_first() {
+        let changes = [
+            change(0, Health::Up),
+            change(100, Health::Down),
+            change(110, Health::Up),
+            change(500, Health::Down),
+        ];
+        let all = incidents(&changes, at(0), at(600));
+        assert_eq!(
+            all,
+            [
+                Incident { start: at(500), end: None, cause: "Down".into() },
+                Incident { start: at(100), end: Some(at(110)), cause: "Down".into() },
+            ]
+        );
+        assert_eq!(incidents(&changes, at(200), at(400)), [], "none overlaps");
+    }
+
+    #[test]
+    fn subjects_read_back() {
+        let ip: IpAddr = "2001:db8::1".parse().unwrap();
+        for t in [
+            Tracked::Address(NodeId(7), ip),
+            Tracked::Node(NodeId(7)),
+            Tracked::Line(ClusterId(1), LineId(0)),
+            Tracked::Mirror("m.example.net".into()),
+            Tracked::Monitor(MonitorId(3)),
+        ] {
+            assert_eq!(t.to_string().parse::<Tracked>(), Ok(t.clone()), "{t}");
+        }
+        for bad in ["", "node", "node:x", "pony:1", "line:1", "mirror:", "mirror:a/b"] {
+            assert!(bad.parse::<Tracked>().is_err(), "{bad}");
+        }
+    }
+}
