@@ -17,6 +17,7 @@ use prometheus_client::registry::Registry;
 use vantage_control::config::Config;
 use vantage_control::fleet::ProbePlace;
 
+mod availability;
 mod mirrors;
 mod monitors;
 mod process;
@@ -138,7 +139,7 @@ fn rtt_histogram() -> Histogram {
     Histogram::new([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5])
 }
 
-type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+pub(crate) type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 /// The control plane's metrics.
 #[derive(Debug)]
@@ -159,6 +160,7 @@ pub(crate) struct Metrics {
     evaluation: Histogram,
     mirrors: mirrors::MirrorFamilies,
     monitors: monitors::MonitorFamilies,
+    availability: availability::AvailabilityFamilies,
 }
 
 /// The families `/metrics` fills from the control core's figures at every scrape.
@@ -319,9 +321,11 @@ impl Metrics {
         );
         let mirrors = mirrors::MirrorFamilies::new(&mut registry);
         let monitors = monitors::MonitorFamilies::new(&mut registry);
+        let availability = availability::AvailabilityFamilies::new(&mut registry);
         Metrics {
             mirrors,
             monitors,
+            availability,
             registry: Mutex::new(registry),
             requests,
             objects,
@@ -436,6 +440,11 @@ impl Metrics {
     /// Monitor metrics.
     pub(crate) fn monitors(&self) -> &monitors::MonitorFamilies {
         &self.monitors
+    }
+
+    /// Availability metrics.
+    pub(crate) fn availability(&self) -> &availability::AvailabilityFamilies {
+        &self.availability
     }
 
     /// Counts a refused reload of the mirror registry.

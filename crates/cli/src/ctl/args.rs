@@ -66,6 +66,19 @@ pub(super) enum Resource {
     Maintenance(Plain),
     /// Open and recently resolved alerts.
     Alerts,
+    /// Availability: the share of time each subject served over 24 h, 7 d and 30 d
+    /// (maintenance left out), the error budget left against --target, and for one subject
+    /// (node:7, address:7/192.0.2.1, line:1/4, mirror:HOST, monitor:3) its incidents.
+    Report {
+        /// One subject; none: every subject (of --kind).
+        subject: Option<String>,
+        /// address, node, line, mirror or monitor.
+        #[arg(long)]
+        kind: Option<String>,
+        /// The availability aimed at, % (99.9).
+        #[arg(long)]
+        target: Option<f64>,
+    },
     /// Mirrors (§6): their verdicts and regions, records, manual blocks and check runs.
     Mirrors {
         #[command(subcommand)]

@@ -30,6 +30,7 @@ use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
+use vantage_control::availability::Report;
 use vantage_control::mirrors::Tenant;
 use vantage_core::check::{Check, CheckInput, Method as CheckMethod};
 use vantage_core::detection::DetectionSettings;
@@ -102,6 +103,42 @@ fn print<T: Serialize>(v: &T, json: bool) {
     } else {
         record(v);
     }
+}
+
+/// `ctl report`: every subject's availability as a table, or one subject's with its incidents.
+async fn report(
+    c: &Client,
+    subject: Option<&str>,
+    kind: Option<&str>,
+    target: Option<f64>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let mut query: Vec<String> = Vec::new();
+    if let Some(k) = kind {
+        query.push(format!("kind={k}"));
+    }
+    if let Some(t) = target {
+        query.push(format!("target={t}"));
+    }
+    let q = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
+    let Some(s) = subject else {
+        listing(c.get::<Items<Report>>(&format!("/v1/availability{q}")).await?, json);
+        return Ok(());
+    };
+    // An address's subject has a `/`: one path segment all the same.
+    let r: Report = c.get(&format!("/v1/availability/{}{q}", s.replace('/', "%2F"))).await?;
+    if json {
+        print(&r, true);
+        return Ok(());
+    }
+    table(std::slice::from_ref(&r));
+    if r.incidents.is_empty() {
+        println!("\nno incident in 30 days");
+    } else {
+        println!("\nincidents (30 days), newest first:");
+        table(&r.incidents);
+    }
+    Ok(())
 }
 
 /// Prints a list as JSON, or as a table.
@@ -582,6 +619,9 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
         }
         Resource::Maintenance(p) => {
             generic::<MaintenanceView>(names, Kind::Maintenance, "/v1/maintenance", &p.action, json).await
+        }
+        Resource::Report { subject, kind, target } => {
+            report(c, subject.as_deref(), kind.as_deref(), *target, json).await
         }
         Resource::Alerts => {
             let v: Alerts = c.get("/v1/alerts").await?;

@@ -5,6 +5,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 use serde_json::Value;
 use vantage_control::alerts::Alert;
+use vantage_control::availability::{Incident, NamedWindow, Report};
 use vantage_control::monitors::VerdictRecord;
 use vantage_control::observe::RoundSummary;
 use vantage_core::Timestamp;
@@ -179,7 +180,18 @@ macro_rules! rows {
     )*};
 }
 
+/// A window's availability as a cell: `99.95%`, `-` when nothing was counted.
+fn pct(w: Option<&NamedWindow>) -> String {
+    w.and_then(|w| w.times.availability_pct).map_or_else(|| "-".to_owned(), |p| format!("{p:.3}%"))
+}
+
 rows! {
+    Report: [
+        "subject" => |r| r.subject, "name" => |r| r.name, "health" => |r| r.health,
+        "24h" => |r| pct(r.windows.first()), "7d" => |r| pct(r.windows.get(1)), "30d" => |r| pct(r.windows.get(2)),
+        "budget_left" => |r| r.windows.get(2).and_then(|w| w.times.budget_left_pct).map(|b| format!("{b:.1}%")),
+    ];
+    Incident: ["start" => |r| r.start, "end" => |r| r.end, "cause" => |r| r.cause];
     RegionView: ["id" => |r| r.id, "code" => |r| r.code, "name" => |r| r.name, "probers" => |r| r.probers];
     ClusterView: [
         "id" => |r| r.id, "name" => |r| r.name, "domain" => |r| r.domain, "dns_mode" => |r| r.dns_mode,

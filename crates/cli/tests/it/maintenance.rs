@@ -147,3 +147,58 @@ fn chrono_now() -> String {
     let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
     vantage_core::Timestamp::from_millis(i64::try_from(ms).unwrap()).to_string()
 }
+
+/// Availability as the operator reads it: an edge that stops answering makes an incident of
+/// its node, with the time it was down counted against it; `ctl report`, the API and
+/// `/metrics` say the same, and the cluster page draws the bars.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_outage_makes_an_incident_in_the_report_the_api_and_metrics() {
+    let LabFleet { s, nodes, dns_path, edges, probers: _probers, temp: _temp, .. } =
+        LabFleet::start("cdn.report.example", 220).await;
+    let subject = format!("node:{}", nodes[2]);
+    let path = format!("/v1/availability/{subject}");
+    // Known once the ledger follows the published state (every 10 s).
+    s.wait_for(&path, Duration::from_secs(20), |v| v["health"] == "up").await;
+
+    edges[3].set_status(500);
+    s.wait_for(&dns_path, Duration::from_secs(30), |v| all_answers(v).len() == 2).await;
+    s.wait_for(&path, Duration::from_secs(20), |v| v["health"] == "down").await;
+    edges[3].set_status(200);
+    s.wait_for(&path, Duration::from_secs(40), |v| v["health"] == "up").await;
+
+    let (_, r) = s.call(Method::GET, &format!("{path}?target=99.9"), None).await;
+    let day = &r["windows"][0];
+    assert_eq!(day["window"], "24h", "{r}");
+    assert!(day["down_s"].as_f64().unwrap() >= 5.0, "{r}");
+    assert!(day["availability_pct"].as_f64().unwrap() < 100.0, "{r}");
+    assert!(
+        day["budget_left_pct"].as_f64().unwrap() < 0.0,
+        "a few seconds down in minutes is over 99.9 %: {r}"
+    );
+    let incident = &r["incidents"][0];
+    assert!(
+        incident["end"].is_string()
+            && incident["cause"].as_str().unwrap().contains("every address unreachable"),
+        "{r}"
+    );
+    assert_eq!(r["days"].as_array().unwrap().len(), 90, "{r}");
+    let (st, v) = s.call(Method::GET, &format!("{path}?target=100"), None).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("target")), "{v}");
+    let (st, v) = s.call(Method::GET, "/v1/availability/pony:1", None).await;
+    assert_eq!((st, v["error"]["field"].as_str()), (400, Some("subject")), "{v}");
+
+    let out = s.ctl(&["report", &subject, "--target", "99.9"]).await;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && text.contains("edge-2 (video)") && text.contains("every address unreachable"),
+        "{out:?}"
+    );
+    let out = s.ctl(&["report", "--kind", "line"]).await;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success() && text.contains("line default of video"), "{out:?}");
+    let metrics = s.metrics().await;
+    let series = format!(
+        "vantage_availability_ratio{{kind=\"node\",subject=\"{subject}\",name=\"edge-2 (video)\",window=\"24h\"}}"
+    );
+    assert!(metrics.lines().any(|l| l.starts_with(&series) && !l.ends_with(" 1.0")), "{metrics}");
+}

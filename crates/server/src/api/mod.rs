@@ -4,6 +4,7 @@
 
 mod admin;
 mod agents;
+mod availability;
 
 pub(crate) use admin::create_admin_token;
 pub(crate) use history::Range;
@@ -395,6 +396,7 @@ fn table() -> Api {
     doors::routes(&mut api);
     monitors::routes(&mut api);
     webhooks::routes(&mut api);
+    availability::routes(&mut api);
     api
 }
 
@@ -520,6 +522,7 @@ async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
     let exported = if figures.fleet.evaluator { core.config.clone() } else { Arc::new(Config::default()) };
     app.metrics().mirrors().set(&exported, core.mirrors.book());
     app.metrics().monitors().set(&exported, &core.monitors, now);
+    app.metrics().availability().set(&exported, &core.availability, now);
     // Only the lease holder delivers alerts: a follower's deliveries would be a row of zeros.
     app.metrics().set_webhooks(&exported);
     let config = &core.config;
