@@ -22,6 +22,7 @@ pub(super) use crate::views::{
 };
 pub(super) use crate::views::{SilenceState, SilenceView as Silence, WebhookView as Channel};
 pub(super) use vantage_control::alerts::Alert;
+pub(super) use vantage_control::availability::Report as Availability;
 pub(super) use vantage_control::maintenance::MaintenanceState;
 pub(super) use vantage_control::mirrors::{LoadError, ReloadStatus};
 pub(super) use vantage_control::observe::RoundSummary as Round;

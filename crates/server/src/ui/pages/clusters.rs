@@ -77,6 +77,8 @@ struct NodeRow {
     connects_from: String,
     /// CPU and memory while fresh, else empty.
     metrics: String,
+    /// Its availability: a bar per day, and the 30 days' figure.
+    availability: Markup,
 }
 
 #[derive(Debug)]
@@ -291,6 +293,9 @@ pub(in crate::ui) async fn cluster(
     let groups: Items<views::Group> = api.get(&format!("/v1/clusters/{id}/groups")).await?;
     let lines: Items<views::Line> = api.get(&format!("/v1/clusters/{id}/lines")).await?;
     let nodes: Items<views::Node> = api.get("/v1/nodes").await?;
+    let availability: Items<views::Availability> = api.get("/v1/availability?kind=node").await?;
+    let availability: HashMap<String, Markup> =
+        availability.items.iter().map(|r| (r.subject.clone(), format::bars(r, now()))).collect();
     let dns: views::Dns = api.get(&format!("/v1/clusters/{id}/dns")).await?;
     let revisions: views::Revisions =
         api.get_stored(&format!("/v1/clusters/{id}/revisions?limit=20")).await?;
@@ -333,6 +338,7 @@ pub(in crate::ui) async fn cluster(
                     .map(|ip| ip.to_string())
                     .unwrap_or_default(),
                 metrics: n.usage.as_ref().map(format::usage).unwrap_or_default(),
+                availability: availability.get(&format!("node:{}", n.id)).cloned().unwrap_or_default(),
                 agent: if n.online {
                     badge(Tone::Good, "Agent online")
                 } else if n.enrolled {

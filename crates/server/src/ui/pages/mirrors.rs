@@ -71,6 +71,8 @@ struct MirrorRow {
     note: String,
     /// An open maintenance window takes it out of the doors.
     in_maintenance: bool,
+    /// Its availability bars (on the list only).
+    availability: Markup,
     last_check: Markup,
     /// None: the mirror has no freshness check.
     freshness: Option<FreshnessRow>,
@@ -87,6 +89,7 @@ fn mirror_row(m: &views::Mirror, at: Timestamp) -> MirrorRow {
         manual_block: m.manual_block,
         note: m.manual_note.clone(),
         in_maintenance: m.in_maintenance,
+        availability: Markup::default(),
         last_check: time_or(m.last_check, at, "never"),
         freshness: freshness_row(m, at),
     }
@@ -151,11 +154,18 @@ pub(in crate::ui) async fn mirrors(
     let list: views::MirrorList = api.get("/v1/mirrors").await?;
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
     let columns = columns(&regions.items, &list.mirrors);
+    let availability: Items<views::Availability> = api.get("/v1/availability?kind=mirror").await?;
+    let bars: HashMap<String, Markup> =
+        availability.items.iter().map(|r| (r.subject.clone(), format::bars(r, at))).collect();
+    let row = |m: &views::Mirror| MirrorRow {
+        availability: bars.get(&format!("mirror:{}", m.host)).cloned().unwrap_or_default(),
+        ..mirror_row(m, at)
+    };
     let page = MirrorsPage {
         frame: Frame::new(&v, "Mirrors", "mirrors", 10),
         tab: "mirrors",
         reload: reload(&list.reload, at),
-        mirrors: list.mirrors.iter().map(|m| mirror_row(m, at)).collect(),
+        mirrors: list.mirrors.iter().map(row).collect(),
         matrix: list.mirrors.iter().map(|m| matrix_row(m, &columns, at)).collect(),
         columns,
     };

@@ -36,6 +36,8 @@ struct MonitorRow {
     since: Markup,
     regions: usize,
     weights: Weights,
+    /// Its availability bars.
+    availability: Markup,
 }
 
 #[derive(Template)]
@@ -52,6 +54,9 @@ pub(in crate::ui) async fn monitors(
     let api = client(&ui, &v);
     let at = now();
     let list: Items<views::Monitor> = api.get("/v1/monitors").await?;
+    let availability: Items<views::Availability> = api.get("/v1/availability?kind=monitor").await?;
+    let bars: HashMap<String, Markup> =
+        availability.items.iter().map(|r| (r.subject.clone(), format::bars(r, at))).collect();
     let mut rows = Vec::with_capacity(list.items.len());
     for m in &list.items {
         // The list carries the verdict but not the weights behind it; a monitor deleted
@@ -68,6 +73,7 @@ pub(in crate::ui) async fn monitors(
             since: time_or(verdict.since, at, "no probe yet"),
             regions: m.monitor.regions.len(),
             weights: weights(&verdict, &m.monitor),
+            availability: bars.get(&format!("monitor:{}", m.id)).cloned().unwrap_or_default(),
         });
     }
     let page = MonitorsPage { frame: Frame::new(&v, "Monitors", "monitors", 10), monitors: rows };

@@ -143,6 +143,10 @@ struct NodePage {
     address_text: String,
     /// The cluster's lines by name, as JSON, for the editor's `@LINE`.
     lines_json: String,
+    /// Its availability bars (90 days), each window's figure, and its incidents.
+    availability: Markup,
+    windows: Vec<(String, String)>,
+    incidents: Vec<(Markup, Markup, String)>,
 }
 
 /// The configured addresses as the editor takes them: `IP LEVEL`, or `IP @LINE` for a line's
@@ -264,6 +268,7 @@ pub(in crate::ui) async fn node(
     let configured: views::Addresses = api.get(&format!("/v1/nodes/{id}/addresses")).await?;
     let lines: Items<views::Line> = api.get(&format!("/v1/clusters/{}/lines", n.cluster)).await?;
     let results: Items<views::ResultRow> = api.get(&format!("/v1/nodes/{id}/results")).await?;
+    let report: views::Availability = api.get(&format!("/v1/availability/node:{id}")).await?;
     let history: Result<views::History, PageError> =
         api.get(&format!("/v1/nodes/{id}/history?range={}", range.name())).await;
     let names = region_names(&regions.items);
@@ -332,6 +337,17 @@ pub(in crate::ui) async fn node(
             &lines.items.iter().map(|l| (l.name.clone(), l.id)).collect::<BTreeMap<String, i64>>(),
         )
         .unwrap_or_default(),
+        availability: format::bars(&report, at),
+        windows: (report.windows.iter())
+            .map(|w| {
+                let pct =
+                    w.times.availability_pct.map_or_else(|| "no data".to_owned(), |p| format!("{p:.3}%"));
+                (w.window.clone(), pct)
+            })
+            .collect(),
+        incidents: (report.incidents.iter())
+            .map(|i| (time(i.start, at), time_or(i.end, at, "ongoing"), i.cause.clone()))
+            .collect(),
         n,
     };
     Ok(render(&page))
