@@ -18,6 +18,8 @@ use vantage_core::mirror::MirrorVerdict;
 use vantage_core::monitor::GlobalVerdict;
 use vantage_core::reachability::{Condition, Reachability};
 
+use std::sync::Arc;
+
 use crate::book::Saving;
 use crate::config::Config;
 use crate::mirrors::Mirrors;
@@ -27,7 +29,8 @@ use crate::snapshot::Snapshots;
 /// How long changes are kept.
 pub const KEPT_DAYS: i64 = 90;
 const DAY_MS: i64 = 86_400_000;
-/// Changes kept per subject at most (a subject that flaps all day keeps its last ones).
+/// Changes kept per subject at most: flapping is damped, so this is days of changes even for
+/// the worst subject; past it the oldest go, and its oldest days read as unknown.
 const MAX_CHANGES: usize = 2_000;
 /// Saved at most this often unless a state changed.
 const SAVE_EVERY_MS: i64 = 60_000;
@@ -46,6 +49,18 @@ pub enum Tracked {
 }
 
 impl Tracked {
+    /// Every kind, as [`kind`](Self::kind) names them.
+    pub const KINDS: [&'static str; 5] = ["address", "node", "line", "mirror", "monitor"];
+
+    /// The cluster it belongs to, for a node, an address or a line.
+    pub fn cluster(&self, c: &Config) -> Option<ClusterId> {
+        match self {
+            Tracked::Address(n, _) | Tracked::Node(n) => c.nodes.get(&n.0).map(|r| r.value.cluster),
+            Tracked::Line(cl, _) => Some(*cl),
+            Tracked::Mirror(_) | Tracked::Monitor(_) => None,
+        }
+    }
+
     /// `address`, `node`, `line`, `mirror` or `monitor`.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -57,7 +72,8 @@ impl Tracked {
         }
     }
 
-    /// Whether it still exists in `c` (a deleted subject's history ages out unlisted).
+    /// Whether it still exists in `c` (a deleted subject is not listed, and its history goes
+    /// once 90 days old).
     pub fn exists(&self, c: &Config) -> bool {
         match self {
             Tracked::Address(n, _) | Tracked::Node(n) => c.nodes.contains_key(&n.0),
@@ -143,8 +159,13 @@ pub enum Health {
     Degraded,
     /// Not serving.
     Down,
-    /// Out by the operator's word (drained, disabled, in a maintenance window): not counted.
+    /// Out by the operator's word (drained, disabled, in a maintenance window, blocked by
+    /// hand): not counted.
     Maintenance,
+    /// Nothing is known of it now (not verified yet, no verdict, no longer published; a
+    /// state a later version wrote): not counted.
+    #[serde(other)]
+    Unknown,
 }
 
 /// One change of health.
@@ -159,13 +180,12 @@ pub struct Change {
     pub why: String,
 }
 
-/// Every subject's changes of health, oldest first.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// Every subject's changes of health, oldest first. Each subject's list is shared, so a
+/// change copies the map of them and that one list, never the whole history.
+#[derive(Debug, Clone, Default)]
 pub struct Ledger {
-    subjects: BTreeMap<String, Vec<Change>>,
-    #[serde(skip)]
+    subjects: BTreeMap<String, Arc<Vec<Change>>>,
     save: Saving,
-    #[serde(skip)]
     pruned_at: Option<Timestamp>,
 }
 
@@ -179,14 +199,33 @@ struct Noted {
 }
 
 impl Ledger {
-    /// From its saved JSON (a ledger that no longer reads starts empty).
-    pub fn restore(saved: Option<&str>) -> Ledger {
-        saved.and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default()
+    /// From its saved JSON, subject by subject: one that no longer reads is left out, not
+    /// the whole ledger; what was left out is said (for the log).
+    pub fn restore(json: &str) -> (Ledger, Vec<String>) {
+        #[derive(Deserialize)]
+        struct Saved {
+            subjects: BTreeMap<String, serde_json::Value>,
+        }
+        let saved: Saved = match serde_json::from_str(json) {
+            Ok(s) => s,
+            Err(e) => return (Ledger::default(), vec![format!("the ledger: {e}")]),
+        };
+        let mut skipped = Vec::new();
+        let subjects = (saved.subjects.into_iter())
+            .filter_map(|(k, v)| match serde_json::from_value::<Vec<Change>>(v) {
+                Ok(c) => Some((k, Arc::new(c))),
+                Err(e) => {
+                    skipped.push(format!("{k}: {e}"));
+                    None
+                }
+            })
+            .collect();
+        (Ledger { subjects, ..Ledger::default() }, skipped)
     }
 
     /// The changes of `subject`, oldest first.
     pub fn changes(&self, subject: &Tracked) -> &[Change] {
-        self.subjects.get(&subject.to_string()).map_or(&[], Vec::as_slice)
+        self.subjects.get(&subject.to_string()).map_or(&[], |c| c.as_slice())
     }
 
     /// Every subject with its changes.
@@ -194,35 +233,48 @@ impl Ledger {
         self.subjects.iter().filter_map(|(k, v)| Some((k.parse().ok()?, v.as_slice())))
     }
 
-    /// Whether `subject`'s last change is to `health`.
-    fn is(&self, subject: &Tracked, health: Health) -> bool {
-        self.subjects.get(&subject.to_string()).and_then(|c| c.last()).is_some_and(|l| l.health == health)
+    /// The last health of `subject`.
+    fn last(&self, subject: &str) -> Option<Health> {
+        self.subjects.get(subject).and_then(|c| c.last()).map(|l| l.health)
     }
 
-    /// Records `n`: from its time (when known, else `now`, never before the subject's last
-    /// change nor after `now`).
+    /// Records `n`. Its time is the one its publisher gives when that is after the subject's
+    /// last change (a state that began before it was the state then), else `now`; never later
+    /// than `now`, never before the last change (a clock set back, a ledger saved ahead).
     fn note(&mut self, n: Noted, now: Timestamp) {
-        let changes = self.subjects.entry(n.subject.to_string()).or_default();
-        let floor = changes.last().map_or(Timestamp::from_millis(0), |l| l.at);
-        let at = n.since.unwrap_or(now).clamp(floor, now);
+        let changes = Arc::make_mut(self.subjects.entry(n.subject.to_string()).or_default());
+        let floor = changes.last().map(|l| l.at);
+        let at = match (n.since, floor) {
+            (Some(t), Some(f)) if t > f => t.min(now),
+            (Some(t), None) => t.min(now),
+            _ => now,
+        };
+        let at = floor.map_or(at, |f| at.max(f));
         changes.push(Change { at, health: n.health, why: n.why });
         if changes.len() > MAX_CHANGES {
             changes.remove(0);
         }
         self.save.dirty = true;
-        self.save.urgent = true;
     }
 
-    /// Drops what is older than [`KEPT_DAYS`], keeping each subject's state at the cut.
-    fn prune(&mut self, now: Timestamp) {
+    /// Drops what is older than [`KEPT_DAYS`], keeping each subject's state at the cut, and
+    /// the subjects gone from `c` that changed last before it.
+    fn prune(&mut self, c: &Config, now: Timestamp) {
         let cut = now.plus_millis(-KEPT_DAYS * DAY_MS);
+        let before = self.subjects.len();
+        self.subjects.retain(|k, changes| {
+            let gone = k.parse::<Tracked>().is_ok_and(|t| !t.exists(c));
+            !(gone && changes.last().is_none_or(|l| l.at < cut))
+        });
+        let mut dirty = self.subjects.len() != before;
         for changes in self.subjects.values_mut() {
-            let before = changes.iter().take_while(|c| c.at < cut).count();
-            if before > 1 {
-                changes.drain(..before - 1);
-                self.save.dirty = true;
+            let old = changes.iter().take_while(|c| c.at < cut).count();
+            if old > 1 {
+                Arc::make_mut(changes).drain(..old - 1);
+                dirty = true;
             }
         }
+        self.save.dirty |= dirty;
         self.pruned_at = Some(now);
     }
 
@@ -230,7 +282,7 @@ impl Ledger {
     /// ledger is copied (a published view shares it) only when a subject's health changed,
     /// or to prune it once an hour.
     pub(crate) fn follow(
-        ledger: &mut std::sync::Arc<Ledger>,
+        ledger: &mut Arc<Ledger>,
         c: &Config,
         snapshots: &Snapshots,
         books: (&Mirrors, &Monitors),
@@ -241,16 +293,24 @@ impl Ledger {
         if noted.is_empty() && !prune {
             return;
         }
-        let l = std::sync::Arc::make_mut(ledger);
+        let l = Arc::make_mut(ledger);
         for n in noted {
             l.note(n, now);
         }
         if prune {
-            l.prune(now);
+            l.prune(c, now);
         }
     }
 
-    /// The subjects whose health at `now` differs from their last change.
+    /// A lease holder saves what it noted as a follower (its saves went nowhere).
+    pub(crate) fn mark_unsaved(ledger: &mut Arc<Ledger>) {
+        if !ledger.subjects.is_empty() {
+            Arc::make_mut(ledger).save.dirty = true;
+        }
+    }
+
+    /// The subjects whose health at `now` differs from their last change. A time is passed
+    /// on only where the publisher's time is that of this very state.
     fn differences(
         &self,
         c: &Config,
@@ -259,86 +319,139 @@ impl Ledger {
         now: Timestamp,
     ) -> Vec<Noted> {
         let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut note = |subject: Tracked, health: Health, since: Option<Timestamp>, why: String| {
-            if !self.is(&subject, health) {
+            let key = subject.to_string();
+            if self.last(&key) != Some(health) && !(health == Health::Unknown && self.last(&key).is_none()) {
                 out.push(Noted { subject, health, since, why });
             }
+            seen.insert(key);
         };
         for snap in snapshots.values() {
             for (id, s) in &snap.nodes {
                 let Some(rec) = c.nodes.get(&id.0) else { continue };
-                let out = !rec.value.node.enabled || snap.drains.contains_key(id);
-                let (health, why) = match s.level {
-                    _ if out => (Health::Maintenance, "drained or disabled".to_owned()),
-                    _ if !s.serving => {
-                        (Health::Down, "not answered: its agent or a required link is not fresh".to_owned())
-                    }
-                    Some(Level::Primary) => (Health::Up, String::new()),
-                    Some(l) => (Health::Degraded, format!("answered on its {l:?} addresses").to_lowercase()),
-                    None => (Health::Down, "every address unreachable".to_owned()),
+                let excused = !rec.value.node.enabled || snap.drains.contains_key(id);
+                let (health, since, why) = match s.level {
+                    _ if excused => (Health::Maintenance, None, "drained or disabled".to_owned()),
+                    _ if !s.serving => (
+                        Health::Down,
+                        None,
+                        "not answered: its agent or a required link is not fresh".to_owned(),
+                    ),
+                    Some(Level::Primary) => (Health::Up, snap.level_since.get(id).copied(), String::new()),
+                    Some(l) => (
+                        Health::Degraded,
+                        snap.level_since.get(id).copied(),
+                        format!("answered on its {l:?} addresses").to_lowercase(),
+                    ),
+                    None => (
+                        Health::Down,
+                        snap.level_since.get(id).copied(),
+                        "every address unreachable".to_owned(),
+                    ),
                 };
-                note(Tracked::Node(*id), health, snap.level_since.get(id).copied(), why);
+                note(Tracked::Node(*id), health, since, why);
                 for a in &s.addresses {
-                    let (health, why) = match a.reachability {
-                        _ if out => (Health::Maintenance, String::new()),
-                        _ if a.condition.condition == Condition::Unverified => continue,
-                        Reachability::Reachable => (Health::Up, String::new()),
+                    let settled =
+                        matches!(a.condition.condition, Condition::Reachable | Condition::Unreachable);
+                    let since = a.condition.since.filter(|_| settled);
+                    let (health, since, why) = match a.reachability {
+                        _ if excused => (Health::Maintenance, None, String::new()),
+                        _ if a.condition.condition == Condition::Unverified => {
+                            (Health::Unknown, None, String::new())
+                        }
+                        Reachability::Reachable => (Health::Up, since, String::new()),
                         Reachability::Unreachable => (
                             Health::Down,
+                            since,
                             format!(
                                 "unreachable: {} of {} probers see it failing",
                                 a.verdict.failing, a.verdict.counting
                             ),
                         ),
                     };
-                    note(Tracked::Address(*id, a.ip), health, a.condition.since, why);
+                    note(Tracked::Address(*id, a.ip), health, since, why);
                 }
             }
             let Some(p) = &snap.published else { continue };
             for (line, records) in &p.records.lines {
-                let (health, why) = match p.held.get(line) {
-                    Some(hold) => (Health::Down, hold.reason.clone()),
-                    None if records.is_empty() => (Health::Down, "answers nothing".to_owned()),
-                    None => (Health::Up, String::new()),
+                // A line whose every node is drained is out by the operator's word.
+                let group = c.lines.get(&line.0).map(|l| l.value.line.group);
+                let members: Vec<&NodeId> = snap
+                    .nodes
+                    .keys()
+                    .filter(|n| {
+                        group.is_none_or(|g| c.nodes.get(&n.0).is_some_and(|r| r.value.node.group == g))
+                    })
+                    .collect();
+                let drained = !members.is_empty() && members.iter().all(|n| snap.drains.contains_key(n));
+                let (health, since, why) = match p.held.get(line) {
+                    _ if drained => (Health::Maintenance, None, String::new()),
+                    Some(hold) => (Health::Down, None, hold.reason.clone()),
+                    None if records.is_empty() => (Health::Down, None, "answers nothing".to_owned()),
+                    None => (Health::Up, None, String::new()),
                 };
-                note(Tracked::Line(p.cluster, *line), health, snap.line_since.get(line).copied(), why);
+                note(Tracked::Line(p.cluster, *line), health, since, why);
             }
         }
         for (host, state) in mirrors.book().states() {
+            let maintenance = mirrors.in_maintenance().contains(host)
+                || c.mirrors.mirrors.get(host).is_some_and(|m| m.manual_block);
             let (health, why) = match state.verdict {
-                _ if mirrors.in_maintenance().contains(host) => (Health::Maintenance, String::new()),
+                _ if maintenance => (Health::Maintenance, String::new()),
                 MirrorVerdict::Live => (Health::Up, String::new()),
                 MirrorVerdict::Degraded => (Health::Degraded, "degraded in some regions".to_owned()),
                 MirrorVerdict::Blocked => (Health::Down, "blocked".to_owned()),
-                MirrorVerdict::Unknown => continue,
+                MirrorVerdict::Unknown => (Health::Unknown, String::new()),
             };
-            note(Tracked::Mirror(host.clone()), health, state.verdict_since, why);
+            let since = state.verdict_since.filter(|_| !maintenance);
+            note(Tracked::Mirror(host.clone()), health, since, why);
         }
         for (id, state) in monitors.states() {
-            let Some(v) = &state.verdict else { continue };
-            let open = c.maintenance.values().any(|m| m.value.is_open(now) && m.value.monitors.contains(id));
-            let (health, why) = match v.verdict.global {
-                _ if open => (Health::Maintenance, String::new()),
-                GlobalVerdict::Healthy => (Health::Up, String::new()),
-                GlobalVerdict::Degraded => (Health::Degraded, "degraded for its audience".to_owned()),
-                GlobalVerdict::Down => {
-                    (Health::Down, format!("down for {:.0} % of its audience", v.verdict.down_weight_pct))
+            let open = c.maintenance_of(&crate::alerts::AlertAbout::Monitor(*id), now).is_some();
+            let (health, since, why) = match state.verdict.as_ref().map(|v| (v.verdict.global, v)) {
+                _ if open => (Health::Maintenance, None, String::new()),
+                None => (Health::Unknown, None, String::new()),
+                Some((GlobalVerdict::Healthy, v)) => (Health::Up, Some(v.at), String::new()),
+                Some((GlobalVerdict::Degraded, v)) => {
+                    (Health::Degraded, Some(v.at), "degraded for its audience".to_owned())
                 }
+                Some((GlobalVerdict::Down, v)) => (
+                    Health::Down,
+                    Some(v.at),
+                    format!("down for {:.0} % of its audience", v.verdict.down_weight_pct),
+                ),
             };
-            note(Tracked::Monitor(*id), health, Some(v.at), why);
+            note(Tracked::Monitor(*id), health, since, why);
         }
+        // What is no longer published (an address a node no longer has) is no longer known.
+        let gone: Vec<Tracked> = (self.subjects.iter())
+            .filter(|(k, c)| !seen.contains(*k) && c.last().is_some_and(|l| l.health != Health::Unknown))
+            .filter_map(|(k, _)| k.parse().ok())
+            .collect();
+        out.extend(gone.into_iter().map(|subject| Noted {
+            subject,
+            health: Health::Unknown,
+            since: None,
+            why: "no longer published".to_owned(),
+        }));
         out
     }
 
     /// The ledger as JSON when its save is due at `now` (copied, as a view shares it, only
-    /// then).
-    pub(crate) fn take_save(ledger: &mut std::sync::Arc<Ledger>, now: Timestamp) -> Option<String> {
+    /// then: its lists are shared, so that is the map of them).
+    pub(crate) fn take_save(ledger: &mut Arc<Ledger>, now: Timestamp) -> Option<String> {
         if !ledger.save.due(now, SAVE_EVERY_MS) {
             return None;
         }
-        let l = std::sync::Arc::make_mut(ledger);
+        #[derive(Serialize)]
+        struct Saved<'a> {
+            subjects: BTreeMap<&'a str, &'a [Change]>,
+        }
+        let l = Arc::make_mut(ledger);
         l.save.taken(now);
-        serde_json::to_string(&*l).ok()
+        let subjects = l.subjects.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
+        serde_json::to_string(&Saved { subjects }).ok()
     }
 }
 
@@ -357,8 +470,8 @@ pub struct Window {
     /// Serving (up or degraded) over the time counted — maintenance and unknown left out;
     /// `None` when no time counted.
     pub availability_pct: Option<f64>,
-    /// Against the target asked for: the share of the window's error budget (the down time
-    /// the target allows) not spent; negative once overspent.
+    /// Against the target asked for: the share of the error budget (the down time the target
+    /// allows over the time counted) not spent, %; negative once overspent.
     pub budget_left_pct: Option<f64>,
 }
 
@@ -367,7 +480,9 @@ pub struct Window {
 pub fn window(changes: &[Change], since: Timestamp, until: Timestamp, target: Option<f64>) -> Window {
     let mut w = Window { since, until, ..Window::default() };
     let mut at = since;
-    let mut health: Option<Health> = changes.iter().take_while(|c| c.at <= since).last().map(|c| c.health);
+    // Changes are in time order: the window's part is found, not scanned for.
+    let first = changes.partition_point(|c| c.at <= since);
+    let mut health: Option<Health> = first.checked_sub(1).and_then(|i| changes.get(i)).map(|c| c.health);
     let mut add = |h: Option<Health>, from: Timestamp, to: Timestamp| {
         let s = to.millis_since(from).max(0) as f64 / 1000.0;
         match h {
@@ -375,10 +490,10 @@ pub fn window(changes: &[Change], since: Timestamp, until: Timestamp, target: Op
             Some(Health::Degraded) => w.degraded_s += s,
             Some(Health::Down) => w.down_s += s,
             Some(Health::Maintenance) => w.maintenance_s += s,
-            None => w.unknown_s += s,
+            Some(Health::Unknown) | None => w.unknown_s += s,
         }
     };
-    for c in changes.iter().filter(|c| c.at > since && c.at < until) {
+    for c in changes[first..].iter().take_while(|c| c.at < until) {
         add(health, at, c.at);
         (at, health) = (c.at, Some(c.health));
     }
@@ -422,16 +537,26 @@ pub fn incidents(changes: &[Change], since: Timestamp, until: Timestamp) -> Vec<
     out
 }
 
-/// The availability of each of the `days` whole UTC days up to and including today (oldest
-/// first; `None`: nothing counted that day).
-pub fn days(changes: &[Change], days: u32, now: Timestamp) -> Vec<Option<f64>> {
+/// One UTC day of a report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+pub struct Day {
+    /// `2026-12-04`.
+    pub date: String,
+    /// `None`: nothing counted that day.
+    pub availability_pct: Option<f64>,
+}
+
+/// Each of the `days` whole UTC days up to and including today, oldest first.
+pub fn days(changes: &[Change], days: u32, now: Timestamp) -> Vec<Day> {
     let today = now.millis().div_euclid(DAY_MS) * DAY_MS;
     (0..i64::from(days))
         .rev()
         .map(|d| {
             let start = Timestamp::from_millis(today - d * DAY_MS);
             let end = Timestamp::from_millis(start.millis() + DAY_MS).min(now);
-            window(changes, start, end, None).availability_pct
+            let date = start.to_string().get(..10).unwrap_or_default().to_owned();
+            Day { date, availability_pct: window(changes, start, end, None).availability_pct }
         })
         .collect()
 }
@@ -466,7 +591,7 @@ pub struct Report {
     /// The last 24 h, 7 d and 30 d, in that order.
     pub windows: Vec<NamedWindow>,
     /// Each of the last days (UTC), oldest first: the bars.
-    pub days: Vec<Option<f64>>,
+    pub days: Vec<Day>,
     /// Its incidents over the last 30 days, newest first (only in a subject's own report).
     pub incidents: Vec<Incident>,
 }

@@ -135,8 +135,8 @@ pub struct Start {
     pub mirror_states: Option<String>,
     /// The saved state of the monitors (JSON).
     pub monitor_states: Option<String>,
-    /// The saved availability ledger (JSON).
-    pub availability: Option<String>,
+    /// The saved availability ledger.
+    pub availability: crate::availability::Ledger,
     /// The newest stored event's id: numbering continues after it, or after the start's own
     /// base if that is greater ([`events::PER_MS`](crate::events::PER_MS)).
     pub last_event: u64,
@@ -371,7 +371,7 @@ impl Control {
             events: EventLog::starting(start.last_event, now),
             mirrors: Arc::new(Mirrors::new(start.mirror_states.as_deref())),
             monitors: Arc::new(Monitors::restore(start.monitor_states.as_deref())),
-            availability: Arc::new(crate::availability::Ledger::restore(start.availability.as_deref())),
+            availability: Arc::new(start.availability),
             figures: Arc::default(),
             steering: Arc::default(),
             confirmations: Confirmations::default(),

@@ -487,8 +487,14 @@ async fn load(
         store.states("mirrors").await?.into_iter().find(|(k, _)| k == "mirrors").map(|(_, v)| v);
     let monitor_states =
         store.states("monitors").await?.into_iter().find(|(k, _)| k == "monitors").map(|(_, v)| v);
-    let availability =
-        store.states("availability").await?.into_iter().find(|(k, _)| k == "availability").map(|(_, v)| v);
+    let saved = store.states("availability").await?.into_iter().find(|(k, _)| k == "availability");
+    let availability = saved.map_or_else(vantage_control::availability::Ledger::default, |(_, json)| {
+        let (ledger, skipped) = vantage_control::availability::Ledger::restore(&json);
+        for what in skipped {
+            tracing::warn!(%what, "saved availability unreadable; left out");
+        }
+        ledger
+    });
     let alerts =
         store.states("alerts").await?.into_iter().find(|(k, _)| k == "alerts").and_then(|(_, json)| {
             serde_json::from_str::<AlertBook>(&json)

@@ -96,6 +96,7 @@ impl Control {
                 for slot in self.slots.values_mut() {
                     slot.saved_at = None;
                 }
+                crate::availability::Ledger::mark_unsaved(&mut self.availability);
                 let stored = self.snapshots.values().filter_map(|s| s.published.clone());
                 self.outputs.extend(stored.map(Output::Publish).collect::<Vec<_>>());
                 self.trigger_all(now);

@@ -81,7 +81,7 @@ fn a_node_down_for_a_while_makes_its_report_and_a_drain_is_not_counted() {
     let json = saved(&outputs).expect("the ledger was saved");
     let mut again = Lab::with_start_at(
         vantage_control::Start {
-            availability: Some(json),
+            availability: vantage_control::availability::Ledger::restore(&json).0,
             config: (*lab.control.config()).clone(),
             ..Default::default()
         },
@@ -90,4 +90,55 @@ fn a_node_down_for_a_while_makes_its_report_and_a_drain_is_not_counted() {
     let at = again.now;
     let back = again.control.view(at).availability;
     assert_eq!(back.changes(&Tracked::Node(b)), view.availability.changes(&Tracked::Node(b)));
+}
+
+/// A change is dated by its publisher only when that is the time of this very state: a drain
+/// long after the node's level last changed begins when it is noted. A ledger saved ahead of
+/// the clock (another replica's, a clock set back) never dates a change before its last one,
+/// nor panics.
+#[test]
+fn changes_are_dated_by_this_state_never_backwards() {
+    let mut lab = Lab::new();
+    let (p, _, a, _) = two_nodes(&mut lab);
+    lab.advance(10);
+    let began = lab.now;
+    for _ in 0..30 {
+        lab.round(p, &[]);
+        lab.advance(10);
+    }
+    let mut rec = lab.control.config().nodes[&a.0].value.clone();
+    rec.node.drained = true;
+    lab.replace(a.0, Object::Node(rec));
+    lab.round(p, &[]);
+    lab.advance(10);
+    let view = lab.control.view(lab.now);
+    let changes = view.availability.changes(&Tracked::Node(a));
+    let last = changes.last().unwrap();
+    assert_eq!(last.health, Health::Maintenance);
+    assert!(
+        last.at.millis_since(began) >= 300_000,
+        "dated when it was drained, not the level's time: {changes:?}"
+    );
+
+    // A ledger whose last change is an hour ahead of this core's clock.
+    let ahead = format!(
+        r#"{{"subjects":{{"node:{}":[{{"at":"{}","health":"up"}}],"node:1":[{{"at":"{}","health":"sideways"}}]}}}}"#,
+        a.0,
+        lab.now.plus_secs(3600),
+        lab.now
+    );
+    let (ledger, skipped) = vantage_control::availability::Ledger::restore(&ahead);
+    assert!(skipped.is_empty(), "an unknown state reads as unknown: {skipped:?}");
+    assert_eq!(ledger.changes(&Tracked::Node(vantage_core::ids::NodeId(1)))[0].health, Health::Unknown);
+    let start = vantage_control::Start {
+        availability: ledger,
+        config: (*lab.control.config()).clone(),
+        ..Default::default()
+    };
+    let mut again = Lab::with_start_at(start, lab.now);
+    again.advance(20);
+    let at = again.now;
+    let view = again.control.view(at);
+    let changes = view.availability.changes(&Tracked::Node(a));
+    assert!(changes.windows(2).all(|w| w[0].at <= w[1].at), "{changes:?}");
 }

@@ -9,6 +9,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use vantage_control::availability::{Report, Tracked};
+use vantage_core::ids::ClusterId;
 
 use super::{Api, Op};
 use crate::app::App;
@@ -25,7 +26,7 @@ pub(super) fn routes(api: &mut Api) {
         Op::get(
             "/v1/availability",
             "availability",
-            "Every subject's availability over 24 h, 7 d and 30 d, with 30 daily bars (kind=address|node|line|mirror|monitor, target=PCT)",
+            "Every subject's availability over 24 h, 7 d and 30 d, with 30 daily bars (kind=address|node|line|mirror|monitor, cluster=ID, target=PCT)",
         )
         .lists::<Report>(),
         get(list),
@@ -52,29 +53,27 @@ fn target(q: &BTreeMap<String, String>) -> Result<Option<f64>, ApiError> {
     }
 }
 
-/// Refuses a parameter the route does not take.
-fn only(q: &BTreeMap<String, String>, known: &[&str]) -> Result<(), ApiError> {
-    match q.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(ApiError::invalid(k.clone(), format!("unknown parameter; use {}", known.join(", ")))),
-        None => Ok(()),
-    }
-}
-
 async fn list(
     State(app): State<Arc<App>>,
     Query(q): Query<BTreeMap<String, String>>,
 ) -> Result<Json<Items<Report>>, ApiError> {
-    only(&q, &["kind", "target"])?;
+    super::known_params(&q, &["kind", "cluster", "target"], "kind=, cluster=ID, target=PCT")?;
     let target = target(&q)?;
-    let kinds = ["address", "node", "line", "mirror", "monitor"];
     let kind = q.get("kind").map(String::as_str);
-    if let Some(k) = kind.filter(|k| !kinds.contains(k)) {
-        return Err(ApiError::invalid("kind", format!("one of {}, got {k:?}", kinds.join(", "))));
+    if let Some(k) = kind.filter(|k| !Tracked::KINDS.contains(k)) {
+        return Err(ApiError::invalid("kind", format!("one of {}, got {k:?}", Tracked::KINDS.join(", "))));
     }
+    let cluster = match q.get("cluster") {
+        Some(c) => Some(ClusterId(
+            c.parse().map_err(|_| ApiError::invalid("cluster", format!("a cluster id, got {c:?}")))?,
+        )),
+        None => None,
+    };
     let core = app.view();
     let at = now();
     let items = (core.availability.all())
         .filter(|(s, _)| kind.is_none_or(|k| s.kind() == k) && s.exists(&core.config))
+        .filter(|(s, _)| cluster.is_none_or(|c| s.cluster(&core.config) == Some(c)))
         .map(|(s, _)| core.availability.report(&core.config, &s, (target, LIST_DAYS, false), at))
         .collect();
     Ok(Json(Items { items }))
@@ -85,7 +84,7 @@ async fn one(
     Path(subject): Path<String>,
     Query(q): Query<BTreeMap<String, String>>,
 ) -> Result<Json<Report>, ApiError> {
-    only(&q, &["target"])?;
+    super::known_params(&q, &["target"], "target=PCT")?;
     let target = target(&q)?;
     let s: Tracked = subject.parse().map_err(|e: String| ApiError::invalid("subject", e))?;
     let core = app.view();

@@ -340,6 +340,18 @@ fn method_name(m: &HttpMethod) -> &'static str {
     }
 }
 
+/// Refuses a query parameter a route does not take, naming it and what the route takes.
+pub(crate) fn known_params(
+    q: &std::collections::BTreeMap<String, String>,
+    known: &[&str],
+    usage: &str,
+) -> Result<(), ApiError> {
+    match q.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(ApiError::invalid(k.clone(), format!("unknown parameter; use {usage}"))),
+        None => Ok(()),
+    }
+}
+
 /// The admin listener's application: `/v1` and the UI (authenticated), `/metrics`
 /// (authenticated unless `metrics_public`), `/healthz`, `/readyz` — and the public face's
 /// `/go` and `/steer` unless it has a listener of its own.

@@ -118,9 +118,7 @@ async fn history(
     Path(id): Path<i64>,
     Query(q): Query<BTreeMap<String, String>>,
 ) -> Result<Json<MonitorHistory>, ApiError> {
-    if let Some(k) = q.keys().find(|k| k.as_str() != "range") {
-        return Err(ApiError::invalid(k.clone(), "unknown parameter; use range=15m|1h|24h|14d"));
-    }
+    super::known_params(&q, &["range"], "range=15m|1h|24h|14d")?;
     let range = Range::parse(q.get("range").map_or("1h", String::as_str))?;
     let m = find(&app, id)?;
     let (since, until) = range.window(now());

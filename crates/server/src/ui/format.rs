@@ -325,23 +325,25 @@ pub(super) fn word<T: serde::Serialize>(v: &T) -> String {
     }
 }
 
+/// A day's bar: its class (green at 99.9 % and above, amber from 99 %, red below, grey where
+/// nothing was counted) and its figure.
+pub(super) fn bar(day: Option<f64>) -> (&'static str, String) {
+    match day {
+        None => ("none", "no data".to_owned()),
+        Some(p) if p >= 99.9 => ("good", format!("{p:.2}%")),
+        Some(p) if p >= 99.0 => ("warn", format!("{p:.2}%")),
+        Some(p) => ("bad", format!("{p:.2}%")),
+    }
+}
+
 /// An availability report as history bars, one per day (oldest first), as Uptime Kuma shows
 /// them: green at 99.9 % and above, amber from 99 %, red below, grey where nothing was counted;
 /// each day's figure on hover, and the 30 days' figure beside them.
-pub(super) fn bars(r: &vantage_control::availability::Report, now: Timestamp) -> Markup {
-    let today = now.millis().div_euclid(86_400_000);
-    let n = i64::try_from(r.days.len()).unwrap_or(0);
+pub(super) fn bars(r: &vantage_control::availability::Report) -> Markup {
     let mut out = String::from("<span class=\"bars\">");
-    for (i, day) in (0..).zip(&r.days) {
-        let date = Timestamp::from_millis((today - (n - 1 - i)) * 86_400_000).to_string();
-        let date = date.get(..10).unwrap_or_default();
-        let (class, said) = match day {
-            None => ("none", "no data".to_owned()),
-            Some(p) if *p >= 99.9 => ("good", format!("{p:.2}%")),
-            Some(p) if *p >= 99.0 => ("warn", format!("{p:.2}%")),
-            Some(p) => ("bad", format!("{p:.2}%")),
-        };
-        out.push_str(&format!("<i class=\"bar {class}\" title=\"{} {}\"></i>", esc(date), esc(&said)));
+    for day in &r.days {
+        let (class, said) = bar(day.availability_pct);
+        out.push_str(&format!("<i class=\"bar {class}\" title=\"{} {}\"></i>", esc(&day.date), esc(&said)));
     }
     out.push_str("</span>");
     let month = r.windows.iter().find(|w| w.window == "30d").and_then(|w| w.times.availability_pct);

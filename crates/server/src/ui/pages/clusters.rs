@@ -293,9 +293,10 @@ pub(in crate::ui) async fn cluster(
     let groups: Items<views::Group> = api.get(&format!("/v1/clusters/{id}/groups")).await?;
     let lines: Items<views::Line> = api.get(&format!("/v1/clusters/{id}/lines")).await?;
     let nodes: Items<views::Node> = api.get("/v1/nodes").await?;
-    let availability: Items<views::Availability> = api.get("/v1/availability?kind=node").await?;
+    let availability: Items<views::Availability> =
+        api.get(&format!("/v1/availability?kind=node&cluster={id}")).await?;
     let availability: HashMap<String, Markup> =
-        availability.items.iter().map(|r| (r.subject.clone(), format::bars(r, now()))).collect();
+        availability.items.iter().map(|r| (r.subject.clone(), format::bars(r))).collect();
     let dns: views::Dns = api.get(&format!("/v1/clusters/{id}/dns")).await?;
     let revisions: views::Revisions =
         api.get_stored(&format!("/v1/clusters/{id}/revisions?limit=20")).await?;

@@ -156,7 +156,7 @@ pub(in crate::ui) async fn mirrors(
     let columns = columns(&regions.items, &list.mirrors);
     let availability: Items<views::Availability> = api.get("/v1/availability?kind=mirror").await?;
     let bars: HashMap<String, Markup> =
-        availability.items.iter().map(|r| (r.subject.clone(), format::bars(r, at))).collect();
+        availability.items.iter().map(|r| (r.subject.clone(), format::bars(r))).collect();
     let row = |m: &views::Mirror| MirrorRow {
         availability: bars.get(&format!("mirror:{}", m.host)).cloned().unwrap_or_default(),
         ..mirror_row(m, at)

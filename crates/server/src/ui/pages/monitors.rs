@@ -56,7 +56,7 @@ pub(in crate::ui) async fn monitors(
     let list: Items<views::Monitor> = api.get("/v1/monitors").await?;
     let availability: Items<views::Availability> = api.get("/v1/availability?kind=monitor").await?;
     let bars: HashMap<String, Markup> =
-        availability.items.iter().map(|r| (r.subject.clone(), format::bars(r, at))).collect();
+        availability.items.iter().map(|r| (r.subject.clone(), format::bars(r))).collect();
     let mut rows = Vec::with_capacity(list.items.len());
     for m in &list.items {
         // The list carries the verdict but not the weights behind it; a monitor deleted

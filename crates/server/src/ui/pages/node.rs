@@ -337,7 +337,7 @@ pub(in crate::ui) async fn node(
             &lines.items.iter().map(|l| (l.name.clone(), l.id)).collect::<BTreeMap<String, i64>>(),
         )
         .unwrap_or_default(),
-        availability: format::bars(&report, at),
+        availability: format::bars(&report),
         windows: (report.windows.iter())
             .map(|w| {
                 let pct =
