@@ -22,6 +22,7 @@ use vantage_core::settings::ProbeSettings;
 use crate::alerts::{Alert, AlertKey, Hold, Silence, Webhook};
 use crate::maintenance::Maintenance;
 use crate::mirrors::Registry;
+use crate::status_page::StatusPage;
 
 /// A stored object with its times.
 #[derive(Debug, Clone, PartialEq)]
@@ -225,6 +226,8 @@ pub enum Object {
     Silence(Silence),
     /// A maintenance window.
     Maintenance(Maintenance),
+    /// A public status page.
+    StatusPage(StatusPage),
 }
 
 impl Object {
@@ -251,6 +254,7 @@ impl Object {
             Object::Monitor(_) => "monitor",
             Object::Silence(_) => "silence",
             Object::Maintenance(_) => "maintenance",
+            Object::StatusPage(_) => "status_page",
         }
     }
 
@@ -275,6 +279,7 @@ impl Object {
             // Silences have no name: what they match says what they are.
             Object::Silence(s) => s.matchers.join(" "),
             Object::Maintenance(m) => m.name.clone(),
+            Object::StatusPage(p) => p.slug.clone(),
         }
     }
 
@@ -310,6 +315,7 @@ impl Object {
             Object::Monitor(v) => serde_json::to_string(v),
             Object::Silence(v) => serde_json::to_string(v),
             Object::Maintenance(v) => serde_json::to_string(v),
+            Object::StatusPage(v) => serde_json::to_string(v),
         }
     }
 
@@ -338,6 +344,7 @@ impl Object {
             "monitor" => Object::Monitor(serde_json::from_str(body).map_err(e)?),
             "silence" => Object::Silence(serde_json::from_str(body).map_err(e)?),
             "maintenance" => Object::Maintenance(serde_json::from_str(body).map_err(e)?),
+            "status_page" => Object::StatusPage(serde_json::from_str(body).map_err(e)?),
             other => return Err(format!("unknown kind {other:?}")),
         })
     }
@@ -383,6 +390,8 @@ pub struct Config {
     pub silences: BTreeMap<i64, Stored<Silence>>,
     /// Maintenance windows.
     pub maintenance: BTreeMap<i64, Stored<Maintenance>>,
+    /// Public status pages.
+    pub status_pages: BTreeMap<i64, Stored<StatusPage>>,
     /// Named checks of endpoint targets.
     pub checks: BTreeMap<i64, Stored<NamedCheck>>,
     /// Video monitors.
@@ -459,6 +468,7 @@ impl Config {
             Object::Monitor(v) => upsert(&mut self.monitors, id, v, created, now),
             Object::Silence(v) => upsert(&mut self.silences, id, v, created, now),
             Object::Maintenance(v) => upsert(&mut self.maintenance, id, v, created, now),
+            Object::StatusPage(v) => upsert(&mut self.status_pages, id, v, created, now),
             Object::MirrorSettings(v) => {
                 self.mirror_settings = v;
                 self.mirror_settings_id = Some(id);
@@ -487,6 +497,7 @@ impl Config {
         self.monitors.remove(&id);
         self.silences.remove(&id);
         self.maintenance.remove(&id);
+        self.status_pages.remove(&id);
     }
 
     /// The id of every object that can be deleted (every kind but the three settings).
@@ -506,12 +517,13 @@ impl Config {
             self.monitors.keys().copied().collect(),
             self.silences.keys().copied().collect(),
             self.maintenance.keys().copied().collect(),
+            self.status_pages.keys().copied().collect(),
         ];
         keys.into_iter().flatten().collect()
     }
 
     /// Objects per kind, for the metrics.
-    pub fn counts(&self) -> [(&'static str, usize); 14] {
+    pub fn counts(&self) -> [(&'static str, usize); 15] {
         [
             ("region", self.regions.len()),
             ("cluster", self.clusters.len()),
@@ -527,6 +539,7 @@ impl Config {
             ("monitor", self.monitors.len()),
             ("silence", self.silences.len()),
             ("maintenance", self.maintenance.len()),
+            ("status_page", self.status_pages.len()),
         ]
     }
 

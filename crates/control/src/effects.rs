@@ -73,7 +73,8 @@ impl Effects {
                 | Object::Check(_)
                 | Object::MirrorSettings(_)
                 | Object::Monitor(_)
-                | Object::Silence(_) => {}
+                | Object::Silence(_)
+                | Object::StatusPage(_) => {}
                 Object::Maintenance(m) => {
                     // Only a window open now (or open before the change) changes what is
                     // drained now; one that opens later does so at its time.

@@ -15,6 +15,7 @@ use crate::config::{
     plural,
 };
 use crate::maintenance::Maintenance;
+use crate::status_page::StatusPage;
 
 /// Why the configuration refuses a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -474,6 +475,36 @@ impl Invariants for Maintenance {
             Some((field, noun, id)) => Err(Refusal::invalid(field, format!("no {noun} {id}"))),
             None => Ok(()),
         }
+    }
+    fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {
+        Ok(Vec::new())
+    }
+}
+
+/// A page's slug is its own; what it shows exists (a cluster, monitor or tenant deleted later
+/// leaves it, unshown).
+impl Invariants for StatusPage {
+    fn check(&self, id: i64, c: &Config) -> Result<(), Refusal> {
+        unique(
+            "A status page with slug",
+            "slug",
+            &self.slug,
+            id,
+            c.status_pages.iter().map(|(i, p)| (*i, p.value.slug.as_str())),
+        )?;
+        if let Some((i, cl)) = self.clusters.iter().enumerate().find(|(_, x)| !c.clusters.contains_key(&x.0))
+        {
+            return Err(Refusal::invalid(format!("clusters[{i}]"), format!("no cluster {cl}")));
+        }
+        if let Some((i, m)) = self.monitors.iter().enumerate().find(|(_, x)| !c.monitors.contains_key(&x.0)) {
+            return Err(Refusal::invalid(format!("monitors[{i}]"), format!("no monitor {m}")));
+        }
+        if let Some((i, t)) =
+            self.tenants.iter().enumerate().find(|(_, t)| !c.mirrors.tenants.contains_key(*t))
+        {
+            return Err(Refusal::invalid(format!("tenants[{i}]"), format!("no tenant {t:?}")));
+        }
+        Ok(())
     }
     fn check_delete(_: i64, _: &Config) -> Result<Vec<i64>, Refusal> {
         Ok(Vec::new())

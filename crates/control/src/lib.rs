@@ -26,6 +26,7 @@ pub mod observe;
 pub mod rates;
 pub mod snapshot;
 pub mod spread;
+pub mod status_page;
 pub mod target;
 pub mod view;
 pub mod work;

@@ -12,6 +12,7 @@ use vantage_control::config::{CheckSource, Probed, TokenState};
 use vantage_control::drain::Drain;
 use vantage_control::maintenance::{Maintenance, MaintenanceState};
 use vantage_control::observe::{ProberStatus, RoundSummary};
+use vantage_control::status_page::StatusPage;
 use vantage_core::Timestamp;
 use vantage_core::address::{AddressSource, Level, SchedulingAddress};
 use vantage_core::answer::LineHold;
@@ -872,6 +873,21 @@ pub struct MaintenanceView {
     pub targets: Vec<String>,
     /// The open alerts whose notifications it holds now, by key.
     pub holds: Vec<String>,
+}
+
+/// A public status page with where it is served.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct StatusPageView {
+    /// Server-assigned id.
+    pub id: i64,
+    pub created_at: Timestamp,
+    /// Last changed.
+    pub updated_at: Timestamp,
+    /// Its fields.
+    #[serde(flatten)]
+    pub page: StatusPage,
+    /// Where it is served, on the public listener (the admin one without it): `/status/{slug}`.
+    pub path: String,
 }
 
 /// What draining a node or a group is asked with.

@@ -64,6 +64,9 @@ pub(super) enum Resource {
     /// groups='[ID]', mirrors='["m.example.net"]', monitors='["live"]', comment): while open,
     /// their nodes and groups are drained, their mirrors out of rotation, their alerts' notifications held.
     Maintenance(Plain),
+    /// Public status pages (slug, title, clusters='["video"]', monitors, tenants, details):
+    /// served at /status/SLUG on the public listener, with status.json and badge.svg.
+    StatusPages(Plain),
     /// Open and recently resolved alerts.
     Alerts,
     /// Availability: the share of time each subject served over 24 h, 7 d and 30 d

@@ -42,7 +42,7 @@ use vantage_server::views::{
     CheckView, ClusterView, DnsView, DoorChoice, EnrollTokenView, GroupView, Items, LineView,
     MaintenanceView, MirrorList, MirrorView, MonitorHistory, MonitorVerdictView, MonitorView, NewAdminToken,
     NewEnrollToken, NodeView, Preview, ProberView, RegionView, ResultView, Revisions, RuleView, SilenceView,
-    TenantView, WebhookView,
+    StatusPageView, TenantView, WebhookView,
 };
 
 pub(crate) use args::Args;
@@ -616,6 +616,9 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
         }
         Resource::Silences(p) => {
             generic::<SilenceView>(names, Kind::Silence, "/v1/silences", &p.action, json).await
+        }
+        Resource::StatusPages(p) => {
+            generic::<StatusPageView>(names, Kind::StatusPage, "/v1/status-pages", &p.action, json).await
         }
         Resource::Maintenance(p) => {
             generic::<MaintenanceView>(names, Kind::Maintenance, "/v1/maintenance", &p.action, json).await

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use vantage_server::views::{
     AdminTokenView, CheckView, ClusterView, GroupView, Items, LineView, MaintenanceView, MonitorView,
-    NodeView, ProberView, RegionView, RuleView, SilenceView, WebhookView,
+    NodeView, ProberView, RegionView, RuleView, SilenceView, StatusPageView, WebhookView,
 };
 
 use super::client::Client;
@@ -55,6 +55,7 @@ pub(super) enum Kind {
     Webhook,
     Silence,
     Maintenance,
+    StatusPage,
     Monitor,
     Check,
     AdminToken,
@@ -74,6 +75,7 @@ impl Kind {
             Kind::Webhook => "webhook",
             Kind::Silence => "silence",
             Kind::Maintenance => "maintenance window",
+            Kind::StatusPage => "status page",
             Kind::Monitor => "monitor",
             Kind::Check => "check",
             Kind::AdminToken => "admin token",
@@ -93,6 +95,7 @@ impl Kind {
             Kind::Webhook => "/v1/webhooks".into(),
             Kind::Silence => "/v1/silences".into(),
             Kind::Maintenance => "/v1/maintenance".into(),
+            Kind::StatusPage => "/v1/status-pages".into(),
             Kind::Monitor => "/v1/monitors".into(),
             Kind::Check => "/v1/checks".into(),
             Kind::AdminToken => "/v1/admin-tokens".into(),
@@ -179,6 +182,7 @@ impl<'a> Names<'a> {
                 Kind::Maintenance => {
                     list(c, kind, |m: MaintenanceView| plain(m.id, m.maintenance.name)).await?
                 }
+                Kind::StatusPage => list(c, kind, |p: StatusPageView| plain(p.id, p.page.slug)).await?,
                 Kind::Monitor => list(c, kind, |m: MonitorView| plain(m.id, m.monitor.name)).await?,
                 Kind::Check => list(c, kind, |x: CheckView| plain(x.id, x.name)).await?,
                 Kind::AdminToken => list(c, kind, |t: AdminTokenView| plain(t.id, t.name)).await?,
@@ -243,6 +247,10 @@ impl<'a> Names<'a> {
                 self.field(m, "backup_groups", Kind::Group(c)).await
             }
             Kind::Rule(c) => self.field(m, "line", Kind::Line(c)).await,
+            Kind::StatusPage => {
+                self.field(m, "clusters", Kind::Cluster).await?;
+                self.field(m, "monitors", Kind::Monitor).await
+            }
             // Groups are named within a cluster: a window names them by id.
             Kind::Maintenance => {
                 self.field(m, "nodes", Kind::Node).await?;

@@ -19,7 +19,7 @@ use vantage_server::views::{
     AddressView, AdminTokenView, AuditView, CheckView, ClusterView, DnsLine, EnrollTokenView, GroupView,
     LineView, MaintenanceView, MirrorProberView, MirrorView, MonitorPoint, MonitorView, NodeUsage, NodeView,
     PreviewItem, ProberView, RegionVerdictView, RegionView, ResultView, RevisionView, RuleView, SilenceView,
-    TenantView, WebhookView,
+    StatusPageView, TenantView, WebhookView,
 };
 
 /// A value in one cell: text as is, numbers and booleans printed, lists of plain values joined
@@ -229,6 +229,10 @@ rows! {
         "id" => |r| r.id, "name" => |r| r.maintenance.name, "state" => |r| r.state,
         "starts_at" => |r| r.maintenance.starts_at, "ends_at" => |r| r.maintenance.ends_at,
         "targets" => |r| r.targets, "holds" => |r| r.holds.len(), "by" => |r| r.maintenance.created_by,
+    ];
+    StatusPageView: [
+        "id" => |r| r.id, "slug" => |r| r.page.slug, "title" => |r| r.page.title, "path" => |r| r.path,
+        "details" => |r| r.page.details,
     ];
     AdminTokenView: ["id" => |r| r.id, "name" => |r| r.name, "prefix" => |r| r.prefix, "created_at" => |r| r.created_at];
     AuditView: ["at" => |r| r.at, "actor" => |r| r.actor, "action" => |r| r.action, "object" => |r| r.object];

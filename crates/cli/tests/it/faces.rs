@@ -36,6 +36,11 @@ async fn the_public_face_serves_doors_and_steering_and_nothing_private() {
         assert_eq!((status, body.contains("no such route")), (404, true), "public {path}: {body}");
     }
     assert_eq!(get(format!("{public}/healthz")).await, (200, "ok\n".to_owned()));
+    // Status pages are served there (and only there once it exists).
+    let (status, body) = get(format!("{public}/status/nosuch")).await;
+    assert_eq!((status, body.contains("no such status page")), (404, true), "{body}");
+    let (status, body) = get(format!("{}/status/nosuch", s.url.trim_end_matches('/'))).await;
+    assert_eq!((status, body.contains("no such route")), (404, true), "not on the admin listener: {body}");
     // Doors and steering answer there, from their own handlers.
     let (status, body) = get(format!("{public}/steer/nosuch")).await;
     assert_eq!((status, body.as_str()), (404, "no such monitor\n"));

@@ -36,6 +36,7 @@ mod readme;
 mod receivers;
 mod replicas;
 mod rules;
+mod status_pages;
 mod steering;
 mod ui;
 mod verify;

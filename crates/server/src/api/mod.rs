@@ -16,6 +16,7 @@ pub(crate) mod monitors;
 mod objects;
 mod revisions;
 mod rules;
+mod status;
 mod steer;
 mod webhooks;
 
@@ -376,14 +377,15 @@ pub(crate) fn router(app: Arc<App>) -> Router {
     };
     let mut admin = Router::new().merge(v1).merge(ui).merge(scrape).route("/readyz", get(ready));
     if app.settings().public_listen.is_none() {
-        admin = admin.merge(doors::public()).merge(steer::public());
+        admin = admin.merge(doors::public()).merge(steer::public()).merge(status::public());
     }
     served(admin, app)
 }
 
-/// The public listener's application: `/go`, `/steer` and `/healthz`, nothing else.
+/// The public listener's application: `/go`, `/steer`, status pages and `/healthz`, nothing
+/// else.
 pub(crate) fn public_router(app: Arc<App>) -> Router {
-    served(Router::new().merge(doors::public()).merge(steer::public()), app)
+    served(Router::new().merge(doors::public()).merge(steer::public()).merge(status::public()), app)
 }
 
 /// `routes` with `/healthz`, the plain 404 of every other path and the request metrics.

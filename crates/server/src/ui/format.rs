@@ -18,7 +18,7 @@ impl fmt::Display for Markup {
 impl askama::filters::HtmlSafe for Markup {}
 
 /// Escapes text for HTML content and attribute values.
-pub(super) fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -327,7 +327,7 @@ pub(super) fn word<T: serde::Serialize>(v: &T) -> String {
 
 /// A day's bar: its class (green at 99.9 % and above, amber from 99 %, red below, grey where
 /// nothing was counted) and its figure.
-pub(super) fn bar(day: Option<f64>) -> (&'static str, String) {
+pub(crate) fn bar(day: Option<f64>) -> (&'static str, String) {
     match day {
         None => ("none", "no data".to_owned()),
         Some(p) if p >= 99.9 => ("good", format!("{p:.2}%")),

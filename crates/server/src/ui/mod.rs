@@ -7,6 +7,7 @@
 mod chart;
 mod client;
 mod format;
+pub(crate) use format::{bar, esc};
 mod pages;
 pub(crate) mod session;
 mod views;

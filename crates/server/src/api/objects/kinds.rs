@@ -504,3 +504,37 @@ impl KeepPrivate for Monitor {
         self
     }
 }
+
+impl Kind for StatusPage {
+    type View = StatusPageView;
+    type Input = StatusPage;
+    const NAME: &'static str = "status_page";
+    const LABEL: &'static str = "Status page";
+    fn map(c: &Config) -> &BTreeMap<i64, Stored<Self>> {
+        &c.status_pages
+    }
+    fn wrap(self) -> Object {
+        Object::StatusPage(self)
+    }
+    fn doc(&self) -> Value {
+        to_doc(self)
+    }
+    fn parse(doc: Value, _: Option<ClusterId>, _: &App) -> Result<Self, ApiError> {
+        Ok(parse_as::<StatusPage>(doc)?.check()?)
+    }
+    fn view(id: i64, s: &Stored<Self>, _: &CoreView) -> StatusPageView {
+        StatusPageView {
+            id,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            path: format!("/status/{}", s.value.slug),
+            page: s.value.clone(),
+        }
+    }
+}
+
+impl KeepPrivate for StatusPage {
+    fn keep_from(self, _: &Self) -> Self {
+        self
+    }
+}

@@ -36,7 +36,7 @@ use crate::error::{ApiError, parse_json};
 use crate::views::{
     Addresses, CheckCreate, CheckView, ClusterView, GroupView, Items, LineView, MonitorView, NodeCreate,
     NodeView, ProberBody, ProberView, RegionView, RuleView, SilenceState, SilenceView, SourceAddressBody,
-    WebhookView,
+    StatusPageView, WebhookView,
 };
 use settings::{
     addresses_add_source, addresses_get, addresses_put, detection_get, detection_put, settings_get,
@@ -48,6 +48,7 @@ use vantage_control::config::{
 };
 use vantage_control::invariants::Invariants;
 use vantage_control::maintenance::Maintenance;
+use vantage_control::status_page::StatusPage;
 use vantage_control::view::View as CoreView;
 
 /// A kind of configuration object, as the generic handlers see it.
@@ -418,6 +419,7 @@ pub(super) fn routes(api: &mut Api) {
     top_level!(api, NamedCheck, "/v1/checks", "checks", "check", create: true);
     top_level!(api, Monitor, "/v1/monitors", "monitors", "monitor", create: true);
     top_level!(api, Silence, "/v1/silences", "alerts", "silence", create: false);
+    top_level!(api, StatusPage, "/v1/status-pages", "status pages", "status page", create: true);
     api.add(
         Op::post("/v1/silences", "alerts", "Silence the notifications of some alerts for a while")
             .takes::<SilenceCreate>()
