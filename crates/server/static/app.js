@@ -28,6 +28,8 @@
       const e = data && data.error;
       const err = new Error(e ? (e.field ? e.field + ': ' : '') + e.reason : resp.status + ' ' + resp.statusText);
       err.status = resp.status;
+      err.field = e && e.field;
+      err.reason = e && e.reason;
       throw err;
     }
     return data;
@@ -54,6 +56,14 @@
       if (el.value === '' && el.dataset.optional !== undefined) continue;
       // A local date and time as the browser's zone reads it; empty: left out (now).
       if (el.dataset.type === 'datetime') { if (el.value) out[el.name] = new Date(el.value).toISOString(); continue; }
+      // `443/https 80/http`: a cluster's listeners.
+      if (el.dataset.type === 'listeners') {
+        out[el.name] = el.value.split(/[\s,]+/).filter(Boolean).map((t) => {
+          const [port, protocol] = t.split('/');
+          return { port: Number(port), protocol: protocol || 'https' };
+        });
+        continue;
+      }
       if (el.dataset.type === 'list') { out[el.name] = el.value.split(/[\s,]+/).filter(Boolean); continue; }
       if (el.dataset.type === 'address-rows') { out[el.name] = addressRows(el); continue; }
       out[el.name] = typed(el, el.value.trim());
@@ -128,6 +138,8 @@
     ev.preventDefault();
     const error = form.querySelector('.form-error');
     if (error) error.textContent = '';
+    for (const old of form.querySelectorAll('.field-error')) old.remove();
+    for (const old of form.querySelectorAll('[aria-invalid]')) old.removeAttribute('aria-invalid');
     const submit = form.querySelector('[type=submit]');
     if (submit) submit.disabled = true;
     try {
@@ -140,6 +152,18 @@
       after(form.dataset.then, data);
     } catch (e) {
       if (error) error.textContent = e.message; else flash(e.message);
+      // The field the API names (`listeners[0].port` is the listeners field), marked, with
+      // the reason beside it.
+      const name = e.field && e.field.split(/[.[]/)[0];
+      const input = name && form.querySelector('[name="' + CSS.escape(name) + '"]');
+      if (input) {
+        input.setAttribute('aria-invalid', 'true');
+        const note = document.createElement('span');
+        note.className = 'field-error';
+        note.textContent = e.reason;
+        input.insertAdjacentElement('afterend', note);
+        input.focus();
+      }
     } finally {
       if (submit) submit.disabled = false;
     }

@@ -47,17 +47,26 @@ async fn a_clusters_status_page_shows_its_state_and_nothing_private() {
     };
     // Without a token: a public page.
     let json_path = format!("{base}/status/video/status.json");
-    let up = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let (_, _, body) = get(json_path.clone()).await;
-            if body.contains("\"state\":\"operational\"") {
-                return body;
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+    // The page's JSON once it reads `state` (polled, within 30 s).
+    let reads = |state: &'static str| {
+        let (get, path) = (&get, json_path.clone());
+        async move {
+            let wanted = format!("\"state\":\"{state}\"");
+            let poll = async {
+                loop {
+                    let (_, _, body) = get(path.clone()).await;
+                    if body.contains(&wanted) {
+                        return body;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(30), poll)
+                .await
+                .unwrap_or_else(|_| panic!("{state} within 30 s"))
         }
-    })
-    .await
-    .expect("operational within 30 s");
+    };
+    let up = reads("operational").await;
     assert!(up.contains("\"name\":\"video\""), "{up}");
     let (st, ct, html) = get(format!("{base}/status/video")).await;
     assert_eq!(st, 200);
@@ -79,17 +88,7 @@ async fn a_clusters_status_page_shows_its_state_and_nothing_private() {
         e.set_status(500);
     }
     s.wait_for(&dns_path, Duration::from_secs(30), |v| v["lines"][0]["held"].is_object()).await;
-    let down = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let (_, _, body) = get(json_path.clone()).await;
-            if body.contains("\"state\":\"outage\"") {
-                return body;
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    })
-    .await
-    .expect("an outage within 30 s");
+    let down = reads("outage").await;
     assert!(down.contains("\"incidents\":[{\"since\"") && !down.contains("cause"), "{down}");
     let (_, list) = s.call(Method::GET, "/v1/status-pages", None).await;
     let id = list["items"][0]["id"].as_i64().unwrap();

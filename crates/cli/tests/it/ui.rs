@@ -1304,3 +1304,66 @@ async fn drain_scenario() {
     assert!(v["drain"].is_null(), "{v}");
     b.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_its_groups_and_nodes_made_from_the_pages() {
+    let _one = BROWSER.lock().await;
+    tokio::time::timeout(SCENARIO, forms_scenario()).await.expect("the scenario finished within its time");
+}
+
+/// A cluster, a node group and a node are made from the pages, each form showing the API's
+/// refusal beside the field it names; the node is disabled and enabled again from its page.
+async fn forms_scenario() {
+    let s = ServerProcess::start_lab().await;
+    let base = s.url.trim_end_matches('/').to_owned();
+    s.create("/v1/regions", json!({"code": "eu", "name": "Europe"})).await;
+    let b = Browser::start().await;
+    b.login(&base, &s.token).await;
+    b.arrive("/ui").await;
+    b.goto(&format!("{base}/ui/clusters")).await;
+    b.fill("#cluster-form input[name=name]", "video").await;
+    b.fill("#cluster-form input[name=domain]", "not a domain").await;
+    b.click("#cluster-form button[type=submit]").await;
+    b.watch("#cluster-form .field-error", Duration::from_secs(5), |t| !t.is_empty()).await;
+    let invalid = b
+        .client
+        .execute("return document.querySelector('#cluster-form [aria-invalid]').name", vec![])
+        .await
+        .unwrap();
+    assert_eq!(invalid, json!("domain"), "the refusal sits by the field it names");
+    b.fill("#cluster-form input[name=domain]", "cdn.forms.example").await;
+    b.fill("#cluster-form input[name=listeners]", "443/https 80/http").await;
+    b.act("#cluster-form button[type=submit]").await;
+    let (_, clusters) = s.call(Method::GET, "/v1/clusters", None).await;
+    let cluster = &clusters["items"][0];
+    let listeners: Vec<(u64, &str)> = (cluster["listeners"].as_array().unwrap().iter())
+        .map(|l| (l["port"].as_u64().unwrap(), l["protocol"].as_str().unwrap()))
+        .collect();
+    assert_eq!(listeners, [(443, "https"), (80, "http")], "{cluster}");
+    let id = cluster["id"].as_i64().unwrap();
+
+    b.goto(&format!("{base}/ui/clusters/{id}")).await;
+    b.fill("#group-form input[name=name]", "sin-1").await;
+    b.act("#group-form button[type=submit]").await;
+    assert!(b.text("#groups tr[data-group='sin-1']").await.contains("sin-1"));
+    b.fill("#node-form input[name=name]", "sin-1a").await;
+    b.act("#node-form button[type=submit]").await;
+    let (_, nodes) = s.call(Method::GET, "/v1/nodes", None).await;
+    let node = nodes["items"][0]["id"].as_i64().unwrap();
+    assert_eq!(nodes["items"][0]["name"], "sin-1a", "{nodes}");
+    // A second node of that name: refused, by field.
+    b.fill("#node-form input[name=name]", "SIN-1A").await;
+    b.click("#node-form button[type=submit]").await;
+    b.watch("#node-form .field-error", Duration::from_secs(5), |t| t.contains("already exists")).await;
+
+    b.goto(&format!("{base}/ui/nodes/{node}")).await;
+    b.click("#node-disable").await;
+    b.visible("#confirm-dialog", Duration::from_secs(5)).await;
+    b.act("#confirm-ok").await;
+    assert!(b.text("h1").await.contains("Disabled"));
+    b.act("#node-enable").await;
+    b.visible("#node-disable", Duration::from_secs(5)).await;
+    let (_, v) = s.call(Method::GET, &format!("/v1/nodes/{node}"), None).await;
+    assert_eq!(v["enabled"], true, "{v}");
+    b.close().await;
+}

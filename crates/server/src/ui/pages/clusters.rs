@@ -40,6 +40,7 @@ struct GroupRow {
     name: String,
     region: String,
     nodes: usize,
+    drained: bool,
 }
 
 #[derive(Debug)]
@@ -152,6 +153,8 @@ struct ClusterPage {
     rules: Vec<RuleRow>,
     preview: PreviewView,
     /// The all-down policies a line can take, with what each does.
+    /// Regions a new group may be in: (id, name).
+    region_choices: Vec<(i64, String)>,
     all_down_choices: [(&'static str, &'static str); 3],
     events: Vec<timeline::EventRow>,
 }
@@ -379,9 +382,11 @@ pub(in crate::ui) async fn cluster(
                 name: g.name.clone(),
                 region: g.region.and_then(|r| region_names.get(&r).cloned()).unwrap_or_else(|| "—".into()),
                 nodes: nodes.iter().filter(|n| n.group.0 == g.id).count(),
+                drained: g.drained,
             })
             .collect(),
         all_down_choices: all_down_choices(),
+        region_choices: regions.items.iter().map(|r| (r.id, format!("{} ({})", r.name, r.code))).collect(),
         lines: lines
             .items
             .iter()
