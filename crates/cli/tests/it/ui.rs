@@ -1365,5 +1365,26 @@ async fn forms_scenario() {
     b.visible("#node-disable", Duration::from_secs(5)).await;
     let (_, v) = s.call(Method::GET, &format!("/v1/nodes/{node}"), None).await;
     assert_eq!(v["enabled"], true, "{v}");
+
+    // An admin token made on its page: shown once, listed by its prefix, revoked.
+    b.goto(&format!("{base}/ui/tokens")).await;
+    b.fill("#token-form input[name=name]", "grafana").await;
+    b.click("#token-form button[type=submit]").await;
+    b.visible("#token-dialog", Duration::from_secs(5)).await;
+    let secret = b.text("#token-value").await;
+    assert!(secret.starts_with("vta_"), "{secret}");
+    b.act("#token-done").await;
+    let row = b.text("#tokens tr[data-token='grafana']").await;
+    assert!(row.contains("read-only") && !row.contains(&secret), "the secret is never shown again: {row}");
+    let regions_with = |token: String| {
+        let url = format!("{base}/v1/regions");
+        async move { reqwest::Client::new().get(url).bearer_auth(token).send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(regions_with(secret.clone()).await, 200, "the token opens the API");
+    b.click("#tokens tr[data-token='grafana'] button").await;
+    b.visible("#confirm-dialog", Duration::from_secs(5)).await;
+    b.act("#confirm-ok").await;
+    assert!(b.texts("#tokens tr[data-token='grafana']").await.is_empty());
+    assert_eq!(regions_with(secret).await, 401, "revoked");
     b.close().await;
 }

@@ -5,12 +5,13 @@
 pub(super) use crate::views::MaintenanceView as MaintenanceWindow;
 pub(super) use crate::views::{AddressSeries, AddressView, Addresses, SeriesPoint};
 pub(super) use crate::views::{
-    Alerts, DnsView as Dns, History, Items, LineName, Preview, RegionView as Region, ResultView as ResultRow,
-    RevisionView as Revision, Revisions, WindowView as Window,
+    AdminTokenView as AdminToken, AuditView as AuditEntry, ClusterView as Cluster,
+    EnrollTokenView as EnrollToken, GroupView as Group, LineView as Line, NodeView as Node,
+    ProberView as Prober, RuleView as Rule,
 };
 pub(super) use crate::views::{
-    AuditView as AuditEntry, ClusterView as Cluster, EnrollTokenView as EnrollToken, GroupView as Group,
-    LineView as Line, NodeView as Node, ProberView as Prober, RuleView as Rule,
+    Alerts, DnsView as Dns, History, Items, LineName, Preview, RegionView as Region, ResultView as ResultRow,
+    RevisionView as Revision, Revisions, WindowView as Window,
 };
 pub(super) use crate::views::{
     CheckView as Check, MirrorList, MirrorProberView as MirrorProber, MirrorView as Mirror,

@@ -91,6 +91,7 @@ mod regions;
 mod shapes;
 mod tenants;
 mod timeline;
+mod tokens;
 
 pub(super) use alerts::alerts;
 pub(super) use audit::audit;
@@ -107,3 +108,4 @@ pub(super) use probers::{prober, probers};
 pub(super) use regions::regions;
 use shapes::*;
 pub(super) use tenants::tenants;
+pub(super) use tokens::tokens;
