@@ -1231,6 +1231,26 @@ async fn channels_scenario() {
     // It was sent before the silence: its resolve will be too, so it does not read held.
     assert!(b.text("#open-alerts td.notified").await.starts_with("sent"));
     b.screenshot("alerts-channels.png").await;
+
+    // A channel made on the page: a Slack one given a URL is refused by that field; given its
+    // webhook URL as the secret it is made, and the secret is never shown.
+    b.fill("#channel-form input[name=name]", "team-slack").await;
+    b.choose("#channel-form select[name=format]", "slack").await;
+    b.fill("#channel-form input[name=url]", "https://hooks.example.net/x").await;
+    b.click("#channel-form button[type=submit]").await;
+    b.watch("#channel-form .field-error", Duration::from_secs(5), |t| !t.is_empty()).await;
+    let invalid = b
+        .client
+        .execute("return document.querySelector('#channel-form [aria-invalid]').name", vec![])
+        .await
+        .unwrap();
+    assert_eq!(invalid, json!("url"));
+    b.fill("#channel-form input[name=url]", "").await;
+    let team = format!("{}/team", hooks.url);
+    b.fill("#channel-form input[name=secret]", &team).await;
+    b.act("#channel-form button[type=submit]").await;
+    let row = b.text("#channels tr[data-channel='team-slack']").await;
+    assert!(row.contains("slack") && !b.text("body").await.contains(&team), "{row}");
     b.close().await;
 }
 
@@ -1365,6 +1385,17 @@ async fn forms_scenario() {
     b.visible("#node-disable", Duration::from_secs(5)).await;
     let (_, v) = s.call(Method::GET, &format!("/v1/nodes/{node}"), None).await;
     assert_eq!(v["enabled"], true, "{v}");
+
+    // The probe settings card: a timeout longer than the round is refused by that field.
+    b.goto(&format!("{base}/ui/probers")).await;
+    b.fill("#settings-form input[name=interval_s]", "5").await;
+    b.fill("#settings-form input[name=timeout_ms]", "6000").await;
+    b.click("#settings-form button[type=submit]").await;
+    b.watch("#settings-form .field-error", Duration::from_secs(5), |t| !t.is_empty()).await;
+    b.fill("#settings-form input[name=timeout_ms]", "2000").await;
+    b.act("#settings-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, "/v1/settings/probes", None).await;
+    assert_eq!((v["interval_s"].as_u64(), v["timeout_ms"].as_u64()), (Some(5), Some(2000)), "{v}");
 
     // An admin token made on its page: shown once, listed by its prefix, revoked.
     b.goto(&format!("{base}/ui/tokens")).await;

@@ -72,6 +72,8 @@ struct ProbersPage {
     probers: Vec<ProberRow>,
     regions: Vec<(i64, String)>,
     tokens: Vec<TokenRow>,
+    /// The probe settings card: (field, label, value); the core says what each may be.
+    settings: Vec<(&'static str, &'static str, u32)>,
 }
 
 pub(in crate::ui) async fn probers(
@@ -104,11 +106,21 @@ pub(in crate::ui) async fn probers(
             expires: time(t.expires_at, at),
         })
         .collect();
+    let s: vantage_core::settings::ProbeSettings = api.get("/v1/settings/probes").await?;
+    let s = vantage_core::settings::ProbeSettingsInput::from(s);
     let page = ProbersPage {
         frame: Frame::new(&v, "Probers", "probers", 10),
         probers: rows,
         regions: regions.items.iter().map(|r| (r.id, format!("{} ({})", r.name, r.code))).collect(),
         tokens,
+        settings: vec![
+            ("interval_s", "Round every, s", s.interval_s),
+            ("timeout_ms", "Attempt timeout, ms", s.timeout_ms),
+            ("attempts", "Attempts a round", s.attempts),
+            ("loss_pct", "Failing at loss, %", s.loss_pct),
+            ("failing_before_unreachable_s", "Failing before unreachable, s", s.failing_before_unreachable_s),
+            ("answering_before_reachable_s", "Answering before reachable, s", s.answering_before_reachable_s),
+        ],
     };
     Ok(render(&page))
 }
