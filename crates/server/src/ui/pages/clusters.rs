@@ -52,6 +52,8 @@ struct LineRow {
     min_healthy: u32,
     networks: String,
     all_down: &'static str,
+    /// Its availability bars.
+    availability: Markup,
 }
 
 #[derive(Debug)]
@@ -296,8 +298,7 @@ pub(in crate::ui) async fn cluster(
     let groups: Items<views::Group> = api.get(&format!("/v1/clusters/{id}/groups")).await?;
     let lines: Items<views::Line> = api.get(&format!("/v1/clusters/{id}/lines")).await?;
     let nodes: Items<views::Node> = api.get("/v1/nodes").await?;
-    let availability: Items<views::Availability> =
-        api.get(&format!("/v1/availability?kind=node&cluster={id}")).await?;
+    let availability: Items<views::Availability> = api.get(&format!("/v1/availability?cluster={id}")).await?;
     let availability: HashMap<String, Markup> =
         availability.items.iter().map(|r| (r.subject.clone(), format::bars(r))).collect();
     let dns: views::Dns = api.get(&format!("/v1/clusters/{id}/dns")).await?;
@@ -391,6 +392,7 @@ pub(in crate::ui) async fn cluster(
             .items
             .iter()
             .map(|l| LineRow {
+                availability: availability.get(&format!("line:{id}/{}", l.id)).cloned().unwrap_or_default(),
                 id: l.id,
                 name: l.name.clone(),
                 group: group_names.get(&l.group).cloned().unwrap_or_default(),
