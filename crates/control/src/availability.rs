@@ -189,6 +189,11 @@ pub struct Ledger {
     pruned_at: Option<Timestamp>,
 }
 
+/// Whether node `n` is out by the operator's word in `snap`: disabled, or drained.
+fn excused(c: &Config, snap: &crate::snapshot::ClusterSnapshot, n: &NodeId) -> bool {
+    c.nodes.get(&n.0).is_some_and(|r| !r.value.node.enabled) || snap.drains.contains_key(n)
+}
+
 /// A subject whose health changed, with since when (when its publisher says) and why.
 #[derive(Debug)]
 struct Noted {
@@ -243,8 +248,13 @@ impl Ledger {
     /// than `now`, never before the last change (a clock set back, a ledger saved ahead).
     fn note(&mut self, n: Noted, now: Timestamp) {
         let changes = Arc::make_mut(self.subjects.entry(n.subject.to_string()).or_default());
-        let floor = changes.last().map(|l| l.at);
-        let at = match (n.since, floor) {
+        let last = changes.last();
+        let floor = last.map(|l| l.at);
+        // A publisher's time is this state's only after serving or degraded: what it says
+        // after a maintenance, an unknown or a down (a node failing while drained, a block
+        // lifted) may fall inside that span, which would then be counted as this state.
+        let trusted = last.is_none_or(|l| matches!(l.health, Health::Up | Health::Degraded));
+        let at = match (n.since.filter(|_| trusted), floor) {
             (Some(t), Some(f)) if t > f => t.min(now),
             (Some(t), None) => t.min(now),
             _ => now,
@@ -263,7 +273,10 @@ impl Ledger {
         let cut = now.plus_millis(-KEPT_DAYS * DAY_MS);
         let before = self.subjects.len();
         self.subjects.retain(|k, changes| {
-            let gone = k.parse::<Tracked>().is_ok_and(|t| !t.exists(c));
+            // Gone from the configuration, or no longer published (an address a node no longer
+            // has), for longer than what is kept.
+            let gone = k.parse::<Tracked>().is_ok_and(|t| !t.exists(c))
+                || changes.last().is_some_and(|l| l.health == Health::Unknown);
             !(gone && changes.last().is_none_or(|l| l.at < cut))
         });
         let mut dirty = self.subjects.len() != before;
@@ -329,8 +342,10 @@ impl Ledger {
         };
         for snap in snapshots.values() {
             for (id, s) in &snap.nodes {
-                let Some(rec) = c.nodes.get(&id.0) else { continue };
-                let excused = !rec.value.node.enabled || snap.drains.contains_key(id);
+                if !c.nodes.contains_key(&id.0) {
+                    continue;
+                }
+                let excused = excused(c, snap, id);
                 let (health, since, why) = match s.level {
                     _ if excused => (Health::Maintenance, None, "drained or disabled".to_owned()),
                     _ if !s.serving => (
@@ -384,7 +399,7 @@ impl Ledger {
                         group.is_none_or(|g| c.nodes.get(&n.0).is_some_and(|r| r.value.node.group == g))
                     })
                     .collect();
-                let drained = !members.is_empty() && members.iter().all(|n| snap.drains.contains_key(n));
+                let drained = !members.is_empty() && members.iter().all(|n| excused(c, snap, n));
                 let (health, since, why) = match p.held.get(line) {
                     _ if drained => (Health::Maintenance, None, String::new()),
                     Some(hold) => (Health::Down, None, hold.reason.clone()),

@@ -187,7 +187,7 @@ fn component(
         .filter_map(|c| c.last().filter(|l| l.health == Health::Down))
         .map(|l| PublicIncident { since: l.at, cause: details.then(|| l.why.clone()) })
         .collect();
-    let incidents = if state == PublicState::Outage || (all && !down.is_empty()) { down } else { Vec::new() };
+    let incidents = if state == PublicState::Outage { down } else { Vec::new() };
     Component { name, state, availability_pct, days, incidents, maintenance }
 }
 
@@ -199,7 +199,8 @@ impl StatusPage {
                 .map(|m| &m.value)
                 .filter(|m| m.ends_at > now && covers(m))
                 .map(|m| PublicMaintenance {
-                    name: m.name.clone(),
+                    // Its name is the operator's words, which may name a node: with details.
+                    name: if self.details { m.name.clone() } else { "Scheduled maintenance".to_owned() },
                     starts_at: m.starts_at,
                     ends_at: m.ends_at,
                     comment: (self.details && !m.comment.is_empty()).then(|| m.comment.clone()),
@@ -235,11 +236,10 @@ impl StatusPage {
                 now,
             ));
         }
-        for tenant in &self.tenants {
-            let hosts: Vec<&String> = (c.mirrors.mirrors.values())
-                .filter(|m| m.tenants.is_empty() || m.tenants.contains(tenant))
-                .map(|m| &m.host)
-                .collect();
+        for tenant in self.tenants.iter().filter(|t| c.mirrors.tenants.contains_key(*t)) {
+            // The mirrors a door may send its visitors to.
+            let hosts: Vec<&String> =
+                (c.mirrors.mirrors.values()).filter(|m| m.may_serve(tenant)).map(|m| &m.host).collect();
             let changes: Vec<&[Change]> =
                 hosts.iter().map(|h| ledger.changes(&Tracked::Mirror((*h).clone()))).collect();
             let covers = |w: &crate::maintenance::Maintenance| hosts.iter().any(|h| w.takes_mirror(h));

@@ -531,6 +531,12 @@ impl Mirror {
     pub fn serves(&self, tenant: &str) -> bool {
         self.tenants.is_empty() || self.tenants.iter().any(|t| t == tenant)
     }
+
+    /// Whether a door may send `tenant`'s visitors to it: it serves the tenant and has a
+    /// weight (its health aside).
+    pub fn may_serve(&self, tenant: &str) -> bool {
+        self.serves(tenant) && self.weight > 0
+    }
 }
 
 /// What a door asks for.
@@ -577,8 +583,7 @@ fn door_pass(candidates: &[Candidate<'_>], q: &DoorQuery, verdict: MirrorVerdict
         .iter()
         .enumerate()
         .filter(|(_, c)| c.verdict == verdict)
-        .filter(|(_, c)| q.tenant.as_deref().is_none_or(|t| c.mirror.serves(t)))
-        .filter(|(_, c)| c.mirror.weight > 0)
+        .filter(|(_, c)| c.mirror.weight > 0 && q.tenant.as_deref().is_none_or(|t| c.mirror.may_serve(t)))
         .filter(|(_, c)| {
             !q.exclude_regions.iter().any(|r| c.regions.get(r).is_some_and(|o| o.status.is_failing()))
         })

@@ -59,8 +59,9 @@
       // `443/https 80/http`: a cluster's listeners.
       if (el.dataset.type === 'listeners') {
         out[el.name] = el.value.split(/[\s,]+/).filter(Boolean).map((t) => {
+          // Each listener names its protocol: one left out is the API's to refuse.
           const [port, protocol] = t.split('/');
-          return { port: Number(port), protocol: protocol || 'https' };
+          return { port: Number(port), protocol: protocol || '' };
         });
         continue;
       }
@@ -132,14 +133,23 @@
     location.reload();
   }
 
+  // A form's refusals go before it is tried again or opened anew.
+  function clearErrors(form) {
+    const error = form.querySelector('.form-error');
+    if (error) error.textContent = '';
+    for (const old of form.querySelectorAll('.field-error')) old.remove();
+    for (const old of form.querySelectorAll('[aria-invalid]')) {
+      old.removeAttribute('aria-invalid');
+      old.removeAttribute('aria-describedby');
+    }
+  }
+
   document.addEventListener('submit', async (ev) => {
     const form = ev.target.closest('form[data-api]');
     if (!form) return;
     ev.preventDefault();
     const error = form.querySelector('.form-error');
-    if (error) error.textContent = '';
-    for (const old of form.querySelectorAll('.field-error')) old.remove();
-    for (const old of form.querySelectorAll('[aria-invalid]')) old.removeAttribute('aria-invalid');
+    clearErrors(form);
     const submit = form.querySelector('[type=submit]');
     if (submit) submit.disabled = true;
     try {
@@ -155,13 +165,15 @@
       // The field the API names (`listeners[0].port` is the listeners field), marked, with
       // the reason beside it.
       const name = e.field && e.field.split(/[.[]/)[0];
-      const input = name && form.querySelector('[name="' + CSS.escape(name) + '"]');
+      const input = name && form.querySelector('[name="' + CSS.escape(name) + '"]:not([type=hidden])');
       if (input) {
         input.setAttribute('aria-invalid', 'true');
         const note = document.createElement('span');
         note.className = 'field-error';
+        note.id = 'error-' + (form.id || 'form') + '-' + name;
         note.textContent = e.reason;
-        input.insertAdjacentElement('afterend', note);
+        input.setAttribute('aria-describedby', note.id);
+        (input.closest('label') || input).insertAdjacentElement(input.closest('label') ? 'beforeend' : 'afterend', note);
         input.focus();
       }
     } finally {
@@ -180,8 +192,7 @@
       if (fill && opener.dataset.value !== undefined) fill.value = opener.dataset.value;
       const name = dialog.querySelector('[data-name]');
       if (name) name.textContent = opener.dataset.name || '';
-      const error = dialog.querySelector('.form-error');
-      if (error) error.textContent = '';
+      if (form) clearErrors(form);
       dialog.showModal();
       return;
     }
@@ -260,6 +271,9 @@
       if (document.hidden || document.querySelector('dialog[open]')) return;
       const active = document.activeElement;
       if (active && active.closest('main') && active.matches('input, select, textarea')) return;
+      // Nor while a form holds what the reader typed, or a refusal to read.
+      if (main.querySelector('.field-error') || [...main.querySelectorAll('input, textarea')].some(
+        (el) => (el.type === 'checkbox' ? el.checked !== el.defaultChecked : el.value !== el.defaultValue))) return;
       try {
         const resp = await fetch(location.href, { headers: UI_HEADER, credentials: 'same-origin' });
         if (resp.redirected && new URL(resp.url).pathname === '/ui/login') { loginAgain(); return; }

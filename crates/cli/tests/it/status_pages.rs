@@ -11,7 +11,7 @@ use crate::harness::LabFleet;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_clusters_status_page_shows_its_state_and_nothing_private() {
-    let LabFleet { s, cluster, dns_path, edges, probers: _probers, temp: _temp, .. } =
+    let LabFleet { s, cluster, nodes, dns_path, edges, probers: _probers, temp: _temp, .. } =
         LabFleet::start("cdn.status.example", 240).await;
     let base = s.url.trim_end_matches('/').to_owned();
     let (st, v) = s
@@ -34,6 +34,13 @@ async fn a_clusters_status_page_shows_its_state_and_nothing_private() {
         .ctl(&["status-pages", "create", "slug=video", "title=Video delivery", r#"clusters=["video"]"#])
         .await;
     assert!(out.status.success(), "{out:?}");
+    // A window planned for a node, in the operator's words: not on the page without details.
+    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    let in_an_hour = vantage_core::Timestamp::from_millis(i64::try_from(ms).unwrap() + 3_600_000).to_string();
+    let window = json!({"name": "edge-0 disk swap", "starts_at": in_an_hour, "duration_s": 3600,
+                        "nodes": [nodes[0]], "comment": "rack 4, pop-1"});
+    let (st, v) = s.call(Method::POST, "/v1/maintenance", Some(window)).await;
+    assert_eq!(st, 201, "{v}");
 
     let client = reqwest::Client::new();
     let get = |path: String| {
@@ -67,7 +74,7 @@ async fn a_clusters_status_page_shows_its_state_and_nothing_private() {
         }
     };
     let up = reads("operational").await;
-    assert!(up.contains("\"name\":\"video\""), "{up}");
+    assert!(up.contains("\"name\":\"video\"") && up.contains("Scheduled maintenance"), "{up}");
     let (st, ct, html) = get(format!("{base}/status/video")).await;
     assert_eq!(st, 200);
     assert!(
@@ -95,7 +102,7 @@ async fn a_clusters_status_page_shows_its_state_and_nothing_private() {
     assert_eq!(list["items"][0]["path"], "/status/video", "{list}");
     s.call(Method::PATCH, &format!("/v1/status-pages/{id}"), Some(json!({"details": true}))).await;
     let (_, _, detailed) = get(json_path.clone()).await;
-    assert!(detailed.contains("\"cause\":"), "{detailed}");
+    assert!(detailed.contains("\"cause\":") && detailed.contains("edge-0 disk swap"), "{detailed}");
     let (_, _, svg) = get(format!("{base}/status/video/badge.svg")).await;
     assert!(svg.contains("Video delivery: outage") && svg.contains("#d64545"), "{svg}");
 }

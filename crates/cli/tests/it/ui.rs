@@ -757,6 +757,8 @@ async fn fleet_scenario() {
         "/ui/monitors".to_owned(),
         "/ui/tenants".to_owned(),
         "/ui/checks".to_owned(),
+        "/ui/maintenance".to_owned(),
+        "/ui/tokens".to_owned(),
     ];
     b.fits_a_phone(&pages.map(|p| format!("{base}{p}"))).await;
 

@@ -355,7 +355,7 @@ pub(crate) fn known_params(
 
 /// The admin listener's application: `/v1` and the UI (authenticated), `/metrics`
 /// (authenticated unless `metrics_public`), `/healthz`, `/readyz` — and the public face's
-/// `/go` and `/steer` unless it has a listener of its own.
+/// `/go`, `/steer` and status pages unless it has a listener of its own.
 pub(crate) fn router(app: Arc<App>) -> Router {
     let mut api = table();
     let doc = Arc::new(Api::openapi(std::mem::take(&mut api.paths), std::mem::take(&mut api.schemas)));
