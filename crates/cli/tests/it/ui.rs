@@ -1365,6 +1365,15 @@ async fn forms_scenario() {
     let id = cluster["id"].as_i64().unwrap();
 
     b.goto(&format!("{base}/ui/clusters/{id}")).await;
+    // Edited on its page: a TTL over a day is refused by that field; 60 is saved.
+    b.click("#edit-cluster summary").await;
+    b.fill("#cluster-edit-form input[name=ttl]", "100000").await;
+    b.click("#cluster-edit-form button[type=submit]").await;
+    b.watch("#cluster-edit-form .field-error", Duration::from_secs(5), |t| !t.is_empty()).await;
+    b.fill("#cluster-edit-form input[name=ttl]", "60").await;
+    b.act("#cluster-edit-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, &format!("/v1/clusters/{id}"), None).await;
+    assert_eq!(v["ttl"], 60, "{v}");
     b.fill("#group-form input[name=name]", "sin-1").await;
     b.act("#group-form button[type=submit]").await;
     assert!(b.text("#groups tr[data-group='sin-1']").await.contains("sin-1"));
@@ -1398,6 +1407,14 @@ async fn forms_scenario() {
     b.act("#settings-form button[type=submit]").await;
     let (_, v) = s.call(Method::GET, "/v1/settings/probes", None).await;
     assert_eq!((v["interval_s"].as_u64(), v["timeout_ms"].as_u64()), (Some(5), Some(2000)), "{v}");
+    // And the detection settings: a damping multiplier that is no power of two is refused.
+    b.fill("#detection-form input[name=damping_max_multiplier]", "3").await;
+    b.click("#detection-form button[type=submit]").await;
+    b.watch("#detection-form .field-error", Duration::from_secs(5), |t| !t.is_empty()).await;
+    b.fill("#detection-form input[name=damping_max_multiplier]", "4").await;
+    b.act("#detection-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, "/v1/settings/detection", None).await;
+    assert_eq!(v["damping_max_multiplier"], 4, "{v}");
 
     // An admin token made on its page: shown once, listed by its prefix, revoked.
     b.goto(&format!("{base}/ui/tokens")).await;

@@ -74,6 +74,9 @@ struct ProbersPage {
     tokens: Vec<TokenRow>,
     /// The probe settings card: (field, label, value); the core says what each may be.
     settings: Vec<(&'static str, &'static str, u32)>,
+    /// The detection settings card: cross-region confirmation, and the same for the rest.
+    confirm: bool,
+    detection: Vec<(&'static str, &'static str, u32)>,
 }
 
 pub(in crate::ui) async fn probers(
@@ -108,6 +111,8 @@ pub(in crate::ui) async fn probers(
         .collect();
     let s: vantage_core::settings::ProbeSettings = api.get("/v1/settings/probes").await?;
     let s = vantage_core::settings::ProbeSettingsInput::from(s);
+    let d: vantage_core::detection::DetectionSettings = api.get("/v1/settings/detection").await?;
+    let d = vantage_core::detection::DetectionSettingsInput::from(d);
     let page = ProbersPage {
         frame: Frame::new(&v, "Probers", "probers", 10),
         probers: rows,
@@ -120,6 +125,13 @@ pub(in crate::ui) async fn probers(
             ("loss_pct", "Failing at loss, %", s.loss_pct),
             ("failing_before_unreachable_s", "Failing before unreachable, s", s.failing_before_unreachable_s),
             ("answering_before_reachable_s", "Answering before reachable, s", s.answering_before_reachable_s),
+        ],
+        confirm: d.confirm,
+        detection: vec![
+            ("probe_budget_per_s", "Probe budget, probes/s a target", d.probe_budget_per_s),
+            ("damping_window_s", "Flap window, s", d.damping_window_s),
+            ("damping_max_multiplier", "Longest damping, ×", d.damping_max_multiplier),
+            ("damping_stable_s", "Stable before undamped, s", d.damping_stable_s),
         ],
     };
     Ok(render(&page))
