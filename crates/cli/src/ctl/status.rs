@@ -130,10 +130,14 @@ fn show(s: &Status) {
             println!("  note    {what}");
         }
         for n in &c.troubled {
-            let serving = match (n.enabled, n.serving) {
-                (false, _) => "  (disabled)",
-                (_, Some(false)) => "  (left out of DNS)",
-                _ => "",
+            let drained = |d: &vantage_control::drain::Drain| if d.drained { "drained" } else { "draining" };
+            let serving = match (n.enabled, n.serving, &n.drain) {
+                (false, _, _) => "  (disabled)".to_owned(),
+                (_, _, Some(d)) => {
+                    format!("  ({}: {})", drained(d), n.drain_cause.as_deref().unwrap_or_default())
+                }
+                (_, Some(false), _) => "  (left out of DNS)".to_owned(),
+                _ => String::new(),
             };
             println!("  node    {}{serving}", n.name);
             for a in n.addresses.iter().filter(|a| a.condition.is_some_and(|c| c != Condition::Reachable)) {
