@@ -515,15 +515,44 @@ impl Control {
     /// and what it would answer if every address failed in the next pass. Writes nothing; the
     /// cluster's view is gathered once for both.
     pub fn preview(&self, cluster: ClusterId, now: Timestamp) -> Option<(Vec<PreviewRow>, Vec<LineOutlook>)> {
+        let empty = ClusterState::default();
+        let (parts, spec, state) = self.preview_parts(cluster, &empty, now)?;
+        let view = parts.view(&self.config, spec, None);
+        Some((preview(&view, state, now), line_outlooks(&view, state, now)))
+    }
+
+    /// What a preview of `cluster` reads: its view's parts, its spec and its state (`empty`
+    /// before its first pass).
+    fn preview_parts<'a>(
+        &'a self,
+        cluster: ClusterId,
+        empty: &'a ClusterState,
+        now: Timestamp,
+    ) -> Option<(Parts, &'a vantage_core::model::Cluster, &'a ClusterState)> {
         let c = &self.config;
         let spec = &c.clusters.get(&cluster.0)?.value;
-        let empty = ClusterState::default();
-        let state = self.slots.get(&cluster).map_or(&empty, |s| &s.state);
+        let state = self.slots.get(&cluster).map_or(empty, |s| &s.state);
         let spread = self.online_spread(now);
         let parts =
             Parts::gather(c, self.seen(), self.policy, (cluster, now), (state, &spread), self.table.clone());
-        let view = parts.view(c, spec, None);
-        Some((preview(&view, state, now), line_outlooks(&view, state, now)))
+        Some((parts, spec, state))
+    }
+
+    /// The preview of one rule as drafted (`id`: the rule it would replace, or a new rule's
+    /// id), against every node it would look at, as if it were on — what a form shows beside
+    /// it before anything is saved. A draft with the behaviour of the rule it replaces keeps
+    /// that rule's states, as a save would; any other starts fresh. Writes nothing.
+    pub fn preview_draft(
+        &self,
+        cluster: ClusterId,
+        (id, mut rule): (RuleId, Rule),
+        now: Timestamp,
+    ) -> Option<Vec<PreviewRow>> {
+        let empty = ClusterState::default();
+        let (mut parts, spec, state) = self.preview_parts(cluster, &empty, now)?;
+        rule.enabled = true;
+        parts.rules = vec![(id, rule)];
+        Some(preview(&parts.view(&self.config, spec, None), state, now))
     }
 
     // ------------------------------------------------------------------ events

@@ -121,6 +121,10 @@ pub struct ClusterView {
     pub dns_mode: DnsMode,
     /// TTL of its answers, s.
     pub ttl: u32,
+    /// TTL of a line's answers while one of its addresses is failing but not yet unreachable,
+    /// s (absent: the TTL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspect_ttl: Option<u32>,
     /// Listeners every node is probed on.
     pub listeners: Vec<Listener>,
     /// Its own check of its listeners, as entered (absent: `check_name`, else `default`).
@@ -823,6 +827,16 @@ pub struct Preview {
     /// Each line: its all-down policy, what it answers, and what it would answer if every
     /// address failed in the next pass.
     pub lines: Vec<vantage_core::evaluate::LineOutlook>,
+}
+
+/// The preview of one rule as drafted, against every node it would look at, as if it were
+/// on (writes nothing).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DraftPreview {
+    /// When it was computed.
+    pub at: Timestamp,
+    /// One row per node the rule would look at.
+    pub items: Vec<PreviewItem>,
 }
 
 /// Open and recently resolved alerts.

@@ -197,6 +197,40 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
         (Some("active"), Some("In effect")),
         "{p}"
     );
+    // A draft previewed in the rule's place: the same behaviour (another name) keeps its
+    // state, as a save would; another threshold starts fresh; nothing is saved either way.
+    let draft = |threshold: f64| {
+        json!({"name": "cpu-renamed", "line": line, "hold_s": 8, "recover_s": 3,
+               "conditions": [{"metric": "cpu", "comparison": ">", "threshold": threshold, "for_s": 2}]})
+    };
+    let in_place = format!("/v1/clusters/{cluster}/rules/{rule}/preview");
+    let status_of = |p: &Value| {
+        let row = p["items"].as_array().unwrap().iter().find(|r| r["node"] == nodes[0]).cloned();
+        row.and_then(|r| r["status"].as_str().map(str::to_owned)).unwrap_or_default()
+    };
+    let (code, p) = s.call(Method::POST, &in_place, Some(draft(90.0))).await;
+    assert_eq!((code, status_of(&p)), (200, "active".to_owned()), "{p}");
+    let (code, p) = s.call(Method::POST, &in_place, Some(draft(99.0))).await;
+    assert_eq!((code, status_of(&p)), (200, "idle".to_owned()), "{p}");
+    // A new rule drafted: a fresh state, its conditions' values read now.
+    let (code, p) = s.call(Method::POST, &format!("/v1/clusters/{cluster}/preview"), Some(draft(50.0))).await;
+    let row = p["items"].as_array().unwrap().iter().find(|r| r["node"] == nodes[0]).unwrap().clone();
+    assert_eq!(
+        (code, row["rule"].as_i64(), row["conditions"][0]["value"].as_f64()),
+        (200, Some(0), Some(97.0)),
+        "{p}"
+    );
+    // Refused as a save would be: by field, or not found.
+    let mut bad = draft(90.0);
+    bad["conditions"][0]["region"] = json!(999);
+    let (code, p) = s.call(Method::POST, &in_place, Some(bad)).await;
+    assert_eq!((code, p["error"]["field"].as_str()), (400, Some("conditions[0].region")), "{p}");
+    let (code, _) = s
+        .call(Method::POST, &format!("/v1/clusters/{cluster}/rules/999999/preview"), Some(draft(90.0)))
+        .await;
+    assert_eq!(code, 404);
+    let (_, r) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/rules/{rule}"), None).await;
+    assert_eq!(r["name"], "cpu-high", "a preview saves nothing: {r}");
     let (_, r) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/rules/{rule}"), None).await;
     assert_eq!(r["acting_on"], json!(["edge-0"]));
 

@@ -5,15 +5,19 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::routing::get;
+use axum::routing::{get, post};
+use serde_json::Value;
+use vantage_control::config::RuleRecord;
+use vantage_control::invariants::Invariants;
 use vantage_control::view::View;
 use vantage_core::ids::{ClusterId, RuleId};
+use vantage_core::rules::{Rule, RuleInput};
 
 use super::{Api, Op};
 use crate::app::App;
-use crate::error::ApiError;
+use crate::error::{ApiError, parse_json};
 use crate::support::now;
-use crate::views::{Preview, PreviewItem};
+use crate::views::{DraftPreview, Preview, PreviewItem};
 
 pub(super) fn routes(api: &mut Api) {
     api.add(
@@ -25,6 +29,68 @@ pub(super) fn routes(api: &mut Api) {
         .answers::<Preview>(),
         get(preview_route),
     );
+    api.add(
+        Op::post(
+            "/v1/clusters/{id}/preview",
+            "rules",
+            "Preview a new rule as drafted against every node it would look at (writes nothing)",
+        )
+        .takes::<RuleInput>()
+        .answers::<DraftPreview>(),
+        post(|State(app): State<Arc<App>>, Path(id): Path<i64>, Json(body): Json<Value>| async move {
+            draft_route(&app, ClusterId(id), None, body).await
+        }),
+    );
+    api.add(
+        Op::post(
+            "/v1/clusters/{id}/rules/{child}/preview",
+            "rules",
+            "Preview a rule's fields as drafted, in its place, against every node it would look at \
+             (writes nothing)",
+        )
+        .takes::<RuleInput>()
+        .answers::<DraftPreview>(),
+        post(
+            |State(app): State<Arc<App>>, Path((id, child)): Path<(i64, i64)>, Json(body): Json<Value>| async move {
+                draft_route(&app, ClusterId(id), Some(RuleId(child)), body).await
+            },
+        ),
+    );
+}
+
+/// A draft previewed as a save would check it (its fields, then its name and references
+/// among the cluster's objects), in place of the rule it edits or as a new one (id 0: no
+/// rule has it, so its states start fresh).
+async fn draft_route(
+    app: &App,
+    cluster: ClusterId,
+    replaces: Option<RuleId>,
+    body: Value,
+) -> Result<Json<DraftPreview>, ApiError> {
+    let rule: Rule = parse_json(body)?;
+    let at = now();
+    let items = app
+        .owner()
+        .read(move |c, _| {
+            let config = c.config();
+            if !config.clusters.contains_key(&cluster.0) {
+                return Err(ApiError::NotFound(format!("Cluster {cluster} not found")));
+            }
+            if let Some(r) =
+                replaces.filter(|r| config.rules.get(&r.0).is_none_or(|s| s.value.cluster != cluster))
+            {
+                return Err(ApiError::NotFound(format!("Rule {r} not found")));
+            }
+            let id = replaces.unwrap_or(RuleId(0));
+            RuleRecord { cluster, rule: rule.clone() }.check(id.0, &config)?;
+            Ok(c.preview_draft(cluster, (id, rule), at).unwrap_or_default())
+        })
+        .await??;
+    let items = items
+        .into_iter()
+        .map(|row| PreviewItem { outcome_text: row.preview.outcome.to_string(), row })
+        .collect();
+    Ok(Json(DraftPreview { at, items }))
 }
 
 async fn preview_route(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Preview>, ApiError> {

@@ -69,6 +69,7 @@ impl Kind for Cluster {
             aliases: c.aliases,
             dns_mode: c.dns_mode,
             ttl: c.ttl,
+            suspect_ttl: c.suspect_ttl,
             listeners: c.listeners,
             check: c.check,
             check_name: c.check_name,
