@@ -56,6 +56,30 @@ impl Kind for Cluster {
         vantage_core::limits::cluster(&c)?;
         Ok(c)
     }
+    /// A publisher sent without its secret keeps the one it has, as long as it still pushes
+    /// to the same server with the same key: a form or a file holds no secret it was never
+    /// shown, and a secret never follows a key to another server.
+    fn fill_patch(old: &Self, patch: &mut Value) -> Result<(), ApiError> {
+        let Some(list) = patch.get_mut("publishers").and_then(Value::as_array_mut) else { return Ok(()) };
+        for (i, p) in list.iter_mut().enumerate() {
+            let Some(p) = p.as_object_mut() else { continue };
+            if p.contains_key("key_secret") {
+                continue;
+            }
+            let name = p.get("name").and_then(Value::as_str);
+            let Some(was) = old.publishers.iter().find(|o| Some(o.name.as_str()) == name) else { continue };
+            let server = p.get("server").and_then(Value::as_str).and_then(|s| s.parse().ok());
+            let key = p.get("key_name").and_then(Value::as_str).map(|k| k.trim().trim_end_matches('.'));
+            if server != Some(was.server) || !key.is_some_and(|k| k.eq_ignore_ascii_case(&was.key_name)) {
+                return Err(ApiError::invalid(
+                    format!("publishers[{i}].key_secret"),
+                    "a publisher that pushes to another server or with another key takes its secret again",
+                ));
+            }
+            p.insert("key_secret".into(), Value::String(was.key_secret.clone()));
+        }
+        Ok(())
+    }
     fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> ClusterView {
         let probed_with = core.config.cluster_check(&s.value).into();
         let tcp_fallback = core.tcp_fallback(ClusterId(id), crate::support::now()).map(|f| f.reason());

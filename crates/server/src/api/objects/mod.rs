@@ -89,6 +89,11 @@ trait Kind: Clone + Serialize + Send + Sync + Sized + Invariants + 'static {
     fn refuse_patch(_patch: &Value) -> Result<(), ApiError> {
         Ok(())
     }
+    /// Fills in what a patch may leave out of a list it replaces (a publisher's secret, which
+    /// views never show), from `old`, before it is merged.
+    fn fill_patch(_old: &Self, _patch: &mut Value) -> Result<(), ApiError> {
+        Ok(())
+    }
     /// Refuses a change from `old` to `new` by `patch` that no single object's check can tell
     /// (a secret kept for a new destination).
     fn refuse_change(_old: &Self, _new: &Self, _patch: &Value) -> Result<(), ApiError> {
@@ -215,8 +220,10 @@ async fn change_checked<K: Kind>(
         let old = find::<K>(c, id, cluster)?.value.clone();
         check(c)?;
         K::refuse_patch(&patch)?;
+        let mut filled = patch.clone();
+        K::fill_patch(&old, &mut filled)?;
         let mut doc = old.doc();
-        merge(&mut doc, patch.clone());
+        merge(&mut doc, filled);
         let new = keep(&old, K::parse(doc, old.cluster(), app)?);
         K::refuse_change(&old, &new, &patch)?;
         new.check(id, c)?;
