@@ -45,7 +45,8 @@
 
   // A form's fields as a JSON object: data-type="number" fields as numbers, checkboxes as
   // booleans, multiple selects as lists in their order, data-type="list" fields as lists
-  // (split at commas and spaces), empty optional fields left out.
+  // (split at commas and spaces; "numbers": of numbers), empty optional fields left out and
+  // empty data-null fields sent as null (an edit's merge patch clears them so).
   function formBody(form) {
     const out = {};
     const typed = (el, v) => el.dataset.type === 'number' ? Number(v) : v;
@@ -53,20 +54,27 @@
       if (!el.name || el.disabled) continue;
       if (el.type === 'checkbox') { out[el.name] = el.checked; continue; }
       if (el.multiple) { out[el.name] = Array.from(el.selectedOptions, (o) => typed(el, o.value)); continue; }
+      if (el.value === '' && el.dataset.null !== undefined) { out[el.name] = null; continue; }
       if (el.value === '' && el.dataset.optional !== undefined) continue;
       // A local date and time as the browser's zone reads it; empty: left out (now).
       if (el.dataset.type === 'datetime') { if (el.value) out[el.name] = new Date(el.value).toISOString(); continue; }
-      // `443/https 80/http`: a cluster's listeners.
+      // `443/https 80/http/proxy`: a cluster's listeners (`/proxy`: behind the PROXY protocol).
       if (el.dataset.type === 'listeners') {
         out[el.name] = el.value.split(/[\s,]+/).filter(Boolean).map((t) => {
           // Each listener names its protocol: one left out is the API's to refuse.
-          const [port, protocol] = t.split('/');
-          return { port: Number(port), protocol: protocol || '' };
+          const [port, protocol, proxy] = t.split('/');
+          const l = { port: Number(port), protocol: protocol || '' };
+          if (proxy !== undefined) l.proxy_protocol = proxy === 'proxy' ? true : proxy;
+          return l;
         });
         continue;
       }
+      if (el.dataset.type === 'publishers') { out[el.name] = publisherRows(el); continue; }
       if (el.dataset.type === 'list') { out[el.name] = el.value.split(/[\s,]+/).filter(Boolean); continue; }
+      if (el.dataset.type === 'numbers') { out[el.name] = el.value.split(/[\s,]+/).filter(Boolean).map(Number); continue; }
       if (el.dataset.type === 'address-rows') { out[el.name] = addressRows(el); continue; }
+      if (el.dataset.type === 'conditions') { out[el.name] = conditionRows(el); continue; }
+      if (el.dataset.type === 'monitor-regions') { out[el.name] = monitorRegions(el); continue; }
       out[el.name] = typed(el, el.value.trim());
     }
     return out;
@@ -85,6 +93,183 @@
         else row.level = word;
       }
       return row;
+    });
+  }
+
+  const rowsOf = (el) => el.value.split('\n').map((l) => l.trim()).filter(Boolean);
+
+  // A rule's conditions, one a line: `METRIC OP THRESHOLD [for SECONDS] [avg|max|min]
+  // [in REGION]`, the region by its code through data-regions (an unknown code is sent as
+  // written, for the API to refuse by field).
+  function conditionRows(el) {
+    const regions = JSON.parse(el.dataset.regions || '{}');
+    return rowsOf(el).map((l) => {
+      const [metric, comparison, threshold, ...rest] = l.split(/\s+/);
+      const row = { metric, comparison, threshold: Number(threshold) };
+      for (let i = 0; i < rest.length; i++) {
+        const w = rest[i];
+        if (w === 'for') row.for_s = Number(String(rest[++i]).replace(/s$/, ''));
+        else if (w === 'in') { const r = rest[++i]; row.region = r in regions ? regions[r] : r; }
+        else row.aggregate = w;
+      }
+      return row;
+    });
+  }
+
+  function conditionText(c, regions) {
+    const code = Object.keys(regions).find((k) => regions[k] === c.region);
+    let t = c.metric + ' ' + c.comparison + ' ' + c.threshold + ' for ' + c.for_s;
+    if (c.metric.startsWith('probe_')) t += ' ' + (c.aggregate || 'avg') + (code ? ' in ' + code : '');
+    return t;
+  }
+
+  // A cluster's publishers, one a line: `NAME SERVER KEY_NAME [hmac-…] [zone=ZONE]
+  // [secret=BASE64]`; a publisher without a secret keeps the one it has (the API's rule).
+  function publisherRows(el) {
+    return rowsOf(el).map((l) => {
+      const [name, server, key_name, ...rest] = l.split(/\s+/);
+      const row = { name, server, key_name };
+      for (const w of rest) {
+        if (w.startsWith('zone=')) row.zone = w.slice(5);
+        else if (w.startsWith('secret=')) row.key_secret = w.slice(7);
+        else row.key_algorithm = w;
+      }
+      return row;
+    });
+  }
+
+  // A monitor's regions, one a line: `REGION WEIGHT URL… [pathway=NAME] [max_age=SECONDS]`.
+  function monitorRegions(el) {
+    return rowsOf(el).map((l) => {
+      const [region, weight, ...rest] = l.split(/\s+/);
+      const row = { region, weight: Number(weight), endpoints: [] };
+      for (const w of rest) {
+        if (w.startsWith('pathway=')) row.pathway = w.slice(8);
+        else if (w.startsWith('max_age=')) row.max_segment_age_s = Number(w.slice(8));
+        else row.endpoints.push(w);
+      }
+      return row;
+    });
+  }
+
+  function monitorRegionText(r) {
+    return [r.region, r.weight, ...r.endpoints].join(' ') + (r.pathway ? ' pathway=' + r.pathway : '') +
+      (r.max_segment_age_s != null ? ' max_age=' + r.max_segment_age_s : '');
+  }
+
+  // Fills a form with an object's fields as its API document holds them (the inverse of
+  // formBody); a field the document leaves out is emptied. Hidden fields and write-only
+  // ones (secrets, data-write-only) keep what they hold.
+  function fillForm(form, values) {
+    for (const el of form.elements) {
+      if (!el.name || el.type === 'hidden' || el.dataset.writeOnly !== undefined) continue;
+      const v = values[el.name];
+      const type = el.dataset.type;
+      if (el.type === 'checkbox') el.checked = Boolean(v);
+      else if (el.multiple) for (const o of el.options) o.selected = (v || []).map(String).includes(o.value);
+      else if (type === 'list' || type === 'numbers') el.value = (v || []).join(', ');
+      else if (type === 'listeners') el.value = (v || []).map((l) => l.port + '/' + l.protocol + (l.proxy_protocol ? '/proxy' : '')).join(' ');
+      else if (type === 'conditions') el.value = (v || []).map((c) => conditionText(c, JSON.parse(el.dataset.regions || '{}'))).join('\n');
+      else if (type === 'monitor-regions') el.value = (v || []).map(monitorRegionText).join('\n');
+      else el.value = v == null ? '' : String(v);
+    }
+  }
+
+  // "Edit" on an object's row: its form, filled with the object, saves it (PATCH, or the
+  // method the button names) until "Cancel edit" turns it back into the form for a new one.
+  function editWith(button) {
+    const form = document.getElementById(button.dataset.edit);
+    const submit = form.querySelector('[type=submit]');
+    if (form.dataset.newApi === undefined) {
+      Object.assign(form.dataset, { newApi: form.dataset.api, newMethod: form.dataset.method || 'POST',
+                                    newPreview: form.dataset.preview || '', newLabel: submit.textContent });
+    }
+    clearErrors(form);
+    fillForm(form, JSON.parse(button.dataset.values));
+    form.dataset.api = button.dataset.target;
+    form.dataset.method = button.dataset.method || 'PATCH';
+    if (form.dataset.method === 'PUT') form.dataset.base = button.dataset.values;
+    if (button.dataset.preview) form.dataset.preview = button.dataset.preview;
+    submit.textContent = button.dataset.label || 'Save';
+    const title = form.querySelector('[data-title]');
+    if (title) title.textContent = 'Editing ' + (button.dataset.name || '');
+    const cancel = form.querySelector('[data-reset]');
+    if (cancel) cancel.hidden = false;
+    const details = form.closest('details');
+    if (details) details.open = true;
+    form.scrollIntoView({ block: 'center' });
+    const first = form.querySelector('input:not([type=hidden]), select, textarea');
+    if (first) first.focus();
+    if (form.dataset.preview) runPreview(form);
+  }
+
+  function endEdit(form) {
+    form.reset();
+    clearErrors(form);
+    delete form.dataset.base;
+    if (form.dataset.newApi === undefined) return;
+    form.dataset.api = form.dataset.newApi;
+    form.dataset.method = form.dataset.newMethod;
+    form.dataset.preview = form.dataset.newPreview;
+    form.querySelector('[type=submit]').textContent = form.dataset.newLabel;
+    const title = form.querySelector('[data-title]');
+    if (title) title.textContent = '';
+    const cancel = form.querySelector('[data-reset]');
+    if (cancel) cancel.hidden = true;
+    const out = form.dataset.previewOut && document.getElementById(form.dataset.previewOut);
+    if (out) showPreview(out, null, '');
+  }
+
+  // A rule's live preview: what the rule as drafted would do on each node now, as if it
+  // were on; asked 300 ms after the last keystroke, the latest answer only shown.
+  function schedulePreview(form) {
+    clearTimeout(form.previewTimer);
+    form.previewTimer = setTimeout(() => runPreview(form), 300);
+  }
+
+  async function runPreview(form) {
+    const out = document.getElementById(form.dataset.previewOut);
+    if (!out) return;
+    const seq = (form.previewSeq = (form.previewSeq || 0) + 1);
+    const body = formBody(form);
+    // The preview is of what the rule does; a name is for saving it.
+    if (!body.name) body.name = 'draft';
+    try {
+      const data = await api('POST', form.dataset.preview, body);
+      if (seq === form.previewSeq) showPreview(out, data.items, '');
+    } catch (e) {
+      if (seq === form.previewSeq) showPreview(out, null, 'Not previewed: ' + e.message);
+    }
+  }
+
+  function showPreview(out, items, note) {
+    const table = out.querySelector('table');
+    const body = table.querySelector('tbody');
+    const status = out.querySelector('[data-preview-note]');
+    body.replaceChildren();
+    table.hidden = !items || items.length === 0;
+    if (items && items.length === 0) note = 'No node for it to look at: no enabled node in its scope.';
+    if (note) status.textContent = note;
+    else if (!items) status.textContent = status.dataset.idle || '';
+    else status.textContent = 'As if it were on, now; nothing is saved until you save the rule.';
+    for (const it of items || []) {
+      const tr = document.createElement('tr');
+      tr.dataset.node = it.node_name;
+      const conditions = it.conditions.map((c) => c.metric + ': ' + (c.value == null ? 'No data' : c.value) +
+        ' (needs ' + c.comparison + ' ' + c.threshold + '; held ' + c.held_s + ' of ' + c.required_s + ' s)');
+      for (const text of [it.node_name, it.status.replace(/_/g, ' '), conditions.join('; '), it.outcome_text]) {
+        const td = document.createElement('td');
+        td.textContent = text;
+        tr.append(td);
+      }
+      body.append(tr);
+    }
+  }
+
+  for (const kind of ['input', 'change']) {
+    document.addEventListener(kind, (ev) => {
+      const form = ev.target.closest && ev.target.closest('form[data-preview]');
+      if (form && form.dataset.preview) schedulePreview(form);
     });
   }
 
@@ -153,12 +338,18 @@
     const submit = form.querySelector('[type=submit]');
     if (submit) submit.disabled = true;
     try {
-      const body = formBody(form);
+      // An edit that replaces the whole object (PUT) sends its other fields as they were.
+      const body = Object.assign(JSON.parse(form.dataset.base || '{}'), formBody(form));
+      // A route named by a field (`/v1/tenants/{name}`) takes that field's value.
+      const url = form.dataset.api.replace(/\{(\w+)\}/g, (_, k) => encodeURIComponent(body[k] == null ? '' : body[k]));
       // A route that takes one field's value as the whole body (a list) names it.
-      const data = await api(form.dataset.method || 'POST', form.dataset.api,
+      const data = await api(form.dataset.method || 'POST', url,
                              form.dataset.send ? body[form.dataset.send] : body);
       const dialog = form.closest('dialog');
       if (dialog) dialog.close();
+      // A form that was editing an object is a form for a new one again (a page that stays,
+      // as a reload keeps what the fields held).
+      if (form.dataset.newApi !== undefined) endEdit(form);
       after(form.dataset.then, data);
     } catch (e) {
       if (error) error.textContent = e.message; else flash(e.message);
@@ -196,6 +387,10 @@
       dialog.showModal();
       return;
     }
+    const edit = ev.target.closest('[data-edit]');
+    if (edit) { editWith(edit); return; }
+    const reset = ev.target.closest('[data-reset]');
+    if (reset) { endEdit(reset.closest('form')); return; }
     const closer = ev.target.closest('[data-close]');
     if (closer) { closer.closest('dialog').close(); return; }
     const copy = ev.target.closest('[data-copy]');

@@ -134,6 +134,10 @@ impl Browser {
     }
 
     async fn click(&self, css: &str) {
+        // In the middle of the window: never under the page's sticky header.
+        let middle =
+            "const e = document.querySelector(arguments[0]); if (e) e.scrollIntoView({block: 'center'});";
+        self.client.execute(middle, vec![json!(css)]).await.unwrap();
         self.client
             .find(Locator::Css(css))
             .await
@@ -524,6 +528,23 @@ async fn fleet_scenario() {
             && outlook.contains("line default holds its current records (3 addresses)"),
         "{outlook}"
     );
+    // Each node's history bars: a bar a day, today's green once the node has been counted up.
+    let bars = "return [...document.querySelectorAll(\"#nodes tr[data-node='edge-0'] td.availability i.bar\")]\
+                .map(e => e.className + ' ' + e.title)";
+    let started = Instant::now();
+    let today = loop {
+        let v = b.client.execute(bars, vec![]).await.unwrap();
+        let days: Vec<String> = serde_json::from_value(v).unwrap();
+        let last = days.last().cloned().unwrap_or_default();
+        if last.starts_with("bar good") {
+            assert_eq!(days.len(), 30, "a bar a day: {days:?}");
+            break last;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "today's bar stayed {last:?}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        b.goto(&cluster_page).await;
+    };
+    assert!(today.ends_with("100.00%"), "{today}");
     b.screenshot("cluster.png").await;
 
     // Node: addresses with level, source, reachability and use; a strip per prober and address.
@@ -1336,23 +1357,12 @@ async fn a_cluster_its_groups_and_nodes_made_from_the_pages() {
 /// A cluster, a node group and a node are made from the pages, each form showing the API's
 /// refusal beside the field it names; the node is disabled and enabled again from its page.
 async fn forms_scenario() {
-    let s = ServerProcess::start_lab().await;
-    let base = s.url.trim_end_matches('/').to_owned();
-    s.create("/v1/regions", json!({"code": "eu", "name": "Europe"})).await;
-    let b = Browser::start().await;
-    b.login(&base, &s.token).await;
-    b.arrive("/ui").await;
+    let (s, base, b) = logged_in_with_a_region().await;
     b.goto(&format!("{base}/ui/clusters")).await;
     b.fill("#cluster-form input[name=name]", "video").await;
     b.fill("#cluster-form input[name=domain]", "not a domain").await;
     b.click("#cluster-form button[type=submit]").await;
-    b.watch("#cluster-form .field-error", Duration::from_secs(5), |t| !t.is_empty()).await;
-    let invalid = b
-        .client
-        .execute("return document.querySelector('#cluster-form [aria-invalid]').name", vec![])
-        .await
-        .unwrap();
-    assert_eq!(invalid, json!("domain"), "the refusal sits by the field it names");
+    assert_eq!(refused_field(&b, "#cluster-form").await, "domain", "the refusal sits by the field it names");
     b.fill("#cluster-form input[name=domain]", "cdn.forms.example").await;
     b.fill("#cluster-form input[name=listeners]", "443/https 80/http").await;
     b.act("#cluster-form button[type=submit]").await;
@@ -1436,5 +1446,293 @@ async fn forms_scenario() {
     b.act("#confirm-ok").await;
     assert!(b.texts("#tokens tr[data-token='grafana']").await.is_empty());
     assert_eq!(regions_with(secret).await, 401, "revoked");
+    b.close().await;
+}
+
+#[tokio::test]
+async fn rules_with_their_live_preview_and_every_field_of_a_cluster_from_the_pages() {
+    let _one = BROWSER.lock().await;
+    tokio::time::timeout(SCENARIO, rules_scenario()).await.expect("the scenario finished within its time");
+}
+
+/// The value of the form field `css`.
+async fn value_of(b: &Browser, css: &str) -> String {
+    let v = b
+        .client
+        .execute("return document.querySelector(arguments[0]).value", vec![json!(css)])
+        .await
+        .unwrap();
+    v.as_str().unwrap_or_default().to_owned()
+}
+
+/// The name of the field a form marked invalid, once the API's refusal is shown beside it.
+async fn refused_field(b: &Browser, form: &str) -> String {
+    b.watch(&format!("{form} .field-error"), Duration::from_secs(5), |t| !t.is_empty()).await;
+    let script = "return document.querySelector(arguments[0] + ' [aria-invalid]').name";
+    let v = b.client.execute(script, vec![json!(form)]).await.unwrap();
+    v.as_str().unwrap_or_default().to_owned()
+}
+
+/// A lab server with one region, `eu`, and a browser logged in to it.
+async fn logged_in_with_a_region() -> (ServerProcess, String, Browser) {
+    let s = ServerProcess::start_lab().await;
+    let base = s.url.trim_end_matches('/').to_owned();
+    s.create("/v1/regions", json!({"code": "eu", "name": "Europe"})).await;
+    let b = Browser::start().await;
+    b.login(&base, &s.token).await;
+    b.arrive("/ui").await;
+    (s, base, b)
+}
+
+/// Clicks the delete button `css` and confirms in the dialog.
+async fn delete_confirmed(b: &Browser, css: &str) {
+    b.click(css).await;
+    b.visible("#confirm-dialog", Duration::from_secs(5)).await;
+    b.act("#confirm-ok").await;
+}
+
+/// A rule drafted on the cluster page is previewed node by node as it is typed (nothing
+/// saved), refused by the field the API names, created, switched off, edited in place with
+/// its preview, and deleted; then every field of the cluster is edited, a publisher's secret
+/// written once and kept by later edits that do not repeat it.
+async fn rules_scenario() {
+    let s = ServerProcess::start_lab().await;
+    let base = s.url.trim_end_matches('/').to_owned();
+    let eu = s.create("/v1/regions", json!({"code": "eu", "name": "Europe"})).await["id"].as_i64().unwrap();
+    let c = s
+        .create(
+            "/v1/clusters",
+            json!({"name": "video", "domain": "cdn.rules.example", "listeners": [{"port": 80, "protocol": "http"}]}),
+        )
+        .await;
+    let cid = c["id"].as_i64().unwrap();
+    let g = s.create(&format!("/v1/clusters/{cid}/groups"), json!({"name": "sin-1", "region": eu})).await;
+    s.create("/v1/nodes", json!({"cluster": cid, "name": "sin-1a", "group": g["id"]})).await;
+    let rules = format!("/v1/clusters/{cid}/rules");
+
+    let b = Browser::start().await;
+    b.login(&base, &s.token).await;
+    b.arrive("/ui").await;
+    b.goto(&format!("{base}/ui/clusters/{cid}")).await;
+    b.fill("#rule-form input[name=name]", "busy").await;
+    b.fill("#rule-form textarea[name=conditions]", "cpu > 90 for 60").await;
+    b.watch("#rule-preview tbody", Duration::from_secs(10), |t| {
+        t.contains("sin-1a") && t.contains("No data")
+    })
+    .await;
+    let (_, v) = s.call(Method::GET, &rules, None).await;
+    assert_eq!(v["items"], json!([]), "a preview saves nothing");
+    // A region no one has: the preview says why it cannot tell, the save is refused by field.
+    b.fill("#rule-form textarea[name=conditions]", "probe_loss > 50 for 30 max in mars").await;
+    b.watch("#rule-preview [data-preview-note]", Duration::from_secs(10), |t| t.contains("Not previewed"))
+        .await;
+    b.click("#rule-form button[type=submit]").await;
+    assert_eq!(refused_field(&b, "#rule-form").await, "conditions");
+    b.fill("#rule-form textarea[name=conditions]", "probe_loss > 50 for 30 max in eu").await;
+    b.act("#rule-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, &rules, None).await;
+    let rule = &v["items"][0];
+    let rid = rule["id"].as_i64().unwrap();
+    assert_eq!(rule["conditions"][0]["region"], eu, "{rule}");
+    assert_eq!(rule["conditions"][0]["aggregate"], "max", "{rule}");
+    assert_eq!(rule["enabled"], true, "{rule}");
+
+    // The row's switch turns it off.
+    b.act("#rule-list tr[data-rule='busy'] button.switch").await;
+    assert_eq!(b.text("#rule-list tr[data-rule='busy'] button.switch").await, "Off");
+    let (_, v) = s.call(Method::GET, &format!("{rules}/{rid}"), None).await;
+    assert_eq!(v["enabled"], false, "{v}");
+
+    // Edit: the form holds the rule, its preview shows what it would do in its place.
+    b.click("#rule-list tr[data-rule='busy'] button[data-edit]").await;
+    assert_eq!(value_of(&b, "#rule-form input[name=name]").await, "busy");
+    assert_eq!(
+        value_of(&b, "#rule-form textarea[name=conditions]").await,
+        "probe_loss > 50 for 30 max in eu"
+    );
+    b.watch("#rule-preview tbody", Duration::from_secs(10), |t| t.contains("sin-1a")).await;
+    assert_eq!(b.text("#rule-form button[type=submit]").await, "Save rule");
+    b.screenshot("cluster-rule-editor.png").await;
+    b.fill("#rule-form input[name=hold_s]", "120").await;
+    b.act("#rule-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, &format!("{rules}/{rid}"), None).await;
+    assert_eq!((v["hold_s"].as_u64(), v["enabled"].as_bool()), (Some(120), Some(false)), "{v}");
+    assert_eq!(v["name"], "busy", "{v}");
+
+    delete_confirmed(&b, "#rule-list tr[data-rule='busy'] button.danger").await;
+    let (_, v) = s.call(Method::GET, &rules, None).await;
+    assert_eq!(v["items"], json!([]), "{v}");
+
+    // Every field of the cluster; a publisher's secret is written once.
+    b.click("#edit-cluster summary").await;
+    b.fill("#cluster-edit-form input[name=aliases]", "cdn2.rules.example").await;
+    b.fill("#cluster-edit-form input[name=listeners]", "80/http 443/https/proxy").await;
+    b.fill("#cluster-edit-form input[name=suspect_ttl]", "5").await;
+    b.fill(
+        "#cluster-edit-form textarea[name=publishers]",
+        "knot 127.0.0.1:5353 vantage-key hmac-sha256 secret=c2VjcmV0c2VjcmV0c2VjcmV0",
+    )
+    .await;
+    b.act("#cluster-edit-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, &format!("/v1/clusters/{cid}"), None).await;
+    assert_eq!(v["aliases"], json!(["cdn2.rules.example"]), "{v}");
+    assert_eq!(v["listeners"][1], json!({"port": 443, "protocol": "https", "proxy_protocol": true}), "{v}");
+    assert_eq!(v["suspect_ttl"], 5, "{v}");
+    assert_eq!(
+        (v["publishers"][0]["name"].as_str(), v["publishers"][0]["key_secret"].as_str()),
+        (Some("knot"), Some("(hidden)"))
+    );
+    // Saved again without the secret: kept.
+    b.click("#edit-cluster summary").await;
+    let shown = value_of(&b, "#cluster-edit-form textarea[name=publishers]").await;
+    assert_eq!(shown, "knot 127.0.0.1:5353 vantage-key hmac-sha256", "the secret is never shown");
+    b.fill("#cluster-edit-form input[name=ttl]", "45").await;
+    b.act("#cluster-edit-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, &format!("/v1/clusters/{cid}"), None).await;
+    assert_eq!((v["ttl"].as_u64(), v["publishers"].as_array().map(Vec::len)), (Some(45), Some(1)), "{v}");
+    // Sent to another server without it: refused by that field.
+    b.click("#edit-cluster summary").await;
+    b.fill("#cluster-edit-form textarea[name=publishers]", "knot 127.0.0.1:5354 vantage-key").await;
+    b.click("#cluster-edit-form button[type=submit]").await;
+    assert_eq!(refused_field(&b, "#cluster-edit-form").await, "publishers");
+    assert!(b.text("#cluster-edit-form .field-error").await.contains("secret again"));
+    b.close().await;
+}
+
+#[tokio::test]
+async fn checks_tenants_mirrors_monitors_channels_and_status_pages_from_the_pages() {
+    let _one = BROWSER.lock().await;
+    tokio::time::timeout(SCENARIO, objects_scenario()).await.expect("the scenario finished within its time");
+}
+
+/// Each remaining kind of object made, refused by field, edited and deleted from its page,
+/// and a status page made there and read as the public sees it.
+async fn objects_scenario() {
+    let (s, base, b) = logged_in_with_a_region().await;
+
+    // A named check: a block status out of range is refused by its field.
+    b.goto(&format!("{base}/ui/checks")).await;
+    b.fill("#check-form input[name=name]", "edge").await;
+    b.fill("#check-form input[name=block_statuses]", "99").await;
+    b.click("#check-form button[type=submit]").await;
+    assert_eq!(refused_field(&b, "#check-form").await, "block_statuses");
+    b.fill("#check-form input[name=block_statuses]", "403, 451").await;
+    b.act("#check-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, "/v1/checks", None).await;
+    let check = v["items"][0]["id"].as_i64().unwrap();
+    assert_eq!(v["items"][0]["check"]["block_statuses"], json!([403, 451]), "{v}");
+    b.click("#checks tr[data-check='edge'] button[data-edit]").await;
+    assert_eq!(value_of(&b, "#check-form input[name=block_statuses]").await, "403, 451");
+    b.fill("#check-form input[name=interval_s]", "10").await;
+    b.act("#check-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, &format!("/v1/checks/{check}"), None).await;
+    assert_eq!((v["check"]["interval_s"].as_u64(), v["name"].as_str()), (Some(10), Some("edge")), "{v}");
+
+    // A tenant, then a mirror serving it with that check.
+    b.goto(&format!("{base}/ui/tenants")).await;
+    b.fill("#tenant-form input[name=name]", "debian").await;
+    b.fill("#tenant-form input[name=note]", "the archive").await;
+    b.act("#tenant-form button[type=submit]").await;
+    b.click("#tenants tr[data-tenant='debian'] button[data-edit]").await;
+    b.fill("#tenant-form input[name=note]", "Debian's archive").await;
+    b.act("#tenant-form button[type=submit]").await;
+    assert!(b.text("#tenants tr[data-tenant='debian']").await.contains("Debian's archive"));
+    b.goto(&format!("{base}/ui/mirrors")).await;
+    b.fill("#mirror-form input[name=host]", "mirror.example.net").await;
+    b.fill("#mirror-form input[name=tenants]", "debian").await;
+    b.fill("#mirror-form input[name=weight]", "2").await;
+    b.choose("#mirror-form select[name=check]", "edge").await;
+    b.fill("#mirror-form input[name=address]", "not an address").await;
+    b.click("#mirror-form button[type=submit]").await;
+    assert_eq!(refused_field(&b, "#mirror-form").await, "address");
+    b.fill("#mirror-form input[name=address]", "").await;
+    b.act("#mirror-form button[type=submit]").await;
+    let mirror = "/v1/mirrors/mirror.example.net";
+    let (_, v) = s.call(Method::GET, mirror, None).await;
+    assert_eq!((v["weight"].as_u64(), v["check"].as_str()), (Some(2), Some("edge")), "{v}");
+    assert_eq!(v["tenants"], json!(["debian"]), "{v}");
+    b.click("#mirrors tr[data-mirror='mirror.example.net'] button[data-edit]").await;
+    b.fill("#mirror-form input[name=weight]", "3").await;
+    b.act("#mirror-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, mirror, None).await;
+    assert_eq!((v["weight"].as_u64(), v["check"].as_str()), (Some(3), Some("edge")), "{v}");
+    delete_confirmed(&b, "#mirrors tr[data-mirror='mirror.example.net'] button.danger:not(.block)").await;
+    assert_eq!(s.call(Method::GET, mirror, None).await.0, 404);
+
+    // A monitor: a negative audience weight is refused by the regions field.
+    b.goto(&format!("{base}/ui/monitors")).await;
+    b.fill("#monitor-form input[name=name]", "live").await;
+    b.fill("#monitor-form textarea[name=regions]", "eu -5 http://127.0.0.1:9/live.m3u8").await;
+    b.click("#monitor-form button[type=submit]").await;
+    assert_eq!(refused_field(&b, "#monitor-form").await, "regions");
+    b.fill("#monitor-form textarea[name=regions]", "eu 60 http://127.0.0.1:9/live.m3u8 pathway=cdn-a").await;
+    b.act("#monitor-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, "/v1/monitors", None).await;
+    let monitor = v["items"][0]["id"].as_i64().unwrap();
+    assert_eq!(v["items"][0]["monitor"]["regions"][0]["pathway"], "cdn-a", "{v}");
+    b.click("#monitors tr[data-monitor='live'] button[data-edit]").await;
+    assert_eq!(
+        value_of(&b, "#monitor-form textarea[name=regions]").await,
+        "eu 60 http://127.0.0.1:9/live.m3u8 pathway=cdn-a"
+    );
+    b.fill("#monitor-form input[name=down_weight_budget_pct]", "20").await;
+    b.act("#monitor-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, &format!("/v1/monitors/{monitor}"), None).await;
+    assert_eq!(v["monitor"]["down_weight_budget_pct"], 20.0, "{v}");
+    assert_eq!(v["monitor"]["regions"][0]["weight"], 60.0, "{v}");
+
+    // A channel edited in place; its secret is never put in the form.
+    let ch = s
+        .create("/v1/webhooks", json!({"name": "ops", "url": "http://127.0.0.1:9/hook", "format": "json"}))
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    b.goto(&format!("{base}/ui/alerts")).await;
+    b.click("#channels tr[data-channel='ops'] button[data-edit]").await;
+    assert_eq!(value_of(&b, "#channel-form input[name=url]").await, "http://127.0.0.1:9/hook");
+    b.fill("#channel-form input[name=url]", "http://127.0.0.1:10/hook").await;
+    b.act("#channel-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, &format!("/v1/webhooks/{ch}"), None).await;
+    assert_eq!(v["url"], "http://127.0.0.1:10/hook", "{v}");
+
+    // A status page of the monitor, read as the public reads it.
+    b.goto(&format!("{base}/ui/status-pages")).await;
+    b.fill("#status-page-form input[name=slug]", "Video!").await;
+    b.fill("#status-page-form input[name=title]", "Video delivery").await;
+    b.choose("#status-page-form select[name=monitors]", &monitor.to_string()).await;
+    b.click("#status-page-form button[type=submit]").await;
+    assert_eq!(refused_field(&b, "#status-page-form").await, "slug");
+    b.fill("#status-page-form input[name=slug]", "video").await;
+    b.act("#status-page-form button[type=submit]").await;
+    assert!(b.text("#status-pages tr[data-status-page='video']").await.contains("monitor live"));
+    b.screenshot("status-pages.png").await;
+    b.goto(&format!("{base}/status/video")).await;
+    let public = b.text("body").await;
+    assert!(public.contains("Video delivery") && public.contains("live"), "{public}");
+    assert!(!public.contains("127.0.0.1"), "nothing private: {public}");
+    b.screenshot("status-page-public.png").await;
+    b.goto(&format!("{base}/ui/status-pages")).await;
+    b.click("#status-pages tr[data-status-page='video'] button[data-edit]").await;
+    b.fill("#status-page-form input[name=title]", "Live video").await;
+    b.act("#status-page-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, "/v1/status-pages", None).await;
+    assert_eq!(
+        (v["items"][0]["title"].as_str(), v["items"][0]["slug"].as_str()),
+        (Some("Live video"), Some("video"))
+    );
+    delete_confirmed(&b, "#status-pages tr[data-status-page='video'] button.danger").await;
+    assert_eq!(reqwest::get(format!("{base}/status/video")).await.unwrap().status(), 404);
+
+    // The monitor, the check and the tenant deleted from their pages.
+    b.goto(&format!("{base}/ui/monitors")).await;
+    delete_confirmed(&b, "#monitors tr[data-monitor='live'] button.danger").await;
+    b.goto(&format!("{base}/ui/checks")).await;
+    delete_confirmed(&b, "#checks tr[data-check='edge'] button.danger").await;
+    b.goto(&format!("{base}/ui/tenants")).await;
+    delete_confirmed(&b, "#tenants tr[data-tenant='debian'] button.danger").await;
+    for kind in ["monitors", "checks", "tenants"] {
+        let (_, v) = s.call(Method::GET, &format!("/v1/{kind}"), None).await;
+        assert_eq!(v["items"], json!([]), "{kind}: {v}");
+    }
     b.close().await;
 }

@@ -67,6 +67,7 @@ pub(crate) fn router(app: Arc<App>, sessions: Arc<Sessions>, api: Router) -> Rou
         .route("/ui/audit", get(pages::audit))
         .route("/ui/alerts", get(pages::alerts))
         .route("/ui/maintenance", get(pages::maintenance))
+        .route("/ui/status-pages", get(pages::status_pages))
         .route("/ui/tokens", get(pages::tokens))
         .route("/ui/logout", post(logout))
         .route("/ui/{*rest}", get(|| async { pages::not_found() }))

@@ -21,7 +21,9 @@ pub(super) use crate::views::{
     MonitorHistory, MonitorVerdictView as MonitorVerdict, MonitorView as Monitor,
     RegionVerdictView as RegionVerdict,
 };
-pub(super) use crate::views::{SilenceState, SilenceView as Silence, WebhookView as Channel};
+pub(super) use crate::views::{
+    SilenceState, SilenceView as Silence, StatusPageView as StatusPage, WebhookView as Channel,
+};
 pub(super) use vantage_control::alerts::Alert;
 pub(super) use vantage_control::availability::Report as Availability;
 pub(super) use vantage_control::maintenance::MaintenanceState;

@@ -37,6 +37,8 @@ struct ChannelRow {
     /// Where it delivers, in words (never its secret).
     to: String,
     enabled: bool,
+    /// Its fields as the API takes them, never its secret, for the form that edits it.
+    values: String,
 }
 
 fn channel_row(w: &views::Channel) -> ChannelRow {
@@ -47,7 +49,18 @@ fn channel_row(w: &views::Channel) -> ChannelRow {
         WebhookFormat::Email => format!("{} via {url}", h.to.join(", ")),
         _ => url,
     };
-    ChannelRow { id: w.id, name: h.name.clone(), format: h.format.as_str(), to, enabled: h.enabled }
+    let mut values = serde_json::to_value(h).unwrap_or_default();
+    if let Some(o) = values.as_object_mut() {
+        o.remove("secret");
+    }
+    ChannelRow {
+        id: w.id,
+        name: h.name.clone(),
+        format: h.format.as_str(),
+        to,
+        enabled: h.enabled,
+        values: values.to_string(),
+    }
 }
 
 pub(in crate::ui) async fn alerts(

@@ -1,9 +1,11 @@
 //! The named checks that mirrors, clusters and monitors are probed with.
 
 use super::*;
+use vantage_core::check::Method;
 
 #[derive(Debug)]
 struct CheckRow {
+    id: i64,
     name: String,
     method: String,
     path: String,
@@ -18,11 +20,20 @@ struct CheckRow {
     mirrors: usize,
     clusters: usize,
     monitors: usize,
+    /// Its fields as the API takes them, for the form that edits it.
+    values: String,
 }
 
 fn check_row(c: &views::Check) -> CheckRow {
     let k = &c.check;
+    let mut values =
+        serde_json::to_value(vantage_core::check::CheckInput::from(k.clone())).unwrap_or_default();
+    if let Some(o) = values.as_object_mut() {
+        o.insert("name".into(), c.name.clone().into());
+    }
     CheckRow {
+        id: c.id,
+        values: values.to_string(),
         name: c.name.clone(),
         method: k.method().map(|m| m.as_str().to_owned()).unwrap_or_default(),
         path: k.path().to_owned(),
@@ -46,6 +57,8 @@ struct ChecksPage {
     checks: Vec<CheckRow>,
     /// Whether a check named `default` exists (else mirrors naming none use the built-in one).
     has_default: bool,
+    /// The methods a check may name.
+    methods: [&'static str; 4],
 }
 
 pub(in crate::ui) async fn checks(
@@ -56,6 +69,7 @@ pub(in crate::ui) async fn checks(
     let page = ChecksPage {
         frame: Frame::new(&v, "Checks", "mirrors", 0),
         tab: "checks",
+        methods: [Method::Http, Method::Https, Method::Tcp, Method::Hls].map(Method::as_str),
         has_default: list.items.iter().any(|c| c.name.eq_ignore_ascii_case("default")),
         checks: list.items.iter().map(check_row).collect(),
     };

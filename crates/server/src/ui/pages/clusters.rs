@@ -97,6 +97,7 @@ struct RevisionView {
 
 #[derive(Debug)]
 struct RuleRow {
+    id: i64,
     name: String,
     line: String,
     action: String,
@@ -104,6 +105,8 @@ struct RuleRow {
     timing: String,
     enabled: bool,
     acting_on: String,
+    /// Its fields as the API holds them, for the form that edits it.
+    values: String,
 }
 
 #[derive(Debug)]
@@ -142,6 +145,15 @@ struct ClusterPage {
     c: views::Cluster,
     dns_mode: String,
     listeners: String,
+    /// The edit form's values: listeners as `443/https`, aliases and links comma-separated,
+    /// the suspect TTL (empty: none), publishers a line each (never their secrets).
+    listeners_form: String,
+    aliases: String,
+    required_links: String,
+    suspect_ttl: String,
+    publishers: String,
+    /// The named checks the cluster may name.
+    checks: Vec<String>,
     /// `GET /health` (by each listener's protocol), `tcp`: what the check asks.
     check_path: String,
     dns_revision: String,
@@ -157,6 +169,8 @@ struct ClusterPage {
     /// The all-down policies a line can take, with what each does.
     /// Regions a new group may be in: (id, name).
     region_choices: Vec<(i64, String)>,
+    /// Region ids by code, for the rule form's conditions (JSON).
+    region_codes: String,
     all_down_choices: [(&'static str, &'static str); 3],
     events: Vec<timeline::EventRow>,
 }
@@ -199,6 +213,12 @@ fn all_down_choices() -> [(&'static str, &'static str); 3] {
 /// The badge of a line that answers by its all-down policy.
 fn policy_word(p: AllDown) -> &'static str {
     if p == AllDown::Hold { "held" } else { p.as_str() }
+}
+
+/// A publisher as the edit form writes it, without its secret.
+fn publisher_line(p: &vantage_core::model::PublisherInput) -> String {
+    let zone = p.zone.as_ref().map(|z| format!(" zone={z}")).unwrap_or_default();
+    format!("{} {} {} {}{zone}", p.name, p.server, p.key_name, word(&p.key_algorithm))
 }
 
 fn condition_text(c: &views::Condition, regions: &HashMap<RegionId, String>) -> String {
@@ -308,6 +328,7 @@ pub(in crate::ui) async fn cluster(
     let rules: Items<views::Rule> = api.get(&format!("/v1/clusters/{id}/rules")).await?;
     let preview: Option<Value> = api.get_optional(&format!("/v1/clusters/{id}/preview")).await?;
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
+    let checks: Items<views::Check> = api.get("/v1/checks").await?;
     let region_names = region_names(&regions.items);
     let group_names: HashMap<GroupId, String> =
         groups.items.iter().map(|g| (GroupId(g.id), g.name.clone())).collect();
@@ -357,6 +378,19 @@ pub(in crate::ui) async fn cluster(
     let page = ClusterPage {
         frame: Frame::new(&v, format!("Cluster {}", c.name), "clusters", 10).reading(&api),
         listeners: listeners_text(&c),
+        listeners_form: c
+            .listeners
+            .iter()
+            .map(|l| {
+                format!("{}/{}{}", l.port, word(&l.protocol), if l.proxy_protocol { "/proxy" } else { "" })
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        aliases: c.aliases.join(", "),
+        required_links: c.required_links.join(", "),
+        suspect_ttl: c.suspect_ttl.map(|t| t.to_string()).unwrap_or_default(),
+        publishers: c.publishers.iter().map(publisher_line).collect::<Vec<_>>().join("\n"),
+        checks: checks.items.into_iter().map(|k| k.name).collect(),
         check_path: check_text(&c.probed_with.check),
         dns_revision: dns.revision.map(|n| format!("#{n}")).unwrap_or_else(|| "none yet".into()),
         dns_at: time_or(dns.at, at, ""),
@@ -388,6 +422,10 @@ pub(in crate::ui) async fn cluster(
             .collect(),
         all_down_choices: all_down_choices(),
         region_choices: regions.items.iter().map(|r| (r.id, format!("{} ({})", r.name, r.code))).collect(),
+        region_codes: Value::Object(
+            regions.items.iter().map(|r| (r.code.clone(), Value::from(r.id))).collect(),
+        )
+        .to_string(),
         lines: lines
             .items
             .iter()
@@ -419,6 +457,8 @@ pub(in crate::ui) async fn cluster(
             .iter()
             .map(|view| (view, &view.rule))
             .map(|(view, r)| RuleRow {
+                id: view.id,
+                values: serde_json::to_string(r).unwrap_or_default(),
                 name: r.name.clone(),
                 line: r
                     .line

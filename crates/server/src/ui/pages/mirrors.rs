@@ -76,6 +76,8 @@ struct MirrorRow {
     last_check: Markup,
     /// None: the mirror has no freshness check.
     freshness: Option<FreshnessRow>,
+    /// Its record as the API takes it (no derived field), for the form that edits it.
+    values: String,
 }
 
 fn mirror_row(m: &views::Mirror, at: Timestamp) -> MirrorRow {
@@ -92,6 +94,18 @@ fn mirror_row(m: &views::Mirror, at: Timestamp) -> MirrorRow {
         availability: Markup::default(),
         last_check: time_or(m.last_check, at, "never"),
         freshness: freshness_row(m, at),
+        values: serde_json::json!({
+            "host": m.host,
+            "tenants": m.tenants,
+            "weight": m.weight,
+            "manual_block": m.manual_block,
+            "manual_note": m.manual_note,
+            "check": m.check,
+            "address": m.address,
+            "freshness": m.freshness,
+            "base_url": m.base_url,
+        })
+        .to_string(),
     }
 }
 
@@ -143,6 +157,8 @@ struct MirrorsPage {
     mirrors: Vec<MirrorRow>,
     columns: Vec<RegionColumn>,
     matrix: Vec<MatrixRow>,
+    /// The named checks a mirror may name.
+    checks: Vec<String>,
 }
 
 pub(in crate::ui) async fn mirrors(
@@ -152,6 +168,7 @@ pub(in crate::ui) async fn mirrors(
     let api = client(&ui, &v);
     let at = now();
     let list: views::MirrorList = api.get("/v1/mirrors").await?;
+    let checks: Items<views::Check> = api.get("/v1/checks").await?;
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
     let columns = columns(&regions.items, &list.mirrors);
     let availability: Items<views::Availability> = api.get("/v1/availability?kind=mirror").await?;
@@ -168,6 +185,7 @@ pub(in crate::ui) async fn mirrors(
         mirrors: list.mirrors.iter().map(row).collect(),
         matrix: list.mirrors.iter().map(|m| matrix_row(m, &columns, at)).collect(),
         columns,
+        checks: checks.items.into_iter().map(|c| c.name).collect(),
     };
     Ok(render(&page))
 }
@@ -379,6 +397,7 @@ mod tests {
             mirrors: Vec::new(),
             matrix: Vec::new(),
             columns: Vec::new(),
+            checks: Vec::new(),
         };
         let html = page.render().unwrap();
         let list = &html[html.find("id=\"reload-skipped\"").unwrap()..];
@@ -413,6 +432,7 @@ mod tests {
             mirrors: vec![mirror_row(&m, at)],
             matrix: vec![matrix_row(&m, &columns, at)],
             columns,
+            checks: Vec::new(),
         };
         let html = page.render().unwrap();
         assert!(!html.contains("<script>alert") && !html.contains("<i>heavy"), "{html}");

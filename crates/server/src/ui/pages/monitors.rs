@@ -3,6 +3,7 @@
 //! verdict changes and per-region history charts of segment age and failures.
 
 use super::*;
+use vantage_core::monitor::MonitorInput;
 
 /// How the weights stand against the budgets. The colours are the verdict's own reasons
 /// (down budget spent, stale budget spent), so the badge that turns red or amber is the one
@@ -38,6 +39,8 @@ struct MonitorRow {
     weights: Weights,
     /// Its availability bars.
     availability: Markup,
+    /// Its fields as the API takes them, for the form that edits it.
+    values: String,
 }
 
 #[derive(Template)]
@@ -45,6 +48,8 @@ struct MonitorRow {
 struct MonitorsPage {
     frame: Frame,
     monitors: Vec<MonitorRow>,
+    /// The named checks a monitor may name.
+    checks: Vec<String>,
 }
 
 pub(in crate::ui) async fn monitors(
@@ -54,6 +59,7 @@ pub(in crate::ui) async fn monitors(
     let api = client(&ui, &v);
     let at = now();
     let list: Items<views::Monitor> = api.get("/v1/monitors").await?;
+    let checks: Items<views::Check> = api.get("/v1/checks").await?;
     let availability: Items<views::Availability> = api.get("/v1/availability?kind=monitor").await?;
     let bars: HashMap<String, Markup> =
         availability.items.iter().map(|r| (r.subject.clone(), format::bars(r))).collect();
@@ -74,9 +80,14 @@ pub(in crate::ui) async fn monitors(
             regions: m.monitor.regions.len(),
             weights: weights(&verdict, &m.monitor),
             availability: bars.get(&format!("monitor:{}", m.id)).cloned().unwrap_or_default(),
+            values: serde_json::to_string(&MonitorInput::from(m.monitor.clone())).unwrap_or_default(),
         });
     }
-    let page = MonitorsPage { frame: Frame::new(&v, "Monitors", "monitors", 10), monitors: rows };
+    let page = MonitorsPage {
+        frame: Frame::new(&v, "Monitors", "monitors", 10),
+        monitors: rows,
+        checks: checks.items.into_iter().map(|c| c.name).collect(),
+    };
     Ok(render(&page))
 }
 

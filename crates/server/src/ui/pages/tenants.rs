@@ -8,6 +8,9 @@ struct TenantRow {
     note: String,
     mirrors: usize,
     fallback_to_degraded: bool,
+    fallback_url: Option<String>,
+    /// Its fields as the API takes them, for the form that edits it.
+    values: String,
 }
 
 #[derive(Template)]
@@ -30,10 +33,18 @@ pub(in crate::ui) async fn tenants(
             .items
             .into_iter()
             .map(|t| TenantRow {
+                values: serde_json::json!({
+                    "name": t.name,
+                    "note": t.note,
+                    "fallback_to_degraded": t.fallback_to_degraded,
+                    "fallback_url": t.fallback_url,
+                })
+                .to_string(),
                 name: t.name,
                 note: t.note,
                 mirrors: t.mirrors,
                 fallback_to_degraded: t.fallback_to_degraded,
+                fallback_url: t.fallback_url,
             })
             .collect(),
     };
