@@ -1596,6 +1596,39 @@ async fn rules_scenario() {
     b.click("#cluster-edit-form button[type=submit]").await;
     assert_eq!(refused_field(&b, "#cluster-edit-form").await, "publishers");
     assert!(b.text("#cluster-edit-form .field-error").await.contains("secret again"));
+
+    // A line and a group edited in their forms; a node set to probe from its page.
+    let g2 = s.create(&format!("/v1/clusters/{cid}/groups"), json!({"name": "sin-2", "region": eu})).await;
+    let line =
+        s.create(&format!("/v1/clusters/{cid}/lines"), json!({"name": "asia", "group": g["id"]})).await["id"]
+            .as_i64()
+            .unwrap();
+    b.goto(&format!("{base}/ui/clusters/{cid}")).await;
+    b.click("#lines tr[data-line='asia'] button[data-edit]").await;
+    b.fill("#line-form input[name=min_healthy]", "2").await;
+    b.fill("#line-form input[name=client_networks]", "203.0.113.0/24").await;
+    b.choose("#line-form select[name=backup_groups]", &g2["id"].to_string()).await;
+    b.act("#line-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, &format!("/v1/clusters/{cid}/lines/{line}"), None).await;
+    assert_eq!((v["min_healthy"].as_u64(), v["name"].as_str()), (Some(2), Some("asia")), "{v}");
+    assert_eq!(
+        (&v["client_networks"], &v["backup_groups"]),
+        (&json!(["203.0.113.0/24"]), &json!([g2["id"]])),
+        "{v}"
+    );
+    b.click("#groups tr[data-group='sin-2'] button[data-edit]").await;
+    b.fill("#group-form input[name=name]", "sin-2b").await;
+    b.choose("#group-form select[name=region]", "").await;
+    b.act("#group-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, &format!("/v1/clusters/{cid}/groups/{}", g2["id"]), None).await;
+    assert_eq!((v["name"].as_str(), &v["region"]), (Some("sin-2b"), &Value::Null), "{v}");
+    let (_, nodes) = s.call(Method::GET, "/v1/nodes", None).await;
+    let node = nodes["items"][0]["id"].as_i64().unwrap();
+    b.goto(&format!("{base}/ui/nodes/{node}")).await;
+    b.act("#node-also-probes").await;
+    assert_eq!(b.text("#node-also-probes").await, "On");
+    let (_, v) = s.call(Method::GET, &format!("/v1/nodes/{node}"), None).await;
+    assert_eq!(v["also_probes"], true, "{v}");
     b.close().await;
 }
 
@@ -1658,6 +1691,17 @@ async fn objects_scenario() {
     assert_eq!((v["weight"].as_u64(), v["check"].as_str()), (Some(3), Some("edge")), "{v}");
     delete_confirmed(&b, "#mirrors tr[data-mirror='mirror.example.net'] button.danger:not(.block)").await;
     assert_eq!(s.call(Method::GET, mirror, None).await.0, 404);
+    // The mirror and door settings card.
+    b.click("#mirror-settings summary").await;
+    b.fill("#mirror-settings-form input[name=threshold_pct]", "60").await;
+    b.fill("#mirror-settings-form input[name=trusted_proxies]", "127.0.0.1/32").await;
+    b.act("#mirror-settings-form button[type=submit]").await;
+    let (_, v) = s.call(Method::GET, "/v1/settings/mirrors", None).await;
+    assert_eq!(
+        (v["threshold_pct"].as_u64(), &v["trusted_proxies"]),
+        (Some(60), &json!(["127.0.0.1/32"])),
+        "{v}"
+    );
 
     // A monitor: a negative audience weight is refused by the regions field.
     b.goto(&format!("{base}/ui/monitors")).await;

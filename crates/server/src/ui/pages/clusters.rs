@@ -41,6 +41,8 @@ struct GroupRow {
     region: String,
     nodes: usize,
     drained: bool,
+    /// Its fields as the API takes them, for the form that edits it.
+    values: String,
 }
 
 #[derive(Debug)]
@@ -54,6 +56,8 @@ struct LineRow {
     all_down: &'static str,
     /// Its availability bars.
     availability: Markup,
+    /// Its fields as the API takes them, for the form that edits it.
+    values: String,
 }
 
 #[derive(Debug)]
@@ -418,6 +422,7 @@ pub(in crate::ui) async fn cluster(
                 region: g.region.and_then(|r| region_names.get(&r).cloned()).unwrap_or_else(|| "—".into()),
                 nodes: nodes.iter().filter(|n| n.group.0 == g.id).count(),
                 drained: g.drained,
+                values: serde_json::json!({"name": g.name, "region": g.region}).to_string(),
             })
             .collect(),
         all_down_choices: all_down_choices(),
@@ -430,6 +435,15 @@ pub(in crate::ui) async fn cluster(
             .items
             .iter()
             .map(|l| LineRow {
+                values: serde_json::json!({
+                    "name": l.name,
+                    "group": l.group,
+                    "backup_groups": l.backup_groups,
+                    "min_healthy": l.min_healthy,
+                    "client_networks": l.client_networks,
+                    "all_down": l.all_down,
+                })
+                .to_string(),
                 availability: availability.get(&format!("line:{id}/{}", l.id)).cloned().unwrap_or_default(),
                 id: l.id,
                 name: l.name.clone(),

@@ -2,6 +2,7 @@
 //! and manual block, the region × mirror matrix, and one mirror with each prober's opinion.
 
 use super::*;
+use vantage_core::mirror::MirrorSettingsInput;
 
 /// The registry's reloads. A failed one keeps the previous registry serving, so the page
 /// says so and names the file, field and reason the operator has to fix.
@@ -159,6 +160,8 @@ struct MirrorsPage {
     matrix: Vec<MatrixRow>,
     /// The named checks a mirror may name.
     checks: Vec<String>,
+    /// The mirror and door settings, for their card (absent in tests of other parts).
+    settings: Option<MirrorSettingsInput>,
 }
 
 pub(in crate::ui) async fn mirrors(
@@ -169,6 +172,7 @@ pub(in crate::ui) async fn mirrors(
     let at = now();
     let list: views::MirrorList = api.get("/v1/mirrors").await?;
     let checks: Items<views::Check> = api.get("/v1/checks").await?;
+    let settings: MirrorSettingsInput = api.get("/v1/settings/mirrors").await?;
     let regions: Items<views::Region> = api.get("/v1/regions").await?;
     let columns = columns(&regions.items, &list.mirrors);
     let availability: Items<views::Availability> = api.get("/v1/availability?kind=mirror").await?;
@@ -186,6 +190,7 @@ pub(in crate::ui) async fn mirrors(
         matrix: list.mirrors.iter().map(|m| matrix_row(m, &columns, at)).collect(),
         columns,
         checks: checks.items.into_iter().map(|c| c.name).collect(),
+        settings: Some(settings),
     };
     Ok(render(&page))
 }
@@ -398,6 +403,7 @@ mod tests {
             matrix: Vec::new(),
             columns: Vec::new(),
             checks: Vec::new(),
+            settings: None,
         };
         let html = page.render().unwrap();
         let list = &html[html.find("id=\"reload-skipped\"").unwrap()..];
@@ -433,6 +439,7 @@ mod tests {
             matrix: vec![matrix_row(&m, &columns, at)],
             columns,
             checks: Vec::new(),
+            settings: None,
         };
         let html = page.render().unwrap();
         assert!(!html.contains("<script>alert") && !html.contains("<i>heavy"), "{html}");
