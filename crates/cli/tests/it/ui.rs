@@ -780,6 +780,7 @@ async fn fleet_scenario() {
         "/ui/checks".to_owned(),
         "/ui/maintenance".to_owned(),
         "/ui/tokens".to_owned(),
+        "/ui/status-pages".to_owned(),
     ];
     b.fits_a_phone(&pages.map(|p| format!("{base}{p}"))).await;
 
@@ -810,6 +811,10 @@ async fn fleet_scenario() {
     b.click("#edit-addresses summary").await;
     let shown = b.client.find(Locator::Css(editor)).await.unwrap().prop("value").await.unwrap();
     assert_eq!(shown.as_deref(), Some("127.0.0.60 primary\n127.0.0.61 backup2\n127.0.0.64 @default trusted"));
+    // Back to what the agent reports (none here: it runs no agent), by the editor's button.
+    delete_confirmed(&b, "#use-reported").await;
+    let (_, saved) = s.call(Method::GET, &format!("/v1/nodes/{}/addresses", nodes[0]), None).await;
+    assert_eq!(saved["configured"], json!([]), "{saved}");
 
     // Nodes deleted from their page: the last one the line answers with takes a second,
     // explicit confirmation that says why, and then DNS answers nothing rather than it.
