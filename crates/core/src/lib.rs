@@ -19,6 +19,7 @@ pub mod mirror;
 pub mod model;
 pub mod monitor;
 pub mod net;
+pub mod patch;
 pub mod plain;
 pub mod reachability;
 pub mod result;

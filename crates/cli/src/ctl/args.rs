@@ -314,7 +314,18 @@ pub(super) enum RuleAction {
     #[command(flatten)]
     Common(Action),
     /// Every rule against every node it looks at now: status, conditions, what happens next.
-    Preview,
+    /// With FIELD=VALUE pairs or --file: a rule as drafted instead, as if it were on — a new
+    /// one, or with --rule that rule changed by them (a merge patch); nothing is saved.
+    Preview {
+        /// The draft's fields, as `create` (or, with --rule, `update`) takes them.
+        fields: Vec<String>,
+        /// JSON file of the draft (`-` for standard input).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// The rule the draft changes (its id or name).
+        #[arg(long)]
+        rule: Option<Ref>,
+    },
 }
 
 #[derive(Debug, clap::Args)]

@@ -39,7 +39,7 @@ use vantage_core::monitor::MonitorInput;
 use vantage_core::settings::ProbeSettings;
 use vantage_server::views::{
     Addresses, AdminTokenView, Alerts, AuditView, BlockRequest, CheckCreate, CheckRunRequest, CheckRunView,
-    CheckView, ClusterView, DnsView, DoorChoice, EnrollTokenView, GroupView, Items, LineView,
+    CheckView, ClusterView, DnsView, DoorChoice, DraftPreview, EnrollTokenView, GroupView, Items, LineView,
     MaintenanceView, MirrorList, MirrorView, MonitorHistory, MonitorVerdictView, MonitorView, NewAdminToken,
     NewEnrollToken, NodeView, Preview, ProberView, RegionView, ResultView, Revisions, RuleView, SilenceView,
     StatusPageView, TenantView, WebhookView,
@@ -665,7 +665,9 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
                 let path = format!("/v1/clusters/{cluster}/rules");
                 generic::<RuleView>(names, Kind::Rule(cluster), &path, a, json).await
             }
-            RuleAction::Preview => {
+            RuleAction::Preview { fields, file, rule }
+                if fields.is_empty() && file.is_none() && rule.is_none() =>
+            {
                 let cluster = names.id(Kind::Cluster, "--cluster", &r.cluster).await?;
                 let v: Preview = c.get(&format!("/v1/clusters/{cluster}/preview")).await?;
                 if json {
@@ -674,6 +676,33 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
                     table(&v.items);
                     println!();
                     table(&v.lines);
+                }
+                Ok(())
+            }
+            RuleAction::Preview { fields, file, rule } => {
+                let cluster = names.id(Kind::Cluster, "--cluster", &r.cluster).await?;
+                let kind = Kind::Rule(cluster);
+                let mut patch = body(fields, file.as_ref())?;
+                let (path, draft) = match rule {
+                    None => {
+                        names.fields(kind, None, &mut patch).await?;
+                        (format!("/v1/clusters/{cluster}/preview"), patch)
+                    }
+                    // The rule as it is, changed by the patch as an update would change it.
+                    Some(rule) => {
+                        let id = names.id(kind, "--rule", rule).await?;
+                        names.fields(kind, Some(id), &mut patch).await?;
+                        let current: RuleView = c.get(&format!("/v1/clusters/{cluster}/rules/{id}")).await?;
+                        let mut draft = serde_json::to_value(&current.rule)?;
+                        vantage_core::patch::merge(&mut draft, patch);
+                        (format!("/v1/clusters/{cluster}/rules/{id}/preview"), draft)
+                    }
+                };
+                let v: DraftPreview = c.call(Method::POST, &path, Some(&draft)).await?;
+                if json {
+                    print(&v, true)
+                } else {
+                    table(&v.items);
                 }
                 Ok(())
             }

@@ -229,6 +229,23 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
         .call(Method::POST, &format!("/v1/clusters/{cluster}/rules/999999/preview"), Some(draft(90.0)))
         .await;
     assert_eq!(code, 404);
+    // The same from `ctl`: the rule changed by a patch, by name; a new one from its fields.
+    let out = s.ctl(&["rules", "--cluster", "c", "preview", "--rule", "cpu-high", "hold_s=30"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("edge-0") && text.contains("active"), "{text}");
+    let out = s
+        .ctl(&[
+            "rules",
+            "--cluster",
+            "c",
+            "preview",
+            "--json",
+            "name=new",
+            "conditions=[{\"metric\":\"cpu\",\"comparison\":\">\",\"threshold\":50}]",
+        ])
+        .await;
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert!(v["items"].as_array().is_some_and(|i| i.iter().any(|r| r["node_name"] == "edge-0")), "{v}");
     let (_, r) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/rules/{rule}"), None).await;
     assert_eq!(r["name"], "cpu-high", "a preview saves nothing: {r}");
     let (_, r) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/rules/{rule}"), None).await;

@@ -177,22 +177,6 @@ async fn insert<K: Kind>(
     Ok((StatusCode::CREATED, Json(K::view(id, s, &core))))
 }
 
-/// RFC 7396 JSON merge patch.
-fn merge(target: &mut Value, patch: Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(&k);
-                } else {
-                    merge(t.entry(k).or_insert(Value::Null), v);
-                }
-            }
-        }
-        (t, p) => *t = p,
-    }
-}
-
 async fn change<K: Kind>(
     app: &App,
     actor: &Actor,
@@ -223,7 +207,7 @@ async fn change_checked<K: Kind>(
         let mut filled = patch.clone();
         K::fill_patch(&old, &mut filled)?;
         let mut doc = old.doc();
-        merge(&mut doc, filled);
+        vantage_core::patch::merge(&mut doc, filled);
         let new = keep(&old, K::parse(doc, old.cluster(), app)?);
         K::refuse_change(&old, &new, &patch)?;
         new.check(id, c)?;
