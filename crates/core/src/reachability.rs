@@ -1,6 +1,8 @@
 //! Reachability of an address (§5.1): which results count, failing by strict majority, and
 //! the unreachable / reachable-again hysteresis.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::detection::Damping;
@@ -37,9 +39,11 @@ pub struct Observation {
 }
 
 /// The latest results for one address, every port, every prober; sorted by prober so that
-/// one prober's ports are adjacent (the type keeps that order).
+/// one prober's ports are adjacent (the type keeps that order). Shared: a pass reads the
+/// observations its keeper updates in place as results arrive, without copying them; an
+/// update while a pass still holds them copies that address's list once.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Observations(Vec<Observation>);
+pub struct Observations(Arc<Vec<Observation>>);
 
 impl Observations {
     /// Sorts the observations by prober.
@@ -47,12 +51,41 @@ impl Observations {
         if !v.is_sorted_by_key(|o| o.prober) {
             v.sort_by_key(|o| o.prober);
         }
-        Observations(v)
+        Observations(Arc::new(v))
     }
 
     /// The observations, sorted by prober.
     pub fn as_slice(&self) -> &[Observation] {
         &self.0
+    }
+
+    /// Puts `o` at place `at` (replacing what was there: the same prober's result for the same
+    /// port), or with no place after the observations of its prober, keeping the order by
+    /// prober; returns its place. A replacement of another prober's place is refused (`None`).
+    pub fn put(&mut self, at: Option<usize>, o: Observation) -> Option<usize> {
+        let v = Arc::make_mut(&mut self.0);
+        match at {
+            Some(i) => {
+                let slot = v.get_mut(i).filter(|x| x.prober == o.prober)?;
+                *slot = o;
+                Some(i)
+            }
+            None => {
+                let i = v.partition_point(|x| x.prober <= o.prober);
+                v.insert(i, o);
+                Some(i)
+            }
+        }
+    }
+
+    /// Removes the observation at place `at`, if there is one.
+    pub fn remove(&mut self, at: usize) -> Option<Observation> {
+        (at < self.0.len()).then(|| Arc::make_mut(&mut self.0).remove(at))
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// Per counting prober: (prober, sent, lost, RTT sum ms, RTT count) over every port with a
@@ -534,6 +567,25 @@ mod tests {
             reported_at: at,
             failed_at: None,
         }
+    }
+
+    /// Observations updated in place keep their order by prober: a new one goes after its
+    /// prober's others, a replacement stays where it is, and only the same prober's place can
+    /// be replaced.
+    #[test]
+    fn observations_put_in_place_stay_sorted_by_prober() {
+        let mut o = Observations::new(vec![obs(3, 3, 0, T0), obs(1, 3, 0, T0)]);
+        let copy = o.clone();
+        assert_eq!(o.put(None, obs(2, 3, 1, T0)), Some(1));
+        assert_eq!(o.put(None, obs(1, 3, 2, T0)), Some(1));
+        let probers: Vec<u32> = o.as_slice().iter().map(|x| x.prober).collect();
+        assert_eq!(probers, [1, 1, 2, 3]);
+        assert_eq!(o.put(Some(2), obs(2, 3, 3, T0)), Some(2));
+        assert_eq!(o.as_slice()[2].lost, 3);
+        assert_eq!(o.put(Some(2), obs(3, 3, 3, T0)), None, "another prober's place");
+        assert_eq!(o.remove(0).map(|x| x.lost), Some(0));
+        assert_eq!(o.remove(9), None);
+        assert_eq!(copy.as_slice().len(), 2, "a copy taken before is not changed");
     }
 
     fn settings() -> ProbeSettings {
