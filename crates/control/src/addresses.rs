@@ -3,6 +3,8 @@
 //! the attempt rates each `ip:port` receives, and the certificates the probers saw.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
 
 use vantage_core::Timestamp;
 use vantage_core::evaluate::FastMap;
@@ -16,6 +18,7 @@ use crate::control::{Output, Upkeep};
 use crate::identity::Caller;
 use crate::observe::{Given, Latest};
 use crate::rates::ProbeRates;
+use crate::seen::{ProberTable, Seen};
 use crate::target::{Subject, TargetKey};
 use crate::work::{Issued, TcpFallback, targets};
 
@@ -34,6 +37,10 @@ pub struct Addresses {
     /// The core's fast hasher: keys are ids and addresses the server handed out, never chosen
     /// by a peer (a report may carry only issued targets), and every pass looks up millions.
     results: Results,
+    /// What a pass reads of them: each address's observations, kept in place as results
+    /// arrive, indexed by `table`.
+    seen: Seen,
+    table: Arc<ProberTable>,
     rates: ProbeRates,
     /// An edge certificate expiring within this many days alerts.
     certificate_warning_days: u64,
@@ -55,6 +62,44 @@ impl Addresses {
     /// Every latest result.
     pub fn results(&self) -> &Results {
         &self.results
+    }
+
+    /// Indexes what was restored by the probers of `c` (at a start).
+    pub(crate) fn start(&mut self, c: &Config) {
+        self.table = Arc::new(ProberTable::of(c));
+        self.seen = Seen::of(&self.results, &self.table);
+    }
+
+    /// The probers of a new configuration `c` take their places: the table keeps every place
+    /// it has, unless it is worn, when it and the observations are built afresh.
+    pub(crate) fn follow_config(&mut self, c: &Config) {
+        let next = self.table.follow(c);
+        if next.worn() {
+            self.start(c);
+        } else {
+            self.table = Arc::new(next);
+        }
+    }
+
+    /// Every address's observations kept in place (for the test that rebuilds them).
+    #[cfg(test)]
+    pub(crate) fn seen(&self) -> &Seen {
+        &self.seen
+    }
+
+    /// The prober table the observations are indexed by.
+    pub(crate) fn table(&self) -> &Arc<ProberTable> {
+        &self.table
+    }
+
+    /// What a pass reads of `node`'s address `ip` on the cluster's `ports`.
+    pub(crate) fn observations(
+        &self,
+        node: vantage_core::ids::NodeId,
+        ip: IpAddr,
+        ports: &[u16],
+    ) -> vantage_core::reachability::Observations {
+        self.seen.of_address(node, ip, ports)
     }
 
     /// Attempts per second each `ip:port` received over the last minute, from every prober.
@@ -144,8 +189,15 @@ impl SubjectBook for Addresses {
             return Vec::new();
         }
         let before = now.plus_millis(-LATEST_KEPT_MS);
-        for per in self.results.values_mut() {
-            per.retain(|_, l| l.at >= before);
+        let (table, seen) = (&self.table, &mut self.seen);
+        for (key, per) in &mut self.results {
+            per.retain(|caller, l| {
+                let kept = l.at >= before;
+                if let Some(&p) = table.index.get(caller).filter(|_| !kept) {
+                    seen.remove(*key, p);
+                }
+                kept
+            });
         }
         self.results.retain(|_, per| !per.is_empty());
         self.rates.prune(now);
@@ -162,6 +214,9 @@ impl SubjectBook for Addresses {
     }
 
     fn forget(&mut self, caller: Caller) {
+        if let Some(&p) = self.table.index.get(&caller) {
+            self.seen.forget(p);
+        }
         for per in self.results.values_mut() {
             per.remove(&caller);
         }
@@ -200,6 +255,9 @@ impl Records for Addresses {
                 && was_failing.is_some_and(|w| w != sees_failing(latest.sent, latest.lost, &c.settings))
             {
                 took.findings.push(Finding::Confirm { key, from: r.caller });
+            }
+            if let Some(&p) = self.table.index.get(&r.caller) {
+                self.seen.put(*k, p, &latest);
             }
             per.insert(r.caller, latest.clone());
             took.rows.push((Subject::Address(*k), latest));

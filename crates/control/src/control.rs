@@ -12,12 +12,12 @@ use vantage_core::Timestamp;
 use vantage_core::address::AddressPolicy;
 use vantage_core::answer::LineSpec;
 use vantage_core::evaluate::{
-    AddressView, ClusterState, ClusterView, FastMap, LineOutlook, NodeMetrics, NodeView, PreviewRow, Records,
+    AddressView, ClusterState, ClusterView, LineOutlook, NodeMetrics, NodeView, PreviewRow, Records,
     evaluate, line_outlooks, preview,
 };
 use vantage_core::fetch::FetchPolicy;
 use vantage_core::ids::{ClusterId, NodeId, RuleId};
-use vantage_core::reachability::{AddressHealth, Observation, Observations as Seen, ProberView};
+use vantage_core::reachability::AddressHealth;
 use vantage_core::rules::Rule;
 use vantage_core::wire;
 
@@ -33,6 +33,7 @@ use crate::mirrors::registry::Changes;
 use crate::mirrors::{CheckRefused, CheckRun, LoadError, Mirrors};
 use crate::monitors::{Monitors, SteeringTable};
 use crate::observe::{Latest, Observations, agent_online, reportable};
+use crate::seen::ProberTable;
 use crate::snapshot::{ClusterSnapshot, Published, Snapshots, Zone};
 use crate::spread::Spread;
 use crate::target::{Subject, TargetKey};
@@ -283,9 +284,6 @@ struct Slot {
 #[derive(Debug)]
 pub struct Control {
     config: Arc<Config>,
-    /// The prober table of `config` (`Parts::prober_table`), built once per configuration for
-    /// every pass and for the reads that tally an address by region.
-    table: Arc<ProberTable>,
     pub(crate) policy: AddressPolicy,
     fetch: FetchPolicy,
     timing: Timing,
@@ -332,6 +330,7 @@ impl Control {
                 addresses.restore(key, caller, latest);
             }
         }
+        addresses.start(&config);
         let mut slots: BTreeMap<ClusterId, Slot> = BTreeMap::new();
         for (id, state) in start.states {
             slots.insert(id, Slot { state, due: now, ..Slot::default() });
@@ -355,7 +354,6 @@ impl Control {
             );
         }
         let mut c = Control {
-            table: Arc::new(Parts::prober_table(&config)),
             config,
             policy: start.policy,
             fetch: start.fetch,
@@ -533,8 +531,14 @@ impl Control {
         let spec = &c.clusters.get(&cluster.0)?.value;
         let state = self.slots.get(&cluster).map_or(empty, |s| &s.state);
         let spread = self.online_spread(now);
-        let parts =
-            Parts::gather(c, self.seen(), self.policy, (cluster, now), (state, &spread), self.table.clone());
+        let parts = Parts::gather(
+            c,
+            self.seen(),
+            self.policy,
+            (cluster, now),
+            (state, &spread),
+            self.addresses.table().clone(),
+        );
         Some((parts, spec, state))
     }
 
@@ -586,7 +590,7 @@ impl Control {
     }
 
     fn swap_config(&mut self, next: Config) {
-        self.table = Arc::new(Parts::prober_table(&next));
+        self.addresses.follow_config(&next);
         self.config = Arc::new(next);
     }
 
@@ -1099,8 +1103,14 @@ impl Control {
         let Some(zone) = Zone::of(&c, id) else { return };
         let spread = self.online_spread(now);
         let Some(state) = self.slots.get(&id).map(|s| &s.state) else { return };
-        let parts =
-            Parts::gather(&c, self.seen(), self.policy, (id, now), (state, &spread), self.table.clone());
+        let parts = Parts::gather(
+            &c,
+            self.seen(),
+            self.policy,
+            (id, now),
+            (state, &spread),
+            self.addresses.table().clone(),
+        );
         let Some(slot) = self.slots.get_mut(&id) else { return };
         let reason = slot.reason.take();
         if let Some(t) = slot.waiting_since.take() {
@@ -1313,62 +1323,7 @@ struct Parts {
     table: Arc<ProberTable>,
 }
 
-/// The probers results are indexed by (every prober, then every node that probes), and each
-/// one's place in that list.
-type ProberTable = (Vec<ProberView>, FastMap<Caller, u32>);
-
 impl Parts {
-    /// The prober table observations index (every prober, then every node that probes), and
-    /// each one's place in it.
-    fn prober_table(c: &Config) -> ProberTable {
-        let mut probers = Vec::new();
-        let mut index: FastMap<Caller, u32> = FastMap::default();
-        let mut add = |caller: Caller, view: ProberView| {
-            index.insert(caller, u32::try_from(probers.len()).unwrap_or(u32::MAX));
-            probers.push(view);
-        };
-        for (pid, p) in &c.probers {
-            add(
-                Caller::Prober(vantage_core::ids::ProberId(*pid)),
-                ProberView { region: p.value.region, active: p.value.enabled },
-            );
-        }
-        for nid in c.nodes.keys() {
-            let node = Caller::Node(NodeId(*nid));
-            let Some(region) = c.region_of(node) else { continue };
-            add(node, ProberView { region, active: c.node_probes(NodeId(*nid)) });
-        }
-        (probers, index)
-    }
-
-    /// Every prober's latest result for one address of a node, on every listener.
-    fn seen(
-        results: &crate::addresses::Results,
-        index: &FastMap<Caller, u32>,
-        listeners: &[vantage_core::check::Listener],
-        node: NodeId,
-        ip: IpAddr,
-    ) -> Seen {
-        let mut seen = Vec::new();
-        for l in listeners {
-            let Some(per) = results.get(&TargetKey { node, ip, port: l.port }) else {
-                continue;
-            };
-            for (caller, latest) in per {
-                let Some(&p) = index.get(caller) else { continue };
-                seen.push(Observation {
-                    prober: p,
-                    sent: latest.sent,
-                    lost: latest.lost,
-                    rtt_ms: latest.rtt_us.map(|us| us as f32 / 1000.0),
-                    reported_at: latest.at,
-                    failed_at: latest.failed_at,
-                });
-            }
-        }
-        Seen::new(seen)
-    }
-
     /// What a pass of cluster `id` reads; `state` says which addresses still wait to be
     /// verified, which the probers that probe them (every counting prober online, within the
     /// probe budget, but the node itself: `spread`) are to see answering.
@@ -1380,7 +1335,6 @@ impl Parts {
         (state, spread): (&ClusterState, &Spread),
         table: Arc<ProberTable>,
     ) -> Parts {
-        let index = &table.1;
         let lines = c
             .lines_of(id)
             .map(|(lid, l)| LineSpec {
@@ -1393,7 +1347,11 @@ impl Parts {
             })
             .collect();
         let rules = c.rules_of(id).map(|(rid, r)| (rid, r.value.rule.clone())).collect();
-        let listeners = c.clusters.get(&id.0).map(|cl| cl.value.listeners.clone()).unwrap_or_default();
+        let ports: Vec<u16> = c
+            .clusters
+            .get(&id.0)
+            .map(|cl| cl.value.listeners.iter().map(|l| l.port).collect())
+            .unwrap_or_default();
         let nodes = c
             .nodes_of(id)
             .map(|(nid, n)| {
@@ -1407,7 +1365,7 @@ impl Parts {
                             let waiting = state.addresses.get(&(nid, a.ip)).is_none_or(|h| !h.verified);
                             AddressView {
                                 address: *a,
-                                observations: Parts::seen(addresses.results(), index, &listeners, nid, a.ip),
+                                observations: addresses.observations(nid, a.ip, &ports),
                                 expected_probers: if waiting { expected } else { 0 },
                             }
                         })
@@ -1440,7 +1398,7 @@ impl Parts {
             cluster,
             lines: &self.lines,
             nodes: &self.nodes,
-            probers: &self.table.0,
+            probers: &self.table.views,
             rules: &self.rules,
             reason,
         }

@@ -24,6 +24,7 @@ pub mod mirrors;
 pub mod monitors;
 pub mod observe;
 pub mod rates;
+mod seen;
 pub mod snapshot;
 pub mod spread;
 pub mod status_page;

@@ -56,7 +56,7 @@ pub struct ClusterAfter {
 #[derive(Clone, Copy)]
 struct Place<'a> {
     next: &'a Config,
-    table: &'a Arc<super::ProberTable>,
+    table: &'a Arc<crate::seen::ProberTable>,
     spread: &'a crate::spread::Spread,
     now: Timestamp,
 }
@@ -87,7 +87,8 @@ impl Control {
         for id in deletes.iter().filter(|id| self.config.clusters.contains_key(id)) {
             touched.entry(ClusterId(*id)).or_default();
         }
-        let table = Arc::new(Parts::prober_table(&next));
+        // The observations keep their places: the table follows the next configuration.
+        let table = Arc::new(self.addresses.table().follow(&next));
         let spread = self.online_spread(now);
         let at = Place { next: &next, table: &table, spread: &spread, now };
         touched
