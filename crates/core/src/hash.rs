@@ -58,8 +58,32 @@ impl Hasher for FastHasher {
         self.add(i as u64);
     }
 
+    /// The multiply mixes every bit of a word into the high bits only: a word's low bits
+    /// depend on its own low bits alone. Hash tables index buckets by the low bits, so
+    /// addresses that differ in their high bytes (10.0.x.y) would share a bucket — the whole
+    /// fleet in one probe chain. The rotation brings the mixed high bits down.
     #[inline]
     fn finish(&self) -> u64 {
-        self.0
+        self.0.rotate_left(26)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::*;
+
+    /// Addresses of one network, which differ only in their high bytes as the hasher reads
+    /// them, spread over a table's buckets (its low bits) instead of sharing one.
+    #[test]
+    fn addresses_of_one_network_spread_over_the_buckets() {
+        let build = BuildHasherDefault::<FastHasher>::default();
+        let buckets: std::collections::HashSet<u64> = (0..30_000u32)
+            .map(|n| IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + n)))
+            .map(|ip| build.hash_one(ip) & 0x7fff)
+            .collect();
+        assert!(buckets.len() > 16_000, "{} of 32,768 buckets used", buckets.len());
     }
 }
