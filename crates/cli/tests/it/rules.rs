@@ -229,6 +229,33 @@ async fn cpu_rule_removes_a_node_recovers_after_hold_and_recover_and_alerts_webh
         .call(Method::POST, &format!("/v1/clusters/{cluster}/rules/999999/preview"), Some(draft(90.0)))
         .await;
     assert_eq!(code, 404);
+    // A rule of another cluster is not this one's.
+    let other =
+        s.create("/v1/clusters", json!({"name": "c2", "domain": "cdn2.test.example"})).await["id"].clone();
+    let (code, _) =
+        s.call(Method::POST, &format!("/v1/clusters/{other}/rules/{rule}/preview"), Some(draft(90.0))).await;
+    assert_eq!(code, 404);
+    // A read-only token previews a draft (it writes nothing), and saves nothing.
+    let ro = s.create("/v1/admin-tokens", json!({"name": "review", "read_only": true})).await["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let with_ro = |path: String| {
+        let (url, ro, body) = (format!("{}{}", s.url.trim_end_matches('/'), path), ro.clone(), draft(90.0));
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .bearer_auth(ro)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(with_ro(format!("/v1/clusters/{cluster}/rules/{rule}/preview")).await, 200);
+    assert_eq!(with_ro(format!("/v1/clusters/{cluster}/rules")).await, 403);
     // The same from `ctl`: the rule changed by a patch, by name; a new one from its fields.
     let out = s.ctl(&["rules", "--cluster", "c", "preview", "--rule", "cpu-high", "hold_s=30"]).await;
     let text = String::from_utf8_lossy(&out.stdout);

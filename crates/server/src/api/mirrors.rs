@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post, put};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
@@ -57,11 +57,18 @@ pub(super) fn routes(api: &mut Api) {
         Op::put(
             "/v1/mirrors/{host}",
             "mirrors",
-            "Register or replace a mirror (YAML or JSON, without derived fields)",
+            "Register or replace a mirror (YAML or JSON, without derived fields; with \
+             `If-None-Match: *`, only a new one)",
         )
         .takes::<MirrorInput>()
         .puts::<MirrorView>(),
         put(put_mirror),
+    );
+    api.add(
+        Op::patch("/v1/mirrors/{host}", "mirrors", "Change a mirror (JSON merge patch of its fields)")
+            .takes::<MirrorInput>()
+            .answers::<MirrorView>(),
+        axum::routing::patch(patch_mirror),
     );
     api.add(
         Op::delete("/v1/mirrors/{host}", "mirrors", "Deregister a mirror (its file goes)"),
@@ -85,9 +92,13 @@ pub(super) fn routes(api: &mut Api) {
     );
     api.add(Op::get("/v1/tenants", "mirrors", "List tenants").lists::<TenantView>(), get(tenants));
     api.add(
-        Op::put("/v1/tenants/{name}", "mirrors", "Create or replace a tenant")
-            .takes::<Tenant>()
-            .answers::<TenantView>(),
+        Op::put(
+            "/v1/tenants/{name}",
+            "mirrors",
+            "Create or replace a tenant (with `If-None-Match: *`, only a new one)",
+        )
+        .takes::<Tenant>()
+        .answers::<TenantView>(),
         put(put_tenant),
     );
     api.add(
@@ -254,9 +265,16 @@ async fn write_registry<T>(
     Ok(out)
 }
 
+/// `If-None-Match: *`: the request makes a new object only, and refuses to replace one (a
+/// form for a new mirror or tenant must not overwrite an existing one of that name).
+fn only_new(headers: &HeaderMap) -> bool {
+    headers.get(axum::http::header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes().trim_ascii() == b"*")
+}
+
 async fn put_mirror(
     (State(app), Extension(actor)): Ctx,
     Path(host): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<(StatusCode, Json<MirrorView>), ApiError> {
     if body.len() > MAX_BODY {
@@ -279,6 +297,12 @@ async fn put_mirror(
     let m = mirror_from_api(doc)?;
     let existed = write_registry(&app, &actor, |c| {
         let existed = c.mirrors.mirrors.contains_key(&m.host);
+        if existed && only_new(&headers) {
+            return Err(ApiError::Conflict(format!(
+                "a mirror {} is registered already: change it rather than register it again",
+                m.host
+            )));
+        }
         let action = if existed { "mirror.update" } else { "mirror.create" };
         let metadata = serde_json::to_value(MirrorInput::from(m.clone())).unwrap_or_default();
         Ok((mirror_write(c, &m, action, metadata)?, existed))
@@ -286,6 +310,35 @@ async fn put_mirror(
     .await?;
     let status = if existed { StatusCode::OK } else { StatusCode::CREATED };
     Ok((status, answer(&app, &m.host)?))
+}
+
+/// A mirror changed by a merge patch of its record, read and written in one registry write
+/// (so that a block placed meanwhile is never undone by a form that did not show it). Its
+/// host is its name: another host is refused.
+async fn patch_mirror(
+    (State(app), Extension(actor)): Ctx,
+    Path(host): Path<String>,
+    Json(patch): Json<Value>,
+) -> Result<Json<MirrorView>, ApiError> {
+    crate::error::object_body(&patch)?;
+    let host = write_registry(&app, &actor, |c| {
+        let m = find(c, &host)?;
+        if let Some(other) = patch.as_object().map(|o| named("host", o)).transpose()?.flatten()
+            && !other.trim().trim_end_matches('.').eq_ignore_ascii_case(&m.host)
+        {
+            return Err(ApiError::invalid(
+                "host",
+                format!("{other:?} is another mirror: register it, and delete {} if it goes", m.host),
+            ));
+        }
+        let mut doc = serde_json::to_value(MirrorInput::from(m.clone()))
+            .map_err(|e| ApiError::Internal(format!("a mirror record as JSON: {e}")))?;
+        vantage_core::patch::merge(&mut doc, patch.clone());
+        let next = mirror_from_api(doc)?;
+        Ok((mirror_write(c, &next, "mirror.update", patch.clone())?, next.host.clone()))
+    })
+    .await?;
+    answer(&app, &host)
 }
 
 async fn delete_mirror(
@@ -427,8 +480,10 @@ async fn save_tenants(
 async fn put_tenant(
     (State(app), Extension(actor)): Ctx,
     Path(name): Path<String>,
+    headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> Result<Json<TenantView>, ApiError> {
+    let only_new = only_new(&headers);
     crate::error::object_body(&body)?;
     let mut body = body;
     if let Some(obj) = body.as_object_mut() {
@@ -444,6 +499,12 @@ async fn put_tenant(
     let t = parse_json::<Tenant>(body)?.parse()?;
     let key = t.name.clone();
     save_tenants(&app, &actor, "tenant.put", &key, |_, tenants| {
+        if only_new && tenants.contains_key(&t.name) {
+            return Err(ApiError::Conflict(format!(
+                "a tenant {} exists already: change it rather than create it again",
+                t.name
+            )));
+        }
         tenants.insert(t.name.clone(), t);
         Ok(())
     })

@@ -483,13 +483,16 @@ async fn require_admin(State(Auth { app, sessions }): State<Auth>, mut req: Requ
     next.run(req).await
 }
 
-/// A read-only token may read (`GET`, `HEAD`) and plan a fleet file (which writes nothing,
-/// so that a review job can run `ctl plan` with such a token), and nothing else.
+/// A read-only token may read (`GET`, `HEAD`), plan a fleet file and preview a drafted rule
+/// (which write nothing: a review job runs `ctl plan` with such a token, and a read-only
+/// session sees what a rule would do), and nothing else.
 fn may(read_only: bool, req: &Request, name: &str) -> Result<(), ApiError> {
     use axum::http::Method;
     let method = req.method();
     let reads = method == Method::GET || method == Method::HEAD;
-    let plans = method == Method::POST && req.uri().path() == "/v1/fleet/plan";
+    let path = req.uri().path();
+    let previews = path.starts_with("/v1/clusters/") && path.ends_with("/preview");
+    let plans = method == Method::POST && (path == "/v1/fleet/plan" || previews);
     if read_only && !reads && !plans {
         return Err(ApiError::Forbidden(format!(
             "the admin token {name:?} is read-only: it may look at everything and change nothing"

@@ -67,13 +67,18 @@ async fn draft_route(
     replaces: Option<RuleId>,
     body: Value,
 ) -> Result<Json<DraftPreview>, ApiError> {
+    // Where before what: a draft for no cluster is not found, whatever it holds.
+    let missing = move |config: &vantage_control::config::Config| !config.clusters.contains_key(&cluster.0);
+    if missing(&app.config()) {
+        return Err(ApiError::NotFound(format!("Cluster {cluster} not found")));
+    }
     let rule: Rule = parse_json(body)?;
     let at = now();
     let items = app
         .owner()
         .read(move |c, _| {
             let config = c.config();
-            if !config.clusters.contains_key(&cluster.0) {
+            if missing(&config) {
                 return Err(ApiError::NotFound(format!("Cluster {cluster} not found")));
             }
             if let Some(r) =

@@ -56,21 +56,30 @@ impl Kind for Cluster {
         vantage_core::limits::cluster(&c)?;
         Ok(c)
     }
-    /// A publisher sent without its secret keeps the one it has, as long as it still pushes
-    /// to the same server with the same key: a form or a file holds no secret it was never
-    /// shown, and a secret never follows a key to another server.
+    /// A publisher sent without its secret (or with the `(hidden)` a view shows) keeps the one
+    /// it has, as long as it still pushes to the same server with the same key: a form or a
+    /// file holds no secret it was never shown, and a secret never follows a key to another
+    /// server. Names match as the cluster's publishers are told apart, without case.
     fn fill_patch(old: &Self, patch: &mut Value) -> Result<(), ApiError> {
         let Some(list) = patch.get_mut("publishers").and_then(Value::as_array_mut) else { return Ok(()) };
         for (i, p) in list.iter_mut().enumerate() {
             let Some(p) = p.as_object_mut() else { continue };
-            if p.contains_key("key_secret") {
+            if p.get("key_secret").is_some_and(|s| s.as_str() != Some(HIDDEN)) {
                 continue;
             }
-            let name = p.get("name").and_then(Value::as_str);
-            let Some(was) = old.publishers.iter().find(|o| Some(o.name.as_str()) == name) else { continue };
-            let server = p.get("server").and_then(Value::as_str).and_then(|s| s.parse().ok());
+            p.remove("key_secret");
+            let name = p.get("name").and_then(Value::as_str).unwrap_or_default();
+            let Some(was) = old.publishers.iter().find(|o| o.name.eq_ignore_ascii_case(name)) else {
+                continue;
+            };
+            // A server that does not parse is refused by its own field when the document is.
+            let server =
+                p.get("server").and_then(Value::as_str).and_then(|s| s.parse::<std::net::SocketAddr>().ok());
+            let Some(server) = server else {
+                continue;
+            };
             let key = p.get("key_name").and_then(Value::as_str).map(|k| k.trim().trim_end_matches('.'));
-            if server != Some(was.server) || !key.is_some_and(|k| k.eq_ignore_ascii_case(&was.key_name)) {
+            if server != was.server || !key.is_some_and(|k| k.eq_ignore_ascii_case(&was.key_name)) {
                 return Err(ApiError::invalid(
                     format!("publishers[{i}].key_secret"),
                     "a publisher that pushes to another server or with another key takes its secret again",
@@ -106,7 +115,7 @@ impl Kind for Cluster {
             publishers: c
                 .publishers
                 .into_iter()
-                .map(|p| PublisherInput { key_secret: "(hidden)".into(), ..PublisherInput::from(p) })
+                .map(|p| PublisherInput { key_secret: HIDDEN.into(), ..PublisherInput::from(p) })
                 .collect(),
         }
     }
