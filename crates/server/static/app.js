@@ -9,9 +9,11 @@
     location.href = '/ui/login?next=' + encodeURIComponent(location.pathname + location.search);
   }
 
-  // Calls the API; resolves to the JSON answer, rejects with "field: reason".
-  async function api(method, url, body) {
-    const init = { method, headers: { ...UI_HEADER }, credentials: 'same-origin' };
+  // Calls the API; resolves to the JSON answer, rejects with "field: reason". `opts.headers`
+  // adds headers; `opts.quiet` keeps the page when the session has ended (a background read
+  // must not take the reader away from what they typed).
+  async function api(method, url, body, opts = {}) {
+    const init = { method, headers: { ...UI_HEADER, ...(opts.headers || {}) }, credentials: 'same-origin' };
     if (body !== undefined) {
       init.headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
@@ -21,7 +23,7 @@
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
     if (resp.status === 401) {
-      loginAgain();
+      if (!opts.quiet) loginAgain();
       throw new Error('The session has ended; log in again.');
     }
     if (!resp.ok) {
@@ -53,7 +55,7 @@
     for (const el of form.elements) {
       if (!el.name || el.disabled) continue;
       if (el.type === 'checkbox') { out[el.name] = el.checked; continue; }
-      if (el.multiple) { out[el.name] = Array.from(el.selectedOptions, (o) => typed(el, o.value)); continue; }
+      if (el.multiple) { out[el.name] = picked(el).map((v) => typed(el, v)); continue; }
       if (el.value === '' && el.dataset.null !== undefined) { out[el.name] = null; continue; }
       if (el.value === '' && el.dataset.optional !== undefined) continue;
       // A local date and time as the browser's zone reads it; empty: left out (now).
@@ -96,6 +98,25 @@
     });
   }
 
+  // A multiple select's values in the order they were picked (a line's backup groups are
+  // tried in that order): those it held first in their order, then the ones picked since.
+  function picked(el) {
+    const order = JSON.parse(el.dataset.order || '[]');
+    const chosen = Array.from(el.selectedOptions, (o) => o.value);
+    return [...order.filter((v) => chosen.includes(v)), ...chosen.filter((v) => !order.includes(v))];
+  }
+
+  // A select shows the value it is given even when it offers no such choice (a check named
+  // in another case, a tenant gone from the file): it is added, so that saving keeps it.
+  function choose(el, values) {
+    const wanted = values.map(String);
+    for (const v of wanted) {
+      const match = [...el.options].find((o) => o.value.toLowerCase() === v.toLowerCase());
+      if (!match) el.add(new Option(v + ' (not found)', v));
+    }
+    for (const o of el.options) o.selected = wanted.some((v) => v.toLowerCase() === o.value.toLowerCase());
+  }
+
   const rowsOf = (el) => el.value.split('\n').map((l) => l.trim()).filter(Boolean);
 
   // A rule's conditions, one a line: `METRIC OP THRESHOLD [for SECONDS] [avg|max|min]
@@ -109,7 +130,10 @@
       for (let i = 0; i < rest.length; i++) {
         const w = rest[i];
         if (w === 'for') row.for_s = Number(String(rest[++i]).replace(/s$/, ''));
-        else if (w === 'in') { const r = rest[++i]; row.region = r in regions ? regions[r] : r; }
+        else if (w === 'in') {
+          const r = String(rest[++i]);
+          row.region = Object.hasOwn(regions, r.toLowerCase()) ? regions[r.toLowerCase()] : r;
+        }
         else row.aggregate = w;
       }
       return row;
@@ -162,11 +186,14 @@
   // ones (secrets, data-write-only) keep what they hold.
   function fillForm(form, values) {
     for (const el of form.elements) {
-      if (!el.name || el.type === 'hidden' || el.dataset.writeOnly !== undefined) continue;
+      if (!el.name || el.type === 'hidden') continue;
+      // A secret is never shown, nor carried from one object's edit to another's.
+      if (el.dataset.writeOnly !== undefined) { el.value = ''; continue; }
       const v = values[el.name];
       const type = el.dataset.type;
       if (el.type === 'checkbox') el.checked = Boolean(v);
-      else if (el.multiple) for (const o of el.options) o.selected = (v || []).map(String).includes(o.value);
+      else if (el.multiple) { choose(el, v || []); el.dataset.order = JSON.stringify((v || []).map(String)); }
+      else if (el.tagName === 'SELECT') choose(el, v == null ? [''] : [v]);
       else if (type === 'list' || type === 'numbers') el.value = (v || []).join(', ');
       else if (type === 'listeners') el.value = (v || []).map((l) => l.port + '/' + l.protocol + (l.proxy_protocol ? '/proxy' : '')).join(' ');
       else if (type === 'conditions') el.value = (v || []).map((c) => conditionText(c, JSON.parse(el.dataset.regions || '{}'))).join('\n');
@@ -185,10 +212,10 @@
                                     newPreview: form.dataset.preview || '', newLabel: submit.textContent });
     }
     clearErrors(form);
+    form.dataset.editing = button.dataset.target;
     fillForm(form, JSON.parse(button.dataset.values));
     form.dataset.api = button.dataset.target;
     form.dataset.method = button.dataset.method || 'PATCH';
-    if (form.dataset.method === 'PUT') form.dataset.base = button.dataset.values;
     if (button.dataset.preview) form.dataset.preview = button.dataset.preview;
     submit.textContent = button.dataset.label || 'Save';
     const title = form.querySelector('[data-title]');
@@ -200,13 +227,17 @@
     form.scrollIntoView({ block: 'center' });
     const first = form.querySelector('input:not([type=hidden]), select, textarea');
     if (first) first.focus();
-    if (form.dataset.preview) runPreview(form);
+    if (form.dataset.preview) schedulePreview(form);
   }
 
   function endEdit(form) {
     form.reset();
     clearErrors(form);
-    delete form.dataset.base;
+    for (const el of form.querySelectorAll('select[multiple]')) delete el.dataset.order;
+    // A preview asked for the edit must not paint the form for a new one.
+    clearTimeout(form.previewTimer);
+    form.previewSeq = (form.previewSeq || 0) + 1;
+    delete form.dataset.editing;
     if (form.dataset.newApi === undefined) return;
     form.dataset.api = form.dataset.newApi;
     form.dataset.method = form.dataset.newMethod;
@@ -232,10 +263,13 @@
     if (!out) return;
     const seq = (form.previewSeq = (form.previewSeq || 0) + 1);
     const body = formBody(form);
+    // Nothing to preview before what it looks at is written.
+    const needs = form.dataset.previewNeeds;
+    if (needs && !(body[needs] || []).length) { showPreview(out, null, ''); return; }
     // The preview is of what the rule does; a name is for saving it.
-    if (!body.name) body.name = 'draft';
+    if (!body.name) body.name = '(preview of a draft)';
     try {
-      const data = await api('POST', form.dataset.preview, body);
+      const data = await api('POST', form.dataset.preview, body, { quiet: true });
       if (seq === form.previewSeq) showPreview(out, data.items, '');
     } catch (e) {
       if (seq === form.previewSeq) showPreview(out, null, 'Not previewed: ' + e.message);
@@ -265,6 +299,13 @@
       body.append(tr);
     }
   }
+
+  // Picks in an ordered select are remembered in their order.
+  document.addEventListener('change', (ev) => {
+    if (ev.target.matches && ev.target.matches('select[multiple][data-ordered]')) {
+      ev.target.dataset.order = JSON.stringify(picked(ev.target));
+    }
+  });
 
   for (const kind of ['input', 'change']) {
     document.addEventListener(kind, (ev) => {
@@ -338,18 +379,21 @@
     const submit = form.querySelector('[type=submit]');
     if (submit) submit.disabled = true;
     try {
-      // An edit that replaces the whole object (PUT) sends its other fields as they were.
-      const body = Object.assign(JSON.parse(form.dataset.base || '{}'), formBody(form));
+      const body = formBody(form);
       // A route named by a field (`/v1/tenants/{name}`) takes that field's value.
       const url = form.dataset.api.replace(/\{(\w+)\}/g, (_, k) => encodeURIComponent(body[k] == null ? '' : body[k]));
       // A route that takes one field's value as the whole body (a list) names it.
+      // A form that makes a new object through a route that also replaces one (PUT) asks for
+      // a new one only: an existing one is refused, not overwritten.
+      const creating = form.dataset.createOnly !== undefined && form.dataset.editing === undefined;
       const data = await api(form.dataset.method || 'POST', url,
-                             form.dataset.send ? body[form.dataset.send] : body);
+                             form.dataset.send ? body[form.dataset.send] : body,
+                             creating ? { headers: { 'If-None-Match': '*' } } : {});
       const dialog = form.closest('dialog');
       if (dialog) dialog.close();
       // A form that was editing an object is a form for a new one again (a page that stays,
       // as a reload keeps what the fields held).
-      if (form.dataset.newApi !== undefined) endEdit(form);
+      if (form.dataset.editing !== undefined) endEdit(form);
       after(form.dataset.then, data);
     } catch (e) {
       if (error) error.textContent = e.message; else flash(e.message);
@@ -467,8 +511,10 @@
       const active = document.activeElement;
       if (active && active.closest('main') && active.matches('input, select, textarea')) return;
       // Nor while a form holds what the reader typed, or a refusal to read.
-      if (main.querySelector('.field-error') || [...main.querySelectorAll('input, textarea')].some(
-        (el) => (el.type === 'checkbox' ? el.checked !== el.defaultChecked : el.value !== el.defaultValue))) return;
+      if (main.querySelector('.field-error') || main.querySelector('[data-reset]:not([hidden])') ||
+        [...main.querySelectorAll('input, textarea')].some(
+          (el) => (el.type === 'checkbox' ? el.checked !== el.defaultChecked : el.value !== el.defaultValue)) ||
+        [...main.querySelectorAll('select')].some((el) => [...el.options].some((o) => o.selected !== o.defaultSelected))) return;
       try {
         const resp = await fetch(location.href, { headers: UI_HEADER, credentials: 'same-origin' });
         if (resp.redirected && new URL(resp.url).pathname === '/ui/login') { loginAgain(); return; }

@@ -156,8 +156,9 @@ struct ClusterPage {
     required_links: String,
     suspect_ttl: String,
     publishers: String,
-    /// The named checks the cluster may name.
-    checks: Vec<String>,
+    /// The named checks the cluster may name, and whether it names each (names match without
+    /// case; one it names that is gone is offered too, so that saving keeps it).
+    checks: Vec<(String, bool)>,
     /// `GET /health` (by each listener's protocol), `tcp`: what the check asks.
     check_path: String,
     dns_revision: String,
@@ -217,6 +218,15 @@ fn all_down_choices() -> [(&'static str, &'static str); 3] {
 /// The badge of a line that answers by its all-down policy.
 fn policy_word(p: AllDown) -> &'static str {
     if p == AllDown::Hold { "held" } else { p.as_str() }
+}
+
+/// The named checks a cluster may name, marking the one it names (without case), which is
+/// added when no check has that name any more.
+fn check_choices(mut names: Vec<String>, named: Option<&str>) -> Vec<(String, bool)> {
+    if let Some(n) = named.filter(|n| !names.iter().any(|k| k.eq_ignore_ascii_case(n))) {
+        names.push(n.to_owned());
+    }
+    names.into_iter().map(|k| (k.clone(), named.is_some_and(|n| n.eq_ignore_ascii_case(&k)))).collect()
 }
 
 /// A publisher as the edit form writes it, without its secret.
@@ -394,7 +404,7 @@ pub(in crate::ui) async fn cluster(
         required_links: c.required_links.join(", "),
         suspect_ttl: c.suspect_ttl.map(|t| t.to_string()).unwrap_or_default(),
         publishers: c.publishers.iter().map(publisher_line).collect::<Vec<_>>().join("\n"),
-        checks: checks.items.into_iter().map(|k| k.name).collect(),
+        checks: check_choices(checks.items.into_iter().map(|k| k.name).collect(), c.check_name.as_deref()),
         check_path: check_text(&c.probed_with.check),
         dns_revision: dns.revision.map(|n| format!("#{n}")).unwrap_or_else(|| "none yet".into()),
         dns_at: time_or(dns.at, at, ""),

@@ -147,6 +147,8 @@ struct NodePage {
     availability: Markup,
     windows: Vec<(String, String)>,
     incidents: Vec<(Markup, Markup, String)>,
+    /// The groups it may move to: (id, name).
+    group_choices: Vec<(i64, String)>,
 }
 
 /// The configured addresses as the editor takes them: `IP LEVEL`, or `IP @LINE` for a line's
@@ -310,6 +312,7 @@ pub(in crate::ui) async fn node(
         frame: Frame::new(&v, format!("Node {}", n.name), "clusters", 10).reading(&api),
         cluster: c.name,
         group: groups.items.iter().find(|g| g.id == n.group.0).map(|g| g.name.clone()).unwrap_or_default(),
+        group_choices: groups.items.iter().map(|g| (g.id, g.name.clone())).collect(),
         health: h.badge(),
         health_detail: h.detail,
         agent: if n.online {

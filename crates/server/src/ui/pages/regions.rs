@@ -8,6 +8,8 @@ struct RegionRow {
     code: String,
     name: String,
     probers: usize,
+    /// Its fields as the API takes them, for the form that edits it.
+    values: String,
 }
 
 #[derive(Template)]
@@ -27,7 +29,15 @@ pub(in crate::ui) async fn regions(
         regions: regions
             .items
             .into_iter()
-            .map(|r| RegionRow { id: r.id, code: r.code, name: r.name, probers: r.probers })
+            .map(|r| RegionRow {
+                values:
+                    serde_json::json!({"code": r.code, "name": r.name, "client_networks": r.client_networks})
+                        .to_string(),
+                id: r.id,
+                code: r.code,
+                name: r.name,
+                probers: r.probers,
+            })
             .collect(),
     };
     Ok(render(&page))
