@@ -249,7 +249,10 @@ impl Records for Addresses {
             let per = self.results.entry(*k).or_default();
             let prev = per.get(&r.caller);
             let was_failing = prev.map(|l| sees_failing(l.sent, l.lost, &c.settings));
-            let mut latest = Latest::after(res, now, prev, c.initial_of(*k));
+            // What the check assumes of a target first seen: looked up only then (it walks the
+            // cluster's check, and most results follow one before).
+            let initial = if prev.is_none() { c.initial_of(*k) } else { 0 };
+            let mut latest = Latest::after(res, now, prev, initial);
             latest.failed_at = failed_at;
             if *k == key
                 && was_failing.is_some_and(|w| w != sees_failing(latest.sent, latest.lost, &c.settings))
