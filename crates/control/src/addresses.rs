@@ -35,7 +35,8 @@ pub type Results = FastMap<TargetKey, FastMap<Caller, Latest>>;
 #[derive(Debug, Default)]
 pub struct Addresses {
     /// The core's fast hasher: keys are ids and addresses the server handed out, never chosen
-    /// by a peer (a report may carry only issued targets), and every pass looks up millions.
+    /// by a peer (a report may carry only issued targets), and every report looks up
+    /// thousands.
     results: Results,
     /// What a pass reads of them: each address's observations, kept in place as results
     /// arrive, indexed by `table`.
@@ -64,9 +65,16 @@ impl Addresses {
         &self.results
     }
 
-    /// Indexes what was restored by the probers of `c` (at a start).
+    /// Indexes every latest result by the probers of `c`, built afresh (at a start, and when
+    /// the table is worn).
     pub(crate) fn start(&mut self, c: &Config) {
-        self.table = Arc::new(ProberTable::of(c));
+        let mut table = ProberTable::of(c);
+        for per in self.results.values() {
+            for caller in per.keys() {
+                table.place_of(*caller);
+            }
+        }
+        self.table = Arc::new(table);
         self.seen = Seen::of(&self.results, &self.table);
     }
 
@@ -193,7 +201,7 @@ impl SubjectBook for Addresses {
         for (key, per) in &mut self.results {
             per.retain(|caller, l| {
                 let kept = l.at >= before;
-                if let Some(&p) = table.index.get(caller).filter(|_| !kept) {
+                if !kept && let Some(&p) = table.index.get(caller) {
                     seen.remove(*key, p);
                 }
                 kept
@@ -245,6 +253,10 @@ impl Records for Addresses {
         self.rates.record(key.ip, key.port, res.sent(), now);
         let failed_at = crate::observe::failed_at(r.report, res, now);
         let aliases = r.given.aliases.get(&key).into_iter().flatten();
+        let place = match self.table.index.get(&r.caller) {
+            Some(p) => *p,
+            None => Arc::make_mut(&mut self.table).place_of(r.caller),
+        };
         for k in std::iter::once(&key).chain(aliases) {
             let per = self.results.entry(*k).or_default();
             let prev = per.get(&r.caller);
@@ -259,9 +271,7 @@ impl Records for Addresses {
             {
                 took.findings.push(Finding::Confirm { key, from: r.caller });
             }
-            if let Some(&p) = self.table.index.get(&r.caller) {
-                self.seen.put(*k, p, &latest);
-            }
+            self.seen.put(*k, place, &latest);
             per.insert(r.caller, latest.clone());
             took.rows.push((Subject::Address(*k), latest));
             if let Some(n) = c.nodes.get(&k.node.0) {

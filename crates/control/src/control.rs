@@ -1315,7 +1315,7 @@ fn changed(
 }
 
 /// What a cluster's view is built from: its lines, rules, nodes with their latest results,
-/// and the prober table the results index (every prober, then every node that probes).
+/// and the prober table its observations are indexed by (the addresses book's, or one following it).
 struct Parts {
     lines: Vec<LineSpec>,
     rules: Vec<(RuleId, Rule)>,

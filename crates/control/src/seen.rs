@@ -4,12 +4,18 @@
 //! place in the prober table; places are stable across configuration changes (a new prober
 //! or node is appended, a gone one leaves an inactive hole), so a change does not touch the
 //! observations — until holes outnumber the living, when the table is built afresh and the
-//! observations with it.
+//! observations with it. Every caller with a result has a place, counting or not — every
+//! configured prober and node (a node in no region never counts), and any other a result came
+//! from — so that a caller that starts to count is seen at once with the results it has.
+//!
+//! A place's order is history (appended callers follow the others): per-prober figures are
+//! summed in that order, so an average can differ in its last bit from the one a core just
+//! started would make. Only a threshold met to the last bit could tell.
 
 use std::net::IpAddr;
 
 use vantage_core::evaluate::FastMap;
-use vantage_core::ids::{NodeId, ProberId};
+use vantage_core::ids::{NodeId, ProberId, RegionId};
 use vantage_core::reachability::{Observation, Observations, ProberView};
 
 use crate::config::Config;
@@ -17,11 +23,13 @@ use crate::identity::Caller;
 use crate::observe::Latest;
 use crate::target::TargetKey;
 
-/// Holes a table may hold before it is built afresh, beyond as many as it has living places.
-const SPARE_HOLES: usize = 64;
+/// Holes a table may hold before it is built afresh, beyond as many as it has living places
+/// (few in tests, so that they build it afresh too).
+const SPARE_HOLES: usize = if cfg!(test) { 2 } else { 64 };
 
-/// The probers observations are indexed by — every prober, then every node that may probe —
-/// each with its place.
+/// The probers observations are indexed by — every prober and every node (built afresh:
+/// probers first; followed: those added since after the others, gone ones as holes) — each
+/// with its place.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProberTable {
     /// What the evaluator knows of each, by place; a hole is inactive.
@@ -76,6 +84,20 @@ impl ProberTable {
         next
     }
 
+    /// The place of `caller`, which a result came from: a caller the configuration does not
+    /// name (yet) takes an inactive place at the end, so that its results have observations
+    /// the moment it counts.
+    pub(crate) fn place_of(&mut self, caller: Caller) -> u32 {
+        if let Some(p) = self.index.get(&caller) {
+            return *p;
+        }
+        let p = u32::try_from(self.views.len()).unwrap_or(u32::MAX);
+        self.index.insert(caller, p);
+        self.views.push(ProberView { region: NO_REGION, active: false });
+        self.holes += 1;
+        p
+    }
+
     /// Whether the holes outnumber the living places (and the spare): the table is then built
     /// afresh.
     pub(crate) fn worn(&self) -> bool {
@@ -83,16 +105,22 @@ impl ProberTable {
     }
 }
 
+/// The region of a place that does not count (a node in no region, a caller no longer or not
+/// yet configured): never read.
+const NO_REGION: RegionId = RegionId(0);
+
 /// Every caller observations may come from, in the table's order for a fresh one: every
-/// prober, then every node in a region (active when it probes).
+/// prober, then every node (counting when it probes, which takes a region).
 fn entries(c: &Config) -> Vec<(Caller, ProberView)> {
     let probers = c.probers.iter().map(|(pid, p)| {
         (Caller::Prober(ProberId(*pid)), ProberView { region: p.value.region, active: p.value.enabled })
     });
-    let nodes = c.nodes.keys().filter_map(|nid| {
+    let nodes = c.nodes.keys().map(|nid| {
         let node = Caller::Node(NodeId(*nid));
-        let region = c.region_of(node)?;
-        Some((node, ProberView { region, active: c.node_probes(NodeId(*nid)) }))
+        match c.region_of(node) {
+            Some(region) => (node, ProberView { region, active: c.node_probes(NodeId(*nid)) }),
+            None => (node, ProberView { region: NO_REGION, active: false }),
+        }
     });
     probers.chain(nodes).collect()
 }
@@ -220,30 +248,118 @@ mod tests {
         }
     }
 
-    /// Each address's observations, as multisets in a comparable order.
-    fn sorted(o: &Observations) -> Vec<String> {
-        let mut v: Vec<String> = o.as_slice().iter().map(|x| format!("{x:?}")).collect();
-        v.sort();
-        v
+    /// One counting observation as (caller, its region, the result's figures), comparable.
+    fn row(caller: Caller, region: RegionId, o: &Observation) -> String {
+        format!(
+            "{caller:?} {region} {} {} {:?} {:?} {:?}",
+            o.sent, o.lost, o.rtt_ms, o.reported_at, o.failed_at
+        )
     }
 
-    /// Observations kept in place through random reports (partial, failing, of any size),
-    /// probers disabled and enabled again, nodes deleted and a listener dropped, and time
-    /// passing the results' expiry, are at every step the observations built afresh from the
-    /// latest results — and the order by prober holds.
+    /// What the gather before issue 32 gave a pass of `node`'s address `ip` on `ports`: every
+    /// latest result on those ports, under a table built afresh, of the callers that count.
+    fn gathered(control: &Control, node: NodeId, ip: IpAddr, ports: &[u16]) -> Vec<String> {
+        let fresh = ProberTable::of(&control.config());
+        let mut out = Vec::new();
+        for port in ports {
+            let Some(per) = control.addresses().results().get(&TargetKey { node, ip, port: *port }) else {
+                continue;
+            };
+            for (caller, l) in per {
+                let Some(view) =
+                    fresh.index.get(caller).map(|p| fresh.views[*p as usize]).filter(|v| v.active)
+                else {
+                    continue;
+                };
+                let o = Observation {
+                    prober: 0,
+                    sent: l.sent,
+                    lost: l.lost,
+                    rtt_ms: l.rtt_us.map(|us| us as f32 / 1000.0),
+                    reported_at: l.at,
+                    failed_at: l.failed_at,
+                };
+                out.push(row(*caller, view.region, &o));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// What a pass reads of it now: the observations kept in place, of the callers that count.
+    fn kept(control: &Control, node: NodeId, ip: IpAddr, ports: &[u16]) -> Vec<String> {
+        let a = control.addresses();
+        let table = a.table();
+        let callers: FastMap<u32, Caller> = table.index.iter().map(|(c, p)| (*p, *c)).collect();
+        let obs = a.observations(node, ip, ports);
+        let probers: Vec<u32> = obs.as_slice().iter().map(|o| o.prober).collect();
+        assert!(probers.is_sorted(), "in their order by prober: {probers:?}");
+        let mut out: Vec<String> = (obs.as_slice().iter())
+            .filter(|o| table.views[o.prober as usize].active)
+            .map(|o| row(callers[&o.prober], table.views[o.prober as usize].region, o))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The core started again from what it would have stored.
+    fn restarted(control: &Control, now: Timestamp) -> Control {
+        let id = |c: &Caller| match c {
+            Caller::Prober(p) => p.0,
+            Caller::Node(n) => n.0,
+        };
+        let latest = (control.addresses().results().iter())
+            .flat_map(|(key, per)| per.iter().map(move |(c, l)| (id(c), *key, l.clone())))
+            .collect();
+        Control::new(Start { config: (*control.config()).clone(), latest, ..Start::default() }, now)
+    }
+
+    /// Observations kept in place through random reports (partial, failing, of any size, from
+    /// probers and from nodes that probe), probers disabled, deleted and added again, nodes
+    /// deleted, a group losing and regaining its region, a listener dropped, time passing the
+    /// results' expiry, tables worn and built afresh, and restarts, are at every step what the
+    /// gather before them gave a pass: the same results of the same counting callers, each in
+    /// its region — and they stay in their order by prober.
     #[test]
-    fn kept_in_place_they_are_what_a_fresh_build_makes() {
+    fn kept_in_place_they_are_what_a_fresh_gather_makes() {
+        for seed in
+            [0x9e37_79b9_7f4a_7c15, 0x1234_5678_9abc_def1, 0x0fed_cba9_8765_4321, 0x5555_aaaa_3333_cccc]
+        {
+            steps_from(seed);
+        }
+    }
+
+    /// 400 random steps from `seed`, each checked.
+    fn steps_from(seed: u64) {
         let mut now = Timestamp::from_secs(1_800_000_000);
         let mut control = Control::new(Start::default(), now);
         let fleet = large_fleet(12, 6);
         control.handle_change(fleet.puts.clone(), Vec::new(), now);
-        let mut dice = Dice(0x9e37_79b9_7f4a_7c15);
+        // Two nodes probe too.
+        let probing: Vec<(i64, Object)> = (fleet.puts.iter())
+            .filter_map(|(id, o)| match o {
+                Object::Node(n) if *id <= 108 => {
+                    let mut n = n.clone();
+                    n.node.also_probes = true;
+                    Some((*id, Object::Node(n)))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut callers = fleet.probers.clone();
+        callers.extend(probing.iter().map(|(id, _)| Caller::Node(NodeId(*id))));
+        control.handle_change(probing, Vec::new(), now);
+        let mut dice = Dice(seed);
         let bad = Attempt { stages: Stages::empty(), rtt_us: 0, error: Some(ErrorCode::Timeout) };
         let mut most = 0;
-        for step in 0..300 {
-            match dice.roll(10) {
-                0..=5 => {
-                    let p = fleet.probers[dice.roll(fleet.probers.len() as u64) as usize];
+        let mut done: Vec<String> = Vec::new();
+        for step in 0..400 {
+            let roll = dice.roll(14);
+            done.push(format!("{step}: {roll}"));
+            match roll {
+                0..=6 => {
+                    let p = callers[dice.roll(callers.len() as u64) as usize];
+                    done.push(format!("{p:?} reports"));
                     let work = control.handle_work(p, now);
                     for mut report in good_round(&work, now) {
                         report.results.retain(|_| dice.roll(3) > 0);
@@ -256,58 +372,71 @@ mod tests {
                         let _ = control.handle_report(p, &report, now);
                     }
                 }
-                6 => {
+                7 => {
                     let k = dice.roll(fleet.probers.len() as u64) as usize;
                     let id = 101 + k as i64;
-                    let rec = ProberRecord {
-                        name: format!("p{k}"),
-                        region: vantage_core::ids::RegionId(1),
-                        enabled: dice.roll(2) == 0,
-                        cert_sha256: Some(format!("fp-{k}")),
-                        cert_issued_at: None,
-                    };
-                    control.handle_change(vec![(id, Object::Prober(rec))], Vec::new(), now);
+                    done.push(format!("prober {id}"));
+                    if dice.roll(3) == 0 {
+                        control.handle_change(Vec::new(), vec![id], now);
+                    } else {
+                        let rec = ProberRecord {
+                            name: format!("p{k}"),
+                            region: RegionId(1),
+                            enabled: dice.roll(2) == 0,
+                            cert_sha256: Some(format!("fp-{k}")),
+                            cert_issued_at: None,
+                        };
+                        control.handle_change(vec![(id, Object::Prober(rec))], Vec::new(), now);
+                    }
                 }
-                7 => {
-                    let nodes: Vec<i64> = control.config().nodes.keys().copied().collect();
+                8 => {
+                    let nodes: Vec<i64> =
+                        control.config().nodes.keys().copied().filter(|n| *n > 108).collect();
                     if nodes.len() > 4 {
                         let id = nodes[dice.roll(nodes.len() as u64) as usize];
                         control.handle_change(Vec::new(), vec![id], now);
                     }
                 }
-                8 => {
+                9 => {
                     let (id, cluster) = fleet.puts[1].clone();
                     let Object::Cluster(mut c) = cluster else { unreachable!() };
                     c.listeners.truncate(1 + dice.roll(2) as usize);
                     control.handle_change(vec![(id, Object::Cluster(c))], Vec::new(), now);
                 }
+                10 => {
+                    let Object::Group(mut group) = fleet.puts[2].1.clone() else { unreachable!() };
+                    group.group.region = (dice.roll(2) == 0).then_some(RegionId(1));
+                    control.handle_change(vec![(3, Object::Group(group))], Vec::new(), now);
+                }
+                11 => control = restarted(&control, now),
                 _ => {
                     now = now.plus_secs(1 + dice.roll(900));
                     control.handle_timeout(now);
                 }
             }
             while control.poll_output().is_some() {}
-            let a = control.addresses();
-            let fresh = Seen::of(a.results(), a.table());
-            let mut addresses: Vec<(NodeId, IpAddr)> = a.results().keys().map(|k| (k.node, k.ip)).collect();
+            let mut addresses: Vec<(NodeId, IpAddr)> =
+                control.addresses().results().keys().map(|k| (k.node, k.ip)).collect();
             addresses.sort();
             addresses.dedup();
             for ports in [&[80u16][..], &[80, 443][..]] {
                 for (node, ip) in &addresses {
-                    let kept = a.observations(*node, *ip, ports);
-                    let probers: Vec<u32> = kept.as_slice().iter().map(|o| o.prober).collect();
-                    assert!(probers.is_sorted(), "step {step}: {probers:?}");
+                    let (kept, gathered) =
+                        (kept(&control, *node, *ip, ports), gathered(&control, *node, *ip, ports));
                     assert_eq!(
-                        sorted(&kept),
-                        sorted(&fresh.of_address(*node, *ip, ports)),
-                        "step {step}: {node} {ip}"
+                        kept,
+                        gathered,
+                        "step {step} from seed {seed:#x}: {node} {ip} {ports:?} after {:?}",
+                        &done[done.len().saturating_sub(12)..]
                     );
                 }
             }
-            let kept: usize = a.seen().by_address.values().map(|s| s.ports.len()).sum();
-            let fresh: usize = fresh.by_address.values().map(|s| s.ports.len()).sum();
-            assert_eq!(kept, fresh, "step {step}: nothing kept that is gone");
-            most = most.max(kept);
+            let a = control.addresses();
+            let fresh = Seen::of(a.results(), a.table());
+            let held: usize = a.seen().by_address.values().map(|s| s.ports.len()).sum();
+            let all: usize = fresh.by_address.values().map(|s| s.ports.len()).sum();
+            assert_eq!(held, all, "step {step}: nothing kept that is gone, nothing missing");
+            most = most.max(held);
         }
         assert!(most > 100, "the steps reported results: at most {most} observations");
     }

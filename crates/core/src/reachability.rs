@@ -63,16 +63,17 @@ impl Observations {
     /// port), or with no place after the observations of its prober, keeping the order by
     /// prober; returns its place. A replacement of another prober's place is refused (`None`).
     pub fn put(&mut self, at: Option<usize>, o: Observation) -> Option<usize> {
-        let v = Arc::make_mut(&mut self.0);
         match at {
             Some(i) => {
-                let slot = v.get_mut(i).filter(|x| x.prober == o.prober)?;
-                *slot = o;
+                if self.0.get(i).is_none_or(|x| x.prober != o.prober) {
+                    return None;
+                }
+                Arc::make_mut(&mut self.0)[i] = o;
                 Some(i)
             }
             None => {
-                let i = v.partition_point(|x| x.prober <= o.prober);
-                v.insert(i, o);
+                let i = self.0.partition_point(|x| x.prober <= o.prober);
+                Arc::make_mut(&mut self.0).insert(i, o);
                 Some(i)
             }
         }
