@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use vantage_control::fixtures::{good_round, large_fleet};
+use vantage_control::identity::Caller;
 use vantage_control::{Control, Start};
 use vantage_core::Timestamp;
 use vantage_core::wire;
@@ -19,20 +20,28 @@ const NODES: u32 = 10_000;
 const PROBERS: i64 = 50;
 const PASSES: usize = 15;
 
+/// Every prober's full round at `now`, as reports of at most [`wire::MAX_RESULTS`] results;
+/// how long each report took to handle.
+fn round(control: &mut Control, probers: &[Caller], now: Timestamp) -> Vec<Duration> {
+    let mut took = Vec::new();
+    for p in probers {
+        let work = control.handle_work(*p, now);
+        for report in good_round(&work, now) {
+            let t = Instant::now();
+            control.handle_report(*p, &report, now).expect("report");
+            took.push(t.elapsed());
+        }
+        while control.poll_output().is_some() {}
+    }
+    took
+}
+
 fn main() {
     let mut now = Timestamp::from_secs(1_800_000_000);
     let mut control = Control::new(Start::default(), now);
     let fleet = large_fleet(NODES, PROBERS);
     control.handle_change(fleet.puts, Vec::new(), now);
-    let mut feed = Vec::new();
-    for p in &fleet.probers {
-        let work = control.handle_work(*p, now);
-        for report in good_round(&work, now) {
-            let t = Instant::now();
-            control.handle_report(*p, &report, now).expect("report");
-            feed.push(t.elapsed());
-        }
-    }
+    let mut feed = round(&mut control, &fleet.probers, now);
     let results: usize = control.addresses().results().values().map(|per| per.len()).sum();
     let mut passes: Vec<Duration> = Vec::new();
     for _ in 0..PASSES {
@@ -43,16 +52,7 @@ fn main() {
         while control.poll_output().is_some() {}
     }
     // A later round: every result replaces its prober's last one.
-    let mut steady = Vec::new();
-    for p in &fleet.probers {
-        let work = control.handle_work(*p, now);
-        for report in good_round(&work, now) {
-            let t = Instant::now();
-            control.handle_report(*p, &report, now).expect("report");
-            steady.push(t.elapsed());
-        }
-        while control.poll_output().is_some() {}
-    }
+    let mut steady = round(&mut control, &fleet.probers, now);
     passes.sort();
     feed.sort();
     steady.sort();
