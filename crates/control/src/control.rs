@@ -672,7 +672,8 @@ impl Control {
     ) -> Result<Accepted, ReportError> {
         let given = self.obs.probers.get(&caller).map(|r| r.given.clone());
         let mut subjects = Vec::with_capacity(report.results.len());
-        let mut seen = std::collections::HashSet::with_capacity(report.results.len());
+        let mut seen = vantage_core::evaluate::FastSet::default();
+        seen.reserve(report.results.len());
         for (i, r) in report.results.iter().enumerate() {
             let subject =
                 r.target.parse::<Subject>().ok().filter(|s| given.as_ref().is_some_and(|g| was_given(g, s)));

@@ -2,14 +2,14 @@
 //! its window register (the books keep them: `addresses`, `mirrors`, `monitors`), what each
 //! prober and node agent last said, and the targets each prober was given. Online status is decided here, in one place.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use vantage_core::Timestamp;
 use vantage_core::address::{AddressPolicy, is_unicast};
-use vantage_core::evaluate::{AGENT_ONLINE_S, LinkState, NodeMetrics};
+use vantage_core::evaluate::{AGENT_ONLINE_S, FastMap, FastSet, LinkState, NodeMetrics};
 use vantage_core::result::{ErrorCode, HlsDetail, ProbeResult};
 use vantage_core::settings::ProbeSettings;
 use vantage_core::window::WindowRegister;
@@ -165,9 +165,9 @@ pub struct ProberRuntime {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Given {
     /// Target keys: reports may only carry these.
-    pub issued: BTreeSet<TargetKey>,
+    pub issued: FastSet<TargetKey>,
     /// Keys probed under one of `issued` (the same probe listed by another cluster).
-    pub aliases: BTreeMap<TargetKey, Vec<TargetKey>>,
+    pub aliases: FastMap<TargetKey, Vec<TargetKey>>,
     /// Mirror hosts of its endpoint targets.
     pub endpoints: BTreeSet<String>,
     /// Monitor endpoints.

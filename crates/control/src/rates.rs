@@ -1,10 +1,10 @@
 //! Probes per second each target receives from the whole fleet, measured from the reports
 //! (the budget plans it; this shows what really arrives), over windows of a minute.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
 use vantage_core::Timestamp;
+use vantage_core::evaluate::FastMap;
 
 /// Length of a measuring window.
 const WINDOW_MS: i64 = 60_000;
@@ -20,7 +20,7 @@ struct Window {
 /// Attempts reported per `ip:port`.
 #[derive(Debug, Default)]
 pub struct ProbeRates {
-    targets: HashMap<(IpAddr, u16), Window>,
+    targets: FastMap<(IpAddr, u16), Window>,
 }
 
 impl ProbeRates {

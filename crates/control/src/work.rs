@@ -3,12 +3,13 @@
 //! cluster, where a node that probes skips itself (SPEC §3.2, §5.2) — each address, listener
 //! and check once, within the probe budget.
 
+use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use vantage_core::address::{AddressList, AddressPolicy};
 use vantage_core::check::Listener;
+use vantage_core::evaluate::{FastMap, FastSet};
 use vantage_core::ids::{ClusterId, NodeId};
 use vantage_core::wire;
 
@@ -118,10 +119,10 @@ pub struct Issued {
     pub checks: Vec<vantage_core::check::Check>,
     pub targets: Vec<wire::Target>,
     /// The keys of `targets`: reports may carry only these.
-    pub keys: BTreeSet<TargetKey>,
+    pub keys: FastSet<TargetKey>,
     /// Keys probed under another key's probe: the same address, listener and check listed
     /// again (by another cluster), probed once per round. Key given → the others.
-    pub aliases: BTreeMap<TargetKey, Vec<TargetKey>>,
+    pub aliases: FastMap<TargetKey, Vec<TargetKey>>,
 }
 
 /// The targets `caller` probes: every enabled node's addresses in use × its cluster's

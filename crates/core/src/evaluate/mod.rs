@@ -321,7 +321,8 @@ pub struct Evaluation {
 
 /// A hash map with the core's fast hasher (keys are ids and addresses, not attacker-chosen).
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
-type FastSet<K> = HashSet<K, BuildHasherDefault<FastHasher>>;
+/// A hash set with the core's fast hasher.
+pub type FastSet<K> = HashSet<K, BuildHasherDefault<FastHasher>>;
 
 /// What a cluster's evaluator remembers between passes.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
