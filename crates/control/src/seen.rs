@@ -125,20 +125,28 @@ fn entries(c: &Config) -> Vec<(Caller, ProberView)> {
     probers.chain(nodes).collect()
 }
 
-/// One address's observations, each with the port it was made on.
+/// Whose an observation is and the port it was made on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Made {
+    prober: u32,
+    port: u16,
+}
+
+/// One address's observations, each with who made it on which port.
 #[derive(Debug, Clone, Default)]
 struct AddressSeen {
     observations: Observations,
-    /// The port of each observation, in the same order.
-    ports: Vec<u16>,
+    /// Who made each observation, in the same order: searched instead of the observations,
+    /// a sixth of their size, so that a result finds its place in fewer cache lines.
+    made: Vec<Made>,
 }
 
 impl AddressSeen {
     /// The place of `prober`'s observation on `port`.
     fn place(&self, prober: u32, port: u16) -> Option<usize> {
-        let obs = self.observations.as_slice();
-        let from = obs.partition_point(|o| o.prober < prober);
-        (from..obs.len()).take_while(|i| obs[*i].prober == prober).find(|i| self.ports[*i] == port)
+        let from = self.made.partition_point(|m| m.prober < prober);
+        let mut mine = self.made[from..].iter().take_while(|m| m.prober == prober);
+        mine.position(|m| m.port == port).map(|i| from + i)
     }
 }
 
@@ -180,7 +188,7 @@ impl Seen {
             }
             None => {
                 if let Some(i) = a.observations.put(None, o) {
-                    a.ports.insert(i, key.port);
+                    a.made.insert(i, Made { prober, port: key.port });
                 }
             }
         }
@@ -192,9 +200,9 @@ impl Seen {
         let Some(a) = self.by_address.get_mut(&at) else { return };
         if let Some(i) = a.place(prober, key.port) {
             a.observations.remove(i);
-            a.ports.remove(i);
+            a.made.remove(i);
         }
-        if a.ports.is_empty() {
+        if a.made.is_empty() {
             self.by_address.remove(&at);
         }
     }
@@ -202,12 +210,12 @@ impl Seen {
     /// Every result of `prober` is gone.
     pub(crate) fn forget(&mut self, prober: u32) {
         for a in self.by_address.values_mut() {
-            while let Some(i) = a.observations.as_slice().iter().position(|o| o.prober == prober) {
+            while let Some(i) = a.made.iter().position(|m| m.prober == prober) {
                 a.observations.remove(i);
-                a.ports.remove(i);
+                a.made.remove(i);
             }
         }
-        self.by_address.retain(|_, a| !a.ports.is_empty());
+        self.by_address.retain(|_, a| !a.made.is_empty());
     }
 
     /// What a pass reads of `node`'s address `ip`: the observations on the cluster's
@@ -215,11 +223,11 @@ impl Seen {
     /// listens on (until they expire).
     pub(crate) fn of_address(&self, node: NodeId, ip: IpAddr, ports: &[u16]) -> Observations {
         let Some(a) = self.by_address.get(&(node, ip)) else { return Observations::default() };
-        if a.ports.iter().all(|p| ports.contains(p)) {
+        if a.made.iter().all(|m| ports.contains(&m.port)) {
             return a.observations.clone();
         }
-        let kept = (a.observations.as_slice().iter().zip(&a.ports))
-            .filter(|(_, p)| ports.contains(p))
+        let kept = (a.observations.as_slice().iter().zip(&a.made))
+            .filter(|(_, m)| ports.contains(&m.port))
             .map(|(o, _)| *o)
             .collect();
         Observations::new(kept)
@@ -433,8 +441,12 @@ mod tests {
             }
             let a = control.addresses();
             let fresh = Seen::of(a.results(), a.table());
-            let held: usize = a.seen().by_address.values().map(|s| s.ports.len()).sum();
-            let all: usize = fresh.by_address.values().map(|s| s.ports.len()).sum();
+            for s in a.seen().by_address.values() {
+                let whose = s.observations.as_slice().iter().map(|o| o.prober);
+                assert!(whose.eq(s.made.iter().map(|m| m.prober)), "step {step}: each made by its own");
+            }
+            let held: usize = a.seen().by_address.values().map(|s| s.made.len()).sum();
+            let all: usize = fresh.by_address.values().map(|s| s.made.len()).sum();
             assert_eq!(held, all, "step {step}: nothing kept that is gone, nothing missing");
             most = most.max(held);
         }
