@@ -3,6 +3,7 @@
 //! the attempt rates each `ip:port` receives, and the certificates the probers saw.
 
 use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -258,8 +259,11 @@ impl Records for Addresses {
             None => Arc::make_mut(&mut self.table).place_of(r.caller),
         };
         for k in std::iter::once(&key).chain(aliases) {
-            let per = self.results.entry(*k).or_default();
-            let prev = per.get(&r.caller);
+            let slot = self.results.entry(*k).or_default().entry(r.caller);
+            let prev = match &slot {
+                Entry::Occupied(o) => Some(o.get()),
+                Entry::Vacant(_) => None,
+            };
             let was_failing = prev.map(|l| sees_failing(l.sent, l.lost, &c.settings));
             // What the check assumes of a target first seen: looked up only then (it walks the
             // cluster's check, and most results follow one before).
@@ -272,11 +276,9 @@ impl Records for Addresses {
                 took.findings.push(Finding::Confirm { key, from: r.caller });
             }
             self.seen.put(*k, place, &latest);
-            per.insert(r.caller, latest.clone());
+            slot.insert_entry(latest.clone());
             took.rows.push((Subject::Address(*k), latest));
-            if let Some(n) = c.nodes.get(&k.node.0) {
-                took.evaluate.insert(n.value.cluster);
-            }
+            took.node_moved(c, k.node);
         }
     }
 }

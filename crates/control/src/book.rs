@@ -10,7 +10,7 @@
 
 use vantage_core::Timestamp;
 use vantage_core::check::Check;
-use vantage_core::ids::ClusterId;
+use vantage_core::ids::{ClusterId, NodeId};
 use vantage_core::result::ProbeResult;
 use vantage_core::wire;
 
@@ -93,6 +93,26 @@ pub(crate) struct Took {
     /// Clusters whose inputs moved: each evaluated soon, once.
     pub evaluate: std::collections::BTreeSet<ClusterId>,
     pub findings: Vec<Finding>,
+    /// The node [`Took::node_moved`] last looked up and its cluster: a report lists a node's
+    /// targets together, so most results skip the look-up.
+    last_node: Option<(NodeId, Option<ClusterId>)>,
+}
+
+impl Took {
+    /// The inputs of `node`'s cluster moved (a node `c` does not hold has none).
+    pub(crate) fn node_moved(&mut self, c: &Config, node: NodeId) {
+        let cluster = match self.last_node {
+            Some((n, cluster)) if n == node => cluster,
+            _ => {
+                let cluster = c.nodes.get(&node.0).map(|n| n.value.cluster);
+                self.last_node = Some((node, cluster));
+                cluster
+            }
+        };
+        if let Some(cluster) = cluster {
+            self.evaluate.insert(cluster);
+        }
+    }
 }
 
 /// What every book does, whatever its subjects: the part the control core loops over.
