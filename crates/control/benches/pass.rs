@@ -59,7 +59,7 @@ fn main() {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!("latest results held: {results}");
     println!(
-        "pass (gather + evaluate + snapshot), {PASSES} passes: median {:.1} ms, worst {:.1} ms",
+        "pass (evaluate + snapshot + the sweeps of every 10 s), {PASSES} passes: median {:.1} ms, worst {:.1} ms",
         ms(passes[PASSES / 2]),
         ms(passes[PASSES - 1])
     );

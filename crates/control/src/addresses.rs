@@ -16,6 +16,7 @@ use crate::alerts::{AlertAbout, AlertKey, AlertKind, CertificateExpiry, Firing};
 use crate::book::{Asking, Finding, Records, Reported, SubjectBook, Took, Work};
 use crate::config::Config;
 use crate::control::{Output, Upkeep};
+use crate::expiry::Expiry;
 use crate::identity::Caller;
 use crate::observe::{Given, Latest};
 use crate::rates::ProbeRates;
@@ -25,8 +26,12 @@ use crate::work::{Issued, TcpFallback, targets};
 
 /// Latest results not updated for this long are deleted (SPEC §8).
 const LATEST_KEPT_MS: i64 = 3_600_000;
-/// Expiry of latest results, and the certificates' look, run this often.
+/// The store's expiry of latest results, and the certificates' look, run this often.
 const EXPIRE_EVERY_S: u64 = 60;
+/// Targets whose results expire are looked at in sweeps of at most this many, or a sixtieth
+/// of every target if more: a whole fleet falling due together (an hour after a start) is
+/// looked at over about ten minutes of sweeps, never in one.
+const DUE_PER_SWEEP: usize = 4_096;
 const DAY_MS: i64 = 86_400_000;
 
 /// Latest results by address and listener, then by the prober that probed it.
@@ -44,9 +49,14 @@ pub struct Addresses {
     seen: Seen,
     table: Arc<ProberTable>,
     rates: ProbeRates,
+    /// When each target's results fall due for expiry.
+    expiry: Expiry,
+    /// Each HTTPS target's earliest certificate expiry any prober saw, kept as results arrive
+    /// and go (shared with the published figures).
+    certificates: Arc<BTreeMap<TargetKey, Timestamp>>,
     /// An edge certificate expiring within this many days alerts.
     certificate_warning_days: u64,
-    /// When results next expire (`None`: at the first sweep).
+    /// When the store's results next expire (`None`: at the first sweep).
     next_expiry: Option<Timestamp>,
 }
 
@@ -67,16 +77,56 @@ impl Addresses {
     }
 
     /// Indexes every latest result by the probers of `c`, built afresh (at a start, and when
-    /// the table is worn).
+    /// the table is worn), by when it expires and by its certificate.
     pub(crate) fn start(&mut self, c: &Config) {
         let mut table = ProberTable::of(c);
-        for per in self.results.values() {
+        for (key, per) in &self.results {
             for caller in per.keys() {
                 table.place_of(*caller);
+            }
+            if let Some(oldest) = per.values().map(|l| l.at).min() {
+                self.expiry.file(*key, oldest.plus_millis(LATEST_KEPT_MS));
             }
         }
         self.table = Arc::new(table);
         self.seen = Seen::of(&self.results, &self.table);
+        self.count_certificates();
+    }
+
+    /// Every target's earliest certificate expiry, counted afresh.
+    fn count_certificates(&mut self) {
+        let mut out = BTreeMap::new();
+        for (key, per) in &self.results {
+            if let Some(t) = per.values().filter_map(|l| l.cert_not_after).min() {
+                out.insert(*key, t);
+            }
+        }
+        self.certificates = Arc::new(out);
+    }
+
+    /// `key`'s earliest certificate expiry, counted again from its results.
+    fn recount_certificate(&mut self, key: TargetKey) {
+        let earliest = (self.results.get(&key).into_iter().flat_map(|per| per.values()))
+            .filter_map(|l| l.cert_not_after)
+            .min();
+        let certificates = Arc::make_mut(&mut self.certificates);
+        match earliest {
+            Some(t) => certificates.insert(key, t),
+            None => certificates.remove(&key),
+        };
+    }
+
+    /// A result of `key` saw certificate `now_seen` where it saw `before`: the earliest
+    /// moves without looking at the others, unless the one it held went.
+    fn certificate_seen(&mut self, key: TargetKey, before: Option<Timestamp>, now_seen: Option<Timestamp>) {
+        let earliest = self.certificates.get(&key).copied();
+        match now_seen {
+            Some(t) if earliest.is_none_or(|e| t <= e) => {
+                Arc::make_mut(&mut self.certificates).insert(key, t);
+            }
+            _ if before.is_some() && before == earliest => self.recount_certificate(key),
+            _ => {}
+        }
     }
 
     /// The probers of a new configuration `c` take their places: the table keeps every place
@@ -118,14 +168,8 @@ impl Addresses {
 
     /// When each HTTPS target's certificate expires, as the probers last saw it (the earliest
     /// any of them saw, so that an edge serving an old certificate to some is not hidden).
-    pub fn certificate_expiries(&self) -> BTreeMap<TargetKey, Timestamp> {
-        let mut out = BTreeMap::new();
-        for (key, per) in &self.results {
-            if let Some(t) = per.values().filter_map(|l| l.cert_not_after).min() {
-                out.insert(*key, t);
-            }
-        }
-        out
+    pub fn certificate_expiries(&self) -> &Arc<BTreeMap<TargetKey, Timestamp>> {
+        &self.certificates
     }
 
     /// Certificates that expire within the warning window alert until they are renewed (or
@@ -136,9 +180,9 @@ impl Addresses {
         let key = |target: TargetKey| {
             AlertKey::new(AlertKind::CertificateExpiring, AlertAbout::Certificate(target))
         };
-        let expiring = self.certificate_expiries();
+        let expiring = self.certificates.clone();
         let mut out = Vec::new();
-        for (target, not_after) in &expiring {
+        for (target, not_after) in expiring.iter() {
             if not_after.millis_since(now) > window_ms {
                 out.push(Finding::Resolve(key(*target)));
                 continue;
@@ -164,7 +208,7 @@ impl Addresses {
         // The open alerts of targets gone since (their key names the target).
         out.push(Finding::OnlyOpen {
             kind: AlertKind::CertificateExpiring,
-            keep: expiring.into_keys().map(key).collect(),
+            keep: expiring.keys().map(|t| key(*t)).collect(),
             about: |s| s.parse().ok().map(AlertAbout::Certificate),
         });
         out
@@ -191,24 +235,38 @@ impl SubjectBook for Addresses {
         work.given.aliases = aliases;
     }
 
-    /// Results not updated for an hour go (here and in the store), and the certificates
-    /// the probers saw are looked at, once a minute.
+    /// Results not updated for an hour go: here, the targets that fell due; in the store,
+    /// once a minute, when the certificates the probers saw are looked at too.
     fn sweep(&mut self, c: &Config, now: Timestamp) -> Vec<Finding> {
-        if self.next_expiry.is_some_and(|t| now < t) {
-            return Vec::new();
-        }
         let before = now.plus_millis(-LATEST_KEPT_MS);
-        let (table, seen) = (&self.table, &mut self.seen);
-        for (key, per) in &mut self.results {
+        let most = DUE_PER_SWEEP.max(self.results.len() / 60);
+        for key in self.expiry.take_due(now, most) {
+            let Some(per) = self.results.get_mut(&key) else { continue };
+            let (table, seen) = (&self.table, &mut self.seen);
+            let mut certificate_gone = false;
             per.retain(|caller, l| {
                 let kept = l.at >= before;
-                if !kept && let Some(&p) = table.index.get(caller) {
-                    seen.remove(*key, p);
+                if !kept {
+                    certificate_gone |= l.cert_not_after.is_some();
+                    if let Some(&p) = table.index.get(caller) {
+                        seen.remove(key, p);
+                    }
                 }
                 kept
             });
+            match per.values().map(|l| l.at).min() {
+                Some(oldest) => self.expiry.file(key, oldest.plus_millis(LATEST_KEPT_MS)),
+                None => {
+                    self.results.remove(&key);
+                }
+            }
+            if certificate_gone {
+                self.recount_certificate(key);
+            }
         }
-        self.results.retain(|_, per| !per.is_empty());
+        if self.next_expiry.is_some_and(|t| now < t) {
+            return Vec::new();
+        }
         self.rates.prune(now);
         self.next_expiry = Some(now.plus_secs(EXPIRE_EVERY_S));
         let mut out = vec![Finding::Upkeep(Upkeep::ExpireResults { before })];
@@ -230,6 +288,7 @@ impl SubjectBook for Addresses {
             per.remove(&caller);
         }
         self.results.retain(|_, per| !per.is_empty());
+        self.count_certificates();
     }
 
     /// Results are stored as they come ([`Took::rows`]); each cluster's evaluator state is
@@ -259,7 +318,11 @@ impl Records for Addresses {
             None => Arc::make_mut(&mut self.table).place_of(r.caller),
         };
         for k in std::iter::once(&key).chain(aliases) {
-            let slot = self.results.entry(*k).or_default().entry(r.caller);
+            let per = self.results.entry(*k).or_default();
+            if per.is_empty() {
+                self.expiry.file(*k, now.plus_millis(LATEST_KEPT_MS));
+            }
+            let slot = per.entry(r.caller);
             let prev = match &slot {
                 Entry::Occupied(o) => Some(o.get()),
                 Entry::Vacant(_) => None,
@@ -268,6 +331,7 @@ impl Records for Addresses {
             // What the check assumes of a target first seen: looked up only then (it walks the
             // cluster's check, and most results follow one before).
             let initial = if prev.is_none() { c.initial_of(*k) } else { 0 };
+            let certificate_before = prev.and_then(|l| l.cert_not_after);
             let mut latest = Latest::after(res, now, prev, initial);
             latest.failed_at = failed_at;
             if *k == key
@@ -276,8 +340,12 @@ impl Records for Addresses {
                 took.findings.push(Finding::Confirm { key, from: r.caller });
             }
             self.seen.put(*k, place, &latest);
+            let certificate = latest.cert_not_after;
             slot.insert_entry(latest.clone());
             took.rows.push((Subject::Address(*k), latest));
+            if certificate != certificate_before {
+                self.certificate_seen(*k, certificate_before, certificate);
+            }
             took.node_moved(c, k.node);
         }
     }

@@ -15,6 +15,7 @@ pub mod drain;
 pub mod effects;
 pub mod enrollment;
 pub mod events;
+mod expiry;
 pub mod fixtures;
 pub mod fleet;
 pub mod identity;

@@ -236,6 +236,8 @@ impl Seen {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use vantage_core::Timestamp;
     use vantage_core::result::{Attempt, ErrorCode, Stages};
 
@@ -376,6 +378,9 @@ mod tests {
                             if dice.roll(4) == 0 {
                                 r.attempts = vec![bad; r.attempts.len()];
                             }
+                            // Certificates seen, renewed, and gone.
+                            r.cert_not_after =
+                                (dice.roll(3) > 0).then(|| now.plus_secs(86_400 * (1 + dice.roll(4))));
                         }
                         let _ = control.handle_report(p, &report, now);
                     }
@@ -440,6 +445,20 @@ mod tests {
                 }
             }
             let a = control.addresses();
+            // Expiry by time: nothing kept past its hour and the minute it falls due in, and a
+            // sweep's ten seconds.
+            let oldest = a.results().values().flat_map(|per| per.values()).map(|l| l.at).min();
+            assert!(
+                oldest.is_none_or(|t| now.millis_since(t) < 3_600_000 + 70_000),
+                "step {step} from seed {seed:#x}: a result of {oldest:?} kept at {now}"
+            );
+            let mut certificates = BTreeMap::new();
+            for (key, per) in a.results() {
+                if let Some(t) = per.values().filter_map(|l| l.cert_not_after).min() {
+                    certificates.insert(*key, t);
+                }
+            }
+            assert_eq!(**a.certificate_expiries(), certificates, "step {step} from seed {seed:#x}");
             let fresh = Seen::of(a.results(), a.table());
             for s in a.seen().by_address.values() {
                 let whose = s.observations.as_slice().iter().map(|o| o.prober);

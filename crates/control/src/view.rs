@@ -43,7 +43,7 @@ pub struct Figures {
     /// The fleet as numbers.
     pub fleet: Fleet,
     /// When each HTTPS target's certificate expires, as the probers saw it.
-    pub expiries: BTreeMap<TargetKey, Timestamp>,
+    pub expiries: Arc<BTreeMap<TargetKey, Timestamp>>,
 }
 
 impl Figures {
@@ -202,9 +202,9 @@ impl Control {
                 fleet: self.fleet(now),
                 // The lease holder exports them (`Fleet::evaluator`); a follower scans nothing.
                 expiries: if self.role() == Role::Leader {
-                    self.addresses().certificate_expiries()
+                    self.addresses().certificate_expiries().clone()
                 } else {
-                    BTreeMap::new()
+                    Arc::default()
                 },
             });
         }
