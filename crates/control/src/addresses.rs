@@ -280,15 +280,24 @@ impl SubjectBook for Addresses {
         Vec::new()
     }
 
+    /// Walks the results only when the caller has any: every caller with a result has a place
+    /// and made an observation of it.
     fn forget(&mut self, caller: Caller) {
-        if let Some(&p) = self.table.index.get(&caller) {
-            self.seen.forget(p);
+        let Some(&p) = self.table.index.get(&caller) else { return };
+        if !self.seen.made_any(p) {
+            return;
         }
-        for per in self.results.values_mut() {
-            per.remove(&caller);
+        self.seen.forget(p);
+        let mut certificates = Vec::new();
+        for (key, per) in &mut self.results {
+            if per.remove(&caller).is_some_and(|l| l.cert_not_after.is_some()) {
+                certificates.push(*key);
+            }
         }
         self.results.retain(|_, per| !per.is_empty());
-        self.count_certificates();
+        for key in certificates {
+            self.recount_certificate(key);
+        }
     }
 
     /// Results are stored as they come ([`Took::rows`]); each cluster's evaluator state is

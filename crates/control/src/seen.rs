@@ -154,6 +154,9 @@ impl AddressSeen {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Seen {
     by_address: FastMap<(NodeId, IpAddr), AddressSeen>,
+    /// How many observations each place made: a caller with none has nothing to forget, so
+    /// a change to a node that does not probe walks nothing.
+    made_by: Vec<u32>,
 }
 
 impl Seen {
@@ -189,6 +192,11 @@ impl Seen {
             None => {
                 if let Some(i) = a.observations.put(None, o) {
                     a.made.insert(i, Made { prober, port: key.port });
+                    let place = prober as usize;
+                    if self.made_by.len() <= place {
+                        self.made_by.resize(place + 1, 0);
+                    }
+                    self.made_by[place] += 1;
                 }
             }
         }
@@ -201,14 +209,28 @@ impl Seen {
         if let Some(i) = a.place(prober, key.port) {
             a.observations.remove(i);
             a.made.remove(i);
+            if let Some(n) = self.made_by.get_mut(prober as usize) {
+                *n = n.saturating_sub(1);
+            }
         }
         if a.made.is_empty() {
             self.by_address.remove(&at);
         }
     }
 
+    /// Whether `prober` made any observation.
+    pub(crate) fn made_any(&self, prober: u32) -> bool {
+        self.made_by.get(prober as usize).is_some_and(|n| *n > 0)
+    }
+
     /// Every result of `prober` is gone.
     pub(crate) fn forget(&mut self, prober: u32) {
+        if !self.made_any(prober) {
+            return;
+        }
+        if let Some(n) = self.made_by.get_mut(prober as usize) {
+            *n = 0;
+        }
         for a in self.by_address.values_mut() {
             while let Some(i) = a.made.iter().position(|m| m.prober == prober) {
                 a.observations.remove(i);
@@ -464,6 +486,11 @@ mod tests {
                 let whose = s.observations.as_slice().iter().map(|o| o.prober);
                 assert!(whose.eq(s.made.iter().map(|m| m.prober)), "step {step}: each made by its own");
             }
+            let mut made_by = vec![0u32; a.seen().made_by.len()];
+            for m in a.seen().by_address.values().flat_map(|s| &s.made) {
+                made_by[m.prober as usize] += 1;
+            }
+            assert_eq!(a.seen().made_by, made_by, "step {step} from seed {seed:#x}: each place's count");
             let held: usize = a.seen().by_address.values().map(|s| s.made.len()).sum();
             let all: usize = fresh.by_address.values().map(|s| s.made.len()).sum();
             assert_eq!(held, all, "step {step}: nothing kept that is gone, nothing missing");
