@@ -206,6 +206,19 @@ impl EventLog {
             p.held.iter().map(|(l, hold)| (zone.line_name(*l), hold)).collect();
         let summary =
             format!("revision {} of {}: {reason} — {}", p.number, zone.name, describe_lines(&lines));
+        // The revision holds every record; its event lists a line's records, and what it gained
+        // and lost, up to [`LISTED`] each, and counts them.
+        let listed = |v: &[IpAddr]| if v.len() > LISTED { &[][..] } else { v }.to_vec();
+        let lines: Vec<Value> = (lines.iter())
+            .map(|ch| {
+                json!({
+                    "line": ch.line, "name": ch.name,
+                    "records": listed(&ch.records), "record_count": ch.records.len(),
+                    "added": listed(&ch.added), "added_count": ch.added.len(),
+                    "removed": listed(&ch.removed), "removed_count": ch.removed.len(),
+                })
+            })
+            .collect();
         let details =
             json!({"cluster": zone.name, "number": p.number, "reason": reason, "lines": lines, "held": held});
         self.push(now, EventKind::Revision, (Some(p.cluster), None), summary, details);
@@ -479,12 +492,18 @@ pub fn line_changes(
         .collect()
 }
 
+/// Records an event names one by one, per line and per gain or loss; more are counted.
+const LISTED: usize = 16;
+
 /// `local: 127.0.0.12 127.0.0.13 (+127.0.0.12 −127.0.0.11) · default: …`: every line's records,
-/// with what changed.
+/// with what changed — counted instead where there are more than [`LISTED`] (`default: 10000
+/// records (+2 −1 records)`), so that a line of a large fleet reads as a sentence.
 pub fn describe_lines(changes: &[LineChange]) -> String {
     let ips = |v: &[IpAddr]| {
         if v.is_empty() {
             "nothing".to_owned()
+        } else if v.len() > LISTED {
+            format!("{} records", v.len())
         } else {
             v.iter().map(IpAddr::to_string).collect::<Vec<_>>().join(" ")
         }
@@ -492,8 +511,12 @@ pub fn describe_lines(changes: &[LineChange]) -> String {
     changes
         .iter()
         .map(|ch| {
-            let mut delta: Vec<String> = ch.added.iter().map(|ip| format!("+{ip}")).collect();
-            delta.extend(ch.removed.iter().map(|ip| format!("−{ip}")));
+            let delta: Vec<String> = if ch.added.len() + ch.removed.len() > LISTED {
+                vec![format!("+{} −{} records", ch.added.len(), ch.removed.len())]
+            } else {
+                let added = ch.added.iter().map(|ip| format!("+{ip}"));
+                added.chain(ch.removed.iter().map(|ip| format!("−{ip}"))).collect()
+            };
             if delta.is_empty() {
                 format!("{}: {}", ch.name, ips(&ch.records))
             } else {
@@ -502,4 +525,37 @@ pub fn describe_lines(changes: &[LineChange]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" · ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ips(from: u32, n: u32) -> Vec<IpAddr> {
+        (from..from + n).map(|i| IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i))).collect()
+    }
+
+    #[test]
+    fn a_large_line_is_counted_and_a_small_one_listed() {
+        let small = LineChange {
+            line: LineId(1),
+            name: "local".into(),
+            records: ips(1, 2),
+            added: ips(1, 1),
+            removed: ips(9, 1),
+        };
+        let large = LineChange {
+            line: LineId(2),
+            name: "default".into(),
+            records: ips(0, 10_000),
+            added: ips(10_000, 1),
+            removed: vec![],
+        };
+        let first = LineChange { added: ips(0, 10_000), ..large.clone() };
+        assert_eq!(
+            describe_lines(&[small, large, first]),
+            "local: 10.0.0.1 10.0.0.2 (+10.0.0.1 −10.0.0.9) · default: 10000 records (+10.0.39.16) · \
+             default: 10000 records (+10000 −0 records)"
+        );
+    }
 }
