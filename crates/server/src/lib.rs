@@ -6,11 +6,11 @@ mod alerts;
 mod api;
 mod app;
 mod auth;
+#[cfg(test)]
+mod bench;
 mod ca;
 mod channel;
 pub mod config;
-#[cfg(test)]
-mod contention;
 mod driver;
 mod error;
 mod events;
