@@ -1,32 +1,50 @@
-//! One pass of the control core over a large cluster, as its owner runs it: 10,000 nodes × 3
-//! addresses × 2 listeners, 50 probers each reporting every target of its work (the probe
-//! budget trims the work, so about 2.8 million latest results are held, not 3: the count is
-//! printed). Prints the median and worst of the passes, and how long one report of 10,000
-//! results takes — the first reports (every target new) and a later round's (each result
-//! replacing the one before, as in steady operation). `cargo bench -p vantage-control --bench
-//! pass`.
+//! The control core's passes over a large cluster, as its owner runs them: `--nodes N` nodes
+//! (10,000 unless told) × 3 addresses × 2 listeners, 50 probers each reporting every target of
+//! its work (the probe budget trims the work, so about 2.8 million latest results are held at
+//! 10,000 nodes, not 3: the count is printed), and a rule that takes out a node its probers
+//! lose (`probe_loss >= 90` for 30 s).
+//!
+//! Prints, for the steady fleet, the median and worst of the passes, how long one report of
+//! 10,000 results takes — the first reports (every target new) and a later round's (each result
+//! replacing the one before, as in steady operation) — and the peak memory per latest result;
+//! then, with 1 % of the primaries failing for every prober (and so 1 % of the nodes under the
+//! acting rule), the passes of the rounds that follow and the revisions they cut.
+//!
+//! `cargo bench -p vantage-control --bench pass` (or `-- --nodes 1000`, `-- --nodes 100000`).
 // A benchmark stops at its first failure.
 #![allow(clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 
+use vantage_control::config::{Object, RuleRecord};
 use vantage_control::fixtures::{good_round, large_fleet};
 use vantage_control::identity::Caller;
-use vantage_control::{Control, Start};
+use vantage_control::{Control, Output, Start};
 use vantage_core::Timestamp;
+use vantage_core::ids::ClusterId;
+use vantage_core::result::{Attempt, ErrorCode, Stages};
 use vantage_core::wire;
 
-const NODES: u32 = 10_000;
 const PROBERS: i64 = 50;
 const PASSES: usize = 15;
+/// Rounds with the failing primaries: enough for the addresses to go down and the rule to act.
+const FAILING_ROUNDS: usize = 8;
+/// A prober's round, the default probe interval.
+const ROUND_S: u64 = 10;
 
-/// Every prober's full round at `now`, as reports of at most [`wire::MAX_RESULTS`] results;
-/// how long each report took to handle.
-fn round(control: &mut Control, probers: &[Caller], now: Timestamp) -> Vec<Duration> {
+/// Every prober's full round at `now`, as reports of at most [`wire::MAX_RESULTS`] results,
+/// each passed through `alter`; how long each report took to handle.
+fn round(
+    control: &mut Control,
+    probers: &[Caller],
+    now: Timestamp,
+    alter: &dyn Fn(&mut wire::Report),
+) -> Vec<Duration> {
     let mut took = Vec::new();
     for p in probers {
         let work = control.handle_work(*p, now);
-        for report in good_round(&work, now) {
+        for mut report in good_round(&work, now) {
+            alter(&mut report);
             let t = Instant::now();
             control.handle_report(*p, &report, now).expect("report");
             took.push(t.elapsed());
@@ -36,43 +54,107 @@ fn round(control: &mut Control, probers: &[Caller], now: Timestamp) -> Vec<Durat
     took
 }
 
+/// A pass at `now`, timed; why each revision it cut was cut (`health`, `scheduling`, …).
+fn pass(control: &mut Control, now: Timestamp) -> (Duration, Vec<&'static str>) {
+    let t = Instant::now();
+    control.handle_timeout(now);
+    let took = t.elapsed();
+    let mut causes = Vec::new();
+    while let Some(o) = control.poll_output() {
+        if let Output::Revision(r) = o {
+            causes.push(r.cause());
+        }
+    }
+    (took, causes)
+}
+
+/// The primary address (the first of each node's three) of every hundredth node, as the
+/// fixture numbers them, is lost by every prober.
+fn fails(target: &str) -> bool {
+    let Some(ip) = target.split('/').nth(1).and_then(|ip| ip.parse::<std::net::Ipv4Addr>().ok()) else {
+        return false;
+    };
+    let n = u32::from(ip) - 0x0a00_0000;
+    n % 4 == 0 && (n / 4) % 100 == 0
+}
+
+/// This process's peak resident memory, bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()));
+    kib.unwrap_or(0) * 1024
+}
+
+fn median_worst(mut d: Vec<Duration>) -> String {
+    d.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    format!("median {:.1} ms, worst {:.1} ms", ms(d[d.len() / 2]), ms(d[d.len() - 1]))
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let nodes: u32 = args
+        .iter()
+        .position(|a| a == "--nodes")
+        .and_then(|i| args.get(i + 1))
+        .map_or(10_000, |n| n.parse().expect("--nodes N"));
     let mut now = Timestamp::from_secs(1_800_000_000);
     let mut control = Control::new(Start::default(), now);
-    let fleet = large_fleet(NODES, PROBERS);
+    let mut fleet = large_fleet(nodes, PROBERS);
+    let rule = serde_json::json!({"name": "lost", "conditions": [
+        {"metric": "probe_loss", "comparison": ">=", "threshold": 90, "for_s": 30, "aggregate": "avg"}]});
+    let rule = serde_json::from_value(rule).expect("a valid rule");
+    fleet.puts.push((4, Object::Rule(RuleRecord { cluster: ClusterId(2), rule })));
     control.handle_change(fleet.puts, Vec::new(), now);
-    let mut feed = round(&mut control, &fleet.probers, now);
+    let feed = round(&mut control, &fleet.probers, now, &|_| {});
     let results: usize = control.addresses().results().values().map(|per| per.len()).sum();
-    let mut passes: Vec<Duration> = Vec::new();
+    let mut passes = Vec::new();
     for _ in 0..PASSES {
-        now = now.plus_secs(10);
-        let t = Instant::now();
-        control.handle_timeout(now);
-        passes.push(t.elapsed());
-        while control.poll_output().is_some() {}
+        now = now.plus_secs(ROUND_S);
+        passes.push(pass(&mut control, now).0);
     }
     // A later round: every result replaces its prober's last one.
-    let mut steady = round(&mut control, &fleet.probers, now);
-    passes.sort();
-    feed.sort();
-    steady.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    println!("latest results held: {results}");
+    let steady = round(&mut control, &fleet.probers, now, &|_| {});
+    let peak = peak_rss();
+    println!("{nodes} nodes × 3 addresses × 2 listeners, {PROBERS} probers: {results} latest results held");
     println!(
-        "pass (evaluate + snapshot + the sweeps of every 10 s), {PASSES} passes: median {:.1} ms, worst {:.1} ms",
-        ms(passes[PASSES / 2]),
-        ms(passes[PASSES - 1])
+        "steady pass (evaluate + snapshot + the sweeps of every 10 s), {PASSES} passes: {}",
+        median_worst(passes)
     );
+    let n = wire::MAX_RESULTS;
+    println!("handle_report of {n} results, first reports: {}", median_worst(feed));
+    println!("handle_report of {n} results, a later round: {}", median_worst(steady));
     println!(
-        "handle_report of {} results, first reports: median {:.1} ms, worst {:.1} ms",
-        wire::MAX_RESULTS,
-        ms(feed[feed.len() / 2]),
-        ms(feed[feed.len() - 1])
+        "peak resident memory: {:.2} GiB, {} bytes per latest result",
+        peak as f64 / f64::from(1 << 30),
+        peak / results.max(1) as u64
     );
+
+    // 1 % of the primaries fail for every prober, round after round.
+    let lost = Attempt { stages: Stages::empty(), rtt_us: 0, error: Some(ErrorCode::Timeout) };
+    let fail = |report: &mut wire::Report| {
+        for r in report.results.iter_mut().filter(|r| fails(&r.target)) {
+            r.attempts = vec![lost; r.attempts.len()];
+        }
+    };
+    let (mut failing, mut revisions) = (Vec::new(), std::collections::BTreeMap::new());
+    for _ in 0..FAILING_ROUNDS {
+        now = now.plus_secs(ROUND_S);
+        round(&mut control, &fleet.probers, now, &fail);
+        let (took, causes) = pass(&mut control, now);
+        failing.push(took);
+        for cause in causes {
+            *revisions.entry(cause).or_insert(0) += 1;
+        }
+    }
     println!(
-        "handle_report of {} results, a later round: median {:.1} ms, worst {:.1} ms",
-        wire::MAX_RESULTS,
-        ms(steady[steady.len() / 2]),
-        ms(steady[steady.len() - 1])
+        "1 % of the primaries failing ({} nodes), the rule acting: {FAILING_ROUNDS} passes, {}; revisions cut: {revisions:?}",
+        nodes / 100,
+        median_worst(failing)
     );
+    assert!(revisions.contains_key("health"), "the failing primaries cut revisions");
+    assert!(revisions.contains_key("scheduling"), "the rule acted");
 }
