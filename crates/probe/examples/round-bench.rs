@@ -5,8 +5,9 @@
 //! ```
 //!
 //! 1. 10,000 `http` targets (over 100 addresses 127.1.0.x × 2 ports) served by a local nginx
-//!    started here with its own temporary configuration; 3 attempts each. Round wall time,
-//!    attempts per second, peak RSS of this (the probing) process.
+//!    started here with its own temporary configuration; 3 attempts each, in rounds run one
+//!    after the other for at least 5 s of probing, so that a round's start and end do not
+//!    weigh. Rounds, wall time, attempts per second, peak RSS of this (the probing) process.
 //! 2. Peers against the same nginx, in the same run: `wrk -H 'Connection: close'` (a new
 //!    connection per request, the ceiling of this machine) and `prometheus-blackbox-exporter`
 //!    (another prober: its `/probe` endpoint driven by wrk with 100 probes in flight; every
@@ -18,7 +19,7 @@
 //!
 //! Every load is bounded: a round by its targets × attempts × timeout, wrk by `-d`, and each
 //! phase by a watchdog. The exporter is skipped when it is not installed. Options:
-//! `--targets N` (10000), `--wrk-seconds N` (10),
+//! `--targets N` (10000), `--http-seconds N` (5, the least probing timed), `--wrk-seconds N` (10),
 //! `--http-concurrency N` (10000, the round bound of phase 1), `--phases http,silent` (both);
 //! `RUST_LOG=debug` shows the round concurrency changing.
 
@@ -52,6 +53,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Debug)]
 struct Options {
     targets: usize,
+    http_seconds: u64,
     wrk_seconds: u64,
     http_concurrency: usize,
     http: bool,
@@ -72,6 +74,7 @@ fn main() -> Result<(), BoxError> {
     };
     let o = Options {
         targets: usize::try_from(opt("--targets", 10_000)?)?,
+        http_seconds: opt("--http-seconds", 5)?,
         wrk_seconds: opt("--wrk-seconds", 10)?,
         http_concurrency: usize::try_from(opt("--http-concurrency", 10_000)?)?,
         http: phases.split(',').any(|p| p == "http"),
@@ -149,12 +152,28 @@ async fn http_phase(o: &Options) -> Result<(), BoxError> {
     // peak RSS is measured from here.
     let _ = phase(run_round(&targets[..n.min(500)], &cfg)).await?;
     reset_peak_rss();
-    let (results, wall, cpu) = measured(run_round(&targets, &cfg)).await?;
+    let least = Duration::from_secs(o.http_seconds);
+    let rounds = async {
+        let (started, mut results, mut rounds) = (Instant::now(), Vec::new(), 0);
+        while rounds == 0 || started.elapsed() < least {
+            results.extend(run_round(&targets, &cfg).await);
+            rounds += 1;
+        }
+        (results, rounds)
+    };
+    let ((results, rounds), wall, cpu) = measured(rounds).await?;
     let peak = peak_rss_kib();
     let s = Summary::of(&results);
     let ours = s.attempts as f64 / wall.as_secs_f64();
-    println!("\n## http round: {n} targets x 3 attempts, nginx on {} listeners", nginx.listeners.len());
-    println!("round wall time: {:.3} s", wall.as_secs_f64());
+    println!(
+        "\n## http rounds: {rounds} of {n} targets x 3 attempts, one after the other, nginx on {} listeners",
+        nginx.listeners.len()
+    );
+    println!(
+        "wall time: {:.3} s ({:.3} s a round)",
+        wall.as_secs_f64(),
+        wall.as_secs_f64() / f64::from(rounds)
+    );
     println!("cpu seconds of the probing process: {cpu:.2}");
     println!(
         "attempts: {} ({} good, {} lost; errors {:?})",
