@@ -207,16 +207,21 @@ impl EventLog {
         let summary =
             format!("revision {} of {}: {reason} — {}", p.number, zone.name, describe_lines(&lines));
         // The revision holds every record; its event lists a line's records, and what it gained
-        // and lost, up to [`LISTED`] each, and counts them.
-        let listed = |v: &[IpAddr]| if v.len() > LISTED { &[][..] } else { v }.to_vec();
+        // and lost, up to [`LISTED`] each (a longer list is left out, never sent empty), and
+        // counts them.
         let lines: Vec<Value> = (lines.iter())
             .map(|ch| {
-                json!({
-                    "line": ch.line, "name": ch.name,
-                    "records": listed(&ch.records), "record_count": ch.records.len(),
-                    "added": listed(&ch.added), "added_count": ch.added.len(),
-                    "removed": listed(&ch.removed), "removed_count": ch.removed.len(),
-                })
+                let mut line = json!({
+                    "line": ch.line, "name": ch.name, "record_count": ch.records.len(),
+                    "added_count": ch.added.len(), "removed_count": ch.removed.len(),
+                });
+                for (field, ips) in [("records", &ch.records), ("added", &ch.added), ("removed", &ch.removed)]
+                {
+                    if ips.len() <= LISTED {
+                        line[field] = json!(ips);
+                    }
+                }
+                line
             })
             .collect();
         let details =
@@ -497,7 +502,7 @@ const LISTED: usize = 16;
 
 /// `local: 127.0.0.12 127.0.0.13 (+127.0.0.12 −127.0.0.11) · default: …`: every line's records,
 /// with what changed — counted instead where there are more than [`LISTED`] (`default: 10000
-/// records (+2 −1 records)`), so that a line of a large fleet reads as a sentence.
+/// records (+20 −1 records)`), so that a line of a large fleet reads as a sentence.
 pub fn describe_lines(changes: &[LineChange]) -> String {
     let ips = |v: &[IpAddr]| {
         if v.is_empty() {
@@ -557,5 +562,52 @@ mod tests {
             "local: 10.0.0.1 10.0.0.2 (+10.0.0.1 −10.0.0.9) · default: 10000 records (+10.0.39.16) · \
              default: 10000 records (+10000 −0 records)"
         );
+    }
+}
+
+#[cfg(test)]
+mod large {
+    use vantage_core::result::{Attempt, ErrorCode, Stages};
+
+    use crate::fixtures::{good_round, large_fleet};
+    use crate::{Control, Output, Start};
+
+    /// With 20 primaries lost at once, the revision's reason names 16 addresses and counts
+    /// the rest, and its line is counted: a sentence, not a list of the fleet.
+    #[test]
+    fn a_revision_of_many_addresses_names_some_and_counts_the_rest() {
+        let mut now = vantage_core::Timestamp::from_secs(1_800_000_000);
+        let mut control = Control::new(Start::default(), now);
+        let fleet = large_fleet(20, 3);
+        control.handle_change(fleet.puts, Vec::new(), now);
+        let lost = Attempt { stages: Stages::empty(), rtt_us: 0, error: Some(ErrorCode::Timeout) };
+        let mut reasons = Vec::new();
+        for round in 0..8 {
+            for p in &fleet.probers {
+                let work = control.handle_work(*p, now);
+                for mut report in good_round(&work, now) {
+                    // Every node's primary (the first of its three addresses) is lost.
+                    let primary = |t: &str| {
+                        let ip = t.split('/').nth(1).and_then(|ip| ip.parse::<std::net::Ipv4Addr>().ok());
+                        ip.is_some_and(|ip| u32::from(ip) % 4 == 0)
+                    };
+                    for r in report.results.iter_mut().filter(|r| round > 1 && primary(&r.target)) {
+                        r.attempts = vec![lost; r.attempts.len()];
+                    }
+                    control.handle_report(*p, &report, now).expect("a report");
+                }
+            }
+            control.handle_timeout(now);
+            while let Some(o) = control.poll_output() {
+                if let Output::Revision(r) = o {
+                    reasons.push(r.published.reason.clone());
+                }
+            }
+            now = now.plus_secs(10);
+        }
+        let reason = reasons.iter().find(|r| r.contains("unreachable")).expect("the primaries went down");
+        assert!(reason.contains("; 4 more addresses; line "), "{reason}");
+        assert!(reason.matches(" unreachable").count() == 16, "{reason}");
+        assert!(reason.contains(" 20 addresses out"), "{reason}");
     }
 }

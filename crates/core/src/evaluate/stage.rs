@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Addresses a revision's reason names one by one; more are counted.
+const NAMED: usize = 16;
+
 /// The records of one stage, and what the answers said.
 pub(super) struct StageResult {
     pub(super) records: Records,
@@ -137,8 +140,12 @@ impl Stage<'_> {
                     .find(|x| x.id == *n)
                     .map_or_else(|| format!("node {n}"), |x| x.name.clone())
             };
-            let mut what: Vec<String> = events
-                .iter()
+            // The addresses that moved, up to [`NAMED`] of them by name, the rest counted: a
+            // reason of a large fleet stays a sentence.
+            let moved: Vec<&Event> = (events.iter())
+                .filter(|e| matches!(e, Event::AddressUnreachable { .. } | Event::AddressReachable { .. }))
+                .collect();
+            let mut what: Vec<String> = (moved.iter().take(NAMED))
                 .filter_map(|e| match e {
                     Event::AddressUnreachable { node, ip, .. } => {
                         Some(format!("{ip} of {} unreachable", name(node)))
@@ -149,8 +156,17 @@ impl Stage<'_> {
                     _ => None,
                 })
                 .collect();
+            if moved.len() > NAMED {
+                what.push(format!("{} more addresses", moved.len() - NAMED));
+            }
             // Then each line whose records changed, by name: what came and what went.
-            let words = |ips: Vec<&IpAddr>| ips.iter().map(|ip| ip.to_string()).collect::<Vec<_>>().join(" ");
+            let words = |ips: Vec<&IpAddr>| {
+                if ips.len() > NAMED {
+                    format!("{} addresses", ips.len())
+                } else {
+                    ips.iter().map(|ip| ip.to_string()).collect::<Vec<_>>().join(" ")
+                }
+            };
             for line in self.lines {
                 let now: &[IpAddr] = after.lines.get(&line.id).map_or(&[], Vec::as_slice);
                 let was: &[IpAddr] = before.and_then(|b| b.lines.get(&line.id)).map_or(&[], Vec::as_slice);
