@@ -121,7 +121,7 @@ impl Addresses {
     fn certificate_seen(&mut self, key: TargetKey, before: Option<Timestamp>, now_seen: Option<Timestamp>) {
         let earliest = self.certificates.get(&key).copied();
         match now_seen {
-            Some(t) if earliest.is_none_or(|e| t <= e) => {
+            Some(t) if earliest.is_none_or(|e| t < e) => {
                 Arc::make_mut(&mut self.certificates).insert(key, t);
             }
             _ if before.is_some() && before == earliest => self.recount_certificate(key),
