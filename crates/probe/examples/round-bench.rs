@@ -19,7 +19,8 @@
 //!
 //! Every load is bounded: a round by its targets × attempts × timeout, wrk by `-d`, and each
 //! phase by a watchdog. The exporter is skipped when it is not installed. Options:
-//! `--targets N` (10000), `--http-seconds N` (5, the least probing timed), `--wrk-seconds N` (10),
+//! `--targets N` (10000), `--http-seconds N` (5, the least probing timed; at most 120),
+//! `--wrk-seconds N` (10),
 //! `--http-concurrency N` (10000, the round bound of phase 1), `--phases http,silent` (both);
 //! `RUST_LOG=debug` shows the round concurrency changing.
 
@@ -74,7 +75,7 @@ fn main() -> Result<(), BoxError> {
     };
     let o = Options {
         targets: usize::try_from(opt("--targets", 10_000)?)?,
-        http_seconds: opt("--http-seconds", 5)?,
+        http_seconds: opt("--http-seconds", 5)?.min(120),
         wrk_seconds: opt("--wrk-seconds", 10)?,
         http_concurrency: usize::try_from(opt("--http-concurrency", 10_000)?)?,
         http: phases.split(',').any(|p| p == "http"),
@@ -153,17 +154,17 @@ async fn http_phase(o: &Options) -> Result<(), BoxError> {
     let _ = phase(run_round(&targets[..n.min(500)], &cfg)).await?;
     reset_peak_rss();
     let least = Duration::from_secs(o.http_seconds);
+    // Each round summed as it ends, its results dropped: the peak memory is one round's.
     let rounds = async {
-        let (started, mut results, mut rounds) = (Instant::now(), Vec::new(), 0);
+        let (started, mut s, mut rounds) = (Instant::now(), Summary::default(), 0);
         while rounds == 0 || started.elapsed() < least {
-            results.extend(run_round(&targets, &cfg).await);
+            s.add(Summary::of(&run_round(&targets, &cfg).await));
             rounds += 1;
         }
-        (results, rounds)
+        (s, rounds)
     };
-    let ((results, rounds), wall, cpu) = measured(rounds).await?;
+    let ((s, rounds), wall, cpu) = measured(rounds).await?;
     let peak = peak_rss_kib();
-    let s = Summary::of(&results);
     let ours = s.attempts as f64 / wall.as_secs_f64();
     println!(
         "\n## http rounds: {rounds} of {n} targets x 3 attempts, one after the other, nginx on {} listeners",
@@ -342,6 +343,16 @@ struct Summary {
 }
 
 impl Summary {
+    /// `other`'s counts added to these.
+    fn add(&mut self, other: Summary) {
+        self.attempts += other.attempts;
+        self.good += other.good;
+        self.connected_and_sent += other.connected_and_sent;
+        for (code, n) in other.errors {
+            *self.errors.entry(code).or_insert(0) += n;
+        }
+    }
+
     fn of(results: &[ProbeResult]) -> Self {
         let mut s = Summary::default();
         for a in results.iter().flat_map(|r| &r.attempts) {
