@@ -84,8 +84,8 @@ impl Addresses {
             for caller in per.keys() {
                 table.place_of(*caller);
             }
-            if let Some(oldest) = per.values().map(|l| l.at).min() {
-                self.expiry.file(*key, oldest.plus_millis(LATEST_KEPT_MS));
+            if let Some(due) = falls_due(per) {
+                self.expiry.file(*key, due);
             }
         }
         self.table = Arc::new(table);
@@ -97,7 +97,7 @@ impl Addresses {
     fn count_certificates(&mut self) {
         let mut out = BTreeMap::new();
         for (key, per) in &self.results {
-            if let Some(t) = per.values().filter_map(|l| l.cert_not_after).min() {
+            if let Some(t) = earliest_certificate(per) {
                 out.insert(*key, t);
             }
         }
@@ -106,9 +106,7 @@ impl Addresses {
 
     /// `key`'s earliest certificate expiry, counted again from its results.
     fn recount_certificate(&mut self, key: TargetKey) {
-        let earliest = (self.results.get(&key).into_iter().flat_map(|per| per.values()))
-            .filter_map(|l| l.cert_not_after)
-            .min();
+        let earliest = self.results.get(&key).and_then(earliest_certificate);
         let certificates = Arc::make_mut(&mut self.certificates);
         match earliest {
             Some(t) => certificates.insert(key, t),
@@ -180,7 +178,7 @@ impl Addresses {
         let key = |target: TargetKey| {
             AlertKey::new(AlertKind::CertificateExpiring, AlertAbout::Certificate(target))
         };
-        let expiring = self.certificates.clone();
+        let expiring = &self.certificates;
         let mut out = Vec::new();
         for (target, not_after) in expiring.iter() {
             if not_after.millis_since(now) > window_ms {
@@ -213,6 +211,16 @@ impl Addresses {
         });
         out
     }
+}
+
+/// When a target's oldest result turns stale (none without results).
+fn falls_due(per: &FastMap<Caller, Latest>) -> Option<Timestamp> {
+    per.values().map(|l| l.at).min().map(|oldest| oldest.plus_millis(LATEST_KEPT_MS))
+}
+
+/// The earliest certificate expiry a target's results saw.
+fn earliest_certificate(per: &FastMap<Caller, Latest>) -> Option<Timestamp> {
+    per.values().filter_map(|l| l.cert_not_after).min()
 }
 
 impl SubjectBook for Addresses {
@@ -254,8 +262,8 @@ impl SubjectBook for Addresses {
                 }
                 kept
             });
-            match per.values().map(|l| l.at).min() {
-                Some(oldest) => self.expiry.file(key, oldest.plus_millis(LATEST_KEPT_MS)),
+            match falls_due(per) {
+                Some(due) => self.expiry.file(key, due),
                 None => {
                     self.results.remove(&key);
                 }
