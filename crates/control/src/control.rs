@@ -193,12 +193,10 @@ pub enum Output {
     SaveAlerts(String),
     /// Audit entries to write.
     Audit(Vec<AuditEntry>),
-    /// A cluster's evaluator state to save (JSON).
-    SaveState {
-        cluster: ClusterId,
-        /// The state as JSON.
-        json: String,
-    },
+    /// A cluster's evaluator state to save: a copy, turned into JSON by whoever writes it
+    /// (the JSON of a large cluster costs far more than the copy, and a newer state waiting
+    /// to be written replaces an older one unwritten).
+    SaveState { cluster: ClusterId, state: Box<ClusterState> },
     /// Events to store and stream, in order.
     Events(Vec<FleetEvent>),
     /// A follower's events: to its own streams only (the lease holder stores the fleet's).
@@ -1175,9 +1173,7 @@ impl Control {
         }
         let changed = !out.revisions.is_empty() || !out.events.is_empty();
         if changed || slot.saved_at.is_none_or(|t| now.millis_since(t) > STATE_SAVED_EVERY_MS) {
-            if let Ok(json) = serde_json::to_string(&slot.state) {
-                self.outputs.push_back(Output::SaveState { cluster: id, json });
-            }
+            self.outputs.push_back(Output::SaveState { cluster: id, state: Box::new(slot.state.clone()) });
             slot.saved_at = Some(now);
         }
         let line_since = since_lines(&before, published.as_deref(), now);

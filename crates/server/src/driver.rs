@@ -129,8 +129,8 @@ fn hand_on(app: &Arc<App>, o: Output, to: &Consumers) {
         Output::SaveAvailability(json) => saves.state("availability".into(), json),
         Output::Recheck => app.wake_rechecks(),
         Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
-        Output::SaveState { cluster, json } => {
-            let _ = to.revisions.send(Work::SaveState { cluster, json });
+        Output::SaveState { cluster, state } => {
+            let _ = to.revisions.send(Work::SaveState { cluster, state });
         }
         Output::Upkeep(w) => {
             let _ = to.upkeep.send(w);
@@ -256,7 +256,13 @@ mod tests {
             "CREATE TRIGGER no_revisions BEFORE INSERT ON revisions BEGIN SELECT RAISE(ABORT, 'refused'); END;",
         );
         decide.send(Output::Revision(Revision { published: revision(2) })).unwrap();
-        decide.send(Output::SaveState { cluster: ClusterId(1), json: "{\"after\":2}".into() }).unwrap();
+        // The state cut after revision 2: it publishes revision 2's records.
+        let after = vantage_core::evaluate::ClusterState {
+            published: Some(revision(2).records.clone()),
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&after).unwrap();
+        decide.send(Output::SaveState { cluster: ClusterId(1), state: Box::new(after) }).unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(app.store().states("cluster:").await.unwrap().is_empty(), "saved ahead of its revision");
         crate::app::sqlite3(&db, "DROP TRIGGER no_revisions;");
@@ -270,10 +276,7 @@ mod tests {
         stop.send(true).unwrap();
         driver.await.unwrap();
         written.await.unwrap();
-        assert_eq!(
-            app.store().states("cluster:").await.unwrap(),
-            [("cluster:1".to_owned(), "{\"after\":2}".to_owned())]
-        );
+        assert_eq!(app.store().states("cluster:").await.unwrap(), [("cluster:1".to_owned(), json)]);
     }
 
     /// Waits until the store holds `n` revisions of cluster 1 (at most 10 s); how long it took.

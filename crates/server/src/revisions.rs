@@ -12,14 +12,17 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use vantage_control::Revision;
 use vantage_control::snapshot::Published;
+use vantage_core::evaluate::ClusterState;
 use vantage_core::ids::ClusterId;
 use vantage_store::RevisionRow;
 
 use crate::app::App;
-use crate::saves::Saves;
+use crate::saves::{Saves, ToSave};
 
 /// At most this many unsaved revisions are kept per cluster; the oldest go first.
 const MAX_UNSAVED: usize = 1_000;
+/// A revision's log line lists its addresses up to this many.
+const LOGGED_RECORDS: usize = 16;
 /// How often revisions the store refused are tried again while nothing new arrives.
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 
@@ -33,7 +36,7 @@ pub(crate) enum Work {
     /// A cluster's evaluator state, saved once the revisions cut before it are stored: saved
     /// ahead of them, a restart would take the state's records for published while DNS serves
     /// the stored revision, and cut no revision until something changed.
-    SaveState { cluster: ClusterId, json: String },
+    SaveState { cluster: ClusterId, state: Box<ClusterState> },
     /// The lease was lost: what waits is the next holder's to number.
     DropUnsaved,
 }
@@ -43,7 +46,7 @@ pub(crate) enum Work {
 #[derive(Debug, Default)]
 struct Waiting {
     revisions: BTreeMap<ClusterId, Vec<RevisionRow>>,
-    states: BTreeMap<ClusterId, String>,
+    states: BTreeMap<ClusterId, Box<ClusterState>>,
 }
 
 /// Carries out `work` until the driver drops its end, then tries once more to store what
@@ -90,8 +93,8 @@ async fn carry_out(app: &Arc<App>, w: Work, waiting: &mut Waiting, saves: &Saves
     match w {
         Work::Store(r) => revision(app, r, &mut waiting.revisions).await,
         Work::Publish(p) => app.publishers().push(app, &p),
-        Work::SaveState { cluster, json } => {
-            waiting.states.insert(cluster, json);
+        Work::SaveState { cluster, state } => {
+            waiting.states.insert(cluster, state);
             hand_states(waiting, saves);
         }
         Work::DropUnsaved => {
@@ -110,11 +113,11 @@ async fn carry_out(app: &Arc<App>, w: Work, waiting: &mut Waiting, saves: &Saves
 /// Hands to the writer the states of clusters whose revisions are all stored.
 fn hand_states(waiting: &mut Waiting, saves: &Saves) {
     let revisions = &waiting.revisions;
-    waiting.states.retain(|cluster, json| {
+    waiting.states.retain(|cluster, state| {
         if revisions.get(cluster).is_some_and(|rows| !rows.is_empty()) {
             return true;
         }
-        saves.state(format!("cluster:{cluster}"), std::mem::take(json));
+        saves.state(format!("cluster:{cluster}"), ToSave::Cluster(std::mem::take(state)));
         false
     });
 }
@@ -132,7 +135,11 @@ async fn retry(app: &App, waiting: &mut Waiting) {
 /// changes (DNS serves from memory) and the revision waits to be stored.
 async fn revision(app: &Arc<App>, r: Revision, unsaved: &mut BTreeMap<ClusterId, Vec<RevisionRow>>) {
     let p = &r.published;
-    tracing::info!(cluster = %p.zone.name, revision = p.number, reason = %p.reason, records = ?p.records.all, "revision");
+    // The addresses only while a line of them stays readable: a large fleet's would be a
+    // line of hundreds of kilobytes per revision (its event says what changed).
+    let all = &p.records.all;
+    let addresses = (all.len() <= LOGGED_RECORDS).then_some(all);
+    tracing::info!(cluster = %p.zone.name, revision = p.number, reason = %p.reason, records = all.len(), addresses = ?addresses, "revision");
     app.metrics().revision(&p.zone.name, r.cause());
     let rows = unsaved.entry(p.cluster).or_default();
     rows.push(RevisionRow {

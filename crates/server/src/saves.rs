@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 use vantage_core::Timestamp;
+use vantage_core::evaluate::ClusterState;
 use vantage_store::{EventRow, NewAudit, Store};
 
 use crate::support::{lock, now};
@@ -36,12 +37,40 @@ pub(crate) struct Waiting {
     /// With the time each was decided at.
     audit: Vec<(Timestamp, NewAudit)>,
     /// By key, the newest value.
-    states: BTreeMap<String, String>,
+    states: BTreeMap<String, ToSave>,
 }
 
 impl Waiting {
     fn is_empty(&self) -> bool {
         self.events.is_empty() && self.audit.is_empty() && self.states.is_empty()
+    }
+}
+
+/// A state to save: JSON, or a cluster's evaluator state, turned into JSON only as it is
+/// written — off the control core's thread, and only the newest of several handed over
+/// meanwhile (at 10,000 nodes its JSON takes longer than the pass that made it).
+#[derive(Debug)]
+pub(crate) enum ToSave {
+    Json(String),
+    Cluster(Box<ClusterState>),
+}
+
+impl From<String> for ToSave {
+    fn from(json: String) -> Self {
+        ToSave::Json(json)
+    }
+}
+
+impl ToSave {
+    /// The JSON to store, made on a blocking thread when it is a cluster's state (`None`:
+    /// it cannot be, which a well-formed state never is).
+    async fn json(self) -> Option<String> {
+        match self {
+            ToSave::Json(json) => Some(json),
+            ToSave::Cluster(state) => {
+                tokio::task::spawn_blocking(move || serde_json::to_string(&state).ok()).await.ok().flatten()
+            }
+        }
     }
 }
 
@@ -96,9 +125,9 @@ impl Saves {
         self.shared.wake.notify_one();
     }
 
-    /// Saves `json` under `key` (a newer value replaces one still waiting).
-    pub(crate) fn state(&self, key: String, json: String) {
-        lock(&self.shared.waiting).states.insert(key, json);
+    /// Saves `value` under `key` (a newer value replaces one still waiting).
+    pub(crate) fn state(&self, key: String, value: impl Into<ToSave>) {
+        lock(&self.shared.waiting).states.insert(key, value.into());
         self.shared.wake.notify_one();
     }
 }
@@ -186,10 +215,14 @@ impl Sink for Store {
                 break;
             }
         }
-        for (key, json) in w.states {
+        for (key, value) in w.states {
+            let Some(json) = value.json().await else {
+                tracing::error!(key = %key, "cannot turn the state into JSON; it is not saved");
+                continue;
+            };
             if let Err(e) = self.put_state(&key, &json, now()).await {
                 tracing::warn!(key = %key, error = %e, "cannot save state; trying again");
-                refused.states.insert(key, json);
+                refused.states.insert(key, ToSave::Json(json));
             }
         }
         refused
@@ -256,11 +289,11 @@ mod tests {
         let sink = Refusing::new(|n| n <= 9 || n == 11);
         let (saves, writer) = queue();
         let task = tokio::spawn(writer.run(sink.clone()));
-        saves.state("k".into(), "1".into());
+        saves.state("k".into(), "1".to_owned());
         while lock(&sink.tried).len() < 10 {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
-        saves.state("k".into(), "2".into());
+        saves.state("k".into(), "2".to_owned());
         while lock(&sink.tried).len() < 12 {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -280,7 +313,7 @@ mod tests {
         let sink = Refusing::new(|_| true);
         let (saves, writer) = queue();
         let task = tokio::spawn(writer.run(sink.clone()));
-        saves.state("k".into(), "1".into());
+        saves.state("k".into(), "1".to_owned());
         tokio::time::sleep(Duration::from_secs(60)).await;
         let before = lock(&sink.tried).len();
         let end = tokio::time::Instant::now();
@@ -316,7 +349,7 @@ mod tests {
         };
         saves.events(vec![event(1)]);
         saves.audit(vec![(decided, entry)]);
-        saves.state("k".into(), "1".into());
+        saves.state("k".into(), "1".to_owned());
         // The state was taken: the events and the audit entry were tried, and refused.
         until(|| async { !store.states("k").await.unwrap().is_empty() }).await;
         assert_eq!(store.last_event().await.unwrap(), 0);
@@ -328,7 +361,7 @@ mod tests {
         assert_eq!((audit.len(), audit[0].at), (1, decided), "written once, at the time it was decided");
 
         saves.events(vec![event(2)]);
-        saves.state("k".into(), "2".into());
+        saves.state("k".into(), "2".to_owned());
         drop(saves);
         tokio::time::timeout(Duration::from_secs(10), task).await.unwrap().unwrap();
         assert_eq!(store.last_event().await.unwrap(), 2);

@@ -169,7 +169,9 @@ fn a_restart_finds_a_drain_again_without_telling_it_twice() {
     // What the store holds: the cluster's last saved state and its newest revision.
     let state = (lab.take().into_iter().rev())
         .find_map(|o| match o {
-            Output::SaveState { cluster, json } if cluster == c => Some(serde_json::from_str(&json).unwrap()),
+            Output::SaveState { cluster, state } if cluster == c => {
+                Some(serde_json::from_str(&serde_json::to_string(&state).unwrap()).unwrap())
+            }
             _ => None,
         })
         .expect("a saved state");

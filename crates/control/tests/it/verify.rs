@@ -236,7 +236,10 @@ fn restarted(lab: &mut Lab, at: vantage_core::Timestamp) -> Lab {
         .take()
         .into_iter()
         .filter_map(|o| match o {
-            Output::SaveState { cluster, json } => Some((cluster, serde_json::from_str(&json).unwrap())),
+            Output::SaveState { cluster, state } => {
+                // Through JSON, as the server saves it.
+                Some((cluster, serde_json::from_str(&serde_json::to_string(&state).unwrap()).unwrap()))
+            }
             _ => None,
         })
         .last()
