@@ -9,10 +9,18 @@ use std::pin::Pin;
 
 use vantage_core::Timestamp;
 
+use crate::chain::Stored;
 use crate::{
     AuditEntry, AuditFilter, DailyPoint, EventFilter, EventRow, HistoryPoint, LogAs, NewAudit, ObjectRow,
-    Replication, Result, ResultRow, RevisionRow, Write,
+    Replication, Result, ResultRow, Write,
 };
+
+/// Reads for the revision chain are the backend's own ranges of stored rows.
+impl crate::chain::Earlier for dyn Backend {
+    fn earlier(&self, cluster: i64, after: u32, upto: u32) -> Op<'_, Vec<Stored>> {
+        self.revisions_between(cluster, after, upto, upto.saturating_sub(after))
+    }
+}
 
 /// A backend's operation in progress (boxed: the store holds its backend as a trait object).
 pub(crate) type Op<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
@@ -56,17 +64,18 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
     fn events_after<'a>(&'a self, filter: &'a EventFilter) -> Op<'a, Vec<EventRow>>;
     fn last_event(&self) -> Op<'_, i64>;
     fn delete_events_before(&self, before: Timestamp) -> Op<'_, u64>;
-    fn revision(&self, cluster: i64, number: u32) -> Op<'_, Option<RevisionRow>>;
-    fn revisions_between(&self, cluster: i64, after: u32, upto: u32, limit: u32) -> Op<'_, Vec<RevisionRow>>;
-    fn insert_revision<'a>(&'a self, row: &'a RevisionRow) -> Op<'a, ()>;
+    fn revision(&self, cluster: i64, number: u32) -> Op<'_, Option<Stored>>;
+    fn revisions_between(&self, cluster: i64, after: u32, upto: u32, limit: u32) -> Op<'_, Vec<Stored>>;
+    /// True when a row was written (false: that number was stored already).
+    fn insert_revision<'a>(&'a self, row: &'a Stored) -> Op<'a, bool>;
     fn set_revision_publish<'a>(
         &'a self,
         cluster: i64,
         number: u32,
         publish: &'a serde_json::Value,
     ) -> Op<'a, ()>;
-    fn revisions(&self, cluster: i64, limit: u32) -> Op<'_, Vec<RevisionRow>>;
-    fn latest_revisions(&self) -> Op<'_, Vec<RevisionRow>>;
+    fn revisions(&self, cluster: i64, limit: u32) -> Op<'_, Vec<Stored>>;
+    fn latest_revisions(&self) -> Op<'_, Vec<Stored>>;
     fn put_state<'a>(&'a self, key: &'a str, value: &'a str, now: Timestamp) -> Op<'a, ()>;
     fn claim_state<'a>(&'a self, key: &'a str, value: &'a str, now: Timestamp) -> Op<'a, String>;
     fn states<'a>(&'a self, prefix: &'a str) -> Op<'a, Vec<(String, String)>>;

@@ -12,6 +12,7 @@
 //! This crate must not make decisions: it stores what it is given.
 
 mod backend;
+mod chain;
 mod filters;
 mod pgcopy;
 mod postgres;
@@ -68,6 +69,9 @@ pub enum Error {
     /// took it.
     #[error("another replica holds the evaluator lease")]
     Fenced,
+    /// Stored data that cannot be read back as it was written (what is missing).
+    #[error("stored data is broken: {0}")]
+    Broken(String),
 }
 
 /// Result with the store's [`Error`].
@@ -378,6 +382,8 @@ impl TargetIds {
 pub struct Store {
     backend: Arc<dyn Backend>,
     observer: Option<Observer>,
+    /// The newest revision stored per cluster, for the next one's difference.
+    chains: chain::Chains,
 }
 
 impl std::fmt::Debug for Store {
@@ -414,13 +420,17 @@ impl Store {
     /// Opens (creating when absent) the SQLite database at `path` in WAL mode and runs the
     /// migrations.
     pub async fn open_sqlite(path: &Path) -> Result<Store> {
-        Ok(Store { backend: Arc::new(sqlite::Sqlite::open(path).await?), observer: None })
+        Ok(Store::over(Arc::new(sqlite::Sqlite::open(path).await?)))
     }
 
     /// Connects to the PostgreSQL database at `url` and runs the migrations (several replicas
     /// starting at once take turns: sqlx holds an advisory lock while it migrates).
     pub async fn open_postgres(url: &PostgresUrl) -> Result<Store> {
-        Ok(Store { backend: Arc::new(postgres::Postgres::open(&url.options).await?), observer: None })
+        Ok(Store::over(Arc::new(postgres::Postgres::open(&url.options).await?)))
+    }
+
+    fn over(backend: Arc<dyn Backend>) -> Store {
+        Store { backend, observer: None, chains: chain::Chains::default() }
     }
 
     /// Opens `database`.
@@ -477,7 +487,7 @@ impl Store {
 
     /// What replicas share, on PostgreSQL.
     pub fn replication(&self) -> Option<Replication> {
-        self.backend.replication()
+        self.backend.replication().map(|r| Replication { chains: self.chains.clone(), ..r })
     }
 
     /// Audit entries matching `filter`, newest first.
@@ -566,7 +576,16 @@ impl Store {
 
     /// One revision of a cluster.
     pub async fn revision(&self, cluster: i64, number: u32) -> Result<Option<RevisionRow>> {
-        self.timed("revision", self.backend.revision(cluster, number)).await
+        self.timed("revision", async {
+            let stored = self.backend.revision(cluster, number).await?;
+            Ok(self.decode(stored.into_iter().collect()).await?.pop())
+        })
+        .await
+    }
+
+    /// Stored revisions with their full records.
+    async fn decode(&self, rows: Vec<chain::Stored>) -> Result<Vec<RevisionRow>> {
+        chain::decode(rows, &*self.backend).await
     }
 
     /// The revisions of a cluster after `after` up to `upto`, oldest first (the newest
@@ -578,13 +597,21 @@ impl Store {
         upto: u32,
         limit: u32,
     ) -> Result<Vec<RevisionRow>> {
-        self.timed("revisions_between", self.backend.revisions_between(cluster, after, upto, limit)).await
+        self.timed("revisions_between", async {
+            self.decode(self.backend.revisions_between(cluster, after, upto, limit).await?).await
+        })
+        .await
     }
 
     /// Appends a revision; storing the same (cluster, number) again changes nothing, so a write
     /// whose outcome was unknown can be retried.
     pub async fn insert_revision(&self, row: &RevisionRow) -> Result<()> {
-        self.timed("insert_revision", self.backend.insert_revision(row)).await
+        let backend = &*self.backend;
+        self.timed(
+            "insert_revision",
+            self.chains.store(row, backend, async |s| backend.insert_revision(s).await),
+        )
+        .await
     }
 
     /// Records the publishing outcomes of a revision.
@@ -599,12 +626,14 @@ impl Store {
 
     /// A cluster's revisions, newest first, at most `limit`.
     pub async fn revisions(&self, cluster: i64, limit: u32) -> Result<Vec<RevisionRow>> {
-        self.timed("revisions", self.backend.revisions(cluster, limit)).await
+        self.timed("revisions", async { self.decode(self.backend.revisions(cluster, limit).await?).await })
+            .await
     }
 
     /// The newest revision of every cluster.
     pub async fn latest_revisions(&self) -> Result<Vec<RevisionRow>> {
-        self.timed("latest_revisions", self.backend.latest_revisions()).await
+        self.timed("latest_revisions", async { self.decode(self.backend.latest_revisions().await?).await })
+            .await
     }
 
     /// Saves runtime state under `key`.

@@ -13,12 +13,13 @@ use vantage_core::Timestamp;
 use vantage_core::result::ErrorCode;
 
 use crate::backend::{Backend, Op};
+use crate::chain::Stored;
 use crate::filters::Order;
 use crate::pgcopy::Copy;
 use crate::rows::{self, Fields, bits_out};
 use crate::{
     AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, LogAs, NewAudit,
-    ObjectRow, Replication, Result, ResultRow, RevisionRow, TargetIds, Write, filters, in_transaction,
+    ObjectRow, Replication, Result, ResultRow, TargetIds, Write, filters, in_transaction,
 };
 
 const DAY_MS: i64 = 86_400_000;
@@ -90,7 +91,7 @@ impl Backend for Postgres {
 
     fn replication(&self) -> Option<Replication> {
         let options = (*self.pool.connect_options()).clone();
-        Some(Replication { pool: self.pool.clone(), options })
+        Some(Replication { pool: self.pool.clone(), options, chains: crate::chain::Chains::default() })
     }
 
     fn write_results<'a>(&'a self, rows: &'a [ResultRow]) -> Op<'a, ()> {
@@ -607,9 +608,9 @@ pub(crate) async fn delete_daily_before(pool: &PgPool, before: Timestamp) -> Res
     Ok(done.rows_affected())
 }
 
-pub(crate) async fn latest_revisions(pool: &PgPool) -> Result<Vec<RevisionRow>> {
+pub(crate) async fn latest_revisions(pool: &PgPool) -> Result<Vec<Stored>> {
     let rows = sqlx::query(
-        "SELECT cluster, number, at, reason, records, held, publish FROM revisions AS r \
+        "SELECT cluster, number, at, reason, records, held, publish, delta FROM revisions AS r \
          WHERE number = (SELECT MAX(number) FROM revisions AS m WHERE m.cluster = r.cluster) ORDER BY cluster",
     )
     .fetch_all(pool)

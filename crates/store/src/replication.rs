@@ -82,6 +82,26 @@ pub struct RelayedRow {
 pub struct Replication {
     pub(crate) pool: PgPool,
     pub(crate) options: PgConnectOptions,
+    /// The store's, so that revisions follow each other as differences whoever stores them.
+    pub(crate) chains: crate::chain::Chains,
+}
+
+/// The chain of revisions read from the shared database.
+impl crate::chain::Earlier for Replication {
+    fn earlier(
+        &self,
+        cluster: i64,
+        after: u32,
+        upto: u32,
+    ) -> crate::backend::Op<'_, Vec<crate::chain::Stored>> {
+        Box::pin(crate::postgres::revisions_between(
+            &self.pool,
+            cluster,
+            after,
+            upto,
+            upto.saturating_sub(after),
+        ))
+    }
 }
 
 impl Replication {
@@ -192,16 +212,20 @@ impl Replication {
     /// Stores `row` if `epoch` is still the lease's ([`Lease::epoch`]), else fails with
     /// [`Error::Fenced`]: another replica has taken the lease since.
     pub async fn insert_revision(&self, row: &crate::RevisionRow, epoch: i64) -> Result<()> {
-        crate::in_transaction(&self.pool, async |tx| {
-            let current: i64 = sqlx::query_scalar("SELECT epoch FROM lease WHERE id = 1 FOR SHARE")
-                .fetch_one(&mut *tx)
-                .await?;
-            if current != epoch {
-                return Err(Error::Fenced);
-            }
-            crate::postgres::insert_revision(&mut *tx, row).await
-        })
-        .await
+        self.chains
+            .store(row, self, async |stored| {
+                crate::in_transaction(&self.pool, async |tx| {
+                    let current: i64 = sqlx::query_scalar("SELECT epoch FROM lease WHERE id = 1 FOR SHARE")
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    if current != epoch {
+                        return Err(Error::Fenced);
+                    }
+                    crate::postgres::insert_revision(&mut *tx, stored).await
+                })
+                .await
+            })
+            .await
     }
 }
 

@@ -10,6 +10,7 @@ use vantage_core::Timestamp;
 use vantage_core::result::ErrorCode;
 use vantage_core::window::WindowRegister;
 
+use crate::chain::Stored;
 use crate::{AuditEntry, DailyPoint, EventRow, HistoryPoint, ObjectRow, Result, ResultRow, RevisionRow};
 
 /// The column reads the readers need, over either backend's row type.
@@ -141,15 +142,19 @@ pub(crate) fn daily_point(r: &impl Fields) -> Result<DailyPoint> {
     })
 }
 
-pub(crate) fn revision(r: &impl Fields) -> Result<RevisionRow> {
-    Ok(RevisionRow {
-        cluster: r.int("cluster")?,
-        number: count(r.int("number")?),
-        at: at(r, "at")?,
-        reason: r.text("reason")?,
-        records: serde_json::from_str(&r.text("records")?)?,
-        held: serde_json::from_str(&r.text("held")?)?,
-        publish: serde_json::from_str(&r.text("publish")?)?,
+/// A revision as stored (its records may be a difference: [`crate::chain`]).
+pub(crate) fn revision(r: &impl Fields) -> Result<Stored> {
+    Ok(Stored {
+        row: RevisionRow {
+            cluster: r.int("cluster")?,
+            number: count(r.int("number")?),
+            at: at(r, "at")?,
+            reason: r.text("reason")?,
+            records: serde_json::from_str(&r.text("records")?)?,
+            held: serde_json::from_str(&r.text("held")?)?,
+            publish: serde_json::from_str(&r.text("publish")?)?,
+        },
+        delta: count(r.int("delta")?),
     })
 }
 

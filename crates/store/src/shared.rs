@@ -62,11 +62,12 @@ macro_rules! shared_queries {
 
         pub(crate) async fn insert_revision<'e>(
             to: impl sqlx::Executor<'e, Database = $db>,
-            r: &RevisionRow,
-        ) -> Result<()> {
-            sqlx::query(
-                "INSERT INTO revisions (cluster, number, at, reason, records, held, publish) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                 ON CONFLICT (cluster, number) DO NOTHING",
+            s: &Stored,
+        ) -> Result<bool> {
+            let r = &s.row;
+            let done = sqlx::query(
+                "INSERT INTO revisions (cluster, number, at, reason, records, held, publish, delta) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (cluster, number) DO NOTHING",
             )
             .bind(r.cluster)
             .bind(i64::from(r.number))
@@ -75,9 +76,10 @@ macro_rules! shared_queries {
             .bind(serde_json::to_string(&r.records)?)
             .bind(serde_json::to_string(&r.held)?)
             .bind(serde_json::to_string(&r.publish)?)
+            .bind(i64::from(s.delta))
             .execute(to)
             .await?;
-            Ok(())
+            Ok(done.rows_affected() > 0)
         }
 
         pub(crate) async fn set_revision_publish(
@@ -95,9 +97,9 @@ macro_rules! shared_queries {
             Ok(())
         }
 
-        pub(crate) async fn revision(pool: &$pool, cluster: i64, number: u32) -> Result<Option<RevisionRow>> {
+        pub(crate) async fn revision(pool: &$pool, cluster: i64, number: u32) -> Result<Option<Stored>> {
             let row = sqlx::query(
-                "SELECT cluster, number, at, reason, records, held, publish FROM revisions \
+                "SELECT cluster, number, at, reason, records, held, publish, delta FROM revisions \
                  WHERE cluster = $1 AND number = $2",
             )
             .bind(cluster)
@@ -107,9 +109,9 @@ macro_rules! shared_queries {
             row.as_ref().map(rows::revision).transpose()
         }
 
-        pub(crate) async fn revisions(pool: &$pool, cluster: i64, limit: u32) -> Result<Vec<RevisionRow>> {
+        pub(crate) async fn revisions(pool: &$pool, cluster: i64, limit: u32) -> Result<Vec<Stored>> {
             let rows = sqlx::query(
-                "SELECT cluster, number, at, reason, records, held, publish FROM revisions WHERE cluster = $1 \
+                "SELECT cluster, number, at, reason, records, held, publish, delta FROM revisions WHERE cluster = $1 \
                  ORDER BY number DESC LIMIT $2",
             )
             .bind(cluster)
@@ -125,9 +127,9 @@ macro_rules! shared_queries {
             after: u32,
             upto: u32,
             limit: u32,
-        ) -> Result<Vec<RevisionRow>> {
+        ) -> Result<Vec<Stored>> {
             let rows = sqlx::query(
-                "SELECT cluster, number, at, reason, records, held, publish FROM revisions \
+                "SELECT cluster, number, at, reason, records, held, publish, delta FROM revisions \
                  WHERE cluster = $1 AND number > $2 AND number <= $3 ORDER BY number DESC LIMIT $4",
             )
             .bind(cluster)
@@ -267,21 +269,15 @@ macro_rules! shared_methods {
             Box::pin(delete_events_before(&self.pool, before))
         }
 
-        fn revision(&self, cluster: i64, number: u32) -> Op<'_, Option<RevisionRow>> {
+        fn revision(&self, cluster: i64, number: u32) -> Op<'_, Option<Stored>> {
             Box::pin(revision(&self.pool, cluster, number))
         }
 
-        fn revisions_between(
-            &self,
-            cluster: i64,
-            after: u32,
-            upto: u32,
-            limit: u32,
-        ) -> Op<'_, Vec<RevisionRow>> {
+        fn revisions_between(&self, cluster: i64, after: u32, upto: u32, limit: u32) -> Op<'_, Vec<Stored>> {
             Box::pin(revisions_between(&self.pool, cluster, after, upto, limit))
         }
 
-        fn insert_revision<'a>(&'a self, row: &'a RevisionRow) -> Op<'a, ()> {
+        fn insert_revision<'a>(&'a self, row: &'a Stored) -> Op<'a, bool> {
             Box::pin(insert_revision(&self.pool, row))
         }
 
@@ -294,11 +290,11 @@ macro_rules! shared_methods {
             Box::pin(set_revision_publish(&self.pool, cluster, number, publish))
         }
 
-        fn revisions(&self, cluster: i64, limit: u32) -> Op<'_, Vec<RevisionRow>> {
+        fn revisions(&self, cluster: i64, limit: u32) -> Op<'_, Vec<Stored>> {
             Box::pin(revisions(&self.pool, cluster, limit))
         }
 
-        fn latest_revisions(&self) -> Op<'_, Vec<RevisionRow>> {
+        fn latest_revisions(&self) -> Op<'_, Vec<Stored>> {
             Box::pin(latest_revisions(&self.pool))
         }
 

@@ -11,11 +11,12 @@ use vantage_core::Timestamp;
 use vantage_core::result::ErrorCode;
 
 use crate::backend::{Backend, Op};
+use crate::chain::Stored;
 use crate::filters::Order;
 use crate::rows::{self, Fields, bits_out};
 use crate::{
     AuditEntry, AuditFilter, DailyPoint, Error, EventFilter, EventRow, HistoryPoint, LogAs, NewAudit,
-    ObjectRow, Replication, Result, ResultRow, RevisionRow, TargetIds, Write, filters, in_transaction,
+    ObjectRow, Replication, Result, ResultRow, TargetIds, Write, filters, in_transaction,
 };
 
 const DAY_MS: i64 = 86_400_000;
@@ -326,9 +327,9 @@ pub(crate) async fn delete_daily_before(pool: &SqlitePool, before: Timestamp) ->
         .rows_affected())
 }
 
-pub(crate) async fn latest_revisions(pool: &SqlitePool) -> Result<Vec<RevisionRow>> {
+pub(crate) async fn latest_revisions(pool: &SqlitePool) -> Result<Vec<Stored>> {
     let rows = sqlx::query(
-        "SELECT r.cluster, r.number, r.at, r.reason, r.records, r.held, r.publish FROM revisions AS r \
+        "SELECT r.cluster, r.number, r.at, r.reason, r.records, r.held, r.publish, r.delta FROM revisions AS r \
          JOIN (SELECT cluster, MAX(number) AS n FROM revisions GROUP BY cluster) AS m \
            ON m.cluster = r.cluster AND m.n = r.number ORDER BY r.cluster",
     )

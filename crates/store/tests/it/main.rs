@@ -445,3 +445,89 @@ async fn a_claimed_state_keeps_its_first_value(db) {
     assert_eq!(s.states("ca").await.unwrap(), vec![("ca".to_owned(), "first".to_owned())]);
 }
 }
+
+/// A pseudo-random number below `n` (a fixed sequence: the test is the same every run).
+fn below(seed: &mut u64, n: u32) -> u32 {
+    *seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+    u32::try_from(*seed >> 33).unwrap_or(0) % n
+}
+
+on_both! {
+/// Revisions are stored as differences and read back whole by every read: across whole ones
+/// stored now and then, a free-form revision, a reopened store (the chain read back from the
+/// database) and a number stored twice (the first kept, and followed).
+async fn revisions_stored_as_differences_read_back_whole(db) {
+    use std::collections::BTreeMap;
+    use std::net::IpAddr;
+    use vantage_core::evaluate::Records;
+    use vantage_core::ids::LineId;
+
+    let mut s = db.open().await;
+    let empty = s.size_bytes().await.unwrap();
+    let ip = |i: u32| IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
+    let mut lines: BTreeMap<LineId, Vec<IpAddr>> =
+        (0..3).map(|l| (LineId(l), (0..1_000).map(|i| ip(l as u32 * 1_000 + i)).collect())).collect();
+    let mut ttls = BTreeMap::new();
+    let mut seed = 7;
+    let (mut written, mut whole) = (Vec::new(), 0);
+    let row = |n: u32, records: serde_json::Value| RevisionRow {
+        cluster: 5,
+        number: n,
+        at: T0.plus_secs(u64::from(n)),
+        reason: format!("r{n}"),
+        records,
+        held: serde_json::json!({}),
+        publish: serde_json::json!([]),
+    };
+    for n in 1..=320 {
+        // An address moves in or out of a line; now and then a line comes or goes, a TTL changes.
+        let line = LineId(i64::from(below(&mut seed, 4)));
+        let ips = lines.entry(line).or_default();
+        let a = ip(below(&mut seed, 5_000));
+        match ips.binary_search(&a) {
+            Ok(at) => drop(ips.remove(at)),
+            Err(at) => ips.insert(at, a),
+        }
+        if n % 50 == 0 {
+            lines.remove(&LineId(3));
+        }
+        if n % 30 == 0 {
+            ttls.insert(LineId(1), n);
+        }
+        let mut all: Vec<IpAddr> = lines.values().flatten().copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        let records = Records { lines: lines.clone(), all, ttls: ttls.clone() };
+        let r = if n == 100 {
+            row(n, serde_json::json!({"all": ["free-form"]}))
+        } else {
+            row(n, serde_json::to_value(&records).unwrap())
+        };
+        whole += r.records.to_string().len();
+        if n == 150 {
+            s = db.open().await;
+        }
+        s.insert_revision(&r).await.unwrap();
+        written.push(r);
+    }
+    // Another holder's revision 320 is refused (the first is kept), and 321 follows the first.
+    let mut other = written[319].clone();
+    other.records = written[0].records.clone();
+    s.insert_revision(&other).await.unwrap();
+    let mut next = written[319].clone();
+    next.number = 321;
+    s.insert_revision(&next).await.unwrap();
+    written.push(next);
+
+    for r in written.iter().step_by(7).chain(written.last()) {
+        assert_eq!(s.revision(5, r.number).await.unwrap().as_ref(), Some(r), "revision {}", r.number);
+    }
+    let newest: Vec<RevisionRow> = written.iter().rev().take(40).cloned().collect();
+    assert_eq!(s.revisions(5, 40).await.unwrap(), newest);
+    assert_eq!(s.revisions_between(5, 90, 130, 100).await.unwrap(), written[90..130]);
+    assert_eq!(s.latest_revisions().await.unwrap(), [written[320].clone()]);
+    // Differences take a small part of what whole record sets would.
+    let grown = s.size_bytes().await.unwrap().saturating_sub(empty);
+    assert!(grown * 10 < whole as u64, "{grown} bytes stored for {whole} bytes of records");
+}
+}

@@ -1,0 +1,3 @@
+-- Revisions stored as differences (issue 32): 0, the records are whole; else they are the
+-- difference from the revision before, and the whole one is this many revisions back.
+ALTER TABLE revisions ADD COLUMN delta BIGINT NOT NULL DEFAULT 0;

@@ -1,0 +1,300 @@
+//! Revisions stored as differences (issue 32): a cluster's records are stored whole now and
+//! then, and each revision between holds only what changed, line by line, from the one before
+//! it — at 10,000 nodes a revision that adds one address stores a few bytes instead of every
+//! address of the cluster. Readers never see the difference: every read rebuilds the full
+//! records from the nearest whole revision at or before it.
+//!
+//! A revision is stored whole when the one before it is not stored (the first, or after
+//! revisions dropped while storage was down), when its records are not the core's (a test's
+//! free-form JSON), after [`MAX_DELTAS`] differences in a row, or when the differences since
+//! the last whole one would name more addresses than the whole records do. So storage grows
+//! with what changes, a read rebuilds at most [`MAX_DELTAS`] differences whose addresses
+//! together are no more than one whole record set, and the whole record sets cost at most
+//! one per [`MAX_DELTAS`] revisions.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use vantage_core::evaluate::Records;
+use vantage_core::ids::LineId;
+
+use crate::{Error, Result, RevisionRow};
+
+/// Differences stored in a row at most before the next revision is stored whole.
+const MAX_DELTAS: u32 = 256;
+
+/// A revision as the database holds it: `row.records` are whole when `delta` is 0, else the
+/// [`Delta`] from revision `number - 1`; `delta` counts the revisions back to the whole one.
+#[derive(Debug, Clone)]
+pub(crate) struct Stored {
+    pub(crate) row: RevisionRow,
+    pub(crate) delta: u32,
+}
+
+/// What changed in one list of addresses.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+struct Change {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    added: Vec<IpAddr>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    removed: Vec<IpAddr>,
+}
+
+impl Change {
+    fn between(before: &[IpAddr], after: &[IpAddr]) -> Change {
+        let (b, a): (HashSet<&IpAddr>, HashSet<&IpAddr>) = (before.iter().collect(), after.iter().collect());
+        Change {
+            added: after.iter().filter(|ip| !b.contains(ip)).copied().collect(),
+            removed: before.iter().filter(|ip| !a.contains(ip)).copied().collect(),
+        }
+    }
+
+    /// `before` with the change made, sorted (as the core keeps every list of records).
+    fn applied(&self, before: &[IpAddr]) -> Vec<IpAddr> {
+        let removed: HashSet<&IpAddr> = self.removed.iter().collect();
+        let mut out: Vec<IpAddr> =
+            before.iter().filter(|ip| !removed.contains(ip)).chain(&self.added).copied().collect();
+        out.sort_unstable();
+        out
+    }
+
+    fn size(&self) -> usize {
+        self.added.len() + self.removed.len()
+    }
+}
+
+/// What changed in a cluster's records from one revision to the next.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+struct Delta {
+    /// Lines whose addresses changed, or that are new.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    lines: BTreeMap<LineId, Change>,
+    /// Lines that are gone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    gone: Vec<LineId>,
+    #[serde(default)]
+    all: Change,
+    /// The shorter TTLs, whole (a few lines at most).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    ttls: BTreeMap<LineId, u32>,
+}
+
+impl Delta {
+    fn between(before: &Records, after: &Records) -> Delta {
+        Delta {
+            lines: after
+                .lines
+                .iter()
+                .filter(|(line, ips)| before.lines.get(line) != Some(ips))
+                .map(|(line, ips)| {
+                    (*line, Change::between(before.lines.get(line).map_or(&[][..], Vec::as_slice), ips))
+                })
+                .collect(),
+            gone: before.lines.keys().filter(|l| !after.lines.contains_key(l)).copied().collect(),
+            all: Change::between(&before.all, &after.all),
+            ttls: after.ttls.clone(),
+        }
+    }
+
+    fn applied(&self, before: &Records) -> Records {
+        let mut lines = before.lines.clone();
+        for line in &self.gone {
+            lines.remove(line);
+        }
+        for (line, change) in &self.lines {
+            let was = lines.remove(line).unwrap_or_default();
+            lines.insert(*line, change.applied(&was));
+        }
+        Records { lines, all: self.all.applied(&before.all), ttls: self.ttls.clone() }
+    }
+
+    /// Addresses it names.
+    fn size(&self) -> usize {
+        self.lines.values().map(Change::size).sum::<usize>() + self.all.size()
+    }
+}
+
+/// Addresses whole records name.
+fn size(r: &Records) -> usize {
+    r.lines.values().map(Vec::len).sum::<usize>() + r.all.len()
+}
+
+/// The newest revision stored for a cluster, rebuilt, with how far it is from the whole one
+/// and how many addresses the differences since name.
+#[derive(Debug)]
+pub(crate) struct Tip {
+    number: u32,
+    records: Records,
+    delta: u32,
+    spent: usize,
+}
+
+/// Reads stored revisions for the chain: a cluster's rows after `after` up to `upto`, oldest
+/// first.
+pub(crate) trait Earlier: Sync {
+    fn earlier(&self, cluster: i64, after: u32, upto: u32) -> crate::backend::Op<'_, Vec<Stored>>;
+}
+
+/// The newest stored revision of each cluster this process stored, so that the next one is
+/// stored as a difference without reading the database.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Chains(Arc<Mutex<HashMap<i64, Tip>>>);
+
+impl Chains {
+    /// Stores `row` with `insert` (true: a row was written; false: that number was there
+    /// already, which keeps the first), as a difference where it can be.
+    pub(crate) async fn store(
+        &self,
+        row: &RevisionRow,
+        db: &(impl Earlier + ?Sized),
+        insert: impl AsyncFnOnce(&Stored) -> Result<bool>,
+    ) -> Result<()> {
+        let Ok(records) = Records::deserialize(&row.records) else {
+            insert(&Stored { row: row.clone(), delta: 0 }).await?;
+            return Ok(());
+        };
+        let kept = self.0.lock().ok().and_then(|mut m| m.remove(&row.cluster));
+        let before = match kept {
+            Some(tip) if tip.number + 1 == row.number => Some(tip),
+            _ if row.number > 1 => tip_at(db, row.cluster, row.number - 1).await?,
+            _ => None,
+        };
+        let (stored, tip) = encode(row, records, before);
+        if insert(&stored).await?
+            && let Ok(mut m) = self.0.lock()
+        {
+            m.insert(row.cluster, tip);
+        }
+        Ok(())
+    }
+}
+
+/// How `row` (whose records are `records`) is stored after `before`, and the tip it makes.
+fn encode(row: &RevisionRow, records: Records, before: Option<Tip>) -> (Stored, Tip) {
+    if let Some(b) = before
+        && b.delta < MAX_DELTAS
+    {
+        let delta = Delta::between(&b.records, &records);
+        let spent = b.spent + delta.size();
+        // Checked, so that a list the core ever keeps unsorted is stored whole, not wrong.
+        if spent <= size(&records)
+            && delta.applied(&b.records) == records
+            && let Ok(json) = serde_json::to_value(&delta)
+        {
+            let stored = Stored { row: RevisionRow { records: json, ..row.clone() }, delta: b.delta + 1 };
+            return (stored, Tip { number: row.number, records, delta: b.delta + 1, spent });
+        }
+    }
+    (Stored { row: row.clone(), delta: 0 }, Tip { number: row.number, records, delta: 0, spent: 0 })
+}
+
+/// Revision `number` of `cluster` rebuilt from the database (`None`: not stored, or not the
+/// core's records).
+async fn tip_at(db: &(impl Earlier + ?Sized), cluster: i64, number: u32) -> Result<Option<Tip>> {
+    let Some(last) = db.earlier(cluster, number - 1, number).await?.pop() else { return Ok(None) };
+    let mut rows = db.earlier(cluster, (number - 1).saturating_sub(last.delta), number - 1).await?;
+    rows.push(last);
+    let mut tip: Option<Tip> = None;
+    for s in rows {
+        tip = next(tip, &s)?;
+    }
+    Ok(tip.filter(|t| t.number == number))
+}
+
+/// The tip after stored row `s`, following `tip` (`None` when `s` is whole but not the
+/// core's records).
+fn next(tip: Option<Tip>, s: &Stored) -> Result<Option<Tip>> {
+    if s.delta == 0 {
+        return Ok(Records::deserialize(&s.row.records).ok().map(|records| Tip {
+            number: s.row.number,
+            records,
+            delta: 0,
+            spent: 0,
+        }));
+    }
+    let Some(t) = tip.filter(|t| t.number + 1 == s.row.number) else {
+        return Err(Error::Broken(format!(
+            "revision {} of cluster {} is stored as a difference from revision {}, which is missing",
+            s.row.number,
+            s.row.cluster,
+            s.row.number - 1
+        )));
+    };
+    let delta = Delta::deserialize(&s.row.records)?;
+    Ok(Some(Tip {
+        number: s.row.number,
+        records: delta.applied(&t.records),
+        delta: s.delta,
+        spent: t.spent + delta.size(),
+    }))
+}
+
+/// `rows` as stored, with their full records: each difference rebuilt from the whole
+/// revision at or before it (read with `db` where it is not among `rows`). Order kept.
+pub(crate) async fn decode(rows: Vec<Stored>, db: &(impl Earlier + ?Sized)) -> Result<Vec<RevisionRow>> {
+    let mut needed: BTreeMap<i64, (u32, u32)> = BTreeMap::new();
+    for s in rows.iter().filter(|s| s.delta > 0) {
+        let from = s.row.number.saturating_sub(s.delta);
+        let e = needed.entry(s.row.cluster).or_insert((from, s.row.number));
+        *e = (e.0.min(from), e.1.min(s.row.number));
+    }
+    let mut rebuilt: HashMap<(i64, u32), serde_json::Value> = HashMap::new();
+    for (cluster, (from, first)) in needed {
+        let mut chain: BTreeMap<u32, &Stored> = BTreeMap::new();
+        let read = db.earlier(cluster, from.saturating_sub(1), first.saturating_sub(1)).await?;
+        chain.extend(read.iter().map(|s| (s.row.number, s)));
+        chain.extend(rows.iter().filter(|s| s.row.cluster == cluster).map(|s| (s.row.number, s)));
+        let mut tip = None;
+        for (number, s) in chain.range(from..) {
+            tip = next(tip, s)?;
+            if s.delta > 0
+                && let Some(t) = &tip
+            {
+                rebuilt.insert((cluster, *number), serde_json::to_value(&t.records)?);
+            }
+        }
+    }
+    Ok(rows
+        .into_iter()
+        .map(|s| {
+            let mut row = s.row;
+            if let Some(records) = rebuilt.remove(&(row.cluster, row.number)) {
+                row.records = records;
+            }
+            row
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ips(v: &[u8]) -> Vec<IpAddr> {
+        v.iter().map(|i| IpAddr::from([192, 0, 2, *i])).collect()
+    }
+
+    fn records(lines: &[(i64, &[u8])]) -> Records {
+        let lines: BTreeMap<LineId, Vec<IpAddr>> = lines.iter().map(|(l, v)| (LineId(*l), ips(v))).collect();
+        let mut all: Vec<IpAddr> = lines.values().flatten().copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        Records { lines, all, ttls: BTreeMap::new() }
+    }
+
+    /// A difference rebuilds the records it was made from: lines changed, new, gone, emptied.
+    #[test]
+    fn a_delta_rebuilds_what_it_was_made_from() {
+        let a = records(&[(0, &[1, 2, 3]), (1, &[4]), (2, &[5, 6])]);
+        let mut b = records(&[(0, &[1, 3, 7]), (2, &[]), (3, &[8])]);
+        b.ttls.insert(LineId(0), 30);
+        let d = Delta::between(&a, &b);
+        assert_eq!(d.applied(&a), b);
+        assert_eq!(d.gone, [LineId(1)]);
+        assert_eq!(d.size(), 2 + 2 + 1 + (3 + 3));
+        assert_eq!(Delta::between(&b, &b).size(), 0);
+        assert_eq!(Delta::between(&b, &b).applied(&b), b);
+    }
+}
