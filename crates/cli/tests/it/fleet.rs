@@ -116,6 +116,11 @@ async fn a_fleet_from_files_is_planned_applied_once_and_answered_and_pruned() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("Applied 9 changes as one"), "{out}");
     answers(&s, &["192.0.2.10", "192.0.2.11"]).await;
+    // A bulk change is one revision: the cluster, its lines, nodes and rule, cut together.
+    let (_, clusters) = s.call(Method::GET, "/v1/clusters", None).await;
+    let cluster = &clusters["items"][0]["id"];
+    let (_, revisions) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
+    assert_eq!(revisions["items"].as_array().unwrap().len(), 1, "{revisions}");
     let entries = audited(&s, "fleet.apply").await;
     assert_eq!(entries.len(), 1, "{entries:?}");
     assert_eq!(entries[0]["metadata"]["changes"].as_array().unwrap().len(), 9, "{}", entries[0]);
