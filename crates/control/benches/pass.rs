@@ -112,12 +112,16 @@ fn main() {
     control.handle_change(fleet.puts, Vec::new(), now);
     let feed = round(&mut control, &fleet.probers, now, &|_| {});
     let results: usize = control.addresses().results().values().map(|per| per.len()).sum();
-    let (mut passes, mut steady) = (Vec::new(), Vec::new());
+    let (mut passes, mut steady, mut views) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..PASSES {
         now = now.plus_secs(ROUND_S);
         // Every result replaces its prober's last one.
         steady.extend(round(&mut control, &fleet.probers, now, &|_| {}));
         passes.push(pass(&mut control, now).0);
+        // What the owner publishes after the pass, the figures for `/metrics` with it.
+        let t = Instant::now();
+        drop(control.view(now));
+        views.push(t.elapsed());
     }
     let peak = peak_rss();
     println!("{nodes} nodes × 3 addresses × 2 listeners, {PROBERS} probers: {results} latest results held");
@@ -125,6 +129,7 @@ fn main() {
         "steady pass (evaluate + snapshot + the sweeps of every 10 s), {PASSES} passes: {}",
         median_worst(passes)
     );
+    println!("the view published after each pass (the figures for /metrics made): {}", median_worst(views));
     let n = wire::MAX_RESULTS;
     println!("handle_report of {n} results, first reports: {}", median_worst(feed));
     println!("handle_report of {n} results, later rounds: {}", median_worst(steady));

@@ -1208,6 +1208,7 @@ impl Control {
             line_since,
             level_since,
             drains,
+            probe_loss: out.probe_loss,
         };
         let mut all = Snapshots::clone(&self.snapshots);
         all.insert(id, Arc::new(snapshot));

@@ -121,6 +121,8 @@ pub struct ClusterSnapshot {
     pub level_since: BTreeMap<NodeId, Timestamp>,
     /// Its drained nodes, draining or drained.
     pub drains: BTreeMap<NodeId, crate::drain::Drain>,
+    /// Attempts sent and lost over the results its last pass counted, by prober region.
+    pub probe_loss: Vec<(vantage_core::ids::RegionId, u64, u64)>,
 }
 
 /// Every cluster's snapshot.

@@ -210,6 +210,8 @@ struct Say {
     failing: bool,
     evidence: Timestamp,
     reported_at: Timestamp,
+    sent: u32,
+    lost: u32,
 }
 
 /// The says of the counting probers of one address.
@@ -220,6 +222,8 @@ fn says(obs: &Observations, probers: &[ProberView], settings: &ProbeSettings, no
             failing: t.sees_failing(settings),
             evidence: t.failing_evidence(),
             reported_at: t.reported_at,
+            sent: t.sent,
+            lost: t.lost,
         })
         .collect()
 }
@@ -268,22 +272,29 @@ pub fn active_regions(probers: &[ProberView]) -> Vec<RegionId> {
 /// and [`verdict`] over each region's probers alone for every one of `regions` (those with an
 /// active prober, [`active_regions`]; a region whose probers have no fresh result counts
 /// none). The regions are for reading where a failure is seen from; a few regions alone
-/// decide nothing (§5.1). One tally serves both.
+/// decide nothing (§5.1). One tally serves both, and adds the attempts those probers sent
+/// and lost to `loss` (one (sent, lost) per region of `regions`, in its order).
 pub fn verdicts_by_region(
     obs: &Observations,
     probers: &[ProberView],
     regions: &[RegionId],
     settings: &ProbeSettings,
     now: Timestamp,
+    loss: &mut [(u64, u64)],
 ) -> (Verdict, Vec<(RegionId, Verdict)>) {
     let mut says = says(obs, probers, settings, now);
     let all = verdict_of(&says);
     says.sort_unstable_by_key(|s| s.region);
     let by = regions
         .iter()
-        .map(|r| {
+        .zip(loss.iter_mut())
+        .map(|(r, (sent, lost))| {
             let from = says.partition_point(|s| s.region < *r);
             let to = says.partition_point(|s| s.region <= *r);
+            for s in &says[from..to] {
+                *sent += u64::from(s.sent);
+                *lost += u64::from(s.lost);
+            }
             (*r, verdict_of(&says[from..to]))
         })
         .collect();
@@ -669,7 +680,9 @@ mod tests {
             obs(3, 3, 3, T0.plus_millis(-31_000)),
             obs(4, 3, 3, T0),
         ]);
-        let (all, by) = verdicts_by_region(&o, &p, &active_regions(&p), &s, T0);
+        let mut loss = [(0, 0); 2];
+        let (all, by) = verdicts_by_region(&o, &p, &active_regions(&p), &s, T0, &mut loss);
+        assert_eq!(loss, [(6, 6), (3, 0)], "the attempts of the results that count, by region");
         let tallies: Vec<(RegionId, u32, u32)> =
             by.iter().map(|(r, v)| (*r, v.failing, v.counting)).collect();
         assert_eq!(tallies, [(RegionId(1), 2, 2), (RegionId(2), 0, 1)]);

@@ -241,7 +241,7 @@ impl FleetFamilies {
         r.register("vantage_alerts_firing", "Alerts firing, by kind", self.alerts.clone());
         r.register(
             "vantage_probe_loss_ratio",
-            "Lost attempts over sent attempts (0-1) of the fresh latest results, by target cluster and prober region",
+            "Lost attempts over sent attempts (0-1) of the results the cluster's last pass counted, by target cluster and prober region",
             self.loss.clone(),
         );
         r.register(

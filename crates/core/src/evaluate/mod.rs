@@ -317,6 +317,10 @@ pub struct Evaluation {
     pub rules: Vec<RuleNodeStatus>,
     /// The earliest time a timer runs out with the inputs unchanged.
     pub next_deadline: Option<Timestamp>,
+    /// Attempts sent and lost over the results this pass counted, by the region of the
+    /// probers that made them (regions whose probers sent nothing left out): the fleet's
+    /// probe loss, tallied in the walk the verdicts take anyway.
+    pub probe_loss: Vec<(RegionId, u64, u64)>,
 }
 
 /// A hash map with the core's fast hasher (keys are ids and addresses, not attacker-chosen).
@@ -396,7 +400,8 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     let lines = effective_lines(view.lines);
 
     // 1. Reachability of every address.
-    let (facts, mut statuses, pending) = reachability(view, state, now, &mut out.events);
+    let (facts, mut statuses, pending, probe_loss) = reachability(view, state, now, &mut out.events);
+    out.probe_loss = probe_loss;
 
     // 2. Rules whose behaviour changed, or that were disabled or deleted, end at once.
     let ended = end_changed_rules(view, state);
@@ -589,14 +594,17 @@ fn effective_lines(lines: &[LineSpec]) -> Vec<LineSpec> {
     }
 }
 
-/// Steps every address's hysteresis; returns each node's facts and status (without rule
-/// effects), and the addresses that wait to be verified, sorted.
+/// What the reachability step finds: each node's facts and status (without rule effects), the
+/// addresses that wait to be verified (sorted), and the probe loss by region.
+type Found = (Vec<NodeFacts>, Vec<NodeStatus>, Vec<IpAddr>, Vec<(RegionId, u64, u64)>);
+
+/// Steps every address's hysteresis.
 fn reachability(
     view: &ClusterView<'_>,
     state: &mut ClusterState,
     now: Timestamp,
     events: &mut Vec<Event>,
-) -> (Vec<NodeFacts>, Vec<NodeStatus>, Vec<IpAddr>) {
+) -> Found {
     let settings = view.settings;
     let mode = view.cluster.dns_mode;
     let mut seen = 0usize;
@@ -606,12 +614,15 @@ fn reachability(
     let mut pending: Vec<IpAddr> = Vec::new();
     let mut targets: Vec<(LineId, IpAddr, bool)> = Vec::new();
     let regions = active_regions(view.probers);
+    let mut loss = vec![(0, 0); regions.len()];
     let verdicts: Vec<(Verdict, Vec<(RegionId, Verdict)>)> = view
         .nodes
         .iter()
         .flat_map(|n| n.addresses.iter())
-        .map(|a| verdicts_by_region(&a.observations, view.probers, &regions, settings, now))
+        .map(|a| verdicts_by_region(&a.observations, view.probers, &regions, settings, now, &mut loss))
         .collect();
+    let loss =
+        regions.iter().zip(loss).filter(|(_, (sent, _))| *sent > 0).map(|(r, (s, l))| (*r, s, l)).collect();
     let mut verdicts = verdicts.into_iter();
     for node in view.nodes {
         pairs.clear();
@@ -707,7 +718,7 @@ fn reachability(
     }
     pending.sort_unstable();
     pending.dedup();
-    (facts, statuses, pending)
+    (facts, statuses, pending, loss)
 }
 
 /// The next time a pass must run. Only the addresses in the view count: one kept for a node
