@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::control::Control;
 use crate::identity::Caller;
 use crate::observe::ProberStatus;
-use crate::target::TargetKey;
+use vantage_core::ids::ClusterId;
 
 /// One scheduling address as the last pass saw it.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,10 +91,10 @@ pub struct ProbePlace {
 }
 
 impl ProbePlace {
-    /// The place of `caller`'s probe of `key`; `None` when either is no longer configured.
-    pub fn of(c: &Config, caller: Caller, key: TargetKey) -> Option<ProbePlace> {
-        let node = c.nodes.get(&key.node.0)?;
-        let cluster = c.clusters.get(&node.value.cluster.0)?.value.name.clone();
+    /// The place of `caller`'s probes of `cluster`'s targets; `None` when either is no longer
+    /// configured.
+    pub fn of(c: &Config, caller: Caller, cluster: ClusterId) -> Option<ProbePlace> {
+        let cluster = c.clusters.get(&cluster.0)?.value.name.clone();
         let region = c.region_of(caller)?;
         Some(ProbePlace { cluster, region: c.region_code(region)?.to_owned() })
     }
@@ -159,7 +159,7 @@ impl Control {
             .clusters
             .iter()
             .filter_map(|(id, cl)| {
-                let ms = self.evaluation_lag_ms(vantage_core::ids::ClusterId(*id), now)?;
+                let ms = self.evaluation_lag_ms(ClusterId(*id), now)?;
                 Some((cl.value.name.clone(), ms as f64 / 1000.0))
             })
             .collect();

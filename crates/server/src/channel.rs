@@ -3,6 +3,7 @@
 //! certificate, whose fingerprint must be the current one of an enabled prober or of a node.
 //! Prober certificates can call only prober endpoints, node certificates only node endpoints.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +21,7 @@ use vantage_control::config::Config;
 use vantage_control::enrollment::Refusal;
 use vantage_control::identity::{Caller, Refused};
 use vantage_control::target::Subject;
-use vantage_core::ids::NodeId;
+use vantage_core::ids::{ClusterId, NodeId};
 use vantage_core::wire;
 use vantage_store::ResultRow;
 
@@ -373,12 +374,17 @@ async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<Statu
     let Accepted { subjects, rows } = accepted?;
     // Accepted: every target it names was given out, so its labels are configured names.
     let config = app.config();
+    // Round trips by the cluster of their target: one histogram look-up per cluster a report
+    // names, not per result (a report carries up to 10,000, mostly of one cluster).
+    let mut rtts: BTreeMap<ClusterId, Vec<f64>> = BTreeMap::new();
     for (subject, r) in subjects.iter().zip(&report.results) {
         match subject {
             Subject::Address(key) => {
-                if let Some(place) = vantage_control::fleet::ProbePlace::of(&config, caller, *key) {
+                if let Some(node) = config.nodes.get(&key.node.0) {
                     let good = r.attempts.iter().filter(|a| a.good());
-                    app.metrics().probe_rtts(&place, good.map(|a| f64::from(a.rtt_us) / 1e6));
+                    rtts.entry(node.value.cluster)
+                        .or_default()
+                        .extend(good.map(|a| f64::from(a.rtt_us) / 1e6));
                 }
             }
             Subject::Mirror(host) => {
@@ -394,6 +400,11 @@ async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<Statu
                     app.metrics().monitors().ttfb(&m.value.name, &k.region, ms / 1000.0);
                 }
             }
+        }
+    }
+    for (cluster, seconds) in rtts {
+        if let Some(place) = vantage_control::fleet::ProbePlace::of(&config, caller, cluster) {
+            app.metrics().probe_rtts(&place, seconds);
         }
     }
     app.relay(move || vantage_control::Relayed::Report { caller, report });
