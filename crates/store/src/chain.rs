@@ -4,13 +4,19 @@
 //! address of the cluster. Readers never see the difference: every read rebuilds the full
 //! records from the nearest whole revision at or before it.
 //!
-//! A revision is stored whole when the one before it is not stored (the first, or after
-//! revisions dropped while storage was down), when its records are not the core's (a test's
-//! free-form JSON), after [`MAX_DELTAS`] differences in a row, or when the differences since
-//! the last whole one would name more addresses than the whole records do. So storage grows
-//! with what changes, a read rebuilds at most [`MAX_DELTAS`] differences whose addresses
-//! together are no more than one whole record set, and the whole record sets cost at most
-//! one per [`MAX_DELTAS`] revisions.
+//! A revision is stored whole when the one before it is not stored or cannot be read back (the
+//! first; after revisions dropped while storage was down), when its records are not exactly
+//! the core's (free-form JSON), after [`MAX_DELTAS`] differences in a row, or when the
+//! differences since the last whole one would name more addresses than the whole records do.
+//! So storage grows with what changes (a whole record set at least every [`MAX_DELTAS`]
+//! revisions), and a read rebuilds at most [`MAX_DELTAS`] differences whose addresses together
+//! are no more than one whole record set.
+//!
+//! A difference is kept in its own column (`difference`), its row's `records` left empty, so
+//! that a server of an older version sharing the database fails to read it instead of taking
+//! it for a revision without records; and it carries a fingerprint of the records it rebuilds,
+//! so that a chain that no longer holds (a predecessor replaced behind this process's back)
+//! fails the read instead of handing DNS wrong records.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
@@ -79,6 +85,8 @@ struct Delta {
     /// The shorter TTLs, whole (a few lines at most).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     ttls: BTreeMap<LineId, u32>,
+    /// [`fingerprint`] of the records it rebuilds.
+    check: u64,
 }
 
 impl Delta {
@@ -95,6 +103,7 @@ impl Delta {
             gone: before.lines.keys().filter(|l| !after.lines.contains_key(l)).copied().collect(),
             all: Change::between(&before.all, &after.all),
             ttls: after.ttls.clone(),
+            check: fingerprint(after),
         }
     }
 
@@ -113,6 +122,44 @@ impl Delta {
     /// Addresses it names.
     fn size(&self) -> usize {
         self.lines.values().map(Change::size).sum::<usize>() + self.all.size()
+    }
+}
+
+/// A hash of `r` that stays the same across processes and versions (FNV-1a over the line ids,
+/// addresses and TTLs), for checking a rebuild.
+fn fingerprint(r: &Records) -> u64 {
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    for (line, ips) in &r.lines {
+        h.eat(&line.0.to_le_bytes());
+        h.ips(ips);
+    }
+    h.ips(&r.all);
+    for (line, ttl) in &r.ttls {
+        h.eat(&line.0.to_le_bytes());
+        h.eat(&ttl.to_le_bytes());
+    }
+    h.0
+}
+
+/// FNV-1a, 64 bits.
+struct Fnv(u64);
+
+impl Fnv {
+    fn eat(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    /// A list of addresses, its length first (so that lists that run together differ).
+    fn ips(&mut self, ips: &[IpAddr]) {
+        self.eat(&(ips.len() as u64).to_le_bytes());
+        for ip in ips {
+            match ip {
+                IpAddr::V4(v4) => self.eat(&v4.octets()),
+                IpAddr::V6(v6) => self.eat(&v6.octets()),
+            }
+        }
     }
 }
 
@@ -139,8 +186,16 @@ pub(crate) trait Earlier: Sync {
 
 /// The newest stored revision of each cluster this process stored, so that the next one is
 /// stored as a difference without reading the database.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Chains(Arc<Mutex<HashMap<i64, Tip>>>);
+
+impl std::fmt::Debug for Chains {
+    /// How many clusters it holds a revision of (their records are the size of the fleet).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let held = self.0.lock().map_or(0, |m| m.len());
+        f.debug_struct("Chains").field("clusters", &held).finish()
+    }
+}
 
 impl Chains {
     /// Stores `row` with `insert` (true: a row was written; false: that number was there
@@ -151,14 +206,27 @@ impl Chains {
         db: &(impl Earlier + ?Sized),
         insert: impl AsyncFnOnce(&Stored) -> Result<bool>,
     ) -> Result<()> {
-        let Ok(records) = Records::deserialize(&row.records) else {
+        // Only records the core's own form rebuilds exactly (free-form JSON is kept as it is).
+        let records = Records::deserialize(&row.records)
+            .ok()
+            .filter(|r| serde_json::to_value(r).is_ok_and(|v| v == row.records));
+        let Some(records) = records else {
             insert(&Stored { row: row.clone(), delta: 0 }).await?;
             return Ok(());
         };
+        // Taken out while the write is under way: a write whose outcome is unknown leaves the
+        // database to say what the revision before the next one is.
         let kept = self.0.lock().ok().and_then(|mut m| m.remove(&row.cluster));
-        let before = match kept {
-            Some(tip) if tip.number + 1 == row.number => Some(tip),
-            _ if row.number > 1 => tip_at(db, row.cluster, row.number - 1).await?,
+        let before = match (kept, row.number.checked_sub(1)) {
+            (Some(tip), Some(previous)) if tip.number == previous => Some(tip),
+            (_, Some(previous)) if previous > 0 => match tip_at(db, row.cluster, previous).await {
+                Ok(tip) => tip,
+                Err(e) => {
+                    // Stored whole, the revision needs nothing of a chain that cannot be read.
+                    tracing::warn!(cluster = row.cluster, revision = row.number, error = %e, "the revision before cannot be read back: this one is stored whole");
+                    None
+                }
+            },
             _ => None,
         };
         let (stored, tip) = encode(row, records, before);
@@ -194,7 +262,11 @@ fn encode(row: &RevisionRow, records: Records, before: Option<Tip>) -> (Stored, 
 /// core's records).
 async fn tip_at(db: &(impl Earlier + ?Sized), cluster: i64, number: u32) -> Result<Option<Tip>> {
     let Some(last) = db.earlier(cluster, number - 1, number).await?.pop() else { return Ok(None) };
-    let mut rows = db.earlier(cluster, (number - 1).saturating_sub(last.delta), number - 1).await?;
+    let mut rows = if last.delta == 0 {
+        Vec::new()
+    } else {
+        db.earlier(cluster, (number - 1).saturating_sub(last.delta), number - 1).await?
+    };
     rows.push(last);
     let mut tip: Option<Tip> = None;
     for s in rows {
@@ -214,21 +286,18 @@ fn next(tip: Option<Tip>, s: &Stored) -> Result<Option<Tip>> {
             spent: 0,
         }));
     }
-    let Some(t) = tip.filter(|t| t.number + 1 == s.row.number) else {
-        return Err(Error::Broken(format!(
-            "revision {} of cluster {} is stored as a difference from revision {}, which is missing",
-            s.row.number,
-            s.row.cluster,
-            s.row.number - 1
-        )));
+    let (cluster, number) = (s.row.cluster, s.row.number);
+    let broken = |why: String| Error::Broken(format!("revision {number} of cluster {cluster} {why}"));
+    let Some(t) = tip.filter(|t| t.number.checked_add(1) == Some(number)) else {
+        return Err(broken("is stored as a difference from the revision before, which is missing".into()));
     };
-    let delta = Delta::deserialize(&s.row.records)?;
-    Ok(Some(Tip {
-        number: s.row.number,
-        records: delta.applied(&t.records),
-        delta: s.delta,
-        spent: t.spent + delta.size(),
-    }))
+    let delta = Delta::deserialize(&s.row.records)
+        .map_err(|e| broken(format!("has an unreadable difference: {e}")))?;
+    let records = delta.applied(&t.records);
+    if fingerprint(&records) != delta.check {
+        return Err(broken("does not rebuild the records it was stored from".into()));
+    }
+    Ok(Some(Tip { number, records, delta: s.delta, spent: t.spent + delta.size() }))
 }
 
 /// `rows` as stored, with their full records: each difference rebuilt from the whole
@@ -296,5 +365,28 @@ mod tests {
         assert_eq!(d.size(), 2 + 2 + 1 + (3 + 3));
         assert_eq!(Delta::between(&b, &b).size(), 0);
         assert_eq!(Delta::between(&b, &b).applied(&b), b);
+    }
+
+    /// A difference applied to other records than it was made from fails the read, naming the
+    /// revision, instead of rebuilding wrong records.
+    #[test]
+    fn a_difference_on_the_wrong_predecessor_is_broken() {
+        let (a, b) = (records(&[(0, &[1, 2])]), records(&[(0, &[1, 3])]));
+        let row = |number: u32, records: serde_json::Value| RevisionRow {
+            cluster: 9,
+            number,
+            at: vantage_core::Timestamp::from_secs(1),
+            reason: String::new(),
+            records,
+            held: serde_json::json!({}),
+            publish: serde_json::json!([]),
+        };
+        let delta = serde_json::to_value(Delta::between(&a, &b)).unwrap();
+        let s = Stored { row: row(2, delta), delta: 1 };
+        let good = Tip { number: 1, records: a, delta: 0, spent: 0 };
+        assert_eq!(next(Some(good), &s).unwrap().map(|t| t.records), Some(b));
+        let other = Tip { number: 1, records: records(&[(0, &[2, 4])]), delta: 0, spent: 0 };
+        let e = next(Some(other), &s).expect_err("broken");
+        assert!(e.to_string().contains("revision 2 of cluster 9 does not rebuild"), "{e}");
     }
 }

@@ -610,7 +610,7 @@ pub(crate) async fn delete_daily_before(pool: &PgPool, before: Timestamp) -> Res
 
 pub(crate) async fn latest_revisions(pool: &PgPool) -> Result<Vec<Stored>> {
     let rows = sqlx::query(
-        "SELECT cluster, number, at, reason, records, held, publish, delta FROM revisions AS r \
+        "SELECT cluster, number, at, reason, records, held, publish, delta, difference FROM revisions AS r \
          WHERE number = (SELECT MAX(number) FROM revisions AS m WHERE m.cluster = r.cluster) ORDER BY cluster",
     )
     .fetch_all(pool)

@@ -142,19 +142,26 @@ pub(crate) fn daily_point(r: &impl Fields) -> Result<DailyPoint> {
     })
 }
 
-/// A revision as stored (its records may be a difference: [`crate::chain`]).
+/// A revision as stored: its records whole, or the difference from the revision before
+/// ([`crate::chain`]).
 pub(crate) fn revision(r: &impl Fields) -> Result<Stored> {
+    let delta = u32::try_from(r.int("delta")?)
+        .map_err(|_| crate::Error::Broken("a revision's delta is out of range".into()))?;
+    let records = match delta {
+        0 => r.text("records")?,
+        _ => r.opt_text("difference")?.unwrap_or_default(),
+    };
     Ok(Stored {
         row: RevisionRow {
             cluster: r.int("cluster")?,
             number: count(r.int("number")?),
             at: at(r, "at")?,
             reason: r.text("reason")?,
-            records: serde_json::from_str(&r.text("records")?)?,
+            records: serde_json::from_str(&records)?,
             held: serde_json::from_str(&r.text("held")?)?,
             publish: serde_json::from_str(&r.text("publish")?)?,
         },
-        delta: count(r.int("delta")?),
+        delta,
     })
 }
 

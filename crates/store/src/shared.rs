@@ -66,17 +66,18 @@ macro_rules! shared_queries {
         ) -> Result<bool> {
             let r = &s.row;
             let done = sqlx::query(
-                "INSERT INTO revisions (cluster, number, at, reason, records, held, publish, delta) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (cluster, number) DO NOTHING",
+                "INSERT INTO revisions (cluster, number, at, reason, records, held, publish, delta, difference) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (cluster, number) DO NOTHING",
             )
             .bind(r.cluster)
             .bind(i64::from(r.number))
             .bind(r.at.millis())
             .bind(&r.reason)
-            .bind(serde_json::to_string(&r.records)?)
+            .bind(if s.delta == 0 { serde_json::to_string(&r.records)? } else { String::new() })
             .bind(serde_json::to_string(&r.held)?)
             .bind(serde_json::to_string(&r.publish)?)
             .bind(i64::from(s.delta))
+            .bind(if s.delta == 0 { None } else { Some(serde_json::to_string(&r.records)?) })
             .execute(to)
             .await?;
             Ok(done.rows_affected() > 0)
@@ -99,7 +100,7 @@ macro_rules! shared_queries {
 
         pub(crate) async fn revision(pool: &$pool, cluster: i64, number: u32) -> Result<Option<Stored>> {
             let row = sqlx::query(
-                "SELECT cluster, number, at, reason, records, held, publish, delta FROM revisions \
+                "SELECT cluster, number, at, reason, records, held, publish, delta, difference FROM revisions \
                  WHERE cluster = $1 AND number = $2",
             )
             .bind(cluster)
@@ -111,7 +112,7 @@ macro_rules! shared_queries {
 
         pub(crate) async fn revisions(pool: &$pool, cluster: i64, limit: u32) -> Result<Vec<Stored>> {
             let rows = sqlx::query(
-                "SELECT cluster, number, at, reason, records, held, publish, delta FROM revisions WHERE cluster = $1 \
+                "SELECT cluster, number, at, reason, records, held, publish, delta, difference FROM revisions WHERE cluster = $1 \
                  ORDER BY number DESC LIMIT $2",
             )
             .bind(cluster)
@@ -129,7 +130,7 @@ macro_rules! shared_queries {
             limit: u32,
         ) -> Result<Vec<Stored>> {
             let rows = sqlx::query(
-                "SELECT cluster, number, at, reason, records, held, publish, delta FROM revisions \
+                "SELECT cluster, number, at, reason, records, held, publish, delta, difference FROM revisions \
                  WHERE cluster = $1 AND number > $2 AND number <= $3 ORDER BY number DESC LIMIT $4",
             )
             .bind(cluster)

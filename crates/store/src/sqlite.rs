@@ -329,7 +329,7 @@ pub(crate) async fn delete_daily_before(pool: &SqlitePool, before: Timestamp) ->
 
 pub(crate) async fn latest_revisions(pool: &SqlitePool) -> Result<Vec<Stored>> {
     let rows = sqlx::query(
-        "SELECT r.cluster, r.number, r.at, r.reason, r.records, r.held, r.publish, r.delta FROM revisions AS r \
+        "SELECT r.cluster, r.number, r.at, r.reason, r.records, r.held, r.publish, r.delta, r.difference FROM revisions AS r \
          JOIN (SELECT cluster, MAX(number) AS n FROM revisions GROUP BY cluster) AS m \
            ON m.cluster = r.cluster AND m.n = r.number ORDER BY r.cluster",
     )

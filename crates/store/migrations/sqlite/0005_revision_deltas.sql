@@ -1,3 +1,6 @@
--- Revisions stored as differences (issue 32): 0, the records are whole; else they are the
--- difference from the revision before, and the whole one is this many revisions back.
+-- Revisions stored as differences (issue 32). `delta`: 0, the row's `records` are whole;
+-- else the whole revision is this many revisions back, `records` is empty (a server of an
+-- older version fails to read it rather than take it for a revision without records) and
+-- `difference` holds what changed from the revision before.
 ALTER TABLE revisions ADD COLUMN delta INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE revisions ADD COLUMN difference TEXT;

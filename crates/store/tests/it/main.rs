@@ -519,13 +519,23 @@ async fn revisions_stored_as_differences_read_back_whole(db) {
     s.insert_revision(&next).await.unwrap();
     written.push(next);
 
+    // A second cluster's chain beside it: the newest of every cluster, each rebuilt.
+    let mut second = Vec::new();
+    for n in 1..=3u8 {
+        let ips: Vec<IpAddr> = (0..=n).map(|i| IpAddr::from([192, 0, 2, i])).collect();
+        let records = Records { lines: BTreeMap::from([(LineId(0), ips.clone())]), all: ips, ttls: BTreeMap::new() };
+        let r = RevisionRow { cluster: 6, ..row(u32::from(n), serde_json::to_value(&records).unwrap()) };
+        s.insert_revision(&r).await.unwrap();
+        second.push(r);
+    }
+    assert_eq!(s.latest_revisions().await.unwrap(), [written[320].clone(), second[2].clone()]);
+
     for r in written.iter().step_by(7).chain(written.last()) {
         assert_eq!(s.revision(5, r.number).await.unwrap().as_ref(), Some(r), "revision {}", r.number);
     }
     let newest: Vec<RevisionRow> = written.iter().rev().take(40).cloned().collect();
     assert_eq!(s.revisions(5, 40).await.unwrap(), newest);
     assert_eq!(s.revisions_between(5, 90, 130, 100).await.unwrap(), written[90..130]);
-    assert_eq!(s.latest_revisions().await.unwrap(), [written[320].clone()]);
     // Differences take a small part of what whole record sets would.
     let grown = s.size_bytes().await.unwrap().saturating_sub(empty);
     assert!(grown * 10 < whole as u64, "{grown} bytes stored for {whole} bytes of records");
