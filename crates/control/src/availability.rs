@@ -187,6 +187,9 @@ pub struct Change {
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
     subjects: BTreeMap<Tracked, Arc<Vec<Change>>>,
+    /// Saved subjects this version cannot name (a kind a newer version added), kept as they
+    /// were and saved again: going back and forth between versions loses no history.
+    unread: Arc<BTreeMap<String, serde_json::Value>>,
     save: Saving,
     pruned_at: Option<Timestamp>,
 }
@@ -217,21 +220,19 @@ impl Ledger {
             Ok(s) => s,
             Err(e) => return (Ledger::default(), vec![format!("the ledger: {e}")]),
         };
-        let mut skipped = Vec::new();
-        let subjects = (saved.subjects.into_iter())
-            .filter_map(|(k, v)| match (k.parse::<Tracked>(), serde_json::from_value::<Vec<Change>>(v)) {
-                (Ok(t), Ok(c)) => Some((t, Arc::new(c))),
-                (Err(e), _) => {
-                    skipped.push(format!("{k}: {e}"));
-                    None
-                }
-                (_, Err(e)) => {
-                    skipped.push(format!("{k}: {e}"));
-                    None
-                }
-            })
-            .collect();
-        (Ledger { subjects, ..Ledger::default() }, skipped)
+        let (mut skipped, mut unread) = (Vec::new(), BTreeMap::new());
+        let mut subjects = BTreeMap::new();
+        for (k, v) in saved.subjects {
+            let Ok(subject) = k.parse::<Tracked>() else {
+                unread.insert(k, v);
+                continue;
+            };
+            match serde_json::from_value::<Vec<Change>>(v) {
+                Ok(c) => drop(subjects.insert(subject, Arc::new(c))),
+                Err(e) => skipped.push(format!("{k}: {e}")),
+            }
+        }
+        (Ledger { subjects, unread: Arc::new(unread), ..Ledger::default() }, skipped)
     }
 
     /// The changes of `subject`, oldest first.
@@ -469,13 +470,20 @@ impl Ledger {
             return None;
         }
         #[derive(Serialize)]
+        #[serde(untagged)]
+        enum Entry<'a> {
+            Read(&'a [Change]),
+            Unread(&'a serde_json::Value),
+        }
+        #[derive(Serialize)]
         struct Saved<'a> {
-            subjects: BTreeMap<String, &'a [Change]>,
+            subjects: BTreeMap<String, Entry<'a>>,
         }
         let l = Arc::make_mut(ledger);
         l.save.taken(now);
-        let subjects = l.subjects.iter().map(|(k, v)| (k.to_string(), v.as_slice())).collect();
-        serde_json::to_string(&Saved { subjects }).ok()
+        let read = l.subjects.iter().map(|(k, v)| (k.to_string(), Entry::Read(v.as_slice())));
+        let unread = l.unread.iter().map(|(k, v)| (k.clone(), Entry::Unread(v)));
+        serde_json::to_string(&Saved { subjects: unread.chain(read).collect() }).ok()
     }
 }
 
@@ -708,6 +716,22 @@ mod tests {
             ]
         );
         assert_eq!(incidents(&changes, at(200), at(400)), [], "none overlaps");
+    }
+
+    /// A subject this version cannot name (a kind a newer one added) is kept and saved back
+    /// as it was.
+    #[test]
+    fn a_subject_of_an_unknown_kind_is_saved_back_as_it_was() {
+        let json = r#"{"subjects":{"beacon:3":[{"at":"2027-01-01T00:00:00Z","health":"up"}],"node:7":[{"at":"2027-01-01T00:00:00.000Z","health":"down"}]}}"#;
+        let (ledger, skipped) = Ledger::restore(json);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        assert_eq!(ledger.changes(&Tracked::Node(NodeId(7))).len(), 1);
+        let mut ledger = Arc::new(ledger);
+        Ledger::mark_unsaved(&mut ledger);
+        let saved = Ledger::take_save(&mut ledger, Timestamp::from_secs(1_800_000_000)).expect("due");
+        let saved: serde_json::Value = serde_json::from_str(&saved).unwrap();
+        let was: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(saved, was);
     }
 
     #[test]
