@@ -1172,7 +1172,9 @@ impl Control {
             published = Some(p);
         }
         let changed = !out.revisions.is_empty() || !out.events.is_empty();
-        if changed || slot.saved_at.is_none_or(|t| now.millis_since(t) > STATE_SAVED_EVERY_MS) {
+        // A follower's saves go nowhere (the lease holder saves): its state is not copied.
+        let due = changed || slot.saved_at.is_none_or(|t| now.millis_since(t) > STATE_SAVED_EVERY_MS);
+        if due && !follower {
             self.outputs.push_back(Output::SaveState { cluster: id, state: Box::new(slot.state.clone()) });
             slot.saved_at = Some(now);
         }

@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::control::Control;
 use crate::identity::Caller;
 use crate::observe::ProberStatus;
-use vantage_core::ids::ClusterId;
+use vantage_core::ids::{ClusterId, RegionId};
 
 /// One scheduling address as the last pass saw it.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,8 +94,13 @@ impl ProbePlace {
     /// The place of `caller`'s probes of `cluster`'s targets; `None` when either is no longer
     /// configured.
     pub fn of(c: &Config, caller: Caller, cluster: ClusterId) -> Option<ProbePlace> {
+        ProbePlace::at(c, cluster, c.region_of(caller)?)
+    }
+
+    /// The place of probes from `region` of `cluster`'s targets; `None` when either is no
+    /// longer configured.
+    pub fn at(c: &Config, cluster: ClusterId, region: RegionId) -> Option<ProbePlace> {
         let cluster = c.clusters.get(&cluster.0)?.value.name.clone();
-        let region = c.region_of(caller)?;
         Some(ProbePlace { cluster, region: c.region_code(region)?.to_owned() })
     }
 }
@@ -174,10 +179,8 @@ impl Control {
 fn probe_loss(c: &Config, snapshots: &crate::snapshot::Snapshots) -> BTreeMap<ProbePlace, f64> {
     let mut tally: BTreeMap<ProbePlace, (u64, u64)> = BTreeMap::new();
     for (cid, snap) in snapshots {
-        let Some(cluster) = c.clusters.get(&cid.0) else { continue };
         for (region, sent, lost) in &snap.probe_loss {
-            let Some(code) = c.region_code(*region) else { continue };
-            let place = ProbePlace { cluster: cluster.value.name.clone(), region: code.to_owned() };
+            let Some(place) = ProbePlace::at(c, *cid, *region) else { continue };
             let t = tally.entry(place).or_default();
             t.0 += sent;
             t.1 += lost;

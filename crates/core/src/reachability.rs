@@ -282,6 +282,7 @@ pub fn verdicts_by_region(
     now: Timestamp,
     loss: &mut [(u64, u64)],
 ) -> (Verdict, Vec<(RegionId, Verdict)>) {
+    debug_assert_eq!(loss.len(), regions.len(), "one (sent, lost) per region");
     let mut says = says(obs, probers, settings, now);
     let all = verdict_of(&says);
     says.sort_unstable_by_key(|s| s.region);

@@ -139,7 +139,7 @@ async fn revision(app: &Arc<App>, r: Revision, unsaved: &mut BTreeMap<ClusterId,
     // line of hundreds of kilobytes per revision (its event says what changed).
     let all = &p.records.all;
     let addresses = (all.len() <= LOGGED_RECORDS).then_some(all);
-    tracing::info!(cluster = %p.zone.name, revision = p.number, reason = %p.reason, records = all.len(), addresses = ?addresses, "revision");
+    tracing::info!(cluster = %p.zone.name, revision = p.number, reason = %p.reason, record_count = all.len(), records = ?addresses, "revision");
     app.metrics().revision(&p.zone.name, r.cause());
     let rows = unsaved.entry(p.cluster).or_default();
     rows.push(RevisionRow {

@@ -62,13 +62,16 @@ impl From<String> for ToSave {
 }
 
 impl ToSave {
-    /// The JSON to store, made on a blocking thread when it is a cluster's state (`None`:
-    /// it cannot be, which a well-formed state never is).
-    async fn json(self) -> Option<String> {
+    /// The JSON to store, made on a blocking thread when it is a cluster's state (or why it
+    /// cannot be, which a well-formed state never is).
+    async fn json(self) -> Result<String, String> {
         match self {
-            ToSave::Json(json) => Some(json),
+            ToSave::Json(json) => Ok(json),
             ToSave::Cluster(state) => {
-                tokio::task::spawn_blocking(move || serde_json::to_string(&state).ok()).await.ok().flatten()
+                match tokio::task::spawn_blocking(move || serde_json::to_string(&state)).await {
+                    Ok(made) => made.map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                }
             }
         }
     }
@@ -216,9 +219,12 @@ impl Sink for Store {
             }
         }
         for (key, value) in w.states {
-            let Some(json) = value.json().await else {
-                tracing::error!(key = %key, "cannot turn the state into JSON; it is not saved");
-                continue;
+            let json = match value.json().await {
+                Ok(json) => json,
+                Err(e) => {
+                    tracing::error!(key = %key, error = %e, "cannot turn the state into JSON; it is not saved");
+                    continue;
+                }
             };
             if let Err(e) = self.put_state(&key, &json, now()).await {
                 tracing::warn!(key = %key, error = %e, "cannot save state; trying again");

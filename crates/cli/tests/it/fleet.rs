@@ -119,7 +119,10 @@ async fn a_fleet_from_files_is_planned_applied_once_and_answered_and_pruned() {
     // A bulk change is one revision: the cluster, its lines, nodes and rule, cut together.
     let (_, clusters) = s.call(Method::GET, "/v1/clusters", None).await;
     let cluster = &clusters["items"][0]["id"];
-    let (_, revisions) = s.call(Method::GET, &format!("/v1/clusters/{cluster}/revisions"), None).await;
+    // DNS answers before the revision is stored: wait for the store, then count.
+    let path = format!("/v1/clusters/{cluster}/revisions");
+    s.wait_for(&path, Duration::from_secs(5), |v| v["items"].as_array().is_some_and(|i| !i.is_empty())).await;
+    let (_, revisions) = s.call(Method::GET, &path, None).await;
     assert_eq!(revisions["items"].as_array().unwrap().len(), 1, "{revisions}");
     let entries = audited(&s, "fleet.apply").await;
     assert_eq!(entries.len(), 1, "{entries:?}");

@@ -141,8 +141,8 @@ async fn metrics_pass_promtool_and_the_dashboard_asks_only_for_what_the_server_h
             "vantage_evaluation_lag_seconds{",
             "vantage_evaluation_duration_seconds_count ",
         ],
-        // Made from every latest result by the core's owner, at most a second after the
-        // results the RTT series already count.
+        // Tallied by the cluster's pass, which follows the results the RTT series already
+        // count by the report spacing.
         &[
             "vantage_probe_loss_ratio{cluster=\"video\",region=\"ap-sg\"} ",
             "vantage_probe_loss_ratio{cluster=\"video\",region=\"eu-de\"} ",
