@@ -57,13 +57,17 @@ impl Change {
         }
     }
 
-    /// `before` with the change made, sorted (as the core keeps every list of records).
-    fn applied(&self, before: &[IpAddr]) -> Vec<IpAddr> {
-        let removed: HashSet<&IpAddr> = self.removed.iter().collect();
-        let mut out: Vec<IpAddr> =
-            before.iter().filter(|ip| !removed.contains(ip)).chain(&self.added).copied().collect();
-        out.sort_unstable();
-        out
+    /// Makes the change in `ips`, keeping them sorted (as the core keeps every list of
+    /// records); a list the change leaves alone is not touched.
+    fn apply(&self, ips: &mut Vec<IpAddr>) {
+        if !self.removed.is_empty() {
+            let removed: HashSet<&IpAddr> = self.removed.iter().collect();
+            ips.retain(|ip| !removed.contains(ip));
+        }
+        if !self.added.is_empty() {
+            ips.extend(&self.added);
+            ips.sort_unstable();
+        }
     }
 
     fn size(&self) -> usize {
@@ -107,16 +111,17 @@ impl Delta {
         }
     }
 
-    fn applied(&self, before: &Records) -> Records {
-        let mut lines = before.lines.clone();
+    /// Makes the change in `r`, in place: a rebuild walks many differences of a large record
+    /// set, and each touches few of its lines.
+    fn apply(&self, r: &mut Records) {
         for line in &self.gone {
-            lines.remove(line);
+            r.lines.remove(line);
         }
         for (line, change) in &self.lines {
-            let was = lines.remove(line).unwrap_or_default();
-            lines.insert(*line, change.applied(&was));
+            change.apply(r.lines.entry(*line).or_default());
         }
-        Records { lines, all: self.all.applied(&before.all), ttls: self.ttls.clone() }
+        self.all.apply(&mut r.all);
+        r.ttls.clone_from(&self.ttls);
     }
 
     /// Addresses it names.
@@ -241,14 +246,15 @@ impl Chains {
 
 /// How `row` (whose records are `records`) is stored after `before`, and the tip it makes.
 fn encode(row: &RevisionRow, records: Records, before: Option<Tip>) -> (Stored, Tip) {
-    if let Some(b) = before
+    if let Some(mut b) = before
         && b.delta < MAX_DELTAS
     {
         let delta = Delta::between(&b.records, &records);
         let spent = b.spent + delta.size();
         // Checked, so that a list the core ever keeps unsorted is stored whole, not wrong.
+        delta.apply(&mut b.records);
         if spent <= size(&records)
-            && delta.applied(&b.records) == records
+            && b.records == records
             && let Ok(json) = serde_json::to_value(&delta)
         {
             let stored = Stored { row: RevisionRow { records: json, ..row.clone() }, delta: b.delta + 1 };
@@ -288,53 +294,81 @@ fn next(tip: Option<Tip>, s: &Stored) -> Result<Option<Tip>> {
     }
     let (cluster, number) = (s.row.cluster, s.row.number);
     let broken = |why: String| Error::Broken(format!("revision {number} of cluster {cluster} {why}"));
-    let Some(t) = tip.filter(|t| t.number.checked_add(1) == Some(number)) else {
+    let Some(mut t) = tip.filter(|t| t.number.checked_add(1) == Some(number)) else {
         return Err(broken("is stored as a difference from the revision before, which is missing".into()));
     };
     let delta = Delta::deserialize(&s.row.records)
         .map_err(|e| broken(format!("has an unreadable difference: {e}")))?;
-    let records = delta.applied(&t.records);
-    if fingerprint(&records) != delta.check {
+    delta.apply(&mut t.records);
+    if fingerprint(&t.records) != delta.check {
         return Err(broken("does not rebuild the records it was stored from".into()));
     }
-    Ok(Some(Tip { number, records, delta: s.delta, spent: t.spent + delta.size() }))
+    Ok(Some(Tip { number, records: t.records, delta: s.delta, spent: t.spent + delta.size() }))
 }
 
-/// `rows` as stored, with their full records: each difference rebuilt from the whole
-/// revision at or before it (read with `db` where it is not among `rows`). Order kept.
-pub(crate) async fn decode(rows: Vec<Stored>, db: &(impl Earlier + ?Sized)) -> Result<Vec<RevisionRow>> {
-    let mut needed: BTreeMap<i64, (u32, u32)> = BTreeMap::new();
-    for s in rows.iter().filter(|s| s.delta > 0) {
-        let from = s.row.number.saturating_sub(s.delta);
-        let e = needed.entry(s.row.cluster).or_insert((from, s.row.number));
-        *e = (e.0.min(from), e.1.min(s.row.number));
-    }
-    let mut rebuilt: HashMap<(i64, u32), serde_json::Value> = HashMap::new();
-    for (cluster, (from, first)) in needed {
-        let mut chain: BTreeMap<u32, &Stored> = BTreeMap::new();
-        let read = db.earlier(cluster, from.saturating_sub(1), first.saturating_sub(1)).await?;
-        chain.extend(read.iter().map(|s| (s.row.number, s)));
-        chain.extend(rows.iter().filter(|s| s.row.cluster == cluster).map(|s| (s.row.number, s)));
-        let mut tip = None;
-        for (number, s) in chain.range(from..) {
-            tip = next(tip, s)?;
-            if s.delta > 0
-                && let Some(t) = &tip
+impl Chains {
+    /// `rows` as stored, with their full records: each difference rebuilt from the nearest
+    /// revision before it that is whole, or kept here (read with `db` where it is not among
+    /// `rows`). Order kept. The newest revision rebuilt is kept for the next read or store: a
+    /// replica that follows reads every cluster's newest revision each second, and would
+    /// otherwise rebuild up to [`MAX_DELTAS`] differences each time.
+    pub(crate) async fn decode(
+        &self,
+        rows: Vec<Stored>,
+        db: &(impl Earlier + ?Sized),
+    ) -> Result<Vec<RevisionRow>> {
+        let mut needed: BTreeMap<i64, (u32, u32)> = BTreeMap::new();
+        for s in rows.iter().filter(|s| s.delta > 0) {
+            let from = s.row.number.saturating_sub(s.delta);
+            let e = needed.entry(s.row.cluster).or_insert((from, s.row.number));
+            *e = (e.0.min(from), e.1.min(s.row.number));
+        }
+        let mut rebuilt: HashMap<(i64, u32), serde_json::Value> = HashMap::new();
+        for (cluster, (from, first)) in needed {
+            // A kept revision between the whole one and the first asked for saves the walk
+            // up to it.
+            let kept = self.0.lock().ok().and_then(|mut m| m.remove(&cluster));
+            let (mut tip, kept) = match kept {
+                Some(t) if t.number >= from && t.number < first => (Some(t), None),
+                other => (None, other),
+            };
+            let start = tip.as_ref().map_or(from, |t| t.number + 1);
+            let read = db.earlier(cluster, start.saturating_sub(1), first.saturating_sub(1)).await?;
+            let mut chain: BTreeMap<u32, &Stored> = read.iter().map(|s| (s.row.number, s)).collect();
+            chain.extend(rows.iter().filter(|s| s.row.cluster == cluster).map(|s| (s.row.number, s)));
+            for (number, s) in chain.range(start..) {
+                tip = next(tip, s)?;
+                if s.delta > 0
+                    && let Some(t) = &tip
+                {
+                    rebuilt.insert((cluster, *number), serde_json::to_value(&t.records)?);
+                }
+            }
+            // Kept: the newer of the one taken out and the one rebuilt last.
+            let newest = match (kept, tip) {
+                (Some(k), Some(t)) => Some(if k.number > t.number { k } else { t }),
+                (k, t) => k.or(t),
+            };
+            if let Some(t) = newest
+                && let Ok(mut m) = self.0.lock()
             {
-                rebuilt.insert((cluster, *number), serde_json::to_value(&t.records)?);
+                // A store meanwhile may have kept a newer one.
+                if m.get(&cluster).is_none_or(|have| have.number < t.number) {
+                    m.insert(cluster, t);
+                }
             }
         }
+        Ok(rows
+            .into_iter()
+            .map(|s| {
+                let mut row = s.row;
+                if let Some(records) = rebuilt.remove(&(row.cluster, row.number)) {
+                    row.records = records;
+                }
+                row
+            })
+            .collect())
     }
-    Ok(rows
-        .into_iter()
-        .map(|s| {
-            let mut row = s.row;
-            if let Some(records) = rebuilt.remove(&(row.cluster, row.number)) {
-                row.records = records;
-            }
-            row
-        })
-        .collect())
 }
 
 #[cfg(test)]
@@ -360,11 +394,15 @@ mod tests {
         let mut b = records(&[(0, &[1, 3, 7]), (2, &[]), (3, &[8])]);
         b.ttls.insert(LineId(0), 30);
         let d = Delta::between(&a, &b);
-        assert_eq!(d.applied(&a), b);
+        let mut rebuilt = a.clone();
+        d.apply(&mut rebuilt);
+        assert_eq!(rebuilt, b);
         assert_eq!(d.gone, [LineId(1)]);
         assert_eq!(d.size(), 2 + 2 + 1 + (3 + 3));
         assert_eq!(Delta::between(&b, &b).size(), 0);
-        assert_eq!(Delta::between(&b, &b).applied(&b), b);
+        let mut same = b.clone();
+        Delta::between(&b, &b).apply(&mut same);
+        assert_eq!(same, b);
     }
 
     /// A difference applied to other records than it was made from fails the read, naming the

@@ -585,7 +585,7 @@ impl Store {
 
     /// Stored revisions with their full records.
     async fn decode(&self, rows: Vec<chain::Stored>) -> Result<Vec<RevisionRow>> {
-        chain::decode(rows, &*self.backend).await
+        self.chains.decode(rows, &*self.backend).await
     }
 
     /// The revisions of a cluster after `after` up to `upto`, oldest first (the newest

@@ -505,7 +505,13 @@ async fn revisions_stored_as_differences_read_back_whole(db) {
         };
         whole += r.records.to_string().len();
         if n == 150 {
+            // A new process: it stores the next from the chain it reads back, the first time
+            // from a read of its own.
             s = db.open().await;
+            assert_eq!(s.revision(5, 149).await.unwrap().as_ref(), written.last());
+        }
+        if n == 200 {
+            assert_eq!(s.latest_revisions().await.unwrap().as_slice(), &written[198..]);
         }
         s.insert_revision(&r).await.unwrap();
         written.push(r);
