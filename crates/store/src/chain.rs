@@ -8,8 +8,8 @@
 //! first; after revisions dropped while storage was down), when its records are not exactly
 //! the core's (free-form JSON), after [`MAX_DELTAS`] differences in a row, or when the
 //! differences since the last whole one would name more addresses than the whole records do.
-//! So storage grows with what changes (a whole record set at least every [`MAX_DELTAS`]
-//! revisions), and a read rebuilds at most [`MAX_DELTAS`] differences whose addresses together
+//! So storage grows with what changes (a whole record set at least once in every
+//! [`MAX_DELTAS`] + 1 revisions), and a read rebuilds at most [`MAX_DELTAS`] differences whose addresses together
 //! are no more than one whole record set.
 //!
 //! A difference is kept in its own column (`difference`), its row's `records` left empty, so
@@ -189,8 +189,8 @@ pub(crate) trait Earlier: Sync {
     fn earlier(&self, cluster: i64, after: u32, upto: u32) -> crate::backend::Op<'_, Vec<Stored>>;
 }
 
-/// The newest stored revision of each cluster this process stored, so that the next one is
-/// stored as a difference without reading the database.
+/// The newest revision of each cluster this process stored or read, so that the next one is
+/// stored as a difference, and the next read rebuilt, without walking the chain.
 #[derive(Clone, Default)]
 pub(crate) struct Chains(Arc<Mutex<HashMap<i64, Tip>>>);
 
@@ -306,6 +306,11 @@ fn next(tip: Option<Tip>, s: &Stored) -> Result<Option<Tip>> {
     Ok(Some(Tip { number, records: t.records, delta: s.delta, spent: t.spent + delta.size() }))
 }
 
+/// Whether `tip` is the records the stored difference `s` rebuilds (its fingerprint).
+fn holds(tip: &Tip, s: &Stored) -> bool {
+    s.delta > 0 && Delta::deserialize(&s.row.records).is_ok_and(|d| d.check == fingerprint(&tip.records))
+}
+
 impl Chains {
     /// `rows` as stored, with their full records: each difference rebuilt from the nearest
     /// revision before it that is whole, or kept here (read with `db` where it is not among
@@ -326,14 +331,24 @@ impl Chains {
         let mut rebuilt: HashMap<(i64, u32), serde_json::Value> = HashMap::new();
         for (cluster, (from, first)) in needed {
             // A kept revision between the whole one and the first asked for saves the walk
-            // up to it.
+            // up to it; one that is the first asked for (a follower reading the same newest
+            // revision each second) is it, once its fingerprint matches the stored one.
             let kept = self.0.lock().ok().and_then(|mut m| m.remove(&cluster));
+            let asked = rows.iter().find(|s| s.row.cluster == cluster && s.row.number == first);
             let (mut tip, kept) = match kept {
                 Some(t) if t.number >= from && t.number < first => (Some(t), None),
+                Some(t) if t.number == first && asked.is_some_and(|s| holds(&t, s)) => {
+                    rebuilt.insert((cluster, first), serde_json::to_value(&t.records)?);
+                    (Some(t), None)
+                }
                 other => (None, other),
             };
             let start = tip.as_ref().map_or(from, |t| t.number + 1);
-            let read = db.earlier(cluster, start.saturating_sub(1), first.saturating_sub(1)).await?;
+            let read = if start < first {
+                db.earlier(cluster, start.saturating_sub(1), first.saturating_sub(1)).await?
+            } else {
+                Vec::new()
+            };
             let mut chain: BTreeMap<u32, &Stored> = read.iter().map(|s| (s.row.number, s)).collect();
             chain.extend(rows.iter().filter(|s| s.row.cluster == cluster).map(|s| (s.row.number, s)));
             for (number, s) in chain.range(start..) {

@@ -149,7 +149,9 @@ pub(crate) fn revision(r: &impl Fields) -> Result<Stored> {
         .map_err(|_| crate::Error::Broken("a revision's delta is out of range".into()))?;
     let records = match delta {
         0 => r.text("records")?,
-        _ => r.opt_text("difference")?.unwrap_or_default(),
+        _ => r.opt_text("difference")?.ok_or_else(|| {
+            crate::Error::Broken("a revision stored as a difference has no difference".into())
+        })?,
     };
     Ok(Stored {
         row: RevisionRow {

@@ -463,6 +463,8 @@ async fn revisions_stored_as_differences_read_back_whole(db) {
     use vantage_core::ids::LineId;
 
     let mut s = db.open().await;
+    // Another process on the same database (a replica): it stores a few revisions between.
+    let other = db.open().await;
     let empty = s.size_bytes().await.unwrap();
     let ip = |i: u32| IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
     let mut lines: BTreeMap<LineId, Vec<IpAddr>> =
@@ -511,9 +513,16 @@ async fn revisions_stored_as_differences_read_back_whole(db) {
             assert_eq!(s.revision(5, 149).await.unwrap().as_ref(), written.last());
         }
         if n == 200 {
+            // Read twice: the second time from the revision kept by the first.
+            assert_eq!(s.latest_revisions().await.unwrap().as_slice(), &written[198..]);
             assert_eq!(s.latest_revisions().await.unwrap().as_slice(), &written[198..]);
         }
-        s.insert_revision(&r).await.unwrap();
+        if n == 253 {
+            // After the other's three: rebuilt from the one this process kept (249).
+            assert_eq!(s.revision(5, 252).await.unwrap().as_ref(), written.last());
+        }
+        let by = if (250..=252).contains(&n) { &other } else { &s };
+        by.insert_revision(&r).await.unwrap();
         written.push(r);
     }
     // Another holder's revision 320 is refused (the first is kept), and 321 follows the first.
