@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use vantage_core::Timestamp;
-use vantage_core::evaluate::{FastSet, NodeStatus, Records};
+use vantage_core::evaluate::{NodeStatus, Records, came_and_gone};
 use vantage_core::ids::{ClusterId, LineId, NodeId};
 use vantage_core::reachability::{Condition, sees_failing};
 
@@ -479,20 +479,12 @@ pub fn line_changes(
             b.lines.iter().filter(|(l, r)| !r.is_empty() && !after.lines.contains_key(l)).map(|(l, _)| *l),
         );
     }
-    // Each side looked up by hash: a line of 10,000 records compared in linear time.
-    let set = |v: &[IpAddr]| v.iter().copied().collect::<FastSet<IpAddr>>();
     ids.into_iter()
         .map(|line| {
             let now = after.lines.get(&line).unwrap_or(&empty);
             let was = before.and_then(|b| b.lines.get(&line)).unwrap_or(&empty);
-            let (now_set, was_set) = (set(now), set(was));
-            LineChange {
-                line,
-                name: name(line),
-                records: now.clone(),
-                added: now.iter().filter(|ip| !was_set.contains(ip)).copied().collect(),
-                removed: was.iter().filter(|ip| !now_set.contains(ip)).copied().collect(),
-            }
+            let (added, removed) = came_and_gone(was, now);
+            LineChange { line, name: name(line), records: now.clone(), added, removed }
         })
         .collect()
 }

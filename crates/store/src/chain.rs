@@ -18,12 +18,12 @@
 //! so that a chain that no longer holds (a predecessor replaced behind this process's back)
 //! fails the read instead of handing DNS wrong records.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
-use vantage_core::evaluate::Records;
+use vantage_core::evaluate::{FastSet, Records, came_and_gone};
 use vantage_core::ids::LineId;
 
 use crate::{Error, Result, RevisionRow};
@@ -50,18 +50,15 @@ struct Change {
 
 impl Change {
     fn between(before: &[IpAddr], after: &[IpAddr]) -> Change {
-        let (b, a): (HashSet<&IpAddr>, HashSet<&IpAddr>) = (before.iter().collect(), after.iter().collect());
-        Change {
-            added: after.iter().filter(|ip| !b.contains(ip)).copied().collect(),
-            removed: before.iter().filter(|ip| !a.contains(ip)).copied().collect(),
-        }
+        let (added, removed) = came_and_gone(before, after);
+        Change { added, removed }
     }
 
     /// Makes the change in `ips`, keeping them sorted (as the core keeps every list of
     /// records); a list the change leaves alone is not touched.
     fn apply(&self, ips: &mut Vec<IpAddr>) {
         if !self.removed.is_empty() {
-            let removed: HashSet<&IpAddr> = self.removed.iter().collect();
+            let removed: FastSet<&IpAddr> = self.removed.iter().collect();
             ips.retain(|ip| !removed.contains(ip));
         }
         if !self.added.is_empty() {

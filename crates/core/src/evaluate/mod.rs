@@ -171,6 +171,18 @@ pub struct Records {
     pub ttls: BTreeMap<LineId, u32>,
 }
 
+/// What `now` holds that `was` lacks, and what `was` held that `now` lacks, each in its
+/// list's order. Each side is looked up by hash: lines of 10,000 records compare in linear
+/// time (the revision's reason, its event and the stored difference all ask this).
+pub fn came_and_gone(was: &[IpAddr], now: &[IpAddr]) -> (Vec<IpAddr>, Vec<IpAddr>) {
+    let (was_set, now_set): (FastSet<&IpAddr>, FastSet<&IpAddr>) =
+        (was.iter().collect(), now.iter().collect());
+    (
+        now.iter().filter(|ip| !was_set.contains(ip)).copied().collect(),
+        was.iter().filter(|ip| !now_set.contains(ip)).copied().collect(),
+    )
+}
+
 /// A revision to publish.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RevisionDraft {

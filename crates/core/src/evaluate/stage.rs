@@ -160,7 +160,7 @@ impl Stage<'_> {
                 what.push(format!("{} more addresses", moved.len() - NAMED));
             }
             // Then each line whose records changed, by name: what came and what went.
-            let words = |ips: Vec<&IpAddr>| {
+            let words = |ips: Vec<IpAddr>| {
                 if ips.len() > NAMED {
                     format!("{} addresses", ips.len())
                 } else {
@@ -170,11 +170,7 @@ impl Stage<'_> {
             for line in self.lines {
                 let now: &[IpAddr] = after.lines.get(&line.id).map_or(&[], Vec::as_slice);
                 let was: &[IpAddr] = before.and_then(|b| b.lines.get(&line.id)).map_or(&[], Vec::as_slice);
-                // Each side looked up by hash: a line of 10,000 records compared in linear time.
-                let (now_set, was_set): (FastSet<&IpAddr>, FastSet<&IpAddr>) =
-                    (now.iter().collect(), was.iter().collect());
-                let came: Vec<&IpAddr> = now.iter().filter(|ip| !was_set.contains(ip)).collect();
-                let gone: Vec<&IpAddr> = was.iter().filter(|ip| !now_set.contains(ip)).collect();
+                let (came, gone) = came_and_gone(was, now);
                 let change = match (came.is_empty(), gone.is_empty()) {
                     (true, true) => continue,
                     (false, true) => format!("{} in", words(came)),
