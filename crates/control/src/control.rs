@@ -668,41 +668,25 @@ impl Control {
         report: &wire::Report,
         now: Timestamp,
     ) -> Result<Accepted, ReportError> {
+        let checked = check_report(self.obs.probers.get(&caller).map(|r| &r.given), report)?;
+        self.handle_checked(caller, report, checked, now)
+    }
+
+    /// A report checked against a published view (see [`check_report`]): when the caller
+    /// still holds the work it was checked against its targets are taken as checked,
+    /// otherwise (new work came between) it is checked again, and may then be refused.
+    pub fn handle_checked(
+        &mut self,
+        caller: Caller,
+        report: &wire::Report,
+        checked: Checked,
+        now: Timestamp,
+    ) -> Result<Accepted, ReportError> {
         let given = self.obs.probers.get(&caller).map(|r| r.given.clone());
-        let mut subjects = Vec::with_capacity(report.results.len());
-        let mut seen = vantage_core::evaluate::FastSet::default();
-        seen.reserve(report.results.len());
-        for (i, r) in report.results.iter().enumerate() {
-            let subject =
-                r.target.parse::<Subject>().ok().filter(|s| given.as_ref().is_some_and(|g| was_given(g, s)));
-            let Some(subject) = subject else {
-                return Err(vantage_core::Error::invalid(
-                    format!("results[{i}].target"),
-                    format!("target {:?} was not given to this prober (fetch the work first)", r.target),
-                ));
-            };
-            // By what it names, not how: two spellings of one target are one target twice.
-            if !seen.insert(subject.clone()) {
-                return Err(vantage_core::Error::invalid(
-                    format!("results[{i}].target"),
-                    format!("target {:?} appears twice in the report", r.target),
-                ));
-            }
-            if r.attempts.is_empty() || r.attempts.len() > 10 {
-                return Err(vantage_core::Error::invalid(
-                    format!("results[{i}].attempts"),
-                    "1 to 10 attempts",
-                ));
-            }
-            // A good attempt has no error, a failed one says why.
-            if let Some(j) = r.attempts.iter().position(|a| a.good() == a.error.is_some()) {
-                return Err(vantage_core::Error::invalid(
-                    format!("results[{i}].attempts[{j}].error"),
-                    "a good attempt carries no error code, and a failed one carries one",
-                ));
-            }
-            subjects.push(subject);
-        }
+        let subjects = match &given {
+            Some(g) if Arc::ptr_eq(g, &checked.given) => checked.subjects,
+            _ => check_report(given.as_ref(), report)?.subjects,
+        };
         let given = given.unwrap_or_default();
         let c = self.config.clone();
         let mut took = Took::default();
@@ -1289,6 +1273,64 @@ fn since_lines(
 }
 
 /// Whether `given` (a caller's work) holds `subject`: each kind's book says.
+/// A report whose every result was checked against the work its caller held: what each
+/// result is about, in the report's order. Made only by [`check_report`].
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// The work it was checked against.
+    given: Arc<crate::observe::Given>,
+    subjects: Vec<Subject>,
+}
+
+impl Checked {
+    /// What each result is about, in the report's order.
+    pub fn subjects(&self) -> &[Subject] {
+        &self.subjects
+    }
+}
+
+/// Checks a report whole against what its caller was `given` (nothing: every target is
+/// refused): every target was given, none twice, each result with 1 to 10 attempts, a good
+/// attempt without an error and a failed one with one. Pure, so that a handler refuses a
+/// report from the published view without waiting for the core.
+pub fn check_report(
+    given: Option<&Arc<crate::observe::Given>>,
+    report: &wire::Report,
+) -> Result<Checked, ReportError> {
+    let mut subjects = Vec::with_capacity(report.results.len());
+    let mut seen = vantage_core::evaluate::FastSet::default();
+    seen.reserve(report.results.len());
+    for (i, r) in report.results.iter().enumerate() {
+        let subject = r.target.parse::<Subject>().ok().filter(|s| given.is_some_and(|g| was_given(g, s)));
+        let Some(subject) = subject else {
+            return Err(vantage_core::Error::invalid(
+                format!("results[{i}].target"),
+                format!("target {:?} was not given to this prober (fetch the work first)", r.target),
+            ));
+        };
+        // By what it names, not how: two spellings of one target are one target twice.
+        if !seen.insert(subject.clone()) {
+            return Err(vantage_core::Error::invalid(
+                format!("results[{i}].target"),
+                format!("target {:?} appears twice in the report", r.target),
+            ));
+        }
+        if r.attempts.is_empty() || r.attempts.len() > 10 {
+            return Err(vantage_core::Error::invalid(format!("results[{i}].attempts"), "1 to 10 attempts"));
+        }
+        // A good attempt has no error, a failed one says why.
+        if let Some(j) = r.attempts.iter().position(|a| a.good() == a.error.is_some()) {
+            return Err(vantage_core::Error::invalid(
+                format!("results[{i}].attempts[{j}].error"),
+                "a good attempt carries no error code, and a failed one carries one",
+            ));
+        }
+        subjects.push(subject);
+    }
+    let given = given.cloned().unwrap_or_default();
+    Ok(Checked { given, subjects })
+}
+
 fn was_given(given: &crate::observe::Given, subject: &Subject) -> bool {
     match subject {
         Subject::Address(key) => <Addresses as crate::book::Records>::given(given, key),

@@ -34,6 +34,6 @@ pub mod view;
 pub mod work;
 
 pub use control::{
-    Accepted, AuditEntry, ClusterAfter, Control, LineAfter, Output, Relayed, ReportError, Revision, Role,
-    Start, StoredRevision, Timing, Upkeep,
+    Accepted, AuditEntry, Checked, ClusterAfter, Control, LineAfter, Output, Relayed, ReportError, Revision,
+    Role, Start, StoredRevision, Timing, Upkeep, check_report,
 };
