@@ -14,7 +14,7 @@ use vantage_control::view::View;
 use vantage_control::{Control, Output, Start};
 use vantage_core::address::AddressPolicy;
 use vantage_core::fetch::FetchPolicy;
-use vantage_store::{FileWrite, LogAs, NewAudit, ResultWriter, Store, Write};
+use vantage_store::{FileWrite, LogAs, NewAudit, Store, Write};
 
 use crate::ca::Ca;
 use crate::config::ServeConfig;
@@ -112,7 +112,8 @@ pub(crate) struct App {
     /// look again at the admin token they were opened with.
     config_changes: tokio::sync::watch::Receiver<u64>,
     store: Store,
-    results: ResultWriter,
+    /// Reports taken in: the results acknowledged and being stored.
+    intake: crate::channel::Intake,
     metrics: Arc<Metrics>,
     settings: ServeConfig,
     ca: Ca,
@@ -159,7 +160,7 @@ impl App {
             events,
             rechecks: tokio::sync::watch::Sender::new(0),
             config_changes,
-            results: ResultWriter::spawn(p.store.clone()),
+            intake: crate::channel::Intake::new(p.store.clone()),
             store: p.store,
             metrics: p.metrics,
             settings: p.settings,
@@ -269,9 +270,9 @@ impl App {
         &self.store
     }
 
-    /// Group commit of results.
-    pub(crate) fn results(&self) -> &ResultWriter {
-        &self.results
+    /// Reports taken in, their results being stored.
+    pub(crate) fn intake(&self) -> &crate::channel::Intake {
+        &self.intake
     }
 
     /// The Prometheus registry.

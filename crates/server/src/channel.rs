@@ -3,7 +3,6 @@
 //! certificate, whose fingerprint must be the current one of an enabled prober or of a node.
 //! Prober certificates can call only prober endpoints, node certificates only node endpoints.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,14 +15,11 @@ use axum::{Extension, Json, Router};
 use self::body::Body;
 use serde_json::json;
 use tokio::sync::watch;
-use vantage_control::Accepted;
 use vantage_control::config::Config;
 use vantage_control::enrollment::Refusal;
 use vantage_control::identity::{Caller, Refused};
-use vantage_control::target::Subject;
-use vantage_core::ids::{ClusterId, NodeId};
+use vantage_core::ids::NodeId;
 use vantage_core::wire;
-use vantage_store::ResultRow;
 
 use crate::app::{Actor, App, Change};
 use crate::auth::sha256_hex;
@@ -33,6 +29,9 @@ use crate::owner::Input;
 use crate::support::{now, stopped};
 
 mod body;
+mod intake;
+
+pub(crate) use intake::Intake;
 
 /// The client certificate of a connection, if it sent one.
 #[derive(Debug, Clone)]
@@ -56,11 +55,15 @@ pub(crate) async fn serve(
             return;
         }
     };
-    let router = router(app, limits);
+    let router = router(app.clone(), limits);
     loop {
         let (tcp, remote, admitted) = tokio::select! {
             a = vantage_dns::listen::accept(&listener, &gate, "agent channel") => a,
-            _ = stopped(&mut stop) => return,
+            _ = stopped(&mut stop) => {
+                // What was acknowledged is stored before the server goes on stopping.
+                app.intake().settled().await;
+                return;
+            }
         };
         let tls = tls.clone();
         let router = router.clone();
@@ -346,7 +349,7 @@ async fn prober_report(
     Body(report): Body<wire::Report>,
 ) -> Result<StatusCode, ApiError> {
     let caller = as_prober(&app.config(), &peer)?;
-    ingest(&app, caller, report).await
+    intake::ingest(&app, caller, report).await
 }
 
 async fn node_report(
@@ -355,75 +358,7 @@ async fn node_report(
     Body(report): Body<wire::Report>,
 ) -> Result<StatusCode, ApiError> {
     let caller = as_probing_node(&app.config(), &peer)?;
-    ingest(&app, caller, report).await
-}
-
-/// Hands a report to the control core (memory first, so that verdicts keep following the
-/// fleet while storage is slow or down), then stores its results. The report is acknowledged
-/// only once stored (the prober does not resend a refused one).
-async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<StatusCode, ApiError> {
-    if report.results.len() > wire::MAX_RESULTS {
-        return Err(ApiError::TooLarge(format!(
-            "a report carries at most {} results, got {}; send several reports",
-            wire::MAX_RESULTS,
-            report.results.len()
-        )));
-    }
-    report.check()?;
-    let (accepted, report) = app.owner().ask(|reply| Input::Report { caller, report, reply }).await?;
-    let Accepted { subjects, rows } = accepted?;
-    // Accepted: every target it names was given out, so its labels are configured names.
-    let config = app.config();
-    // Round trips by the cluster of their target: one histogram look-up per cluster a report
-    // names, not per result (a report carries up to 10,000, mostly of one cluster).
-    let mut rtts: BTreeMap<ClusterId, Vec<f64>> = BTreeMap::new();
-    for (subject, r) in subjects.iter().zip(&report.results) {
-        match subject {
-            Subject::Address(key) => {
-                if let Some(node) = config.nodes.get(&key.node.0) {
-                    let good = r.attempts.iter().filter(|a| a.good());
-                    rtts.entry(node.value.cluster)
-                        .or_default()
-                        .extend(good.map(|a| f64::from(a.rtt_us) / 1e6));
-                }
-            }
-            Subject::Mirror(host) => {
-                // Attempts that ended before any exchange carry no duration.
-                for a in r.attempts.iter().filter(|a| a.rtt_us > 0) {
-                    app.metrics().mirrors().check_took(host, f64::from(a.rtt_us) / 1e6);
-                }
-            }
-            Subject::Endpoint(k) => {
-                if let Some(m) = config.monitors.get(&k.monitor.0)
-                    && let Some(ms) = r.hls.and_then(|h| h.ttfb_ms)
-                {
-                    app.metrics().monitors().ttfb(&m.value.name, &k.region, ms / 1000.0);
-                }
-            }
-        }
-    }
-    for (cluster, seconds) in rtts {
-        if let Some(place) = vantage_control::fleet::ProbePlace::of(&config, caller, cluster) {
-            app.metrics().probe_rtts(&place, seconds);
-        }
-    }
-    app.relay(move || vantage_control::Relayed::Report { caller, report });
-    let rows: Vec<ResultRow> = rows
-        .into_iter()
-        .map(|(subject, l)| ResultRow {
-            prober: caller.id(),
-            target: subject.to_string(),
-            at: l.at,
-            sent: l.sent,
-            lost: l.lost,
-            rtt_us: l.rtt_us,
-            error: l.error,
-            register: l.register,
-            hls: l.hls,
-        })
-        .collect();
-    app.results().write(rows).await?;
-    Ok(StatusCode::NO_CONTENT)
+    intake::ingest(&app, caller, report).await
 }
 
 async fn heartbeat(

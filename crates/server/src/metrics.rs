@@ -158,6 +158,10 @@ pub(crate) struct Metrics {
     /// series of a deleted cluster or region can go.
     rtt_places: Mutex<std::collections::HashSet<PlaceLabels>>,
     evaluation: Histogram,
+    /// Results acknowledged to probers and not yet stored (set at each scrape).
+    results_waiting: Gauge,
+    /// Results acknowledged to probers that the store refused.
+    results_unstored: Counter,
     mirrors: mirrors::MirrorFamilies,
     monitors: monitors::MonitorFamilies,
     availability: availability::AvailabilityFamilies,
@@ -304,6 +308,18 @@ impl Metrics {
             "Wall time of the control core's evaluation of the clusters that were due",
             evaluation.clone(),
         );
+        let results_waiting = Gauge::default();
+        registry.register(
+            "vantage_results_waiting",
+            "Probe results acknowledged and not yet stored (a store falling behind; reports wait beyond 500,000)",
+            results_waiting.clone(),
+        );
+        let results_unstored = Counter::default();
+        registry.register(
+            "vantage_results_unstored",
+            "Probe results acknowledged that the store refused (a gap in their history; verdicts were not affected)",
+            results_unstored.clone(),
+        );
         registry.register_collector(Box::new(process::Process));
         let revisions = Family::<RevisionLabels, Counter>::default();
         registry.register("vantage_revisions", "Revisions cut, by cluster and cause", revisions.clone());
@@ -338,6 +354,8 @@ impl Metrics {
             probe_rtt,
             rtt_places: Mutex::default(),
             evaluation,
+            results_waiting,
+            results_unstored,
         }
     }
 
@@ -430,6 +448,16 @@ impl Metrics {
     /// Records how long an evaluation of the due clusters took.
     pub(crate) fn evaluation(&self, d: Duration) {
         self.evaluation.observe(d.as_secs_f64());
+    }
+
+    /// Results acknowledged and not yet stored, now.
+    pub(crate) fn set_results_waiting(&self, n: usize) {
+        self.results_waiting.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// `n` acknowledged results the store refused.
+    pub(crate) fn results_unstored(&self, n: usize) {
+        self.results_unstored.inc_by(n as u64);
     }
 
     /// Mirror and door metrics.

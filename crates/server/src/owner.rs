@@ -17,7 +17,7 @@ use vantage_control::mirrors::book::FreshnessReading;
 use vantage_control::mirrors::registry::Changes;
 use vantage_control::mirrors::{CheckRefused, CheckRun, LoadError};
 use vantage_control::view::View;
-use vantage_control::{Accepted, Control, Output, Relayed, ReportError, Role, StoredRevision};
+use vantage_control::{Accepted, Checked, Control, Output, Relayed, ReportError, Role, StoredRevision};
 use vantage_core::Timestamp;
 use vantage_core::ids::{ClusterId, NodeId};
 use vantage_core::wire;
@@ -47,9 +47,14 @@ pub(crate) enum Input {
     Enrolled { caller: Caller, hostname: String, version: String, done: oneshot::Sender<()> },
     /// A prober asks for its work.
     Work { caller: Caller, reply: oneshot::Sender<wire::Work> },
-    /// A report; answered with the results to store, or the refusal, and the report itself
-    /// (relayed to the other replicas once accepted).
-    Report { caller: Caller, report: wire::Report, reply: oneshot::Sender<(Outcome, wire::Report)> },
+    /// A report, `checked` against a published view; answered with the results to store, or
+    /// the refusal, and the report itself (relayed to the other replicas once accepted).
+    Report {
+        caller: Caller,
+        report: wire::Report,
+        checked: Checked,
+        reply: oneshot::Sender<(Outcome, wire::Report)>,
+    },
     /// A node agent's heartbeat, from `from`.
     Heartbeat {
         node: NodeId,
@@ -283,8 +288,8 @@ fn handle(c: &mut Control, input: Input, answers: &mut Answers) {
             answers.push(done, ());
         }
         Input::Work { caller, reply } => answers.push(reply, c.handle_work(caller, at)),
-        Input::Report { caller, report, reply } => {
-            let outcome = c.handle_report(caller, &report, at);
+        Input::Report { caller, report, checked, reply } => {
+            let outcome = c.handle_checked(caller, &report, checked, at);
             answers.push(reply, (outcome, report));
         }
         Input::Heartbeat { node, heartbeat, from, reply } => {
@@ -316,7 +321,7 @@ fn handle(c: &mut Control, input: Input, answers: &mut Answers) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use axum::body::Body;
     use axum::http::Request;
     use tower::ServiceExt;
@@ -336,12 +341,11 @@ mod tests {
         assert_eq!(app.config().admin_tokens.len(), 2);
     }
 
-    /// While the owner is held (as a long pass holds it), every reader still answers from the
-    /// last view, and a write waits for the owner, then lands.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn readers_answer_from_the_view_while_the_owner_is_busy() {
-        let (_dir, app, token) = lab().await;
-
+    /// Holds the owner (as a long pass holds it) until the returned sender says so; the task
+    /// ends once it is let go.
+    pub(crate) async fn hold(
+        app: &Arc<crate::app::App>,
+    ) -> (std::sync::mpsc::Sender<()>, tokio::task::JoinHandle<Result<(), ApiError>>) {
         let (release, held) = std::sync::mpsc::channel::<()>();
         let (entered, busy) = oneshot::channel();
         let holding = tokio::spawn({
@@ -356,6 +360,16 @@ mod tests {
             }
         });
         busy.await.unwrap();
+        (release, holding)
+    }
+
+    /// While the owner is held (as a long pass holds it), every reader still answers from the
+    /// last view, and a write waits for the owner, then lands.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn readers_answer_from_the_view_while_the_owner_is_busy() {
+        let (_dir, app, token) = lab().await;
+
+        let (release, holding) = hold(&app).await;
         let router = crate::api::router(app.clone());
         for uri in ["/v1/nodes", "/v1/clusters", "/v1/probers", "/v1/alerts", "/v1/mirrors", "/metrics"] {
             let req = Request::get(uri)

@@ -172,6 +172,10 @@ async fn metrics_pass_promtool_and_the_dashboard_asks_only_for_what_the_server_h
         assert!(text.lines().any(|l| l.starts_with(m)), "{m}missing:\n{text}");
     }
     assert!(text.contains("vantage_build_info{version=\""), "{text}");
+    // Every result acknowledged is stored: a store keeping up leaves little waiting, and
+    // refuses none.
+    assert!(text.lines().any(|l| l.starts_with("vantage_results_waiting ")), "{text}");
+    assert!(text.contains("vantage_results_unstored_total 0\n"), "{text}");
 
     // A webhook, a publisher (to a port nobody listens on) and an outage give the counters of
     // deliveries and publications their series, from 0, and an alert that fires.

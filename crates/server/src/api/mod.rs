@@ -550,6 +550,7 @@ async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
     let none = Default::default();
     app.metrics().set_certificates(if figures.fleet.evaluator { &figures.expiries } else { &none }, now);
     app.metrics().set_fleet(&figures.fleet);
+    app.metrics().set_results_waiting(app.intake().waiting());
     (
         [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
         app.metrics().render(),

@@ -1,0 +1,239 @@
+//! Reports taken in. A report is checked against the work its caller holds in the published
+//! view and acknowledged as soon as the control core and the store have room for it: the core
+//! records it (so that verdicts follow the fleet while storage is slow or down), then its
+//! results are stored in the background. The acknowledgement waits for neither a pass nor a
+//! commit — a commit of the results waiting (up to a million) takes longer than a prober
+//! should be kept. What is acknowledged and not yet stored is bounded ([`IN_FLIGHT`] results):
+//! beyond it the next report waits, so a store that cannot keep up slows the probers down
+//! instead of filling memory. Results the store refuses are logged and counted
+//! (`vantage_results_unstored`), not retried: the next round supersedes them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use vantage_control::identity::Caller;
+use vantage_control::target::Subject;
+use vantage_control::{Accepted, check_report};
+use vantage_core::ids::ClusterId;
+use vantage_core::wire;
+use vantage_store::{ResultRow, ResultWriter, Store};
+
+use crate::app::App;
+use crate::error::ApiError;
+use crate::owner::{Input, Outcome};
+
+/// Results acknowledged and not yet stored, at most: 50 probers' full reports, what the
+/// store's group commit was measured with (`cargo bench -p vantage-store --bench results`),
+/// about 250 MB at worst.
+const IN_FLIGHT: u32 = 500_000;
+/// How long a stopping server waits for the results it acknowledged to be stored.
+const SETTLE: Duration = Duration::from_secs(30);
+
+/// The store's side of the intake: the group-commit writer, and the room left for results
+/// acknowledged and not yet stored.
+#[derive(Debug)]
+pub(crate) struct Intake {
+    writer: ResultWriter,
+    room: Arc<Semaphore>,
+}
+
+impl Intake {
+    /// Starts the writer on the current runtime.
+    pub(crate) fn new(store: Store) -> Intake {
+        Intake { writer: ResultWriter::spawn(store), room: Arc::new(Semaphore::new(IN_FLIGHT as usize)) }
+    }
+
+    /// Waits until every acknowledged result is stored or refused (at shutdown, once nothing
+    /// more is taken in), for [`SETTLE`] at most.
+    pub(crate) async fn settled(&self) {
+        if tokio::time::timeout(SETTLE, self.room.acquire_many(IN_FLIGHT)).await.is_err() {
+            tracing::error!(
+                "results acknowledged to probers were still being stored after 30 s; stopping without them"
+            );
+        }
+    }
+
+    /// Results acknowledged and not yet stored.
+    pub(crate) fn waiting(&self) -> usize {
+        IN_FLIGHT as usize - self.room.available_permits()
+    }
+}
+
+/// Checks a report against the published view (refused: nothing is recorded or stored), waits
+/// for room, hands it to the control core and acknowledges it; the core's answer is carried out
+/// in the background ([`settle`]).
+pub(super) async fn ingest(
+    app: &Arc<App>,
+    caller: Caller,
+    report: wire::Report,
+) -> Result<StatusCode, ApiError> {
+    if report.results.len() > wire::MAX_RESULTS {
+        return Err(ApiError::TooLarge(format!(
+            "a report carries at most {} results, got {}; send several reports",
+            wire::MAX_RESULTS,
+            report.results.len()
+        )));
+    }
+    report.check()?;
+    let checked = check_report(app.view().probers.get(&caller).map(|p| &p.given), &report)?;
+    let count = u32::try_from(report.results.len()).unwrap_or(IN_FLIGHT);
+    let room = app.intake().room.clone().acquire_many_owned(count).await.map_err(|_| stopping())?;
+    let (reply, answer) = oneshot::channel();
+    app.owner().tell(Input::Report { caller, report, checked, reply }).await?;
+    tokio::spawn(settle(app.clone(), caller, answer, room));
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The intake is closed: the server is stopping.
+fn stopping() -> ApiError {
+    ApiError::Unavailable("the server is shutting down".into())
+}
+
+/// What follows the core's answer to an acknowledged report: its round trips observed, the
+/// report relayed to the other replicas, its results stored; `room` is given back after.
+async fn settle(
+    app: Arc<App>,
+    caller: Caller,
+    answer: oneshot::Receiver<(Outcome, wire::Report)>,
+    room: OwnedSemaphorePermit,
+) {
+    // The core is gone only at shutdown.
+    let Ok((outcome, report)) = answer.await else { return };
+    let Accepted { subjects, rows } = match outcome {
+        Ok(accepted) => accepted,
+        // The caller fetched new work after the report was checked, and the report names
+        // targets it no longer holds.
+        Err(e) => {
+            tracing::warn!(?caller, error = %e, "a report acknowledged was refused by the control core");
+            return;
+        }
+    };
+    observe(&app, caller, &subjects, &report);
+    app.relay(move || vantage_control::Relayed::Report { caller, report });
+    let rows: Vec<ResultRow> = rows
+        .into_iter()
+        .map(|(subject, l)| ResultRow {
+            prober: caller.id(),
+            target: subject.to_string(),
+            at: l.at,
+            sent: l.sent,
+            lost: l.lost,
+            rtt_us: l.rtt_us,
+            error: l.error,
+            register: l.register,
+            hls: l.hls,
+        })
+        .collect();
+    let count = rows.len();
+    if let Err(e) = app.intake().writer.write(rows).await {
+        tracing::error!(?caller, results = count, error = %e, "results acknowledged could not be stored");
+        app.metrics().results_unstored(count);
+    }
+    drop(room);
+}
+
+/// The round trips of an accepted report into the metrics.
+fn observe(app: &App, caller: Caller, subjects: &[Subject], report: &wire::Report) {
+    // Accepted: every target it names was given out, so its labels are configured names.
+    let config = app.config();
+    // Round trips by the cluster of their target: one histogram look-up per cluster a report
+    // names, not per result (a report carries up to 10,000, mostly of one cluster).
+    let mut rtts: BTreeMap<ClusterId, Vec<f64>> = BTreeMap::new();
+    for (subject, r) in subjects.iter().zip(&report.results) {
+        match subject {
+            Subject::Address(key) => {
+                if let Some(node) = config.nodes.get(&key.node.0) {
+                    let good = r.attempts.iter().filter(|a| a.good());
+                    rtts.entry(node.value.cluster)
+                        .or_default()
+                        .extend(good.map(|a| f64::from(a.rtt_us) / 1e6));
+                }
+            }
+            Subject::Mirror(host) => {
+                // Attempts that ended before any exchange carry no duration.
+                for a in r.attempts.iter().filter(|a| a.rtt_us > 0) {
+                    app.metrics().mirrors().check_took(host, f64::from(a.rtt_us) / 1e6);
+                }
+            }
+            Subject::Endpoint(k) => {
+                if let Some(m) = config.monitors.get(&k.monitor.0)
+                    && let Some(ms) = r.hls.and_then(|h| h.ttfb_ms)
+                {
+                    app.metrics().monitors().ttfb(&m.value.name, &k.region, ms / 1000.0);
+                }
+            }
+        }
+    }
+    for (cluster, seconds) in rtts {
+        if let Some(place) = vantage_control::fleet::ProbePlace::of(&config, caller, cluster) {
+            app.metrics().probe_rtts(&place, seconds);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Method, Request, header};
+    use tower::ServiceExt;
+    use vantage_control::fixtures::{good_round, large_fleet};
+
+    use super::*;
+    use crate::app::lab;
+    use crate::support::now;
+
+    /// `report` sent as the prober with certificate `fp-0`; the answer's status.
+    async fn send(router: &axum::Router, report: &wire::Report) -> StatusCode {
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(wire::PROBER_REPORT)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(serde_json::to_vec(report).unwrap()))
+            .unwrap();
+        crate::channel::as_peer(&mut req, "fp-0");
+        let sent = tokio::time::timeout(Duration::from_secs(10), router.clone().oneshot(req));
+        sent.await.expect("answered without waiting for the core").unwrap().status()
+    }
+
+    /// While the core is busy (as in a long pass), a report is refused or acknowledged from
+    /// the published view; once the core is free it records the report and its results are
+    /// stored, and nothing is left waiting.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reports_are_answered_while_the_core_is_busy_and_stored_after() {
+        let (_dir, app, _) = lab().await;
+        let fleet = large_fleet(2, 1);
+        app.apply(fleet.puts, Vec::new(), now()).await.unwrap();
+        let caller = fleet.probers[0];
+        let work = app.owner().ask(|reply| Input::Work { caller, reply }).await.unwrap();
+        let round = good_round(&work, now());
+        let results = round[0].results.len();
+        assert!(results > 0);
+        let router = crate::channel::router(app.clone(), crate::listen::ListenerLimits::of(64).channel);
+
+        let (release, holding) = crate::owner::tests::hold(&app).await;
+        let mut stranger = round[0].clone();
+        stranger.results[0].target = "n999/203.0.113.9/80".into();
+        assert_eq!(send(&router, &stranger).await, StatusCode::BAD_REQUEST, "refused from the view");
+        assert_eq!(send(&router, &round[0]).await, StatusCode::NO_CONTENT);
+        assert_eq!(app.intake().waiting(), results, "acknowledged, not yet stored");
+        assert!(app.store().latest().await.unwrap().is_empty(), "the core has not recorded it");
+
+        release.send(()).unwrap();
+        holding.await.unwrap().unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while app.intake().waiting() > 0 {
+            assert!(tokio::time::Instant::now() < deadline, "the results are stored");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            app.store().latest().await.unwrap().len(),
+            results,
+            "every result stored, the stranger none"
+        );
+        let recorded = app.owner().read(|c, _| c.addresses().results().len()).await.unwrap();
+        assert_eq!(recorded, results, "and recorded by the core");
+    }
+}
