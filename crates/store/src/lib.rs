@@ -375,6 +375,45 @@ impl TargetIds {
             m.insert(key, id);
         }
     }
+
+    /// Each of `keys` with its id when remembered; the others, each once, go to the database
+    /// together ([`Lookup::finish`]).
+    pub(crate) fn lookup<'a>(&self, keys: impl Iterator<Item = &'a str>) -> Lookup<'a> {
+        let keys: Vec<(&str, Option<i64>)> = keys.map(|k| (k, self.get(k))).collect();
+        let mut unknown: Vec<&str> = keys.iter().filter(|(_, id)| id.is_none()).map(|(k, _)| *k).collect();
+        unknown.sort_unstable();
+        unknown.dedup();
+        Lookup { keys, unknown }
+    }
+}
+
+/// Each key's id in order, and the `(key, id)`s a transaction gave (remembered once it commits).
+pub(crate) type Resolved = (Vec<i64>, Vec<(String, i64)>);
+
+/// Target keys being given their ids: those remembered, and the unknown ones the database is
+/// asked for (in one statement and one query, not two round trips per result).
+pub(crate) struct Lookup<'a> {
+    keys: Vec<(&'a str, Option<i64>)>,
+    /// The keys not remembered, sorted, each once.
+    pub(crate) unknown: Vec<&'a str>,
+}
+
+impl Lookup<'_> {
+    /// The id of each key, in order, with `found` (the database's `(id, key)` of the unknown
+    /// ones); and those, to be remembered once their transaction commits.
+    pub(crate) fn finish(self, found: Vec<(i64, String)>) -> Result<Resolved> {
+        let fresh: std::collections::HashMap<String, i64> =
+            found.into_iter().map(|(id, key)| (key, id)).collect();
+        let ids = self
+            .keys
+            .iter()
+            .map(|(k, id)| {
+                id.or_else(|| fresh.get(*k).copied())
+                    .ok_or_else(|| Error::Database(sqlx::Error::Protocol(format!("no id for target {k}"))))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((ids, fresh.into_iter().collect()))
+    }
 }
 
 /// The store. Cheap to clone.

@@ -3,7 +3,7 @@
 //! and the history partitioned by UTC day, so that the roll-up drops a finished day's partition
 //! instead of deleting its rows.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -276,17 +276,10 @@ pub(crate) async fn write_results(pool: &PgPool, known: &Known, rows: &[ResultRo
 
 /// Ids of `keys`, creating the missing ones inside `tx` in one statement; and the ones not in
 /// `cache`, to be remembered once `tx` commits.
-async fn target_ids(
-    tx: &mut PgConnection,
-    cache: &TargetIds,
-    rows: &[ResultRow],
-) -> Result<(Vec<i64>, Vec<(String, i64)>)> {
-    let mut unknown: Vec<&str> =
-        rows.iter().map(|r| r.target.as_str()).filter(|k| cache.get(k).is_none()).collect();
-    unknown.sort_unstable();
-    unknown.dedup();
-    let mut fresh = HashMap::new();
-    if !unknown.is_empty() {
+async fn target_ids(tx: &mut PgConnection, cache: &TargetIds, rows: &[ResultRow]) -> Result<crate::Resolved> {
+    let lookup = cache.lookup(rows.iter().map(|r| r.target.as_str()));
+    let mut found = Vec::new();
+    if !lookup.unknown.is_empty() {
         // Only keys not stored yet reach the insert: each row that does takes an identity value
         // even when it conflicts, and ids stay below the history's 2^31 however often replicas
         // restart with an empty cache.
@@ -294,24 +287,15 @@ async fn target_ids(
             "INSERT INTO targets (key) SELECT k FROM UNNEST($1::text[]) AS u (k) \
              WHERE NOT EXISTS (SELECT 1 FROM targets AS t WHERE t.key = u.k) ON CONFLICT (key) DO NOTHING",
         )
-        .bind(&unknown)
+        .bind(&lookup.unknown)
         .execute(&mut *tx)
         .await?;
-        let found: Vec<(i64, String)> = sqlx::query_as("SELECT id, key FROM targets WHERE key = ANY($1)")
-            .bind(&unknown)
+        found = sqlx::query_as("SELECT id, key FROM targets WHERE key = ANY($1)")
+            .bind(&lookup.unknown)
             .fetch_all(&mut *tx)
             .await?;
-        fresh = found.into_iter().map(|(id, key)| (key, id)).collect();
     }
-    let ids = rows
-        .iter()
-        .map(|r| {
-            cache.get(&r.target).or_else(|| fresh.get(&r.target).copied()).ok_or_else(|| {
-                Error::Database(sqlx::Error::Protocol(format!("no id for target {}", r.target)))
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok((ids, fresh.into_iter().collect()))
+    lookup.finish(found)
 }
 
 /// The latest table's share of [`write_results`], in its transaction: the rows go by binary
