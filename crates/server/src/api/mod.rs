@@ -528,7 +528,13 @@ async fn count_requests(State(app): State<Arc<App>>, req: Request, next: Next) -
     resp
 }
 
-async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
+async fn metrics(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
+    off_worker(move || scrape(&app)).await
+}
+
+/// A scrape: the families set from the view, then rendered (tens of thousands of series at
+/// 10,000 nodes: a blocking thread's work, see [`off_worker`]).
+fn scrape(app: &App) -> Response {
     let now = crate::support::now();
     let core = app.view();
     // The figures that need every latest result were made by the core's owner (at most a
@@ -555,6 +561,18 @@ async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
         [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
         app.metrics().render(),
     )
+        .into_response()
+}
+
+/// Runs `answer` on a blocking thread: an answer that takes tens of milliseconds of CPU (a
+/// scrape, a list of 10,000 nodes) would otherwise hold one of the few async workers, and
+/// every request behind it on that worker — a prober's report among them — would wait for it.
+pub(crate) async fn off_worker(
+    answer: impl FnOnce() -> Response + Send + 'static,
+) -> Result<Response, ApiError> {
+    tokio::task::spawn_blocking(answer)
+        .await
+        .map_err(|e| ApiError::Internal(format!("the answer could not be made: {e}")))
 }
 
 /// How long `/readyz` waits for the store. A readiness probe gives up after a second
