@@ -200,6 +200,39 @@ async fn results_keep_the_latest_per_prober_and_target_and_every_history_row(db)
 }
 
 on_both! {
+/// Target keys go to the database as a list: quotes, backslashes and letters beyond ASCII keep
+/// their spelling, a key named by several results of one batch gets one id, and a key the
+/// database has but a new process does not remember gets its id back.
+async fn target_keys_keep_their_spelling_and_their_ids(db) {
+    let keys = ["n1/203.0.113.1:80", "m/\"quoted\"\\host", "m/bücher.example", "n1/203.0.113.1:8080"];
+    let s = db.open().await;
+    let batch: Vec<ResultRow> = keys[..3].iter().flat_map(|k| [result(1, k, T0, 0), result(2, k, T0, 1)]).collect();
+    s.write_results(&batch).await.unwrap();
+    drop(s);
+    let s = db.open().await;
+    let batch: Vec<ResultRow> = keys[1..].iter().map(|k| result(1, k, T0.plus_secs(10), 2)).collect();
+    s.write_results(&batch).await.unwrap();
+    let mut latest: Vec<(i64, String, u32)> =
+        s.latest().await.unwrap().into_iter().map(|r| (r.prober, r.target, r.lost)).collect();
+    latest.sort();
+    let mut want: Vec<(i64, String, u32)> = vec![
+        (1, keys[0].into(), 0),
+        (1, keys[1].into(), 2),
+        (1, keys[2].into(), 2),
+        (1, keys[3].into(), 2),
+        (2, keys[0].into(), 1),
+        (2, keys[1].into(), 1),
+        (2, keys[2].into(), 1),
+    ];
+    want.sort();
+    assert_eq!(latest, want);
+    for (key, rows) in [(keys[0], 2), (keys[1], 3), (keys[2], 3), (keys[3], 1)] {
+        assert_eq!(s.history(key, T0, T0.plus_secs(60)).await.unwrap().len(), rows, "{key}");
+    }
+}
+}
+
+on_both! {
 async fn a_large_batch_writes_every_row_once(db) {
     // 9,000 rows: several statements on SQLite, one COPY per table on PostgreSQL (the test of
     // 20,000 in `postgres` sends its COPY data in more than one piece).
