@@ -760,8 +760,14 @@ impl ResultWriter {
 
     /// Writes `rows` (latest + history); returns once they are committed.
     pub async fn write(&self, rows: Vec<ResultRow>) -> Result<()> {
+        self.submit(rows).await?.await
+    }
+
+    /// Queues `rows` behind every row queued before (a later result of a prober and target is
+    /// the latest kept); the future returned ends once they are committed.
+    pub async fn submit(&self, rows: Vec<ResultRow>) -> Result<impl Future<Output = Result<()>> + use<>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.queue.send((rows, tx)).await.map_err(|_| Error::WriterStopped)?;
-        rx.await.map_err(|_| Error::WriterStopped)?
+        Ok(async move { rx.await.map_err(|_| Error::WriterStopped)? })
     }
 }
