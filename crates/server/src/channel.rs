@@ -31,7 +31,7 @@ use crate::support::{now, stopped};
 mod body;
 mod intake;
 
-pub(crate) use intake::Intake;
+pub(crate) use intake::{Intake, Then};
 
 /// The client certificate of a connection, if it sent one.
 #[derive(Debug, Clone)]

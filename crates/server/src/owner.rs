@@ -47,14 +47,9 @@ pub(crate) enum Input {
     Enrolled { caller: Caller, hostname: String, version: String, done: oneshot::Sender<()> },
     /// A prober asks for its work.
     Work { caller: Caller, reply: oneshot::Sender<wire::Work> },
-    /// A report, `checked` against a published view; answered with the results to store, or
-    /// the refusal, and the report itself (relayed to the other replicas once accepted).
-    Report {
-        caller: Caller,
-        report: wire::Report,
-        checked: Checked,
-        reply: oneshot::Sender<(Outcome, wire::Report)>,
-    },
+    /// A report, `checked` against a published view and acknowledged; what the core made of
+    /// it (the results to store, or the refusal) goes on to the intake's queue, in order.
+    Report { caller: Caller, report: wire::Report, checked: Checked, then: crate::channel::Then },
     /// A node agent's heartbeat, from `from`.
     Heartbeat {
         node: NodeId,
@@ -288,9 +283,9 @@ fn handle(c: &mut Control, input: Input, answers: &mut Answers) {
             answers.push(done, ());
         }
         Input::Work { caller, reply } => answers.push(reply, c.handle_work(caller, at)),
-        Input::Report { caller, report, checked, reply } => {
+        Input::Report { caller, report, checked, then } => {
             let outcome = c.handle_checked(caller, &report, checked, at);
-            answers.push(reply, (outcome, report));
+            then.send(caller, outcome, report);
         }
         Input::Heartbeat { node, heartbeat, from, reply } => {
             answers.push(reply, c.handle_heartbeat(node, heartbeat, from, at))

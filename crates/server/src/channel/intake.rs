@@ -1,19 +1,23 @@
 //! Reports taken in. A report is checked against the work its caller holds in the published
 //! view and acknowledged as soon as the control core and the store have room for it: the core
 //! records it (so that verdicts follow the fleet while storage is slow or down), then its
-//! results are stored in the background. The acknowledgement waits for neither a pass nor a
-//! commit — a commit of the results waiting (up to a million) takes longer than a prober
-//! should be kept. What is acknowledged and not yet stored is bounded ([`IN_FLIGHT`] results):
-//! beyond it the next report waits, so a store that cannot keep up slows the probers down
-//! instead of filling memory. Results the store refuses are logged and counted
-//! (`vantage_results_unstored`), not retried: the next round supersedes them.
+//! results are stored in the background, in the order the core recorded them (one task takes
+//! the core's answers in turn and queues each report's rows behind the ones before, so the
+//! latest row stored is the core's latest). The acknowledgement waits for neither a pass nor
+//! a commit — a commit of the results waiting takes longer than a prober should be kept. What
+//! is acknowledged and not yet stored is bounded ([`IN_FLIGHT`] results): beyond it the next
+//! report waits, so a store that cannot keep up slows the probers down instead of filling
+//! memory. Results not stored — refused by the store, or by the core when new work came
+//! between the check and the recording — are logged and counted (`vantage_results_unstored`),
+//! not retried: the next round supersedes them.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Once, Weak};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use vantage_control::identity::Caller;
 use vantage_control::target::Subject;
 use vantage_control::{Accepted, check_report};
@@ -24,6 +28,29 @@ use vantage_store::{ResultRow, ResultWriter, Store};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::owner::{Input, Outcome};
+
+/// A report the core recorded (or refused), on its way to the store: in the core's order.
+pub(crate) struct Recorded {
+    caller: Caller,
+    outcome: Outcome,
+    report: wire::Report,
+    /// Its results' room, given back once they are stored.
+    room: OwnedSemaphorePermit,
+}
+
+/// Where the core sends a report once recorded: the intake's queue, in the core's order.
+pub(crate) struct Then {
+    queue: UnboundedSender<Recorded>,
+    room: OwnedSemaphorePermit,
+}
+
+impl Then {
+    /// Queues the core's answer to the report for storing.
+    pub(crate) fn send(self, caller: Caller, outcome: Outcome, report: wire::Report) {
+        // The queue's reader is gone only once the server is gone.
+        let _ = self.queue.send(Recorded { caller, outcome, report, room: self.room });
+    }
+}
 
 /// Results acknowledged and not yet stored, at most: 50 probers' full reports, what the
 /// store's group commit was measured with (`cargo bench -p vantage-store --bench results`),
@@ -38,22 +65,36 @@ const SETTLE: Duration = Duration::from_secs(30);
 pub(crate) struct Intake {
     writer: ResultWriter,
     room: Arc<Semaphore>,
+    queue: UnboundedSender<Recorded>,
+    /// The queue's reader until its task starts, with the first report.
+    reader: Mutex<Option<UnboundedReceiver<Recorded>>>,
+    started: Once,
 }
 
 impl Intake {
     /// Starts the writer on the current runtime.
     pub(crate) fn new(store: Store) -> Intake {
-        Intake { writer: ResultWriter::spawn(store), room: Arc::new(Semaphore::new(IN_FLIGHT as usize)) }
+        let (queue, reader) = unbounded_channel();
+        Intake {
+            writer: ResultWriter::spawn(store),
+            room: Arc::new(Semaphore::new(IN_FLIGHT as usize)),
+            queue,
+            reader: Mutex::new(Some(reader)),
+            started: Once::new(),
+        }
     }
 
-    /// Waits until every acknowledged result is stored or refused (at shutdown, once nothing
-    /// more is taken in), for [`SETTLE`] at most.
+    /// Waits until every acknowledged result is stored or refused, for [`SETTLE`] at most, and
+    /// takes no more (at shutdown: a report still arriving is answered 503).
     pub(crate) async fn settled(&self) {
-        if tokio::time::timeout(SETTLE, self.room.acquire_many(IN_FLIGHT)).await.is_err() {
-            tracing::error!(
+        match tokio::time::timeout(SETTLE, self.room.acquire_many(IN_FLIGHT)).await {
+            Ok(Ok(all)) => all.forget(),
+            Ok(Err(_)) => {}
+            Err(_) => tracing::error!(
                 "results acknowledged to probers were still being stored after 30 s; stopping without them"
-            );
+            ),
         }
+        self.room.close();
     }
 
     /// Results acknowledged and not yet stored.
@@ -80,10 +121,16 @@ pub(super) async fn ingest(
     report.check()?;
     let checked = check_report(app.view().probers.get(&caller).map(|p| &p.given), &report)?;
     let count = u32::try_from(report.results.len()).unwrap_or(IN_FLIGHT);
-    let room = app.intake().room.clone().acquire_many_owned(count).await.map_err(|_| stopping())?;
-    let (reply, answer) = oneshot::channel();
-    app.owner().tell(Input::Report { caller, report, checked, reply }).await?;
-    tokio::spawn(settle(app.clone(), caller, answer, room));
+    let intake = app.intake();
+    intake.started.call_once(|| {
+        // Taken once: the lock is never waited for.
+        if let Some(reader) = intake.reader.lock().ok().and_then(|mut r| r.take()) {
+            tokio::spawn(store_in_order(Arc::downgrade(app), reader));
+        }
+    });
+    let room = intake.room.clone().acquire_many_owned(count).await.map_err(|_| stopping())?;
+    let then = Then { queue: intake.queue.clone(), room };
+    app.owner().tell(Input::Report { caller, report, checked, then }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -92,47 +139,48 @@ fn stopping() -> ApiError {
     ApiError::Unavailable("the server is shutting down".into())
 }
 
-/// What follows the core's answer to an acknowledged report: its round trips observed, the
-/// report relayed to the other replicas, its results stored; `room` is given back after.
-async fn settle(
-    app: Arc<App>,
-    caller: Caller,
-    answer: oneshot::Receiver<(Outcome, wire::Report)>,
-    room: OwnedSemaphorePermit,
-) {
-    // The core is gone only at shutdown.
-    let Ok((outcome, report)) = answer.await else { return };
-    let Accepted { subjects, rows } = match outcome {
-        Ok(accepted) => accepted,
-        // The caller fetched new work after the report was checked, and the report names
-        // targets it no longer holds.
-        Err(e) => {
-            tracing::warn!(?caller, error = %e, "a report acknowledged was refused by the control core");
-            return;
-        }
-    };
-    observe(&app, caller, &subjects, &report);
-    app.relay(move || vantage_control::Relayed::Report { caller, report });
-    let rows: Vec<ResultRow> = rows
-        .into_iter()
-        .map(|(subject, l)| ResultRow {
-            prober: caller.id(),
-            target: subject.to_string(),
-            at: l.at,
-            sent: l.sent,
-            lost: l.lost,
-            rtt_us: l.rtt_us,
-            error: l.error,
-            register: l.register,
-            hls: l.hls,
-        })
-        .collect();
-    let count = rows.len();
-    if let Err(e) = app.intake().writer.write(rows).await {
-        tracing::error!(?caller, results = count, error = %e, "results acknowledged could not be stored");
-        app.metrics().results_unstored(count);
+/// Takes the core's answers in its order: each accepted report's round trips observed, the
+/// report relayed to the other replicas, its results queued for the store behind the ones
+/// before; its room is given back once they are committed.
+async fn store_in_order(app: Weak<App>, mut recorded: UnboundedReceiver<Recorded>) {
+    while let Some(Recorded { caller, outcome, report, room }) = recorded.recv().await {
+        let Some(app) = app.upgrade() else { return };
+        let Accepted { subjects, rows } = match outcome {
+            Ok(accepted) => accepted,
+            // The caller fetched new work after the report was checked, and the report names
+            // targets it no longer holds.
+            Err(e) => {
+                tracing::warn!(?caller, error = %e, "a report acknowledged was refused by the control core");
+                app.metrics().results_unstored(report.results.len());
+                continue;
+            }
+        };
+        observe(&app, caller, &subjects, &report);
+        app.relay(move || vantage_control::Relayed::Report { caller, report });
+        let rows: Vec<ResultRow> = rows
+            .into_iter()
+            .map(|(subject, l)| ResultRow {
+                prober: caller.id(),
+                target: subject.to_string(),
+                at: l.at,
+                sent: l.sent,
+                lost: l.lost,
+                rtt_us: l.rtt_us,
+                error: l.error,
+                register: l.register,
+                hls: l.hls,
+            })
+            .collect();
+        let count = rows.len();
+        let committed = app.intake().writer.submit(rows).await;
+        tokio::spawn(async move {
+            if let Err(e) = async { committed?.await }.await {
+                tracing::error!(?caller, results = count, error = %e, "results acknowledged could not be stored");
+                app.metrics().results_unstored(count);
+            }
+            drop(room);
+        });
     }
-    drop(room);
 }
 
 /// The round trips of an accepted report into the metrics.
@@ -180,6 +228,7 @@ mod tests {
     use axum::http::{Method, Request, header};
     use tower::ServiceExt;
     use vantage_control::fixtures::{good_round, large_fleet};
+    use vantage_core::result::{Attempt, ErrorCode, Stages};
 
     use super::*;
     use crate::app::lab;
@@ -199,10 +248,11 @@ mod tests {
     }
 
     /// While the core is busy (as in a long pass), a report is refused or acknowledged from
-    /// the published view; once the core is free it records the report and its results are
-    /// stored, and nothing is left waiting.
+    /// the published view; once the core is free it records the reports and their results are
+    /// stored in its order (the later report's rows are the latest), nothing is left waiting,
+    /// and once settled (a stop) the intake takes no more.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn reports_are_answered_while_the_core_is_busy_and_stored_after() {
+    async fn reports_are_answered_while_the_core_is_busy_and_stored_in_order() {
         let (_dir, app, _) = lab().await;
         let fleet = large_fleet(2, 1);
         app.apply(fleet.puts, Vec::new(), now()).await.unwrap();
@@ -218,8 +268,13 @@ mod tests {
         stranger.results[0].target = "n999/203.0.113.9/80".into();
         assert_eq!(send(&router, &stranger).await, StatusCode::BAD_REQUEST, "refused from the view");
         assert_eq!(send(&router, &round[0]).await, StatusCode::NO_CONTENT);
-        assert_eq!(app.intake().waiting(), results, "acknowledged, not yet stored");
-        assert!(app.store().latest().await.unwrap().is_empty(), "the core has not recorded it");
+        // The same targets again, every attempt lost: sent after, so stored after.
+        let lost = Attempt { stages: Stages::empty(), rtt_us: 0, error: Some(ErrorCode::Timeout) };
+        let mut later = round[0].clone();
+        later.results.iter_mut().for_each(|r| r.attempts = vec![lost; 3]);
+        assert_eq!(send(&router, &later).await, StatusCode::NO_CONTENT);
+        assert_eq!(app.intake().waiting(), 2 * results, "acknowledged, not yet stored");
+        assert!(app.store().latest().await.unwrap().is_empty(), "the core has not recorded them");
 
         release.send(()).unwrap();
         holding.await.unwrap().unwrap();
@@ -228,12 +283,13 @@ mod tests {
             assert!(tokio::time::Instant::now() < deadline, "the results are stored");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(
-            app.store().latest().await.unwrap().len(),
-            results,
-            "every result stored, the stranger none"
-        );
+        let latest = app.store().latest().await.unwrap();
+        assert_eq!(latest.len(), results, "every result stored, the stranger none");
+        assert!(latest.iter().all(|r| r.lost == 3), "the later report is the latest: {latest:?}");
         let recorded = app.owner().read(|c, _| c.addresses().results().len()).await.unwrap();
         assert_eq!(recorded, results, "and recorded by the core");
+
+        app.intake().settled().await;
+        assert_eq!(send(&router, &round[0]).await, StatusCode::SERVICE_UNAVAILABLE, "a stopping server");
     }
 }
