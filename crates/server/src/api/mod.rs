@@ -567,9 +567,13 @@ fn scrape(app: &App) -> Response {
 /// Runs `answer` on a blocking thread: an answer that takes tens of milliseconds of CPU (a
 /// scrape, a list of 10,000 nodes) would otherwise hold one of the few async workers, and
 /// every request behind it on that worker — a prober's report among them — would wait for it.
+/// Two at a time (one per core): more would only share the same CPU, and a flood of scrapes
+/// must not take a thread each.
 pub(crate) async fn off_worker(
     answer: impl FnOnce() -> Response + Send + 'static,
 ) -> Result<Response, ApiError> {
+    static MAKING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+    let _turn = MAKING.acquire().await.map_err(|e| ApiError::Internal(e.to_string()))?;
     tokio::task::spawn_blocking(answer)
         .await
         .map_err(|e| ApiError::Internal(format!("the answer could not be made: {e}")))
