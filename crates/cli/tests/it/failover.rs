@@ -302,7 +302,7 @@ async fn with_storage_locked_verdicts_still_follow_the_fleet_into_dns() {
         LabFleet::start("cdn.locked.example", 40).await;
     let lock = lock_storage(&s.dir).await;
     edges[0].stop().await;
-    // Reports are held up by storage, but verdicts come from memory: the backup still reaches
+    // Reports' results cannot be stored, but verdicts come from memory: the backup still reaches
     // the built-in DNS, which takes a revision before the driver tries to store it.
     let started = std::time::Instant::now();
     let want = ["127.0.0.41", "127.0.0.42", "127.0.0.43"];
