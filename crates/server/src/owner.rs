@@ -236,8 +236,9 @@ async fn run(
         match turn {
             // Answered once the view holds what they changed and their outputs are queued.
             Ok(()) => answers.send(),
-            // A bug in one input or pass costs that batch (its askers get an error), as a
-            // poisoned lock once cost one request; the core goes on with the next.
+            // A bug in one input or pass costs that batch (its askers get an error; reports
+            // it took before the panic are on their way to the store), as a poisoned lock
+            // once cost one request; the core goes on with the next.
             Err(_) => {
                 tracing::error!("the control core panicked in this batch; its requests were refused");
                 answers.drop_all();

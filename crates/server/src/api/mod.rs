@@ -573,10 +573,15 @@ pub(crate) async fn off_worker(
     answer: impl FnOnce() -> Response + Send + 'static,
 ) -> Result<Response, ApiError> {
     static MAKING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
-    let _turn = MAKING.acquire().await.map_err(|e| ApiError::Internal(e.to_string()))?;
-    tokio::task::spawn_blocking(answer)
-        .await
-        .map_err(|e| ApiError::Internal(format!("the answer could not be made: {e}")))
+    let turn = MAKING.acquire().await.map_err(|e| ApiError::Internal(e.to_string()))?;
+    // The turn is the job's: a request given up (a deadline, a client gone) leaves its job
+    // running, and still counted.
+    tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        answer()
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("the answer could not be made: {e}")))
 }
 
 /// How long `/readyz` waits for the store. A readiness probe gives up after a second

@@ -47,8 +47,15 @@ pub(crate) struct Then {
 impl Then {
     /// Queues the core's answer to the report for storing.
     pub(crate) fn send(self, caller: Caller, outcome: Outcome, report: wire::Report) {
-        // The queue's reader is gone only once the server is gone.
-        let _ = self.queue.send(Recorded { caller, outcome, report, room: self.room });
+        let results = report.results.len();
+        if self.queue.send(Recorded { caller, outcome, report, room: self.room }).is_err() {
+            // Its reader is gone only with the server.
+            tracing::error!(
+                ?caller,
+                results,
+                "a report acknowledged reached the core after the intake stopped"
+            );
+        }
     }
 }
 
@@ -88,7 +95,11 @@ impl Intake {
     /// takes no more (at shutdown: a report still arriving is answered 503).
     pub(crate) async fn settled(&self) {
         match tokio::time::timeout(SETTLE, self.room.acquire_many(IN_FLIGHT)).await {
-            Ok(Ok(all)) => all.forget(),
+            // Closed first: no report takes the room given back.
+            Ok(Ok(all)) => {
+                self.room.close();
+                drop(all);
+            }
             Ok(Err(_)) => {}
             Err(_) => tracing::error!(
                 "results acknowledged to probers were still being stored after 30 s; stopping without them"
@@ -105,7 +116,7 @@ impl Intake {
 
 /// Checks a report against the published view (refused: nothing is recorded or stored), waits
 /// for room, hands it to the control core and acknowledges it; the core's answer is carried out
-/// in the background ([`settle`]).
+/// in the background ([`store_in_order`]).
 pub(super) async fn ingest(
     app: &Arc<App>,
     caller: Caller,
