@@ -1282,13 +1282,6 @@ pub struct Checked {
     subjects: Vec<Subject>,
 }
 
-impl Checked {
-    /// What each result is about, in the report's order.
-    pub fn subjects(&self) -> &[Subject] {
-        &self.subjects
-    }
-}
-
 /// Checks a report whole against what its caller was `given` (nothing: every target is
 /// refused): every target was given, none twice, each result with 1 to 10 attempts, a good
 /// attempt without an error and a failed one with one. Pure, so that a handler refuses a

@@ -144,9 +144,9 @@ pub(crate) struct Parts {
 }
 
 impl App {
-    /// State over what was loaded, with the control core's owner started; what the core
-    /// decides is queued for the driver ([`crate::driver::run`]).
-    pub(crate) fn new(p: Parts) -> (Self, mpsc::UnboundedReceiver<Output>) {
+    /// State over what was loaded, with the control core's owner and the report intake
+    /// started; what the core decides is queued for the driver ([`crate::driver::run`]).
+    pub(crate) fn new(p: Parts) -> (Arc<Self>, mpsc::UnboundedReceiver<Output>) {
         let fetch = p.start.fetch.clone();
         let control = Control::new(p.start, now());
         let events = crate::events::EventHub::new(control.event_base());
@@ -154,13 +154,13 @@ impl App {
         let (owner, decided) = Owner::spawn(control, p.metrics.clone(), config_changed);
         let publishers = Publishers::new(p.metrics.clone());
         let dns = vantage_dns::DnsSettings::default();
-        let app = App {
+        let app = Arc::new_cyclic(|me| App {
             owner,
             mirrors_lock: tokio::sync::Mutex::new(()),
             events,
             rechecks: tokio::sync::watch::Sender::new(0),
             config_changes,
-            intake: crate::channel::Intake::new(p.store.clone()),
+            intake: crate::channel::Intake::new(p.store.clone(), me.clone()),
             store: p.store,
             metrics: p.metrics,
             settings: p.settings,
@@ -171,7 +171,7 @@ impl App {
             write_lock: tokio::sync::Mutex::new(()),
             replica: p.replica,
             fetch,
-        };
+        });
         (app, decided)
     }
 
@@ -464,7 +464,7 @@ pub(crate) async fn lab() -> (tempfile::TempDir, Arc<App>, String) {
     let settings = ServeConfig { data_dir: dir.path().into(), ..Default::default() };
     let metrics = Arc::new(Metrics::new());
     let parts = Parts { start: Start::default(), store, metrics, settings, ca, replica: None };
-    let app = Arc::new(App::new(parts).0);
+    let app = App::new(parts).0;
     let (_, token) = crate::api::create_admin_token(&app, &Actor::system(), "ops", false).await.unwrap();
     (dir, app, token)
 }

@@ -195,7 +195,6 @@ impl Server {
         let relay_to = replica.as_ref().map(|r| (r.shared.clone(), r.origin.clone()));
         let (app, decided) =
             App::new(Parts { start, store, metrics, settings: settings.clone(), ca, replica });
-        let app = Arc::new(app);
         if let Some(e) = &app.view().mirrors.reload_status().error {
             app.metrics().mirror_reload_failed();
             tracing::error!(file = %e.file, field = %e.field, reason = %e.reason, "mirror registry refused at start; serving no mirrors until it is fixed");

@@ -445,7 +445,6 @@ mod tests {
         // Nothing here is carried out: the streams are fed by hand.
         let (app, _decided) =
             App::new(Parts { start: Start::default(), store, metrics, settings, ca, replica: None });
-        let app = Arc::new(app);
         let token = crate::api::create_admin_token(&app, &Actor::system(), "ops", false).await.unwrap();
         let base = app.view().event_base;
         Lab { _dir: dir, router: crate::api::router(app.clone()), app, token, base }

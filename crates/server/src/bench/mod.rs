@@ -44,7 +44,6 @@ impl Running {
         let metrics = Arc::new(crate::metrics::Metrics::new());
         let (app, decided) =
             App::new(Parts { start: Start::default(), store, metrics, settings, ca, replica: None });
-        let app = Arc::new(app);
         app.apply(puts, Vec::new(), now()).await.expect("the fleet");
         let (_, token) =
             crate::api::create_admin_token(&app, &Actor::system(), "bench", false).await.expect("a token");

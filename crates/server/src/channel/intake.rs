@@ -12,7 +12,7 @@
 //! not retried: the next round supersedes them.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, Once, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use axum::http::StatusCode;
@@ -73,39 +73,31 @@ pub(crate) struct Intake {
     writer: ResultWriter,
     room: Arc<Semaphore>,
     queue: UnboundedSender<Recorded>,
-    /// The queue's reader until its task starts, with the first report.
-    reader: Mutex<Option<UnboundedReceiver<Recorded>>>,
-    started: Once,
 }
 
 impl Intake {
-    /// Starts the writer on the current runtime.
-    pub(crate) fn new(store: Store) -> Intake {
-        let (queue, reader) = unbounded_channel();
+    /// Starts the writer and the task storing `app`'s reports in order on the current runtime.
+    pub(crate) fn new(store: Store, app: Weak<App>) -> Intake {
+        let (queue, recorded) = unbounded_channel();
+        tokio::spawn(store_in_order(app, recorded));
         Intake {
             writer: ResultWriter::spawn(store),
             room: Arc::new(Semaphore::new(IN_FLIGHT as usize)),
             queue,
-            reader: Mutex::new(Some(reader)),
-            started: Once::new(),
         }
     }
 
     /// Waits until every acknowledged result is stored or refused, for [`SETTLE`] at most, and
     /// takes no more (at shutdown: a report still arriving is answered 503).
     pub(crate) async fn settled(&self) {
-        match tokio::time::timeout(SETTLE, self.room.acquire_many(IN_FLIGHT)).await {
-            // Closed first: no report takes the room given back.
-            Ok(Ok(all)) => {
-                self.room.close();
-                drop(all);
-            }
-            Ok(Err(_)) => {}
-            Err(_) => tracing::error!(
-                "results acknowledged to probers were still being stored after 30 s; stopping without them"
-            ),
-        }
+        let all = tokio::time::timeout(SETTLE, self.room.acquire_many(IN_FLIGHT)).await;
+        // Closed while the room is held: no report takes it once given back.
         self.room.close();
+        if all.is_err() {
+            tracing::error!(
+                "results acknowledged to probers were still being stored after 30 s; stopping without them"
+            );
+        }
     }
 
     /// Results acknowledged and not yet stored.
@@ -117,11 +109,7 @@ impl Intake {
 /// Checks a report against the published view (refused: nothing is recorded or stored), waits
 /// for room, hands it to the control core and acknowledges it; the core's answer is carried out
 /// in the background ([`store_in_order`]).
-pub(super) async fn ingest(
-    app: &Arc<App>,
-    caller: Caller,
-    report: wire::Report,
-) -> Result<StatusCode, ApiError> {
+pub(super) async fn ingest(app: &App, caller: Caller, report: wire::Report) -> Result<StatusCode, ApiError> {
     if report.results.len() > wire::MAX_RESULTS {
         return Err(ApiError::TooLarge(format!(
             "a report carries at most {} results, got {}; send several reports",
@@ -133,12 +121,6 @@ pub(super) async fn ingest(
     let checked = check_report(app.view().probers.get(&caller).map(|p| &p.given), &report)?;
     let count = u32::try_from(report.results.len()).unwrap_or(IN_FLIGHT);
     let intake = app.intake();
-    intake.started.call_once(|| {
-        // Taken once: the lock is never waited for.
-        if let Some(reader) = intake.reader.lock().ok().and_then(|mut r| r.take()) {
-            tokio::spawn(store_in_order(Arc::downgrade(app), reader));
-        }
-    });
     let room = intake.room.clone().acquire_many_owned(count).await.map_err(|_| stopping())?;
     let then = Then { queue: intake.queue.clone(), room };
     app.owner().tell(Input::Report { caller, report, checked, then }).await?;
