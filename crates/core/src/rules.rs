@@ -649,6 +649,19 @@ mod tests {
         assert_eq!(back, r);
     }
 
+    /// A threshold written with more digits than an `f64` holds is read to the nearest double,
+    /// so the shortest form stored reads back to the same one (found by the `rules` fuzz target:
+    /// serde_json's fast approximate reading was one unit off, and the rule changed at restart).
+    #[test]
+    fn a_long_threshold_reads_back_the_same_after_storing() {
+        let r = rule(
+            r#"{"name":"r","conditions":[{"metric":"probe_latency_ms","threshold":250.33333333333333333333333333333333333335}]}"#,
+        );
+        let stored = serde_json::to_string(&r).unwrap();
+        let back: Rule = serde_json::from_str(&stored).unwrap();
+        assert_eq!(back, r, "stored as {stored}");
+    }
+
     /// With `match: any` the first condition whose for-time runs out activates the rule, so the
     /// deadline is the earliest of the pending ones (the latest made activation wait for the
     /// periodic pass).
