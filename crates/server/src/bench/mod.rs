@@ -4,6 +4,7 @@
 
 mod contention;
 mod creation;
+mod reading;
 
 use std::sync::Arc;
 use std::time::Duration;
