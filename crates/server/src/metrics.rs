@@ -4,7 +4,7 @@
 //! route and status, objects by kind, store latency. Rendered as OpenMetrics at `/metrics`.
 
 use std::borrow::Cow;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -16,8 +16,11 @@ use prometheus_client::registry::Registry;
 
 use vantage_control::config::Config;
 use vantage_control::fleet::ProbePlace;
+use vantage_control::view::Figures;
+use vantage_core::Timestamp;
 
 mod availability;
+mod fleet;
 mod mirrors;
 mod monitors;
 mod process;
@@ -39,41 +42,6 @@ pub(crate) struct KindLabel {
     pub kind: String,
 }
 
-/// A target label (`n{node}/{ip}/{port}`).
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct TargetLabel {
-    pub target: String,
-}
-
-/// An address of a node.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct AddressLabels {
-    pub cluster: String,
-    pub node: String,
-    pub address: String,
-    pub level: String,
-}
-
-/// A node of a cluster.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct NodeLabels {
-    pub cluster: String,
-    pub node: String,
-}
-
-/// A line of a cluster.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct LineLabels {
-    pub cluster: String,
-    pub line: String,
-}
-
-/// A cluster.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ClusterLabel {
-    pub cluster: String,
-}
-
 /// Where a probe is counted: its target's cluster and its prober's region.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct PlaceLabels {
@@ -85,13 +53,6 @@ impl From<&ProbePlace> for PlaceLabels {
     fn from(p: &ProbePlace) -> Self {
         PlaceLabels { cluster: p.cluster.clone(), region: p.region.clone() }
     }
-}
-
-/// A prober and its region.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ProberLabels {
-    pub prober: String,
-    pub region: String,
 }
 
 /// A revision's cluster and cause.
@@ -148,8 +109,7 @@ pub(crate) struct Metrics {
     requests: Family<RequestLabels, Counter>,
     objects: Family<KindLabel, Gauge>,
     store_latency: Family<OpLabel, Histogram, fn() -> Histogram>,
-    certificates: Family<TargetLabel, Gauge>,
-    fleet: FleetFamilies,
+    fleet: Arc<fleet::FleetCollector>,
     revisions: Family<RevisionLabels, Counter>,
     publications: Family<PublicationLabels, Counter>,
     deliveries: Family<DeliveryLabels, Counter>,
@@ -165,100 +125,6 @@ pub(crate) struct Metrics {
     mirrors: mirrors::MirrorFamilies,
     monitors: monitors::MonitorFamilies,
     availability: availability::AvailabilityFamilies,
-}
-
-/// The families `/metrics` fills from the control core's figures at every scrape.
-#[derive(Debug, Default)]
-struct FleetFamilies {
-    reachable: Family<AddressLabels, Gauge>,
-    failing: Family<AddressLabels, Gauge>,
-    counting: Family<AddressLabels, Gauge>,
-    damping: Family<AddressLabels, Gauge>,
-    suspect: Family<AddressLabels, Gauge>,
-    probe_rate: Family<TargetLabel, FloatGauge>,
-    level: Family<NodeLabels, Gauge>,
-    drained: Family<NodeLabels, Gauge>,
-    records: Family<LineLabels, Gauge>,
-    held: Family<LineLabels, Gauge>,
-    prober_online: Family<ProberLabels, Gauge>,
-    prober_age: Family<ProberLabels, FloatGauge>,
-    alerts: Family<KindLabel, Gauge>,
-    loss: Family<PlaceLabels, FloatGauge>,
-    lag: Family<ClusterLabel, FloatGauge>,
-    evaluator: Gauge,
-}
-
-impl FleetFamilies {
-    fn register(&self, r: &mut Registry) {
-        r.register(
-            "vantage_address_reachable",
-            "1 while an address is reachable (hysteresis applied)",
-            self.reachable.clone(),
-        );
-        r.register(
-            "vantage_address_probers_failing",
-            "Counting probers whose latest round failed the address",
-            self.failing.clone(),
-        );
-        r.register(
-            "vantage_address_probers_counting",
-            "Probers whose results count for the address",
-            self.counting.clone(),
-        );
-        r.register(
-            "vantage_address_damping_multiplier",
-            "Flap damping: how many times the usual answering-before-reachable an address must answer to come back (1: not damped)",
-            self.damping.clone(),
-        );
-        r.register(
-            "vantage_address_failing",
-            "1 while an address is still reachable but a strict majority of counting probers sees it failing (unreachable if that lasts failing-before-unreachable)",
-            self.suspect.clone(),
-        );
-        r.register(
-            "vantage_target_probe_rate",
-            "Probe attempts per second an ip:port received from every prober together, over the last minute",
-            self.probe_rate.clone(),
-        );
-        r.register(
-            "vantage_node_level",
-            "The level DNS uses for a node: 0 primary, 1 backup1, 2 backup2, -1 none",
-            self.level.clone(),
-        );
-        r.register(
-            "vantage_node_drained",
-            "For each drained node (its own drain, its group's or a maintenance window's): 0 while it drains, 1 once the answers have been without it for 2 x TTL",
-            self.drained.clone(),
-        );
-        r.register("vantage_line_records", "Records a line answers now", self.records.clone());
-        r.register(
-            "vantage_revision_held",
-            "1 while the protection holds a line's previous records",
-            self.held.clone(),
-        );
-        r.register("vantage_prober_online", "1 while a prober is online", self.prober_online.clone());
-        r.register(
-            "vantage_prober_last_report_age_seconds",
-            "Seconds since a prober last asked or reported",
-            self.prober_age.clone(),
-        );
-        r.register("vantage_alerts_firing", "Alerts firing, by kind", self.alerts.clone());
-        r.register(
-            "vantage_probe_loss_ratio",
-            "Lost attempts over sent attempts (0-1) of the results the cluster's last pass counted, by target cluster and prober region",
-            self.loss.clone(),
-        );
-        r.register(
-            "vantage_evaluation_lag_seconds",
-            "How long reports wait for the pass that uses them: the oldest report of the last pass, or a report still waiting if longer",
-            self.lag.clone(),
-        );
-        r.register(
-            "vantage_evaluator_lease",
-            "1 while this replica decides for the fleet: it holds the evaluator lease, or it is the only one (SQLite)",
-            self.evaluator.clone(),
-        );
-    }
 }
 
 impl Default for Metrics {
@@ -282,14 +148,8 @@ impl Metrics {
         let store_latency =
             Family::<OpLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
         registry.register("vantage_store_latency_seconds", "Store operation latency", store_latency.clone());
-        let certificates = Family::<TargetLabel, Gauge>::default();
-        registry.register(
-            "vantage_certificate_expiry_seconds",
-            "Seconds until an HTTPS target's certificate expires (negative: expired), as probers last saw it",
-            certificates.clone(),
-        );
-        let fleet = FleetFamilies::default();
-        fleet.register(&mut registry);
+        let fleet = Arc::new(fleet::FleetCollector::default());
+        registry.register_collector(Box::new(fleet.clone()));
         let build = Family::<BuildLabels, Gauge>::default();
         build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION").into() }).set(1);
         // A gauge named `…_info` rather than an OpenMetrics info: the older text format, which
@@ -346,7 +206,6 @@ impl Metrics {
             requests,
             objects,
             store_latency,
-            certificates,
             fleet,
             revisions,
             publications,
@@ -494,95 +353,10 @@ impl Metrics {
         }
     }
 
-    /// Sets the certificate gauges: one per HTTPS target with a known expiry, at `now`.
-    pub(crate) fn set_certificates(
-        &self,
-        expiries: &std::collections::BTreeMap<vantage_control::target::TargetKey, vantage_core::Timestamp>,
-        now: vantage_core::Timestamp,
-    ) {
-        self.certificates.clear();
-        for (key, not_after) in expiries {
-            let left = not_after.millis_since(now) / 1000;
-            self.certificates.get_or_create(&TargetLabel { target: key.to_string() }).set(left);
-        }
-    }
-
-    /// Sets the fleet's families from the control core's figures (series of nodes, lines and
-    /// probers that are gone go too).
-    pub(crate) fn set_fleet(&self, f: &vantage_control::fleet::Fleet) {
-        let m = &self.fleet;
-        for family in [&m.reachable, &m.failing, &m.counting, &m.damping, &m.suspect] {
-            family.clear();
-        }
-        m.probe_rate.clear();
-        for (target, rate) in &f.probe_rates {
-            m.probe_rate.get_or_create(&TargetLabel { target: target.to_string() }).set(*rate);
-        }
-        m.level.clear();
-        m.drained.clear();
-        m.records.clear();
-        m.held.clear();
-        m.prober_online.clear();
-        m.prober_age.clear();
-        m.alerts.clear();
-        m.loss.clear();
-        m.lag.clear();
-        for (place, ratio) in &f.probe_loss {
-            m.loss.get_or_create(&place.into()).set(*ratio);
-        }
-        for (cluster, seconds) in &f.evaluation_lag {
-            m.lag.get_or_create(&ClusterLabel { cluster: cluster.clone() }).set(*seconds);
-        }
-        m.evaluator.set(i64::from(f.evaluator));
-        let word = |l: vantage_core::address::Level| match l {
-            vantage_core::address::Level::Primary => "primary",
-            vantage_core::address::Level::Backup1 => "backup1",
-            vantage_core::address::Level::Backup2 => "backup2",
-        };
-        for a in &f.addresses {
-            let labels = AddressLabels {
-                cluster: a.cluster.clone(),
-                node: a.node.clone(),
-                address: a.address.clone(),
-                level: word(a.level).into(),
-            };
-            m.reachable.get_or_create(&labels).set(i64::from(a.reachable));
-            m.failing.get_or_create(&labels).set(i64::from(a.failing));
-            m.counting.get_or_create(&labels).set(i64::from(a.counting));
-            m.damping.get_or_create(&labels).set(i64::from(a.damping));
-            m.suspect.get_or_create(&labels).set(i64::from(a.suspect));
-        }
-        for (cluster, node, level) in &f.nodes {
-            let value = match level {
-                None => -1,
-                Some(vantage_core::address::Level::Primary) => 0,
-                Some(vantage_core::address::Level::Backup1) => 1,
-                Some(vantage_core::address::Level::Backup2) => 2,
-            };
-            m.level.get_or_create(&NodeLabels { cluster: cluster.clone(), node: node.clone() }).set(value);
-        }
-        for (cluster, node, drained) in &f.drains {
-            m.drained
-                .get_or_create(&NodeLabels { cluster: cluster.clone(), node: node.clone() })
-                .set(i64::from(*drained));
-        }
-        for (cluster, line, records, held) in &f.lines {
-            let labels = LineLabels { cluster: cluster.clone(), line: line.clone() };
-            m.records.get_or_create(&labels).set(i64::try_from(*records).unwrap_or(i64::MAX));
-            m.held.get_or_create(&labels).set(i64::from(*held));
-        }
-        for p in &f.probers {
-            let labels = ProberLabels { prober: p.name.clone(), region: p.region.clone() };
-            m.prober_online.get_or_create(&labels).set(i64::from(p.online));
-            if let Some(age) = p.last_seen_age_s {
-                m.prober_age.get_or_create(&labels).set(age);
-            }
-        }
-        for (kind, n) in &f.alerts_firing {
-            m.alerts
-                .get_or_create(&KindLabel { kind: kind.to_string() })
-                .set(i64::try_from(*n).unwrap_or(i64::MAX));
-        }
+    /// The fleet's figures the next rendering writes (its nodes, lines, probers, probed
+    /// targets and certificates), read at `now`.
+    pub(crate) fn show_fleet(&self, figures: Arc<Figures>, now: Timestamp) {
+        self.fleet.show(figures, now);
     }
 
     /// The text exposition.
@@ -606,19 +380,64 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn certificate_expiry_is_one_gauge_per_target_and_gone_targets_go() {
-        let m = Metrics::new();
+    /// Figures of one address and one HTTPS target, as the replica deciding (`evaluator`) or a
+    /// follower shows them.
+    fn figures(evaluator: bool, now: Timestamp) -> Arc<Figures> {
         let key = TargetKey { node: NodeId(7), ip: "203.0.113.10".parse().unwrap(), port: 443 };
+        let address = vantage_control::fleet::AddressFigure {
+            cluster: "video".into(),
+            node: "edge \"1\"".into(),
+            address: "203.0.113.10".into(),
+            level: vantage_core::address::Level::Backup1,
+            reachable: true,
+            failing: 1,
+            counting: 3,
+            damping: 1,
+            suspect: false,
+        };
+        Arc::new(Figures {
+            at: now,
+            passes: 1,
+            config: Arc::default(),
+            fleet: vantage_control::fleet::Fleet {
+                addresses: vec![address],
+                evaluator,
+                ..Default::default()
+            },
+            expiries: Arc::new(BTreeMap::from([(key, now.plus_secs(86_400))])),
+        })
+    }
+
+    #[test]
+    fn the_fleet_is_written_from_the_figures_shown_and_gone_series_go() {
+        let m = Metrics::new();
         let now = Timestamp::from_secs(1_800_000_000);
-        m.set_certificates(&BTreeMap::from([(key, now.plus_secs(86_400))]), now);
         let text = m.render();
         assert!(
-            text.contains(r#"vantage_certificate_expiry_seconds{target="n7/203.0.113.10/443"} 86400"#),
+            text.contains("# TYPE vantage_address_reachable gauge")
+                && text.contains("vantage_evaluator_lease 0")
+        );
+        m.show_fleet(figures(true, now), now);
+        let text = m.render();
+        for line in [
+            r#"vantage_address_reachable{cluster="video",node="edge \"1\"",address="203.0.113.10",level="backup1"} 1"#,
+            r#"vantage_address_probers_failing{cluster="video",node="edge \"1\"",address="203.0.113.10",level="backup1"} 1"#,
+            r#"vantage_address_probers_counting{cluster="video",node="edge \"1\"",address="203.0.113.10",level="backup1"} 3"#,
+            r#"vantage_certificate_expiry_seconds{target="n7/203.0.113.10/443"} 86400"#,
+            "vantage_evaluator_lease 1",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        // A follower does not export the fleet's certificates.
+        m.show_fleet(figures(false, now), now);
+        let text = m.render();
+        assert!(
+            !text.contains("n7/203.0.113.10/443") && text.contains("vantage_evaluator_lease 0"),
             "{text}"
         );
-        m.set_certificates(&BTreeMap::new(), now);
-        assert!(!m.render().contains("n7/203.0.113.10/443"));
+        m.show_fleet(Arc::new(Figures { fleet: Default::default(), ..(*figures(true, now)).clone() }), now);
+        assert!(!m.render().contains("vantage_address_reachable{"));
     }
 
     #[test]

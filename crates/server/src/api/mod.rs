@@ -553,9 +553,7 @@ fn scrape(app: &App) -> Response {
         config.clusters.values().any(|x| x.value.name == cluster)
             && config.regions.values().any(|r| r.value.code == region)
     });
-    let none = Default::default();
-    app.metrics().set_certificates(if figures.fleet.evaluator { &figures.expiries } else { &none }, now);
-    app.metrics().set_fleet(&figures.fleet);
+    app.metrics().show_fleet(core.figures.clone(), now);
     app.metrics().set_results_waiting(app.intake().waiting());
     (
         [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
