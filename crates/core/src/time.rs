@@ -67,14 +67,49 @@ impl Timestamp {
     }
 }
 
+impl Timestamp {
+    /// Year, month, day, hour, minute, second and millisecond, in UTC.
+    fn parts(self) -> [i64; 7] {
+        let secs = self.0.div_euclid(1000);
+        let sod = secs.rem_euclid(86_400);
+        let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+        [y, m, d, sod / 3600, (sod / 60) % 60, sod % 60, self.0.rem_euclid(1000)]
+    }
+
+    /// The RFC 3339 text of a time whose year has four digits (any a clock or a peer gives),
+    /// written into a buffer by hand: API answers hold many times (a node list of 10,000 holds
+    /// 80,000), and the formatting machinery took a good part of writing them.
+    fn text(self) -> Option<[u8; 24]> {
+        let [y, m, d, h, mi, s, ms] = self.parts();
+        if !(0..=9999).contains(&y) {
+            return None;
+        }
+        let mut b = *b"0000-00-00T00:00:00.000Z";
+        let mut put = |at: usize, width: usize, mut v: i64| {
+            for i in (at..at + width).rev() {
+                // `v` is below 10^width and not negative, so each digit fits a byte.
+                b[i] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        for (at, width, v) in
+            [(0, 4, y), (5, 2, m), (8, 2, d), (11, 2, h), (14, 2, mi), (17, 2, s), (20, 3, ms)]
+        {
+            put(at, width, v);
+        }
+        Some(b)
+    }
+}
+
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secs = self.0.div_euclid(1000);
-        let ms = self.0.rem_euclid(1000);
-        let days = secs.div_euclid(86_400);
-        let sod = secs.rem_euclid(86_400);
-        let (y, m, d) = civil_from_days(days);
-        write!(f, "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z", sod / 3600, (sod / 60) % 60, sod % 60)
+        if let Some(text) = self.text()
+            && let Ok(text) = std::str::from_utf8(&text)
+        {
+            return f.write_str(text);
+        }
+        let [y, m, d, h, mi, s, ms] = self.parts();
+        write!(f, "{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}Z")
     }
 }
 
@@ -140,7 +175,10 @@ impl FromStr for Timestamp {
 
 impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        match self.text() {
+            Some(text) => s.serialize_str(std::str::from_utf8(&text).map_err(serde::ser::Error::custom)?),
+            None => s.collect_str(self),
+        }
     }
 }
 
@@ -190,6 +228,31 @@ pub fn span(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hand-written text is the formatted one, for every four-digit year (leap days,
+    /// year ends, milliseconds 0 and 999), and reads back; other years are formatted.
+    #[test]
+    fn timestamps_written_by_hand_are_the_formatted_text() {
+        let formatted = |t: Timestamp| {
+            let [y, m, d, h, mi, s, ms] = t.parts();
+            format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}Z")
+        };
+        let first = "0000-01-01T00:00:00.000Z".parse::<Timestamp>().unwrap().0;
+        let last = "9999-12-31T23:59:59.999Z".parse::<Timestamp>().unwrap().0;
+        let mut cases: Vec<i64> = (first..=last).step_by(7_919_999_983).collect();
+        cases.extend([first, last, 0, -1, 951_782_400_000 - 1, 951_782_400_000, 1_796_006_391_999]);
+        for ms in cases {
+            let t = Timestamp(ms);
+            let text = t.to_string();
+            assert_eq!(text, formatted(t));
+            assert_eq!(text.parse::<Timestamp>(), Ok(t), "{text}");
+            assert_eq!(serde_json::to_string(&t).unwrap(), format!("\"{text}\""));
+        }
+        for t in [Timestamp(first - 1), Timestamp(last + 1)] {
+            assert_eq!(t.text(), None);
+            assert_eq!(t.to_string(), formatted(t));
+        }
+    }
 
     #[test]
     fn timestamps_print_and_parse_as_rfc3339() {
