@@ -222,13 +222,16 @@ pub enum Output {
     CheckFreshness(Vec<crate::mirrors::FreshnessCheck>),
     /// The store's upkeep, carried out beside the rest (a day's roll-up may take a while).
     Upkeep(Upkeep),
+    /// Delete the stored latest results of this prober or probing node once every result the
+    /// core recorded before is stored: results are stored in the core's order, behind the
+    /// acknowledgement, and a deletion that overtook them would leave the last reports' rows
+    /// (reloaded at a restart as if the prober still counted).
+    ForgetResults(Caller),
 }
 
 /// Store work that keeps it in shape: nothing waits for it, and it waits for nothing.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Upkeep {
-    /// Delete the stored latest results of this prober or probing node.
-    ForgetResults(Caller),
     /// Delete stored latest results not updated since `before`.
     ExpireResults {
         /// Cut-off.
@@ -570,7 +573,7 @@ impl Control {
             }
             Arc::make_mut(&mut self.obs.probers).remove(&caller);
             self.confirmations.forget(caller);
-            self.outputs.push_back(Output::Upkeep(Upkeep::ForgetResults(caller)));
+            self.outputs.push_back(Output::ForgetResults(caller));
         }
         self.sync_slots(now);
         let c = self.config.clone();

@@ -135,6 +135,7 @@ fn hand_on(app: &Arc<App>, o: Output, to: &Consumers) {
         Output::Upkeep(w) => {
             let _ = to.upkeep.send(w);
         }
+        Output::ForgetResults(caller) => app.intake().forget(caller),
         Output::Events(events) => {
             saves.events(events.iter().map(event_row).collect());
             live(app, events);

@@ -126,6 +126,12 @@ impl Owner {
         (Owner { inputs, view }, decided)
     }
 
+    /// Inputs waiting for the owner, and places taken for them.
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> usize {
+        self.inputs.max_capacity() - self.inputs.capacity()
+    }
+
     /// The view published last.
     pub(crate) fn view(&self) -> Arc<View> {
         self.view.load_full()

@@ -1,6 +1,7 @@
-//! The store's upkeep the control core asks for — a removed prober's results, expiry of latest
-//! results and events, the daily roll-up of history — carried out on a task of its own, in
-//! order, so that a day's roll-up never holds up a revision, an alert or an event behind it.
+//! The store's upkeep the control core asks for — expiry of latest results and events, the
+//! daily roll-up of history — carried out on a task of its own, in order, so that a day's
+//! roll-up never holds up a revision, an alert or an event behind it. (A removed prober's
+//! results go through the intake, behind the results stored before: `channel::intake`.)
 
 use tokio::sync::mpsc;
 use vantage_control::Upkeep;
@@ -15,11 +16,6 @@ pub(crate) async fn run(store: Store, mut work: mpsc::UnboundedReceiver<Upkeep>)
 
 async fn carry_out(store: &Store, w: Upkeep) {
     match w {
-        Upkeep::ForgetResults(caller) => {
-            if let Err(e) = store.delete_latest_of(caller.id()).await {
-                tracing::warn!(prober = caller.id(), error = %e, "cannot delete the results of a prober");
-            }
-        }
         Upkeep::ExpireResults { before } => match store.delete_latest_before(before).await {
             Ok(n) if n > 0 => tracing::info!(dropped = n, "expired latest results not updated for an hour"),
             Ok(_) => {}

@@ -59,6 +59,7 @@ impl Output {
             | Output::Audit(_)
             | Output::SaveState { .. }
             | Output::Upkeep(_)
+            | Output::ForgetResults(_)
             | Output::SaveMirrors(_)
             | Output::SaveMonitors(_)
             | Output::SaveAvailability(_)

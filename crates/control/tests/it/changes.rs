@@ -25,12 +25,12 @@ fn disabling_or_deleting_a_prober_drops_its_results_and_evaluates_every_cluster(
     let mut rec = lab.control.config().probers[&id.0].value.clone();
     rec.enabled = false;
     lab.replace(id.0, Object::Prober(rec));
-    assert!(lab.take().contains(&Output::Upkeep(Upkeep::ForgetResults(p))));
+    assert!(lab.take().contains(&Output::ForgetResults(p)));
     let results = &lab.control.addresses().results();
     assert!(results.values().all(|per| !per.contains_key(&p) && per.contains_key(&q)));
     assert_eq!(lab.control.poll_timeout(), Some(lab.now), "every cluster at once");
     lab.delete(q.id());
-    assert!(lab.take().contains(&Output::Upkeep(Upkeep::ForgetResults(q))));
+    assert!(lab.take().contains(&Output::ForgetResults(q)));
     assert!(lab.control.addresses().results().is_empty());
 }
 

@@ -38,9 +38,18 @@ pub(crate) struct Recorded {
     room: OwnedSemaphorePermit,
 }
 
+/// What the ordered task takes, in the core's order.
+enum Queued {
+    /// A report recorded (or refused).
+    Recorded(Recorded),
+    /// A prober or probing node that no longer counts: its latest results go, after the rows
+    /// of the reports recorded before.
+    Forget(Caller),
+}
+
 /// Where the core sends a report once recorded: the intake's queue, in the core's order.
 pub(crate) struct Then {
-    queue: UnboundedSender<Recorded>,
+    queue: UnboundedSender<Queued>,
     room: OwnedSemaphorePermit,
 }
 
@@ -48,7 +57,7 @@ impl Then {
     /// Queues the core's answer to the report for storing.
     pub(crate) fn send(self, caller: Caller, outcome: Outcome, report: wire::Report) {
         let results = report.results.len();
-        if self.queue.send(Recorded { caller, outcome, report, room: self.room }).is_err() {
+        if self.queue.send(Queued::Recorded(Recorded { caller, outcome, report, room: self.room })).is_err() {
             // Its reader is gone only with the server.
             tracing::error!(
                 ?caller,
@@ -72,7 +81,7 @@ const SETTLE: Duration = Duration::from_secs(30);
 pub(crate) struct Intake {
     writer: ResultWriter,
     room: Arc<Semaphore>,
-    queue: UnboundedSender<Recorded>,
+    queue: UnboundedSender<Queued>,
 }
 
 impl Intake {
@@ -97,6 +106,14 @@ impl Intake {
             tracing::error!(
                 "results acknowledged to probers were still being stored after 30 s; stopping without them"
             );
+        }
+    }
+
+    /// Deletes the stored latest results of `caller` once the results of every report queued
+    /// before are stored.
+    pub(crate) fn forget(&self, caller: Caller) {
+        if self.queue.send(Queued::Forget(caller)).is_err() {
+            tracing::error!(?caller, "a prober's results were to be deleted after the intake stopped");
         }
     }
 
@@ -134,10 +151,18 @@ fn stopping() -> ApiError {
 
 /// Takes the core's answers in its order: each accepted report's round trips observed, the
 /// report relayed to the other replicas, its results queued for the store behind the ones
-/// before; its room is given back once they are committed.
-async fn store_in_order(app: Weak<App>, mut recorded: UnboundedReceiver<Recorded>) {
-    while let Some(Recorded { caller, outcome, report, room }) = recorded.recv().await {
+/// before; its room is given back once they are committed. A prober to forget waits for
+/// everything before it to be committed, and what comes after waits for the deletion.
+async fn store_in_order(app: Weak<App>, mut queued: UnboundedReceiver<Queued>) {
+    while let Some(next) = queued.recv().await {
         let Some(app) = app.upgrade() else { return };
+        let Recorded { caller, outcome, report, room } = match next {
+            Queued::Recorded(r) => r,
+            Queued::Forget(caller) => {
+                forget(&app, caller).await;
+                continue;
+            }
+        };
         let Accepted { subjects, rows } = match outcome {
             Ok(accepted) => accepted,
             // The caller fetched new work after the report was checked, and the report names
@@ -173,6 +198,18 @@ async fn store_in_order(app: Weak<App>, mut recorded: UnboundedReceiver<Recorded
             }
             drop(room);
         });
+    }
+}
+
+/// Deletes `caller`'s latest results after every row queued before is committed (the writer
+/// commits in order: an empty batch's commit follows theirs).
+async fn forget(app: &App, caller: Caller) {
+    let deleted = async {
+        app.intake().writer.write(Vec::new()).await?;
+        app.store().delete_latest_of(caller.id()).await
+    };
+    if let Err(e) = deleted.await {
+        tracing::warn!(prober = caller.id(), error = %e, "cannot delete the results of a prober");
     }
 }
 
@@ -220,6 +257,7 @@ mod tests {
     use axum::body::Body;
     use axum::http::{Method, Request, header};
     use tower::ServiceExt;
+    use vantage_control::config::{Object, ProberRecord};
     use vantage_control::fixtures::{good_round, large_fleet};
     use vantage_core::result::{Attempt, ErrorCode, Stages};
 
@@ -284,5 +322,82 @@ mod tests {
 
         app.intake().settled().await;
         assert_eq!(send(&router, &round[0]).await, StatusCode::SERVICE_UNAVAILABLE, "a stopping server");
+    }
+
+    /// A prober disabled just after a report was acknowledged: its results are deleted after
+    /// that report's rows are stored, not before (which left them stored, reloaded at a
+    /// restart as if the prober still counted).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_disabled_probers_results_go_after_its_last_report_is_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_sqlite(&dir.path().join("vantage.db")).await.unwrap();
+        let ca = crate::ca::Ca::load_or_create(&dir.path().join("ca")).unwrap();
+        let settings = crate::config::ServeConfig { data_dir: dir.path().into(), ..Default::default() };
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let parts =
+            crate::app::Parts { start: Default::default(), store, metrics, settings, ca, replica: None };
+        let (app, decided) = App::new(parts);
+        let (notices, mut notice_rx) = unbounded_channel();
+        tokio::spawn(async move { while notice_rx.recv().await.is_some() {} });
+        let (saves, writer) = crate::saves::queue();
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        tokio::spawn(crate::driver::run(app.clone(), decided, notices, saves, stopped));
+        tokio::spawn(writer.run(app.store().clone()));
+
+        let fleet = large_fleet(2_000, 1);
+        let prober = fleet.puts.iter().find(|(_, o)| matches!(o, Object::Prober(_))).cloned().unwrap();
+        app.apply(fleet.puts, Vec::new(), now()).await.unwrap();
+        let caller = fleet.probers[0];
+        let router = crate::channel::router(app.clone(), crate::listen::ListenerLimits::of(64).channel);
+        let (id, Object::Prober(record)) = prober else { unreachable!() };
+        let with = |enabled: bool| vec![(id, Object::Prober(ProberRecord { enabled, ..record.clone() }))];
+        // The store busy with another prober's results, as under load: the report's rows wait.
+        let other = |r: &vantage_core::result::ProbeResult| ResultRow {
+            prober: 999_999,
+            target: r.target.clone(),
+            at: now(),
+            sent: 1,
+            lost: 0,
+            rtt_us: Some(1_000),
+            error: None,
+            register: Default::default(),
+            hls: None,
+        };
+        // Whether the deletion overtakes the rows is a race: a few rounds make it show.
+        for _ in 0..4 {
+            app.apply(with(true), Vec::new(), now()).await.unwrap();
+            let work = app.owner().ask(|reply| Input::Work { caller, reply }).await.unwrap();
+            let (release, holding) = crate::owner::tests::hold(&app).await;
+            let round = good_round(&work, now());
+            for report in &round {
+                assert_eq!(send(&router, report).await, StatusCode::NO_CONTENT);
+            }
+            let busy: Vec<ResultRow> =
+                (0..20).flat_map(|_| round.iter().flat_map(|r| &r.results).map(other)).collect();
+            let busy = app.intake().writer.submit(busy).await.unwrap();
+            let change = tokio::spawn({
+                let (app, disabled) = (app.clone(), with(false));
+                async move { app.apply(disabled, Vec::new(), now()).await }
+            });
+            // The change takes its place behind the reports, is committed, then reaches the owner.
+            while app.owner().queued() < 2 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            release.send(()).unwrap();
+            holding.await.unwrap().unwrap();
+            change.await.unwrap().unwrap();
+            busy.await.unwrap();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let latest = app.store().latest().await.unwrap();
+                let left = latest.iter().filter(|r| r.prober == caller.id()).count();
+                if left == 0 && app.intake().waiting() == 0 {
+                    break;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "{left} rows left of a disabled prober");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
     }
 }
