@@ -114,6 +114,8 @@ pub(crate) struct App {
     store: Store,
     /// Reports taken in: the results acknowledged and being stored.
     intake: crate::channel::Intake,
+    /// What the last object lists wrote, reused for the items that did not change.
+    written: crate::api::Written,
     metrics: Arc<Metrics>,
     settings: ServeConfig,
     ca: Ca,
@@ -161,6 +163,7 @@ impl App {
             rechecks: tokio::sync::watch::Sender::new(0),
             config_changes,
             intake: crate::channel::Intake::new(p.store.clone(), me.clone()),
+            written: Default::default(),
             store: p.store,
             metrics: p.metrics,
             settings: p.settings,
@@ -273,6 +276,11 @@ impl App {
     /// Reports taken in, their results being stored.
     pub(crate) fn intake(&self) -> &crate::channel::Intake {
         &self.intake
+    }
+
+    /// What the last object lists wrote.
+    pub(crate) fn written(&self) -> &crate::api::Written {
+        &self.written
     }
 
     /// The Prometheus registry.

@@ -86,7 +86,7 @@ pub struct ErrorDetail {
 }
 
 /// A region, with how many probers it has.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RegionView {
     /// Server-assigned id.
     pub id: i64,
@@ -104,7 +104,7 @@ pub struct RegionView {
 }
 
 /// A cluster. TSIG secrets are written, never read back: they show as `(hidden)`.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ClusterView {
     /// Server-assigned id.
     pub id: i64,
@@ -182,7 +182,7 @@ impl From<Probed> for ProbedCheck {
 }
 
 /// A node group of a cluster.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct GroupView {
     /// Server-assigned id.
     pub id: i64,
@@ -201,7 +201,7 @@ pub struct GroupView {
 }
 
 /// A line of a cluster.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct LineView {
     /// Server-assigned id.
     pub id: i64,
@@ -225,7 +225,7 @@ pub struct LineView {
 }
 
 /// A scheduling rule, with the nodes it acts on now.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RuleView {
     /// Server-assigned id.
     pub id: i64,
@@ -242,7 +242,7 @@ pub struct RuleView {
 }
 
 /// A notification channel for alerts (its `secret` shown as `(hidden)`).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct WebhookView {
     /// Server-assigned id.
     pub id: i64,
@@ -274,7 +274,7 @@ pub struct WebhookTest {
 }
 
 /// A prober with the prober list's columns (SPEC §3.5).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ProberView {
     /// Server-assigned id.
     pub id: i64,
@@ -308,7 +308,7 @@ pub struct ProberView {
 }
 
 /// The rule that holds a node on a backup level.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct HeldBy {
     pub rule: RuleId,
     /// Its name (`None` once deleted).
@@ -316,7 +316,7 @@ pub struct HeldBy {
 }
 
 /// One scheduling address of a node, as the last pass saw it.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct AddressView {
     /// The address.
     #[schema(value_type = String)]
@@ -352,7 +352,7 @@ pub struct AddressView {
 }
 
 /// How one region's counting probers see an address now.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct AddressRegionView {
     pub region: RegionId,
     /// Its code.
@@ -368,7 +368,7 @@ fn one() -> u32 {
 }
 
 /// A node with what its agent and the last pass know.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct NodeView {
     /// Server-assigned id.
     pub id: i64,
@@ -854,7 +854,7 @@ pub struct Alerts {
 }
 
 /// A silence with what it does now.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SilenceView {
     /// Server-assigned id.
     pub id: i64,
@@ -871,7 +871,7 @@ pub struct SilenceView {
 }
 
 /// A maintenance window with what it does now.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct MaintenanceView {
     /// Server-assigned id.
     pub id: i64,
@@ -890,7 +890,7 @@ pub struct MaintenanceView {
 }
 
 /// A public status page with where it is served.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct StatusPageView {
     /// Server-assigned id.
     pub id: i64,

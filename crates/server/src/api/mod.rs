@@ -8,6 +8,7 @@ mod availability;
 
 pub(crate) use admin::create_admin_token;
 pub(crate) use history::Range;
+pub(crate) use objects::written::Written;
 pub(crate) mod doors;
 mod events;
 mod history;

@@ -154,7 +154,7 @@ pub struct CheckCreate {
 }
 
 /// A named check.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct CheckView {
     /// Server-assigned id.
     pub id: i64,

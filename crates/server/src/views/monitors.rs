@@ -7,7 +7,7 @@ use vantage_core::Timestamp;
 use vantage_core::monitor::{GlobalVerdict, Monitor, RegionHealth};
 
 /// A monitor: its definition and its verdict now.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct MonitorView {
     /// Server-assigned id.
     pub id: i64,

@@ -30,13 +30,14 @@ mod drain;
 mod fleet;
 mod kinds;
 mod settings;
+pub(crate) mod written;
 
 use super::{Api, Op};
 use crate::app::{Actor, App, Change};
 use crate::error::{ApiError, parse_json};
 use crate::views::{
-    Addresses, CheckCreate, CheckView, ClusterView, GroupView, Items, LineView, MonitorView, NodeCreate,
-    NodeView, ProberBody, ProberView, RegionView, RuleView, SilenceState, SilenceView, SourceAddressBody,
+    Addresses, CheckCreate, CheckView, ClusterView, GroupView, LineView, MonitorView, NodeCreate, NodeView,
+    ProberBody, ProberView, RegionView, RuleView, SilenceState, SilenceView, SourceAddressBody,
     StatusPageView, WebhookView,
 };
 use settings::{
@@ -55,7 +56,7 @@ use vantage_control::view::View as CoreView;
 /// A kind of configuration object, as the generic handlers see it.
 trait Kind: Clone + Serialize + Send + Sync + Sized + Invariants + 'static {
     /// What the API answers for one object.
-    type View: Serialize + ToSchema + Send + 'static;
+    type View: Serialize + PartialEq + ToSchema + Send + 'static;
     /// What a create body holds (a change is a JSON merge patch of it).
     type Input: ToSchema;
     /// Kind name in audit actions and object references (`region`).
@@ -123,20 +124,24 @@ fn find<K: Kind>(c: &Config, id: i64, cluster: Option<ClusterId>) -> Result<&Sto
 }
 
 /// Every object of a kind (of a cluster), made and written off the async workers: 10,000 node
-/// views take tens of milliseconds.
-async fn list<K: Kind>(app: &App, cluster: Option<ClusterId>) -> Result<Response, ApiError> {
+/// views take tens of milliseconds (the items unchanged since the last list are not serialised
+/// again: [`written`]).
+async fn list<K: Kind>(app: &Arc<App>, cluster: Option<ClusterId>) -> Result<Response, ApiError> {
     // One reading for the whole list: every item as of the same view.
     let core = app.view();
     if let Some(cl) = cluster {
         find::<Cluster>(&core.config, cl.0, None)?;
     }
+    let app = app.clone();
     crate::api::off_worker(move || {
-        let items: Vec<K::View> = K::map(&core.config)
+        let views = K::map(&core.config)
             .iter()
             .filter(|(_, s)| cluster.is_none_or(|cl| s.value.cluster() == Some(cl)))
-            .map(|(id, s)| K::view(*id, s, &core))
-            .collect();
-        Json(Items::from(items)).into_response()
+            .map(|(id, s)| (*id, K::view(*id, s, &core)));
+        match app.written().list((K::NAME, cluster), views) {
+            Ok(body) => ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response(),
+            Err(e) => ApiError::Internal(format!("the list could not be written: {e}")).into_response(),
+        }
     })
     .await
 }
