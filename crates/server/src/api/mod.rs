@@ -536,6 +536,11 @@ async fn metrics(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
 /// A scrape: the families set from the view, then rendered (tens of thousands of series at
 /// 10,000 nodes: a blocking thread's work, see [`off_worker`]).
 fn scrape(app: &App) -> Response {
+    // One scrape at a time: the families set at each scrape (mirrors, monitors, availability)
+    // are cleared and refilled, and a second scrape rendering meanwhile would read them half
+    // full. On a blocking thread (`off_worker`), never an async worker.
+    static SCRAPING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = SCRAPING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let now = crate::support::now();
     let core = app.view();
     // The figures that need every latest result were made by the core's owner (at most a
