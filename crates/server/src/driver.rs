@@ -65,8 +65,9 @@ pub(crate) async fn run(
         }
     }
     drop(to);
-    // Their ends only: each stops after the work already handed to it.
-    let _ = tokio::join!(upkept, storing, answering);
+    // Their ends only: each stops after the work already handed to it; the intake (its own
+    // task, shared with the reports) carries out the deletions handed to it.
+    let _ = tokio::join!(upkept, storing, answering, app.intake().drained());
 }
 
 /// Rebuilds the DNS answer table whenever newer snapshots arrive, until the driver ends.
