@@ -530,17 +530,22 @@ async fn count_requests(State(app): State<Arc<App>>, req: Request, next: Next) -
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
-    off_worker(move || scrape(&app)).await
+    // One scrape at a time: the families set at each scrape (mirrors, monitors, availability,
+    // webhooks, round trips) are cleared or pruned and refilled, and a second scrape rendering
+    // meanwhile would read them half done. Taken before a blocking thread's turn, so that a
+    // waiting scrape does not hold a turn a list could use.
+    static SCRAPING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let one = SCRAPING.lock().await;
+    off_worker(move || {
+        let _one = one;
+        scrape(&app)
+    })
+    .await
 }
 
 /// A scrape: the families set from the view, then rendered (tens of thousands of series at
 /// 10,000 nodes: a blocking thread's work, see [`off_worker`]).
 fn scrape(app: &App) -> Response {
-    // One scrape at a time: the families set at each scrape (mirrors, monitors, availability)
-    // are cleared and refilled, and a second scrape rendering meanwhile would read them half
-    // full. On a blocking thread (`off_worker`), never an async worker.
-    static SCRAPING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = SCRAPING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let now = crate::support::now();
     let core = app.view();
     // The figures that need every latest result were made by the core's owner (at most a
