@@ -649,9 +649,9 @@ mod tests {
         assert_eq!(back, r);
     }
 
-    /// A threshold written with more digits than an `f64` holds is read to the nearest double,
-    /// so the shortest form stored reads back to the same one (found by the `rules` fuzz target:
-    /// serde_json's fast approximate reading was one unit off, and the rule changed at restart).
+    /// A threshold stored in its shortest form reads back as the same double (found by the
+    /// `rules` fuzz target: serde_json's fast approximate reading took the stored
+    /// `250.33333333333334` one unit off, and the rule changed at a restart).
     #[test]
     fn a_long_threshold_reads_back_the_same_after_storing() {
         let r = rule(
