@@ -573,7 +573,9 @@ impl Control {
             }
             Arc::make_mut(&mut self.obs.probers).remove(&caller);
             self.confirmations.forget(caller);
-            self.outputs.push_back(Output::ForgetResults(caller));
+            if effects.counted.contains(&caller) {
+                self.outputs.push_back(Output::ForgetResults(caller));
+            }
         }
         self.sync_slots(now);
         let c = self.config.clone();

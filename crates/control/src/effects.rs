@@ -15,6 +15,11 @@ use crate::identity::Caller;
 pub struct Effects {
     /// Probers (or probing nodes) whose results must go.
     pub forget: BTreeSet<Caller>,
+    /// Of those, the ones that counted until this change: only they can have results stored
+    /// (the others' went when they stopped counting). Saving a node that does not probe
+    /// forgets it again, and a deletion in the store for each of 10,000 nodes saved at once
+    /// would hold up the results stored behind it.
+    pub counted: BTreeSet<Caller>,
     /// Evaluate every cluster (probers or settings changed).
     pub all: bool,
     /// Clusters to evaluate, with the reason of the change, naming what changed (`Addresses
@@ -110,7 +115,19 @@ impl Effects {
                 e.clusters.push((r.value.cluster, None));
             }
         }
+        e.counted = e.forget.iter().copied().filter(|c| counted(before, *c)).collect();
         e
+    }
+}
+
+/// Whether `caller`'s results counted under `config`: an enabled prober, or an enabled node
+/// that also probes.
+fn counted(config: &Config, caller: Caller) -> bool {
+    match caller {
+        Caller::Prober(p) => config.probers.get(&p.0).is_some_and(|r| r.value.enabled),
+        Caller::Node(n) => {
+            config.nodes.get(&n.0).is_some_and(|r| r.value.node.enabled && r.value.node.also_probes)
+        }
     }
 }
 

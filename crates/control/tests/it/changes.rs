@@ -34,6 +34,31 @@ fn disabling_or_deleting_a_prober_drops_its_results_and_evaluates_every_cluster(
     assert!(lab.control.addresses().results().is_empty());
 }
 
+/// Only what counted until the change has stored results to delete: saving a node that does
+/// not probe asks for no deletion (a fleet of 10,000 saved at once would ask for 10,000), its
+/// turning to probe and back asks for one.
+#[test]
+fn only_a_prober_that_stops_counting_has_its_stored_results_deleted() {
+    let mut lab = Lab::new();
+    let r = lab.region("eu");
+    let c = lab.cluster(CLUSTER);
+    let g = lab.group(c, "fra-1", Some(r));
+    let n = lab.node(c, g, "edge-1", &[("203.0.113.10", Primary)]);
+    let deletions =
+        |lab: &mut Lab| lab.take().into_iter().filter(|o| matches!(o, Output::ForgetResults(_))).count();
+    assert_eq!(deletions(&mut lab), 0, "a new node that does not probe");
+    let mut rec = lab.control.config().nodes[&n.0].value.clone();
+    rec.node.name = "edge-one".into();
+    lab.replace(n.0, Object::Node(rec.clone()));
+    assert_eq!(deletions(&mut lab), 0, "saved, still not probing");
+    rec.node.also_probes = true;
+    lab.replace(n.0, Object::Node(rec.clone()));
+    assert_eq!(deletions(&mut lab), 0, "it starts probing");
+    rec.node.also_probes = false;
+    lab.replace(n.0, Object::Node(rec));
+    assert!(lab.take().contains(&Output::ForgetResults(Caller::Node(n))), "it stops");
+}
+
 #[test]
 fn results_not_updated_for_an_hour_expire() {
     let mut lab = Lab::new();
