@@ -222,6 +222,13 @@ async fn change_checked<K: Kind>(
         K::refuse_change(&old, &new, &patch)?;
         new.check(id, c)?;
         let mut ch = Change::default();
+        // A patch that changes nothing saves nothing: no audit entry, no numbered change, and
+        // no revision (a configuration change always cuts one, naming what was saved).
+        if let (Ok(was), Ok(is)) = (serde_json::to_value(&old), serde_json::to_value(&new))
+            && was == is
+        {
+            return Ok((ch, ()));
+        }
         for (action, metadata) in K::update_audit(&old, &new, patch) {
             ch.audit(action, format!("{}:{id}", K::NAME), metadata);
         }
@@ -494,4 +501,45 @@ pub(super) fn routes(api: &mut Api) {
         .answers::<Addresses>(),
         post(addresses_add_source),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Method, Request, header};
+    use tower::ServiceExt;
+    use vantage_store::AuditFilter;
+
+    use super::*;
+    use crate::app::lab;
+
+    /// `PATCH uri` with `body` as the admin; the status.
+    async fn patch(app: &Arc<App>, token: &str, uri: &str, body: Value) -> StatusCode {
+        let req = Request::builder()
+            .method(Method::PATCH)
+            .uri(uri)
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        crate::api::router(app.clone()).oneshot(req).await.unwrap().status()
+    }
+
+    /// A patch that sets what is already set is answered as a change would be, and saves
+    /// nothing: no audit entry, the same configuration; a patch that changes something does.
+    #[tokio::test]
+    async fn a_patch_that_changes_nothing_saves_nothing() {
+        let (_dir, app, token) = lab().await;
+        let region: Region = serde_json::from_value(json!({"code": "eu", "name": "Europe"})).unwrap();
+        app.apply(vec![(1, Object::Region(region))], Vec::new(), crate::support::now()).await.unwrap();
+        let entries = || async { app.store().audit(&AuditFilter::default()).await.unwrap().len() };
+        let (before, config) = (entries().await, app.config());
+        assert_eq!(patch(&app, &token, "/v1/regions/1", json!({"name": "Europe"})).await, StatusCode::OK);
+        assert_eq!(patch(&app, &token, "/v1/regions/1", json!({})).await, StatusCode::OK);
+        assert_eq!(entries().await, before, "no audit entry");
+        assert!(Arc::ptr_eq(&config, &app.config()), "the same configuration");
+        assert_eq!(patch(&app, &token, "/v1/regions/1", json!({"name": "Europa"})).await, StatusCode::OK);
+        assert_eq!(entries().await, before + 1);
+        assert_eq!(app.config().regions[&1].value.name, "Europa");
+    }
 }
