@@ -542,4 +542,31 @@ mod tests {
         assert_eq!(entries().await, before + 1);
         assert_eq!(app.config().regions[&1].value.name, "Europa");
     }
+
+    /// The same scheduling addresses put again save nothing; other ones do.
+    #[tokio::test]
+    async fn the_same_addresses_put_again_save_nothing() {
+        let (_dir, app, token) = lab().await;
+        let fleet = vantage_control::fixtures::large_fleet(1, 0);
+        app.apply(fleet.puts, Vec::new(), crate::support::now()).await.unwrap();
+        let node = *app.config().nodes.keys().next().unwrap();
+        let put = || async {
+            let req = Request::builder()
+                .method(Method::PUT)
+                .uri(format!("/v1/nodes/{node}/addresses"))
+                .header(header::AUTHORIZATION, format!("Bearer {token}"))
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(json!([{"ip": "203.0.113.10", "level": "primary"}]).to_string()))
+                .unwrap();
+            crate::api::router(app.clone()).oneshot(req).await.unwrap().status()
+        };
+        let entries = || async { app.store().audit(&AuditFilter::default()).await.unwrap().len() };
+        let before = entries().await;
+        assert_eq!(put().await, StatusCode::OK);
+        assert_eq!(entries().await, before + 1, "a change");
+        let config = app.config();
+        assert_eq!(put().await, StatusCode::OK);
+        assert_eq!(entries().await, before + 1, "no audit entry");
+        assert!(Arc::ptr_eq(&config, &app.config()), "the same configuration");
+    }
 }

@@ -136,6 +136,10 @@ async fn save_addresses(
             let mut n = find::<NodeRecord>(c, id, None)?.value.clone();
             let (list, extra) = next(&n)?;
             let before = n.addresses.clone();
+            // The same list again saves nothing (no audit entry, no revision).
+            if list == before {
+                return Ok((Change::default(), (NodeId(id), Vec::new())));
+            }
             let added: Vec<IpAddr> = list
                 .as_slice()
                 .iter()
