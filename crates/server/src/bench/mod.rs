@@ -1,6 +1,7 @@
 //! Benchmarks of the server's own time (run as ignored tests, `--release`): a real `App` on a
 //! SQLite store with its driver and store writer running, requests sent through the routers
-//! the listeners serve, without sockets or TLS.
+//! the listeners serve, without sockets or TLS. (`Running` also serves tests that need the
+//! core's outputs carried out.)
 
 mod contention;
 mod creation;
@@ -22,8 +23,8 @@ use crate::app::{Actor, App, Parts};
 use crate::support::now;
 
 /// A server holding a fleet, its driver and store writer running.
-pub(super) struct Running {
-    pub(super) app: Arc<App>,
+pub(crate) struct Running {
+    pub(crate) app: Arc<App>,
     /// An admin token for the API.
     pub(super) token: String,
     /// The database file.
@@ -36,7 +37,7 @@ pub(super) struct Running {
 
 impl Running {
     /// A server in a new directory holding `puts`.
-    pub(super) async fn start(puts: Vec<(i64, Object)>) -> Running {
+    pub(crate) async fn start(puts: Vec<(i64, Object)>) -> Running {
         let dir = tempfile::tempdir().expect("a directory");
         let db = dir.path().join("vantage.db");
         let store = Store::open_sqlite(&db).await.expect("a store");

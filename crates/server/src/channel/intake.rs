@@ -167,53 +167,54 @@ fn stopping() -> ApiError {
 async fn store_in_order(app: Weak<App>, mut queued: UnboundedReceiver<Queued>) {
     while let Some(next) = queued.recv().await {
         let Some(app) = app.upgrade() else { return };
-        let Recorded { caller, outcome, report, room } = match next {
-            Queued::Recorded(r) => r,
-            Queued::Forget(caller) => {
-                forget(&app, caller).await;
-                continue;
-            }
+        match next {
+            Queued::Recorded(recorded) => store(app, recorded).await,
+            Queued::Forget(caller) => forget(&app, caller).await,
             Queued::Drained(done) => {
                 let _ = done.send(());
-                continue;
             }
-        };
-        let Accepted { subjects, rows } = match outcome {
-            Ok(accepted) => accepted,
-            // The caller fetched new work after the report was checked, and the report names
-            // targets it no longer holds.
-            Err(e) => {
-                tracing::warn!(?caller, error = %e, "a report acknowledged was refused by the control core");
-                app.metrics().results_unstored(report.results.len());
-                continue;
-            }
-        };
-        observe(&app, caller, &subjects, &report);
-        app.relay(move || vantage_control::Relayed::Report { caller, report });
-        let rows: Vec<ResultRow> = rows
-            .into_iter()
-            .map(|(subject, l)| ResultRow {
-                prober: caller.id(),
-                target: subject.to_string(),
-                at: l.at,
-                sent: l.sent,
-                lost: l.lost,
-                rtt_us: l.rtt_us,
-                error: l.error,
-                register: l.register,
-                hls: l.hls,
-            })
-            .collect();
-        let count = rows.len();
-        let committed = app.intake().writer.submit(rows).await;
-        tokio::spawn(async move {
-            if let Err(e) = async { committed?.await }.await {
-                tracing::error!(?caller, results = count, error = %e, "results acknowledged could not be stored");
-                app.metrics().results_unstored(count);
-            }
-            drop(room);
-        });
+        }
     }
+}
+
+/// One report the core answered: observed, relayed and queued for the store if accepted; its
+/// room given back once its rows are committed (waited for beside the queue).
+async fn store(app: Arc<App>, Recorded { caller, outcome, report, room }: Recorded) {
+    let Accepted { subjects, rows } = match outcome {
+        Ok(accepted) => accepted,
+        // The caller fetched new work after the report was checked, and the report names
+        // targets it no longer holds.
+        Err(e) => {
+            tracing::warn!(?caller, error = %e, "a report acknowledged was refused by the control core");
+            app.metrics().results_unstored(report.results.len());
+            return;
+        }
+    };
+    observe(&app, caller, &subjects, &report);
+    app.relay(move || vantage_control::Relayed::Report { caller, report });
+    let rows: Vec<ResultRow> = rows
+        .into_iter()
+        .map(|(subject, l)| ResultRow {
+            prober: caller.id(),
+            target: subject.to_string(),
+            at: l.at,
+            sent: l.sent,
+            lost: l.lost,
+            rtt_us: l.rtt_us,
+            error: l.error,
+            register: l.register,
+            hls: l.hls,
+        })
+        .collect();
+    let count = rows.len();
+    let committed = app.intake().writer.submit(rows).await;
+    tokio::spawn(async move {
+        if let Err(e) = async { committed?.await }.await {
+            tracing::error!(?caller, results = count, error = %e, "results acknowledged could not be stored");
+            app.metrics().results_unstored(count);
+        }
+        drop(room);
+    });
 }
 
 /// Deletes `caller`'s latest results after every row queued before is written or refused
@@ -349,24 +350,11 @@ mod tests {
     /// restart as if the prober still counted).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_disabled_probers_results_go_after_its_last_report_is_stored() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_sqlite(&dir.path().join("vantage.db")).await.unwrap();
-        let ca = crate::ca::Ca::load_or_create(&dir.path().join("ca")).unwrap();
-        let settings = crate::config::ServeConfig { data_dir: dir.path().into(), ..Default::default() };
-        let metrics = Arc::new(crate::metrics::Metrics::new());
-        let parts =
-            crate::app::Parts { start: Default::default(), store, metrics, settings, ca, replica: None };
-        let (app, decided) = App::new(parts);
-        let (notices, mut notice_rx) = unbounded_channel();
-        tokio::spawn(async move { while notice_rx.recv().await.is_some() {} });
-        let (saves, writer) = crate::saves::queue();
-        let (_stop, stopped) = tokio::sync::watch::channel(false);
-        tokio::spawn(crate::driver::run(app.clone(), decided, notices, saves, stopped));
-        tokio::spawn(writer.run(app.store().clone()));
-
         let fleet = large_fleet(2_000, 1);
         let prober = fleet.puts.iter().find(|(_, o)| matches!(o, Object::Prober(_))).cloned().unwrap();
-        app.apply(fleet.puts, Vec::new(), now()).await.unwrap();
+        // With its driver running: the deletion is one of the core's outputs.
+        let running = crate::bench::Running::start(fleet.puts).await;
+        let app = running.app.clone();
         let caller = fleet.probers[0];
         let router = crate::channel::router(app.clone(), crate::listen::ListenerLimits::of(64).channel);
         let (id, Object::Prober(record)) = prober else { unreachable!() };
