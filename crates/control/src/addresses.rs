@@ -3,12 +3,12 @@
 //! the attempt rates each `ip:port` receives, and the certificates the probers saw.
 
 use std::collections::BTreeMap;
-use std::collections::hash_map::Entry;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use vantage_core::Timestamp;
 use vantage_core::evaluate::FastMap;
+use vantage_core::ids::NodeId;
 use vantage_core::reachability::sees_failing;
 use vantage_core::wire;
 
@@ -34,18 +34,49 @@ const EXPIRE_EVERY_S: u64 = 60;
 const DUE_PER_SWEEP: usize = 4_096;
 const DAY_MS: i64 = 86_400_000;
 
-/// Latest results by address and listener, then by the prober that probed it.
-pub type Results = FastMap<TargetKey, FastMap<Caller, Latest>>;
+/// Every latest result, read through the book: kept by address, one record per result,
+/// each caller named by its place in the prober table.
+#[derive(Debug, Clone, Copy)]
+pub struct Results<'a> {
+    seen: &'a Seen,
+    table: &'a ProberTable,
+}
+
+impl<'a> Results<'a> {
+    /// Who is at `place`.
+    fn caller(&self, place: u32) -> Caller {
+        // Every place a result names was given by the table.
+        self.table.callers.get(place as usize).copied().unwrap_or(Caller::Node(NodeId(0)))
+    }
+
+    /// The latest results of `key`, each with its caller.
+    pub fn of(self, key: &TargetKey) -> impl Iterator<Item = (Caller, &'a Latest)> + 'a {
+        self.seen.of_target(*key).map(move |(p, l)| (self.caller(p), l))
+    }
+
+    /// Every latest result, by target and caller.
+    pub fn iter(self) -> impl Iterator<Item = (TargetKey, Caller, &'a Latest)> + 'a {
+        self.seen.all().map(move |(k, p, l)| (k, self.caller(p), l))
+    }
+
+    /// Targets (an address and a port) with a result.
+    pub fn targets(self) -> usize {
+        self.seen.targets()
+    }
+
+    /// Whether there is no result.
+    pub fn is_empty(self) -> bool {
+        self.seen.targets() == 0
+    }
+}
 
 /// The cluster addresses' book.
 #[derive(Debug, Default)]
 pub struct Addresses {
-    /// The core's fast hasher: keys are ids and addresses the server handed out, never chosen
-    /// by a peer (a report may carry only issued targets), and every report looks up
-    /// thousands.
-    results: Results,
-    /// What a pass reads of them: each address's observations, kept in place as results
-    /// arrive, indexed by `table`.
+    /// Stored latest results, until [`start`](Self::start) places their callers.
+    restored: Vec<(TargetKey, Caller, Latest)>,
+    /// Every latest result and what a pass reads of it, kept by address as results arrive,
+    /// their callers indexed by `table`.
     seen: Seen,
     table: Arc<ProberTable>,
     rates: ProbeRates,
@@ -68,37 +99,45 @@ impl Addresses {
 
     /// A stored latest result, at start.
     pub(crate) fn restore(&mut self, key: TargetKey, caller: Caller, latest: Latest) {
-        self.results.entry(key).or_default().insert(caller, latest);
+        self.restored.push((key, caller, latest));
     }
 
     /// Every latest result.
-    pub fn results(&self) -> &Results {
-        &self.results
+    pub fn results(&self) -> Results<'_> {
+        Results { seen: &self.seen, table: &self.table }
     }
 
     /// Indexes every latest result by the probers of `c`, built afresh (at a start, and when
     /// the table is worn), by when it expires and by its certificate.
     pub(crate) fn start(&mut self, c: &Config) {
+        let mut rows = std::mem::take(&mut self.restored);
+        let before = &self.table.callers;
+        let kept = std::mem::take(&mut self.seen).into_rows();
+        rows.extend(kept.into_iter().filter_map(|(k, p, l)| Some((k, *before.get(p as usize)?, l))));
         let mut table = ProberTable::of(c);
-        for (key, per) in &self.results {
-            for caller in per.keys() {
-                table.place_of(*caller);
-            }
-            if let Some(due) = falls_due(per) {
-                self.expiry.file(*key, due);
-            }
+        let mut oldest: FastMap<TargetKey, Timestamp> = FastMap::default();
+        let placed = (rows.into_iter())
+            .map(|(key, caller, latest)| {
+                let t = oldest.entry(key).or_insert(latest.at);
+                *t = (*t).min(latest.at);
+                (key, table.place_of(caller), latest)
+            })
+            .collect();
+        for (key, t) in oldest {
+            self.expiry.file(key, t.plus_millis(LATEST_KEPT_MS));
         }
         self.table = Arc::new(table);
-        self.seen = Seen::of(&self.results, &self.table);
+        self.seen = Seen::of(placed);
         self.count_certificates();
     }
 
     /// Every target's earliest certificate expiry, counted afresh.
     fn count_certificates(&mut self) {
-        let mut out = BTreeMap::new();
-        for (key, per) in &self.results {
-            if let Some(t) = earliest_certificate(per) {
-                out.insert(*key, t);
+        let mut out: BTreeMap<TargetKey, Timestamp> = BTreeMap::new();
+        for (key, _, latest) in self.seen.all() {
+            if let Some(t) = latest.cert_not_after {
+                let e = out.entry(key).or_insert(t);
+                *e = (*e).min(t);
             }
         }
         self.certificates = Arc::new(out);
@@ -106,7 +145,7 @@ impl Addresses {
 
     /// `key`'s earliest certificate expiry, counted again from its results.
     fn recount_certificate(&mut self, key: TargetKey) {
-        let earliest = self.results.get(&key).and_then(earliest_certificate);
+        let earliest = self.seen.of_target(key).filter_map(|(_, l)| l.cert_not_after).min();
         let certificates = Arc::make_mut(&mut self.certificates);
         match earliest {
             Some(t) => certificates.insert(key, t),
@@ -152,7 +191,7 @@ impl Addresses {
     /// What a pass reads of `node`'s address `ip` on the cluster's `ports`.
     pub(crate) fn observations(
         &self,
-        node: vantage_core::ids::NodeId,
+        node: NodeId,
         ip: IpAddr,
         ports: &[u16],
     ) -> vantage_core::reachability::Observations {
@@ -213,16 +252,6 @@ impl Addresses {
     }
 }
 
-/// When a target's oldest result turns stale (none without results).
-fn falls_due(per: &FastMap<Caller, Latest>) -> Option<Timestamp> {
-    per.values().map(|l| l.at).min().map(|oldest| oldest.plus_millis(LATEST_KEPT_MS))
-}
-
-/// The earliest certificate expiry a target's results saw.
-fn earliest_certificate(per: &FastMap<Caller, Latest>) -> Option<Timestamp> {
-    per.values().filter_map(|l| l.cert_not_after).min()
-}
-
 impl SubjectBook for Addresses {
     fn issue(&mut self, asking: &Asking, work: &mut Work) {
         let (c, agents) = (asking.config, asking.agents);
@@ -247,26 +276,11 @@ impl SubjectBook for Addresses {
     /// once a minute, when the certificates the probers saw are looked at too.
     fn sweep(&mut self, c: &Config, now: Timestamp) -> Vec<Finding> {
         let before = now.plus_millis(-LATEST_KEPT_MS);
-        let most = DUE_PER_SWEEP.max(self.results.len() / 60);
+        let most = DUE_PER_SWEEP.max(self.seen.targets() / 60);
         for key in self.expiry.take_due(now, most) {
-            let Some(per) = self.results.get_mut(&key) else { continue };
-            let (table, seen) = (&self.table, &mut self.seen);
-            let mut certificate_gone = false;
-            per.retain(|caller, l| {
-                let kept = l.at >= before;
-                if !kept {
-                    certificate_gone |= l.cert_not_after.is_some();
-                    if let Some(&p) = table.index.get(caller) {
-                        seen.remove(key, p);
-                    }
-                }
-                kept
-            });
-            match falls_due(per) {
-                Some(due) => self.expiry.file(key, due),
-                None => {
-                    self.results.remove(&key);
-                }
+            let (certificate_gone, due) = self.seen.expire(key, before, LATEST_KEPT_MS);
+            if let Some(due) = due {
+                self.expiry.file(key, due);
             }
             if certificate_gone {
                 self.recount_certificate(key);
@@ -292,18 +306,7 @@ impl SubjectBook for Addresses {
     /// and made an observation of it.
     fn forget(&mut self, caller: Caller) {
         let Some(&p) = self.table.index.get(&caller) else { return };
-        if !self.seen.made_any(p) {
-            return;
-        }
-        self.seen.forget(p);
-        let mut certificates = Vec::new();
-        for (key, per) in &mut self.results {
-            if per.remove(&caller).is_some_and(|l| l.cert_not_after.is_some()) {
-                certificates.push(*key);
-            }
-        }
-        self.results.retain(|_, per| !per.is_empty());
-        for key in certificates {
+        for key in self.seen.forget(p) {
             self.recount_certificate(key);
         }
     }
@@ -335,30 +338,27 @@ impl Records for Addresses {
             None => Arc::make_mut(&mut self.table).place_of(r.caller),
         };
         for k in std::iter::once(&key).chain(aliases) {
-            let per = self.results.entry(*k).or_default();
-            if per.is_empty() {
+            let (mut was_failing, mut certificate_before) = (None, None);
+            let put = self.seen.put(*k, place, |prev| {
+                was_failing = prev.map(|l| sees_failing(l.sent, l.lost, &c.settings));
+                certificate_before = prev.and_then(|l| l.cert_not_after);
+                // What the check assumes of a target first seen: looked up only then (it walks
+                // the cluster's check, and most results follow one before).
+                let initial = if prev.is_none() { c.initial_of(*k) } else { 0 };
+                let mut latest = Latest::after(res, now, prev, initial);
+                latest.failed_at = failed_at;
+                latest
+            });
+            let (latest, first_of_target) = (put.latest.clone(), put.first_of_target);
+            if first_of_target {
                 self.expiry.file(*k, now.plus_millis(LATEST_KEPT_MS));
             }
-            let slot = per.entry(r.caller);
-            let prev = match &slot {
-                Entry::Occupied(o) => Some(o.get()),
-                Entry::Vacant(_) => None,
-            };
-            let was_failing = prev.map(|l| sees_failing(l.sent, l.lost, &c.settings));
-            // What the check assumes of a target first seen: looked up only then (it walks the
-            // cluster's check, and most results follow one before).
-            let initial = if prev.is_none() { c.initial_of(*k) } else { 0 };
-            let certificate_before = prev.and_then(|l| l.cert_not_after);
-            let mut latest = Latest::after(res, now, prev, initial);
-            latest.failed_at = failed_at;
             if *k == key
                 && was_failing.is_some_and(|w| w != sees_failing(latest.sent, latest.lost, &c.settings))
             {
                 took.findings.push(Finding::Confirm { key, from: r.caller });
             }
-            self.seen.put(*k, place, &latest);
             let certificate = latest.cert_not_after;
-            slot.insert_entry(latest.clone());
             took.rows.push((Subject::Address(*k), latest));
             if certificate != certificate_before {
                 self.certificate_seen(*k, certificate_before, certificate);

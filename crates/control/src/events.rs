@@ -258,11 +258,10 @@ impl EventLog {
 
 /// The names of the counting probers whose latest round saw `ip` of `node` failing on any of
 /// the cluster's listener ports.
-fn failing_probers(c: &Config, results: &Results, node: NodeId, ip: IpAddr, ports: &[u16]) -> Vec<String> {
+fn failing_probers(c: &Config, results: Results<'_>, node: NodeId, ip: IpAddr, ports: &[u16]) -> Vec<String> {
     let mut names = Vec::new();
     for port in ports {
-        let Some(per) = results.get(&TargetKey { node, ip, port: *port }) else { continue };
-        for (caller, latest) in per {
+        for (caller, latest) in results.of(&TargetKey { node, ip, port: *port }) {
             if !sees_failing(latest.sent, latest.lost, &c.settings) {
                 continue;
             }
@@ -270,7 +269,7 @@ fn failing_probers(c: &Config, results: &Results, node: NodeId, ip: IpAddr, port
                 Caller::Prober(p) => {
                     c.probers.get(&p.0).filter(|p| p.value.enabled).map(|p| p.value.name.clone())
                 }
-                Caller::Node(n) => c.node_probes(*n).then(|| c.node_name(*n)),
+                Caller::Node(n) => c.node_probes(n).then(|| c.node_name(n)),
             };
             if let Some(name) = name.filter(|n| !names.contains(n)) {
                 names.push(name);
@@ -304,7 +303,7 @@ fn when(within: Option<i64>) -> String {
 pub(crate) fn pass_events(
     log: &mut EventLog,
     c: &Config,
-    results: &Results,
+    results: Results<'_>,
     id: ClusterId,
     zone: &Zone,
     before: &ClusterSnapshot,

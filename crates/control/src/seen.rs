@@ -1,6 +1,7 @@
-//! What each cluster address's probers last saw, kept in place as results arrive: the
-//! observations a pass reads, shared with it rather than gathered and sorted from every
-//! latest result of the fleet at every pass (issue 32). Observations name their prober by its
+//! What each cluster address's probers last saw, kept in place as results arrive: every
+//! latest result with the observation a pass reads of it, one record per result (issue 32),
+//! shared with the pass rather than gathered and sorted from every latest result of the fleet
+//! at every pass. Observations name their prober by its
 //! place in the prober table; places are stable across configuration changes (a new prober
 //! or node is appended, a gone one leaves an inactive hole), so a change does not touch the
 //! observations — until holes outnumber the living, when the table is built afresh and the
@@ -14,6 +15,7 @@
 
 use std::net::IpAddr;
 
+use vantage_core::Timestamp;
 use vantage_core::evaluate::FastMap;
 use vantage_core::ids::{NodeId, ProberId, RegionId};
 use vantage_core::reachability::{Observation, Observations, ProberView};
@@ -36,6 +38,8 @@ pub(crate) struct ProberTable {
     pub(crate) views: Vec<ProberView>,
     /// Each one's place.
     pub(crate) index: FastMap<Caller, u32>,
+    /// Who is at each place (aligned with `views`).
+    pub(crate) callers: Vec<Caller>,
     /// Places of callers no longer configured.
     holes: usize,
 }
@@ -47,6 +51,7 @@ impl ProberTable {
         for (caller, view) in entries(c) {
             t.index.insert(caller, u32::try_from(t.views.len()).unwrap_or(u32::MAX));
             t.views.push(view);
+            t.callers.push(caller);
         }
         t
     }
@@ -55,7 +60,12 @@ impl ProberTable {
     /// place with what is known of it now, a new one is appended, a gone one stays as an
     /// inactive hole (its observations count for nothing until they go).
     pub(crate) fn follow(&self, c: &Config) -> ProberTable {
-        let mut next = ProberTable { views: self.views.clone(), index: self.index.clone(), holes: 0 };
+        let mut next = ProberTable {
+            views: self.views.clone(),
+            index: self.index.clone(),
+            callers: self.callers.clone(),
+            holes: 0,
+        };
         let mut living = vec![false; next.views.len()];
         for (caller, view) in entries(c) {
             let place = match next.index.get(&caller) {
@@ -64,6 +74,7 @@ impl ProberTable {
                     let p = u32::try_from(next.views.len()).unwrap_or(u32::MAX);
                     next.index.insert(caller, p);
                     next.views.push(view);
+                    next.callers.push(caller);
                     living.push(true);
                     p
                 }
@@ -94,6 +105,7 @@ impl ProberTable {
         let p = u32::try_from(self.views.len()).unwrap_or(u32::MAX);
         self.index.insert(caller, p);
         self.views.push(ProberView { region: NO_REGION, active: false });
+        self.callers.push(caller);
         self.holes += 1;
         p
     }
@@ -132,13 +144,17 @@ struct Made {
     port: u16,
 }
 
-/// One address's observations, each with who made it on which port.
+/// One address's latest results, every port, every caller: each with its observation (what
+/// a pass reads) and who made it on which port, the three in the same order — one record per
+/// result, found with one look-up of its address and one search of who made what.
 #[derive(Debug, Clone, Default)]
 struct AddressSeen {
     observations: Observations,
     /// Who made each observation, in the same order: searched instead of the observations,
     /// a sixth of their size, so that a result finds its place in fewer cache lines.
     made: Vec<Made>,
+    /// The latest result behind each observation, in the same order.
+    latest: Vec<Latest>,
 }
 
 impl AddressSeen {
@@ -148,74 +164,128 @@ impl AddressSeen {
         let mut mine = self.made[from..].iter().take_while(|m| m.prober == prober);
         mine.position(|m| m.port == port).map(|i| from + i)
     }
+
+    /// Whether any result of it is on `port`.
+    fn has_port(&self, port: u16) -> bool {
+        self.made.iter().any(|m| m.port == port)
+    }
+
+    /// Removes the result at `i`.
+    fn remove(&mut self, i: usize) -> Latest {
+        self.observations.remove(i);
+        self.made.remove(i);
+        self.latest.remove(i)
+    }
 }
 
-/// Every cluster address's observations, kept as results arrive.
+/// The observation a pass reads of `latest`, made by the caller at place `prober`.
+fn observation(prober: u32, latest: &Latest) -> Observation {
+    Observation {
+        prober,
+        sent: latest.sent,
+        lost: latest.lost,
+        rtt_ms: latest.rtt_us.map(|us| us as f32 / 1000.0),
+        reported_at: latest.at,
+        failed_at: latest.failed_at,
+    }
+}
+
+/// Every cluster address's latest results and their observations, kept as results arrive.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Seen {
     by_address: FastMap<(NodeId, IpAddr), AddressSeen>,
     /// How many observations each place made: a caller with none has nothing to forget, so
     /// a change to a node that does not probe walks nothing.
     made_by: Vec<u32>,
+    /// Targets (an address and a port) with a result.
+    targets: usize,
+}
+
+/// What a result put in place found and left.
+pub(crate) struct Put<'a> {
+    /// The latest result now.
+    pub(crate) latest: &'a Latest,
+    /// Whether its target had no result before (of any caller).
+    pub(crate) first_of_target: bool,
 }
 
 impl Seen {
-    /// The observations of `results` indexed by `table` (at a start, and when the table is
-    /// built afresh).
-    pub(crate) fn of(results: &crate::addresses::Results, table: &ProberTable) -> Seen {
+    /// The latest results `rows` (by target and the place of their caller), as at a start or
+    /// when the prober table is built afresh.
+    pub(crate) fn of(rows: Vec<(TargetKey, u32, Latest)>) -> Seen {
         let mut seen = Seen::default();
-        for (key, per) in results {
-            for (caller, latest) in per {
-                if let Some(&p) = table.index.get(caller) {
-                    seen.put(*key, p, latest);
-                }
-            }
+        for (key, place, latest) in rows {
+            seen.put(key, place, |_| latest);
         }
         seen
     }
 
-    /// `prober`'s latest result for `key`, in place of the one before.
-    pub(crate) fn put(&mut self, key: TargetKey, prober: u32, latest: &Latest) {
-        let o = Observation {
-            prober,
-            sent: latest.sent,
-            lost: latest.lost,
-            rtt_ms: latest.rtt_us.map(|us| us as f32 / 1000.0),
-            reported_at: latest.at,
-            failed_at: latest.failed_at,
-        };
+    /// `prober`'s latest result for `key` in place of the one before (`next` makes it from
+    /// that one).
+    pub(crate) fn put(
+        &mut self,
+        key: TargetKey,
+        prober: u32,
+        next: impl FnOnce(Option<&Latest>) -> Latest,
+    ) -> Put<'_> {
         let a = self.by_address.entry((key.node, key.ip)).or_default();
-        match a.place(prober, key.port) {
-            Some(i) => {
-                a.observations.put(Some(i), o);
-            }
-            None => {
-                if let Some(i) = a.observations.put(None, o) {
-                    a.made.insert(i, Made { prober, port: key.port });
-                    let place = prober as usize;
-                    if self.made_by.len() <= place {
-                        self.made_by.resize(place + 1, 0);
-                    }
-                    self.made_by[place] += 1;
-                }
-            }
+        if let Some(i) = a.place(prober, key.port) {
+            let latest = next(Some(&a.latest[i]));
+            a.observations.put(Some(i), observation(prober, &latest));
+            a.latest[i] = latest;
+            return Put { latest: &a.latest[i], first_of_target: false };
         }
+        let latest = next(None);
+        let first_of_target = !a.has_port(key.port);
+        // With no place given, a place is always found (after the prober's others).
+        let i = a.observations.put(None, observation(prober, &latest)).unwrap_or(a.made.len());
+        a.made.insert(i, Made { prober, port: key.port });
+        a.latest.insert(i, latest);
+        let place = prober as usize;
+        if self.made_by.len() <= place {
+            self.made_by.resize(place + 1, 0);
+        }
+        self.made_by[place] += 1;
+        self.targets += usize::from(first_of_target);
+        Put { latest: &a.latest[i], first_of_target }
     }
 
-    /// `prober`'s result for `key` is gone.
-    pub(crate) fn remove(&mut self, key: TargetKey, prober: u32) {
+    /// The results of `key` reported before `before` go; whether one of them saw a
+    /// certificate, and when the oldest left turns `kept_ms` old (`None`: none left).
+    pub(crate) fn expire(
+        &mut self,
+        key: TargetKey,
+        before: Timestamp,
+        kept_ms: i64,
+    ) -> (bool, Option<Timestamp>) {
         let at = (key.node, key.ip);
-        let Some(a) = self.by_address.get_mut(&at) else { return };
-        if let Some(i) = a.place(prober, key.port) {
-            a.observations.remove(i);
-            a.made.remove(i);
+        let Some(a) = self.by_address.get_mut(&at) else { return (false, None) };
+        let had = a.has_port(key.port);
+        let (mut certificate_gone, mut oldest) = (false, None::<Timestamp>);
+        let mut i = 0;
+        while i < a.made.len() {
+            if a.made[i].port != key.port {
+                i += 1;
+                continue;
+            }
+            if a.latest[i].at >= before {
+                oldest = Some(oldest.map_or(a.latest[i].at, |o| o.min(a.latest[i].at)));
+                i += 1;
+                continue;
+            }
+            let prober = a.made[i].prober;
+            certificate_gone |= a.remove(i).cert_not_after.is_some();
             if let Some(n) = self.made_by.get_mut(prober as usize) {
                 *n = n.saturating_sub(1);
             }
         }
+        if had && oldest.is_none() {
+            self.targets = self.targets.saturating_sub(1);
+        }
         if a.made.is_empty() {
             self.by_address.remove(&at);
         }
+        (certificate_gone, oldest.map(|t| t.plus_millis(kept_ms)))
     }
 
     /// Whether `prober` made any observation.
@@ -223,21 +293,28 @@ impl Seen {
         self.made_by.get(prober as usize).is_some_and(|n| *n > 0)
     }
 
-    /// Every result of `prober` is gone.
-    pub(crate) fn forget(&mut self, prober: u32) {
+    /// Every result of `prober` goes; the targets where one of them saw a certificate.
+    pub(crate) fn forget(&mut self, prober: u32) -> Vec<TargetKey> {
+        let mut certificates = Vec::new();
         if !self.made_any(prober) {
-            return;
+            return certificates;
         }
         if let Some(n) = self.made_by.get_mut(prober as usize) {
             *n = 0;
         }
-        for a in self.by_address.values_mut() {
+        for (&(node, ip), a) in &mut self.by_address {
             while let Some(i) = a.made.iter().position(|m| m.prober == prober) {
-                a.observations.remove(i);
-                a.made.remove(i);
+                let port = a.made[i].port;
+                if a.remove(i).cert_not_after.is_some() {
+                    certificates.push(TargetKey { node, ip, port });
+                }
+                if !a.has_port(port) {
+                    self.targets = self.targets.saturating_sub(1);
+                }
             }
         }
         self.by_address.retain(|_, a| !a.made.is_empty());
+        certificates
     }
 
     /// What a pass reads of `node`'s address `ip`: the observations on the cluster's
@@ -253,6 +330,41 @@ impl Seen {
             .map(|(o, _)| *o)
             .collect();
         Observations::new(kept)
+    }
+
+    /// The latest results of `key`, each with the place of its caller.
+    pub(crate) fn of_target(&self, key: TargetKey) -> impl Iterator<Item = (u32, &Latest)> {
+        let a = self.by_address.get(&(key.node, key.ip));
+        let port = key.port;
+        a.into_iter().flat_map(move |a| {
+            a.made.iter().zip(&a.latest).filter(move |(m, _)| m.port == port).map(|(m, l)| (m.prober, l))
+        })
+    }
+
+    /// Every latest result, by target and the place of its caller.
+    pub(crate) fn all(&self) -> impl Iterator<Item = (TargetKey, u32, &Latest)> {
+        self.by_address.iter().flat_map(|(&(node, ip), a)| {
+            a.made
+                .iter()
+                .zip(&a.latest)
+                .map(move |(m, l)| (TargetKey { node, ip, port: m.port }, m.prober, l))
+        })
+    }
+
+    /// Targets with a result.
+    pub(crate) fn targets(&self) -> usize {
+        self.targets
+    }
+
+    /// Every latest result, taken out, by target and the place of its caller.
+    pub(crate) fn into_rows(self) -> Vec<(TargetKey, u32, Latest)> {
+        let mut rows = Vec::new();
+        for ((node, ip), a) in self.by_address {
+            rows.extend(
+                a.made.iter().zip(a.latest).map(|(m, l)| (TargetKey { node, ip, port: m.port }, m.prober, l)),
+            );
+        }
+        rows
     }
 }
 
@@ -294,12 +406,9 @@ mod tests {
         let fresh = ProberTable::of(&control.config());
         let mut out = Vec::new();
         for port in ports {
-            let Some(per) = control.addresses().results().get(&TargetKey { node, ip, port: *port }) else {
-                continue;
-            };
-            for (caller, l) in per {
+            for (caller, l) in control.addresses().results().of(&TargetKey { node, ip, port: *port }) {
                 let Some(view) =
-                    fresh.index.get(caller).map(|p| fresh.views[*p as usize]).filter(|v| v.active)
+                    fresh.index.get(&caller).map(|p| fresh.views[*p as usize]).filter(|v| v.active)
                 else {
                     continue;
                 };
@@ -311,7 +420,7 @@ mod tests {
                     reported_at: l.at,
                     failed_at: l.failed_at,
                 };
-                out.push(row(*caller, view.region, &o));
+                out.push(row(caller, view.region, &o));
             }
         }
         out.sort();
@@ -340,9 +449,8 @@ mod tests {
             Caller::Prober(p) => p.0,
             Caller::Node(n) => n.0,
         };
-        let latest = (control.addresses().results().iter())
-            .flat_map(|(key, per)| per.iter().map(move |(c, l)| (id(c), *key, l.clone())))
-            .collect();
+        let latest =
+            (control.addresses().results().iter()).map(|(key, c, l)| (id(&c), key, l.clone())).collect();
         Control::new(Start { config: (*control.config()).clone(), latest, ..Start::default() }, now)
     }
 
@@ -451,7 +559,7 @@ mod tests {
             }
             while control.poll_output().is_some() {}
             let mut addresses: Vec<(NodeId, IpAddr)> =
-                control.addresses().results().keys().map(|k| (k.node, k.ip)).collect();
+                control.addresses().results().iter().map(|(k, ..)| (k.node, k.ip)).collect();
             addresses.sort();
             addresses.dedup();
             for ports in [&[80u16][..], &[80, 443][..]] {
@@ -469,23 +577,36 @@ mod tests {
             let a = control.addresses();
             // Expiry by time: nothing kept past its hour and the minute it falls due in, and a
             // sweep's ten seconds.
-            let oldest = a.results().values().flat_map(|per| per.values()).map(|l| l.at).min();
+            let oldest = a.results().iter().map(|(.., l)| l.at).min();
             assert!(
                 oldest.is_none_or(|t| now.millis_since(t) < 3_600_000 + 70_000),
                 "step {step} from seed {seed:#x}: a result of {oldest:?} kept at {now}"
             );
             let mut certificates = BTreeMap::new();
-            for (key, per) in a.results() {
-                if let Some(t) = per.values().filter_map(|l| l.cert_not_after).min() {
-                    certificates.insert(*key, t);
+            for (key, _, l) in a.results().iter() {
+                if let Some(t) = l.cert_not_after {
+                    let e = certificates.entry(key).or_insert(t);
+                    *e = (*e).min(t);
                 }
             }
             assert_eq!(**a.certificate_expiries(), certificates, "step {step} from seed {seed:#x}");
-            let fresh = Seen::of(a.results(), a.table());
+            let fresh = Seen::of(a.seen().all().map(|(k, p, l)| (k, p, l.clone())).collect());
             for s in a.seen().by_address.values() {
                 let whose = s.observations.as_slice().iter().map(|o| o.prober);
                 assert!(whose.eq(s.made.iter().map(|m| m.prober)), "step {step}: each made by its own");
+                let figures = s.latest.iter().zip(&s.made).map(|(l, m)| observation(m.prober, l));
+                assert!(
+                    figures.eq(s.observations.as_slice().iter().copied()),
+                    "step {step}: each observation of its result"
+                );
             }
+            let targets: std::collections::BTreeSet<TargetKey> =
+                a.results().iter().map(|(k, ..)| k).collect();
+            assert_eq!(
+                a.seen().targets(),
+                targets.len(),
+                "step {step} from seed {seed:#x}: the targets counted"
+            );
             let mut made_by = vec![0u32; a.seen().made_by.len()];
             for m in a.seen().by_address.values().flat_map(|s| &s.made) {
                 made_by[m.prober as usize] += 1;

@@ -406,7 +406,8 @@ async fn prober_results(
             let results = core.addresses().results();
             results
                 .iter()
-                .filter_map(|(k, per)| per.get(&caller).map(|l| (*k, result_row(&c, *k, caller, l))))
+                .filter(|(_, p, _)| *p == caller)
+                .map(|(k, p, l)| (k, result_row(&c, k, p, l)))
                 .collect()
         })
         .await?;
@@ -426,12 +427,8 @@ async fn node_results(
         .owner()
         .read(move |core, _| {
             let c = core.config();
-            let results = core.addresses().results().iter().filter(|(k, _)| k.node == NodeId(id));
-            results
-                .flat_map(|(k, per)| {
-                    per.iter().map(|(p, l)| ((k.to_string(), p.id()), result_row(&c, *k, *p, l)))
-                })
-                .collect()
+            let results = core.addresses().results().iter().filter(|(k, ..)| k.node == NodeId(id));
+            results.map(|(k, p, l)| ((k.to_string(), p.id()), result_row(&c, k, p, l))).collect()
         })
         .await?;
     rows.sort_by(|a, b| a.0.cmp(&b.0));

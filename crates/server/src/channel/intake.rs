@@ -338,7 +338,7 @@ mod tests {
         let latest = app.store().latest().await.unwrap();
         assert_eq!(latest.len(), results, "every result stored, the stranger none");
         assert!(latest.iter().all(|r| r.lost == 3), "the later report is the latest: {latest:?}");
-        let recorded = app.owner().read(|c, _| c.addresses().results().len()).await.unwrap();
+        let recorded = app.owner().read(|c, _| c.addresses().results().targets()).await.unwrap();
         assert_eq!(recorded, results, "and recorded by the core");
 
         app.intake().settled().await;
