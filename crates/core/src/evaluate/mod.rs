@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::address::{Level, SchedulingAddress};
 use crate::answer::{
-    Effects, GroupIndex, LineAnswer, LineContext, LineHold, LineSpec, NodeFacts, Source, in_use,
+    Effects, GroupIndex, LineAnswer, LineContext, LineHold, LineSpec, NodeFacts, Source, in_use, not_in,
 };
 use crate::detection::DetectionSettings;
 use crate::hash::FastHasher;
@@ -172,9 +172,13 @@ pub struct Records {
 }
 
 /// What `now` holds that `was` lacks, and what `was` held that `now` lacks, each in its
-/// list's order. Each side is looked up by hash: lines of 10,000 records compare in linear
-/// time (the revision's reason, its event and the stored difference all ask this).
+/// list's order, in linear time (the revision's reason, its event and the stored difference
+/// all ask this of lines of 10,000 records, once per revision of a pass): sorted lists (as a
+/// line's records are) in one walk of both, others by hash.
 pub fn came_and_gone(was: &[IpAddr], now: &[IpAddr]) -> (Vec<IpAddr>, Vec<IpAddr>) {
+    if was.is_sorted() && now.is_sorted() {
+        return (not_in(now.iter(), was).copied().collect(), not_in(was.iter(), now).copied().collect());
+    }
     let (was_set, now_set): (FastSet<&IpAddr>, FastSet<&IpAddr>) =
         (was.iter().collect(), now.iter().collect());
     (
@@ -435,8 +439,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         .filter(|a| a.reachability == Reachability::Reachable && a.verdict.is_failing())
         .map(|a| a.ip)
         .collect();
-    let stage =
-        Stage { view, lines: &lines, facts: &facts, groups: &groups, suspect: &suspect, pending: &pending };
+    let stage = Stage::new(view, &lines, (&facts, &groups), &suspect, &pending);
     let baseline = state.published.clone();
     let window_s = view.settings.removal_window_s();
     state.superseded.retain(|(replaced, _)| !now.at_least_secs_after(*replaced, window_s));

@@ -56,8 +56,7 @@ pub fn line_outlooks(view: &ClusterView<'_>, state: &ClusterState, now: Timestam
     }
     let groups = GroupIndex::new(&facts);
     let suspect = FastSet::default();
-    let stage =
-        Stage { view, lines: &lines, facts: &facts, groups: &groups, suspect: &suspect, pending: &[] };
+    let stage = Stage::new(view, &lines, (&facts, &groups), &suspect, &[]);
     let protected = operator_kept(view, state.published.iter());
     let previous: Vec<&super::Records> = protected.iter().map(|r| &**r).collect();
     let in_effect = state.rules.iter().filter(|(_, s)| s.status.in_effect()).map(|(k, _)| *k).collect();

@@ -44,9 +44,26 @@ pub(super) struct Stage<'a> {
     pub(super) suspect: &'a FastSet<IpAddr>,
     /// Addresses waiting to be verified, sorted.
     pub(super) pending: &'a [IpAddr],
+    /// Each node's place among the facts, and the rules by id: made once a pass, not once a
+    /// stage (a pass where many rules act has a stage for each).
+    index: FastMap<NodeId, usize>,
+    rules: FastMap<RuleId, &'a Rule>,
 }
 
-impl Stage<'_> {
+impl<'a> Stage<'a> {
+    /// The stages of a pass of `view`.
+    pub(super) fn new(
+        view: &'a ClusterView<'a>,
+        lines: &'a [LineSpec],
+        (facts, groups): (&'a [NodeFacts], &'a GroupIndex),
+        suspect: &'a FastSet<IpAddr>,
+        pending: &'a [IpAddr],
+    ) -> Stage<'a> {
+        let index = facts.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
+        let rules = view.rules.iter().map(|(id, r)| (*id, r)).collect();
+        Stage { view, lines, facts, groups, suspect, pending, index, rules }
+    }
+
     /// Each node's effects (aligned with the facts) from the `(rule, node)` pairs in effect.
     pub(super) fn effects(&self, in_effect: &FastSet<(RuleId, NodeId)>) -> Vec<Effects> {
         let mut effects = Vec::new();
@@ -54,10 +71,8 @@ impl Stage<'_> {
             return effects;
         }
         effects.resize(self.facts.len(), Effects::default());
-        let index: FastMap<NodeId, usize> = self.facts.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
-        let rules: FastMap<RuleId, &Rule> = self.view.rules.iter().map(|(id, r)| (*id, r)).collect();
         for (rule_id, node) in in_effect {
-            let (Some(rule), Some(&i)) = (rules.get(rule_id), index.get(node)) else { continue };
+            let (Some(rule), Some(&i)) = (self.rules.get(rule_id), self.index.get(node)) else { continue };
             match rule.action {
                 Action::RemoveNode => effects[i].removed.add(rule.line),
                 Action::BackupIp => effects[i].backup_ip.add(rule.line),
@@ -77,10 +92,9 @@ impl Stage<'_> {
         force_held: &BTreeMap<LineId, LineAnswer>,
     ) -> StageResult {
         let effects = self.effects(in_effect);
-        let rules: FastMap<RuleId, &Rule> = self.view.rules.iter().map(|(id, r)| (*id, r)).collect();
         let backup_lines: FastSet<LineId> = in_effect
             .iter()
-            .filter_map(|(r, _)| rules.get(r))
+            .filter_map(|(r, _)| self.rules.get(r))
             .filter(|r| r.action == Action::BackupGroups)
             .filter_map(|r| r.line)
             .collect();
@@ -115,10 +129,16 @@ impl Stage<'_> {
             out.records.lines.insert(line.id, a.records.clone());
             out.answers.insert(line.id, a);
         }
-        let mut all: Vec<IpAddr> = out.records.lines.values().flatten().copied().collect();
-        all.sort_unstable();
-        all.dedup();
-        out.records.all = all;
+        // Each line's records are sorted without duplicates: one line's are all of them.
+        out.records.all = match out.records.lines.values().collect::<Vec<_>>()[..] {
+            [only] => only.clone(),
+            _ => {
+                let mut all: Vec<IpAddr> = out.records.lines.values().flatten().copied().collect();
+                all.sort_unstable();
+                all.dedup();
+                all
+            }
+        };
         out
     }
 
