@@ -46,6 +46,7 @@ impl<'a> Results<'a> {
     /// Who is at `place`.
     fn caller(&self, place: u32) -> Caller {
         // Every place a result names was given by the table.
+        debug_assert!((place as usize) < self.table.callers.len(), "place {place} has a caller");
         self.table.callers.get(place as usize).copied().unwrap_or(Caller::Node(NodeId(0)))
     }
 

@@ -392,6 +392,7 @@ impl LineContext<'_> {
     /// the net removal (records removed by health minus records added in their place) may not
     /// exceed the limit.
     fn hold_reason(&self, prev: &[IpAddr], next: &[IpAddr]) -> Option<String> {
+        debug_assert!(prev.is_sorted() && next.is_sorted(), "a line's records are sorted");
         let removed = not_in(not_in(prev.iter(), next), self.pending).count();
         if next.is_empty() {
             return (removed > 0).then(|| "no healthy address; keeping the previous records".into());

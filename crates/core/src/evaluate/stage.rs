@@ -59,7 +59,12 @@ impl<'a> Stage<'a> {
         suspect: &'a FastSet<IpAddr>,
         pending: &'a [IpAddr],
     ) -> Stage<'a> {
-        let index = facts.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
+        // Only rule effects look nodes up: a cluster without rules makes no index.
+        let index = if view.rules.is_empty() {
+            FastMap::default()
+        } else {
+            facts.iter().enumerate().map(|(i, f)| (f.id, i)).collect()
+        };
         let rules = view.rules.iter().map(|(id, r)| (*id, r)).collect();
         Stage { view, lines, facts, groups, suspect, pending, index, rules }
     }
@@ -130,14 +135,13 @@ impl<'a> Stage<'a> {
             out.answers.insert(line.id, a);
         }
         // Each line's records are sorted without duplicates: one line's are all of them.
-        out.records.all = match out.records.lines.values().collect::<Vec<_>>()[..] {
-            [only] => only.clone(),
-            _ => {
-                let mut all: Vec<IpAddr> = out.records.lines.values().flatten().copied().collect();
-                all.sort_unstable();
-                all.dedup();
-                all
-            }
+        out.records.all = if out.records.lines.len() == 1 {
+            out.records.lines.values().next().cloned().unwrap_or_default()
+        } else {
+            let mut all: Vec<IpAddr> = out.records.lines.values().flatten().copied().collect();
+            all.sort_unstable();
+            all.dedup();
+            all
         };
         out
     }
