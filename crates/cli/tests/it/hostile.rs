@@ -22,7 +22,10 @@ fn peak_rss_kib(pid: u32) -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-/// Asks `/healthz` and `/v1/mirrors` in turn for `span`: each must answer within 100 ms.
+/// Asks `/healthz` and `/v1/mirrors` in turn for `span`: each must answer within a second.
+///
+/// A stall here is unbounded (nobody ever writes to the pipe), so a second tells one apart
+/// from a 2-core machine busy with the other end-to-end tests, where 100 ms was once missed.
 async fn answers_promptly(s: &ServerProcess, span: Duration) {
     let started = Instant::now();
     for round in 0..1_000 {
@@ -35,7 +38,7 @@ async fn answers_promptly(s: &ServerProcess, span: Duration) {
             let took = asked.elapsed();
             let status = r.expect("answered within 5 s").unwrap().status();
             assert_eq!(status, 200, "{path}");
-            assert!(took < Duration::from_millis(100), "{path} took {took:?} (round {round})");
+            assert!(took < Duration::from_secs(1), "{path} took {took:?} (round {round})");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
