@@ -99,34 +99,11 @@ impl Observations {
         now: Timestamp,
     ) -> impl Iterator<Item = ProberTally> + 'a {
         let settings = *settings;
-        let counts = move |o: &Observation| {
-            o.sent > 0
-                && settings.result_counts(o.reported_at, now)
-                && probers.get(o.prober as usize).is_some_and(|p| p.active)
-        };
         self.0.chunk_by(|a, b| a.prober == b.prober).filter_map(move |group| {
-            let mut t = ProberTally {
-                prober: group[0].prober,
-                sent: 0,
-                lost: 0,
-                rtt_sum_ms: 0.0,
-                rtt_n: 0,
-                reported_at: Timestamp::EPOCH,
-                failed_at: None,
-            };
-            for o in group.iter().filter(|o| counts(o)) {
-                t.reported_at = t.reported_at.max(o.reported_at);
-                if let Some(f) = o.failed_at.map(|f| f.min(o.reported_at)) {
-                    t.failed_at = Some(t.failed_at.map_or(f, |g| g.min(f)));
-                }
-                t.sent += o.sent;
-                t.lost += o.lost.min(o.sent);
-                if let Some(r) = o.rtt_ms {
-                    t.rtt_sum_ms += f64::from(r);
-                    t.rtt_n += 1;
-                }
+            if !probers.get(group[0].prober as usize).is_some_and(|p| p.active) {
+                return None;
             }
-            (t.sent > 0).then_some(t)
+            ProberTally::of(group, &settings, now)
         })
     }
 }
@@ -151,6 +128,33 @@ pub struct ProberTally {
 }
 
 impl ProberTally {
+    /// The tally of one prober's results (`group`: every one of its ports) that count at
+    /// `now`: fresh, with an attempt sent. `None` when none does.
+    fn of(group: &[Observation], settings: &ProbeSettings, now: Timestamp) -> Option<ProberTally> {
+        let mut t = ProberTally {
+            prober: group[0].prober,
+            sent: 0,
+            lost: 0,
+            rtt_sum_ms: 0.0,
+            rtt_n: 0,
+            reported_at: Timestamp::EPOCH,
+            failed_at: None,
+        };
+        for o in group.iter().filter(|o| o.sent > 0 && settings.result_counts(o.reported_at, now)) {
+            t.reported_at = t.reported_at.max(o.reported_at);
+            if let Some(f) = o.failed_at.map(|f| f.min(o.reported_at)) {
+                t.failed_at = Some(t.failed_at.map_or(f, |g| g.min(f)));
+            }
+            t.sent += o.sent;
+            t.lost += o.lost.min(o.sent);
+            if let Some(r) = o.rtt_ms {
+                t.rtt_sum_ms += f64::from(r);
+                t.rtt_n += 1;
+            }
+        }
+        (t.sent > 0).then_some(t)
+    }
+
     /// Loss in percent.
     pub fn loss_pct(&self) -> f64 {
         if self.sent == 0 { 0.0 } else { f64::from(self.lost) * 100.0 / f64::from(self.sent) }
@@ -204,9 +208,10 @@ impl Verdict {
 
 /// One counting prober's say on an address: its region, whether it sees the address failing,
 /// since when, and its newest counted result.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Say {
-    region: RegionId,
+    /// The place of its region among the pass's regions ([`Tallies::NO_REGION`]: none).
+    region: u16,
     failing: bool,
     evidence: Timestamp,
     reported_at: Timestamp,
@@ -214,38 +219,75 @@ struct Say {
     lost: u32,
 }
 
-/// The says of the counting probers of one address.
-fn says(obs: &Observations, probers: &[ProberView], settings: &ProbeSettings, now: Timestamp) -> Vec<Say> {
-    obs.per_prober(probers, settings, now)
-        .map(|t| Say {
-            region: probers.get(t.prober as usize).map_or(RegionId(0), |p| p.region),
+/// What tallying one address needs besides its observations, kept from one address to the
+/// next so that a pass over a fleet's addresses allocates nothing but their verdicts: each
+/// prober's region as a place among the pass's regions, the counting probers' says, the same
+/// by region, and the times a verdict picks one of.
+#[derive(Debug, Default)]
+pub struct Tallies {
+    /// By prober place: the place of its region in the pass's regions.
+    region_at: Vec<u16>,
+    says: Vec<Say>,
+    by_region: Vec<Say>,
+    /// Where each region's says start in `by_region` (one more than the regions), and room
+    /// to place them.
+    starts: Vec<usize>,
+    next: Vec<usize>,
+    times: Vec<Timestamp>,
+}
+
+impl Tallies {
+    /// A prober whose region is not among the pass's (an inactive one's).
+    const NO_REGION: u16 = u16::MAX;
+
+    /// For the addresses of one pass: `regions` are its columns ([`active_regions`] of
+    /// `probers`).
+    pub fn new(probers: &[ProberView], regions: &[RegionId]) -> Tallies {
+        let region_at = probers
+            .iter()
+            .map(|p| {
+                let at = regions.binary_search(&p.region).ok().and_then(|i| u16::try_from(i).ok());
+                at.unwrap_or(Self::NO_REGION)
+            })
+            .collect();
+        Tallies { region_at, starts: vec![0; regions.len() + 1], ..Tallies::default() }
+    }
+
+    /// Fills `self.says` with the says of the counting probers of one address.
+    fn say(&mut self, obs: &Observations, probers: &[ProberView], settings: &ProbeSettings, now: Timestamp) {
+        self.says.clear();
+        let region_at = &self.region_at;
+        self.says.extend(obs.per_prober(probers, settings, now).map(|t| Say {
+            region: region_at.get(t.prober as usize).copied().unwrap_or(Self::NO_REGION),
             failing: t.sees_failing(settings),
             evidence: t.failing_evidence(),
             reported_at: t.reported_at,
             sent: t.sent,
             lost: t.lost,
-        })
-        .collect()
+        }));
+    }
 }
 
 /// The verdict of `says` (SPEC §5.1): failing when a strict majority fails, with the time the
-/// reports show it so, or the time they show it answering.
-fn verdict_of(says: &[Say]) -> Verdict {
+/// reports show it so, or the time they show it answering. `times` is room to pick that time
+/// in: one selection, not a sort.
+fn verdict_of(says: &[Say], times: &mut Vec<Timestamp>) -> Verdict {
     let mut v = Verdict {
         counting: u32::try_from(says.len()).unwrap_or(u32::MAX),
         failing: u32::try_from(says.iter().filter(|s| s.failing).count()).unwrap_or(u32::MAX),
         ..Verdict::default()
     };
+    times.clear();
     if v.is_failing() {
-        let mut times: Vec<Timestamp> = says.iter().filter(|s| s.failing).map(|s| s.evidence).collect();
-        times.sort_unstable();
+        times.extend(says.iter().filter(|s| s.failing).map(|s| s.evidence));
         let majority = (v.counting / 2) as usize; // index of the (counting/2 + 1)-th oldest
-        v.failing_from = times.get(majority).copied();
+        v.failing_from = (majority < times.len()).then(|| *times.select_nth_unstable(majority).1);
     } else if v.counting > 0 {
-        let mut times: Vec<Timestamp> = says.iter().filter(|s| !s.failing).map(|s| s.reported_at).collect();
-        times.sort_unstable_by(|a, b| b.cmp(a));
-        let enough = v.counting.div_ceil(2) as usize; // answering probers that leave no majority failing
-        v.answering_at = times.get(enough.saturating_sub(1)).copied();
+        times.extend(says.iter().filter(|s| !s.failing).map(|s| s.reported_at));
+        // The answering probers that leave no strict majority failing; the newest first.
+        let enough = (v.counting.div_ceil(2) as usize).saturating_sub(1);
+        v.answering_at =
+            (enough < times.len()).then(|| *times.select_nth_unstable_by(enough, |a, b| b.cmp(a)).1);
     }
     v
 }
@@ -257,7 +299,9 @@ pub fn verdict(
     settings: &ProbeSettings,
     now: Timestamp,
 ) -> Verdict {
-    verdict_of(&says(obs, probers, settings, now))
+    let mut t = Tallies::default();
+    t.say(obs, probers, settings, now);
+    verdict_of(&t.says, &mut t.times)
 }
 
 /// The regions with an active prober, sorted: the columns of [`verdicts_by_region`].
@@ -278,25 +322,45 @@ pub fn verdicts_by_region(
     obs: &Observations,
     probers: &[ProberView],
     regions: &[RegionId],
-    settings: &ProbeSettings,
-    now: Timestamp,
+    (settings, now): (&ProbeSettings, Timestamp),
     loss: &mut [(u64, u64)],
+    tallies: &mut Tallies,
 ) -> (Verdict, Vec<(RegionId, Verdict)>) {
     debug_assert_eq!(loss.len(), regions.len(), "one (sent, lost) per region");
-    let mut says = says(obs, probers, settings, now);
-    let all = verdict_of(&says);
-    says.sort_unstable_by_key(|s| s.region);
+    debug_assert_eq!(tallies.region_at.len(), probers.len(), "tallies made for these probers");
+    debug_assert_eq!(tallies.starts.len(), regions.len() + 1, "tallies made for these regions");
+    tallies.say(obs, probers, settings, now);
+    let Tallies { says, by_region, starts, next, times, .. } = tallies;
+    let all = verdict_of(says, times);
+    // The says by region in two walks (a count, then each in its place), not a sort: every
+    // counting prober is active, so its region is one of `regions`.
+    starts.fill(0);
+    for s in says.iter().filter(|s| usize::from(s.region) < regions.len()) {
+        starts[usize::from(s.region) + 1] += 1;
+    }
+    for k in 1..starts.len() {
+        starts[k] += starts[k - 1];
+    }
+    by_region.clear();
+    by_region.resize(starts[regions.len()], Say::default());
+    next.clear();
+    next.extend_from_slice(starts);
+    for s in says.iter().filter(|s| usize::from(s.region) < regions.len()) {
+        let at = &mut next[usize::from(s.region)];
+        by_region[*at] = *s;
+        *at += 1;
+    }
     let by = regions
         .iter()
         .zip(loss.iter_mut())
-        .map(|(r, (sent, lost))| {
-            let from = says.partition_point(|s| s.region < *r);
-            let to = says.partition_point(|s| s.region <= *r);
-            for s in &says[from..to] {
+        .zip(starts.windows(2))
+        .map(|((r, (sent, lost)), w)| {
+            let theirs = &by_region[w[0]..w[1]];
+            for s in theirs {
                 *sent += u64::from(s.sent);
                 *lost += u64::from(s.lost);
             }
-            (*r, verdict_of(&says[from..to]))
+            (*r, verdict_of(theirs, times))
         })
         .collect();
     (all, by)
@@ -682,7 +746,10 @@ mod tests {
             obs(4, 3, 3, T0),
         ]);
         let mut loss = [(0, 0); 2];
-        let (all, by) = verdicts_by_region(&o, &p, &active_regions(&p), &s, T0, &mut loss);
+        let (all, by) = {
+            let regions = active_regions(&p);
+            verdicts_by_region(&o, &p, &regions, (&s, T0), &mut loss, &mut Tallies::new(&p, &regions))
+        };
         assert_eq!(loss, [(6, 6), (3, 0)], "the attempts of the results that count, by region");
         let tallies: Vec<(RegionId, u32, u32)> =
             by.iter().map(|(r, v)| (*r, v.failing, v.counting)).collect();
@@ -691,6 +758,74 @@ mod tests {
         // Together they are what the whole verdict counts.
         assert_eq!(all, verdict(&o, &p, &s, T0));
         assert_eq!((all.failing, all.counting), (2, 3));
+    }
+
+    /// The verdict of `says` the plain way: every time sorted, the majority-th picked.
+    fn sorted_verdict(
+        obs: &[Observation],
+        probers: &[ProberView],
+        s: &ProbeSettings,
+        now: Timestamp,
+    ) -> Verdict {
+        let tallies: Vec<ProberTally> = Observations::new(obs.to_vec()).per_prober(probers, s, now).collect();
+        let failing: Vec<&ProberTally> = tallies.iter().filter(|t| t.sees_failing(s)).collect();
+        let mut v =
+            Verdict { counting: tallies.len() as u32, failing: failing.len() as u32, ..Verdict::default() };
+        if v.is_failing() {
+            let mut times: Vec<Timestamp> = failing.iter().map(|t| t.failing_evidence()).collect();
+            times.sort();
+            v.failing_from = Some(times[(v.counting / 2) as usize]);
+        } else if v.counting > 0 {
+            let mut times: Vec<Timestamp> =
+                tallies.iter().filter(|t| !t.sees_failing(s)).map(|t| t.reported_at).collect();
+            times.sort_by(|a, b| b.cmp(a));
+            v.answering_at = Some(times[v.counting.div_ceil(2) as usize - 1]);
+        }
+        v
+    }
+
+    proptest::proptest! {
+        /// Tallied with reused room, by region in two walks and with a selection instead of a
+        /// sort, one address after another, each verdict is what sorting every time gives —
+        /// overall and over each region's probers alone.
+        #[test]
+        fn verdicts_by_region_are_what_sorting_gives(
+            regions_of in proptest::collection::vec((0i64..4, proptest::bool::weighted(0.9)), 1..12),
+            addresses in proptest::collection::vec(
+                proptest::collection::vec((0u32..12, 1u32..4, 0u32..4, 0i64..40_000, proptest::option::of(0i64..5_000)), 0..30),
+                1..6,
+            ),
+        ) {
+            let p: Vec<ProberView> =
+                regions_of.iter().map(|&(r, active)| ProberView { region: RegionId(r), active }).collect();
+            let s = settings();
+            let now = T0.plus_secs(40);
+            let regions = active_regions(&p);
+            let mut tallies = Tallies::new(&p, &regions);
+            for list in addresses {
+                let obs: Vec<Observation> = list
+                    .iter()
+                    .map(|&(prober, sent, lost, ago, failed)| Observation {
+                        prober: prober % p.len() as u32,
+                        sent,
+                        lost: lost.min(sent),
+                        rtt_ms: None,
+                        reported_at: now.plus_millis(-ago),
+                        failed_at: failed.map(|f| now.plus_millis(-ago - f)),
+                    })
+                    .collect();
+                let mut loss = vec![(0, 0); regions.len()];
+                let (all, by) =
+                    verdicts_by_region(&Observations::new(obs.clone()), &p, &regions, (&s, now), &mut loss, &mut tallies);
+                proptest::prop_assert_eq!(all, sorted_verdict(&obs, &p, &s, now));
+                proptest::prop_assert_eq!(by.len(), regions.len());
+                for (r, v) in by {
+                    let only: Vec<ProberView> =
+                        p.iter().map(|x| ProberView { active: x.active && x.region == r, ..*x }).collect();
+                    proptest::prop_assert_eq!(v, sorted_verdict(&obs, &only, &s, now), "region {:?}", r);
+                }
+            }
+        }
     }
 
     #[test]

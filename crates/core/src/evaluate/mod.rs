@@ -19,7 +19,7 @@ use crate::ids::RegionId;
 use crate::ids::{GroupId, LineId, NodeId, RuleId};
 use crate::model::{AllDown, Cluster, DnsMode};
 use crate::reachability::{
-    AddressCondition, AddressHealth, Condition, Observations, ProberView, Reachability, Verdict,
+    AddressCondition, AddressHealth, Condition, Observations, ProberView, Reachability, Tallies, Verdict,
     active_regions, verdicts_by_region,
 };
 use crate::rules::{Action, Aggregate, Metric, Rule, RuleState, Status, Transition};
@@ -630,11 +630,21 @@ fn reachability(
     let mut targets: Vec<(LineId, IpAddr, bool)> = Vec::new();
     let regions = active_regions(view.probers);
     let mut loss = vec![(0, 0); regions.len()];
+    let mut tallies = Tallies::new(view.probers, &regions);
     let verdicts: Vec<(Verdict, Vec<(RegionId, Verdict)>)> = view
         .nodes
         .iter()
         .flat_map(|n| n.addresses.iter())
-        .map(|a| verdicts_by_region(&a.observations, view.probers, &regions, settings, now, &mut loss))
+        .map(|a| {
+            verdicts_by_region(
+                &a.observations,
+                view.probers,
+                &regions,
+                (settings, now),
+                &mut loss,
+                &mut tallies,
+            )
+        })
         .collect();
     let loss =
         regions.iter().zip(loss).filter(|(_, (sent, _))| *sent > 0).map(|(r, (s, l))| (*r, s, l)).collect();
