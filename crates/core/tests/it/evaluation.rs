@@ -714,3 +714,63 @@ fn a_suspect_address_that_answers_again_gets_its_full_ttl_back_without_leaving_d
     f.advance(10);
     assert!(f.eval().revisions.is_empty());
 }
+
+/// The probe metrics a pass acts on are the ones the preview shows: over the lowest level's
+/// addresses, overall and by region, loss and latency.
+#[test]
+fn probe_metrics_a_pass_acts_on_are_the_previews() {
+    use vantage_core::evaluate::preview;
+    use vantage_core::reachability::{Observation, Observations};
+    let mut f = Fleet::new(4)
+        .node(1, 1, &[("203.0.113.1", Primary), ("198.51.100.1", Backup1)])
+        .node(2, 1, &[("203.0.113.2", Primary), ("203.0.113.3", Primary)])
+        .node(3, 1, &[("198.51.100.4", Backup1)])
+        .node(4, 1, &[])
+        .rule(
+            1,
+            r#"{"name":"seen","hold_s":0,"recover_s":0,"conditions":[
+                {"metric":"probe_loss","comparison":">=","threshold":0,"for_s":0,"aggregate":"avg"},
+                {"metric":"probe_loss","comparison":">=","threshold":0,"for_s":0,"aggregate":"max","region":2},
+                {"metric":"probe_latency_ms","comparison":">=","threshold":0,"for_s":0,"aggregate":"min"},
+                {"metric":"probe_latency_ms","comparison":">=","threshold":0,"for_s":0,"aggregate":"avg","region":3}]}"#,
+        );
+    let now = f.now;
+    for (k, node) in f.nodes.iter_mut().enumerate() {
+        for (j, a) in node.addresses.iter_mut().enumerate() {
+            let obs = (0..4u32)
+                .flat_map(|p| (0..2u32).map(move |port| (p, port)))
+                .map(|(p, port)| {
+                    let lost = (p + port + j as u32 + k as u32) % 4;
+                    Observation {
+                        prober: p,
+                        sent: 3,
+                        lost: lost.min(3),
+                        rtt_ms: (lost < 3).then_some(5.0 + (p * 7 + port * 3 + j as u32) as f32),
+                        reported_at: now,
+                        failed_at: None,
+                    }
+                })
+                .collect();
+            a.observations = Observations::new(obs);
+        }
+    }
+    let rows = preview(&f.view(), &f.state, now);
+    let previewed: Vec<(NodeId, Vec<Option<f64>>)> =
+        rows.iter().map(|r| (r.node, r.preview.conditions.iter().map(|c| c.value).collect())).collect();
+    let mut acted: Vec<(NodeId, Vec<Option<f64>>)> = f
+        .eval()
+        .events
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::RuleActivated(ev) => Some((ev.node, ev.values)),
+            _ => None,
+        })
+        .collect();
+    acted.sort_by_key(|(n, _)| *n);
+    assert_eq!(acted.len(), 3, "every node with addresses: {acted:?}");
+    assert!(acted.iter().all(|(_, v)| v.iter().all(Option::is_some)), "{acted:?}");
+    for (node, values) in &acted {
+        let (_, shown) = previewed.iter().find(|(n, _)| n == node).unwrap();
+        assert_eq!(values, shown, "node {node}");
+    }
+}
