@@ -454,7 +454,7 @@ async fn load(
                 rtt_us: r.rtt_us,
                 error: r.error,
                 register: r.register,
-                hls: r.hls,
+                hls: r.hls.map(Box::new),
                 // Not stored: the next HTTPS round brings it back.
                 cert_not_after: None,
                 // Not stored: the next failing round brings it back.

@@ -203,7 +203,7 @@ async fn store(app: Arc<App>, Recorded { caller, outcome, report, room }: Record
             rtt_us: l.rtt_us,
             error: l.error,
             register: l.register,
-            hls: l.hls,
+            hls: l.hls.as_deref().copied(),
         })
         .collect();
     let count = rows.len();
