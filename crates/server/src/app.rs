@@ -83,7 +83,8 @@ impl Change {
 
     /// The change that replaces a settings object there is one of (`settings:{name}`): stored
     /// under `id` once it has one (else a new id of `c`), audited as `action` with before and
-    /// after.
+    /// after. The same settings again change nothing: no audit entry, and no revision of every
+    /// cluster, which a configuration change cuts.
     pub(crate) fn settings(
         c: &mut Config,
         id: Option<i64>,
@@ -93,6 +94,9 @@ impl Change {
         after: serde_json::Value,
         object: Object,
     ) -> Change {
+        if before == after {
+            return Change::default();
+        }
         let id = id.unwrap_or_else(|| c.allocate());
         let mut ch = Change::default();
         ch.audit(action, format!("settings:{name}"), serde_json::json!({"before": before, "after": after}));

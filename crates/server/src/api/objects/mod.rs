@@ -513,10 +513,10 @@ mod tests {
     use super::*;
     use crate::app::lab;
 
-    /// `PATCH uri` with `body` as the admin; the status.
-    async fn patch(app: &Arc<App>, token: &str, uri: &str, body: Value) -> StatusCode {
+    /// `method uri` with `body` as the admin; the status.
+    async fn send(app: &Arc<App>, token: &str, (method, uri): (Method, &str), body: Value) -> StatusCode {
         let req = Request::builder()
-            .method(Method::PATCH)
+            .method(method)
             .uri(uri)
             .header(header::AUTHORIZATION, format!("Bearer {token}"))
             .header(header::CONTENT_TYPE, "application/json")
@@ -534,11 +534,12 @@ mod tests {
         app.apply(vec![(1, Object::Region(region))], Vec::new(), crate::support::now()).await.unwrap();
         let entries = || async { app.store().audit(&AuditFilter::default()).await.unwrap().len() };
         let (before, config) = (entries().await, app.config());
-        assert_eq!(patch(&app, &token, "/v1/regions/1", json!({"name": "Europe"})).await, StatusCode::OK);
-        assert_eq!(patch(&app, &token, "/v1/regions/1", json!({})).await, StatusCode::OK);
+        let patch = |body| send(&app, &token, (Method::PATCH, "/v1/regions/1"), body);
+        assert_eq!(patch(json!({"name": "Europe"})).await, StatusCode::OK);
+        assert_eq!(patch(json!({})).await, StatusCode::OK);
         assert_eq!(entries().await, before, "no audit entry");
         assert!(Arc::ptr_eq(&config, &app.config()), "the same configuration");
-        assert_eq!(patch(&app, &token, "/v1/regions/1", json!({"name": "Europa"})).await, StatusCode::OK);
+        assert_eq!(patch(json!({"name": "Europa"})).await, StatusCode::OK);
         assert_eq!(entries().await, before + 1);
         assert_eq!(app.config().regions[&1].value.name, "Europa");
     }
@@ -550,16 +551,9 @@ mod tests {
         let fleet = vantage_control::fixtures::large_fleet(1, 0);
         app.apply(fleet.puts, Vec::new(), crate::support::now()).await.unwrap();
         let node = *app.config().nodes.keys().next().unwrap();
-        let put = || async {
-            let req = Request::builder()
-                .method(Method::PUT)
-                .uri(format!("/v1/nodes/{node}/addresses"))
-                .header(header::AUTHORIZATION, format!("Bearer {token}"))
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(json!([{"ip": "203.0.113.10", "level": "primary"}]).to_string()))
-                .unwrap();
-            crate::api::router(app.clone()).oneshot(req).await.unwrap().status()
-        };
+        let uri = format!("/v1/nodes/{node}/addresses");
+        let put =
+            || send(&app, &token, (Method::PUT, &uri), json!([{"ip": "203.0.113.10", "level": "primary"}]));
         let entries = || async { app.store().audit(&AuditFilter::default()).await.unwrap().len() };
         let before = entries().await;
         assert_eq!(put().await, StatusCode::OK);
@@ -568,5 +562,25 @@ mod tests {
         assert_eq!(put().await, StatusCode::OK);
         assert_eq!(entries().await, before + 1, "no audit entry");
         assert!(Arc::ptr_eq(&config, &app.config()), "the same configuration");
+    }
+
+    /// The probe and detection settings put again as they are save nothing; other ones do.
+    #[tokio::test]
+    async fn the_same_settings_put_again_save_nothing() {
+        let (_dir, app, token) = lab().await;
+        let entries = || async { app.store().audit(&AuditFilter::default()).await.unwrap().len() };
+        for (uri, changed) in [
+            ("/v1/settings/probes", json!({"interval_s": 5, "timeout_ms": 1000})),
+            ("/v1/settings/detection", json!({"confirm": false, "damping_max_multiplier": 1})),
+        ] {
+            let put = |body| send(&app, &token, (Method::PUT, uri), body);
+            let before = entries().await;
+            assert_eq!(put(changed.clone()).await, StatusCode::OK, "{uri}");
+            assert_eq!(entries().await, before + 1, "{uri}: a change");
+            let config = app.config();
+            assert_eq!(put(changed).await, StatusCode::OK, "{uri}");
+            assert_eq!(entries().await, before + 1, "{uri}: no audit entry");
+            assert!(Arc::ptr_eq(&config, &app.config()), "{uri}: the same configuration");
+        }
     }
 }
