@@ -211,7 +211,7 @@ impl Verdict {
 #[derive(Debug, Clone, Copy, Default)]
 struct Say {
     /// The place of its region among the pass's regions ([`Tallies::NO_REGION`]: none).
-    region: u16,
+    region: u32,
     failing: bool,
     evidence: Timestamp,
     reported_at: Timestamp,
@@ -220,13 +220,15 @@ struct Say {
 }
 
 /// What tallying one address needs besides its observations, kept from one address to the
-/// next so that a pass over a fleet's addresses allocates nothing but their verdicts: each
-/// prober's region as a place among the pass's regions, the counting probers' says, the same
-/// by region, and the times a verdict picks one of.
+/// next so that a pass over a fleet's addresses allocates nothing but their verdicts: the
+/// pass's regions and each prober's as a place among them, the counting probers' says, the
+/// same by region, and the times a verdict picks one of.
 #[derive(Debug, Default)]
 pub struct Tallies {
-    /// By prober place: the place of its region in the pass's regions.
-    region_at: Vec<u16>,
+    /// The regions with an active prober, sorted ([`active_regions`]).
+    regions: Vec<RegionId>,
+    /// By prober place: the place of its region in `regions`.
+    region_at: Vec<u32>,
     says: Vec<Say>,
     by_region: Vec<Say>,
     /// Where each region's says start in `by_region` (one more than the regions), and room
@@ -238,19 +240,25 @@ pub struct Tallies {
 
 impl Tallies {
     /// A prober whose region is not among the pass's (an inactive one's).
-    const NO_REGION: u16 = u16::MAX;
+    const NO_REGION: u32 = u32::MAX;
 
-    /// For the addresses of one pass: `regions` are its columns ([`active_regions`] of
-    /// `probers`).
-    pub fn new(probers: &[ProberView], regions: &[RegionId]) -> Tallies {
+    /// For the addresses of one pass over `probers`: its columns are the regions with an
+    /// active prober.
+    pub fn new(probers: &[ProberView]) -> Tallies {
+        let regions = active_regions(probers);
         let region_at = probers
             .iter()
             .map(|p| {
-                let at = regions.binary_search(&p.region).ok().and_then(|i| u16::try_from(i).ok());
-                at.unwrap_or(Self::NO_REGION)
+                let at = regions.binary_search(&p.region).ok().and_then(|i| u32::try_from(i).ok());
+                at.filter(|_| p.active).unwrap_or(Self::NO_REGION)
             })
             .collect();
-        Tallies { region_at, starts: vec![0; regions.len() + 1], ..Tallies::default() }
+        Tallies { starts: vec![0; regions.len() + 1], regions, region_at, ..Tallies::default() }
+    }
+
+    /// The pass's regions, sorted: the columns of [`verdicts_by_region`].
+    pub fn regions(&self) -> &[RegionId] {
+        &self.regions
     }
 
     /// Fills `self.says` with the says of the counting probers of one address.
@@ -313,30 +321,31 @@ pub fn active_regions(probers: &[ProberView]) -> Vec<RegionId> {
 }
 
 /// How the counting probers see an address, all together and region by region: [`verdict`],
-/// and [`verdict`] over each region's probers alone for every one of `regions` (those with an
-/// active prober, [`active_regions`]; a region whose probers have no fresh result counts
-/// none). The regions are for reading where a failure is seen from; a few regions alone
-/// decide nothing (§5.1). One tally serves both, and adds the attempts those probers sent
-/// and lost to `loss` (one (sent, lost) per region of `regions`, in its order).
+/// and [`verdict`] over each region's probers alone for every one of the regions with an
+/// active prober (`tallies`' [`Tallies::regions`]; a region whose probers have no fresh
+/// result counts none). The regions are for reading where a failure is seen from; a few
+/// regions alone decide nothing (§5.1). One tally serves both, and adds the attempts those
+/// probers sent and lost to `loss` (one (sent, lost) per region, in their order). `tallies`
+/// is made for `probers` ([`Tallies::new`]).
 pub fn verdicts_by_region(
     obs: &Observations,
     probers: &[ProberView],
-    regions: &[RegionId],
     (settings, now): (&ProbeSettings, Timestamp),
     loss: &mut [(u64, u64)],
     tallies: &mut Tallies,
 ) -> (Verdict, Vec<(RegionId, Verdict)>) {
-    debug_assert_eq!(loss.len(), regions.len(), "one (sent, lost) per region");
     debug_assert_eq!(tallies.region_at.len(), probers.len(), "tallies made for these probers");
-    debug_assert_eq!(tallies.starts.len(), regions.len() + 1, "tallies made for these regions");
     tallies.say(obs, probers, settings, now);
-    let Tallies { says, by_region, starts, next, times, .. } = tallies;
+    let Tallies { regions, says, by_region, starts, next, times, .. } = tallies;
+    debug_assert_eq!(loss.len(), regions.len(), "one (sent, lost) per region");
     let all = verdict_of(says, times);
     // The says by region in two walks (a count, then each in its place), not a sort: every
-    // counting prober is active, so its region is one of `regions`.
+    // counting prober is active, so its region is one of `regions` (a prober the tallies
+    // were not made for has none, and counts in no region).
+    let place = |s: &Say| usize::try_from(s.region).ok().filter(|r| *r < regions.len());
     starts.fill(0);
-    for s in says.iter().filter(|s| usize::from(s.region) < regions.len()) {
-        starts[usize::from(s.region) + 1] += 1;
+    for r in says.iter().filter_map(place) {
+        starts[r + 1] += 1;
     }
     for k in 1..starts.len() {
         starts[k] += starts[k - 1];
@@ -345,10 +354,11 @@ pub fn verdicts_by_region(
     by_region.resize(starts[regions.len()], Say::default());
     next.clear();
     next.extend_from_slice(starts);
-    for s in says.iter().filter(|s| usize::from(s.region) < regions.len()) {
-        let at = &mut next[usize::from(s.region)];
-        by_region[*at] = *s;
-        *at += 1;
+    for s in says.iter() {
+        if let Some(r) = place(s) {
+            by_region[next[r]] = *s;
+            next[r] += 1;
+        }
     }
     let by = regions
         .iter()
@@ -746,10 +756,7 @@ mod tests {
             obs(4, 3, 3, T0),
         ]);
         let mut loss = [(0, 0); 2];
-        let (all, by) = {
-            let regions = active_regions(&p);
-            verdicts_by_region(&o, &p, &regions, (&s, T0), &mut loss, &mut Tallies::new(&p, &regions))
-        };
+        let (all, by) = verdicts_by_region(&o, &p, (&s, T0), &mut loss, &mut Tallies::new(&p));
         assert_eq!(loss, [(6, 6), (3, 0)], "the attempts of the results that count, by region");
         let tallies: Vec<(RegionId, u32, u32)> =
             by.iter().map(|(r, v)| (*r, v.failing, v.counting)).collect();
@@ -800,8 +807,9 @@ mod tests {
                 regions_of.iter().map(|&(r, active)| ProberView { region: RegionId(r), active }).collect();
             let s = settings();
             let now = T0.plus_secs(40);
-            let regions = active_regions(&p);
-            let mut tallies = Tallies::new(&p, &regions);
+            let mut tallies = Tallies::new(&p);
+            let regions = tallies.regions().to_vec();
+            proptest::prop_assert_eq!(&regions, &active_regions(&p));
             for list in addresses {
                 let obs: Vec<Observation> = list
                     .iter()
@@ -815,14 +823,17 @@ mod tests {
                     })
                     .collect();
                 let mut loss = vec![(0, 0); regions.len()];
-                let (all, by) =
-                    verdicts_by_region(&Observations::new(obs.clone()), &p, &regions, (&s, now), &mut loss, &mut tallies);
+                let o = Observations::new(obs.clone());
+                let (all, by) = verdicts_by_region(&o, &p, (&s, now), &mut loss, &mut tallies);
                 proptest::prop_assert_eq!(all, sorted_verdict(&obs, &p, &s, now));
                 proptest::prop_assert_eq!(by.len(), regions.len());
-                for (r, v) in by {
+                for ((r, v), (region, (sent, lost))) in by.into_iter().zip(regions.iter().zip(&loss)) {
+                    proptest::prop_assert_eq!(r, *region);
                     let only: Vec<ProberView> =
                         p.iter().map(|x| ProberView { active: x.active && x.region == r, ..*x }).collect();
                     proptest::prop_assert_eq!(v, sorted_verdict(&obs, &only, &s, now), "region {:?}", r);
+                    let theirs = o.per_prober(&only, &s, now).fold((0, 0), |(a, b), t| (a + u64::from(t.sent), b + u64::from(t.lost)));
+                    proptest::prop_assert_eq!((*sent, *lost), theirs, "the attempts of region {:?}", r);
                 }
             }
         }

@@ -20,7 +20,7 @@ use crate::ids::{GroupId, LineId, NodeId, RuleId};
 use crate::model::{AllDown, Cluster, DnsMode};
 use crate::reachability::{
     AddressCondition, AddressHealth, Condition, Observations, ProberView, Reachability, Tallies, Verdict,
-    active_regions, verdicts_by_region,
+    verdicts_by_region,
 };
 use crate::rules::{Action, Aggregate, Metric, Rule, RuleState, Status, Transition};
 use crate::settings::ProbeSettings;
@@ -628,26 +628,18 @@ fn reachability(
     let mut pairs: Vec<(SchedulingAddress, bool)> = Vec::new();
     let mut pending: Vec<IpAddr> = Vec::new();
     let mut targets: Vec<(LineId, IpAddr, bool)> = Vec::new();
-    let regions = active_regions(view.probers);
-    let mut loss = vec![(0, 0); regions.len()];
-    let mut tallies = Tallies::new(view.probers, &regions);
+    let mut tallies = Tallies::new(view.probers);
+    let mut loss = vec![(0, 0); tallies.regions().len()];
     let verdicts: Vec<(Verdict, Vec<(RegionId, Verdict)>)> = view
         .nodes
         .iter()
         .flat_map(|n| n.addresses.iter())
-        .map(|a| {
-            verdicts_by_region(
-                &a.observations,
-                view.probers,
-                &regions,
-                (settings, now),
-                &mut loss,
-                &mut tallies,
-            )
-        })
+        .map(|a| verdicts_by_region(&a.observations, view.probers, (settings, now), &mut loss, &mut tallies))
         .collect();
-    let loss =
-        regions.iter().zip(loss).filter(|(_, (sent, _))| *sent > 0).map(|(r, (s, l))| (*r, s, l)).collect();
+    let loss = (tallies.regions().iter().zip(loss))
+        .filter(|(_, (sent, _))| *sent > 0)
+        .map(|(r, (s, l))| (*r, s, l))
+        .collect();
     let mut verdicts = verdicts.into_iter();
     for node in view.nodes {
         pairs.clear();

@@ -715,8 +715,8 @@ fn a_suspect_address_that_answers_again_gets_its_full_ttl_back_without_leaving_d
     assert!(f.eval().revisions.is_empty());
 }
 
-/// The probe metrics a pass acts on are the ones the preview shows: over the lowest level's
-/// addresses, overall and by region, loss and latency.
+/// The probe metrics a pass acts on are the ones the preview shows and the ones worked by hand:
+/// over the lowest level's addresses, overall and by region, loss and latency.
 #[test]
 fn probe_metrics_a_pass_acts_on_are_the_previews() {
     use vantage_core::evaluate::preview;
@@ -772,5 +772,13 @@ fn probe_metrics_a_pass_acts_on_are_the_previews() {
     for (node, values) in &acted {
         let (_, shown) = previewed.iter().find(|(n, _)| n == node).unwrap();
         assert_eq!(values, shown, "node {node}");
+    }
+    // Node 3's one address, worked by hand: its probers lose 5, 3, 1 and 3 of their 6
+    // attempts (83.3, 50, 16.7 and 50 %), and answer in 5, 15, 20.5 and 27.5 ms on average
+    // over their answering ports. Region 2 is prober 1's, region 3 prober 2's.
+    let (_, node3) = acted.iter().find(|(n, _)| *n == NodeId(3)).unwrap();
+    let want = [50.0, 50.0, 5.0, 20.5];
+    for (got, want) in node3.iter().zip(want) {
+        assert!(got.is_some_and(|g| (g - want).abs() < 1e-9), "{node3:?} against {want:?}");
     }
 }
