@@ -83,8 +83,8 @@ impl Change {
 
     /// The change that replaces a settings object there is one of (`settings:{name}`): stored
     /// under `id` once it has one (else a new id of `c`), audited as `action` with before and
-    /// after. The same settings again change nothing: no audit entry, and no revision of every
-    /// cluster, which a configuration change cuts.
+    /// after. The same settings again change nothing: no audit entry, no numbered change and
+    /// no pass of every cluster at once.
     pub(crate) fn settings(
         c: &mut Config,
         id: Option<i64>,

@@ -63,8 +63,8 @@ fn cpu_ticks(pid: u32) -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
-/// Asks `/healthz` once and fails past `limit`. A starved listener waits for a held
-/// connection to close (a minute here), so a second separates it from a busy 2-core machine.
+/// Asks `/healthz` once and fails past `limit`. A starved listener would leave it waiting
+/// past the client's 5 s timeout, so a second separates that from a busy 2-core machine.
 async fn healthz_within(url: &str, limit: Duration) -> Duration {
     let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
     let t = Instant::now();
