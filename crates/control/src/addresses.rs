@@ -60,6 +60,11 @@ impl<'a> Results<'a> {
         self.seen.all().map(move |(k, p, l)| (k, self.caller(p), l))
     }
 
+    /// The latest results of `node`'s addresses, by target and caller.
+    pub fn of_node(self, node: NodeId) -> impl Iterator<Item = (TargetKey, Caller, &'a Latest)> + 'a {
+        self.seen.of_node(node).map(move |(k, p, l)| (k, self.caller(p), l))
+    }
+
     /// Targets (an address and a port) with a result.
     pub fn targets(self) -> usize {
         self.seen.targets()

@@ -343,7 +343,22 @@ impl Seen {
 
     /// Every latest result, by target and the place of its caller.
     pub(crate) fn all(&self) -> impl Iterator<Item = (TargetKey, u32, &Latest)> {
-        self.by_address.iter().flat_map(|(&(node, ip), a)| {
+        self.of_addresses(|_| true)
+    }
+
+    /// The latest results of `node`'s addresses: only theirs are taken apart, not every
+    /// result of the fleet.
+    pub(crate) fn of_node(&self, node: NodeId) -> impl Iterator<Item = (TargetKey, u32, &Latest)> {
+        self.of_addresses(move |(n, _)| *n == node)
+    }
+
+    /// The latest results of the addresses `keep` keeps, by target and the place of their
+    /// caller.
+    fn of_addresses(
+        &self,
+        keep: impl Fn(&(NodeId, IpAddr)) -> bool,
+    ) -> impl Iterator<Item = (TargetKey, u32, &Latest)> {
+        self.by_address.iter().filter(move |(at, _)| keep(at)).flat_map(|(&(node, ip), a)| {
             a.made
                 .iter()
                 .zip(&a.latest)
@@ -599,6 +614,10 @@ mod tests {
                     figures.eq(s.observations.as_slice().iter().copied()),
                     "step {step}: each observation of its result"
                 );
+            }
+            for node in a.results().iter().map(|(k, ..)| k.node).take(3) {
+                let whole = a.results().iter().filter(|(k, ..)| k.node == node).count();
+                assert_eq!(a.results().of_node(node).count(), whole, "step {step}: node {node}'s results");
             }
             let targets: std::collections::BTreeSet<TargetKey> =
                 a.results().iter().map(|(k, ..)| k).collect();

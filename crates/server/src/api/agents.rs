@@ -427,7 +427,7 @@ async fn node_results(
         .owner()
         .read(move |core, _| {
             let c = core.config();
-            let results = core.addresses().results().iter().filter(|(k, ..)| k.node == NodeId(id));
+            let results = core.addresses().results().of_node(NodeId(id));
             results.map(|(k, p, l)| ((k.to_string(), p.id()), result_row(&c, k, p, l))).collect()
         })
         .await?;
