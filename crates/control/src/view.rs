@@ -38,9 +38,7 @@ pub struct Figures {
     pub at: Timestamp,
     /// The passes run by then.
     pub passes: u64,
-    /// The configuration they were made of.
-    pub config: Arc<Config>,
-    /// The fleet as numbers.
+    /// The fleet as numbers, with the configuration they were made of.
     pub fleet: Fleet,
     /// When each HTTPS target's certificate expires, as the probers saw it.
     pub expiries: Arc<BTreeMap<TargetKey, Timestamp>>,
@@ -50,7 +48,7 @@ impl Figures {
     /// Whether figures made of `config` after `passes` passes at `now` would say more.
     fn stale(&self, config: &Arc<Config>, passes: u64, now: Timestamp) -> bool {
         self.passes != passes
-            || !Arc::ptr_eq(&self.config, config)
+            || !Arc::ptr_eq(&self.fleet.config, config)
             || now.millis_since(self.at) >= FIGURES_EVERY_MS
     }
 }
@@ -198,7 +196,6 @@ impl Control {
             self.figures = Arc::new(Figures {
                 at: now,
                 passes: self.passes(),
-                config: config.clone(),
                 fleet: self.fleet(now),
                 // The lease holder exports them (`Fleet::evaluator`); a follower scans nothing.
                 expiries: if self.role() == Role::Leader {

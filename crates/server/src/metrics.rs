@@ -381,26 +381,50 @@ mod tests {
     use super::*;
 
     /// Figures of one address and one HTTPS target, as the replica deciding (`evaluator`) or a
-    /// follower shows them.
+    /// follower shows them: cluster `video` (2) with node `edge "1"` (101), whose address the
+    /// last pass saw failing from one of three probers.
     fn figures(evaluator: bool, now: Timestamp) -> Arc<Figures> {
+        use vantage_control::config::{Config, Object};
+        use vantage_control::snapshot::ClusterSnapshot;
+        use vantage_core::address::Level;
+        use vantage_core::evaluate::{AddressStatus, NodeStatus};
+        use vantage_core::ids::ClusterId;
+        use vantage_core::reachability::{AddressCondition, Condition, Reachability, Verdict};
+
         let key = TargetKey { node: NodeId(7), ip: "203.0.113.10".parse().unwrap(), port: 443 };
-        let address = vantage_control::fleet::AddressFigure {
-            cluster: "video".into(),
-            node: "edge \"1\"".into(),
-            address: "203.0.113.10".into(),
-            level: vantage_core::address::Level::Backup1,
-            reachable: true,
-            failing: 1,
-            counting: 3,
+        let mut config = Config::default();
+        for (id, mut o) in vantage_control::fixtures::large_fleet(1, 0).puts {
+            if let Object::Node(rec) = &mut o {
+                rec.node.name = "edge \"1\"".into();
+            }
+            config.put(id, o, now, now);
+        }
+        let address = AddressStatus {
+            ip: "203.0.113.10".parse().unwrap(),
+            level: Level::Backup1,
+            reachability: Reachability::Reachable,
+            verdict: Verdict { counting: 3, failing: 1, ..Verdict::default() },
+            regions: Vec::new(),
+            in_use: true,
             damping: 1,
-            suspect: false,
+            condition: AddressCondition { condition: Condition::Reachable, since: None, changes_at: None },
+            line: None,
         };
+        let node = NodeStatus {
+            node: NodeId(101),
+            online: false,
+            serving: true,
+            level: Some(Level::Backup1),
+            held_by: None,
+            addresses: vec![address],
+        };
+        let snapshot = ClusterSnapshot { nodes: BTreeMap::from([(node.node, node)]), ..Default::default() };
         Arc::new(Figures {
             at: now,
             passes: 1,
-            config: Arc::default(),
             fleet: vantage_control::fleet::Fleet {
-                addresses: vec![address],
+                config: Arc::new(config),
+                snapshots: Arc::new(BTreeMap::from([(ClusterId(2), Arc::new(snapshot))])),
                 evaluator,
                 ..Default::default()
             },

@@ -14,7 +14,7 @@ fn a_view_shares_what_did_not_change_and_its_figures_follow_passes_and_seconds()
     lab.round(p, &[]);
     lab.tick();
     let first = lab.control.view(lab.now);
-    assert_eq!(first.figures.fleet.addresses.len(), 1, "made at once");
+    assert_eq!(first.figures.fleet.addresses().len(), 1, "made at once");
     assert_eq!(first.prober_status(p, lab.now), vantage_control::observe::ProberStatus::Online);
 
     // Nothing happened: the next view is the same parts, figures included.
@@ -56,6 +56,6 @@ fn a_view_shares_what_did_not_change_and_its_figures_follow_passes_and_seconds()
     assert_eq!(a.regions.len(), 1);
     assert_eq!(a.regions[0].0.0, eu);
     assert_eq!(a.regions[0].1, a.verdict, "one region: its cell is the verdict");
-    assert_eq!(after.figures.fleet.addresses[0].failing, 1);
+    assert_eq!(after.figures.fleet.addresses()[0].failing, 1);
     assert_eq!(after.figures.passes, lab.control.passes());
 }

@@ -92,8 +92,10 @@ impl Collector for FleetCollector {
                 |a| i64::from(a.suspect),
             ),
         ];
+        // Read from the snapshots once, written five times.
+        let addresses = f.addresses();
         for (name, help, value) in per_address {
-            gauges(&mut e, (name, help), f.addresses.iter().map(|a| (address(a), value(a))))?;
+            gauges(&mut e, (name, help), addresses.iter().map(|a| (address(a), value(a))))?;
         }
         gauges(
             &mut e,
@@ -106,7 +108,7 @@ impl Collector for FleetCollector {
         gauges(
             &mut e,
             ("vantage_node_level", "The level DNS uses for a node: 0 primary, 1 backup1, 2 backup2, -1 none"),
-            f.nodes.iter().map(|(cluster, node, level)| {
+            f.nodes().iter().map(|(cluster, node, level)| {
                 let value = match level {
                     None => -1,
                     Some(Level::Primary) => 0,
@@ -122,23 +124,22 @@ impl Collector for FleetCollector {
                 "vantage_node_drained",
                 "For each drained node (its own drain, its group's or a maintenance window's): 0 while it drains, 1 once the answers have been without it for 2 x TTL",
             ),
-            f.drains.iter().map(|(cluster, node, drained)| {
+            f.drains().iter().map(|(cluster, node, drained)| {
                 ([("cluster", cluster.as_str()), ("node", node.as_str())], i64::from(*drained))
             }),
         )?;
         let line =
             |cluster: &'_ String, line: &'_ String| [("cluster", cluster.clone()), ("line", line.clone())];
+        let lines = f.lines();
         gauges(
             &mut e,
             ("vantage_line_records", "Records a line answers now"),
-            f.lines
-                .iter()
-                .map(|(c, l, records, _)| (line(c, l), i64::try_from(*records).unwrap_or(i64::MAX))),
+            lines.iter().map(|(c, l, records, _)| (line(c, l), i64::try_from(*records).unwrap_or(i64::MAX))),
         )?;
         gauges(
             &mut e,
             ("vantage_revision_held", "1 while the protection holds a line's previous records"),
-            f.lines.iter().map(|(c, l, _, held)| (line(c, l), i64::from(*held))),
+            lines.iter().map(|(c, l, _, held)| (line(c, l), i64::from(*held))),
         )?;
         let prober = |p: &ProberFigure| [("prober", p.name.clone()), ("region", p.region.clone())];
         gauges(
