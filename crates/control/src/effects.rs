@@ -62,7 +62,7 @@ impl Effects {
                     .push((l.cluster, said(format!("Line {}", l.line.name), !before.lines.contains_key(id)))),
                 Object::Rule(r) => e.clusters.push((r.cluster, None)),
                 Object::Node(n) => {
-                    e.clusters.push((n.cluster, node_reason(before.nodes.get(id).map(|o| &o.value), n)));
+                    e.clusters.push((n.cluster, node_reason(before.nodes.get(id).map(|o| &*o.value), n)));
                     if !n.node.also_probes || !n.node.enabled {
                         e.forget.insert(Caller::Node(NodeId(*id)));
                     }
@@ -83,7 +83,7 @@ impl Effects {
                 Object::Maintenance(m) => {
                     // Only a window open now (or open before the change) changes what is
                     // drained now; one that opens later does so at its time.
-                    let old = before.maintenance.get(id).map(|o| &o.value).filter(|o| o.is_open(now));
+                    let old = before.maintenance.get(id).map(|o| &*o.value).filter(|o| o.is_open(now));
                     let why = format!("Maintenance {} saved", m.name);
                     let windows = old.into_iter().chain(Some(m).filter(|m| m.is_open(now)));
                     e.clusters

@@ -98,7 +98,7 @@ impl Config {
             .enroll_tokens
             .iter()
             .find(|(_, t)| t.value.sha256 == sha256)
-            .map(|(id, t)| (*id, t.value.clone()))
+            .map(|(id, t)| (*id, EnrollToken::clone(&t.value)))
             .ok_or(Refusal::UnknownToken)?;
         match token.state(at) {
             TokenState::Valid => {}
@@ -115,7 +115,8 @@ impl Config {
             }
             Role::Node => {
                 let node = token.node.ok_or(Refusal::Malformed("node token without node"))?;
-                let record = self.nodes.get(&node.0).ok_or(Refusal::NodeGone { node })?.value.clone();
+                let record =
+                    NodeRecord::clone(&self.nodes.get(&node.0).ok_or(Refusal::NodeGone { node })?.value);
                 Enrollee::Node { id: node, record: Box::new(record) }
             }
         };
@@ -198,8 +199,8 @@ impl Config {
     /// record is gone since (revoked).
     pub fn renewal(&self, caller: Caller) -> Option<Renewal> {
         let record = match caller {
-            Caller::Prober(p) => Record::Prober(self.probers.get(&p.0)?.value.clone()),
-            Caller::Node(n) => Record::Node(Box::new(self.nodes.get(&n.0)?.value.clone())),
+            Caller::Prober(p) => Record::Prober(ProberRecord::clone(&self.probers.get(&p.0)?.value)),
+            Caller::Node(n) => Record::Node(Box::new(NodeRecord::clone(&self.nodes.get(&n.0)?.value))),
         };
         Some(Renewal { record })
     }

@@ -350,7 +350,7 @@ impl Invariants for RuleRecord {
 /// The lines of `cluster` that answer with `group`: those whose group it is, or every line of a
 /// cluster without lines (the implicit default line answers with every group).
 fn lines_answering_with(c: &Config, cluster: ClusterId, group: GroupId) -> Vec<String> {
-    let lines: Vec<&LineRecord> = c.lines_of(cluster).map(|(_, l)| &l.value).collect();
+    let lines: Vec<&LineRecord> = c.lines_of(cluster).map(|(_, l)| &*l.value).collect();
     if lines.is_empty() {
         return vec!["default".to_owned()];
     }

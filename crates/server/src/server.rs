@@ -270,7 +270,14 @@ impl Server {
         let dns_addr = dns.local_addr();
         tracing::info!(addr = %dns_addr, "DNS listening (UDP and TCP)");
         let sinks_app = app.clone();
-        let sinks = Arc::new(move || sinks_app.config().webhooks.values().map(|w| w.value.clone()).collect());
+        let sinks = Arc::new(move || {
+            sinks_app
+                .config()
+                .webhooks
+                .values()
+                .map(|w| vantage_control::alerts::Webhook::clone(&w.value))
+                .collect()
+        });
         let delivery = tokio::spawn(crate::alerts::deliver(
             notice_rx,
             sinks,

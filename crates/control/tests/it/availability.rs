@@ -45,7 +45,7 @@ fn a_node_down_for_a_while_makes_its_report_and_a_drain_is_not_counted() {
         outputs.extend(lab.take());
     }
     // edge-1 is drained for a minute: not counted.
-    let mut rec = lab.control.config().nodes[&a.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&a.0].value).clone();
     rec.node.drained = true;
     lab.replace(a.0, Object::Node(rec.clone()));
     lab.round(p, &[]);
@@ -106,7 +106,7 @@ fn changes_are_dated_by_this_state_never_backwards() {
         lab.round(p, &[]);
         lab.advance(10);
     }
-    let mut rec = lab.control.config().nodes[&a.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&a.0].value).clone();
     rec.node.drained = true;
     lab.replace(a.0, Object::Node(rec));
     lab.round(p, &[]);

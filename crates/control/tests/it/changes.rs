@@ -22,7 +22,7 @@ fn disabling_or_deleting_a_prober_drops_its_results_and_evaluates_every_cluster(
     lab.take();
     lab.advance(3);
     let Caller::Prober(id) = p else { unreachable!() };
-    let mut rec = lab.control.config().probers[&id.0].value.clone();
+    let mut rec = (*lab.control.config().probers[&id.0].value).clone();
     rec.enabled = false;
     lab.replace(id.0, Object::Prober(rec));
     assert!(lab.take().contains(&Output::ForgetResults(p)));
@@ -48,7 +48,7 @@ fn only_a_prober_that_stops_counting_has_its_stored_results_deleted() {
     let deletions =
         |lab: &mut Lab| lab.take().into_iter().filter(|o| matches!(o, Output::ForgetResults(_))).count();
     assert_eq!(deletions(&mut lab), 0, "a new node that does not probe");
-    let mut rec = lab.control.config().nodes[&n.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&n.0].value).clone();
     rec.node.name = "edge-one".into();
     lab.replace(n.0, Object::Node(rec.clone()));
     assert_eq!(deletions(&mut lab), 0, "saved, still not probing");
@@ -95,7 +95,7 @@ fn a_revision_names_what_the_change_saved() {
     let (_, c, _, n) = lab.one_node();
     lab.tick();
     lab.take();
-    let mut rec = lab.control.config().nodes[&n.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&n.0].value).clone();
     let rows = [AddressInput { ip: "203.0.113.11".into(), level: Primary, trusted: false, line: None }];
     rec.addresses = AddressList::parse(&rows, AddressPolicy::default()).unwrap();
     lab.replace(n.0, Object::Node(rec.clone()));

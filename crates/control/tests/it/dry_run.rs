@@ -74,7 +74,7 @@ fn disabling_a_rule_that_acts_shows_its_actions_ending_and_the_node_back() {
     assert_eq!(published(&lab), vec![ip("203.0.113.10")], "the rule took edge-2 out");
     lab.take();
 
-    let mut disabled = lab.control.config().rules[&rule].value.clone();
+    let mut disabled = (*lab.control.config().rules[&rule].value).clone();
     disabled.rule.enabled = false;
     let after = lab.control.dry_run(&[(rule, vantage_control::config::Object::Rule(disabled))], &[], lab.now);
     assert_eq!(

@@ -25,7 +25,7 @@ fn a_certificate_names_an_enabled_prober_a_node_or_nobody() {
     assert_eq!(c.identify(None), Err(Refused::NoCertificate));
     assert_eq!(c.identify(Some("fp-other")), Err(Refused::Unknown));
     let Caller::Prober(id) = p else { unreachable!() };
-    let mut rec = c.probers[&id.0].value.clone();
+    let mut rec = (*c.probers[&id.0].value).clone();
     rec.enabled = false;
     lab.replace(id.0, vantage_control::config::Object::Prober(rec));
     assert_eq!(

@@ -60,7 +60,7 @@ fn the_last_enabled_node_a_line_answers_with_goes_only_with_force() {
     let config = lab.control.config();
     assert_eq!(NodeRecord::check_unforced_delete(n.0, &config), Ok(()));
     // A disabled node is no last enabled one, and leaves the other the last.
-    let mut rec = config.nodes[&other.0].value.clone();
+    let mut rec = (*config.nodes[&other.0].value).clone();
     rec.node.enabled = false;
     lab.replace(other.0, vantage_control::config::Object::Node(rec));
     let config = lab.control.config();

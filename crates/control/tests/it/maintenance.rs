@@ -50,7 +50,7 @@ pub(crate) fn two_nodes(lab: &mut Lab) -> (vantage_control::identity::Caller, Cl
 fn a_drained_node_leaves_at_once_stays_probed_and_reads_drained_after_twice_the_ttl() {
     let mut lab = Lab::new();
     let (p, c, a, _) = two_nodes(&mut lab);
-    let mut rec = lab.control.config().nodes[&a.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&a.0].value).clone();
     rec.node.drained = true;
     lab.replace(a.0, Object::Node(rec.clone()));
     lab.tick();
@@ -160,7 +160,7 @@ fn a_window_drains_between_its_times_and_holds_its_targets_alerts() {
 fn a_restart_finds_a_drain_again_without_telling_it_twice() {
     let mut lab = Lab::new();
     let (_, c, a, _) = two_nodes(&mut lab);
-    let mut rec = lab.control.config().nodes[&a.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&a.0].value).clone();
     rec.node.drained = true;
     lab.replace(a.0, Object::Node(rec));
     lab.tick();

@@ -44,7 +44,7 @@ fn a_nat_only_node_has_no_scheduling_address_and_its_source_may_be_added() {
     assert_eq!(lab.control.source_address(nat), Some(ip("198.51.100.7")));
     assert_eq!(lab.control.addable_source(nat), Some(ip("198.51.100.7")));
     // Once configured, there is nothing left to add.
-    let mut rec = lab.control.config().nodes[&nat.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&nat.0].value).clone();
     rec.addresses = vantage_core::address::AddressList::parse(
         &[
             vantage_core::address::AddressInput {
@@ -77,7 +77,7 @@ fn the_source_address_is_the_latest_heartbeat_else_the_enrollment() {
     let g = lab.group(c, "fra-1", None);
     let n = lab.node(c, g, "edge-1", &[]);
     assert_eq!(lab.control.source_address(n), None, "never connected");
-    let mut rec = lab.control.config().nodes[&n.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&n.0].value).clone();
     rec.enrolled_from = Some(ip("203.0.113.50"));
     lab.replace(n.0, Object::Node(rec));
     assert_eq!(lab.control.source_address(n), Some(ip("203.0.113.50")));

@@ -19,7 +19,7 @@ fn a_prober_is_online_for_three_intervals_at_least_30_s() {
     assert_eq!(lab.control.prober_status(p, lab.now.plus_secs(30)), ProberStatus::Online);
     assert_eq!(lab.control.prober_status(p, lab.now.plus_secs(31)), ProberStatus::Offline);
     let Caller::Prober(ProberId(id)) = p else { unreachable!() };
-    let mut rec = lab.control.config().probers[&id].value.clone();
+    let mut rec = (*lab.control.config().probers[&id].value).clone();
     rec.enabled = false;
     lab.replace(id, Object::Prober(rec));
     assert_eq!(lab.control.prober_status(p, lab.now), ProberStatus::Disabled);
@@ -56,7 +56,7 @@ fn an_enrolled_node_without_heartbeat_alerts_and_one_never_enrolled_does_not() {
     let g = lab.group(c, "fra-1", None);
     let quiet = lab.node(c, g, "edge-1", &[("203.0.113.10", Primary)]);
     let enrolled = lab.node(c, g, "edge-2", &[("203.0.113.20", Primary)]);
-    let mut rec = lab.control.config().nodes[&enrolled.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&enrolled.0].value).clone();
     rec.cert_sha256 = Some("fp-edge-2".into());
     lab.replace(enrolled.0, Object::Node(rec));
     lab.take();

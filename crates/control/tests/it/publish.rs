@@ -50,7 +50,7 @@ fn the_zone_changes_only_with_a_revision() {
     assert_eq!((published(&lab).number, published(&lab).zone.ttl), (1, 30));
     lab.take();
     lab.advance(1);
-    let mut cluster = lab.control.config().clusters[&c.0].value.clone();
+    let mut cluster = (*lab.control.config().clusters[&c.0].value).clone();
     cluster.ttl = 60;
     lab.replace(c.0, Object::Cluster(cluster));
     let answers = |o: &Output| matches!(o, Output::Answers(_));

@@ -184,7 +184,7 @@ fn a_replica_that_loses_the_lease_drops_what_only_the_holder_does() {
     lab.advance(3);
     lab.take();
     // A change whose revision is decided but not yet carried out when the lease goes.
-    let mut cluster = lab.control.config().clusters[&c.0].value.clone();
+    let mut cluster = (*lab.control.config().clusters[&c.0].value).clone();
     cluster.ttl = 60;
     lab.control.handle_change(
         vec![(c.0, vantage_control::config::Object::Cluster(cluster))],

@@ -33,7 +33,7 @@ fn work_is_every_address_of_every_enabled_node_times_every_listener() {
     assert_eq!(w.targets.len(), 6, "3 addresses × 2 listeners");
     assert!(keys(&w).contains(&format!("n{n1}/198.51.100.10/443")));
     // A disabled node is not probed.
-    let mut rec = lab.control.config().nodes[&n2.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&n2.0].value).clone();
     rec.node.enabled = false;
     lab.replace(n2.0, Object::Node(rec));
     assert_eq!(lab.control.handle_work(p, lab.now).targets.len(), 4);
@@ -48,7 +48,7 @@ fn a_node_that_probes_skips_itself_and_reported_addresses_count_while_none_are_c
     let g = lab.group(c, "fra-1", Some(r));
     let n1 = lab.node(c, g, "edge-1", &[]);
     let n2 = lab.node(c, g, "edge-2", &[("203.0.113.20", Primary)]);
-    let mut rec = lab.control.config().nodes[&n1.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&n1.0].value).clone();
     rec.node.also_probes = true;
     lab.replace(n1.0, Object::Node(rec));
     let hb = wire::Heartbeat {
@@ -194,7 +194,7 @@ fn an_active_node_without_probe_health_makes_its_clusters_listeners_tcp_probed()
     );
 
     // A disabled node is not active.
-    let mut rec = lab.control.config().nodes[&n1.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&n1.0].value).clone();
     rec.node.enabled = false;
     lab.replace(n1.0, Object::Node(rec.clone()));
     assert_eq!(methods(&mut lab), [None; 2]);

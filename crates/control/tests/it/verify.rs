@@ -16,7 +16,7 @@ fn records(lab: &Lab, c: ClusterId) -> Vec<std::net::IpAddr> {
 }
 
 fn set(lab: &mut Lab, n: NodeId, rows: &[(&str, bool)]) {
-    let mut rec = lab.control.config().nodes[&n.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&n.0].value).clone();
     let rows: Vec<AddressInput> = rows
         .iter()
         .map(|(a, trusted)| AddressInput {
@@ -142,7 +142,7 @@ fn the_first_prober_to_answer_is_not_a_majority_of_three() {
 fn a_probing_nodes_new_address_is_verified_by_the_others() {
     let mut lab = Lab::new();
     let (p, c, g, n) = lab.one_node();
-    let mut rec = lab.control.config().nodes[&n.0].value.clone();
+    let mut rec = (*lab.control.config().nodes[&n.0].value).clone();
     rec.node = serde_json::from_value(serde_json::json!({"group": g, "name": "edge-1", "also_probes": true}))
         .unwrap();
     lab.replace(n.0, Object::Node(rec));

@@ -46,7 +46,7 @@ fn find(app: &App, id: i64) -> Result<Monitor, ApiError> {
     app.config()
         .monitors
         .get(&id)
-        .map(|m| m.value.clone())
+        .map(|m| Monitor::clone(&m.value))
         .ok_or_else(|| ApiError::NotFound(format!("Monitor {id} not found")))
 }
 

@@ -184,7 +184,7 @@ impl Kind for Maintenance {
             created_at: s.created_at,
             updated_at: s.updated_at,
             targets: m.targets(&core.config),
-            maintenance: m.clone(),
+            maintenance: Maintenance::clone(m),
             state,
             holds,
         }

@@ -92,7 +92,7 @@ impl Kind for Cluster {
     fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> ClusterView {
         let probed_with = core.config.cluster_check(&s.value).into();
         let tcp_fallback = core.tcp_fallback(ClusterId(id), crate::support::now()).map(|f| f.reason());
-        let c = ClusterInput::from(s.value.clone());
+        let c = ClusterInput::from(Cluster::clone(&s.value));
         ClusterView {
             id,
             created_at: s.created_at,
@@ -360,7 +360,7 @@ impl Kind for Webhook {
     fn view(id: i64, s: &Stored<Self>, _: &CoreView) -> WebhookView {
         // Secrets are written, never read back.
         let secret = s.value.secret.as_ref().map(|_| HIDDEN.to_owned());
-        let webhook = Webhook { secret, ..s.value.clone() };
+        let webhook = Webhook { secret, ..Webhook::clone(&s.value) };
         WebhookView { id, created_at: s.created_at, updated_at: s.updated_at, webhook }
     }
 }
@@ -416,7 +416,7 @@ impl Kind for Silence {
             id,
             created_at: s.created_at,
             updated_at: s.updated_at,
-            silence: s.value.clone(),
+            silence: Silence::clone(&s.value),
             state,
             holds,
         }
@@ -525,7 +525,7 @@ impl Kind for Monitor {
             id,
             created_at: s.created_at,
             updated_at: s.updated_at,
-            monitor: s.value.clone(),
+            monitor: Monitor::clone(&s.value),
             probed_with: c.monitor_check(&s.value).into(),
             verdict: verdict.map(|v| v.verdict.global),
             since: verdict.map(|v| v.at),
@@ -562,7 +562,7 @@ impl Kind for StatusPage {
             created_at: s.created_at,
             updated_at: s.updated_at,
             path: format!("/status/{}", s.value.slug),
-            page: s.value.clone(),
+            page: StatusPage::clone(&s.value),
         }
     }
 }

@@ -133,7 +133,7 @@ async fn save_addresses(
 ) -> Result<Json<Addresses>, ApiError> {
     let (node, added) = app
         .change(actor, |c| {
-            let mut n = find::<NodeRecord>(c, id, None)?.value.clone();
+            let mut n = NodeRecord::clone(&find::<NodeRecord>(c, id, None)?.value);
             let (list, extra) = next(&n)?;
             let before = n.addresses.clone();
             // The same list again saves nothing (no audit entry, no revision).

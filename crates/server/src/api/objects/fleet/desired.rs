@@ -287,7 +287,7 @@ impl Build<'_> {
             ));
         }
         let existing = (self.names.get(&(K::NAME, cluster, name.to_ascii_lowercase())))
-            .and_then(|id| Some((*id, K::map(self.current).get(id)?.value.clone())));
+            .and_then(|id| Some((*id, K::clone(&K::map(self.current).get(id)?.value))));
         let (id, value) = match &existing {
             Some((id, old)) => (*id, value.keep_from(old)),
             None => (self.next.allocate(), value),
@@ -305,7 +305,7 @@ impl Build<'_> {
         let mut doc = cf.cluster.clone();
         let name = doc.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
         let old = self.current.clusters.values().find(|s| s.value.name.eq_ignore_ascii_case(&name));
-        stored_secrets(&mut doc, old.map(|s| &s.value), at, self.terms.compare_secrets)?;
+        stored_secrets(&mut doc, old.map(|s| &*s.value), at, self.terms.compare_secrets)?;
         let value = Cluster::parse(Value::Object(doc), None, self.app).map_err(within(at))?;
         let cid = ClusterId(self.upsert(at, value, None, Ok)?);
         if let Some(groups) = &cf.groups {
