@@ -80,8 +80,9 @@ pub struct Fleet {
     /// longer wait of a report no pass has used yet).
     pub evaluation_lag: Vec<(String, f64)>,
     /// Whether this replica decides for the fleet (holds the evaluator lease, or is alone).
-    /// Only then are the other figures filled in: the lease holder exports the fleet, its
-    /// followers only themselves (so no dashboard doubles under replicas).
+    /// Only then are the other figures filled in (a follower's carry the configuration
+    /// alone): the lease holder exports the fleet, its followers only themselves (so no
+    /// dashboard doubles under replicas).
     pub evaluator: bool,
 }
 
@@ -190,6 +191,7 @@ impl Control {
         if self.role() != crate::Role::Leader {
             // The lease holder exports the fleet's figures; a follower sees the same fleet
             // through the database, and a dashboard summing the replicas would count it twice.
+            // The configuration goes with it: figures are made again when it changes.
             return Fleet { config: c, ..Fleet::default() };
         }
         let mut f =
@@ -208,7 +210,7 @@ impl Control {
             *f.alerts_firing.entry(a.kind).or_default() += 1;
         }
         f.probe_rates = self.probe_rates(now);
-        f.probe_loss = probe_loss(&c, &self.snapshots());
+        f.probe_loss = probe_loss(&c, &f.snapshots);
         f.evaluation_lag = c
             .clusters
             .iter()

@@ -26,9 +26,10 @@ use crate::snapshot::Snapshots;
 use crate::target::TargetKey;
 use crate::work::{TcpFallback, addresses_in_use};
 
-/// The fleet's figures of `/metrics` (every address, node and line of the snapshots, probe
-/// loss from the passes, probe rates, prober ages, certificate expiries): made again after
-/// every pass or change and once they are a second old, not per reading.
+/// The fleet's figures of `/metrics` (probe loss from the passes, probe rates, prober ages,
+/// alerts, evaluation lag, certificate expiries, and the snapshots a scrape reads every
+/// address, node and line from): made again after every pass or change and once they are a
+/// second old, not per reading.
 const FIGURES_EVERY_MS: i64 = 1_000;
 
 /// The fleet's figures of one moment.

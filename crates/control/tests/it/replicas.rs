@@ -246,10 +246,16 @@ fn only_the_lease_holder_exports_the_fleet() {
     healthy(&mut leader, p);
     healthy(&mut follower, q);
     let (lead, follow) = (leader.control.fleet(leader.now), follower.control.fleet(follower.now));
-    assert!(lead.evaluator && lead.addresses().len() == 2 && !lead.probers.is_empty(), "{lead:?}");
-    assert!(!follow.evaluator, "{follow:?}");
+    assert!(
+        lead.evaluator && lead.addresses().len() == 2 && !lead.probers.is_empty(),
+        "{:?}",
+        lead.addresses()
+    );
+    assert!(!follow.evaluator);
     assert!(
         follow.addresses().is_empty() && follow.nodes().is_empty() && follow.probers.is_empty(),
-        "{follow:?}"
+        "{:?} {:?}",
+        follow.addresses(),
+        follow.probers
     );
 }
