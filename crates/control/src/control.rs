@@ -537,7 +537,7 @@ impl Control {
             self.seen(),
             self.policy,
             (cluster, now),
-            (state, &spread),
+            &spread,
             self.addresses.table().clone(),
         );
         Some((parts, spec, state))
@@ -1090,15 +1090,11 @@ impl Control {
         let Some(cluster) = c.clusters.get(&id.0).map(|s| &s.value) else { return };
         let Some(zone) = Zone::of(&c, id) else { return };
         let spread = self.online_spread(now);
-        let Some(state) = self.slots.get(&id).map(|s| &s.state) else { return };
-        let parts = Parts::gather(
-            &c,
-            self.seen(),
-            self.policy,
-            (id, now),
-            (state, &spread),
-            self.addresses.table().clone(),
-        );
+        if !self.slots.contains_key(&id) {
+            return;
+        }
+        let parts =
+            Parts::gather(&c, self.seen(), self.policy, (id, now), &spread, self.addresses.table().clone());
         let Some(slot) = self.slots.get_mut(&id) else { return };
         let reason = slot.reason.take();
         if let Some(t) = slot.waiting_since.take() {
@@ -1364,15 +1360,15 @@ struct Parts {
 }
 
 impl Parts {
-    /// What a pass of cluster `id` reads; `state` says which addresses still wait to be
-    /// verified, which the probers that probe them (every counting prober online, within the
-    /// probe budget, but the node itself: `spread`) are to see answering.
+    /// What a pass of cluster `id` reads, each address with the probers that probe it (every
+    /// counting prober online, within the probe budget, but the node itself: `spread`), whom
+    /// it is to be seen answering by while it waits to be verified.
     fn gather(
         c: &Config,
         (obs, addresses): (&Observations, &Addresses),
         policy: AddressPolicy,
         (id, now): (ClusterId, Timestamp),
-        (state, spread): (&ClusterState, &Spread),
+        spread: &Spread,
         table: Arc<ProberTable>,
     ) -> Parts {
         let lines = c
@@ -1401,13 +1397,10 @@ impl Parts {
                     addresses_in_use(&n.value.addresses, agent.map(|a| a.addresses.as_slice()), policy)
                         .as_slice()
                         .iter()
-                        .map(|a| {
-                            let waiting = state.addresses.get(&(nid, a.ip)).is_none_or(|h| !h.verified);
-                            AddressView {
-                                address: *a,
-                                observations: addresses.observations(nid, a.ip, &ports),
-                                expected_probers: if waiting { expected } else { 0 },
-                            }
+                        .map(|a| AddressView {
+                            address: *a,
+                            observations: addresses.observations(nid, a.ip, &ports),
+                            expected_probers: expected,
                         })
                         .collect();
                 NodeView {

@@ -109,9 +109,10 @@ pub struct AddressView {
     pub address: SchedulingAddress,
     /// Every prober's latest result on every port.
     pub observations: Observations,
-    /// How many counting probers probe it (every one online, within the probe budget) while
-    /// it waits to be verified (0 once verified): a strict majority of them must see it
-    /// answer, not just of the first ones that reported.
+    /// How many counting probers probe it (every one online, within the probe budget): while
+    /// it waits to be verified, a strict majority of them must see it answer, not just of the
+    /// first ones that reported. A verified address ignores it (the driver need not look its
+    /// state up to say which it is: a second look-up of every address each pass).
     pub expected_probers: u32,
 }
 
