@@ -1090,9 +1090,6 @@ impl Control {
         let Some(cluster) = c.clusters.get(&id.0).map(|s| &s.value) else { return };
         let Some(zone) = Zone::of(&c, id) else { return };
         let spread = self.online_spread(now);
-        if !self.slots.contains_key(&id) {
-            return;
-        }
         let parts =
             Parts::gather(&c, self.seen(), self.policy, (id, now), &spread, self.addresses.table().clone());
         let Some(slot) = self.slots.get_mut(&id) else { return };

@@ -287,13 +287,13 @@ impl Build<'_> {
             ));
         }
         let existing = (self.names.get(&(K::NAME, cluster, name.to_ascii_lowercase())))
-            .and_then(|id| Some((*id, K::clone(&K::map(self.current).get(id)?.value))));
+            .and_then(|id| Some((*id, K::map(self.current).get(id)?.value.clone())));
         let (id, value) = match &existing {
             Some((id, old)) => (*id, value.keep_from(old)),
             None => (self.next.allocate(), value),
         };
         let value = finish(value).map_err(within(at))?;
-        if existing.is_none_or(|(_, old)| old != value) {
+        if existing.is_none_or(|(_, old)| *old != value) {
             self.puts.push((id, value.clone().wrap()));
         }
         self.next.put(id, value.wrap(), self.now, self.now);
