@@ -30,6 +30,7 @@ mod support;
 mod ui;
 mod upkeep;
 pub mod views;
+mod watched;
 
 pub use config::{LogFormat, ServeConfig};
 pub use server::{Server, StartError};

@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::watch;
 use vantage_control::mirrors::LoadError;
@@ -14,13 +13,12 @@ use vantage_control::mirrors::registry::{Changes, is_registry_file};
 use crate::app::App;
 use crate::owner::Input;
 use crate::support::stopped;
+use crate::watched::Watched;
 
 /// Largest registry file read; a bigger one fails the reload with a plain reason.
 const MAX_FILE_BYTES: u64 = 64 * 1024;
 /// Most files read from the directory.
 const MAX_FILES: usize = 10_000;
-/// Editors write a file in several steps; a reload waits until the directory is this quiet.
-const DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// Why the directory could not be listed.
 fn io_failure(file: &str, e: &std::io::Error) -> LoadError {
@@ -177,48 +175,23 @@ pub(crate) async fn reload(app: &App) -> Result<Changes, LoadError> {
 /// Whether a file-system event may change the registry: creating, writing, renaming or
 /// removing a registry file. Reads are not changes: a reload reads every file, and counting
 /// those would reload forever.
-fn changes_registry(e: &notify::Event) -> bool {
-    use notify::EventKind;
-    matches!(e.kind, EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any)
-        && e.paths.iter().any(|p| p.file_name().is_some_and(|n| is_registry_file(&n.to_string_lossy())))
+/// Whether `p` names a registry file.
+fn registry_path(p: &Path) -> bool {
+    p.file_name().is_some_and(|n| is_registry_file(&n.to_string_lossy()))
 }
 
 /// Watches the registry directory until `stop`, reloading once after each burst of changes
 /// (editors write a file in several steps). A watch that cannot start is logged: the API
 /// still reloads after its own writes.
 pub(crate) async fn watch(app: Arc<App>, mut stop: watch::Receiver<bool>) {
-    use notify::Watcher;
     let dir: PathBuf = app.mirrors_dir();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let catch_up = tx.clone();
-    let handler = move |event: notify::Result<notify::Event>| {
-        let relevant = match &event {
-            Ok(e) => changes_registry(e),
-            // An overflowed or failed watch may have missed a change.
-            Err(_) => true,
-        };
-        if relevant {
-            // The receiver goes only at shutdown.
-            let _ = tx.send(());
-        }
-    };
-    let mut watcher = match notify::recommended_watcher(handler) {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot watch the mirror registry; edits by hand need a restart");
-            return;
-        }
-    };
-    if let Err(e) = watcher.watch(&dir, notify::RecursiveMode::NonRecursive) {
-        tracing::error!(dir = %dir.display(), error = %e, "cannot watch the mirror registry; edits by hand need a restart");
-        return;
-    }
+    let Some(mut watched) = Watched::dirs(&[&dir], "mirror registry", registry_path) else { return };
     // A file written between the start's reading of the directory and this watch raised no
     // event: the directory is read once more now that every later change will.
-    let _ = catch_up.send(());
+    let _ = watched.poke.send(());
     loop {
         tokio::select! {
-            burst = burst(&mut rx) => {
+            burst = watched.burst() => {
                 if !burst {
                     return;
                 }
@@ -236,45 +209,10 @@ pub(crate) async fn watch(app: Arc<App>, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// Waits for a change, then until the directory has been quiet for [`DEBOUNCE`] (editors
-/// write a file in several steps); false once the watch is gone.
-async fn burst(changes: &mut tokio::sync::mpsc::UnboundedReceiver<()>) -> bool {
-    if changes.recv().await.is_none() {
-        return false;
-    }
-    while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, changes.recv()).await {}
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use notify::event::{AccessKind, CreateKind, Event, EventKind};
-
-    /// A burst of changes is one reload, taken once the directory has been quiet for the
-    /// debounce window after the last change, however long the burst.
-    #[tokio::test(start_paused = true)]
-    async fn a_burst_of_changes_is_taken_once_quiet() {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let start = tokio::time::Instant::now();
-        let writer = tokio::spawn(async move {
-            for _ in 0..5 {
-                tx.send(()).unwrap();
-                tokio::time::sleep(DEBOUNCE / 2).await;
-            }
-            // Quiet for longer than the window, then one more change; then gone.
-            tokio::time::sleep(DEBOUNCE * 3).await;
-            tx.send(()).unwrap();
-            tokio::time::sleep(DEBOUNCE * 2).await;
-        });
-        assert!(burst(&mut rx).await);
-        // The last change came at 4 × DEBOUNCE/2; quiet from then for the window.
-        assert_eq!(start.elapsed(), DEBOUNCE * 2 + DEBOUNCE);
-        assert!(burst(&mut rx).await, "the change after the quiet is a burst of its own");
-        assert_eq!(start.elapsed(), DEBOUNCE * 5 / 2 + DEBOUNCE * 3 + DEBOUNCE);
-        writer.await.unwrap();
-        assert!(!burst(&mut rx).await, "the watch is gone");
-    }
 
     /// A link, a pipe, a directory, an oversized and a non-UTF-8 file are each left out with
     /// a reason that quotes nothing; a pipe does not block the reading.
@@ -312,6 +250,7 @@ mod tests {
     #[test]
     fn reading_the_files_is_no_change() {
         let on = |kind, name: &str| Event::new(kind).add_path(PathBuf::from("/d").join(name));
+        let changes_registry = |e: &Event| crate::watched::changes(e, registry_path);
         assert!(changes_registry(&on(EventKind::Create(CreateKind::File), "m.example.net.yaml")));
         assert!(!changes_registry(&on(EventKind::Access(AccessKind::Read), "m.example.net.yaml")));
         assert!(!changes_registry(&on(EventKind::Create(CreateKind::File), ".m.example.net.yaml.tmp")));
