@@ -289,14 +289,14 @@ impl Invariants for LineRecord {
         for (n, g) in self.line.backup_groups.iter().enumerate() {
             group_in(c, self.cluster, *g, &format!("backup_groups[{n}]"))?;
         }
-        if self.line.client_networks.is_empty()
+        if self.line.is_default()
             && let Some((_, other)) =
-                c.lines_of(self.cluster).find(|(i, l)| i.0 != id && l.value.line.client_networks.is_empty())
+                c.lines_of(self.cluster).find(|(i, l)| i.0 != id && l.value.line.is_default())
         {
             return Err(Refusal::invalid(
                 "client_networks",
                 format!(
-                    "line {:?} is already the default line (no client networks); give this one networks",
+                    "line {:?} is already the default line (no client networks, countries, continents or ASNs); give this one networks or places",
                     other.value.line.name
                 ),
             ));

@@ -12,6 +12,7 @@ pub mod detection;
 mod error;
 pub mod evaluate;
 pub mod fetch;
+pub mod geo;
 mod hash;
 pub mod ids;
 pub mod limits;

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::{Check, Listener};
 use crate::error::{Error, Result, in_range, name};
+use crate::geo::{Continent, Country, Places};
 use crate::ids::{GroupId, RegionId};
 use crate::net::IpNet;
 
@@ -56,8 +57,12 @@ pub struct Region {
     /// Name like "Singapore".
     pub name: String,
     /// Networks whose clients are in this region: a door keeps them away from mirrors that
-    /// fail here. Empty: no client maps to the region.
+    /// fail here. Empty: no client maps to the region by its address.
     pub client_networks: Vec<IpNet>,
+    /// The places (by the geo database) whose clients are in this region, when no region's
+    /// network holds them.
+    #[serde(flatten)]
+    pub places: Places,
 }
 
 /// A region as entered.
@@ -70,11 +75,27 @@ pub struct RegionInput {
     /// Client networks (none by default; regions stored before they existed have none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_networks: Vec<IpNet>,
+    /// Countries (ISO 3166-1 alpha-2 codes) whose clients are in it, by the geo database.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub countries: Vec<Country>,
+    /// Continents (`EU`, `AS`…) whose clients are in it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub continents: Vec<Continent>,
+    /// Autonomous system numbers whose clients are in it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asns: Vec<u32>,
 }
 
 impl From<Region> for RegionInput {
     fn from(r: Region) -> Self {
-        RegionInput { code: r.code, name: r.name, client_networks: r.client_networks }
+        RegionInput {
+            code: r.code,
+            name: r.name,
+            client_networks: r.client_networks,
+            countries: r.places.countries,
+            continents: r.places.continents,
+            asns: r.places.asns,
+        }
     }
 }
 
@@ -98,7 +119,8 @@ impl TryFrom<RegionInput> for Region {
         let mut client_networks = i.client_networks;
         client_networks.sort();
         client_networks.dedup();
-        Ok(Region { code, name: name("name", &i.name, MAX_NAME)?, client_networks })
+        let places = Places::new(i.countries, i.continents, i.asns)?;
+        Ok(Region { code, name: name("name", &i.name, MAX_NAME)?, client_networks, places })
     }
 }
 
@@ -491,10 +513,21 @@ pub struct Line {
     pub backup_groups: Vec<GroupId>,
     /// Minimum healthy addresses (1–64, 1).
     pub min_healthy: u32,
-    /// Client networks this line answers; empty = the default line.
+    /// Client networks this line answers; with no network and no place: the default line.
     pub client_networks: Vec<IpNet>,
+    /// The places (by the geo database) whose clients it answers, when no line's network
+    /// holds them.
+    #[serde(flatten)]
+    pub places: Places,
     /// What it answers when health leaves it with nothing healthy (`hold`).
     pub all_down: AllDown,
+}
+
+impl Line {
+    /// The default line: the one for clients no other line claims (no network, no place).
+    pub fn is_default(&self) -> bool {
+        self.client_networks.is_empty() && self.places.is_empty()
+    }
 }
 
 /// A line as entered.
@@ -510,6 +543,15 @@ pub struct LineInput {
     pub min_healthy: u32,
     /// Client networks.
     pub client_networks: Vec<IpNet>,
+    /// Countries (ISO 3166-1 alpha-2 codes) whose clients it answers, by the geo database.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub countries: Vec<Country>,
+    /// Continents (`EU`, `AS`…) whose clients it answers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub continents: Vec<Continent>,
+    /// Autonomous system numbers whose clients it answers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub asns: Vec<u32>,
     /// All-down policy (`hold`; lines stored before it existed hold).
     pub all_down: AllDown,
 }
@@ -522,6 +564,9 @@ impl Default for LineInput {
             backup_groups: Vec::new(),
             min_healthy: 1,
             client_networks: Vec::new(),
+            countries: Vec::new(),
+            continents: Vec::new(),
+            asns: Vec::new(),
             all_down: AllDown::Hold,
         }
     }
@@ -543,12 +588,14 @@ impl TryFrom<LineInput> for Line {
         let mut nets = i.client_networks;
         nets.sort();
         nets.dedup();
+        let places = Places::new(i.countries, i.continents, i.asns)?;
         Ok(Line {
             name,
             group: i.group,
             backup_groups: i.backup_groups,
             min_healthy,
             client_networks: nets,
+            places,
             all_down: i.all_down,
         })
     }
