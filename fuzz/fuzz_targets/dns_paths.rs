@@ -37,6 +37,7 @@ fn line(name: &str, nets: &[&str], records: &[&str], ttl: Option<u32>) -> LineAn
     LineAnswers {
         name: name.into(),
         client_networks: nets.iter().map(|n| n.parse().expect("a valid network")).collect(),
+        places: Default::default(),
         records: records.iter().map(|r| ip(r)).collect(),
         ttl,
     }
@@ -84,6 +85,7 @@ static TABLE: LazyLock<AnswerTable> = LazyLock::new(|| {
         lines: vec![LineAnswers {
             name: "default".into(),
             client_networks: vec![],
+            places: Default::default(),
             records: (1..=60u16)
                 .flat_map(|i| {
                     [IpAddr::from([10, 0, 0, i as u8]), IpAddr::from([0x2001, 0xdb8, 0, 0, 0, 0, 0, i])]

@@ -10,18 +10,21 @@ use std::sync::Arc;
 use vantage_core::Timestamp;
 use vantage_core::answer::LineHold;
 use vantage_core::evaluate::{DEFAULT_LINE, NodeStatus, Records, RuleNodeStatus};
+use vantage_core::geo::Places;
 use vantage_core::ids::{ClusterId, LineId, NodeId};
 use vantage_core::net::IpNet;
 
 use crate::config::Config;
 
-/// A line's name and client networks, as of a revision.
+/// A line's name and the clients it answers, as of a revision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZoneLine {
     /// Line name (`default` for the implicit line).
     pub name: String,
-    /// Client networks it answers (empty: the default line).
+    /// Client networks it answers (with no place either: the default line).
     pub client_networks: Vec<IpNet>,
+    /// The places (by the geo database) whose clients it answers.
+    pub places: Places,
 }
 
 /// A cluster's zone as of a revision: what DNS needs besides the records.
@@ -50,13 +53,16 @@ impl Zone {
                     ZoneLine {
                         name: l.value.line.name.clone(),
                         client_networks: l.value.line.client_networks.clone(),
+                        places: l.value.line.places.clone(),
                     },
                 )
             })
             .collect();
-        lines
-            .entry(DEFAULT_LINE)
-            .or_insert_with(|| ZoneLine { name: "default".into(), client_networks: Vec::new() });
+        lines.entry(DEFAULT_LINE).or_insert_with(|| ZoneLine {
+            name: "default".into(),
+            client_networks: Vec::new(),
+            places: Places::default(),
+        });
         Some(Zone {
             name: cluster.name.clone(),
             domain: cluster.domain.clone(),

@@ -36,6 +36,7 @@ fn main() -> ExitCode {
             lines.push(LineAnswers {
                 name: format!("line{l}"),
                 client_networks: nets,
+                places: Default::default(),
                 records: records[..2].to_vec(),
                 ttl: None,
             });
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
     lines.push(LineAnswers {
         name: "default".into(),
         client_networks: vec![],
+        places: Default::default(),
         records: records.clone(),
         ttl: None,
     });

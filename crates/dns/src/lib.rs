@@ -11,6 +11,7 @@
 
 mod client;
 mod error;
+mod geo;
 mod lines;
 pub mod listen;
 mod metrics;
@@ -23,12 +24,13 @@ mod wire;
 
 pub use client::{query_a, query_a_with_ttl};
 pub use error::Error;
+pub use geo::{GeoDb, GeoFileInfo, Located};
 pub use metrics::DnsMetrics;
 pub use publish::rfc2136::{Rfc2136Config, Rfc2136Publisher, TsigAlgorithm, TsigKey};
 pub use publish::{PublishOutcome, PublishStatus, Publisher, RetryPolicy};
 pub use server::{DnsConfig, DnsServer};
 pub use settings::DnsSettings;
-pub use table::{AnswerTable, Answers, LineAnswers, ZoneAnswers};
+pub use table::{AnswerTable, Answers, ClientAnswer, LineAnswers, ZoneAnswers};
 pub use wire::{Answered, Path, Transport, answer_on};
 
 #[cfg(test)]

@@ -1,11 +1,16 @@
-//! Which line answers a client: the most specific client network containing its address,
-//! and how far that choice reaches (the ECS scope prefix).
+//! Which line answers a client: the most specific client network containing its address, else
+//! the line claiming its place (by the geo database: AS, then country, then continent), else
+//! the default line; and how far that choice reaches (the ECS scope prefix).
 //!
 //! One binary trie per address family, built with the answer table and never changed; a
-//! lookup walks at most 32 or 128 nodes and allocates nothing.
+//! lookup walks at most 32 or 128 nodes and allocates nothing. The geo database is asked only
+//! when no network holds the address and some line claims places.
 
 use std::net::IpAddr;
 
+use vantage_core::geo::{Places, claimant};
+
+use crate::geo::Located;
 use crate::table::LineAnswers;
 
 const NONE: u32 = u32::MAX;
@@ -92,6 +97,8 @@ impl NetTrie {
 pub(crate) struct LineChooser {
     v4: NetTrie,
     v6: NetTrie,
+    /// Lines claiming places, in priority order.
+    places: Vec<(u32, Places)>,
     fallback: u32,
 }
 
@@ -100,10 +107,14 @@ impl LineChooser {
         let mut v4 = NetTrie::new(32);
         let mut v6 = NetTrie::new(128);
         let mut fallback = None;
+        let mut places = Vec::new();
         for (i, line) in lines.iter().enumerate() {
             let i = i as u32;
-            if line.client_networks.is_empty() {
+            if line.is_default() {
                 fallback.get_or_insert(i);
+            }
+            if !line.places.is_empty() {
+                places.push((i, line.places.clone()));
             }
             for net in &line.client_networks {
                 match net.addr() {
@@ -112,34 +123,62 @@ impl LineChooser {
                 }
             }
         }
-        LineChooser { v4, v6, fallback: fallback.unwrap_or(lines.len() as u32) }
+        LineChooser { v4, v6, places, fallback: fallback.unwrap_or(lines.len() as u32) }
     }
 
-    /// The choice for a client address, and the ECS scope prefix it is valid for.
-    pub(crate) fn choose(&self, addr: IpAddr) -> (u32, u8) {
-        let (line, scope) = match addr.to_canonical() {
+    /// The choice for a client address, and the ECS scope prefix it is valid for; `locate`
+    /// places the address (`None`: no geo database).
+    pub(crate) fn choose(&self, addr: IpAddr, locate: impl FnOnce(IpAddr) -> Option<Located>) -> (u32, u8) {
+        let addr = addr.to_canonical();
+        let (line, scope) = match addr {
             IpAddr::V4(a) => self.v4.lookup(u128::from(u32::from(a)) << 96),
             IpAddr::V6(a) => self.v6.lookup(u128::from(a)),
         };
-        (line.unwrap_or(self.fallback), scope)
+        if let Some(line) = line {
+            return (line, scope);
+        }
+        if self.places.is_empty() {
+            return (self.fallback, scope);
+        }
+        let Some(at) = locate(addr) else { return (self.fallback, scope) };
+        let claimed = claimant(self.places.iter().map(|(i, p)| (*i, p)), &at.place);
+        // Every address of the database's network is placed alike, and none of them is in a
+        // line's network beyond `scope`: the choice holds for the longer of the two.
+        (claimed.unwrap_or(self.fallback), scope.max(at.prefix))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vantage_core::geo::{Continent, Place};
 
     fn line(name: &str, nets: &[&str]) -> LineAnswers {
         LineAnswers {
             name: name.into(),
             client_networks: nets.iter().map(|n| n.parse().unwrap()).collect(),
+            places: Default::default(),
             records: vec![],
             ttl: None,
         }
     }
 
     fn choose(c: &LineChooser, ip: &str) -> (u32, u8) {
-        c.choose(ip.parse().unwrap())
+        c.choose(ip.parse().unwrap(), |_| None)
+    }
+
+    fn claiming(
+        name: &str,
+        nets: &[&str],
+        countries: &[&str],
+        continents: &[Continent],
+        asns: &[u32],
+    ) -> LineAnswers {
+        let countries = countries.iter().map(|c| c.parse().unwrap()).collect();
+        LineAnswers {
+            places: Places::new(countries, continents.to_vec(), asns.to_vec()).unwrap(),
+            ..line(name, nets)
+        }
     }
 
     #[test]
@@ -169,5 +208,41 @@ mod tests {
         assert_eq!(choose(&c, "2001:db8:5::1"), (1, 32));
         let whole = LineChooser::new(&[line("everyone", &["0.0.0.0/0"])]);
         assert_eq!(choose(&whole, "203.0.113.5"), (0, 0));
+    }
+
+    #[test]
+    fn places_choose_after_networks_most_specific_first_with_the_database_scope() {
+        let c = LineChooser::new(&[
+            claiming("europe", &[], &[], &[Continent::EU], &[]),
+            claiming("germany", &[], &["DE"], &[], &[]),
+            claiming("office", &["192.0.2.0/24"], &["FR"], &[], &[]),
+            claiming("isp", &[], &[], &[], &[3320]),
+            line("default", &[]),
+        ]);
+        // The database holds the client in a /20 in Germany, in AS 3320.
+        let berlin = |asn| {
+            move |_| {
+                let place =
+                    Place { country: Some("DE".parse().unwrap()), continent: Some(Continent::EU), asn };
+                Some(Located { place, prefix: 20 })
+            }
+        };
+        let at = |ip: &str| ip.parse::<IpAddr>().unwrap();
+        assert_eq!(c.choose(at("198.51.100.7"), berlin(Some(3320))), (3, 20), "an AS before a country");
+        assert_eq!(c.choose(at("198.51.100.7"), berlin(None)), (1, 20), "a country before a continent");
+        // A network before any place, and the database is not asked.
+        assert_eq!(c.choose(at("192.0.2.9"), |_| panic!("asked")), (2, 24));
+        // Unknown to the database, or no database: the default line.
+        assert_eq!(
+            c.choose(at("198.51.100.7"), |_| Some(Located { place: Place::default(), prefix: 8 })),
+            (4, 8)
+        );
+        assert_eq!(c.choose(at("198.51.100.7"), |_| None), (4, 6), "the scope excludes 192.0.2.0/24");
+        // Near a line's network, the scope still excludes it.
+        let narrow = |_| Some(Located { place: Place::default(), prefix: 4 });
+        assert_eq!(c.choose(at("192.0.3.1"), narrow), (4, 24));
+        // A cluster without places never asks.
+        let plain = LineChooser::new(&[line("a", &["192.0.2.0/24"]), line("default", &[])]);
+        assert_eq!(plain.choose(at("198.51.100.7"), |_| panic!("asked")), (1, 6));
     }
 }

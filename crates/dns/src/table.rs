@@ -17,7 +17,10 @@ use hickory_proto::op::{Message, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA, NS, SOA};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
+use vantage_core::geo::Places;
 use vantage_core::net::IpNet;
+
+use crate::geo::GeoDb;
 
 use crate::lines::LineChooser;
 use crate::settings::DnsSettings;
@@ -57,7 +60,7 @@ impl ZoneAnswers {
     }
 
     fn default_line(&self) -> Option<&LineAnswers> {
-        self.lines.iter().find(|l| l.client_networks.is_empty())
+        self.lines.iter().find(|l| l.is_default())
     }
 }
 
@@ -66,13 +69,36 @@ impl ZoneAnswers {
 pub struct LineAnswers {
     /// The line's name.
     pub name: String,
-    /// The client networks it answers; empty: the default line.
+    /// The client networks it answers; with no network and no place: the default line.
     pub client_networks: Vec<IpNet>,
+    /// The places whose clients it answers (by the geo database) when no line's network
+    /// holds them.
+    pub places: Places,
     /// Its records (IPv4 and IPv6 together).
     pub records: Vec<IpAddr>,
     /// A TTL of its own, shorter than the zone's (while one of its records is suspect);
     /// `None`: the zone's.
     pub ttl: Option<u32>,
+}
+
+impl LineAnswers {
+    /// The line for clients no other line claims.
+    pub fn is_default(&self) -> bool {
+        self.client_networks.is_empty() && self.places.is_empty()
+    }
+}
+
+/// What one cluster answers one client ([`AnswerTable::answers_for`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientAnswer {
+    /// The cluster's name.
+    pub cluster: String,
+    /// The line chosen (`all`: no line claims the client and there is no default line).
+    pub line: String,
+    /// Its records.
+    pub records: Vec<IpAddr>,
+    /// The ECS scope prefix the choice holds for.
+    pub scope: u8,
 }
 
 /// Bounds every RRset so the largest answer (with OPT and ECS) fits a 65,535-byte TCP
@@ -158,6 +184,9 @@ pub struct AnswerTable {
     pub(crate) steering: Vec<Steering>,
     pub(crate) max_udp_payload: u16,
     problems: Vec<String>,
+    /// Where clients are, for lines that claim places (`None`: no database; such lines then
+    /// answer no client by place).
+    geo: Option<Arc<GeoDb>>,
 }
 
 /// A name being collected, before templates.
@@ -312,6 +341,7 @@ impl AnswerTable {
             steering,
             max_udp_payload: settings.max_udp_payload.clamp(512, 4096),
             problems,
+            geo: None,
         };
         for p in names.pending {
             let Some(zone) = p.apex.or_else(|| enclosing(&p.wire, &apex_of)) else { continue };
@@ -320,6 +350,12 @@ impl AnswerTable {
             table.nodes.push(node);
         }
         table
+    }
+
+    /// The table placing clients with `geo` (for the lines that claim places).
+    pub fn with_geo(mut self, geo: Option<Arc<GeoDb>>) -> Self {
+        self.geo = geo;
+        self
     }
 
     /// Names that could not be served, and why. Empty for a table built from valid input.
@@ -391,9 +427,30 @@ impl AnswerTable {
     }
 
     /// The line choice and ECS scope for a client address, for a steered node.
+    /// What each cluster answers a client at `client` (its ECS address, or a resolver's): the
+    /// line chosen, its records and the ECS scope, as a query would be answered now.
+    pub fn answers_for(&self, client: IpAddr) -> Vec<ClientAnswer> {
+        let locate = |ip| self.geo.as_ref().map(|g| g.locate(ip));
+        (self.steering.iter())
+            .map(|s| {
+                let (choice, scope) = s.chooser.choose(client, locate);
+                let choice = choice as usize;
+                ClientAnswer {
+                    cluster: s.cluster.clone(),
+                    line: s.line_names.get(choice).cloned().unwrap_or_default(),
+                    records: s.choices.get(choice).map(|(r, _)| r.clone()).unwrap_or_default(),
+                    scope,
+                }
+            })
+            .collect()
+    }
+
     pub(crate) fn choose(&self, node: &Node, client: IpAddr) -> Option<(u32, u8)> {
         match &node.addresses {
-            Addresses::Steered(s) => self.steering.get(*s as usize).map(|s| s.chooser.choose(client)),
+            Addresses::Steered(s) => self
+                .steering
+                .get(*s as usize)
+                .map(|s| s.chooser.choose(client, |ip| self.geo.as_ref().map(|g| g.locate(ip)))),
             Addresses::Fixed(_) => None,
         }
     }

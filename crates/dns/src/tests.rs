@@ -21,6 +21,7 @@ fn line(name: &str, nets: &[&str], records: &[&str]) -> LineAnswers {
     LineAnswers {
         name: name.into(),
         client_networks: nets.iter().map(|n| n.parse().unwrap()).collect(),
+        places: Default::default(),
         records: records.iter().map(|r| ip(r)).collect(),
         ttl: None,
     }
@@ -65,6 +66,7 @@ fn table() -> AnswerTable {
         lines: vec![LineAnswers {
             name: "default".into(),
             client_networks: vec![],
+            places: Default::default(),
             records: (1..=100).map(|i| IpAddr::from([10, 0, 0, i])).collect(),
             ttl: None,
         }],

@@ -36,6 +36,7 @@ fn zone(p: &Published) -> ZoneAnswers {
             .map(|(id, line, records)| LineAnswers {
                 name: line.name.clone(),
                 client_networks: line.client_networks.clone(),
+                places: line.places.clone(),
                 records: records.to_vec(),
                 ttl: p.records.ttls.get(&id).copied(),
             })

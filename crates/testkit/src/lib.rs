@@ -9,7 +9,7 @@
 //! answers carry a body of the test's choosing (a block page, say).
 //!
 //! [`KnotServer`] runs a real Knot DNS that accepts RFC 2136 updates, and [`dig`] queries
-//! any DNS server the way an operator would.
+//! any DNS server the way an operator would. [`write_mmdb`] makes geo databases.
 //!
 //! This crate is a dev-dependency only. It never binds or connects outside 127.0.0.0/8 and
 //! ::1: callers hand it loopback addresses, and [`EdgeServer::start_with`] refuses others.
@@ -17,11 +17,13 @@
 #![allow(clippy::expect_used)]
 
 mod dns;
+mod geo;
 mod hls;
 mod server;
 mod tls;
 
 pub use dns::{KNOT_INITIAL_A, KnotServer, dig, dig_short, free_port};
+pub use geo::{GeoEntry, write_mmdb};
 pub use hls::paths as hls_paths;
 pub use server::{Behavior, EdgeOptions, EdgeServer, ProxySeen, SeenRequest};
 pub use tls::TlsIdentity;

@@ -372,12 +372,14 @@ mod tests {
             LineAnswers {
                 name: "asia".into(),
                 client_networks: vec!["198.51.100.0/24".parse().unwrap()],
+                places: Default::default(),
                 records: vec!["192.0.2.9".parse().unwrap()],
                 ttl: None,
             },
             LineAnswers {
                 name: "default".into(),
                 client_networks: vec![],
+                places: Default::default(),
                 records: vec!["192.0.2.2".parse().unwrap()],
                 ttl: None,
             },

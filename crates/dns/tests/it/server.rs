@@ -29,6 +29,7 @@ fn many() -> ZoneAnswers {
         lines: vec![LineAnswers {
             name: "default".into(),
             client_networks: vec![],
+            places: Default::default(),
             records: (1..=120).map(|i| std::net::IpAddr::from([10, 0, 1, i])).collect(),
             ttl: None,
         }],

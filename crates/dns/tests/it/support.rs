@@ -35,6 +35,7 @@ pub(crate) fn line(name: &str, nets: &[&str], records: &[&str]) -> LineAnswers {
     LineAnswers {
         name: name.into(),
         client_networks: nets.iter().map(|n| n.parse().expect("network")).collect(),
+        places: Default::default(),
         records: records.iter().map(|r| ip(r)).collect(),
         ttl: None,
     }
