@@ -71,6 +71,10 @@ pub(crate) struct Args {
     /// (their connections are not held to the per-source limit).
     #[arg(long, value_name = "CIDR,…")]
     load_balancers: Option<String>,
+    /// MaxMind DB files placing clients by country, continent and AS, comma-separated (read
+    /// again when they change).
+    #[arg(long, value_name = "FILE,…")]
+    geo_databases: Option<String>,
 }
 
 impl Args {
@@ -91,6 +95,7 @@ impl Args {
             ("api_tls_cert", &self.api_tls_cert),
             ("api_tls_key", &self.api_tls_key),
             ("load_balancers", &self.load_balancers),
+            ("geo_databases", &self.geo_databases),
         ];
         for (k, v) in pairs {
             if let Some(v) = v {

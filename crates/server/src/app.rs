@@ -125,6 +125,9 @@ pub(crate) struct App {
     ca: Ca,
     answers: Arc<vantage_dns::Answers>,
     dns: vantage_dns::DnsSettings,
+    /// The geo databases in use (`None`: none configured); the DNS answers are rebuilt with
+    /// each new one.
+    geo: tokio::sync::watch::Sender<Option<Arc<vantage_dns::GeoDb>>>,
     publishers: Publishers,
     write_lock: tokio::sync::Mutex<()>,
     /// Serialises writes to the mirror registry's files.
@@ -174,6 +177,7 @@ impl App {
             ca: p.ca,
             answers: Arc::new(vantage_dns::Answers::new(vantage_dns::AnswerTable::empty(&dns))),
             dns,
+            geo: tokio::sync::watch::Sender::new(None),
             publishers,
             write_lock: tokio::sync::Mutex::new(()),
             replica: p.replica,
@@ -308,6 +312,27 @@ impl App {
     }
 
     /// DNS settings (SOA, NS).
+    pub(crate) fn geo(&self) -> Option<Arc<vantage_dns::GeoDb>> {
+        self.geo.borrow().clone()
+    }
+
+    /// Where the geo databases place a client (`None`: none configured).
+    pub(crate) fn place(&self, ip: std::net::IpAddr) -> Option<vantage_core::geo::Place> {
+        self.geo.borrow().as_ref().map(|g| g.locate(ip).place)
+    }
+
+    /// Puts `geo` in use: for the doors at once, for DNS with the next table (the driver
+    /// rebuilds it on this change).
+    pub(crate) fn set_geo(&self, geo: Option<Arc<vantage_dns::GeoDb>>) {
+        self.metrics.set_geo(geo.as_deref());
+        self.geo.send_replace(geo);
+    }
+
+    /// Changes of the geo databases in use.
+    pub(crate) fn geo_changes(&self) -> tokio::sync::watch::Receiver<Option<Arc<vantage_dns::GeoDb>>> {
+        self.geo.subscribe()
+    }
+
     pub(crate) fn dns(&self) -> &vantage_dns::DnsSettings {
         &self.dns
     }

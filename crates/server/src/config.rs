@@ -88,6 +88,26 @@ pub struct ServeConfig {
     /// `X-Forwarded-For` they read.)
     #[serde(deserialize_with = "networks")]
     pub load_balancers: Vec<IpNet>,
+    /// MaxMind DB files (GeoLite2 / GeoIP2 Country, City or ASN; DB-IP lite) that place
+    /// clients for lines and regions claiming countries, continents or autonomous systems;
+    /// read again whenever one changes. In TOML a list; in `VANTAGE_GEO_DATABASES` and
+    /// `--geo-databases` comma-separated.
+    #[serde(deserialize_with = "paths")]
+    pub geo_databases: Vec<PathBuf>,
+}
+
+/// A list of files, as a TOML list or as one comma-separated string.
+fn paths<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Paths {
+        List(Vec<PathBuf>),
+        Text(String),
+    }
+    Ok(match Paths::deserialize(d)? {
+        Paths::List(l) => l,
+        Paths::Text(t) => t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(PathBuf::from).collect(),
+    })
 }
 
 /// A list of networks of `key`, as a TOML list or as one comma-separated string, each
@@ -193,12 +213,13 @@ impl Default for ServeConfig {
             api_tls_key: None,
             api_tls_internal: false,
             load_balancers: Vec::new(),
+            geo_databases: Vec::new(),
         }
     }
 }
 
 /// The keys a configuration may set (and the environment variables `VANTAGE_<KEY>`).
-pub const KEYS: [&str; 20] = [
+pub const KEYS: [&str; 21] = [
     "data_dir",
     "database",
     "api_listen",
@@ -219,6 +240,7 @@ pub const KEYS: [&str; 20] = [
     "api_tls_key",
     "api_tls_internal",
     "load_balancers",
+    "geo_databases",
 ];
 
 /// Why the settings could not be read.

@@ -70,13 +70,30 @@ pub(crate) async fn run(
     let _ = tokio::join!(upkept, storing, answering, app.intake().drained());
 }
 
-/// Rebuilds the DNS answer table whenever newer snapshots arrive, until the driver ends.
+/// Rebuilds the DNS answer table whenever newer snapshots arrive or the geo databases change,
+/// until the driver ends.
 async fn answer(app: Arc<App>, mut newest: watch::Receiver<Option<Arc<Snapshots>>>) {
-    while newest.changed().await.is_ok() {
-        let snapshots = newest.borrow_and_update().clone();
-        if let Some(snapshots) = snapshots {
-            crate::publishing::rebuild(app.answers(), app.dns(), &snapshots);
+    let mut geo = app.geo_changes();
+    // The snapshots answered last, for a table rebuilt with new geo databases: before the first
+    // ones, those the start answered from.
+    let mut last = app.view().snapshots.clone();
+    loop {
+        tokio::select! {
+            changed = newest.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let Some(snapshots) = newest.borrow_and_update().clone() else { continue };
+                last = snapshots;
+            }
+            changed = geo.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
         }
+        let db = geo.borrow_and_update().clone();
+        crate::publishing::rebuild(app.answers(), app.dns(), &last, db);
     }
 }
 

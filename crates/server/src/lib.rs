@@ -16,6 +16,7 @@ mod error;
 mod events;
 mod fetch;
 mod freshness;
+mod geo;
 mod listen;
 mod metrics;
 mod mirrors;

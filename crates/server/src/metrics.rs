@@ -83,6 +83,13 @@ pub(crate) struct BuildLabels {
     pub version: String,
 }
 
+/// A geo database file.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct GeoLabels {
+    pub file: String,
+    pub database_type: String,
+}
+
 /// Store operation label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct OpLabel {
@@ -125,6 +132,10 @@ pub(crate) struct Metrics {
     mirrors: mirrors::MirrorFamilies,
     monitors: monitors::MonitorFamilies,
     availability: availability::AvailabilityFamilies,
+    /// When each geo database in use was built.
+    geo_built: Family<GeoLabels, Gauge>,
+    /// Changed geo databases that did not read (the last good ones stayed in use).
+    geo_reload_failures: Counter,
 }
 
 impl Default for Metrics {
@@ -195,6 +206,18 @@ impl Metrics {
             "Alert deliveries to webhooks, by outcome (delivered, failed after every retry)",
             deliveries.clone(),
         );
+        let geo_built = Family::<GeoLabels, Gauge>::default();
+        registry.register(
+            "vantage_geo_database_build_timestamp_seconds",
+            "When each geo database in use was built (Unix time), by file and database type",
+            geo_built.clone(),
+        );
+        let geo_reload_failures = Counter::default();
+        registry.register(
+            "vantage_geo_database_reload_failures",
+            "Changed geo database files that did not read; the last good databases stayed in use",
+            geo_reload_failures.clone(),
+        );
         let mirrors = mirrors::MirrorFamilies::new(&mut registry);
         let monitors = monitors::MonitorFamilies::new(&mut registry);
         let availability = availability::AvailabilityFamilies::new(&mut registry);
@@ -215,6 +238,8 @@ impl Metrics {
             evaluation,
             results_waiting,
             results_unstored,
+            geo_built,
+            geo_reload_failures,
         }
     }
 
@@ -332,6 +357,22 @@ impl Metrics {
     /// Availability metrics.
     pub(crate) fn availability(&self) -> &availability::AvailabilityFamilies {
         &self.availability
+    }
+
+    /// Shows the geo databases now in use.
+    pub(crate) fn set_geo(&self, geo: Option<&vantage_dns::GeoDb>) {
+        self.geo_built.clear();
+        for f in geo.map(vantage_dns::GeoDb::files).unwrap_or_default() {
+            let built = i64::try_from(f.build_epoch).unwrap_or(i64::MAX);
+            self.geo_built
+                .get_or_create(&GeoLabels { file: f.name, database_type: f.database_type })
+                .set(built);
+        }
+    }
+
+    /// Counts a changed geo database that did not read.
+    pub(crate) fn geo_reload_failed(&self) {
+        self.geo_reload_failures.inc();
     }
 
     /// Counts a refused reload of the mirror registry.

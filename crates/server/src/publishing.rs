@@ -12,8 +12,8 @@ use vantage_control::snapshot::{Published, Snapshots};
 use vantage_core::ids::ClusterId;
 use vantage_core::model::{PublisherSpec, TsigAlgorithm};
 use vantage_dns::{
-    AnswerTable, Answers, DnsSettings, LineAnswers, PublishOutcome, Publisher, RetryPolicy, Rfc2136Config,
-    Rfc2136Publisher, TsigKey, ZoneAnswers,
+    AnswerTable, Answers, DnsSettings, GeoDb, LineAnswers, PublishOutcome, Publisher, RetryPolicy,
+    Rfc2136Config, Rfc2136Publisher, TsigKey, ZoneAnswers,
 };
 use vantage_store::Store;
 
@@ -45,10 +45,16 @@ fn zone(p: &Published) -> ZoneAnswers {
     }
 }
 
-/// Rebuilds the answer table from the revisions the snapshots publish (and nothing else).
-pub(crate) fn rebuild(answers: &Answers, settings: &DnsSettings, snapshots: &Snapshots) {
+/// Rebuilds the answer table from the revisions the snapshots publish (and nothing else),
+/// placing clients with `geo`.
+pub(crate) fn rebuild(
+    answers: &Answers,
+    settings: &DnsSettings,
+    snapshots: &Snapshots,
+    geo: Option<Arc<GeoDb>>,
+) {
     let zones = snapshots.values().filter_map(|s| s.published.as_deref()).map(zone).collect();
-    let table = AnswerTable::build(zones, settings);
+    let table = AnswerTable::build(zones, settings).with_geo(geo);
     for p in table.problems() {
         tracing::warn!(problem = %p, "DNS answer table");
     }

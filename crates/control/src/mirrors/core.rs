@@ -311,10 +311,16 @@ impl Mirrors {
             .flat_map(|r| r.value.client_networks.iter().map(|n| (*n, r.value.code.clone())))
             .collect();
         networks.sort_by_key(|(n, _)| std::cmp::Reverse(n.prefix()));
+        let mut places: Vec<_> = (c.regions.values())
+            .map(|r| (r.value.places.clone(), r.value.code.clone()))
+            .filter(|(p, _)| !p.is_empty())
+            .collect();
+        places.sort_by(|a, b| a.1.cmp(&b.1));
         self.doors = Arc::new(Doors {
             mirrors,
             tenants: c.mirrors.tenants.clone(),
             networks,
+            places,
             settings: c.mirror_settings.clone(),
         });
     }

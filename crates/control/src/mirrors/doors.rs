@@ -1,11 +1,12 @@
 //! Doors (SPEC §6): which mirror a visitor is sent to. A [`Doors`] snapshot holds what a
 //! choice needs — each mirror's record, verdict and failing regions, the regions' client
-//! networks and the settings — so that the redirect endpoint chooses from the published view
+//! networks and places, and the settings — so that the redirect endpoint chooses from the published view
 //! without waiting for the control core, which rebuilds it whenever any of that changes.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use vantage_core::geo::{Place, Places, claimant};
 use vantage_core::mirror::{Candidate, DoorQuery, Mirror, MirrorSettings, MirrorVerdict, RegionObservation};
 use vantage_core::net::IpNet;
 
@@ -35,6 +36,8 @@ pub struct Doors {
     pub tenants: BTreeMap<String, Tenant>,
     /// Client networks and their region codes, longest prefix first.
     pub networks: Vec<(IpNet, String)>,
+    /// The places regions claim and their codes, in the regions' order (by code).
+    pub places: Vec<(Places, String)>,
     /// Mirror settings (scheme, trusted proxies, the client-region default).
     pub settings: MirrorSettings,
 }
@@ -69,12 +72,19 @@ pub struct Visit {
     pub exclude_regions: Vec<String>,
     /// The visitor's address, when known.
     pub client: Option<IpAddr>,
+    /// Where the geo database places the visitor (`None`: no database, or no address).
+    pub place: Option<Place>,
 }
 
 impl Doors {
-    /// The region whose client networks hold `ip` (the longest prefix wins).
-    pub fn region_of(&self, ip: IpAddr) -> Option<&str> {
-        self.networks.iter().find(|(n, _)| n.contains(ip)).map(|(_, r)| r.as_str())
+    /// The region of a client at `ip`, placed at `place`: the one whose client networks hold
+    /// `ip` (the longest prefix wins), else the one claiming the place most specifically (an
+    /// AS, a country, a continent; the first region by code among equals).
+    pub fn region_of(&self, ip: IpAddr, place: Option<&Place>) -> Option<&str> {
+        if let Some((_, r)) = self.networks.iter().find(|(n, _)| n.contains(ip)) {
+            return Some(r);
+        }
+        claimant(self.places.iter().map(|(p, r)| (r.as_str(), p)), place?)
     }
 
     /// The filter stack in its order — verdict live (or degraded, when none is and the
@@ -90,7 +100,7 @@ impl Doors {
         };
         let mut exclude = v.exclude_regions.clone();
         if self.settings.exclude_client_region()
-            && let Some(r) = v.client.and_then(|ip| self.region_of(ip))
+            && let Some(r) = v.client.and_then(|ip| self.region_of(ip, v.place.as_ref()))
         {
             exclude.push(r.to_owned());
         }
@@ -189,6 +199,10 @@ mod tests {
                 .map(|t| (t.name.clone(), t))
                 .collect(),
             networks: vec![("198.51.100.0/24".parse().unwrap(), "ru1".to_owned())],
+            places: vec![(
+                Places::new(vec!["RU".parse().unwrap()], Vec::new(), Vec::new()).unwrap(),
+                "ru1".to_owned(),
+            )],
             settings: MirrorSettings::default(),
         }
     }
@@ -208,6 +222,12 @@ mod tests {
             ["a.example.net".to_owned()].into(),
             "d fails in the visitor's region"
         );
+        let placed = |country: &str| Place { country: Some(country.parse().unwrap()), ..Place::default() };
+        let from_moscow =
+            Visit { client: Some("203.0.113.5".parse().unwrap()), place: Some(placed("RU")), ..t1.clone() };
+        assert_eq!(hosts(&d, &from_moscow), ["a.example.net".to_owned()].into(), "the region by country");
+        let elsewhere = Visit { place: Some(placed("US")), ..from_moscow.clone() };
+        assert_eq!(hosts(&d, &elsewhere).len(), 2, "a place no region claims");
         let excluded = Visit { exclude_regions: vec!["ru1".into()], ..t1.clone() };
         assert_eq!(hosts(&d, &excluded), ["a.example.net".to_owned()].into());
         assert_eq!(

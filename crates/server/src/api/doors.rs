@@ -72,8 +72,12 @@ async fn select(
     Query(q): Query<SelectQuery>,
 ) -> Result<Json<DoorChoice>, ApiError> {
     let doors = app.doors();
-    let visit =
-        Visit { tenant: q.tenant, exclude_regions: regions(q.exclude_regions.as_deref()), client: q.client };
+    let visit = Visit {
+        tenant: q.tenant,
+        exclude_regions: regions(q.exclude_regions.as_deref()),
+        place: q.client.and_then(|ip| app.place(ip)),
+        client: q.client,
+    };
     let m = doors.choose(&visit, rand::random()).map_err(|e| match e {
         NoMirror::UnknownTenant => ApiError::NotFound(e.reason().into()),
         NoMirror::NoneEligible => ApiError::Unavailable(e.reason().into()),
@@ -105,7 +109,12 @@ pub(crate) fn redirect(app: &App, uri: &Uri, headers: &HeaderMap, peer: SocketAd
     let query = uri.query();
     let doors = app.doors();
     let client = doors.settings.client(peer.ip(), forwarded_for(headers));
-    let visit = Visit { tenant: Some(tenant.to_owned()), exclude_regions: Vec::new(), client: Some(client) };
+    let visit = Visit {
+        tenant: Some(tenant.to_owned()),
+        exclude_regions: Vec::new(),
+        client: Some(client),
+        place: app.place(client),
+    };
     let label = tenant_label(&doors, tenant);
     let found = |location: String| ([(header::LOCATION, location)], [(header::CACHE_CONTROL, "no-store")]);
     match doors.choose(&visit, rand::random()) {
