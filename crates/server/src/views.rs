@@ -18,6 +18,7 @@ use vantage_core::address::{AddressSource, Level, SchedulingAddress};
 use vantage_core::answer::LineHold;
 use vantage_core::check::{Check, Listener};
 use vantage_core::evaluate::{LinkState, NodeMetrics, PreviewRow, Records};
+use vantage_core::geo::Places;
 use vantage_core::ids::{ClusterId, GroupId, LineId, NodeId, RegionId, RuleId};
 use vantage_core::model::{AllDown, DnsMode, PublisherInput};
 use vantage_core::net::IpNet;
@@ -25,9 +26,11 @@ use vantage_core::reachability::{Condition, Reachability, Verdict};
 use vantage_core::result::ErrorCode;
 use vantage_core::rules::Rule;
 
+mod clients;
 mod fleet;
 mod mirrors;
 mod monitors;
+pub use clients::*;
 pub use fleet::*;
 pub use mirrors::*;
 pub use monitors::*;
@@ -99,6 +102,9 @@ pub struct RegionView {
     pub name: String,
     /// Networks whose clients are in this region (doors keep them from mirrors failing here).
     pub client_networks: Vec<IpNet>,
+    /// The places (by the geo database) whose clients are in this region.
+    #[serde(flatten)]
+    pub places: Places,
     /// Probers in it.
     pub probers: usize,
 }
@@ -218,8 +224,11 @@ pub struct LineView {
     pub backup_groups: Vec<GroupId>,
     /// The fewest healthy addresses before a backup group is used.
     pub min_healthy: u32,
-    /// Client networks it answers (empty: the default line).
+    /// Client networks it answers (with no place either: the default line).
     pub client_networks: Vec<IpNet>,
+    /// The places (by the geo database) whose clients it answers.
+    #[serde(flatten)]
+    pub places: Places,
     /// What it answers when health leaves it with nothing healthy.
     pub all_down: AllDown,
 }
@@ -685,8 +694,11 @@ pub struct DnsLine {
     pub id: LineId,
     /// Line name.
     pub name: String,
-    /// Client networks it answers (empty: the default line).
+    /// Client networks it answers (with no place either: the default line).
     pub client_networks: Vec<IpNet>,
+    /// The places (by the geo database) whose clients it answers.
+    #[serde(flatten)]
+    pub places: Places,
     /// Its records.
     #[schema(value_type = Vec<String>)]
     pub records: Vec<std::net::IpAddr>,
@@ -767,11 +779,14 @@ pub struct PublishView {
 }
 
 /// A line's name, for reading revisions.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct LineName {
     pub name: String,
     /// Client networks.
     pub client_networks: Vec<IpNet>,
+    /// The places (by the geo database) whose clients it answers.
+    #[serde(flatten)]
+    pub places: Places,
 }
 
 /// A cluster's revisions, newest first, and the names of the lines they mention.

@@ -39,14 +39,15 @@ pub(super) enum Command {
 /// What to act on.
 #[derive(Debug, clap::Subcommand)]
 pub(super) enum Resource {
-    /// Regions (code, name).
+    /// Regions (code, name, client_networks, countries, continents, asns).
     Regions(Plain),
     /// Clusters (name, domain, aliases, dns_mode, ttl, listeners, check or check_name,
     /// publishers…), their revisions and current records.
     Clusters(ClusterArgs),
     /// Node groups of a cluster (name, region).
     Groups(GroupArgs),
-    /// Lines of a cluster (name, group, backup_groups, min_healthy, client_networks).
+    /// Lines of a cluster (name, group, backup_groups, min_healthy, client_networks, countries,
+    /// continents, asns).
     Lines(InCluster),
     /// Scheduling rules of a cluster, and their preview.
     Rules(RuleArgs),
@@ -102,6 +103,12 @@ pub(super) enum Resource {
     Monitors {
         #[command(subcommand)]
         action: MonitorAction,
+    },
+    /// Where a client address is (country, continent, AS, region by the geo databases and the
+    /// regions' networks) and what each cluster's DNS answers it now.
+    Client {
+        /// The address (a resolver's, or an ECS client subnet's).
+        ip: IpAddr,
     },
     /// Doors: which mirror a visitor would be sent to now.
     Doors {

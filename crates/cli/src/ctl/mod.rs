@@ -39,10 +39,10 @@ use vantage_core::monitor::MonitorInput;
 use vantage_core::settings::ProbeSettings;
 use vantage_server::views::{
     Addresses, AdminTokenView, Alerts, AuditView, BlockRequest, CheckCreate, CheckRunRequest, CheckRunView,
-    CheckView, ClusterView, DnsView, DoorChoice, DraftPreview, EnrollTokenView, GroupView, Items, LineView,
-    MaintenanceView, MirrorList, MirrorView, MonitorHistory, MonitorVerdictView, MonitorView, NewAdminToken,
-    NewEnrollToken, NodeView, Preview, ProberView, RegionView, ResultView, Revisions, RuleView, SilenceView,
-    StatusPageView, TenantView, WebhookView,
+    CheckView, ClientView, ClusterView, DnsView, DoorChoice, DraftPreview, EnrollTokenView, GroupView, Items,
+    LineView, MaintenanceView, MirrorList, MirrorView, MonitorHistory, MonitorVerdictView, MonitorView,
+    NewAdminToken, NewEnrollToken, NodeView, Preview, ProberView, RegionView, ResultView, Revisions,
+    RuleView, SilenceView, StatusPageView, TenantView, WebhookView,
 };
 
 pub(crate) use args::Args;
@@ -582,6 +582,7 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
                         id: vantage_core::ids::LineId(-1),
                         name: "all".into(),
                         client_networks: Vec::new(),
+                        places: Default::default(),
                         records: v.all.clone(),
                         since: None,
                         held: None,
@@ -850,6 +851,29 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
                 CheckAction::Delete { id } => Action::Delete { id: id.clone(), force: false },
             };
             generic::<CheckView>(names, Kind::Check, "/v1/checks", &common, json).await
+        }
+        Resource::Client { ip } => {
+            let v: ClientView = c.get(&format!("/v1/clients/{ip}")).await?;
+            if json {
+                print(&v, true);
+            } else {
+                let place = v.place.as_ref().map_or_else(
+                    || "no geo database".to_owned(),
+                    |p| {
+                        let part = |s: Option<String>| s.unwrap_or_else(|| "-".into());
+                        format!(
+                            "country {}, continent {}, AS {} (alike within /{})",
+                            part(p.country.map(|c| c.to_string())),
+                            part(p.continent.map(|c| c.to_string())),
+                            part(p.asn.map(|a| a.to_string())),
+                            p.prefix
+                        )
+                    },
+                );
+                println!("{}: {place}; region {}", v.ip, v.region.as_deref().unwrap_or("none"));
+                table(&v.answers);
+            }
+            Ok(())
         }
         Resource::Doors { action } => match action {
             DoorAction::Select { tenant, exclude_regions, client } => {

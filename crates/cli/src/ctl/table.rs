@@ -10,16 +10,17 @@ use vantage_control::monitors::VerdictRecord;
 use vantage_control::observe::RoundSummary;
 use vantage_core::Timestamp;
 use vantage_core::evaluate::LineOutlook;
+use vantage_core::geo::{describe, describe_clients};
 use vantage_core::ids::LineId;
 use vantage_core::mirror::RegionObservation;
 use vantage_core::model::AllDown;
 use vantage_core::monitor::MonitorRegion;
 use vantage_core::reachability::Condition;
 use vantage_server::views::{
-    AddressView, AdminTokenView, AuditView, CheckView, ClusterView, DnsLine, EnrollTokenView, GroupView,
-    LineView, MaintenanceView, MirrorProberView, MirrorView, MonitorPoint, MonitorView, NodeUsage, NodeView,
-    PreviewItem, ProberView, RegionVerdictView, RegionView, ResultView, RevisionView, RuleView, SilenceView,
-    StatusPageView, TenantView, WebhookView,
+    AddressView, AdminTokenView, AuditView, CheckView, ClientAnswerView, ClusterView, DnsLine,
+    EnrollTokenView, GroupView, LineView, MaintenanceView, MirrorProberView, MirrorView, MonitorPoint,
+    MonitorView, NodeUsage, NodeView, PreviewItem, ProberView, RegionVerdictView, RegionView, ResultView,
+    RevisionView, RuleView, SilenceView, StatusPageView, TenantView, WebhookView,
 };
 
 /// A value in one cell: text as is, numbers and booleans printed, lists of plain values joined
@@ -192,7 +193,11 @@ rows! {
         "budget_left" => |r| r.windows.get(2).and_then(|w| w.times.budget_left_pct).map(|b| format!("{b:.1}%")),
     ];
     Incident: ["start" => |r| r.start, "end" => |r| r.end, "cause" => |r| r.cause];
-    RegionView: ["id" => |r| r.id, "code" => |r| r.code, "name" => |r| r.name, "probers" => |r| r.probers];
+    RegionView: [
+        "id" => |r| r.id, "code" => |r| r.code, "name" => |r| r.name,
+        "clients" => |r| Some(describe_clients(&r.client_networks, &r.places)).filter(|c| !c.is_empty()),
+        "probers" => |r| r.probers,
+    ];
     ClusterView: [
         "id" => |r| r.id, "name" => |r| r.name, "domain" => |r| r.domain, "dns_mode" => |r| r.dns_mode,
         "ttl" => |r| r.ttl, "aliases" => |r| r.aliases, "check" => |r| r.probed_with.source_phrase(),
@@ -201,7 +206,7 @@ rows! {
     LineView: [
         "id" => |r| r.id, "name" => |r| r.name, "group" => |r| r.group, "backup_groups" => |r| r.backup_groups,
         "min_healthy" => |r| r.min_healthy, "client_networks" => |r| r.client_networks,
-        "all_down" => |r| r.all_down,
+        "places" => |r| describe(&r.places), "all_down" => |r| r.all_down,
     ];
     RuleView: [
         "id" => |r| r.id, "name" => |r| r.rule.name, "line" => |r| r.rule.line, "action" => |r| r.rule.action,
@@ -260,8 +265,12 @@ rows! {
         "records" => |r| r.records, "if_all_down" => |r| r.if_all_down_text,
     ];
     DnsLine: [
-        "name" => |r| r.name, "client_networks" => |r| r.client_networks, "records" => |r| r.records,
+        "name" => |r| r.name, "client_networks" => |r| r.client_networks,
+        "places" => |r| describe(&r.places), "records" => |r| r.records,
         "since" => |r| r.since, "all_down" => |r| r.held.as_ref().map(|h| format!("{}: {}", h.policy.as_str(), h.reason)),
+    ];
+    ClientAnswerView: [
+        "cluster" => |r| r.cluster, "line" => |r| r.line, "records" => |r| r.records, "scope" => |r| format!("/{}", r.scope),
     ];
     TenantView: [
         "name" => |r| r.name, "note" => |r| r.note, "mirrors" => |r| r.mirrors,

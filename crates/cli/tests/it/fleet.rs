@@ -16,6 +16,7 @@ const FLEET: &str = r#"# The whole fleet, by name.
 regions:
   - code: eu
     name: Europe
+    countries: [DE, NL]
 clusters:
   - name: www
     domain: www.fleet.example
@@ -172,7 +173,7 @@ async fn a_fleet_from_files_is_planned_applied_once_and_answered_and_pruned() {
 
     // A line pruned with its group and that group's nodes takes no one by surprise: no --force.
     let second = without
-        .replace("    lines:\n", "    lines:\n      - name: second\n        group: lon\n        client_networks: [10.0.0.0/8]\n")
+        .replace("    lines:\n", "    lines:\n      - name: second\n        group: lon\n        client_networks: [10.0.0.0/8]\n        countries: [gb]\n        asns: [64500]\n")
         .replace("    groups:\n", "    groups:\n      - name: lon\n")
         .replace("    nodes:\n", "    nodes:\n      - name: lon-1\n        group: lon\n        addresses: [{ip: 192.0.2.30, trusted: true}]\n");
     write(dir.path(), "fleet.yaml", &second);

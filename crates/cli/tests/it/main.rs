@@ -17,6 +17,7 @@ mod faces;
 mod failover;
 mod faults;
 mod fleet;
+mod geo;
 mod harness;
 mod honest;
 mod hostile;

@@ -447,6 +447,7 @@ async fn dns(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Dn
                     id,
                     name: line.name.clone(),
                     client_networks: line.client_networks.clone(),
+                    places: line.places.clone(),
                     records: records.to_vec(),
                     since: snapshot.as_ref().and_then(|s| s.line_since.get(&id).copied()),
                     held: p.held.get(&id).cloned(),

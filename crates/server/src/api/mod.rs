@@ -5,6 +5,7 @@
 mod admin;
 mod agents;
 mod availability;
+mod clients;
 
 pub(crate) use admin::create_admin_token;
 pub(crate) use history::Range;
@@ -409,6 +410,7 @@ fn table() -> Api {
     revisions::routes(&mut api);
     mirrors::routes(&mut api);
     doors::routes(&mut api);
+    clients::routes(&mut api);
     monitors::routes(&mut api);
     webhooks::routes(&mut api);
     availability::routes(&mut api);

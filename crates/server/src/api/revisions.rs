@@ -44,15 +44,17 @@ fn line_names(c: &Config, cluster: ClusterId) -> BTreeMap<String, LineName> {
     let mut m: BTreeMap<String, LineName> = c
         .lines_of(cluster)
         .map(|(id, l)| {
+            let l = &l.value.line;
             let name = LineName {
-                name: l.value.line.name.clone(),
-                client_networks: l.value.line.client_networks.clone(),
+                name: l.name.clone(),
+                client_networks: l.client_networks.clone(),
+                places: l.places.clone(),
             };
             (id.0.to_string(), name)
         })
         .collect();
     m.entry(vantage_core::evaluate::DEFAULT_LINE.0.to_string())
-        .or_insert_with(|| LineName { name: "default".into(), client_networks: Vec::new() });
+        .or_insert_with(|| LineName { name: "default".into(), ..LineName::default() });
     m
 }
 

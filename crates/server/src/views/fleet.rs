@@ -120,9 +120,18 @@ pub struct LineFile {
     /// Minimum healthy addresses (1–64, 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_healthy: Option<u32>,
-    /// Client networks (CIDR); none: the default line.
+    /// Client networks (CIDR); none, and no place: the default line.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_networks: Vec<String>,
+    /// Countries (ISO 3166-1 alpha-2 codes) whose clients it answers, by the geo database.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub countries: Vec<String>,
+    /// Continents (`EU`, `AS`…) whose clients it answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub continents: Vec<String>,
+    /// Autonomous system numbers whose clients it answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asns: Vec<u32>,
     /// What it answers when nothing is healthy (`hold`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all_down: Option<AllDown>,

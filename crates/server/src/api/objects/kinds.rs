@@ -32,6 +32,7 @@ impl Kind for Region {
             code: s.value.code.clone(),
             name: s.value.name.clone(),
             client_networks: s.value.client_networks.clone(),
+            places: s.value.places.clone(),
             probers,
         }
     }
@@ -190,6 +191,7 @@ impl Kind for LineRecord {
             backup_groups: l.backup_groups.clone(),
             min_healthy: l.min_healthy,
             client_networks: l.client_networks.clone(),
+            places: l.places.clone(),
             all_down: l.all_down,
         }
     }

@@ -1,6 +1,7 @@
 //! The cluster list and one cluster: DNS answers, groups, lines, nodes, revisions, rules and their preview.
 
 use super::*;
+use vantage_core::geo::describe_clients;
 use vantage_core::model::AllDown;
 use vantage_core::rules::Outcome;
 
@@ -412,10 +413,10 @@ pub(in crate::ui) async fn cluster(
             .lines
             .iter()
             .map(|l| {
-                let nets = strings(&l.client_networks);
+                let clients = describe_clients(&l.client_networks, &l.places);
                 DnsRow {
                     line: l.name.clone(),
-                    networks: if nets.is_empty() { "every other client".into() } else { nets.join(", ") },
+                    networks: if clients.is_empty() { "every other client".into() } else { clients },
                     records: strings(&l.records),
                     since: l.since.map_or_else(Markup::default, |t| time(t, at)),
                     held: l.held.as_ref().map(|h| (policy_word(h.policy), h.reason.clone())),
@@ -451,6 +452,9 @@ pub(in crate::ui) async fn cluster(
                     "backup_groups": l.backup_groups,
                     "min_healthy": l.min_healthy,
                     "client_networks": l.client_networks,
+                    "countries": l.places.countries,
+                    "continents": l.places.continents,
+                    "asns": l.places.asns,
                     "all_down": l.all_down,
                 })
                 .to_string(),
@@ -465,10 +469,9 @@ pub(in crate::ui) async fn cluster(
                     .collect::<Vec<_>>()
                     .join(" → "),
                 min_healthy: l.min_healthy,
-                networks: if l.client_networks.is_empty() {
-                    "default line".into()
-                } else {
-                    strings(&l.client_networks).join(", ")
+                networks: match describe_clients(&l.client_networks, &l.places) {
+                    c if c.is_empty() => "default line".into(),
+                    c => c,
                 },
                 all_down: l.all_down.as_str(),
             })

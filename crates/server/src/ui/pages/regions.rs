@@ -1,12 +1,15 @@
 //! The regions page.
 
 use super::*;
+use vantage_core::geo::describe_clients;
 
 #[derive(Debug)]
 struct RegionRow {
     id: i64,
     code: String,
     name: String,
+    /// Its client networks and places.
+    clients: String,
     probers: usize,
     /// Its fields as the API takes them, for the form that edits it.
     values: String,
@@ -30,9 +33,16 @@ pub(in crate::ui) async fn regions(
             .items
             .into_iter()
             .map(|r| RegionRow {
-                values:
-                    serde_json::json!({"code": r.code, "name": r.name, "client_networks": r.client_networks})
-                        .to_string(),
+                values: serde_json::json!({
+                    "code": r.code,
+                    "name": r.name,
+                    "client_networks": r.client_networks,
+                    "countries": r.places.countries,
+                    "continents": r.places.continents,
+                    "asns": r.places.asns,
+                })
+                .to_string(),
+                clients: describe_clients(&r.client_networks, &r.places),
                 id: r.id,
                 code: r.code,
                 name: r.name,

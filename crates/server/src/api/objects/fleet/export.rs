@@ -157,6 +157,9 @@ fn line_file(c: &Config, l: &LineRecord) -> LineFile {
         backup_groups: l.backup_groups.iter().map(|g| group_name(c, *g)).collect(),
         min_healthy: Some(l.min_healthy),
         client_networks: l.client_networks.iter().map(ToString::to_string).collect(),
+        countries: l.places.countries.iter().map(ToString::to_string).collect(),
+        continents: l.places.continents.iter().map(ToString::to_string).collect(),
+        asns: l.places.asns.clone(),
         all_down: Some(l.all_down),
     }
 }
