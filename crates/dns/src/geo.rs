@@ -101,8 +101,24 @@ impl GeoDb {
         let mut found = Located::default();
         for file in &self.files {
             // An IPv6 address in an IPv4-only database: it says nothing about any of them.
-            let Ok(result) = file.reader.lookup(ip) else { continue };
-            let prefix = result.network().map_or(full, |n| n.prefix());
+            if ip.is_ipv6() && file.reader.metadata().ip_version == 4 {
+                continue;
+            }
+            let result = match file.reader.lookup(ip) {
+                Ok(r) => r,
+                // A tree that does not read: no place, and a choice for this address alone.
+                Err(_) => {
+                    found.prefix = full;
+                    continue;
+                }
+            };
+            // An IPv6 database without the IPv4 space names an IPv6 network for an IPv4
+            // address: it says nothing about any IPv4 address.
+            let prefix = match result.network() {
+                Ok(n) if n.is_ipv4() == ip.is_ipv4() => n.prefix().min(full),
+                Ok(_) => 0,
+                Err(_) => full,
+            };
             found.prefix = found.prefix.max(prefix);
             let record = match result.decode::<Record<'_>>() {
                 Ok(Some(r)) => r,
@@ -172,7 +188,10 @@ mod tests {
         assert_eq!(tokyo.prefix, 32);
         let nowhere = db.locate("203.0.113.1".parse().unwrap());
         assert_eq!(nowhere.place, Place::default());
-        assert!(nowhere.prefix > 0, "the empty network around it: {nowhere:?}");
+        assert_eq!(
+            nowhere.prefix, 5,
+            "the empty network around it: 203.0.113.1 leaves 198.51.100.0 at its 5th bit"
+        );
         let types: Vec<String> = db.files().into_iter().map(|f| f.database_type).collect();
         assert_eq!(types, ["GeoLite2-Country", "GeoLite2-ASN"]);
     }

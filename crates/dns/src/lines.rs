@@ -126,10 +126,17 @@ impl LineChooser {
         LineChooser { v4, v6, places, fallback: fallback.unwrap_or(lines.len() as u32) }
     }
 
-    /// The choice for a client address, and the ECS scope prefix it is valid for; `locate`
-    /// places the address (`None`: no geo database).
-    pub(crate) fn choose(&self, addr: IpAddr, locate: impl FnOnce(IpAddr) -> Option<Located>) -> (u32, u8) {
-        let addr = addr.to_canonical();
+    /// The choice for a client address, and the ECS scope prefix it is valid for (in the
+    /// address's own family: an IPv4-mapped IPv6 address is chosen for as IPv4, and its scope
+    /// counts the 96 bits of the mapping, so that a resolver never applies it to other mapped
+    /// addresses); `locate` places the address (`None`: no geo database).
+    pub(crate) fn choose(&self, asked: IpAddr, locate: impl FnOnce(IpAddr) -> Option<Located>) -> (u32, u8) {
+        let (line, scope) = self.choose_canonical(asked.to_canonical(), locate);
+        let mapped = asked.is_ipv6() && asked.to_canonical().is_ipv4();
+        (line, if mapped { scope + 96 } else { scope })
+    }
+
+    fn choose_canonical(&self, addr: IpAddr, locate: impl FnOnce(IpAddr) -> Option<Located>) -> (u32, u8) {
         let (line, scope) = match addr {
             IpAddr::V4(a) => self.v4.lookup(u128::from(u32::from(a)) << 96),
             IpAddr::V6(a) => self.v6.lookup(u128::from(a)),
@@ -195,8 +202,9 @@ mod tests {
         assert_eq!(choose(&c, "10.200.0.1"), (0, 9));
         assert_eq!(choose(&c, "192.0.2.1").0, 2);
         assert_eq!(choose(&c, "2001:db8::1"), (2, 0));
-        // IPv4-mapped IPv6 addresses (dual-stack sockets) count as IPv4.
-        assert_eq!(choose(&c, "::ffff:10.1.0.9"), (1, 16));
+        // IPv4-mapped IPv6 addresses (dual-stack sockets, ECS of family 2) count as IPv4, their
+        // scope in IPv6 bits.
+        assert_eq!(choose(&c, "::ffff:10.1.0.9"), (1, 112));
     }
 
     #[test]

@@ -426,7 +426,6 @@ impl AnswerTable {
         }
     }
 
-    /// The line choice and ECS scope for a client address, for a steered node.
     /// What each cluster answers a client at `client` (its ECS address, or a resolver's): the
     /// line chosen, its records and the ECS scope, as a query would be answered now.
     pub fn answers_for(&self, client: IpAddr) -> Vec<ClientAnswer> {
@@ -445,6 +444,7 @@ impl AnswerTable {
             .collect()
     }
 
+    /// The line choice and ECS scope for a client address, for a steered node.
     pub(crate) fn choose(&self, node: &Node, client: IpAddr) -> Option<(u32, u8)> {
         match &node.addresses {
             Addresses::Steered(s) => self
