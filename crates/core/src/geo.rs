@@ -2,11 +2,11 @@
 //! it (SPEC §10a). A line or a region may claim clients by autonomous system, country or
 //! continent as well as by client network; a network always comes first (it is what the
 //! operator wrote for those very addresses), then the most specific geo claim: an AS, then a
-//! country, then a continent. Between two lines claiming alike, the first in priority order
-//! wins, as with overlapping networks.
+//! country, then a continent. Between two lines claiming alike, the first (by id: the one made
+//! first) wins, as with overlapping networks.
 //!
-//! Reading the database is the driver's (it is a file that changes); what a place is and who
-//! claims it is decided here.
+//! Reading the database is the server's and the DNS crate's (it is a file that changes); what
+//! a place is and who claims it is decided here.
 
 use std::fmt;
 use std::str::FromStr;
@@ -78,8 +78,8 @@ impl utoipa::PartialSchema for Country {
 #[cfg(feature = "schema")]
 impl utoipa::ToSchema for Country {}
 
-/// A continent, by the two-letter code geo databases give it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// A continent, by the two-letter code geo databases give it (read in either case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub enum Continent {
     /// Africa.
@@ -125,6 +125,15 @@ impl Continent {
         ]
         .into_iter()
         .find(|c| c.as_str().eq_ignore_ascii_case(code))
+    }
+}
+
+impl<'de> Deserialize<'de> for Continent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Continent::from_code(s.trim()).ok_or_else(|| {
+            serde::de::Error::custom(format!("a continent is one of AF, AN, AS, EU, NA, OC, SA, got {s:?}"))
+        })
     }
 }
 
@@ -199,13 +208,9 @@ impl Places {
         let has = |found: bool, claim| found.then_some(claim);
         place
             .asn
-            .and_then(|a| has(self.asns.binary_search(&a).is_ok(), Claim::Asn))
-            .or_else(|| {
-                place.country.and_then(|c| has(self.countries.binary_search(&c).is_ok(), Claim::Country))
-            })
-            .or_else(|| {
-                place.continent.and_then(|c| has(self.continents.binary_search(&c).is_ok(), Claim::Continent))
-            })
+            .and_then(|a| has(self.asns.contains(&a), Claim::Asn))
+            .or_else(|| place.country.and_then(|c| has(self.countries.contains(&c), Claim::Country)))
+            .or_else(|| place.continent.and_then(|c| has(self.continents.contains(&c), Claim::Continent)))
     }
 }
 
@@ -270,6 +275,9 @@ mod tests {
         let e = serde_json::from_str::<Country>("\"Singapore\"").unwrap_err().to_string();
         assert!(e.contains("ISO 3166-1 alpha-2"), "{e}");
         assert_eq!(Continent::from_code("eu"), Some(Continent::EU));
+        assert_eq!(serde_json::from_str::<Continent>("\"eu\"").unwrap(), Continent::EU);
+        let e = serde_json::from_str::<Continent>("\"Europe\"").unwrap_err().to_string();
+        assert!(e.contains("one of AF, AN, AS, EU"), "{e}");
         assert_eq!(Continent::from_code("XX"), None);
     }
 
