@@ -311,14 +311,15 @@ impl App {
         &self.answers
     }
 
-    /// DNS settings (SOA, NS).
+    /// The geo databases in use (`None`: none configured).
     pub(crate) fn geo(&self) -> Option<Arc<vantage_dns::GeoDb>> {
         self.geo.borrow().clone()
     }
 
-    /// Where the geo databases place a client (`None`: none configured).
+    /// Where the geo databases place a client (`None`: none configured). The databases are
+    /// taken first, so the look-up holds no lock.
     pub(crate) fn place(&self, ip: std::net::IpAddr) -> Option<vantage_core::geo::Place> {
-        self.geo.borrow().as_ref().map(|g| g.locate(ip).place)
+        self.geo().map(|g| g.locate(ip).place)
     }
 
     /// Puts `geo` in use: for the doors at once, for DNS with the next table (the driver
@@ -333,6 +334,7 @@ impl App {
         self.geo.subscribe()
     }
 
+    /// DNS settings (SOA, NS).
     pub(crate) fn dns(&self) -> &vantage_dns::DnsSettings {
         &self.dns
     }

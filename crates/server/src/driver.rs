@@ -74,6 +74,8 @@ pub(crate) async fn run(
 /// until the driver ends.
 async fn answer(app: Arc<App>, mut newest: watch::Receiver<Option<Arc<Snapshots>>>) {
     let mut geo = app.geo_changes();
+    // Databases put in use between the start's table and this subscription are built in now.
+    geo.mark_changed();
     // The snapshots answered last, for a table rebuilt with new geo databases: before the first
     // ones, those the start answered from.
     let mut last = app.view().snapshots.clone();

@@ -172,10 +172,8 @@ pub(crate) async fn reload(app: &App) -> Result<Changes, LoadError> {
     outcome
 }
 
-/// Whether a file-system event may change the registry: creating, writing, renaming or
-/// removing a registry file. Reads are not changes: a reload reads every file, and counting
-/// those would reload forever.
-/// Whether `p` names a registry file.
+/// Whether `p` names a registry file (a change to any other file of the directory is none of
+/// the registry's).
 fn registry_path(p: &Path) -> bool {
     p.file_name().is_some_and(|n| is_registry_file(&n.to_string_lossy()))
 }

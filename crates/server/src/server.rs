@@ -193,7 +193,7 @@ impl Server {
         let own = [Some(agent_addr), Some(api_addr), settings.public_listen].into_iter().flatten().collect();
         start.fetch = settings.fetch_policy(own);
         let relay_to = replica.as_ref().map(|r| (r.shared.clone(), r.origin.clone()));
-        let geo = crate::geo::read(&settings.geo_databases)
+        let (geo, geo_read) = crate::geo::read(&settings.geo_databases)
             .await
             .map_err(|e| StartError::Config(format!("geo_databases: {e}")))?;
         let (app, decided) =
@@ -203,6 +203,7 @@ impl Server {
             tracing::error!(file = %e.file, field = %e.field, reason = %e.reason, "mirror registry refused at start; serving no mirrors until it is fixed");
         }
         app.set_geo(geo);
+        crate::geo::warn_unplaced(&app);
         // DNS answers the stored revisions from its first query.
         crate::publishing::rebuild(app.answers(), app.dns(), &app.view().snapshots, app.geo());
 
@@ -254,7 +255,7 @@ impl Server {
             tokio::spawn(crate::driver::run(app.clone(), decided, notices, saves, driver_stopped.clone()));
         let saves = tokio::spawn(writer.run(app.store().clone()));
         let watcher = tokio::spawn(crate::mirrors::watch(app.clone(), stopped.clone()));
-        tasks.push(tokio::spawn(crate::geo::watch(app.clone(), stopped.clone())));
+        tasks.push(tokio::spawn(crate::geo::watch(app.clone(), geo_read, stopped.clone())));
         let (stop_lease, lease_stopped) = watch::channel(false);
         let lease = tokio::spawn(crate::replicas::lease(app.clone(), lease_stopped));
         let follow = tokio::spawn(crate::replicas::follow(app.clone(), stopped.clone()));

@@ -81,6 +81,8 @@ impl Doors {
     /// `ip` (the longest prefix wins), else the one claiming the place most specifically (an
     /// AS, a country, a continent; the first region by code among equals).
     pub fn region_of(&self, ip: IpAddr, place: Option<&Place>) -> Option<&str> {
+        // A dual-stack listener or a proxy may give an IPv4 visitor as IPv4-mapped IPv6.
+        let ip = ip.to_canonical();
         if let Some((_, r)) = self.networks.iter().find(|(n, _)| n.contains(ip)) {
             return Some(r);
         }
@@ -228,6 +230,10 @@ mod tests {
         assert_eq!(hosts(&d, &from_moscow), ["a.example.net".to_owned()].into(), "the region by country");
         let elsewhere = Visit { place: Some(placed("US")), ..from_moscow.clone() };
         assert_eq!(hosts(&d, &elsewhere).len(), 2, "a place no region claims");
+        // The network before the place, for a visitor given as IPv4-mapped IPv6 too.
+        let mapped: IpAddr = "::ffff:198.51.100.9".parse().unwrap();
+        assert_eq!(d.region_of(mapped, Some(&placed("US"))), Some("ru1"));
+        assert_eq!(d.region_of("198.51.100.9".parse().unwrap(), Some(&placed("US"))), Some("ru1"));
         let excluded = Visit { exclude_regions: vec!["ru1".into()], ..t1.clone() };
         assert_eq!(hosts(&d, &excluded), ["a.example.net".to_owned()].into());
         assert_eq!(
