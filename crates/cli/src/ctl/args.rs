@@ -109,6 +109,9 @@ pub(super) enum Resource {
     Client {
         /// The address (a resolver's, or an ECS client subnet's).
         ip: IpAddr,
+        /// As an ECS client subnet of this length (the address cut to it, as a resolver sends it).
+        #[arg(long, value_name = "BITS")]
+        prefix: Option<u8>,
     },
     /// Doors: which mirror a visitor would be sent to now.
     Doors {

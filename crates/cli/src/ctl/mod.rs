@@ -852,8 +852,9 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
             };
             generic::<CheckView>(names, Kind::Check, "/v1/checks", &common, json).await
         }
-        Resource::Client { ip } => {
-            let v: ClientView = c.get(&format!("/v1/clients/{ip}")).await?;
+        Resource::Client { ip, prefix } => {
+            let q: Vec<(&str, String)> = prefix.iter().map(|p| ("prefix", p.to_string())).collect();
+            let v: ClientView = c.get(&format!("/v1/clients/{ip}{}", query(&q))).await?;
             if json {
                 print(&v, true);
             } else {

@@ -22,6 +22,7 @@ fn countries(path: &Path, tokyo_is: &str) {
             GeoEntry::Country { network: "198.51.100.0/24", country: "DE", continent: "EU" },
             GeoEntry::Country { network: "203.0.113.0/24", country: "FR", continent: "EU" },
             GeoEntry::Country { network: "100.64.0.0/24", country: tokyo_is, continent: "AS" },
+            GeoEntry::Country { network: "2001:db8:100::/48", country: "DE", continent: "EU" },
         ],
     );
 }
@@ -33,9 +34,11 @@ fn replace(path: &Path, write: impl FnOnce(&Path)) {
     std::fs::rename(&next, path).unwrap();
 }
 
-/// `dig` as an ECS client at `client`: the answer's addresses and the scope the server gave.
+/// `dig` as an ECS client subnet (`198.51.100.7` for a /32, or `a/len`): the answer's
+/// addresses and the scope the server gave.
 async fn as_client(dns: std::net::SocketAddr, client: &str) -> (Vec<String>, String) {
-    let subnet = format!("+subnet={client}/32");
+    let subnet =
+        if client.contains('/') { format!("+subnet={client}") } else { format!("+subnet={client}/32") };
     let out = tokio::task::spawn_blocking(move || {
         dig(dns, &["geo.test.example", "A", &subnet, "+noall", "+answer", "+comments"]).unwrap()
     })
@@ -124,6 +127,19 @@ async fn lines_answer_by_network_then_as_country_and_continent_and_follow_the_da
     }
     let (records, _) = as_client(dns, "192.0.2.200").await;
     assert_eq!(records, ["192.0.2.1"], "unknown to the databases: the default line");
+    // IPv6 clients; an IPv4 one sent as IPv4-mapped IPv6, its scope in IPv6 bits.
+    assert_eq!(as_client(dns, "2001:db8:100:5::/64").await, (vec!["192.0.2.4".to_owned()], "48".to_owned()));
+    assert_eq!(
+        as_client(dns, "::ffff:203.0.113.9/128").await,
+        (vec!["192.0.2.5".to_owned()], "120".to_owned())
+    );
+    // A resolver sends a /24: the address cut to it is what is placed (198.51.100.0, in AS 3320).
+    assert_eq!(as_client(dns, "198.51.100.77/24").await.0, ["192.0.2.3"]);
+    let out = s.ctl(&["client", "198.51.100.77", "--prefix", "24", "--json"]).await;
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((&seen["ip"], &seen["answers"][0]["line"]), (&json!("198.51.100.0"), &json!("isp")), "{seen}");
+    let (status, v) = s.call(Method::GET, "/v1/clients/198.51.100.77?prefix=33", None).await;
+    assert_eq!((status, &v["error"]["field"]), (400, &json!("prefix")), "{v}");
 
     // `ctl client` says what dig got, and where the client is.
     let out = s.ctl(&["client", "198.51.100.7", "--json"]).await;

@@ -9,7 +9,8 @@ use vantage_core::geo::{Continent, Country};
 /// A client address as Vantage sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ClientView {
-    /// The address asked about (an IPv4-mapped IPv6 address reads as IPv4).
+    /// The address looked at: the one asked about, cut to the prefix when one was given (an
+    /// IPv4-mapped IPv6 address reads as IPv4).
     #[schema(value_type = String)]
     pub ip: IpAddr,
     /// Where the geo databases place it (absent: none configured).
