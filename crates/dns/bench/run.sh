@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Authoritative DNS benchmark: Vantage's server, Knot DNS (static zone), gdnsd (multifo with
 # tcp_connect health checks) and PowerDNS (BIND backend, LUA ifportup record), one after the
-# other on 127.0.0.1, all serving bench.test with the same 4 A records.
+# other on 127.0.0.1, all serving bench.test with the same 4 A records. Then the line choice:
+# Vantage with 3 lines over 200 client networks, asked plainly (`vantage-lines`) and with an
+# ECS option a line's network holds (`vantage-ecs`), and with 3 more lines claiming an AS, a
+# country and a continent from geo databases made here (mmdb-writer, as the tests make them),
+# asked with an ECS option only the databases place (`vantage-geo`); gdnsd gets the same ECS
+# queries (`gdnsd-ecs`: it answers them as any other, the cost of reading the option).
 #
 #   crates/dns/bench/run.sh [SECONDS] [REPEATS]      (defaults 15 and 1)
 #
@@ -31,9 +36,39 @@ cleanup() {
 }
 trap cleanup EXIT
 EDGEPORT=18099
-LIFE=$(( (SECS * 2 + 15) * REPEATS * 5 + 60 ))
+LIFE=$(( (SECS * 2 + 15) * REPEATS * 8 + 60 ))
 python3 "$HERE/edges.py" "$EDGEPORT" "$LIFE" & PIDS+=($!)
 Q="$HERE/queries.txt"
+# ECS options (dnsperf -E code:hex): family 1, source /24, scope 0, the network's 3 octets.
+ECS_LINE="8:000118000a0105"     # 10.1.5.0/24: a network of line1
+ECS_GEO="8:00011800c63364"      # 198.51.100.0/24: no line's network; the databases place it in DE
+VENV=${VANTAGE_VENV:-$HOME/.cache/vantage-venv}
+# The geo databases: 4,096 networks over 16 countries (so a lookup walks a tree of some size),
+# the client's /24 in Germany, and an ASN database without it (both files are asked).
+"$VENV/bin/python3" - "$WORK/country.mmdb" "$WORK/asn.mmdb" <<'PY'
+import sys
+from mmdb_writer import MMDBWriter, MmdbU32
+from netaddr import IPSet
+countries = [("DE", "EU"), ("FR", "EU"), ("JP", "AS"), ("US", "NA"), ("BR", "SA"), ("AU", "OC"), ("ZA", "AF"), ("SG", "AS"),
+             ("GB", "EU"), ("IN", "AS"), ("CA", "NA"), ("MX", "NA"), ("NG", "AF"), ("NZ", "OC"), ("AR", "SA"), ("KR", "AS")]
+country = MMDBWriter(ip_version=6, database_type="GeoLite2-Country", ipv4_compatible=True)
+asn = MMDBWriter(ip_version=6, database_type="GeoLite2-ASN", ipv4_compatible=True)
+for i in range(4096):
+    net = "%d.%d.0.0/16" % (20 + i // 256, i % 256)
+    c, k = countries[i % len(countries)]
+    country.insert_network(IPSet([net]), {"country": {"iso_code": c}, "continent": {"code": k}})
+    asn.insert_network(IPSet([net]), {"autonomous_system_number": MmdbU32(64512 + i % 1000)})
+country.insert_network(IPSet(["198.51.100.0/24"]), {"country": {"iso_code": "DE"}, "continent": {"code": "EU"}})
+country.to_db_file(sys.argv[1])
+asn.to_db_file(sys.argv[2])
+PY
+# Query options per server: the ECS rows send an option with every query.
+qopts() {
+    case $1 in
+        vantage-ecs|gdnsd-ecs) echo "-E $ECS_LINE" ;;
+        vantage-geo) echo "-E $ECS_GEO" ;;
+    esac
+}
 fill() { sed -e "s|@DIR@|$2|g; s|@PORT@|$3|g; s|@EDGEPORT@|$EDGEPORT|g" "$1"; }
 
 wait_up() {
@@ -50,12 +85,13 @@ start() { # NAME PORT -> starts the server, PID in SERVER
     mkdir -p "$dir"
     case $name in
         vantage) timeout "$LIFE" "$BIN" "127.0.0.1:$port" 2 "$LIFE" >"$dir/log" 2>&1 & ;;
-        vantage-lines) timeout "$LIFE" "$BIN" "127.0.0.1:$port" 2 "$LIFE" lines >"$dir/log" 2>&1 & ;;
+        vantage-lines|vantage-ecs) timeout "$LIFE" "$BIN" "127.0.0.1:$port" 2 "$LIFE" lines >"$dir/log" 2>&1 & ;;
+        vantage-geo) timeout "$LIFE" "$BIN" "127.0.0.1:$port" 2 "$LIFE" geo "$WORK/country.mmdb" "$WORK/asn.mmdb" >"$dir/log" 2>&1 & ;;
         knot)
             mkdir -p "$dir/db"; cp "$HERE/bench.test.zone" "$dir/"
             fill "$HERE/knot.conf.in" "$dir" "$port" >"$dir/knot.conf"
             timeout "$LIFE" knotd -c "$dir/knot.conf" >"$dir/log" 2>&1 & ;;
-        gdnsd)
+        gdnsd|gdnsd-ecs)
             mkdir -p "$dir/zones"; cp "$HERE/gdnsd/zones/bench.test" "$dir/zones/"
             fill "$HERE/gdnsd/config.in" "$dir" "$port" >"$dir/config"
             timeout "$LIFE" gdnsd -c "$dir" start >"$dir/log" 2>&1 & ;;
@@ -72,20 +108,23 @@ start() { # NAME PORT -> starts the server, PID in SERVER
 
 percentiles() { awk '/^> NOERROR/ {print $NF}' | sort -g | awk '{a[NR]=$1} END {if (NR) printf "%.3f %.3f %d\n", a[int(NR*0.50)+1]*1000, a[int(NR*0.99)+1]*1000, NR; else print "- - 0"}'; }
 
+SERVERS=${SERVERS:-vantage knot gdnsd pdns vantage-lines vantage-ecs gdnsd-ecs vantage-geo}
 ROWS="$WORK/rows"
 : >"$ROWS"
 printf "%-14s %10s %9s %9s %9s %9s %9s\n" server qps avg_ms lost p50_ms p99_ms p99@1k_ms
 for r in $(seq 1 "$REPEATS"); do
     port=15400
-    for name in vantage knot gdnsd pdns vantage-lines; do
+    for name in $SERVERS; do
         port=$((port + 1))
         start "$name" "$port"
-        out=$(dnsperf -s 127.0.0.1 -p "$port" -d "$Q" -c 16 -T 2 -q 200 -l "$SECS" 2>&1)
+        # shellcheck disable=SC2046 # the options are words
+        set -- $(qopts "$name")
+        out=$(dnsperf -s 127.0.0.1 -p "$port" -d "$Q" "$@" -c 16 -T 2 -q 200 -l "$SECS" 2>&1)
         qps=$(awk '/Queries per second/ {print $4}' <<<"$out")
         avg=$(awk '/Average Latency/ {printf "%.3f", $4*1000}' <<<"$out")
         lost=$(awk '/Queries lost/ {print $3}' <<<"$out")
-        read -r p50 p99 _ < <(dnsperf -s 127.0.0.1 -p "$port" -d "$Q" -c 16 -T 2 -q 200 -l "$SECS" -v 2>/dev/null | percentiles)
-        read -r _ light _ < <(dnsperf -s 127.0.0.1 -p "$port" -d "$Q" -c 4 -T 1 -Q 1000 -l 5 -v 2>/dev/null | percentiles)
+        read -r p50 p99 _ < <(dnsperf -s 127.0.0.1 -p "$port" -d "$Q" "$@" -c 16 -T 2 -q 200 -l "$SECS" -v 2>/dev/null | percentiles)
+        read -r _ light _ < <(dnsperf -s 127.0.0.1 -p "$port" -d "$Q" "$@" -c 4 -T 1 -Q 1000 -l 5 -v 2>/dev/null | percentiles)
         printf "%-14s %10.0f %9s %9s %9s %9s %9s\n" "$name" "$qps" "$avg" "$lost" "$p50" "$p99" "$light" | tee -a "$ROWS"
         kill "$SERVER" 2>/dev/null || true
         wait "$SERVER" 2>/dev/null || true
@@ -94,7 +133,7 @@ done
 
 echo
 echo "median of $REPEATS rounds (qps ratio to vantage):"
-for name in vantage knot gdnsd pdns vantage-lines; do
+for name in $SERVERS; do
     med() { awk -v n="$name" -v c="$1" '$1 == n {print $c}' "$ROWS" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
     printf "%-14s %10.0f %9s %9s %9s\n" "$name" "$(med 2)" "$(med 6)" "$(med 7)" "$(med 3)"
 done | awk 'NR == 1 {base = $2} {printf "%-14s qps %8d  p99 %7s ms  p99@1k %7s ms  avg %7s ms  ratio %.2f\n", $1, $2, $3, $4, $5, $2 / base}'

@@ -1,9 +1,11 @@
 //! The built-in DNS server with a fixed table, for `bench/dns/run.sh` (dnsperf against it
 //! and against Knot, gdnsd and PowerDNS serving the same records).
 //!
-//! `dns_bench_server LISTEN WORKERS SECONDS [lines]`: serves `bench.test` (4 A records) on
-//! LISTEN with WORKERS UDP threads, and exits after SECONDS (a bounded run). With `lines`, the
-//! cluster also has 200 client networks over 3 lines, so line choice is part of the work.
+//! `dns_bench_server LISTEN WORKERS SECONDS [lines | geo FILE…]`: serves `bench.test` (4 A
+//! records) on LISTEN with WORKERS UDP threads, and exits after SECONDS (a bounded run). With
+//! `lines`, the cluster also has 200 client networks over 3 lines, so line choice is part of
+//! the work; with `geo`, also 3 lines claiming an AS, a country and a continent, placed by the
+//! MaxMind DB FILEs, so a client no network holds is looked up in them.
 // A benchmark fixture stops at its first failure.
 #![allow(clippy::expect_used)]
 
@@ -12,8 +14,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use vantage_core::geo::{Continent, Places};
 use vantage_dns::{
-    AnswerTable, Answers, DnsConfig, DnsMetrics, DnsServer, DnsSettings, LineAnswers, ZoneAnswers,
+    AnswerTable, Answers, DnsConfig, DnsMetrics, DnsServer, DnsSettings, GeoDb, LineAnswers, ZoneAnswers,
 };
 
 fn main() -> ExitCode {
@@ -23,10 +26,16 @@ fn main() -> ExitCode {
         args.get(2).and_then(|a| a.parse::<usize>().ok()),
         args.get(3).and_then(|a| a.parse::<u64>().ok()),
     ) else {
-        eprintln!("usage: dns_bench_server LISTEN WORKERS SECONDS [lines]");
+        eprintln!("usage: dns_bench_server LISTEN WORKERS SECONDS [lines | geo FILE…]");
         return ExitCode::from(2);
     };
-    let with_lines = args.get(4).is_some_and(|a| a == "lines");
+    let with_geo = args.get(4).is_some_and(|a| a == "geo");
+    let with_lines = with_geo || args.get(4).is_some_and(|a| a == "lines");
+    let geo = with_geo.then(|| {
+        let files =
+            args[5..].iter().map(|f| (f.clone(), std::fs::read(f).expect("a geo database"))).collect();
+        Arc::new(GeoDb::open(files).expect("a geo database"))
+    });
     let records: Vec<_> = (11..=14).map(|i| std::net::IpAddr::from([127, 0, 0, i])).collect();
     let mut lines = Vec::new();
     if with_lines {
@@ -38,6 +47,22 @@ fn main() -> ExitCode {
                 client_networks: nets,
                 places: Default::default(),
                 records: records[..2].to_vec(),
+                ttl: None,
+            });
+        }
+    }
+    if with_geo {
+        let claims = [
+            Places::new(Vec::new(), Vec::new(), vec![64500]),
+            Places::new(vec!["DE".parse().expect("a country")], Vec::new(), Vec::new()),
+            Places::new(Vec::new(), vec![Continent::EU], Vec::new()),
+        ];
+        for (l, places) in claims.into_iter().enumerate() {
+            lines.push(LineAnswers {
+                name: format!("place{l}"),
+                client_networks: vec![],
+                places: places.expect("places"),
+                records: records[2..].to_vec(),
                 ttl: None,
             });
         }
@@ -58,7 +83,8 @@ fn main() -> ExitCode {
         lines,
         all: records,
     };
-    let answers = Arc::new(Answers::new(AnswerTable::build(vec![zone], &DnsSettings::default())));
+    let answers =
+        Arc::new(Answers::new(AnswerTable::build(vec![zone], &DnsSettings::default()).with_geo(geo)));
     let config = DnsConfig { listen, udp_workers: workers, ..DnsConfig::default() };
     let server = match DnsServer::start(config, answers, Arc::new(DnsMetrics::new())) {
         Ok(s) => s,
