@@ -147,7 +147,7 @@ impl GeoDb {
 
 #[cfg(test)]
 mod tests {
-    use vantage_testkit::{GeoEntry, write_mmdb};
+    use vantage_testkit::{GeoEntry, write_mmdb, write_mmdb_ipv4};
 
     use super::*;
 
@@ -194,6 +194,20 @@ mod tests {
         );
         let types: Vec<String> = db.files().into_iter().map(|f| f.database_type).collect();
         assert_eq!(types, ["GeoLite2-Country", "GeoLite2-ASN"]);
+    }
+
+    #[test]
+    fn an_ipv4_only_database_places_ipv4_clients_and_says_nothing_of_ipv6_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("asn4.mmdb");
+        write_mmdb_ipv4(&path, "DBIP-ASN-Lite", &[GeoEntry::Asn { network: "198.51.100.0/26", asn: 3320 }]);
+        let db = GeoDb::open(vec![("asn4.mmdb".into(), std::fs::read(&path).unwrap())]).unwrap();
+        let v4 = db.locate("198.51.100.7".parse().unwrap());
+        assert_eq!((v4.place.asn, v4.prefix), (Some(3320), 26));
+        // An IPv4-mapped address is the IPv4 one.
+        assert_eq!(db.locate("::ffff:198.51.100.7".parse().unwrap()), v4);
+        let v6 = db.locate("2001:db8::1".parse().unwrap());
+        assert_eq!((v6.place, v6.prefix), (Place::default(), 0), "no IPv6 network: every IPv6 client alike");
     }
 
     #[test]

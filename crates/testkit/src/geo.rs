@@ -28,6 +28,15 @@ fn python() -> PathBuf {
 /// Writes a database of `database_type` (`GeoLite2-Country`, `GeoLite2-ASN`) holding
 /// `entries` to `path` (IPv6 with the IPv4 space mapped, as MaxMind's are).
 pub fn write_mmdb(path: &Path, database_type: &str, entries: &[GeoEntry<'_>]) {
+    write(path, database_type, 6, entries);
+}
+
+/// The same as an IPv4-only database (as some providers' are): IPv4 networks only.
+pub fn write_mmdb_ipv4(path: &Path, database_type: &str, entries: &[GeoEntry<'_>]) {
+    write(path, database_type, 4, entries);
+}
+
+fn write(path: &Path, database_type: &str, ip_version: u8, entries: &[GeoEntry<'_>]) {
     let mut records = String::new();
     for e in entries {
         // Networks and codes are the test's own constants: quoted as Python strings.
@@ -45,7 +54,7 @@ pub fn write_mmdb(path: &Path, database_type: &str, entries: &[GeoEntry<'_>]) {
         "import sys\n\
          from mmdb_writer import MMDBWriter, MmdbU32\n\
          from netaddr import IPSet\n\
-         w = MMDBWriter(ip_version=6, database_type=sys.argv[2], ipv4_compatible=True)\n\
+         w = MMDBWriter(ip_version={ip_version}, database_type=sys.argv[2], ipv4_compatible={ip_version} == 6)\n\
          for net, rec in [\n{records}]:\n    w.insert_network(IPSet([net]), rec)\n\
          w.to_db_file(sys.argv[1])\n"
     );

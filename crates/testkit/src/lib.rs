@@ -23,7 +23,7 @@ mod server;
 mod tls;
 
 pub use dns::{KNOT_INITIAL_A, KnotServer, dig, dig_short, free_port};
-pub use geo::{GeoEntry, write_mmdb};
+pub use geo::{GeoEntry, write_mmdb, write_mmdb_ipv4};
 pub use hls::paths as hls_paths;
 pub use server::{Behavior, EdgeOptions, EdgeServer, ProxySeen, SeenRequest};
 pub use tls::TlsIdentity;
