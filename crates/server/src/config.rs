@@ -96,18 +96,24 @@ pub struct ServeConfig {
     pub geo_databases: Vec<PathBuf>,
 }
 
-/// A list of files, as a TOML list or as one comma-separated string.
-fn paths<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+/// A list of strings, as a TOML list or as one comma-separated string (what the environment
+/// and flags can give).
+fn list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
-    enum Paths {
-        List(Vec<PathBuf>),
+    enum Items {
+        List(Vec<String>),
         Text(String),
     }
-    Ok(match Paths::deserialize(d)? {
-        Paths::List(l) => l,
-        Paths::Text(t) => t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(PathBuf::from).collect(),
+    Ok(match Items::deserialize(d)? {
+        Items::List(l) => l,
+        Items::Text(t) => t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
     })
+}
+
+/// A list of files.
+fn paths<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+    Ok(list(d)?.into_iter().map(PathBuf::from).collect())
 }
 
 /// A list of networks of `key`, as a TOML list or as one comma-separated string, each
@@ -117,18 +123,7 @@ fn network_list<'de, D: serde::Deserializer<'de>>(
     key: &str,
     check: impl Fn(IpNet) -> Result<IpNet, String>,
 ) -> Result<Vec<IpNet>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Networks {
-        List(Vec<String>),
-        Text(String),
-    }
-    let items = match Networks::deserialize(d)? {
-        Networks::List(l) => l,
-        Networks::Text(t) => {
-            t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
-        }
-    };
+    let items = list(d)?;
     let refuse = |s: &str, why: String| serde::de::Error::custom(format!("{key}: {s}: {why}"));
     items
         .iter()
@@ -150,18 +145,7 @@ fn networks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Err
 /// `steering_origins`: `*`, or origins (`scheme://host[:port]`, no path), as a TOML list or
 /// comma-separated.
 fn origins<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Origins {
-        List(Vec<String>),
-        Text(String),
-    }
-    let items: Vec<String> = match Origins::deserialize(d)? {
-        Origins::List(l) => l,
-        Origins::Text(t) => {
-            t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
-        }
-    };
+    let items = list(d)?;
     for o in &items {
         let rest = o.strip_prefix("https://").or_else(|| o.strip_prefix("http://"));
         let ok = o == "*" || rest.is_some_and(|r| !r.is_empty() && !r.contains(['/', '?', '#', ' ']));
