@@ -10,13 +10,14 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use vantage_core::Timestamp;
 use vantage_core::address::AddressPolicy;
-use vantage_core::answer::LineSpec;
+use vantage_core::answer::{LatencySpec, LineSpec};
 use vantage_core::evaluate::{
     AddressView, ClusterState, ClusterView, LineOutlook, NodeMetrics, NodeView, PreviewRow, Records,
     evaluate, line_outlooks, preview,
 };
 use vantage_core::fetch::FetchPolicy;
 use vantage_core::ids::{ClusterId, NodeId, RuleId};
+use vantage_core::model::Line;
 use vantage_core::reachability::AddressHealth;
 use vantage_core::rules::Rule;
 use vantage_core::wire;
@@ -1377,6 +1378,7 @@ impl Parts {
                 backup_groups: l.value.line.backup_groups.clone(),
                 min_healthy: l.value.line.min_healthy,
                 all_down: l.value.line.all_down,
+                latency: latency_spec(c, &l.value.line),
             })
             .collect();
         let rules = c.rules_of(id).map(|(rid, r)| (rid, r.value.rule.clone())).collect();
@@ -1433,4 +1435,18 @@ impl Parts {
             reason,
         }
     }
+}
+
+/// What latency steering of `line` needs, when it steers by latency: its region, and the
+/// names its reasons give the region and the line's groups.
+fn latency_spec(c: &Config, line: &Line) -> Option<LatencySpec> {
+    let region = line.latency_region?;
+    let groups = std::iter::once(line.group).chain(line.backup_groups.iter().copied());
+    Some(LatencySpec {
+        region,
+        region_name: c.regions.get(&region.0).map_or_else(|| region.to_string(), |r| r.value.code.clone()),
+        group_names: groups
+            .map(|g| (g, c.groups.get(&g.0).map_or_else(|| g.to_string(), |x| x.value.group.name.clone())))
+            .collect(),
+    })
 }

@@ -186,6 +186,16 @@ impl Invariants for Region {
                 still(groups, "node group", "uses", "use")
             )));
         }
+        let lines: Vec<&str> = (c.lines.values())
+            .filter(|l| l.value.line.latency_region == Some(RegionId(id)))
+            .map(|l| l.value.line.name.as_str())
+            .collect();
+        if !lines.is_empty() {
+            return Err(Refusal::Conflict(format!(
+                "lines steer by the latency from this region: {}",
+                lines.join(", ")
+            )));
+        }
         Ok(Vec::new())
     }
 }
@@ -288,6 +298,9 @@ impl Invariants for LineRecord {
         group_in(c, self.cluster, self.line.group, "group")?;
         for (n, g) in self.line.backup_groups.iter().enumerate() {
             group_in(c, self.cluster, *g, &format!("backup_groups[{n}]"))?;
+        }
+        if let Some(r) = self.line.latency_region.filter(|r| !c.regions.contains_key(&r.0)) {
+            return Err(Refusal::invalid("latency_region", format!("no region {r}")));
         }
         if self.line.is_default()
             && let Some((_, other)) =

@@ -43,6 +43,7 @@ fn world(now: Timestamp, failing_every: u32) -> World {
             backup_groups: vec![GroupId(g % GROUPS + 1)],
             min_healthy: 2,
             all_down: vantage_core::model::AllDown::Hold,
+            latency: None,
         })
         .collect();
     let levels = [Level::Primary, Level::Backup1, Level::Backup2];

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::address::{Level, SchedulingAddress};
-use crate::ids::{GroupId, LineId, NodeId};
+use crate::ids::{GroupId, LineId, NodeId, RegionId};
 use crate::model::{AllDown, DnsMode};
 
 /// The addresses a node answers with.
@@ -107,6 +107,26 @@ pub struct NodeFacts {
     pub targets: Vec<(LineId, IpAddr, bool)>,
 }
 
+impl NodeFacts {
+    /// Adds to `out` the usable addresses this node answers `line` with under `e`: none when
+    /// it does not serve or (automatic mode) a remove-node action takes it from the line; its
+    /// target addresses on a line that has some; else its in-use addresses, those of a
+    /// backup-IP action where one covers the line.
+    pub fn answers_into(&self, line: LineId, e: &Effects, mode: DnsMode, out: &mut Vec<IpAddr>) {
+        let automatic = mode == DnsMode::Automatic;
+        if !self.serving || (automatic && e.removed.covers(line)) {
+            return;
+        }
+        if self.targets.iter().any(|(l, _, _)| *l == line) {
+            out.extend(self.targets.iter().filter(|(l, _, ok)| *l == line && *ok).map(|(_, ip, _)| *ip));
+            return;
+        }
+        let ips =
+            if automatic && e.backup_ip.covers(line) { &self.in_use_backup.ips } else { &self.in_use.ips };
+        out.extend_from_slice(ips);
+    }
+}
+
 /// A line that answers by its all-down policy, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
@@ -158,6 +178,11 @@ pub struct Effects {
 pub struct GroupIndex(HashMap<GroupId, Vec<usize>>);
 
 impl GroupIndex {
+    /// The places among the facts of `group`'s nodes.
+    pub fn members(&self, group: GroupId) -> &[usize] {
+        self.0.get(&group).map_or(&[], Vec::as_slice)
+    }
+
     /// Indexes `nodes` by group.
     pub fn new(nodes: &[NodeFacts]) -> Self {
         let mut m: HashMap<GroupId, Vec<usize>> = HashMap::new();
@@ -183,6 +208,36 @@ pub struct LineSpec {
     pub min_healthy: u32,
     /// What it answers when health leaves it with nothing healthy.
     pub all_down: AllDown,
+    /// Latency steering: the region whose probers order its groups (none: as configured).
+    pub latency: Option<LatencySpec>,
+}
+
+impl LineSpec {
+    /// Its groups in the order it tries them: its own, then its backups.
+    pub fn groups(&self) -> impl Iterator<Item = GroupId> + '_ {
+        self.group.into_iter().chain(self.backup_groups.iter().copied())
+    }
+}
+
+/// What latency steering of a line needs: the region whose probers measure, and the names
+/// its reasons give the region and the line's groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatencySpec {
+    pub region: RegionId,
+    /// The region's code.
+    pub region_name: String,
+    /// The line's groups by name.
+    pub group_names: Vec<(GroupId, String)>,
+}
+
+impl LatencySpec {
+    /// The name of group `g`, or its id where it is not named.
+    pub fn group_name(&self, g: GroupId) -> String {
+        self.group_names
+            .iter()
+            .find(|(x, _)| *x == g)
+            .map_or_else(|| format!("group {g}"), |(_, n)| n.clone())
+    }
 }
 
 /// Where a line's records came from.
@@ -265,22 +320,10 @@ impl LineContext<'_> {
 
     /// The healthy addresses of `group` on `line`, sorted, no duplicates.
     fn healthy(&self, line: LineId, group: Option<GroupId>) -> Vec<IpAddr> {
-        let automatic = self.mode == DnsMode::Automatic;
         let none = Effects::default();
         let mut out: Vec<IpAddr> = Vec::new();
         for (i, n) in self.in_group(group) {
-            let e = self.effects.get(i).unwrap_or(&none);
-            if !n.serving || (automatic && e.removed.covers(line)) {
-                continue;
-            }
-            if n.targets.iter().any(|(l, _, _)| *l == line) {
-                let usable = n.targets.iter().filter(|(l, _, ok)| *l == line && *ok).map(|(_, ip, _)| *ip);
-                out.extend(usable);
-                continue;
-            }
-            let ips =
-                if automatic && e.backup_ip.covers(line) { &n.in_use_backup.ips } else { &n.in_use.ips };
-            out.extend_from_slice(ips);
+            n.answers_into(line, self.effects.get(i).unwrap_or(&none), self.mode, &mut out);
         }
         out.sort_unstable();
         out.dedup();
@@ -588,6 +631,7 @@ mod tests {
             backup_groups: backups.iter().map(|g| GroupId(*g)).collect(),
             min_healthy: min,
             all_down: AllDown::Hold,
+            latency: None,
         }
     }
 

@@ -521,6 +521,10 @@ pub struct Line {
     pub places: Places,
     /// What it answers when health leaves it with nothing healthy (`hold`).
     pub all_down: AllDown,
+    /// Latency steering: its groups (its group and backup groups) ordered by the RTT its
+    /// probers in this region measure, with hysteresis; `None`: in the order configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_region: Option<RegionId>,
 }
 
 impl Line {
@@ -554,6 +558,9 @@ pub struct LineInput {
     pub asns: Vec<u32>,
     /// All-down policy (`hold`; lines stored before it existed hold).
     pub all_down: AllDown,
+    /// The region whose probers' RTT orders its groups (none: the configured order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_region: Option<RegionId>,
 }
 
 impl Default for LineInput {
@@ -568,6 +575,7 @@ impl Default for LineInput {
             continents: Vec::new(),
             asns: Vec::new(),
             all_down: AllDown::Hold,
+            latency_region: None,
         }
     }
 }
@@ -585,6 +593,12 @@ impl TryFrom<LineInput> for Line {
             }
         }
         let min_healthy = in_range("min_healthy", i.min_healthy, 1, 64)?;
+        if i.latency_region.is_some() && i.backup_groups.is_empty() {
+            return Err(Error::invalid(
+                "latency_region",
+                "latency steering orders the line's group and its backup groups: give it a backup group",
+            ));
+        }
         let mut nets = i.client_networks;
         nets.sort();
         nets.dedup();
@@ -597,6 +611,7 @@ impl TryFrom<LineInput> for Line {
             client_networks: nets,
             places,
             all_down: i.all_down,
+            latency_region: i.latency_region,
         })
     }
 }
@@ -738,5 +753,26 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(e.to_string(), "min_healthy: must be between 1 and 64, got 0");
+    }
+
+    #[test]
+    fn latency_steering_needs_a_group_to_order() {
+        let line = |backups: Vec<GroupId>| {
+            Line::try_from(LineInput {
+                name: "l".into(),
+                group: GroupId(1),
+                backup_groups: backups,
+                latency_region: Some(RegionId(3)),
+                ..Default::default()
+            })
+        };
+        let e = line(Vec::new()).unwrap_err();
+        assert_eq!(e.field(), "latency_region");
+        assert!(e.to_string().contains("give it a backup group"), "{e}");
+        let l = line(vec![GroupId(2)]).unwrap();
+        assert_eq!(l.latency_region, Some(RegionId(3)));
+        let json = serde_json::to_value(&l).unwrap();
+        assert_eq!(json["latency_region"], 3);
+        assert_eq!(serde_json::from_value::<Line>(json).unwrap(), l, "read back as written");
     }
 }

@@ -97,8 +97,8 @@ impl SteeringOrder {
     /// faster). Health reorders at once; within one health, a pathway moves one place ahead
     /// once it has beaten the one before it for `hold_ms`. Returns whether the order changed.
     pub fn update(&mut self, figures: &[PathwayFigure], hold_ms: i64, now: Timestamp) -> bool {
-        let rank = |p: &str| figures.iter().find(|f| f.pathway == p).map_or(u8::MAX, |f| f.rank);
-        let ttfb = |p: &str| figures.iter().find(|f| f.pathway == p).and_then(|f| f.ttfb_ms);
+        let rank = |p: &String| figures.iter().find(|f| &f.pathway == p).map_or(u8::MAX, |f| f.rank);
+        let ttfb = |p: &String| figures.iter().find(|f| &f.pathway == p).and_then(|f| f.ttfb_ms);
         let mut next: Vec<String> =
             self.order.iter().filter(|p| figures.iter().any(|f| &f.pathway == *p)).cloned().collect();
         let mut fresh: Vec<&PathwayFigure> = figures.iter().filter(|f| !next.contains(&f.pathway)).collect();
@@ -111,18 +111,7 @@ impl SteeringOrder {
         next.extend(fresh.into_iter().map(|f| f.pathway.clone()));
         // Health first, keeping the order within each health (a stable sort).
         next.sort_by_key(|p| rank(p));
-        for i in 1..next.len() {
-            let (ahead, me) = (&next[i - 1], &next[i]);
-            if rank(ahead) != rank(me) || !beats(ttfb(me), ttfb(ahead)) {
-                self.challenging.remove(me);
-                continue;
-            }
-            let since = *self.challenging.entry(me.clone()).or_insert(now);
-            if now.millis_since(since) >= hold_ms {
-                self.challenging.remove(me);
-                next.swap(i - 1, i);
-            }
-        }
+        advance(&mut next, &mut self.challenging, (rank, ttfb), hold_ms, now);
         self.challenging.retain(|p, _| next.contains(p));
         let changed = next != self.order;
         if changed {
@@ -130,6 +119,36 @@ impl SteeringOrder {
             self.changes += 1;
         }
         changed
+    }
+}
+
+/// One step of latency hysteresis over `order` (sorted by rank already): each entry that
+/// beats the one just ahead of it at the same rank ([`beats`]) is a challenger from the first
+/// pass it does (`challenging`), and moves one place ahead once it has done so for `hold_ms`;
+/// a challenge that lapses, or whose entry ahead changes, starts again. The one rule for a
+/// monitor's pathways, a line's groups and a tenant's mirrors alike.
+pub fn advance<K: Ord + Clone>(
+    order: &mut [K],
+    challenging: &mut BTreeMap<K, Timestamp>,
+    (rank, ms): (impl Fn(&K) -> u8, impl Fn(&K) -> Option<f64>),
+    hold_ms: i64,
+    now: Timestamp,
+) {
+    for i in 1..order.len() {
+        let (ahead, me) = (&order[i - 1], &order[i]);
+        if rank(ahead) != rank(me) || !beats(ms(me), ms(ahead)) {
+            challenging.remove(me);
+            continue;
+        }
+        let since = *challenging.entry(me.clone()).or_insert(now);
+        if now.millis_since(since) >= hold_ms {
+            challenging.remove(me);
+            order.swap(i - 1, i);
+            // The one behind now has another ahead of it: its challenge, if any, starts again.
+            if let Some(next) = order.get(i + 1) {
+                challenging.remove(next);
+            }
+        }
     }
 }
 
@@ -212,6 +231,22 @@ mod tests {
         assert_eq!((&s.order[..], s.changes), (&["a".to_owned(), "b".to_owned()][..], 3));
         // Back healthy, it stays behind until it beats a for the hold.
         assert!(!s.update(&[fig("a", 0, 100.0), fig("b", 0, 95.0)], 90_000, t0.plus_millis(500_000)));
+    }
+
+    #[test]
+    fn a_challenge_is_against_the_one_ahead_and_starts_again_when_that_changes() {
+        let t0 = Timestamp::from_secs(1_800_000_000);
+        let mut s = SteeringOrder { order: vec!["a".into(), "b".into(), "c".into()], ..Default::default() };
+        let f = [fig("a", 0, 300.0), fig("b", 0, 200.0), fig("c", 0, 100.0)];
+        // From t0 b challenges a and c challenges b. At the hold b passes a: c is then behind
+        // a, and the time it spent beating b does not count against a.
+        assert!(!s.update(&f, 90_000, t0));
+        assert!(s.update(&f, 90_000, t0.plus_millis(90_000)));
+        assert_eq!(s.order, ["b", "a", "c"]);
+        assert_eq!(s.challenging.get("c"), Some(&t0.plus_millis(90_000)), "c starts again behind a");
+        assert!(!s.update(&f, 90_000, t0.plus_millis(179_999)), "not before its own hold against a");
+        assert!(s.update(&f, 90_000, t0.plus_millis(180_000)));
+        assert_eq!(s.order, ["b", "c", "a"]);
     }
 
     #[test]

@@ -231,6 +231,10 @@ pub struct LineView {
     pub places: Places,
     /// What it answers when health leaves it with nothing healthy.
     pub all_down: AllDown,
+    /// Latency steering: the region whose probers' RTT orders its groups (absent: the
+    /// configured order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_region: Option<RegionId>,
 }
 
 /// A scheduling rule, with the nodes it acts on now.

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use vantage_core::evaluate::{FastSet, Records, came_and_gone};
-use vantage_core::ids::LineId;
+use vantage_core::ids::{GroupId, LineId};
 
 use crate::{Error, Result, RevisionRow};
 
@@ -86,6 +86,9 @@ struct Delta {
     /// The shorter TTLs, whole (a few lines at most).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     ttls: BTreeMap<LineId, u32>,
+    /// The group orders of lines that steer by latency, whole (a few groups each).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    orders: BTreeMap<LineId, Vec<GroupId>>,
     /// [`fingerprint`] of the records it rebuilds.
     check: u64,
 }
@@ -104,6 +107,7 @@ impl Delta {
             gone: before.lines.keys().filter(|l| !after.lines.contains_key(l)).copied().collect(),
             all: Change::between(&before.all, &after.all),
             ttls: after.ttls.clone(),
+            orders: after.orders.clone(),
             check: fingerprint(after),
         }
     }
@@ -119,6 +123,7 @@ impl Delta {
         }
         self.all.apply(&mut r.all);
         r.ttls.clone_from(&self.ttls);
+        r.orders.clone_from(&self.orders);
     }
 
     /// Addresses it names.
@@ -139,6 +144,14 @@ fn fingerprint(r: &Records) -> u64 {
     for (line, ttl) in &r.ttls {
         h.eat(&line.0.to_le_bytes());
         h.eat(&ttl.to_le_bytes());
+    }
+    // Records without orders hash as they did before orders existed.
+    for (line, groups) in &r.orders {
+        h.eat(&line.0.to_le_bytes());
+        h.eat(&(groups.len() as u64).to_le_bytes());
+        for g in groups {
+            h.eat(&g.0.to_le_bytes());
+        }
     }
     h.0
 }
@@ -396,7 +409,7 @@ mod tests {
         let mut all: Vec<IpAddr> = lines.values().flatten().copied().collect();
         all.sort_unstable();
         all.dedup();
-        Records { lines, all, ttls: BTreeMap::new() }
+        Records { lines, all, ttls: BTreeMap::new(), orders: BTreeMap::new() }
     }
 
     /// A difference rebuilds the records it was made from: lines changed, new, gone, emptied.
@@ -405,10 +418,12 @@ mod tests {
         let a = records(&[(0, &[1, 2, 3]), (1, &[4]), (2, &[5, 6])]);
         let mut b = records(&[(0, &[1, 3, 7]), (2, &[]), (3, &[8])]);
         b.ttls.insert(LineId(0), 30);
+        b.orders.insert(LineId(2), vec![GroupId(5), GroupId(4)]);
         let d = Delta::between(&a, &b);
         let mut rebuilt = a.clone();
         d.apply(&mut rebuilt);
         assert_eq!(rebuilt, b);
+        assert_ne!(fingerprint(&rebuilt), fingerprint(&Records { orders: BTreeMap::new(), ..b.clone() }));
         assert_eq!(d.gone, [LineId(1)]);
         assert_eq!(d.size(), 2 + 2 + 1 + (3 + 3));
         assert_eq!(Delta::between(&b, &b).size(), 0);

@@ -230,7 +230,7 @@ impl<'a> Names<'a> {
     }
 
     /// Resolves the fields of a body for a `kind` that refer to other objects by id, when
-    /// given by name: a group's `region`, a line's `group` and `backup_groups`, a rule's
+    /// given by name: a group's `region`, a line's `group`, `backup_groups` and `latency_region`, a rule's
     /// `line`, a node's `cluster` and `group` (in the node's cluster: the one given, else
     /// the one of `existing`, the node being changed).
     pub(super) async fn fields(
@@ -244,7 +244,8 @@ impl<'a> Names<'a> {
             Kind::Group(_) | Kind::Prober => self.field(m, "region", Kind::Region).await,
             Kind::Line(c) => {
                 self.field(m, "group", Kind::Group(c)).await?;
-                self.field(m, "backup_groups", Kind::Group(c)).await
+                self.field(m, "backup_groups", Kind::Group(c)).await?;
+                self.field(m, "latency_region", Kind::Region).await
             }
             Kind::Rule(c) => self.field(m, "line", Kind::Line(c)).await,
             Kind::StatusPage => {

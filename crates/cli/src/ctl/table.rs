@@ -207,6 +207,7 @@ rows! {
         "id" => |r| r.id, "name" => |r| r.name, "group" => |r| r.group, "backup_groups" => |r| r.backup_groups,
         "min_healthy" => |r| r.min_healthy, "client_networks" => |r| r.client_networks,
         "places" => |r| describe(&r.places), "all_down" => |r| r.all_down,
+        "latency_region" => |r| r.latency_region,
     ];
     RuleView: [
         "id" => |r| r.id, "name" => |r| r.rule.name, "line" => |r| r.rule.line, "action" => |r| r.rule.action,
@@ -263,6 +264,7 @@ rows! {
         "line" => |r| r.line_name, "all_down" => |r| r.all_down,
         "now" => |r| r.applies_now.as_ref().map_or_else(|| "by health".to_owned(), |h| h.describe(&r.line_name)),
         "records" => |r| r.records, "if_all_down" => |r| r.if_all_down_text,
+        "group_order" => |r| r.latency_text.clone().unwrap_or_else(|| "as configured".to_owned()),
     ];
     DnsLine: [
         "name" => |r| r.name, "client_networks" => |r| r.client_networks,

@@ -30,6 +30,7 @@ clusters:
       - name: default
         group: fra
         backup_groups: [ams]
+        latency_region: eu
     nodes:
       - name: fra-1
         group: fra
@@ -145,6 +146,7 @@ async fn a_fleet_from_files_is_planned_applied_once_and_answered_and_pruned() {
     let (_, schema) = s.call(Method::GET, "/v1/fleet.schema.json", None).await;
     let (_, export) = s.call(Method::GET, "/v1/fleet", None).await;
     validate(&schema, &export, true);
+    assert_eq!(export["clusters"][0]["lines"][0]["latency_region"], "eu", "{export}");
     let mut wrong = export.clone();
     wrong["clusters"][0]["nodes"][0]["grop"] = json!("fra");
     validate(&schema, &wrong, false);

@@ -74,9 +74,7 @@ async fn lines_answer_by_network_then_as_country_and_continent_and_follow_the_da
     let cluster = s.create("/v1/clusters", json!({"name": "geo", "domain": "geo.test.example"})).await["id"]
         .as_i64()
         .unwrap();
-    // One group and one node per line, each answering its own address; the lines made last, so
-    // that none answers another's records first (a line whose group has no address yet answers
-    // the cluster's, and moving off most of them at once would be held as a mass removal).
+    // One group and one node per line, each answering its own address.
     let claims = [
         ("default", json!({})),
         ("office", json!({"client_networks": ["198.51.100.192/26"]})),

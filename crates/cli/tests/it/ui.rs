@@ -849,9 +849,16 @@ async fn fleet_scenario() {
     assert!(error.starts_with("client_networks"), "{error}");
     b.fill("#line-form input[name=client_networks]", "10.0.0.0/8, 192.0.2.0/24").await;
     b.choose("#line-form select[name=all_down]", "nodata").await;
+    // Ordering groups by latency needs a backup group to order: named, then left as configured.
+    let region = s.call(Method::GET, "/v1/regions", None).await.1["items"][0]["id"].to_string();
+    b.choose("#line-form select[name=latency_region]", &region).await;
+    b.click("#line-form button[type=submit]").await;
+    b.watch("#line-form .form-error", Duration::from_secs(5), |t| t.starts_with("latency_region")).await;
+    b.choose("#line-form select[name=latency_region]", "").await;
     b.act("#line-form button[type=submit]").await;
     let row = b.text("#lines tr[data-line=local]").await;
     assert!(row.contains("pop-1") && row.contains("10.0.0.0/8, 192.0.2.0/24"), "{row}");
+    assert!(row.contains("as configured"), "{row}");
     let line_policy = |v: Value| {
         let items = v["items"].as_array().cloned().unwrap_or_default();
         items.iter().find(|l| l["name"] == "local").and_then(|l| l["all_down"].as_str().map(str::to_owned))

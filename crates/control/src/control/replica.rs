@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use vantage_core::Timestamp;
+use vantage_core::evaluate::LineLatency;
 use vantage_core::ids::NodeId;
 use vantage_core::wire;
 
@@ -132,6 +133,14 @@ impl Control {
         slot.adopted = r.number;
         slot.revision = r.number;
         slot.state.publish(Some(r.records.clone()), r.at);
+        // The lines steered by latency answer in the holder's order, and go on from it.
+        for (line, order) in &r.records.orders {
+            let Some(region) = self.config.lines.get(&line.0).and_then(|l| l.value.line.latency_region)
+            else {
+                continue;
+            };
+            slot.state.latency.entry(*line).or_insert_with(|| LineLatency::new(region)).adopt(order);
+        }
         let cluster = r.cluster;
         let published = r.published(zone);
         let previous = before.published.as_ref().map(|p| &p.records);

@@ -97,7 +97,7 @@ fn a_restart_serves_the_stored_revision_before_the_first_pass() {
             records: vantage_core::evaluate::Records {
                 lines: [(vantage_core::evaluate::DEFAULT_LINE, vec![ip("203.0.113.10")])].into(),
                 all: vec![ip("203.0.113.10")],
-                ttls: Default::default(),
+                ..Default::default()
             },
             held: Default::default(),
         }],

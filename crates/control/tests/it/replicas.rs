@@ -259,3 +259,40 @@ fn only_the_lease_holder_exports_the_fleet() {
         follow.probers
     );
 }
+
+/// A line steered by latency answers on a follower in the order the lease holder published
+/// with its records (the follower's preview says so), not in one of its own.
+#[test]
+fn a_follower_takes_the_lease_holders_latency_order_with_its_records() {
+    use vantage_control::config::{LineRecord, Object};
+    let mut follower = Lab::with_start(Start { role: Role::Follower, ..Start::default() });
+    let (p, c, g1, _) = follower.one_node();
+    let g2 = follower.group(c, "fra-2", None);
+    follower.node(c, g2, "edge-2", &[("203.0.113.11", Primary)]);
+    let region = follower.control.config().regions.keys().next().copied().unwrap();
+    let line =
+        serde_json::json!({"name": "all", "group": g1, "backup_groups": [g2], "latency_region": region});
+    let line = LineRecord { cluster: c, line: serde_json::from_value(line).unwrap() };
+    let id = vantage_core::ids::LineId(follower.put(Object::Line(line)));
+    healthy(&mut follower, p);
+    let order = |lab: &Lab| -> Vec<i64> {
+        let (_, lines) = lab.control.preview(c, lab.now).unwrap();
+        lines[0].latency.as_ref().map(|l| l.groups.iter().map(|g| g.group.0).collect()).unwrap_or_default()
+    };
+    assert_eq!(order(&follower), [g1.0, g2.0], "its own start: the configured order");
+    let mut records = vantage_core::evaluate::Records::default();
+    records.lines.insert(id, vec![ip("203.0.113.11")]);
+    records.all = vec![ip("203.0.113.11")];
+    records.orders.insert(id, vec![g2, g1]);
+    let at = follower.now;
+    let r = StoredRevision {
+        cluster: c,
+        number: 5,
+        at,
+        reason: "stored".into(),
+        records,
+        held: Default::default(),
+    };
+    follower.control.handle_revision(r, follower.now);
+    assert_eq!(order(&follower), [g2.0, g1.0], "the holder's order, with its records");
+}

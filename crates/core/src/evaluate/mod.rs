@@ -26,11 +26,13 @@ use crate::rules::{Action, Aggregate, Metric, Rule, RuleState, Status, Transitio
 use crate::settings::ProbeSettings;
 use crate::time::Timestamp;
 
+mod latency;
 mod outlook;
 mod probe;
 mod rules;
 mod stage;
 
+pub use latency::{GroupLatency, LineLatency};
 pub use outlook::{LineOutlook, line_outlooks};
 use probe::{ProbeSummary, Scratch, probe_summary};
 pub use rules::{PreviewRow, preview};
@@ -170,6 +172,12 @@ pub struct Records {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[cfg_attr(feature = "schema", schema(value_type = BTreeMap<String, u32>))]
     pub ttls: BTreeMap<LineId, u32>,
+    /// Lines that steer by latency: their groups in the order they answer from (the first
+    /// answers, the rest are its backups in turn). Carried with the records so that a replica
+    /// that publishes them knows the order they were answered by.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[cfg_attr(feature = "schema", schema(value_type = BTreeMap<String, Vec<i64>>))]
+    pub orders: BTreeMap<LineId, Vec<GroupId>>,
 }
 
 /// What `now` holds that `was` lacks, and what `was` held that `now` lacks, each in its
@@ -367,6 +375,13 @@ pub struct ClusterState {
     pub superseded: Vec<(Timestamp, Records)>,
     /// Lines that answer by their all-down policy.
     pub held: BTreeMap<LineId, LineHold>,
+    /// Lines whose published records are a never-empty fallback (the line had no healthy
+    /// address of its own yet): leaving those for the line's own is no removal by health.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub fallback: std::collections::BTreeSet<LineId>,
+    /// The group order of each line that steers by latency, and its figures.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub latency: BTreeMap<LineId, LineLatency>,
 }
 
 impl ClusterState {
@@ -414,12 +429,30 @@ mod pairs {
 /// Runs one pass at `now`, updating `state`.
 pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp) -> Evaluation {
     let mut out = Evaluation::default();
-    let lines = effective_lines(view.lines);
+    let mut lines = effective_lines(view.lines);
 
     // 1. Reachability of every address.
     let (facts, mut statuses, pending, probe_loss, streaks_end) =
         reachability(view, state, now, &mut out.events);
     out.probe_loss = probe_loss;
+
+    // Lines that steer by latency take their groups in the order their region's RTT gives,
+    // before the rules look at which group a line answers with.
+    let groups = GroupIndex::new(&facts);
+    let reordered = latency::steer(view, &mut lines, (&facts, &groups), state, now);
+    let latency = (!reordered.is_empty()).then(|| {
+        let why: Vec<&str> = reordered.iter().map(|(_, why, _)| why.as_str()).collect();
+        format!("Latency: {}", why.join("; "))
+    });
+    // Lines with nothing to protect this pass: those latency moved to another group first (a
+    // swap among the backups changes no answer, and leaves the protection alone), and those
+    // whose published records are a fallback (a fleet being set up: a line whose group had no
+    // address yet answered the cluster's, and its own address is no mass removal of those).
+    let unprotected: FastSet<LineId> = (reordered.into_iter())
+        .filter(|(_, _, leader)| *leader)
+        .map(|(l, _, _)| l)
+        .chain(state.fallback.iter().copied())
+        .collect();
 
     // 2. Rules whose behaviour changed, or that were disabled or deleted, end at once.
     let ended = end_changed_rules(view, state);
@@ -434,14 +467,13 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     // and those replaced within the removal window ("at once" means within the window), and a
     // line the final stage holds is held in every stage, with the same records, so that a pass
     // never publishes a removal it then takes back.
-    let groups = GroupIndex::new(&facts);
     let suspect: FastSet<IpAddr> = statuses
         .iter()
         .flat_map(|n| &n.addresses)
         .filter(|a| a.reachability == Reachability::Reachable && a.verdict.is_failing())
         .map(|a| a.ip)
         .collect();
-    let stage = Stage::new(view, &lines, (&facts, &groups), &suspect, &pending);
+    let stage = Stage::new(view, &lines, (&facts, &groups), (&suspect, &pending), &unprotected);
     let baseline = state.published.clone();
     let window_s = view.settings.removal_window_s();
     state.superseded.retain(|(replaced, _)| !now.at_least_secs_after(*replaced, window_s));
@@ -473,6 +505,13 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         // A configuration change always makes a revision: names, TTLs and publishers may have
         // changed even where the records did not, and the external servers need them.
         Some(reason.to_owned())
+    } else if let Some(order) = &latency {
+        // A new order is a revision of its own, whether or not health lets the records follow.
+        let mut what = vec![order.clone()];
+        if baseline.as_ref() != Some(&first.records) {
+            what.extend(stage.changes(baseline.as_ref(), &first.records, &out.events));
+        }
+        Some(what.join("; "))
     } else if baseline.as_ref() != Some(&first.records) {
         Some(stage.health_reason(baseline.as_ref(), &first.records, &out.events))
     } else if first.held != state.held {
@@ -482,8 +521,13 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     } else {
         None
     };
+    let first_reason = match (first_reason, &latency) {
+        (Some(r), Some(order)) if !r.starts_with("Latency: ") => Some(format!("{r}; {order}")),
+        (r, _) => r,
+    };
     let mut current = baseline.clone();
     let mut last_held = first.held.clone();
+    let mut last_fallback = first.fallback.clone();
     if let Some(reason) = first_reason {
         for (_, rule, nodes) in ended {
             out.events.push(Event::RuleEnded { rule, nodes, revision: out.revisions.len() });
@@ -512,6 +556,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
             Transition::Recovered => Event::RuleRecovered(ev),
         });
         last_held = result.held;
+        last_fallback = result.fallback;
         current = Some(result.records);
     }
 
@@ -525,9 +570,16 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         out.events.push(Event::HoldReleased { line: *line });
     }
     state.held = last_held;
+    state.fallback = last_fallback;
     state.publish(current, now);
     if configured {
         state.superseded.clear();
+    }
+    // A line that moved to another group by latency left the old group's records by decision,
+    // not by health, and a fallback was never the line's own: the removal window forgets them,
+    // as it forgets an operator's change.
+    for (_, r) in &mut state.superseded {
+        r.lines.retain(|l, _| !unprotected.contains(l));
     }
 
     // 6. Statuses and the next deadline.
@@ -584,6 +636,7 @@ fn operator_kept<'r>(
                 lines: r.lines.iter().map(|(l, ips)| (*l, keep(ips))).collect(),
                 all: keep(&r.all),
                 ttls: r.ttls.clone(),
+                orders: r.orders.clone(),
             })
         })
         .collect()
@@ -605,6 +658,7 @@ fn effective_lines(lines: &[LineSpec]) -> Vec<LineSpec> {
             backup_groups: Vec::new(),
             min_healthy: 1,
             all_down: AllDown::Hold,
+            latency: None,
         }]
     } else {
         lines.to_vec()
@@ -758,5 +812,5 @@ fn deadline(
 ) -> Option<Timestamp> {
     let rules: FastMap<RuleId, &Rule> = view.rules.iter().map(|(id, r)| (*id, r)).collect();
     let r = state.rules.iter().filter_map(|((id, _), s)| rules.get(id).and_then(|rule| s.deadline(rule)));
-    streaks_end.into_iter().chain(r).min()
+    streaks_end.into_iter().chain(r).chain(latency::deadline(view, state)).min()
 }

@@ -8,15 +8,16 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
+use super::latency::{self, LineLatency};
 use super::stage::Stage;
 use super::{ClusterState, ClusterView, FastSet, effective_lines, operator_kept, reachability};
 use crate::answer::{GroupIndex, LineHold, Source};
 use crate::ids::LineId;
-use crate::model::AllDown;
+use crate::model::{AllDown, DnsMode};
 use crate::time::Timestamp;
 
 /// One line in the preview.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
 pub struct LineOutlook {
     /// The line (0: the implicit default line of a cluster without lines).
@@ -36,11 +37,19 @@ pub struct LineOutlook {
     pub if_all_down: Vec<IpAddr>,
     /// That answer in words.
     pub if_all_down_text: String,
+    /// Latency steering: its groups in the order it uses them, with the figures (absent: it
+    /// does not steer by latency, or has had no pass yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LineLatency>,
+    /// That order in words, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_text: Option<String>,
 }
 
 /// The outlook of every line of `view` at `now`, from `state` (which it does not change).
 pub fn line_outlooks(view: &ClusterView<'_>, state: &ClusterState, now: Timestamp) -> Vec<LineOutlook> {
-    let lines = effective_lines(view.lines);
+    let mut lines = effective_lines(view.lines);
+    latency::in_order(view, &mut lines, state);
     // Facts as the next pass would build them, then every address failed: nothing in use,
     // no target address usable, nothing waiting for verification.
     let mut scratch = state.clone();
@@ -56,7 +65,8 @@ pub fn line_outlooks(view: &ClusterView<'_>, state: &ClusterState, now: Timestam
     }
     let groups = GroupIndex::new(&facts);
     let suspect = FastSet::default();
-    let stage = Stage::new(view, &lines, (&facts, &groups), &suspect, &[]);
+    let reordered = FastSet::default();
+    let stage = Stage::new(view, &lines, (&facts, &groups), (&suspect, &[]), &reordered);
     let protected = operator_kept(view, state.published.iter());
     let previous: Vec<&super::Records> = protected.iter().map(|r| &**r).collect();
     let in_effect = state.rules.iter().filter(|(_, s)| s.status.in_effect()).map(|(k, _)| *k).collect();
@@ -65,6 +75,10 @@ pub fn line_outlooks(view: &ClusterView<'_>, state: &ClusterState, now: Timestam
         .iter()
         .map(|line| {
             let answer = failed.answers.get(&line.id);
+            // Figures of the region the line now names only (a pass takes another's away).
+            let steered = (line.latency.as_ref())
+                .zip(state.latency.get(&line.id))
+                .filter(|(spec, l)| l.region == spec.region && view.cluster.dns_mode != DnsMode::Manual);
             LineOutlook {
                 line: line.id,
                 line_name: line.name.clone(),
@@ -79,6 +93,8 @@ pub fn line_outlooks(view: &ClusterView<'_>, state: &ClusterState, now: Timestam
                 if_all_down: answer.map(|a| a.records.clone()).unwrap_or_default(),
                 if_all_down_text: answer
                     .map_or_else(String::new, |a| describe(&line.name, &a.records, &a.source)),
+                latency: steered.map(|(_, l)| l.clone()),
+                latency_text: steered.map(|(spec, l)| l.describe(&line.name, spec, latency::hold_ms(view))),
             }
         })
         .collect()

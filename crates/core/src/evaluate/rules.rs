@@ -159,7 +159,8 @@ pub struct PreviewRow {
 /// values, from the states of `state`. Writes nothing. A rule whose behaviour changed since
 /// its states were built is previewed from a fresh state, as the next pass will.
 pub fn preview(view: &ClusterView<'_>, state: &ClusterState, now: Timestamp) -> Vec<PreviewRow> {
-    let lines = effective_lines(view.lines);
+    let mut lines = effective_lines(view.lines);
+    latency::in_order(view, &mut lines, state);
     let fresh = RuleState::default();
     let mut rows = Vec::new();
     for_each_rule_node(view, &lines, now, |id, rule, node, values| {

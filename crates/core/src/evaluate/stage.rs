@@ -10,6 +10,8 @@ const NAMED: usize = 16;
 pub(super) struct StageResult {
     pub(super) records: Records,
     pub(super) held: BTreeMap<LineId, LineHold>,
+    /// Lines that answer a never-empty fallback's records.
+    pub(super) fallback: std::collections::BTreeSet<LineId>,
     pub(super) answers: BTreeMap<LineId, LineAnswer>,
 }
 
@@ -44,6 +46,9 @@ pub(super) struct Stage<'a> {
     pub(super) suspect: &'a FastSet<IpAddr>,
     /// Addresses waiting to be verified, sorted.
     pub(super) pending: &'a [IpAddr],
+    /// Lines with nothing to protect in this pass: the old records leave by decision or were
+    /// never the line's own (a group order latency changed, a fallback).
+    unprotected: &'a FastSet<LineId>,
     /// Each node's place among the facts, and the rules by id: made once a pass, not once a
     /// stage (a pass where many rules act has a stage for each).
     index: FastMap<NodeId, usize>,
@@ -56,8 +61,8 @@ impl<'a> Stage<'a> {
         view: &'a ClusterView<'a>,
         lines: &'a [LineSpec],
         (facts, groups): (&'a [NodeFacts], &'a GroupIndex),
-        suspect: &'a FastSet<IpAddr>,
-        pending: &'a [IpAddr],
+        (suspect, pending): (&'a FastSet<IpAddr>, &'a [IpAddr]),
+        unprotected: &'a FastSet<LineId>,
     ) -> Stage<'a> {
         // Only rule effects look nodes up: a cluster without rules makes no index.
         let index = if view.rules.is_empty() {
@@ -66,7 +71,7 @@ impl<'a> Stage<'a> {
             facts.iter().enumerate().map(|(i, f)| (f.id, i)).collect()
         };
         let rules = view.rules.iter().map(|(id, r)| (*id, r)).collect();
-        Stage { view, lines, facts, groups, suspect, pending, index, rules }
+        Stage { view, lines, facts, groups, suspect, pending, unprotected, index, rules }
     }
 
     /// Each node's effects (aligned with the facts) from the `(rule, node)` pairs in effect.
@@ -111,13 +116,20 @@ impl<'a> Stage<'a> {
             mass_removal_pct: self.view.cluster.mass_removal_pct,
             pending: self.pending,
         };
-        let mut out =
-            StageResult { records: Records::default(), held: BTreeMap::new(), answers: BTreeMap::new() };
+        let mut out = StageResult {
+            records: Records::default(),
+            held: BTreeMap::new(),
+            fallback: Default::default(),
+            answers: BTreeMap::new(),
+        };
         let mut window: Vec<&[IpAddr]> = Vec::with_capacity(previous.len());
         for line in self.lines {
             window.clear();
-            // A line the published records lack is new (or back): nothing to protect.
-            if previous.last().is_some_and(|p| p.lines.contains_key(&line.id)) {
+            // A line the published records lack is new (or back); an unprotected one has
+            // nothing to protect either.
+            if previous.last().is_some_and(|p| p.lines.contains_key(&line.id))
+                && !self.unprotected.contains(&line.id)
+            {
                 window.extend(previous.iter().filter_map(|p| p.lines.get(&line.id)).map(Vec::as_slice));
             }
             let mut a = ctx.answer(line, backup_lines.contains(&line.id), &window);
@@ -128,12 +140,21 @@ impl<'a> Stage<'a> {
             if let Some(hold) = a.source.hold() {
                 out.held.insert(line.id, hold);
             }
+            // A fallback answered with nothing to protect: the line never had records of its own
+            // (one that had, and fell back, is protected as before).
+            if matches!(a.source, Source::Fallback { .. }) && !a.records.is_empty() && window.is_empty() {
+                out.fallback.insert(line.id);
+            }
             if a.records.iter().any(|ip| self.suspect.contains(ip)) {
                 out.records.ttls.insert(line.id, self.view.cluster.suspect_ttl_s());
             }
             out.records.lines.insert(line.id, a.records.clone());
             out.answers.insert(line.id, a);
         }
+        out.records.orders = (self.lines.iter())
+            .filter(|l| l.latency.is_some())
+            .map(|l| (l.id, l.groups().collect()))
+            .collect();
         // Each line's records are sorted without duplicates: one line's are all of them.
         out.records.all = if out.records.lines.len() == 1 {
             out.records.lines.values().next().cloned().unwrap_or_default()
@@ -157,52 +178,7 @@ impl<'a> Stage<'a> {
     ) -> String {
         let lines_same = before.is_some_and(|b| b.lines == after.lines);
         if !lines_same || before.is_some_and(|b| b.ttls == after.ttls) {
-            let name = |n: &NodeId| {
-                self.view
-                    .nodes
-                    .iter()
-                    .find(|x| x.id == *n)
-                    .map_or_else(|| format!("node {n}"), |x| x.name.clone())
-            };
-            // The addresses that moved, up to [`NAMED`] of them by name, the rest counted: a
-            // reason of a large fleet stays a sentence.
-            let moved: Vec<&Event> = (events.iter())
-                .filter(|e| matches!(e, Event::AddressUnreachable { .. } | Event::AddressReachable { .. }))
-                .collect();
-            let mut what: Vec<String> = (moved.iter().take(NAMED))
-                .filter_map(|e| match e {
-                    Event::AddressUnreachable { node, ip, .. } => {
-                        Some(format!("{ip} of {} unreachable", name(node)))
-                    }
-                    Event::AddressReachable { node, ip } => {
-                        Some(format!("{ip} of {} reachable again", name(node)))
-                    }
-                    _ => None,
-                })
-                .collect();
-            if moved.len() > NAMED {
-                what.push(format!("{} more addresses", moved.len() - NAMED));
-            }
-            // Then each line whose records changed, by name: what came and what went.
-            let words = |ips: Vec<IpAddr>| {
-                if ips.len() > NAMED {
-                    format!("{} addresses", ips.len())
-                } else {
-                    ips.iter().map(|ip| ip.to_string()).collect::<Vec<_>>().join(" ")
-                }
-            };
-            for line in self.lines {
-                let now: &[IpAddr] = after.lines.get(&line.id).map_or(&[], Vec::as_slice);
-                let was: &[IpAddr] = before.and_then(|b| b.lines.get(&line.id)).map_or(&[], Vec::as_slice);
-                let (came, gone) = came_and_gone(was, now);
-                let change = match (came.is_empty(), gone.is_empty()) {
-                    (true, true) => continue,
-                    (false, true) => format!("{} in", words(came)),
-                    (true, false) => format!("{} out", words(gone)),
-                    (false, false) => format!("{} in, {} out", words(came), words(gone)),
-                };
-                what.push(format!("line {}: {change}", line.name));
-            }
+            let what = self.changes(before, after, events);
             return if what.is_empty() {
                 "Node health changed".to_owned()
             } else {
@@ -217,6 +193,58 @@ impl<'a> Stage<'a> {
             let ttl = self.view.cluster.suspect_ttl_s();
             format!("Node health changed: {} failing, TTL {ttl} s until it is decided", failing.join(", "))
         }
+    }
+
+    /// What moved between `before` and `after`: the addresses whose reachability changed in
+    /// this pass (`events`), then each line's records that came and went, by name.
+    pub(super) fn changes(&self, before: Option<&Records>, after: &Records, events: &[Event]) -> Vec<String> {
+        let name = |n: &NodeId| {
+            self.view
+                .nodes
+                .iter()
+                .find(|x| x.id == *n)
+                .map_or_else(|| format!("node {n}"), |x| x.name.clone())
+        };
+        // The addresses that moved, up to [`NAMED`] of them by name, the rest counted: a
+        // reason of a large fleet stays a sentence.
+        let moved: Vec<&Event> = (events.iter())
+            .filter(|e| matches!(e, Event::AddressUnreachable { .. } | Event::AddressReachable { .. }))
+            .collect();
+        let mut what: Vec<String> = (moved.iter().take(NAMED))
+            .filter_map(|e| match e {
+                Event::AddressUnreachable { node, ip, .. } => {
+                    Some(format!("{ip} of {} unreachable", name(node)))
+                }
+                Event::AddressReachable { node, ip } => {
+                    Some(format!("{ip} of {} reachable again", name(node)))
+                }
+                _ => None,
+            })
+            .collect();
+        if moved.len() > NAMED {
+            what.push(format!("{} more addresses", moved.len() - NAMED));
+        }
+        // Then each line whose records changed, by name: what came and what went.
+        let words = |ips: Vec<IpAddr>| {
+            if ips.len() > NAMED {
+                format!("{} addresses", ips.len())
+            } else {
+                ips.iter().map(|ip| ip.to_string()).collect::<Vec<_>>().join(" ")
+            }
+        };
+        for line in self.lines {
+            let now: &[IpAddr] = after.lines.get(&line.id).map_or(&[], Vec::as_slice);
+            let was: &[IpAddr] = before.and_then(|b| b.lines.get(&line.id)).map_or(&[], Vec::as_slice);
+            let (came, gone) = came_and_gone(was, now);
+            let change = match (came.is_empty(), gone.is_empty()) {
+                (true, true) => continue,
+                (false, true) => format!("{} in", words(came)),
+                (true, false) => format!("{} out", words(gone)),
+                (false, false) => format!("{} in, {} out", words(came), words(gone)),
+            };
+            what.push(format!("line {}: {change}", line.name));
+        }
+        what
     }
 
     /// The reason of a revision cut because which lines answer by their all-down policy

@@ -273,6 +273,7 @@ fn the_window_keeps_changed_lines_only_and_the_oldest_past_its_bound() {
         lines: BTreeMap::from([(LineId(1), vec![format!("203.0.113.{n}").parse().unwrap()])]),
         all: Vec::new(),
         ttls: if ttl { BTreeMap::from([(LineId(1), 15)]) } else { BTreeMap::new() },
+        orders: BTreeMap::new(),
     };
     let mut state = ClusterState::default();
     state.publish(Some(records(0, false)), Timestamp::from_secs(0));

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use vantage_core::Timestamp;
 use vantage_core::address::{Level, SchedulingAddress};
-use vantage_core::answer::LineSpec;
+use vantage_core::answer::{LatencySpec, LineSpec};
 use vantage_core::evaluate::{
     AddressView, ClusterState, ClusterView, Evaluation, NodeMetrics, NodeView, evaluate,
 };
@@ -83,6 +83,19 @@ impl Fleet {
             backup_groups: backups.iter().map(|g| GroupId(*g)).collect(),
             min_healthy: min,
             all_down: AllDown::Hold,
+            latency: None,
+        });
+        self
+    }
+
+    /// Line `id` steers by the RTT of the probers of `region`; groups are named `group-N`.
+    pub(crate) fn latency(mut self, id: i64, region: i64) -> Self {
+        let line = self.lines.iter_mut().find(|l| l.id == LineId(id)).unwrap();
+        let groups = line.group.into_iter().chain(line.backup_groups.iter().copied());
+        line.latency = Some(LatencySpec {
+            region: RegionId(region),
+            region_name: format!("r{region}"),
+            group_names: groups.map(|g| (g, format!("group-{g}"))).collect(),
         });
         self
     }
@@ -148,6 +161,26 @@ impl Fleet {
                 a.observations = Observations::new(obs);
             }
         }
+    }
+
+    /// Every prober reports `addr` answering now on every listener, prober `p` in `rtt(p)` ms.
+    pub(crate) fn report_rtt(&mut self, addr: &str, rtt: impl Fn(usize) -> f32) {
+        let (now, attempts, listeners, n, target) =
+            (self.now, self.settings.attempts(), self.listeners, self.probers.len(), ip(addr));
+        let a =
+            self.nodes.iter_mut().flat_map(|n| &mut n.addresses).find(|a| a.address.ip == target).unwrap();
+        let obs = (0..n).flat_map(|p| (0..listeners).map(move |_| (p, attempts)));
+        a.observations = Observations::new(
+            obs.map(|(p, sent)| Observation {
+                prober: p as u32,
+                sent,
+                lost: 0,
+                rtt_ms: Some(rtt(p)),
+                reported_at: now,
+                failed_at: None,
+            })
+            .collect(),
+        );
     }
 
     /// Every prober reports every address of the fleet answering, except those listed.

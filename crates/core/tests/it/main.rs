@@ -3,6 +3,7 @@
 
 mod evaluation;
 mod fleet;
+mod latency;
 mod operator;
 mod properties;
 mod round_trip;

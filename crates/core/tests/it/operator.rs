@@ -234,3 +234,42 @@ fn the_preview_says_what_each_policy_answers_before_every_address_fails() {
         assert_eq!(now[0].applies_now.as_ref().map(|h| h.policy), Some(policy), "{now:?}");
     }
 }
+
+/// A fleet set up line by line: a line whose group has no node yet answers the cluster's
+/// records (never empty); when its own node answers, it moves to that node's address — three
+/// of three records at once, and no mass removal by health, so nothing is held.
+#[test]
+fn a_line_leaves_the_fallback_for_its_own_node_without_a_hold() {
+    let mut f = Fleet::new(3)
+        .line(1, 1, &[], 1)
+        .line(2, 2, &[], 1)
+        .node(1, 1, &[("203.0.113.1", Primary)])
+        .node(2, 1, &[("203.0.113.2", Primary)])
+        .node(3, 1, &[("203.0.113.3", Primary)]);
+    f.report_all_ok();
+    f.eval();
+    assert_eq!(f.line_records(2), ips(&["203.0.113.1", "203.0.113.2", "203.0.113.3"]), "the fallback");
+    f.nodes.push(Fleet::new(0).node(4, 2, &[("198.51.100.4", Primary)]).nodes.remove(0));
+    f.advance(5);
+    f.report_all_ok();
+    let e = f.eval();
+    assert_eq!(f.line_records(2), ips(&["198.51.100.4"]));
+    assert!(f.state.held.is_empty() && !e.events.iter().any(|x| matches!(x, Event::Held { .. })), "{e:?}");
+    assert!(!e.revisions[0].reason.contains("held"), "{}", e.revisions[0].reason);
+    // Once its own, the line's records are protected again: two of three failing is held.
+    let mut f = f.node(5, 2, &[("198.51.100.5", Primary)]).node(6, 2, &[("198.51.100.6", Primary)]);
+    for _ in 0..3 {
+        f.advance(5);
+        f.report_all_ok();
+        f.eval();
+    }
+    assert_eq!(f.line_records(2).len(), 3);
+    for _ in 0..8 {
+        f.advance(5);
+        f.report_all_ok();
+        f.report("198.51.100.4", &[0, 1, 2]);
+        f.report("198.51.100.5", &[0, 1, 2]);
+        f.eval();
+    }
+    assert!(f.state.held.contains_key(&LineId(2)), "{:?}", f.line_records(2));
+}

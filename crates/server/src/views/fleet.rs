@@ -135,6 +135,10 @@ pub struct LineFile {
     /// What it answers when nothing is healthy (`hold`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all_down: Option<AllDown>,
+    /// Latency steering: the region (by code) whose probers' RTT orders its groups; none:
+    /// the configured order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_region: Option<String>,
 }
 
 /// A node and its configured scheduling addresses.

@@ -532,7 +532,7 @@ async fn revisions_stored_as_differences_read_back_whole(db) {
         let mut all: Vec<IpAddr> = lines.values().flatten().copied().collect();
         all.sort_unstable();
         all.dedup();
-        let records = Records { lines: lines.clone(), all, ttls: ttls.clone() };
+        let records = Records { lines: lines.clone(), all, ttls: ttls.clone(), orders: BTreeMap::new() };
         let r = if n == 100 {
             row(n, serde_json::json!({"all": ["free-form"]}))
         } else {
@@ -571,7 +571,12 @@ async fn revisions_stored_as_differences_read_back_whole(db) {
     let mut second = Vec::new();
     for n in 1..=3u8 {
         let ips: Vec<IpAddr> = (0..=n).map(|i| IpAddr::from([192, 0, 2, i])).collect();
-        let records = Records { lines: BTreeMap::from([(LineId(0), ips.clone())]), all: ips, ttls: BTreeMap::new() };
+        let records = Records {
+            lines: BTreeMap::from([(LineId(0), ips.clone())]),
+            all: ips,
+            ttls: BTreeMap::new(),
+            orders: BTreeMap::new(),
+        };
         let r = RevisionRow { cluster: 6, ..row(u32::from(n), serde_json::to_value(&records).unwrap()) };
         s.insert_revision(&r).await.unwrap();
         second.push(r);

@@ -193,6 +193,7 @@ impl Kind for LineRecord {
             client_networks: l.client_networks.clone(),
             places: l.places.clone(),
             all_down: l.all_down,
+            latency_region: l.latency_region,
         }
     }
 }

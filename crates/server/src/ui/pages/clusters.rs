@@ -52,6 +52,8 @@ struct LineRow {
     name: String,
     group: String,
     backups: String,
+    /// How its groups are ordered: as configured, or by RTT from a region.
+    order: String,
     min_healthy: u32,
     networks: String,
     all_down: &'static str,
@@ -129,6 +131,8 @@ struct PreviewRowView {
 #[derive(Debug)]
 struct LineOutlookRow {
     line: String,
+    /// Its group order with the figures, and why.
+    order: String,
     all_down: &'static str,
     now: String,
     if_all_down: String,
@@ -280,6 +284,7 @@ fn preview_view(v: Value, at: Timestamp) -> PreviewView {
         .lines
         .into_iter()
         .map(|l| LineOutlookRow {
+            order: l.latency_text.unwrap_or_else(|| "as configured".to_owned()),
             now: l.applies_now.map_or_else(|| "By health".to_owned(), |h| h.describe(&l.line_name)),
             all_down: l.all_down.as_str(),
             if_all_down: l.if_all_down_text,
@@ -456,6 +461,7 @@ pub(in crate::ui) async fn cluster(
                     "continents": l.places.continents,
                     "asns": l.places.asns,
                     "all_down": l.all_down,
+                    "latency_region": l.latency_region,
                 })
                 .to_string(),
                 availability: availability.get(&format!("line:{id}/{}", l.id)).cloned().unwrap_or_default(),
@@ -468,6 +474,15 @@ pub(in crate::ui) async fn cluster(
                     .map(|g| group_names.get(g).cloned().unwrap_or_else(|| format!("group {g}")))
                     .collect::<Vec<_>>()
                     .join(" → "),
+                order: l.latency_region.map_or_else(
+                    || "as configured".to_owned(),
+                    |r| {
+                        format!(
+                            "by RTT from {}",
+                            region_names.get(&r).cloned().unwrap_or_else(|| format!("region {r}"))
+                        )
+                    },
+                ),
                 min_healthy: l.min_healthy,
                 networks: match describe_clients(&l.client_networks, &l.places) {
                     c if c.is_empty() => "default line".into(),

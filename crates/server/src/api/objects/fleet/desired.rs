@@ -330,6 +330,9 @@ impl Build<'_> {
                     .map(|(k, g)| self.group(cid, g, &format!("{at}.backup_groups[{k}]")))
                     .collect::<Result<_, _>>()?;
                 doc["backup_groups"] = json!(backups);
+                if let Some(code) = &l.latency_region {
+                    doc["latency_region"] = json!(self.region(code, &format!("{at}.latency_region"))?);
+                }
                 let value = LineRecord::parse(doc, Some(cid), self.app).map_err(within(&at))?;
                 self.upsert(&at, value, Some(cid), Ok)?;
             }

@@ -161,6 +161,7 @@ fn line_file(c: &Config, l: &LineRecord) -> LineFile {
         continents: l.places.continents.iter().map(ToString::to_string).collect(),
         asns: l.places.asns.clone(),
         all_down: Some(l.all_down),
+        latency_region: l.latency_region.map(|r| region_code(c, r)),
     }
 }
 
