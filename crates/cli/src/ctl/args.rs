@@ -505,6 +505,10 @@ pub(super) enum TenantAction {
         /// Where doors send its visitors when no mirror may serve them (a base URL).
         #[arg(long, value_name = "URL")]
         fallback_url: Option<String>,
+        /// Doors send its visitors to the eligible mirror their region's probers measure
+        /// fastest, with hysteresis (off: by weight).
+        #[arg(long)]
+        order_by_latency: bool,
     },
     /// Delete a tenant (refused while a mirror names it).
     Delete { name: String },

@@ -814,12 +814,13 @@ async fn resources(c: &Client, command: &Resource, json: bool) -> anyhow::Result
                 listing(c.get::<Items<TenantView>>("/v1/tenants").await?, json);
                 Ok(())
             }
-            TenantAction::Put { name, note, fallback_to_degraded, fallback_url } => {
+            TenantAction::Put { name, note, fallback_to_degraded, fallback_url, order_by_latency } => {
                 let t = Tenant {
                     name: name.clone(),
                     note: note.clone().unwrap_or_default(),
                     fallback_to_degraded: *fallback_to_degraded,
                     fallback_url: fallback_url.clone(),
+                    order_by_latency: *order_by_latency,
                 };
                 let path = format!("/v1/tenants/{}", urlencode(name));
                 let v: TenantView = c.call(Method::PUT, &path, Some(&serde_json::to_value(t)?)).await?;

@@ -11,6 +11,7 @@ use vantage_core::result::ProbeResult;
 
 use super::book::{Book, FreshnessReading, VerdictChange};
 use super::doors::{DoorMirror, Doors};
+use super::latency::LatencyOrders;
 use super::registry::Changes;
 use super::{CHECK_RUN_EVERY_S, CheckRefused, CheckRun, LoadError, Registry, ReloadStatus};
 use crate::config::Config;
@@ -31,6 +32,8 @@ pub struct Mirrors {
     freshness_due: BTreeMap<String, Timestamp>,
     /// Hosts an open maintenance window takes out of rotation.
     maintenance: BTreeSet<String>,
+    /// The mirror order of each region of the tenants that order by latency.
+    latency: LatencyOrders,
 }
 
 /// A freshness check to carry out: fetch both trace files, read their times.
@@ -117,6 +120,7 @@ impl Mirrors {
             self.freshness_due.entry(h.clone()).or_insert(now);
         }
         self.save.dirty = true;
+        self.latency.update(c, &self.book, now);
         self.rebuild(c);
         changes
     }
@@ -202,7 +206,8 @@ impl Mirrors {
     /// Stale regions become `error`.
     pub fn sweep(&mut self, c: &Config, now: Timestamp) -> Vec<VerdictChange> {
         let (any, changes) = self.book.sweep(c, now);
-        if any || !changes.is_empty() {
+        let reordered = self.latency.update(c, &self.book, now);
+        if any || reordered || !changes.is_empty() {
             self.save.dirty = true;
             self.save.urgent |= !changes.is_empty();
             self.rebuild(c);
@@ -322,6 +327,7 @@ impl Mirrors {
             networks,
             places,
             settings: c.mirror_settings.clone(),
+            latency: self.latency.orders(),
         });
     }
 }

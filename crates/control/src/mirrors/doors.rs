@@ -40,6 +40,9 @@ pub struct Doors {
     pub places: Vec<(Places, String)>,
     /// Mirror settings (scheme, trusted proxies, the client-region default).
     pub settings: MirrorSettings,
+    /// For the tenants that order their mirrors by latency: each (tenant, region)'s mirrors
+    /// by host, preferred first.
+    pub latency: BTreeMap<(String, String), Vec<String>>,
 }
 
 /// Why no mirror was chosen. The words reveal nothing of the registry.
@@ -101,8 +104,9 @@ impl Doors {
             None => None,
         };
         let mut exclude = v.exclude_regions.clone();
+        let region = v.client.and_then(|ip| self.region_of(ip, v.place.as_ref()));
         if self.settings.exclude_client_region()
-            && let Some(r) = v.client.and_then(|ip| self.region_of(ip, v.place.as_ref()))
+            && let Some(r) = region
         {
             exclude.push(r.to_owned());
         }
@@ -118,6 +122,18 @@ impl Doors {
             fallback_to_degraded: tenant.is_some_and(|t| t.fallback_to_degraded),
         };
         let survivors = vantage_core::mirror::door_filter(&candidates, &q);
+        // By latency where the tenant asks and the visitor's region has an order: the first
+        // survivor of that order.
+        let order = (v.tenant.as_ref().zip(region))
+            .filter(|_| tenant.is_some_and(|t| t.order_by_latency))
+            .and_then(|(t, r)| self.latency.get(&(t.clone(), r.to_owned())));
+        if let Some(first) = order
+            .into_iter()
+            .flatten()
+            .find_map(|host| survivors.iter().map(|i| candidates[*i].mirror).find(|m| &m.host == host))
+        {
+            return Ok(first);
+        }
         let weights: Vec<u32> = survivors.iter().map(|i| candidates[*i].mirror.weight).collect();
         let pick = vantage_core::mirror::choose_weighted(&weights, roll).ok_or(NoMirror::NoneEligible)?;
         Ok(candidates[survivors[pick]].mirror)
@@ -173,7 +189,13 @@ mod tests {
     }
 
     fn tenant(name: &str, fallback_to_degraded: bool) -> Tenant {
-        Tenant { name: name.into(), note: String::new(), fallback_to_degraded, fallback_url: None }
+        Tenant {
+            name: name.into(),
+            note: String::new(),
+            fallback_to_degraded,
+            fallback_url: None,
+            order_by_latency: false,
+        }
     }
 
     fn doors() -> Doors {
@@ -206,6 +228,7 @@ mod tests {
                 "ru1".to_owned(),
             )],
             settings: MirrorSettings::default(),
+            latency: BTreeMap::new(),
         }
     }
 
@@ -260,6 +283,34 @@ mod tests {
         );
         let none = Doors { mirrors: Vec::new(), ..d };
         assert_eq!(none.choose(&t1, 0), Err(NoMirror::NoneEligible));
+    }
+
+    #[test]
+    fn a_tenant_ordered_by_latency_sends_each_region_to_its_first_eligible_mirror() {
+        let mut d = doors();
+        d.tenants.get_mut("t1").unwrap().order_by_latency = true;
+        let order = |hosts: &[&str]| hosts.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>();
+        d.latency.insert(("t1".into(), "ru1".into()), order(&["d.example.net", "a.example.net"]));
+        let from_ru = Visit {
+            tenant: Some("t1".into()),
+            client: Some("198.51.100.9".parse().unwrap()),
+            ..Visit::default()
+        };
+        // d leads the order but fails in the visitor's region: the next eligible one, every time.
+        assert_eq!(hosts(&d, &from_ru), ["a.example.net".to_owned()].into());
+        let anywhere = MirrorSettings::parse(vantage_core::mirror::MirrorSettingsInput {
+            exclude_client_region: false,
+            ..d.settings.clone().into()
+        })
+        .unwrap();
+        let off = Doors { settings: anywhere, ..d.clone() };
+        assert_eq!(hosts(&off, &from_ru), ["d.example.net".to_owned()].into(), "the first of the order");
+        // A visitor of no known region, and a tenant that does not ask: by weight.
+        let nowhere = Visit { client: Some("192.0.2.1".parse().unwrap()), ..from_ru.clone() };
+        assert_eq!(hosts(&off, &nowhere).len(), 2);
+        let mut by_weight = off.clone();
+        by_weight.tenants.get_mut("t1").unwrap().order_by_latency = false;
+        assert_eq!(hosts(&by_weight, &from_ru).len(), 2);
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod book;
 mod core;
 pub mod doors;
 mod findings;
+mod latency;
 pub mod registry;
 mod yaml;
 

@@ -48,6 +48,10 @@ pub struct Tenant {
     /// has the files): a base URL their path is joined to. Used only then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_url: Option<String>,
+    /// Doors send its visitors to the eligible mirror their region's probers measure fastest,
+    /// with hysteresis, instead of choosing by weight (off: by weight).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub order_by_latency: bool,
 }
 
 impl Tenant {
@@ -383,13 +387,25 @@ mod tests {
         let mut tenants = BTreeMap::new();
         tenants.insert(
             "t".to_owned(),
-            Tenant { name: "t".into(), note: String::new(), fallback_to_degraded: false, fallback_url: None },
+            Tenant {
+                name: "t".into(),
+                note: String::new(),
+                fallback_to_degraded: false,
+                fallback_url: None,
+                order_by_latency: false,
+            },
         );
         let plain = tenants_yaml(&tenants);
         assert!(!plain.contains("fallback"), "written only when on: {plain}");
         tenants.insert(
             "u".to_owned(),
-            Tenant { name: "u".into(), note: String::new(), fallback_to_degraded: true, fallback_url: None },
+            Tenant {
+                name: "u".into(),
+                note: String::new(),
+                fallback_to_degraded: true,
+                fallback_url: None,
+                order_by_latency: false,
+            },
         );
         let both: Vec<Tenant> = tenants.values().cloned().collect();
         assert_eq!(tenants_from(&tenants_yaml(&tenants)).unwrap(), both);

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use vantage_control::config::Config;
 use vantage_control::identity::Caller;
 use vantage_control::mirrors::book::check_of;
+use vantage_control::mirrors::doors::Doors;
 use vantage_control::mirrors::registry::{
     Registry, TENANTS_FILE, document, mirror_from_api, mirror_yaml, tenants_yaml,
 };
@@ -436,19 +437,26 @@ async fn check_run(
     ))
 }
 
-fn tenant_view(c: &Config, t: &Tenant) -> TenantView {
+/// A tenant as the API shows it, its latency order read from the doors' own table (`doors`).
+fn tenant_view(c: &Config, doors: &Doors, t: &Tenant) -> TenantView {
     TenantView {
         name: t.name.clone(),
         note: t.note.clone(),
         mirrors: c.mirrors.serving(&t.name).count(),
         fallback_to_degraded: t.fallback_to_degraded,
         fallback_url: t.fallback_url.clone(),
+        order_by_latency: t.order_by_latency,
+        latency_order: (doors.latency.iter())
+            .filter(|((tenant, _), _)| *tenant == t.name)
+            .map(|((_, region), hosts)| (region.clone(), hosts.clone()))
+            .collect(),
     }
 }
 
 async fn tenants(State(app): State<Arc<App>>) -> Json<Items<TenantView>> {
     let c = app.config();
-    Json(c.mirrors.tenants.values().map(|t| tenant_view(&c, t)).collect::<Vec<_>>().into())
+    let doors = app.doors();
+    Json(c.mirrors.tenants.values().map(|t| tenant_view(&c, &doors, t)).collect::<Vec<_>>().into())
 }
 
 /// Writes the tenant file with `f` applied to the current tenants, reloads, and audits.
@@ -511,7 +519,7 @@ async fn put_tenant(
     .await?;
     let c = app.config();
     let t = c.mirrors.tenants.get(&key).ok_or_else(|| ApiError::NotFound(format!("no tenant {key:?}")))?;
-    Ok(Json(tenant_view(&c, t)))
+    Ok(Json(tenant_view(&c, &app.doors(), t)))
 }
 
 async fn delete_tenant(

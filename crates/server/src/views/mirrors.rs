@@ -141,6 +141,13 @@ pub struct TenantView {
     /// Where doors send its visitors when no mirror may serve them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_url: Option<String>,
+    /// Doors send its visitors to the eligible mirror their region measures fastest.
+    #[serde(default)]
+    pub order_by_latency: bool,
+    /// While it orders by latency: each region's mirrors as doors prefer them now (the doors'
+    /// own table), fastest first.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub latency_order: BTreeMap<String, Vec<String>>,
 }
 
 /// A named check as created: its name and its attributes.

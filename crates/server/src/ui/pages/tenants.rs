@@ -9,6 +9,8 @@ struct TenantRow {
     mirrors: usize,
     fallback_to_degraded: bool,
     fallback_url: Option<String>,
+    /// How doors choose among its mirrors: by weight, or each region's order by latency.
+    choice: Vec<String>,
     /// Its fields as the API takes them, for the form that edits it.
     values: String,
 }
@@ -38,8 +40,18 @@ pub(in crate::ui) async fn tenants(
                     "note": t.note,
                     "fallback_to_degraded": t.fallback_to_degraded,
                     "fallback_url": t.fallback_url,
+                    "order_by_latency": t.order_by_latency,
                 })
                 .to_string(),
+                choice: if t.order_by_latency {
+                    let mut lines = vec!["fastest in the visitor's region".to_owned()];
+                    lines.extend(
+                        t.latency_order.iter().map(|(r, hosts)| format!("{r}: {}", hosts.join(" → "))),
+                    );
+                    lines
+                } else {
+                    vec!["by weight".to_owned()]
+                },
                 name: t.name,
                 note: t.note,
                 mirrors: t.mirrors,
