@@ -748,6 +748,13 @@ impl Control {
         Ok(changes)
     }
 
+    /// Requests Vantage's own traffic saw from each region's clients since the last call
+    /// (region code, how many): the monitors that learn their weights weigh by them from their
+    /// next verdict.
+    pub fn handle_demand(&mut self, counts: &[(String, u64)], now: Timestamp) {
+        Arc::make_mut(&mut self.monitors).add_demand(counts, now);
+    }
+
     /// A freshness check of `host` read its trace times. A mirror further behind its
     /// reference than its `max_lag_s` leaves door rotation (with an alert) until a check finds
     /// it fresh; a check that read no time changes nothing but its error.

@@ -10,9 +10,11 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use vantage_core::Timestamp;
 use vantage_core::check::Check;
+use vantage_core::demand::{Demand, Weights, weights};
 use vantage_core::ids::MonitorId;
 use vantage_core::monitor::{
-    GlobalVerdict, Monitor, MonitorProbe, MonitorVerdict, RegionHealth, RegionWindow, global_verdict,
+    GlobalVerdict, Monitor, MonitorProbe, MonitorVerdict, RegionHealth, RegionWindow, Weighting,
+    global_verdict, global_verdict_by,
 };
 use vantage_core::result::{ErrorCode, ProbeResult, Stages};
 use vantage_core::steering::{HOLD_TTLS, PathwayFigure, SteeringOrder, figures};
@@ -120,14 +122,50 @@ pub struct MonitorChange {
 #[derive(Debug, Default, Clone)]
 pub struct Monitors {
     states: BTreeMap<MonitorId, MonitorState>,
+    /// Requests per region over the last day, which learned weights are shares of.
+    demand: Demand,
     save: crate::book::Saving,
+}
+
+/// What is saved: the states and the demand (older saves hold the states alone).
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    states: BTreeMap<MonitorId, MonitorState>,
+    demand: Demand,
 }
 
 impl Monitors {
     /// From the saved JSON (unreadable: empty).
     pub fn restore(saved: Option<&str>) -> Monitors {
-        let states = saved.and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
-        Monitors { states, ..Monitors::default() }
+        let read = |s: &str| {
+            serde_json::from_str::<Saved>(s).ok().or_else(|| {
+                let states = serde_json::from_str(s).ok()?;
+                Some(Saved { states, demand: Demand::default() })
+            })
+        };
+        let saved = saved.and_then(read);
+        let (states, demand) = saved.map(|s| (s.states, s.demand)).unwrap_or_default();
+        Monitors { states, demand, ..Monitors::default() }
+    }
+
+    /// Counts requests from each region's clients (region code, how many) at `now`: the next
+    /// sweep weighs the monitors that learn by them.
+    pub fn add_demand(&mut self, counts: &[(String, u64)], now: Timestamp) {
+        for (region, n) in counts {
+            self.demand.add(region, *n, now);
+        }
+        self.save.dirty |= !counts.is_empty();
+    }
+
+    /// Requests per region over the day up to `now`.
+    pub fn demand(&self, now: Timestamp) -> BTreeMap<String, u64> {
+        self.demand.totals(now)
+    }
+
+    /// `m`'s weights at `now`: configured, learned from the demand, and what its verdict
+    /// weighs by.
+    pub fn weights(&self, m: &Monitor, now: Timestamp) -> Weights {
+        weights(m, &self.demand.totals(now))
     }
 
     /// One monitor's state.
@@ -152,7 +190,8 @@ impl Monitors {
             return None;
         }
         self.save.taken(now);
-        Some(serde_json::to_string(&self.states).unwrap_or_default())
+        let saved = Saved { states: self.states.clone(), demand: self.demand.clone() };
+        Some(serde_json::to_string(&saved).unwrap_or_default())
     }
 
     /// States follow the configuration: monitors that went go, regions that left a monitor go.
@@ -195,7 +234,8 @@ impl Monitors {
             window.push(MonitorProbe { at: now, failed, detail }, m.quorum_window);
         }
         self.save.dirty = true;
-        let change = decide(key.monitor, m, c.monitor_check(m).check.interval_s(), state, now);
+        let w = weights(m, &self.demand.totals(now));
+        let change = decide(key.monitor, (m, &w), c.monitor_check(m).check.interval_s(), state, now);
         self.save.urgent |= change.is_some();
         change
     }
@@ -204,11 +244,13 @@ impl Monitors {
     /// at `now`. Returns the changes.
     pub fn sweep(&mut self, c: &Config, now: Timestamp) -> Vec<MonitorChange> {
         let mut out = Vec::new();
+        let totals = self.demand.totals(now);
         for (id, state) in &mut self.states {
             let Some(m) = c.monitors.get(&id.0) else { continue };
+            let w = weights(&m.value, &totals);
             if state.verdict.is_some()
                 && let Some(ch) =
-                    decide(*id, &m.value, c.monitor_check(&m.value).check.interval_s(), state, now)
+                    decide(*id, (&m.value, &w), c.monitor_check(&m.value).check.interval_s(), state, now)
             {
                 self.save.dirty = true;
                 self.save.urgent = true;
@@ -273,10 +315,20 @@ impl SteeringTable {
     }
 }
 
-/// Recomputes a monitor's global verdict at `now`; a change joins the history.
+/// `m`'s global verdict for `health` by the effective weights of `w`, saying when the learned
+/// weights decided it (the configured ones would give another).
+pub fn weighed(m: &Monitor, health: &[RegionHealth], w: &Weights) -> MonitorVerdict {
+    let mut verdict = global_verdict_by(m, health, &w.effective);
+    verdict.reasons.by_learned_weights =
+        m.weighting != Weighting::Fixed && global_verdict(m, health).global != verdict.global;
+    verdict
+}
+
+/// Recomputes a monitor's global verdict at `now` by its weights (`w`); a change joins the
+/// history.
 fn decide(
     id: MonitorId,
-    m: &Monitor,
+    (m, w): (&Monitor, &Weights),
     interval_s: u32,
     state: &mut MonitorState,
     now: Timestamp,
@@ -287,7 +339,7 @@ fn decide(
         // `healthy` and resolving what may still be an outage.
         return None;
     }
-    let verdict = global_verdict(m, &health);
+    let verdict = weighed(m, &health, w);
     let from = state.verdict.map(|v| v.verdict.global);
     if from == Some(verdict.global) {
         if let Some(v) = &mut state.verdict {

@@ -8,6 +8,7 @@
 pub mod address;
 pub mod answer;
 pub mod check;
+pub mod demand;
 pub mod detection;
 mod error;
 pub mod evaluate;

@@ -132,7 +132,46 @@ pub struct Monitor {
     pub stale_weight_budget_pct: f64,
     /// How often players reload the steering manifest, s.
     pub steering_ttl_s: u32,
+    /// What the verdict weighs regions by: the configured weights, those learned from demand,
+    /// or their mean.
+    #[serde(default, skip_serializing_if = "Weighting::is_fixed")]
+    pub weighting: Weighting,
+    /// The least share a learned weight gives a region, %.
+    pub learned_floor_pct: f64,
 }
+
+/// What a monitor's verdict weighs its regions by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Weighting {
+    /// The weights as configured.
+    #[default]
+    Fixed,
+    /// Each region's share of the demand Vantage saw from its clients over the last day, with
+    /// the floor (configured until any demand is seen).
+    Learned,
+    /// The mean of the configured and the learned shares.
+    Blend,
+}
+
+impl Weighting {
+    fn is_fixed(&self) -> bool {
+        *self == Weighting::Fixed
+    }
+
+    /// As entered.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Weighting::Fixed => "fixed",
+            Weighting::Learned => "learned",
+            Weighting::Blend => "blend",
+        }
+    }
+}
+
+/// The default floor of a learned weight, %.
+const DEFAULT_FLOOR_PCT: f64 = 5.0;
 
 /// A monitor as entered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -163,6 +202,10 @@ pub struct MonitorInput {
     pub stale_weight_budget_pct: f64,
     /// Steering manifest TTL, s (1–3600, 30).
     pub steering_ttl_s: u32,
+    /// Weights: `fixed` (as configured), `learned` (from demand) or `blend` (`fixed`).
+    pub weighting: Weighting,
+    /// The least share a learned weight gives a region, % (0–50, 5).
+    pub learned_floor_pct: f64,
 }
 
 impl From<Monitor> for MonitorInput {
@@ -179,6 +222,8 @@ impl From<Monitor> for MonitorInput {
             down_weight_budget_pct: m.down_weight_budget_pct,
             stale_weight_budget_pct: m.stale_weight_budget_pct,
             steering_ttl_s: m.steering_ttl_s,
+            weighting: m.weighting,
+            learned_floor_pct: m.learned_floor_pct,
         }
     }
 }
@@ -197,8 +242,25 @@ impl Default for MonitorInput {
             down_weight_budget_pct: 15.0,
             stale_weight_budget_pct: 10.0,
             steering_ttl_s: 30,
+            weighting: Weighting::Fixed,
+            learned_floor_pct: DEFAULT_FLOOR_PCT,
         }
     }
+}
+
+/// A floor of a learned weight: 0–50 % (above half, one region's floor would outweigh the
+/// rest), and one that each of the `regions` can have (their floors together at most 100 %).
+fn floor(field: &str, v: f64, regions: usize) -> Result<f64> {
+    if !(v.is_finite() && (0.0..=50.0).contains(&v)) {
+        return Err(Error::invalid(field, format!("must be between 0 and 50, got {v}")));
+    }
+    if v * regions as f64 > 100.0 {
+        return Err(Error::invalid(
+            field,
+            format!("{v} % for each of {regions} regions is more than 100 %: at most {}", 100 / regions),
+        ));
+    }
+    Ok(v)
 }
 
 fn pct(field: &str, v: f64) -> Result<f64> {
@@ -278,6 +340,7 @@ impl TryFrom<MonitorInput> for Monitor {
             .enumerate()
             .map(|(k, h)| allowed_host(&format!("allowed_hosts[{k}]"), h))
             .collect::<Result<Vec<_>>>()?;
+        let regions_n = regions.len();
         let quorum_window = in_range("quorum_window", i.quorum_window, 1, 64)?;
         let failure_quorum = in_range("failure_quorum", i.failure_quorum, 1, quorum_window)?;
         let max_segment_age_s = in_range("max_segment_age_s", i.max_segment_age_s, 1, 86_400)?;
@@ -293,6 +356,8 @@ impl TryFrom<MonitorInput> for Monitor {
             down_weight_budget_pct: pct("down_weight_budget_pct", i.down_weight_budget_pct)?,
             stale_weight_budget_pct: pct("stale_weight_budget_pct", i.stale_weight_budget_pct)?,
             steering_ttl_s: in_range("steering_ttl_s", i.steering_ttl_s, 1, 3600)?,
+            weighting: i.weighting,
+            learned_floor_pct: floor("learned_floor_pct", i.learned_floor_pct, regions_n)?,
         })
     }
 }
@@ -432,16 +497,27 @@ pub struct VerdictReasons {
     pub down_budget_spent: bool,
     /// The stale weight is above the stale budget.
     pub stale_budget_spent: bool,
+    /// The monitor weighs by learned weights, and by its configured ones the verdict would be
+    /// another: the audience Vantage saw decided it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_learned_weights: bool,
+}
+
+/// Global by the configured weights ([`global_verdict_by`]).
+pub fn global_verdict(m: &Monitor, health: &[RegionHealth]) -> MonitorVerdict {
+    let weights: Vec<f64> = m.regions.iter().map(|r| r.weight).collect();
+    global_verdict_by(m, health, &weights)
 }
 
 /// Global: `down` when the weighted down share reaches the down budget; else `degraded` when
-/// any region is down or the stale share exceeds the stale budget; else `healthy`.
-pub fn global_verdict(m: &Monitor, health: &[RegionHealth]) -> MonitorVerdict {
-    let total: f64 = m.regions.iter().map(|r| r.weight).sum();
+/// any region is down or the stale share exceeds the stale budget; else `healthy`. `weights`:
+/// each region's weight in the monitor's order (the effective ones of
+/// [`crate::demand::weights`]).
+pub fn global_verdict_by(m: &Monitor, health: &[RegionHealth], weights: &[f64]) -> MonitorVerdict {
+    let total: f64 = weights.iter().sum();
     let share = |which: RegionHealth| -> f64 {
         // A fold from +0.0: an empty sum of floats is -0.0, which the API would show.
-        let w =
-            m.regions.iter().zip(health).filter(|(_, h)| **h == which).fold(0.0, |a, (r, _)| a + r.weight);
+        let w = weights.iter().zip(health).filter(|(_, h)| **h == which).fold(0.0, |a, (w, _)| a + w);
         if total > 0.0 { w * 100.0 / total } else { 0.0 }
     };
     let down = share(RegionHealth::Down);
@@ -451,6 +527,7 @@ pub fn global_verdict(m: &Monitor, health: &[RegionHealth]) -> MonitorVerdict {
         region_down,
         down_budget_spent: region_down && down >= m.down_weight_budget_pct,
         stale_budget_spent: stale > m.stale_weight_budget_pct,
+        by_learned_weights: false,
     };
     let global = if reasons.down_budget_spent {
         GlobalVerdict::Down
@@ -507,6 +584,34 @@ pub(crate) mod tests {
             w.push(*p, 5);
         }
         w
+    }
+
+    #[test]
+    fn weighting_and_its_floor_are_read_and_checked() {
+        let base = MonitorInput::from(monitor());
+        let m = Monitor::try_from(MonitorInput {
+            weighting: Weighting::Blend,
+            learned_floor_pct: 2.5,
+            ..base.clone()
+        })
+        .unwrap();
+        assert_eq!((m.weighting, m.learned_floor_pct), (Weighting::Blend, 2.5));
+        let json = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            (&json["weighting"], &json["learned_floor_pct"]),
+            (&serde_json::json!("blend"), &serde_json::json!(2.5))
+        );
+        assert_eq!(serde_json::from_value::<Monitor>(json).unwrap(), m, "read back as written");
+        let e = Monitor::try_from(MonitorInput { learned_floor_pct: 60.0, ..base.clone() }).unwrap_err();
+        assert_eq!(e.to_string(), "learned_floor_pct: must be between 0 and 50, got 60");
+        let e = Monitor::try_from(MonitorInput { learned_floor_pct: 20.0, ..base.clone() }).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "learned_floor_pct: 20 % for each of 6 regions is more than 100 %: at most 16"
+        );
+        let e =
+            serde_json::from_str::<Monitor>(r#"{"name":"x","weighting":"guess","regions":[]}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown variant `guess`"), "{e}");
     }
 
     #[test]
@@ -585,8 +690,7 @@ pub(crate) mod tests {
         // A small-audience region down (5 %): degraded, nobody paged.
         let v = global_verdict(&m, &[Healthy, Healthy, Healthy, Healthy, Healthy, Down]);
         assert_eq!(v.global, GlobalVerdict::Degraded);
-        let reasons =
-            VerdictReasons { region_down: true, down_budget_spent: false, stale_budget_spent: false };
+        let reasons = VerdictReasons { region_down: true, ..VerdictReasons::default() };
         assert_eq!(v.reasons, reasons, "a region down, the budget not spent");
         // 15 % of the audience down reaches the budget: down.
         let v = global_verdict(&m, &[Healthy, Healthy, Healthy, Down, Healthy, Healthy]);
@@ -614,10 +718,7 @@ pub(crate) mod tests {
         );
         let v = global_verdict(&m, &[Healthy, Healthy, Healthy, Stale, Healthy, Healthy]);
         assert_eq!(v.global, GlobalVerdict::Degraded);
-        assert_eq!(
-            v.reasons,
-            VerdictReasons { region_down: false, down_budget_spent: false, stale_budget_spent: true }
-        );
+        assert_eq!(v.reasons, VerdictReasons { stale_budget_spent: true, ..VerdictReasons::default() });
     }
 
     #[test]

@@ -138,6 +138,8 @@ pub(crate) struct App {
     replica: Option<crate::replicas::Replica>,
     /// Where this server's own fetches may go (the probers get the same with their work).
     fetch: FetchPolicy,
+    /// Requests counted by region, not yet handed to the control core.
+    demand: crate::demand::Pending,
 }
 
 /// What [`App::new`] is made of.
@@ -182,6 +184,7 @@ impl App {
             write_lock: tokio::sync::Mutex::new(()),
             replica: p.replica,
             fetch,
+            demand: Default::default(),
         });
         (app, decided)
     }
@@ -314,6 +317,11 @@ impl App {
     /// The geo databases in use (`None`: none configured).
     pub(crate) fn geo(&self) -> Option<Arc<vantage_dns::GeoDb>> {
         self.geo.borrow().clone()
+    }
+
+    /// Requests counted by region, not yet handed to the control core.
+    pub(crate) fn demand(&self) -> &crate::demand::Pending {
+        &self.demand
     }
 
     /// Where the geo databases place a client (`None`: none configured). The databases are

@@ -11,6 +11,7 @@ mod bench;
 mod ca;
 mod channel;
 pub mod config;
+mod demand;
 mod driver;
 mod error;
 mod events;

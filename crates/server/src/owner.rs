@@ -74,6 +74,8 @@ pub(crate) enum Input {
     CheckRun { regions: Option<Vec<String>>, reply: oneshot::Sender<Result<CheckRun, CheckRefused>> },
     /// A mirror's trace file was read.
     Freshness { host: String, reading: FreshnessReading },
+    /// Requests from each region's clients since the last batch (region code, how many).
+    Demand(Vec<(String, u64)>),
     /// A publisher pushed a revision (or failed to).
     Publication { cluster: ClusterId, number: u32, target: String, failure: Option<String> },
     /// A reading of the whole core.
@@ -314,6 +316,7 @@ fn handle(c: &mut Control, input: Input, answers: &mut Answers) {
         }
         Input::CheckRun { regions, reply } => answers.push(reply, c.handle_check_run(regions, at)),
         Input::Freshness { host, reading } => c.handle_freshness(&host, reading, at),
+        Input::Demand(counts) => c.handle_demand(&counts, at),
         Input::Publication { cluster, number, target, failure } => {
             c.handle_publication(cluster, number, &target, failure.as_deref(), at)
         }

@@ -256,6 +256,7 @@ impl Server {
         let saves = tokio::spawn(writer.run(app.store().clone()));
         let watcher = tokio::spawn(crate::mirrors::watch(app.clone(), stopped.clone()));
         tasks.push(tokio::spawn(crate::geo::watch(app.clone(), geo_read, stopped.clone())));
+        tasks.push(tokio::spawn(crate::demand::hand_over(app.clone(), stopped.clone())));
         let (stop_lease, lease_stopped) = watch::channel(false);
         let lease = tokio::spawn(crate::replicas::lease(app.clone(), lease_stopped));
         let follow = tokio::spawn(crate::replicas::follow(app.clone(), stopped.clone()));

@@ -29,6 +29,8 @@ enum Face {
     /// Answers `welcome` with this status (a 404 of a mirror without the path, a 451 of a
     /// provider's legal block).
     Answer(u16),
+    /// `200 welcome` after this many milliseconds (a mirror far from the region).
+    Slow(u64),
 }
 
 const BLOCK_PAGE: &str = "<h1>Access denied by order of the regulator</h1>";
@@ -67,7 +69,7 @@ async fn edge_logged(faces: &[(IpAddr, Face)], trace: Trace, requests: Requests)
                         let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
                     }
                     Face::Silent => tokio::time::sleep(Duration::from_secs(30)).await,
-                    Face::Serve | Face::BlockPage | Face::Answer(_) => {
+                    Face::Serve | Face::BlockPage | Face::Answer(_) | Face::Slow(_) => {
                         let mut buf = [0u8; 4096];
                         let mut seen = Vec::new();
                         while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -89,6 +91,9 @@ async fn edge_logged(faces: &[(IpAddr, Face)], trace: Trace, requests: Requests)
                             Face::Answer(status) => status,
                             _ => 200,
                         };
+                        if let Face::Slow(ms) = face {
+                            tokio::time::sleep(Duration::from_millis(ms)).await;
+                        }
                         let head = format!(
                             "HTTP/1.1 {status} Whatever\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                             body.len()
@@ -148,16 +153,27 @@ async fn prober_from(
     dir: &std::path::Path,
     source: IpAddr,
 ) -> AgentProcess {
+    prober_named(s, "p0", region, dir, source).await
+}
+
+/// A prober `name` in `region` that probes from `source`, its state and log under `dir`.
+async fn prober_named(
+    s: &ServerProcess,
+    name: &str,
+    region: &Value,
+    dir: &std::path::Path,
+    source: IpAddr,
+) -> AgentProcess {
     let (agent, ca) = s.channel();
-    let t = s.create("/v1/probers/tokens", json!({"name": "p0", "region": region["id"]})).await;
+    let t = s.create("/v1/probers/tokens", json!({"name": name, "region": region["id"]})).await;
     AgentProcess::start(
         "probe",
         &agent,
         t["token"].as_str().unwrap(),
         &ca,
-        &dir.join("p0"),
-        &["--hostname", "p0", "--source-address", &source.to_string()],
-        &dir.join("p0.log"),
+        &dir.join(name),
+        &["--hostname", name, "--source-address", &source.to_string()],
+        &dir.join(format!("{name}.log")),
     )
 }
 
@@ -624,4 +640,109 @@ async fn a_base_path_is_probed_and_joined_and_a_tenant_without_mirrors_falls_bac
         "{metrics}"
     );
     prober.kill().await;
+}
+
+/// A tenant ordered by latency (SPEC §10a): each region's visitors go to the mirror that
+/// region's probers measure fastest — here each mirror is near one region and far from the
+/// other — while a tenant that does not ask is still served by weight; the tenants API, the
+/// tenants page's source and the redirects agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_ordered_by_latency_sends_each_region_to_its_nearest_mirror() {
+    let temp = tempfile::tempdir().unwrap();
+    let s = ServerProcess::start_in(&temp.path().join("server"), &["--allow-loopback-addresses"]).await;
+    put(&s, "/v1/settings/mirrors", json!({"scheme": "http"})).await;
+    s.create("/v1/checks", json!({"name": "default", "method": "http", "path": "/", "interval_s": 1})).await;
+    let (eu_src, us_src) = (ip("127.0.6.1"), ip("127.0.6.2"));
+    let eu = s
+        .create("/v1/regions", json!({"code": "eu1", "name": "eu1", "client_networks": ["127.0.7.0/24"]}))
+        .await;
+    let us = s
+        .create("/v1/regions", json!({"code": "us1", "name": "us1", "client_networks": ["127.0.8.0/24"]}))
+        .await;
+    let near_eu = edge(&[(eu_src, Face::Serve), (us_src, Face::Slow(300))]).await;
+    let near_us = edge(&[(eu_src, Face::Slow(300)), (us_src, Face::Serve)]).await;
+    put(&s, "/v1/tenants/debian", json!({"order_by_latency": true})).await;
+    put(&s, "/v1/tenants/plain", json!({})).await;
+    for (host, at) in [("a.example.net", near_us), ("b.example.net", near_eu)] {
+        put(
+            &s,
+            &format!("/v1/mirrors/{host}"),
+            json!({"address": at.to_string(), "tenants": ["debian", "plain"]}),
+        )
+        .await;
+    }
+    let _probers = (
+        prober_named(&s, "p-eu", &eu, temp.path(), eu_src).await,
+        prober_named(&s, "p-us", &us, temp.path(), us_src).await,
+    );
+    let want = json!({"eu1": ["b.example.net", "a.example.net"], "us1": ["a.example.net", "b.example.net"]});
+    s.wait_for("/v1/tenants", Duration::from_secs(60), |v| {
+        v["items"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "debian" && t["latency_order"] == want))
+    })
+    .await;
+    let (_, tenants) = s.call(Method::GET, "/v1/tenants", None).await;
+    let plain = tenants["items"].as_array().unwrap().iter().find(|t| t["name"] == "plain").unwrap().clone();
+    assert_eq!((&plain["order_by_latency"], plain.get("latency_order")), (&json!(false), None), "{tenants}");
+
+    let (from_eu, from_us) = (no_redirects(Some(ip("127.0.7.9"))), no_redirects(Some(ip("127.0.8.9"))));
+    let mut seen: BTreeMap<(&str, &str), BTreeMap<String, u32>> = BTreeMap::new();
+    for _ in 0..20 {
+        for (who, client) in [("eu", &from_eu), ("us", &from_us)] {
+            for tenant in ["debian", "plain"] {
+                let to = go(client, &s, &format!("/go/{tenant}/x"), None).await.unwrap();
+                let host = to.split('/').nth(2).unwrap().split(':').next().unwrap().to_owned();
+                *seen.entry((who, tenant)).or_default().entry(host).or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(seen[&("eu", "debian")], [("b.example.net".to_owned(), 20)].into(), "{seen:?}");
+    assert_eq!(seen[&("us", "debian")], [("a.example.net".to_owned(), 20)].into(), "{seen:?}");
+    assert_eq!(seen[&("eu", "plain")].len(), 2, "by weight, both: {seen:?}");
+    // `ctl tenants list` shows each region's order as the API does.
+    let out = s.ctl(&["--json", "tenants", "list"]).await;
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(listed.to_string().contains(r#""eu1":["b.example.net","a.example.net"]"#), "{listed}");
+
+    // Every redirect counted its visitor's region (SPEC §10a), and so does a steering poll: a
+    // monitor that learns its weights weighs eu1 by 60 of the 100 requests, not 1 of 4.
+    let tv = json!({"name": "tv", "weighting": "learned", "learned_floor_pct": 0, "regions": [
+        {"region": "eu1", "weight": 1, "endpoints": ["http://127.0.0.1:9/tv.m3u8"]},
+        {"region": "us1", "weight": 3, "endpoints": ["http://127.0.0.1:9/tv.m3u8"]}]});
+    let tv = s.create("/v1/monitors", tv).await["id"].as_i64().unwrap();
+    for _ in 0..20 {
+        let r = from_eu.get(format!("{}/steer/tv", s.url)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let metrics = s.metrics().await;
+    for (region, source, n) in [("eu1", "door", 40), ("us1", "door", 40), ("eu1", "steer", 20)] {
+        let line = format!(r#"vantage_demand_requests_total{{region="{region}",source="{source}"}} {n}"#);
+        assert!(metrics.contains(&line), "no {line:?} in:\n{metrics}");
+    }
+    let learned = |v: &Value| {
+        v["weights"]["learned"]
+            .as_array()
+            .map(|l| l.iter().map(|x| x.as_f64().unwrap().round()).collect::<Vec<_>>())
+    };
+    s.wait_for(&format!("/v1/monitors/{tv}/verdict"), Duration::from_secs(15), |v| {
+        learned(v) == Some(vec![60.0, 40.0])
+    })
+    .await;
+    let (_, v) = s.call(Method::GET, &format!("/v1/monitors/{tv}/verdict"), None).await;
+    assert_eq!(
+        (&v["weighting"], &v["weights"]["configured"]),
+        (&json!("learned"), &json!([25.0, 75.0])),
+        "{v}"
+    );
+    assert_eq!(v["weights"]["effective"], v["weights"]["learned"], "{v}");
+    assert_eq!(v["demand"], json!([60, 40]), "{v}");
+    let metrics = s.metrics().await;
+    assert!(metrics.contains(r#"vantage_demand_day_requests{region="eu1"} 60"#), "{metrics}");
+    assert!(
+        metrics.contains(
+            r#"vantage_monitor_region_weight_ratio{monitor="tv",region="eu1",weights="learned"} 0.6"#
+        ),
+        "{metrics}"
+    );
 }

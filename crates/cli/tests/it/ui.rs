@@ -1776,9 +1776,18 @@ async fn objects_scenario() {
         "eu 60 http://127.0.0.1:9/live.m3u8 pathway=cdn-a"
     );
     b.fill("#monitor-form input[name=down_weight_budget_pct]", "20").await;
+    b.choose("#monitor-form select[name=weighting]", "learned").await;
     b.act("#monitor-form button[type=submit]").await;
     let (_, v) = s.call(Method::GET, &format!("/v1/monitors/{monitor}"), None).await;
     assert_eq!(v["monitor"]["down_weight_budget_pct"], 20.0, "{v}");
+    assert_eq!(
+        (&v["monitor"]["weighting"], &v["monitor"]["learned_floor_pct"]),
+        (&json!("learned"), &json!(5.0)),
+        "{v}"
+    );
+    b.goto(&format!("{base}/ui/monitors/{monitor}")).await;
+    let weighting = b.text("#weighting").await;
+    assert!(weighting.contains("no demand seen yet: as configured"), "{weighting}");
     assert_eq!(v["monitor"]["regions"][0]["weight"], 60.0, "{v}");
 
     // A channel edited in place: a field emptied is cleared; its secret is never in the page,

@@ -250,3 +250,40 @@ fn one_prober_sending_many_attempts_fills_no_window_alone() {
         "one probe per result: the last attempt"
     );
 }
+
+/// A monitor that learns its weights: sg, 10 % as configured, drew nine requests in ten over
+/// the day, so sg down is the monitor down — by its learned weights, which the verdict says;
+/// by the configured ones it would only be degraded. The demand is saved with the states.
+#[test]
+fn learned_weights_decide_a_verdict_and_say_so() {
+    let (mut lab, id, probers) = fleet();
+    let mut m = Monitor::clone(&lab.control.config().monitors[&id.0].value);
+    m.weighting = vantage_core::monitor::Weighting::Learned;
+    lab.replace(id.0, Object::Monitor(m));
+    let counts = [("sg".to_owned(), 900), ("jp".to_owned(), 50), ("kr".to_owned(), 50), ("eu".to_owned(), 7)];
+    lab.control.handle_demand(&counts, lab.now);
+    let sg = caller(&probers, "sg");
+    probe(&mut lab, sg, Seen::Fresh);
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Healthy));
+    for _ in 0..3 {
+        probe(&mut lab, sg, Seen::Segment404);
+    }
+    let state = lab.control.monitors().state(id).unwrap();
+    let v = state.verdict.unwrap().verdict;
+    assert_eq!(v.global, GlobalVerdict::Down, "{v:?}");
+    assert!(v.reasons.by_learned_weights, "the configured weights would say degraded");
+    let m = &lab.control.config().monitors[&id.0].value;
+    let w = lab.control.monitors().weights(m, lab.now);
+    assert_eq!(w.configured, [60.0, 30.0, 10.0]);
+    assert_eq!(
+        w.learned.as_ref().map(|l| l.iter().map(|x| x.round()).collect::<Vec<_>>()),
+        Some(vec![5.0, 5.0, 90.0])
+    );
+    assert_eq!(w.effective, w.learned.clone().unwrap());
+    let mut book = lab.control.monitors().clone();
+    book.add_demand(&[("jp".to_owned(), 1)], lab.now);
+    let saved = book.take_save(lab.now.plus_secs(10)).expect("new demand is saved within 10 s");
+    let back = vantage_control::monitors::Monitors::restore(Some(&saved));
+    assert_eq!((back.demand(lab.now)["sg"], back.demand(lab.now)["jp"]), (900, 51), "it survives a restart");
+    assert!(back.state(id).is_some());
+}

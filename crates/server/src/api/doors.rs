@@ -116,6 +116,10 @@ pub(crate) fn redirect(app: &App, uri: &Uri, headers: &HeaderMap, peer: SocketAd
         place: app.place(client),
     };
     let label = tenant_label(&doors, tenant);
+    // A visit for a tenant that exists counts for its region, served or not.
+    if doors.tenants.contains_key(tenant) {
+        crate::demand::count(app, &doors, (client, visit.place.as_ref()), crate::demand::Source::Door);
+    }
     let found = |location: String| ([(header::LOCATION, location)], [(header::CACHE_CONTROL, "no-store")]);
     match doors.choose(&visit, rand::random()) {
         Ok(m) => {

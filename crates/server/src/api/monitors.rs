@@ -12,7 +12,7 @@ use axum::routing::get;
 use vantage_control::monitors::EndpointKey;
 use vantage_core::Timestamp;
 use vantage_core::ids::MonitorId;
-use vantage_core::monitor::{Monitor, global_verdict};
+use vantage_core::monitor::Monitor;
 
 use super::history::Range;
 use super::{Api, Op};
@@ -52,11 +52,16 @@ fn find(app: &App, id: i64) -> Result<Monitor, ApiError> {
 
 /// A monitor's verdict as the API shows it.
 pub(crate) fn verdict_view(app: &App, id: i64, m: &Monitor) -> MonitorVerdictView {
-    let state = app.view().monitors.state(MonitorId(id)).cloned().unwrap_or_default();
+    // One published view for all of it; the verdict and its reasons as the core took them last,
+    // computed here only before the first.
+    let view = app.view();
+    let state = view.monitors.state(MonitorId(id)).cloned().unwrap_or_default();
     let at = now();
-    let interval_s = app.config().monitor_check(m).check.interval_s();
+    let interval_s = view.config.monitor_check(m).check.interval_s();
     let health = state.health(m, interval_s, at);
-    let weights = global_verdict(m, &health);
+    let shares = view.monitors.weights(m, at);
+    let weights =
+        state.verdict.map_or_else(|| vantage_control::monitors::weighed(m, &health, &shares), |v| v.verdict);
     let regions = m
         .regions
         .iter()
@@ -89,6 +94,12 @@ pub(crate) fn verdict_view(app: &App, id: i64, m: &Monitor) -> MonitorVerdictVie
         down_weight: weights.down_weight_pct / 100.0,
         stale_weight: weights.stale_weight_pct / 100.0,
         reasons: weights.reasons,
+        weighting: m.weighting,
+        weights: shares,
+        demand: {
+            let day = view.monitors.demand(at);
+            m.regions.iter().map(|r| day.get(&r.region).copied().unwrap_or(0)).collect()
+        },
         regions,
         // The order players get, as published (with its hysteresis), not computed again.
         pathway_priority: app.steering().find(&id.to_string()).map(|s| s.order.clone()).unwrap_or_default(),

@@ -4,9 +4,10 @@
 //! draft), read from the steering table of the control core's published view (never waiting
 //! for it). Players on other origins read them: CORS as configured, preflights answered.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -94,6 +95,13 @@ fn steer(app: &App, monitor: &str, format: Format, req: &Request) -> Response {
     let Some(found) = table.find(monitor) else {
         return (StatusCode::NOT_FOUND, cors, "no such monitor\n").into_response();
     };
+    // The player's address (behind trusted proxies, as the doors take it) counts for its region.
+    if let Some(ConnectInfo(peer)) = req.extensions().get::<ConnectInfo<SocketAddr>>() {
+        let forwarded = req.headers().get("x-forwarded-for").and_then(|v| v.to_str().ok());
+        let doors = app.doors();
+        let client = doors.settings.client(peer.ip(), forwarded);
+        crate::demand::count(app, &doors, (client, app.place(client).as_ref()), crate::demand::Source::Steer);
+    }
     let query = req.uri().query();
     let reload_uri = reload_uri(monitor, format, query);
     let order = found.for_player(current_pathway(format, query).as_deref());

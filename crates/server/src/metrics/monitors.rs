@@ -49,6 +49,32 @@ pub(crate) struct MonitorFamilies {
     tuple: Family<TupleLabels, Gauge>,
     ttfb: Family<MonitorRegionLabels, Histogram, fn() -> Histogram>,
     order_changes: Family<MonitorLabel, Counter>,
+    weight: Family<WeightLabels, FloatGauge>,
+    demand: Family<DemandLabels, Counter>,
+    demand_day: Family<RegionLabel, Gauge>,
+}
+
+/// One of a monitor region's weights.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct WeightLabels {
+    pub monitor: String,
+    pub region: String,
+    /// `configured`, `learned` or `effective`.
+    pub weights: &'static str,
+}
+
+/// Requests from a region's clients, by where Vantage saw them.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct DemandLabels {
+    pub region: String,
+    /// `door` or `steer`.
+    pub source: &'static str,
+}
+
+/// A region.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RegionLabel {
+    pub region: String,
 }
 
 impl MonitorFamilies {
@@ -60,7 +86,25 @@ impl MonitorFamilies {
             tuple: Family::default(),
             ttfb: Family::new_with_constructor(ttfb_histogram),
             order_changes: Family::default(),
+            weight: Family::default(),
+            demand: Family::default(),
+            demand_day: Family::default(),
         };
+        r.register(
+            "vantage_monitor_region_weight_ratio",
+            "A monitor region's share of the audience: as configured, as learned from demand, and what the verdict weighs by",
+            f.weight.clone(),
+        );
+        r.register(
+            "vantage_demand_requests",
+            "Requests from a region's clients that Vantage saw: door redirects and steering polls",
+            f.demand.clone(),
+        );
+        r.register(
+            "vantage_demand_day_requests",
+            "Requests from a region's clients over the last day, which learned weights are shares of",
+            f.demand_day.clone(),
+        );
         r.register(
             "vantage_monitor_verdict",
             "A monitor's global verdict, higher is healthier: 2 healthy, 1 degraded, 0 down, -1 not yet known",
@@ -90,12 +134,22 @@ impl MonitorFamilies {
         f
     }
 
+    /// A request from `region`'s clients, seen at `source` (`door` or `steer`).
+    pub(crate) fn demand(&self, region: &str, source: &'static str) {
+        self.demand.get_or_create(&DemandLabels { region: region.to_owned(), source }).inc();
+    }
+
     /// Sets the gauges from every monitor's state (monitors and regions that went, go).
     pub(crate) fn set(&self, c: &Config, monitors: &Monitors, now: vantage_core::Timestamp) {
         self.verdict.clear();
         self.down.clear();
         self.age.clear();
         self.tuple.clear();
+        self.weight.clear();
+        self.demand_day.clear();
+        for (region, n) in monitors.demand(now) {
+            self.demand_day.get_or_create(&RegionLabel { region }).set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
         for (id, m) in &c.monitors {
             let m = &m.value;
             let state = monitors.state(MonitorId(*id));
@@ -107,6 +161,18 @@ impl MonitorFamilies {
             };
             let label = MonitorLabel { monitor: m.name.clone() };
             self.verdict.get_or_create(&label).set(value);
+            let w = monitors.weights(m, now);
+            let kinds = [
+                ("configured", Some(&w.configured)),
+                ("learned", w.learned.as_ref()),
+                ("effective", Some(&w.effective)),
+            ];
+            for (weights, shares) in kinds {
+                for (r, share) in m.regions.iter().zip(shares.into_iter().flatten()) {
+                    let labels = WeightLabels { monitor: m.name.clone(), region: r.region.clone(), weights };
+                    self.weight.get_or_create(&labels).set(share / 100.0);
+                }
+            }
             let Some(state) = state else { continue };
             // The core counts the changes; the counter catches up with its count (it starts
             // again from the saved count after a restart, as a counter reset).

@@ -70,6 +70,15 @@ pub struct MonitorVerdictView {
     pub stale_weight: f64,
     /// Which of §7's rules hold now (the budgets each weight is measured against).
     pub reasons: vantage_core::monitor::VerdictReasons,
+    /// What the verdict weighs regions by: `fixed`, `learned` or `blend`.
+    pub weighting: vantage_core::monitor::Weighting,
+    /// Each region's share of the audience, %, in the order of `regions`: as configured, as
+    /// learned from the demand of the last day (absent before any), and what the verdict
+    /// weighs by.
+    pub weights: vantage_core::demand::Weights,
+    /// Requests from each of its regions' clients over the last day (door redirects and
+    /// steering polls), in the order of `regions`: what the learned weights are shares of.
+    pub demand: Vec<u64>,
     pub regions: Vec<RegionVerdictView>,
     /// The steering order now.
     pub pathway_priority: Vec<String>,

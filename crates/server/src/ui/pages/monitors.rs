@@ -4,6 +4,7 @@
 
 use super::*;
 use vantage_core::monitor::MonitorInput;
+use vantage_core::monitor::Weighting;
 
 /// How the weights stand against the budgets. The colours are the verdict's own reasons
 /// (down budget spent, stale budget spent), so the badge that turns red or amber is the one
@@ -100,6 +101,8 @@ struct RegionRow {
     pathway: String,
     /// Share of the audience.
     weight: String,
+    /// Its share learned from demand, and what the verdict weighs it by.
+    learned: String,
     health: Markup,
     /// `1 of 5`: failing probes among the window's.
     failures: String,
@@ -111,6 +114,20 @@ struct RegionRow {
     age: String,
     ttfb: String,
     probed: Markup,
+}
+
+/// Region `i`'s learned share and the share the verdict weighs it by, when the monitor learns
+/// (`—` when it weighs by the configured weights alone, or has seen no demand yet).
+fn learned(v: &views::MonitorVerdict, i: usize) -> String {
+    let (Some(l), Some(e)) = (v.weights.learned.as_ref().and_then(|l| l.get(i)), v.weights.effective.get(i))
+    else {
+        return "—".to_owned();
+    };
+    let requests = v.demand.get(i).copied().unwrap_or(0);
+    match v.weighting {
+        Weighting::Fixed => format!("{} of {requests} requests (not used)", pct(*l)),
+        _ => format!("{} of {requests} requests · weighs {}", pct(*l), pct(*e)),
+    }
 }
 
 fn region_row(
@@ -131,6 +148,7 @@ fn region_row(
         name: names.get(&r.region).cloned().unwrap_or_else(|| r.region.clone()),
         pathway: r.pathway.clone(),
         weight: format!("{} ({})", num(r.weight), pct(share)),
+        learned: "—".to_owned(),
         health: format::region_health(&word(&r.health)),
         failures: format!("{} of {}", r.failures, r.probes),
         reachable: format::yes_no(r.reachable),
@@ -166,6 +184,8 @@ struct MonitorPage {
     quorum: String,
     max_age: String,
     steering_ttl_s: u32,
+    /// What the verdict weighs regions by, in words.
+    weighting: String,
     regions: Vec<RegionRow>,
     steering: Vec<String>,
     ranges: Vec<(&'static str, &'static str, bool)>,
@@ -286,10 +306,25 @@ pub(in crate::ui) async fn monitor(
         since: time_or(verdict.since, at, "no probe yet"),
         weights: weights(&verdict, def),
         check,
+        weighting: match def.weighting {
+            Weighting::Fixed => "as configured".to_owned(),
+            w => format!(
+                "{} from the demand of the last day, at least {} a region{}",
+                if w == Weighting::Learned {
+                    "learned"
+                } else {
+                    "the mean of the configured and those learned"
+                },
+                pct(def.learned_floor_pct),
+                if verdict.weights.learned.is_none() { " (no demand seen yet: as configured)" } else { "" }
+            ),
+        },
         quorum: format!("{} of the last {} probes", def.failure_quorum, def.quorum_window),
         max_age: format::seconds(Some(f64::from(def.max_segment_age_s))),
         steering_ttl_s: def.steering_ttl_s,
-        regions: verdict.regions.iter().map(|r| region_row(r, total, &names, at)).collect(),
+        regions: (verdict.regions.iter().enumerate())
+            .map(|(i, r)| RegionRow { learned: learned(&verdict, i), ..region_row(r, total, &names, at) })
+            .collect(),
         steering: verdict.pathway_priority,
         ranges: range_tabs(range),
         changes,
