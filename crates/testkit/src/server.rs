@@ -159,6 +159,24 @@ struct Shared {
     requests: Mutex<Vec<SeenRequest>>,
     proxy: Mutex<Vec<ProxySeen>>,
     sni: Mutex<Vec<Option<String>>>,
+    /// How long an HTTP answer waits, ms, and by how much it varies either way, %.
+    delay: Mutex<(u64, u64)>,
+    /// The state of the variation's number sequence.
+    noise: AtomicU64,
+}
+
+impl Shared {
+    /// The wait of the next answer: the delay, moved by up to its variation either way.
+    fn next_delay(&self) -> Duration {
+        let (ms, pct) = *lock(&self.delay);
+        if ms == 0 {
+            return Duration::ZERO;
+        }
+        // A linear congruential sequence: spread enough for a test's noise, no dependency.
+        let x = self.noise.fetch_add(1, Ordering::Relaxed).wrapping_mul(6_364_136_223_846_793_005);
+        let unit = ((x >> 33) as f64 / f64::from(1u32 << 31)) * 2.0 - 1.0; // [-1, 1)
+        Duration::from_micros((ms as f64 * 1000.0 * (1.0 + unit * pct as f64 / 100.0)).max(0.0) as u64)
+    }
 }
 
 /// A poisoned lock only means another test thread panicked; the data is still usable.
@@ -207,6 +225,8 @@ impl EdgeServer {
             requests: Mutex::new(Vec::new()),
             proxy: Mutex::new(Vec::new()),
             sni: Mutex::new(Vec::new()),
+            delay: Mutex::new((0, 0)),
+            noise: AtomicU64::new(1),
         });
         let task = tokio::spawn(serve(listener, shared.clone()));
         Ok(EdgeServer { addr, shared, task: Mutex::new(Some(task)) })
@@ -226,6 +246,12 @@ impl EdgeServer {
     /// Changes the status of [`Behavior::Health`] answers from now on.
     pub fn set_status(&self, status: u16) {
         self.shared.status.store(status, Ordering::Relaxed);
+    }
+
+    /// From now on every HTTP answer waits `ms` milliseconds, varied by up to `jitter_pct` %
+    /// either way (a slow or distant edge, with noise).
+    pub fn set_delay(&self, ms: u64, jitter_pct: u64) {
+        *lock(&self.shared.delay) = (ms, jitter_pct);
     }
 
     /// Changes the body of [`Behavior::Health`] and [`Behavior::Chunked`] answers from now on.
@@ -489,7 +515,13 @@ where
     builder.auto_date_header(shared.opts.behavior != Behavior::Hls);
     let svc = service_fn(move |req: Request<Incoming>| {
         let shared = shared.clone();
-        async move { Ok::<_, Infallible>(respond(&shared, &req)) }
+        async move {
+            let wait = shared.next_delay();
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            Ok::<_, Infallible>(respond(&shared, &req))
+        }
     });
     let _ = builder.serve_connection(TokioIo::new(io), svc).await;
 }

@@ -21,6 +21,7 @@ mod geo;
 mod harness;
 mod honest;
 mod hostile;
+mod latency;
 mod limits;
 mod maintenance;
 mod metrics;
