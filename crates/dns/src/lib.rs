@@ -10,6 +10,7 @@
 //! in as values.
 
 mod client;
+mod demand;
 mod error;
 mod geo;
 mod lines;
@@ -23,6 +24,7 @@ mod table;
 mod wire;
 
 pub use client::{query_a, query_a_with_ttl};
+pub use demand::DnsDemand;
 pub use error::Error;
 pub use geo::{GeoDb, GeoFileInfo, Located};
 pub use metrics::DnsMetrics;

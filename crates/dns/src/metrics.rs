@@ -1,5 +1,5 @@
 //! Query counters for `/metrics`: by zone and response code, address answers by cluster and
-//! line, plus truncated and dropped.
+//! line, plus truncated and dropped; and the demand the address answers show ([`DnsDemand`]).
 //!
 //! The counters live in a [`prometheus_client`] family so the control plane registers them
 //! once. The hot path never touches the family: each UDP worker resolves plain
@@ -11,6 +11,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
+use crate::demand::{DnsDemand, LocalDemand};
 use crate::table::AnswerTable;
 use crate::wire::Answered;
 
@@ -71,6 +72,7 @@ pub struct DnsMetrics {
     lines: Family<LineLabels, Counter>,
     truncated: Counter,
     dropped: Counter,
+    demand: DnsDemand,
 }
 
 impl DnsMetrics {
@@ -80,8 +82,8 @@ impl DnsMetrics {
     }
 
     /// Adds the counters to `registry`: `vantage_dns_queries_total{zone,rcode}`,
-    /// `vantage_dns_line_answers_total{cluster,line}`, `vantage_dns_truncated_total` and
-    /// `vantage_dns_dropped_total`.
+    /// `vantage_dns_line_answers_total{cluster,line}`, `vantage_dns_truncated_total`,
+    /// `vantage_dns_dropped_total` and `vantage_dns_demand_unattributed_total`.
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "vantage_dns_queries",
@@ -102,6 +104,11 @@ impl DnsMetrics {
             "vantage_dns_dropped",
             "Datagrams dropped without an answer (not a query, or too short to answer)",
             self.dropped.clone(),
+        );
+        registry.register(
+            "vantage_dns_demand_unattributed",
+            "Address answers left out of demand by region: their client's network found the bound of networks counted between two hand-overs (16,384) full",
+            self.demand.unattributed.clone(),
         );
     }
 
@@ -134,12 +141,20 @@ impl DnsMetrics {
         self.lines.get_or_create_owned(&LineLabels { cluster: cluster.to_owned(), line: line.to_owned() })
     }
 
+    /// The address answers by the network that chose their line, not yet taken.
+    pub fn demand(&self) -> &DnsDemand {
+        &self.demand
+    }
+
     /// Counts one answer the slow way (the TCP path): a family lookup per call.
     pub(crate) fn count(&self, table: &AnswerTable, a: &Answered) {
         let zone = a.zone.and_then(|z| table.zones.get(z as usize)).map_or("", |z| z.label.as_str());
         self.counter(zone, a.rcode).inc();
-        if let Some((cluster, line)) = a.line.and_then(|(s, c)| table.line_name(s, c)) {
-            self.line_counter(cluster, line).inc();
+        if let Some(given) = a.line {
+            if let Some((cluster, line)) = table.line_name(given.steering, given.choice) {
+                self.line_counter(cluster, line).inc();
+            }
+            self.demand.add(given.client);
         }
     }
 
@@ -154,7 +169,7 @@ impl DnsMetrics {
 
 /// Counter handles for one answer table: NOERROR and NXDOMAIN per zone, every code for
 /// answers given from no zone, address answers per cluster and line. Built once per table
-/// swap by each worker.
+/// swap by each worker. The worker's demand counts live here too, kept across swaps.
 #[derive(Debug)]
 pub(crate) struct TableCounters {
     generation: u64,
@@ -164,6 +179,7 @@ pub(crate) struct TableCounters {
     other: Vec<Counter>,
     truncated: Counter,
     dropped: Counter,
+    demand: LocalDemand,
 }
 
 impl TableCounters {
@@ -196,7 +212,13 @@ impl TableCounters {
             other,
             truncated: metrics.truncated_counter().clone(),
             dropped: metrics.dropped_counter().clone(),
+            demand: LocalDemand::new(),
         }
+    }
+
+    /// The counters of a new `table`, with the demand counted so far.
+    pub(crate) fn renew(self, metrics: &DnsMetrics, table: &AnswerTable) -> Self {
+        TableCounters { demand: self.demand, ..TableCounters::new(metrics, table) }
     }
 
     pub(crate) fn generation(&self) -> u64 {
@@ -204,10 +226,15 @@ impl TableCounters {
     }
 
     /// Counts one answer.
-    pub(crate) fn count(&self, a: &Answered) {
+    pub(crate) fn count(&mut self, a: &Answered, metrics: &DnsMetrics) {
         let Answered { zone, line, rcode, truncated } = *a;
-        if let Some(c) = line.and_then(|(s, c)| self.lines.get(s as usize)?.get(c as usize)) {
-            c.inc();
+        if let Some(given) = line {
+            if let Some(c) =
+                self.lines.get(given.steering as usize).and_then(|l| l.get(given.choice as usize))
+            {
+                c.inc();
+            }
+            self.demand.add(given.client, &metrics.demand);
         }
         let zone_counter = zone.and_then(|z| self.zones.get(z as usize)).and_then(|c| match rcode {
             Rcode::NoError => Some(&c[0]),
@@ -231,5 +258,10 @@ impl TableCounters {
 
     pub(crate) fn count_dropped(&self) {
         self.dropped.inc();
+    }
+
+    /// Hands the demand counted to `metrics` when it is due (once a second).
+    pub(crate) fn merge_demand(&mut self, metrics: &DnsMetrics) {
+        self.demand.merge_if_due(&metrics.demand);
     }
 }

@@ -225,7 +225,10 @@ fn udp_worker(socket: &UdpSocket, answers: &Answers, metrics: &DnsMetrics, stop:
                     n
                 }
                 // The receive timeout (UDP_POLL) expired: look at the stop flag.
-                Err(Errno::EAGAIN | Errno::EINTR) => continue,
+                Err(Errno::EAGAIN | Errno::EINTR) => {
+                    counters.merge_demand(metrics);
+                    continue;
+                }
                 Err(e) => {
                     // ICMP errors of earlier sends surface here (ECONNREFUSED); nothing to do.
                     tracing::debug!(error = %e, "UDP receive error");
@@ -236,7 +239,7 @@ fn udp_worker(socket: &UdpSocket, answers: &Answers, metrics: &DnsMetrics, stop:
 
         let table = answers.guard();
         if table.generation() != counters.generation() {
-            counters = TableCounters::new(metrics, &table);
+            counters = counters.renew(metrics, &table);
         }
         let mut ready = 0;
         replies.clear();
@@ -253,12 +256,13 @@ fn udp_worker(socket: &UdpSocket, answers: &Answers, metrics: &DnsMetrics, stop:
                 counters.count_dropped();
                 continue;
             };
-            counters.count(&a);
+            counters.count(&a, metrics);
             replies.push(SocketAddrAny::from(src));
             ready += 1;
         }
         drop(table);
         send_all(socket, &outs[..ready], &replies);
+        counters.merge_demand(metrics);
     }
 }
 

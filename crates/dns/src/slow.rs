@@ -12,7 +12,7 @@ use hickory_proto::rr::{DNSClass, Record, RecordType};
 
 use crate::metrics::Rcode;
 use crate::table::{AnswerTable, address_records, wire};
-use crate::wire::{Answered, Ecs, Transport, client_address};
+use crate::wire::{Answered, Ecs, LineGiven, Transport, client_address};
 
 /// Answers `query` into `out`; `None` to drop it (shorter than a header, or a response).
 pub(crate) fn respond(
@@ -78,8 +78,9 @@ pub(crate) fn respond(
     reply.zone = Some(node.zone);
     let owner = query.name().clone();
     let ecs = reply.ecs;
+    let chooser = client_address(ecs, client);
     let steered = |scope: &mut u8| -> u32 {
-        let (choice, s) = table.choose(node, client_address(ecs, client)).unwrap_or((0, 0));
+        let (choice, s) = table.choose(node, chooser).unwrap_or((0, 0));
         if ecs.is_some_and(|e| e.source > 0) {
             *scope = s;
         }
@@ -90,7 +91,7 @@ pub(crate) fn respond(
     match qtype {
         RecordType::A | RecordType::AAAA | RecordType::ANY => {
             let choice = steered(&mut scope);
-            reply.line = AnswerTable::line_of(node, choice);
+            reply.line = AnswerTable::line_of(node, choice, chooser);
             let (ips, ttl) = table.addresses(node, choice, zone.ttl);
             if qtype != RecordType::AAAA {
                 answers.extend(address_records(&owner, ttl, ips, RecordType::A));
@@ -151,8 +152,8 @@ struct Reply<'m> {
     max_udp: u16,
     transport: Transport,
     zone: Option<u32>,
-    /// The line an address answer gave: (steering, choice).
-    line: Option<(u32, u32)>,
+    /// The line an address answer gave.
+    line: Option<LineGiven>,
     ecs: Option<Ecs>,
     scope: u8,
     answers: Vec<Record>,

@@ -24,6 +24,7 @@ use crate::geo::GeoDb;
 
 use crate::lines::LineChooser;
 use crate::settings::DnsSettings;
+use crate::wire::LineGiven;
 
 /// One cluster's records in one revision: the input of [`AnswerTable::build`], and of
 /// [`crate::Publisher::publish`].
@@ -379,10 +380,10 @@ impl AnswerTable {
         Some((s.cluster.as_str(), s.line_names.get(choice as usize)?.as_str()))
     }
 
-    /// The line choice of a steered node as the counters name it: (steering, choice).
-    pub(crate) fn line_of(node: &Node, choice: u32) -> Option<(u32, u32)> {
+    /// The line choice of a steered node, made for `client`, as the counters name it.
+    pub(crate) fn line_of(node: &Node, choice: u32, client: IpAddr) -> Option<LineGiven> {
         match node.addresses {
-            Addresses::Steered(s) => Some((s, choice)),
+            Addresses::Steered(steering) => Some(LineGiven { steering, choice, client }),
             Addresses::Fixed(_) => None,
         }
     }

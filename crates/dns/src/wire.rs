@@ -24,18 +24,28 @@ pub enum Transport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Answered {
     pub(crate) zone: Option<u32>,
-    /// The line a steered address answer gave whole (not truncated): (steering, choice) of
-    /// the table.
-    pub(crate) line: Option<(u32, u32)>,
+    /// The line a steered address answer gave whole (not truncated).
+    pub(crate) line: Option<LineGiven>,
     pub(crate) rcode: Rcode,
     pub(crate) truncated: bool,
+}
+
+/// The line a steered address answer gave, and who it was chosen for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LineGiven {
+    /// The steering of the table (a cluster's names).
+    pub(crate) steering: u32,
+    /// The line within it.
+    pub(crate) choice: u32,
+    /// The address that chose it: the client subnet's, else the sender's.
+    pub(crate) client: IpAddr,
 }
 
 impl Answered {
     /// An answer on `zone` (a steered address answer: on `line` too). The line counts only
     /// for an answer given whole: a truncated one gave no records, and the client's retry over
     /// TCP is the one counted.
-    pub(crate) fn new(zone: Option<u32>, line: Option<(u32, u32)>, rcode: Rcode, truncated: bool) -> Self {
+    pub(crate) fn new(zone: Option<u32>, line: Option<LineGiven>, rcode: Rcode, truncated: bool) -> Self {
         let line = line.filter(|_| rcode == Rcode::NoError && !truncated);
         Answered { zone, line, rcode, truncated }
     }
@@ -187,11 +197,12 @@ pub(crate) fn fast(
             TYPE_A | TYPE_AAAA => {
                 let set = if qtype == TYPE_A { &node.a } else { &node.aaaa };
                 let ecs = opt.and_then(|o| o.ecs);
-                let (choice, s) = table.choose(node, client_address(ecs, client)).unwrap_or((0, 0));
+                let chooser = client_address(ecs, client);
+                let (choice, s) = table.choose(node, chooser).unwrap_or((0, 0));
                 if ecs.is_some_and(|e| e.source > 0) {
                     scope = s;
                 }
-                line = AnswerTable::line_of(node, choice);
+                line = AnswerTable::line_of(node, choice, chooser);
                 set.get(choice as usize)?
             }
             TYPE_SOA => &node.soa,

@@ -1,7 +1,9 @@
 //! Demand by region from Vantage's own traffic (SPEC §10a): each door redirect and steering
 //! poll whose client a region claims (by its networks, else its places) is counted — in
 //! `/metrics` at once, and handed to the control core in batches, where monitors that learn
-//! their audience weights weigh by it.
+//! their audience weights weigh by it. The DNS server counts its address answers by the
+//! client's network ([`vantage_dns::DnsDemand`]); each network is placed in a region here,
+//! once per hand-over, off the query path.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -11,6 +13,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use vantage_control::mirrors::doors::Doors;
 use vantage_core::geo::Place;
+use vantage_dns::DnsMetrics;
 
 use crate::app::App;
 use crate::owner::Input;
@@ -25,6 +28,8 @@ pub(crate) enum Source {
     Door,
     /// A player's steering poll (`/steer`).
     Steer,
+    /// An address answer of the DNS server, by the client subnet or the resolver.
+    Dns,
 }
 
 impl Source {
@@ -32,6 +37,7 @@ impl Source {
         match self {
             Source::Door => "door",
             Source::Steer => "steer",
+            Source::Dns => "dns",
         }
     }
 }
@@ -42,9 +48,9 @@ impl Source {
 pub(crate) struct Pending(Mutex<BTreeMap<String, u64>>);
 
 impl Pending {
-    fn add(&self, region: &str) {
+    fn add(&self, region: &str, n: u64) {
         let mut m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        *m.entry(region.to_owned()).or_default() += 1;
+        *m.entry(region.to_owned()).or_default() += n;
     }
 
     fn take(&self) -> Vec<(String, u64)> {
@@ -54,22 +60,54 @@ impl Pending {
 }
 
 /// Counts a request from `client` (placed at `place` by the geo databases) seen at `source`,
-/// when a region of `doors` (the published doors the request was answered from) claims it.
-pub(crate) fn count(app: &App, doors: &Doors, (client, place): (IpAddr, Option<&Place>), source: Source) {
-    if let Some(region) = doors.region_of(client, place) {
-        app.metrics().monitors().demand(region, source.label());
-        app.demand().add(region);
+/// when a region of `doors` (the published doors the request was answered from) claims it;
+/// returns that region.
+pub(crate) fn count<'d>(
+    app: &App,
+    doors: &'d Doors,
+    (client, place): (IpAddr, Option<&Place>),
+    source: Source,
+) -> Option<&'d str> {
+    count_n(app, doors, (client, place), source, 1)
+}
+
+fn count_n<'d>(
+    app: &App,
+    doors: &'d Doors,
+    (client, place): (IpAddr, Option<&Place>),
+    source: Source,
+    n: u64,
+) -> Option<&'d str> {
+    let region = doors.region_of(client, place)?;
+    app.metrics().monitors().demand(region, source.label(), n);
+    app.demand().add(region, n);
+    Some(region)
+}
+
+/// Places the networks the DNS server counted since the last call in their regions (a geo
+/// look-up each, on a blocking thread: up to 16,384 of them).
+async fn place_dns(app: &Arc<App>, dns: &Arc<DnsMetrics>) {
+    let (app, dns) = (app.clone(), dns.clone());
+    let placed = tokio::task::spawn_blocking(move || {
+        let doors = app.doors();
+        for (network, n) in dns.demand().take() {
+            count_n(&app, &doors, (network, app.place(network).as_ref()), Source::Dns, n);
+        }
+    });
+    if let Err(e) = placed.await {
+        tracing::warn!(error = %e, "placing the DNS demand failed");
     }
 }
 
 /// Hands the counts to the control core every few seconds, and once more when `stopped`.
-pub(crate) async fn hand_over(app: Arc<App>, mut stopped: watch::Receiver<bool>) {
+pub(crate) async fn hand_over(app: Arc<App>, dns: Arc<DnsMetrics>, mut stopped: watch::Receiver<bool>) {
     let mut every = tokio::time::interval(HANDED_EVERY);
     loop {
         let stopping = tokio::select! {
             _ = every.tick() => false,
             _ = stopped.changed() => true,
         };
+        place_dns(&app, &dns).await;
         let counts = app.demand().take();
         if (!counts.is_empty() && app.owner().tell(Input::Demand(counts)).await.is_err()) || stopping {
             return;

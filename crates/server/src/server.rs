@@ -256,7 +256,6 @@ impl Server {
         let saves = tokio::spawn(writer.run(app.store().clone()));
         let watcher = tokio::spawn(crate::mirrors::watch(app.clone(), stopped.clone()));
         tasks.push(tokio::spawn(crate::geo::watch(app.clone(), geo_read, stopped.clone())));
-        tasks.push(tokio::spawn(crate::demand::hand_over(app.clone(), stopped.clone())));
         let (stop_lease, lease_stopped) = watch::channel(false);
         let lease = tokio::spawn(crate::replicas::lease(app.clone(), lease_stopped));
         let follow = tokio::spawn(crate::replicas::follow(app.clone(), stopped.clone()));
@@ -266,6 +265,7 @@ impl Server {
         }
         let dns_metrics = Arc::new(vantage_dns::DnsMetrics::new());
         app.metrics().register_dns(&dns_metrics);
+        tasks.push(tokio::spawn(crate::demand::hand_over(app.clone(), dns_metrics.clone(), stopped.clone())));
         let dns_config = vantage_dns::DnsConfig {
             listen: settings.dns_listen,
             tcp_max_connections: limits.dns_tcp.total,

@@ -167,6 +167,25 @@ async fn lines_answer_by_network_then_as_country_and_continent_and_follow_the_da
         assert!(start.elapsed() < Duration::from_secs(10), "{v}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Its clients' DNS queries are its demand (SPEC §10a): three address answers chosen by a
+    // Tokyo subnet count for ap-jp, placed when the server hands the counts over (every 5 s).
+    // (The earlier one may count too, if it was placed after the region came.)
+    for _ in 0..3 {
+        as_client(dns, "100.64.0.9").await;
+    }
+    let start = Instant::now();
+    loop {
+        let metrics = s.metrics().await;
+        let counted = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(r#"vantage_demand_requests_total{region="ap-jp",source="dns"} "#))
+            .and_then(|n| n.parse::<u64>().ok());
+        if counted.is_some_and(|n| (3..=4).contains(&n)) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "{counted:?} in:\n{metrics}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     // A new country database: Tokyo's network now in Germany, answered within seconds.
     replace(&country_db, |p| countries(p, "DE"));

@@ -97,7 +97,7 @@ impl MonitorFamilies {
         );
         r.register(
             "vantage_demand_requests",
-            "Requests from a region's clients that Vantage saw: door redirects and steering polls",
+            "Requests from a region's clients that Vantage saw: door redirects, steering polls and DNS address answers (by the client subnet, else the resolver)",
             f.demand.clone(),
         );
         r.register(
@@ -134,9 +134,9 @@ impl MonitorFamilies {
         f
     }
 
-    /// A request from `region`'s clients, seen at `source` (`door` or `steer`).
-    pub(crate) fn demand(&self, region: &str, source: &'static str) {
-        self.demand.get_or_create(&DemandLabels { region: region.to_owned(), source }).inc();
+    /// `n` requests from `region`'s clients, seen at `source` (`door`, `steer` or `dns`).
+    pub(crate) fn demand(&self, region: &str, source: &'static str, n: u64) {
+        self.demand.get_or_create(&DemandLabels { region: region.to_owned(), source }).inc_by(n);
     }
 
     /// Sets the gauges from every monitor's state (monitors and regions that went, go).
