@@ -47,6 +47,9 @@ pub enum Relayed {
     Freshness { host: String, reading: FreshnessReading },
     /// See [`Control::handle_check_run`].
     CheckRun { regions: Option<Vec<String>> },
+    /// See [`Control::handle_demand`]: requests this replica served, by region, so that every
+    /// replica — the lease holder above all, which saves the day — weighs the whole audience.
+    Demand { counts: Vec<(String, u64)> },
 }
 
 impl Output {
@@ -175,6 +178,7 @@ impl Control {
             Relayed::CheckRun { regions } => {
                 let _ = self.handle_check_run(regions, now);
             }
+            Relayed::Demand { counts } => self.handle_demand(&counts, now),
         }
     }
 

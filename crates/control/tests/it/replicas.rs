@@ -296,3 +296,17 @@ fn a_follower_takes_the_lease_holders_latency_order_with_its_records() {
     follower.control.handle_revision(r, follower.now);
     assert_eq!(order(&follower), [g2.0, g1.0], "the holder's order, with its records");
 }
+
+/// Demand another replica served reaches this core as it travels (JSON through the shared
+/// database) and adds to this replica's own: the lease holder, which saves the day and alerts,
+/// weighs the audience of every replica.
+#[test]
+fn demand_another_replica_served_adds_to_this_ones() {
+    let (mut holder, _, _) = twin(Role::Leader);
+    let relayed = vantage_control::Relayed::Demand { counts: vec![("eu".into(), 7), ("us".into(), 3)] };
+    let wire = serde_json::to_string(&relayed).unwrap();
+    holder.control.handle_demand(&[("eu".to_owned(), 1)], holder.now);
+    holder.control.handle_relayed(serde_json::from_str(&wire).unwrap(), holder.now);
+    let day = holder.control.monitors().demand(holder.now);
+    assert_eq!(day, [("eu".to_owned(), 8), ("us".to_owned(), 3)].into());
+}
