@@ -13,10 +13,10 @@ use vantage_core::check::Check;
 use vantage_core::demand::{Demand, Weights, weights};
 use vantage_core::ids::MonitorId;
 use vantage_core::monitor::{
-    GlobalVerdict, Monitor, MonitorProbe, MonitorVerdict, RegionHealth, RegionWindow, Weighting,
-    global_verdict, global_verdict_by,
+    GlobalVerdict, Monitor, MonitorProbe, MonitorRegion, MonitorVerdict, RegionHealth, RegionWindow,
+    Weighting, global_verdict, global_verdict_by,
 };
-use vantage_core::result::{ErrorCode, ProbeResult, Stages};
+use vantage_core::result::{Attempt, ErrorCode, ProbeResult, Stages};
 use vantage_core::steering::{HOLD_TTLS, PathwayFigure, SteeringOrder, figures};
 use vantage_core::wire::EndpointTarget;
 
@@ -29,7 +29,9 @@ const HISTORY: usize = 500;
 /// Windows are saved at most this often while no verdict changes.
 const SAVED_EVERY_MS: i64 = 10_000;
 
-/// The key of one monitor endpoint: monitor, region code, endpoint index (`v{id}/{region}/{k}`).
+/// The key of one monitor endpoint: monitor, region code, endpoint index (`v{id}/{region}/{k}`),
+/// and for a monitor steered by the client's region, the other region whose probers measure
+/// it (`v{id}/{region}/{k}@{from}`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EndpointKey {
     pub monitor: MonitorId,
@@ -37,11 +39,17 @@ pub struct EndpointKey {
     pub region: String,
     /// Index into the region's endpoints.
     pub index: usize,
+    /// The region whose probers measure it for their own players' order, when not `region`'s.
+    pub from: Option<String>,
 }
 
 impl fmt::Display for EndpointKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "v{}/{}/{}", self.monitor, self.region, self.index)
+        write!(f, "v{}/{}/{}", self.monitor, self.region, self.index)?;
+        match &self.from {
+            Some(from) => write!(f, "@{from}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -49,12 +57,18 @@ impl FromStr for EndpointKey {
     type Err = ();
     fn from_str(s: &str) -> Result<Self, ()> {
         let rest = s.strip_prefix('v').ok_or(())?;
+        let (rest, from) = match rest.split_once('@') {
+            Some((rest, from)) if !from.is_empty() => (rest, Some(from.to_owned())),
+            Some(_) => return Err(()),
+            None => (rest, None),
+        };
         let (id, rest) = rest.split_once('/').ok_or(())?;
         let (region, index) = rest.rsplit_once('/').ok_or(())?;
         Ok(EndpointKey {
             monitor: MonitorId(id.parse().map_err(|_| ())?),
             region: region.to_owned(),
             index: index.parse().map_err(|_| ())?,
+            from,
         })
     }
 }
@@ -81,6 +95,21 @@ pub struct MonitorState {
     /// The content-steering order with its challenges (absent from older saves).
     #[serde(default)]
     pub steering: SteeringOrder,
+    /// Steered by the client's region: the newest probe each region's probers made of each
+    /// other region's endpoints (measuring region → measured region).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub seen_from: BTreeMap<String, BTreeMap<String, SeenFrom>>,
+    /// Steered by the client's region: each region's players' order.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_region: BTreeMap<String, SteeringOrder>,
+}
+
+/// One region's newest probe of another region's endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SeenFrom {
+    pub at: Timestamp,
+    /// Its time to first byte, ms (none: it failed).
+    pub ttfb_ms: Option<f64>,
 }
 
 impl MonitorState {
@@ -97,9 +126,27 @@ impl MonitorState {
 
     /// Each region's time to first byte of its newest probe, ms, in the monitor's order.
     pub fn ttfb(&self, m: &Monitor) -> Vec<Option<f64>> {
+        m.regions.iter().map(|r| self.own_ttfb(&r.region)).collect()
+    }
+
+    fn own_ttfb(&self, region: &str) -> Option<f64> {
+        self.windows.get(region).and_then(|w| w.latest()).and_then(|p| p.detail.ttfb_ms)
+    }
+
+    /// Each region's time to first byte as `from`'s probers measure it, ms, in the monitor's
+    /// order: `from`'s own endpoints by its window, the others by its probes of them no older
+    /// than `fresh_ms` at `now`.
+    pub fn ttfb_from(&self, m: &Monitor, from: &str, fresh_ms: i64, now: Timestamp) -> Vec<Option<f64>> {
+        let seen = self.seen_from.get(from);
         m.regions
             .iter()
-            .map(|r| self.windows.get(&r.region).and_then(|w| w.latest()).and_then(|p| p.detail.ttfb_ms))
+            .map(|r| {
+                if r.region == from {
+                    return self.own_ttfb(from);
+                }
+                let p = seen?.get(&r.region)?;
+                p.ttfb_ms.filter(|_| now.millis_since(p.at) <= fresh_ms)
+            })
             .collect()
     }
 }
@@ -194,16 +241,24 @@ impl Monitors {
         Some(serde_json::to_string(&saved).unwrap_or_default())
     }
 
-    /// States follow the configuration: monitors that went go, regions that left a monitor go.
+    /// States follow the configuration: monitors that went go, regions that left a monitor go,
+    /// and what steering by the client's region keeps goes when it is turned off.
     pub fn follow(&mut self, c: &Config) {
         let before = self.states.len();
         self.states.retain(|id, _| c.monitors.contains_key(&id.0));
         self.save.dirty |= before != self.states.len();
         for (id, s) in &mut self.states {
             if let Some(m) = c.monitors.get(&id.0) {
-                let windows = s.windows.len();
-                s.windows.retain(|r, _| m.value.regions.iter().any(|x| &x.region == r));
-                self.save.dirty |= windows != s.windows.len();
+                let m = &m.value;
+                let listed = |r: &String| m.regions.iter().any(|x| &x.region == r);
+                let kept = (s.windows.len(), s.seen_from.len(), s.by_region.len());
+                s.windows.retain(|r, _| listed(r));
+                s.seen_from.retain(|r, _| m.steer_by_client_region && listed(r));
+                for seen in s.seen_from.values_mut() {
+                    seen.retain(|r, _| listed(r));
+                }
+                s.by_region.retain(|r, _| m.steer_by_client_region && listed(r));
+                self.save.dirty |= kept != (s.windows.len(), s.seen_from.len(), s.by_region.len());
             }
         }
     }
@@ -219,17 +274,30 @@ impl Monitors {
     ) -> Option<MonitorChange> {
         let m = &c.monitors.get(&key.monitor.0)?.value;
         let state = self.states.entry(key.monitor).or_default();
+        if let Some(from) = &key.from {
+            // Another region's endpoint, measured for this region's players' order only: it
+            // says nothing of the endpoint's own region's health.
+            let listed = |r: &String| m.regions.iter().any(|x| &x.region == r);
+            if m.steer_by_client_region && listed(from) && listed(&key.region) {
+                let a = r.attempts.last()?;
+                let seen = SeenFrom { at: now, ttfb_ms: ttfb_of(r, a).filter(|_| !failed(a)) };
+                state.seen_from.entry(from.clone()).or_default().insert(key.region.clone(), seen);
+                self.save.dirty = true;
+            }
+            return None;
+        }
         let window = state.windows.entry(key.region.clone()).or_default();
         // One probe per result: a prober that sends many attempts does not fill the window
         // (and cannot take its region down) alone.
         if let Some(a) = r.attempts.last() {
-            let failed = !a.good() && a.error != Some(ErrorCode::Stale);
+            let failed = failed(a);
             let mut detail = r.hls.unwrap_or_default();
             if r.hls.is_none() {
                 // `http` checks: the tuple from the stages.
                 detail.reachable = a.stages.contains(Stages::RECEIVED);
                 detail.manifest_valid = a.good();
                 detail.segment_fetchable = a.good();
+                detail.ttfb_ms = ttfb_of(r, a);
             }
             window.push(MonitorProbe { at: now, failed, detail }, m.quorum_window);
         }
@@ -269,13 +337,50 @@ impl Monitors {
             let m = &m.value;
             let state = self.states.entry(id).or_default();
             let interval_s = c.monitor_check(m).check.interval_s();
-            let figures = figures(m, &state.health(m, interval_s, now), &state.ttfb(m));
+            let health = state.health(m, interval_s, now);
+            let all = figures(m, &health, &state.ttfb(m));
             let hold_ms = HOLD_TTLS * i64::from(m.steering_ttl_s) * 1000;
-            self.save.dirty |= state.steering.update(&figures, hold_ms, now);
-            let s = Steering { id, ttl_s: m.steering_ttl_s, order: state.steering.order.clone(), figures };
+            self.save.dirty |= state.steering.update(&all, hold_ms, now);
+            let mut by_region = BTreeMap::new();
+            if m.steer_by_client_region {
+                // A region's probes of the others count while its own window would (three
+                // intervals); each region starts from everyone's order.
+                let fresh_ms = 3 * i64::from(interval_s) * 1000;
+                for r in &m.regions {
+                    let figures = figures(m, &health, &state.ttfb_from(m, &r.region, fresh_ms, now));
+                    let global = &state.steering;
+                    let order = state.by_region.entry(r.region.clone()).or_insert_with(|| SteeringOrder {
+                        order: global.order.clone(),
+                        ..SteeringOrder::default()
+                    });
+                    self.save.dirty |= order.update(&figures, hold_ms, now);
+                    by_region.insert(r.region.clone(), Ordered { order: order.order.clone(), figures });
+                }
+            }
+            let s = Steering {
+                id,
+                ttl_s: m.steering_ttl_s,
+                everyone: Ordered { order: state.steering.order.clone(), figures: all },
+                by_region,
+            };
             by_name.insert(m.name.clone(), s);
         }
         SteeringTable { by_name }
+    }
+}
+
+/// Whether attempt `a` failed: unreachable, no valid manifest or no segment (a stale segment
+/// is not a failure; it degrades).
+fn failed(a: &Attempt) -> bool {
+    !a.good() && a.error != Some(ErrorCode::Stale)
+}
+
+/// The time to first byte of attempt `a` of `r`, ms: an `hls` check's own reading; for an
+/// `http` check, the time to its answer when it got one.
+fn ttfb_of(r: &ProbeResult, a: &Attempt) -> Option<f64> {
+    match r.hls {
+        Some(h) => h.ttfb_ms,
+        None => a.good().then(|| f64::from(a.rtt_us) / 1000.0),
     }
 }
 
@@ -285,6 +390,15 @@ pub struct Steering {
     pub id: MonitorId,
     /// Seconds before players reload.
     pub ttl_s: u32,
+    /// The order for every player (each pathway judged by its own regions' probes).
+    pub everyone: Ordered,
+    /// Steered by the client's region: each region's players' order, by that region's probes.
+    pub by_region: BTreeMap<String, Ordered>,
+}
+
+/// Pathways in order, with what the order was judged on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ordered {
     /// Pathways, preferred first.
     pub order: Vec<String>,
     /// What the order was judged on, for the players that say which pathway they are on.
@@ -292,9 +406,11 @@ pub struct Steering {
 }
 
 impl Steering {
-    /// The order for a player on `current` ([`vantage_core::steering::for_player`]).
-    pub fn for_player(&self, current: Option<&str>) -> Vec<String> {
-        vantage_core::steering::for_player(&self.order, &self.figures, current)
+    /// The order for a player in `region` (its region's order where the monitor keeps one,
+    /// else everyone's) on `current` ([`vantage_core::steering::for_player`]).
+    pub fn for_player(&self, region: Option<&str>, current: Option<&str>) -> Vec<String> {
+        let o = region.and_then(|r| self.by_region.get(r)).unwrap_or(&self.everyone);
+        vantage_core::steering::for_player(&o.order, &o.figures, current)
     }
 }
 
@@ -382,8 +498,15 @@ pub fn endpoint_targets(
                 checks.len() - 1
             }
         };
-        for (index, url) in r.endpoints.iter().enumerate() {
-            let key = EndpointKey { monitor: MonitorId(*id), region: region.to_owned(), index };
+        // Steered by the client's region: the other regions' endpoints too, for this region's
+        // players' order.
+        let others = m.value.regions.iter().filter(|o| m.value.steer_by_client_region && o.region != region);
+        let from = |o: &MonitorRegion| (o.region != region).then(|| region.to_owned());
+        let endpoints = std::iter::once(r)
+            .chain(others)
+            .flat_map(|o| o.endpoints.iter().enumerate().map(move |(index, url)| (o, index, url)));
+        for (o, index, url) in endpoints {
+            let key = EndpointKey { monitor: MonitorId(*id), region: o.region.clone(), index, from: from(o) };
             out.push(EndpointTarget {
                 key: key.to_string(),
                 url: url.clone(),
@@ -406,9 +529,13 @@ mod tests {
 
     #[test]
     fn endpoint_keys_round_trip() {
-        let k = EndpointKey { monitor: MonitorId(7), region: "ap-sg".into(), index: 2 };
+        let k = EndpointKey { monitor: MonitorId(7), region: "ap-sg".into(), index: 2, from: None };
         assert_eq!(k.to_string(), "v7/ap-sg/2");
+        assert_eq!(k.to_string().parse::<EndpointKey>(), Ok(k.clone()));
+        let k = EndpointKey { from: Some("eu-de".into()), ..k };
+        assert_eq!(k.to_string(), "v7/ap-sg/2@eu-de");
         assert_eq!(k.to_string().parse::<EndpointKey>(), Ok(k));
+        assert!("v7/ap-sg/2@".parse::<EndpointKey>().is_err());
         assert!("m/x.example.net".parse::<EndpointKey>().is_err());
         assert!("v7/ap-sg".parse::<EndpointKey>().is_err());
     }

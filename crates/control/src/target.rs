@@ -100,8 +100,12 @@ mod tests {
     #[test]
     fn subjects_round_trip_by_kind() {
         let address = TargetKey { node: NodeId(12), ip: "203.0.113.10".parse().unwrap(), port: 443 };
-        let endpoint =
-            EndpointKey { monitor: vantage_core::ids::MonitorId(7), region: "ap-sg".into(), index: 2 };
+        let endpoint = EndpointKey {
+            monitor: vantage_core::ids::MonitorId(7),
+            region: "ap-sg".into(),
+            index: 2,
+            from: None,
+        };
         for s in [
             Subject::Address(address),
             Subject::Mirror("mirror.example.net".into()),

@@ -1,7 +1,7 @@
 //! Monitors (§7): endpoints per region with an audience weight, a failure quorum per region
 //! and a weighted global verdict with down and stale budgets.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -138,6 +138,11 @@ pub struct Monitor {
     pub weighting: Weighting,
     /// The least share a learned weight gives a region, %.
     pub learned_floor_pct: f64,
+    /// Each region's players get the pathways in the order that region's probers measure
+    /// them (every region's probers then probe every region's endpoints); off: one order for
+    /// all, by each pathway's own regions' probes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub steer_by_client_region: bool,
 }
 
 /// What a monitor's verdict weighs its regions by.
@@ -206,6 +211,9 @@ pub struct MonitorInput {
     pub weighting: Weighting,
     /// The least share a learned weight gives a region, % (0–50, 5).
     pub learned_floor_pct: f64,
+    /// Order the pathways for each region's players by what that region's probers measure
+    /// of every pathway (false; needs two pathways or more).
+    pub steer_by_client_region: bool,
 }
 
 impl From<Monitor> for MonitorInput {
@@ -224,6 +232,7 @@ impl From<Monitor> for MonitorInput {
             steering_ttl_s: m.steering_ttl_s,
             weighting: m.weighting,
             learned_floor_pct: m.learned_floor_pct,
+            steer_by_client_region: m.steer_by_client_region,
         }
     }
 }
@@ -244,6 +253,7 @@ impl Default for MonitorInput {
             steering_ttl_s: 30,
             weighting: Weighting::Fixed,
             learned_floor_pct: DEFAULT_FLOOR_PCT,
+            steer_by_client_region: false,
         }
     }
 }
@@ -341,6 +351,13 @@ impl TryFrom<MonitorInput> for Monitor {
             .map(|(k, h)| allowed_host(&format!("allowed_hosts[{k}]"), h))
             .collect::<Result<Vec<_>>>()?;
         let regions_n = regions.len();
+        let pathways: BTreeSet<&str> = regions.iter().map(MonitorRegion::pathway).collect();
+        if i.steer_by_client_region && pathways.len() < 2 {
+            return Err(Error::invalid(
+                "steer_by_client_region",
+                "steering by the client's region orders pathways: give the regions two pathways or more",
+            ));
+        }
         let quorum_window = in_range("quorum_window", i.quorum_window, 1, 64)?;
         let failure_quorum = in_range("failure_quorum", i.failure_quorum, 1, quorum_window)?;
         let max_segment_age_s = in_range("max_segment_age_s", i.max_segment_age_s, 1, 86_400)?;
@@ -358,6 +375,7 @@ impl TryFrom<MonitorInput> for Monitor {
             steering_ttl_s: in_range("steering_ttl_s", i.steering_ttl_s, 1, 3600)?,
             weighting: i.weighting,
             learned_floor_pct: floor("learned_floor_pct", i.learned_floor_pct, regions_n)?,
+            steer_by_client_region: i.steer_by_client_region,
         })
     }
 }
@@ -719,6 +737,32 @@ pub(crate) mod tests {
         let v = global_verdict(&m, &[Healthy, Healthy, Healthy, Stale, Healthy, Healthy]);
         assert_eq!(v.global, GlobalVerdict::Degraded);
         assert_eq!(v.reasons, VerdictReasons { stale_budget_spent: true, ..VerdictReasons::default() });
+    }
+
+    #[test]
+    fn steering_by_the_client_region_needs_pathways_to_order() {
+        let region = |code: &str, pathway: Option<&str>| MonitorRegion {
+            region: code.into(),
+            weight: 1.0,
+            endpoints: vec!["http://e.example.net/a.m3u8".into()],
+            pathway: pathway.map(Into::into),
+            max_segment_age_s: None,
+        };
+        let input = |regions| MonitorInput {
+            name: "m".into(),
+            regions,
+            steer_by_client_region: true,
+            ..Default::default()
+        };
+        let e =
+            Monitor::try_from(input(vec![region("eu", Some("cdn")), region("us", Some("cdn"))])).unwrap_err();
+        assert_eq!(e.field(), "steer_by_client_region");
+        assert!(e.to_string().contains("two pathways or more"), "{e}");
+        let m = Monitor::try_from(input(vec![region("eu", None), region("us", None)])).unwrap();
+        assert!(m.steer_by_client_region, "each region its own pathway");
+        let json = serde_json::to_value(&m).unwrap();
+        assert_eq!(json["steer_by_client_region"], true);
+        assert_eq!(serde_json::from_value::<Monitor>(json).unwrap(), m, "read back as written");
     }
 
     #[test]

@@ -595,8 +595,9 @@ pub(super) enum MonitorAction {
         name: Option<String>,
         /// JSON or YAML monitor file (`-` for standard input), sent as it is: name, check,
         /// regions, failure_quorum, quorum_window, max_segment_age_s, down_weight_budget_pct,
-        /// stale_weight_budget_pct, steering_ttl_s.
-        #[arg(long, conflicts_with_all = ["name", "regions", "max_segment_age_s", "quorum", "check_interval_s", "check"])]
+        /// stale_weight_budget_pct, steering_ttl_s, weighting, learned_floor_pct,
+        /// steer_by_client_region.
+        #[arg(long, conflicts_with_all = ["name", "regions", "max_segment_age_s", "quorum", "check_interval_s", "check", "steer_by_client_region"])]
         file: Option<PathBuf>,
         #[command(flatten)]
         monitor: MonitorFlags,
@@ -634,6 +635,10 @@ pub(super) struct MonitorFlags {
     /// --check-interval-s: the check named `default`, else `hls`).
     #[arg(long, value_name = "NAME")]
     pub(super) check: Option<String>,
+    /// Order the pathways for each region's players by what that region's probers measure
+    /// (every region's probers then probe every region's endpoints).
+    #[arg(long)]
+    pub(super) steer_by_client_region: bool,
 }
 
 /// `CODE=WEIGHT=URL[,URL…][@PATHWAY]`. The server judges the values; this only splits them.

@@ -409,6 +409,7 @@ fn monitor_input(name: &str, f: &MonitorFlags) -> anyhow::Result<MonitorInput> {
         failure_quorum,
         quorum_window,
         max_segment_age_s: f.max_segment_age_s.unwrap_or(defaults.max_segment_age_s),
+        steer_by_client_region: f.steer_by_client_region,
         ..defaults
     })
 }
@@ -451,6 +452,9 @@ fn verdict(v: &MonitorVerdictView, json: bool) {
     let pct = |share: f64| table::decimal(Some(share * 100.0));
     println!("weight down {} %, stale {} %", pct(v.down_weight), pct(v.stale_weight));
     println!("steering {}", v.pathway_priority.join(" > "));
+    for (region, order) in &v.pathway_priority_by_region {
+        println!("  players in {region}: {}", order.join(" > "));
+    }
     println!();
     table(&v.regions);
 }

@@ -745,4 +745,25 @@ async fn a_tenant_ordered_by_latency_sends_each_region_to_its_nearest_mirror() {
         ),
         "{metrics}"
     );
+
+    // A monitor steered by the client's region (SPEC §7): each CDN is near one region, so each
+    // region's players get their own CDN first — everyone's order cannot say that, both CDNs
+    // answer their own region as fast — in the verdict view and in each player's manifest.
+    let near = json!({"name": "near", "steer_by_client_region": true, "steering_ttl_s": 1, "regions": [
+        {"region": "eu1", "weight": 1, "endpoints": [format!("http://{near_eu}/live")], "pathway": "cdn-eu"},
+        {"region": "us1", "weight": 1, "endpoints": [format!("http://{near_us}/live")], "pathway": "cdn-us"}]});
+    let near = s.create("/v1/monitors", near).await["id"].as_i64().unwrap();
+    let want = json!({"eu1": ["cdn-eu", "cdn-us"], "us1": ["cdn-us", "cdn-eu"]});
+    s.wait_for(&format!("/v1/monitors/{near}/verdict"), Duration::from_secs(30), |v| {
+        v["pathway_priority_by_region"] == want
+    })
+    .await;
+    for (client, first) in [(&from_eu, "cdn-eu"), (&from_us, "cdn-us")] {
+        let manifest: Value =
+            client.get(format!("{}/steer/near", s.url)).send().await.unwrap().json().await.unwrap();
+        assert_eq!(manifest["PATHWAY-PRIORITY"][0], first, "{manifest}");
+    }
+    let out = s.ctl(&["monitors", "verdict", "near"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("players in us1: cdn-us > cdn-eu"), "{text}");
 }

@@ -148,7 +148,7 @@ fn one_failing_probe_is_not_down_and_the_quorum_is() {
     );
     let table = lab.control.steering();
     let by_name = table.find("live").unwrap();
-    assert_eq!((by_name.order.last().map(String::as_str), by_name.ttl_s), (Some("cdn-jp"), 30));
+    assert_eq!((by_name.everyone.order.last().map(String::as_str), by_name.ttl_s), (Some("cdn-jp"), 30));
     assert_eq!(table.find(&id.to_string()), Some(by_name), "found by id too");
     for _ in 0..5 {
         probe(&mut lab, jp, Seen::Fresh);
@@ -286,4 +286,100 @@ fn learned_weights_decide_a_verdict_and_say_so() {
     let back = vantage_control::monitors::Monitors::restore(Some(&saved));
     assert_eq!((back.demand(lab.now)["sg"], back.demand(lab.now)["jp"]), (900, 51), "it survives a restart");
     assert!(back.state(id).is_some());
+}
+
+/// `caller` fetches its work and reports every endpoint it is given answering in
+/// `ttfb(key)` ms.
+fn probe_timed(lab: &mut Lab, caller: Caller, ttfb: impl Fn(&str) -> f64) -> Vec<String> {
+    let work = lab.control.handle_work(caller, lab.now);
+    let results = (work.endpoints.iter())
+        .map(|e| ProbeResult {
+            target: e.key.clone(),
+            attempts: vec![Attempt { stages: Stages::ALL, rtt_us: 1_000, error: None }],
+            hls: Some(HlsDetail {
+                reachable: true,
+                manifest_valid: true,
+                segment_fetchable: true,
+                segment_age_s: Some(2.0),
+                ttfb_ms: Some(ttfb(&e.key)),
+            }),
+            cert_not_after: None,
+            failed_at: None,
+        })
+        .collect();
+    lab.control.handle_report(caller, &report_at(lab.now, results), lab.now).unwrap();
+    work.endpoints.into_iter().map(|e| e.key).collect()
+}
+
+/// Steered by the client's region (SPEC §7): each region's probers measure the other region's
+/// pathway too, and each region's players get the pathways in the order their own region
+/// measures — after the hold, as everyone's order moves — while the verdict and everyone's
+/// order still go by each region's own probes. Turned off, the extra probes and orders go.
+#[test]
+fn each_regions_players_get_the_order_their_region_measures() {
+    let mut lab = Lab::new();
+    let (eu, us) = (lab.region("eu"), lab.region("us"));
+    let (p_eu, p_us) = (lab.prober("p-eu", eu), lab.prober("p-us", us));
+    let mut m = serde_json::json!({
+        "name": "live",
+        "steering_ttl_s": 10,
+        "steer_by_client_region": true,
+        "regions": [
+            {"region": "eu", "weight": 50, "endpoints": ["http://127.0.0.1:9001/live.m3u8"], "pathway": "cdn-eu"},
+            {"region": "us", "weight": 50, "endpoints": ["http://127.0.0.1:9002/live.m3u8"], "pathway": "cdn-us"},
+        ],
+    });
+    let id = MonitorId(lab.put(Object::Monitor(serde_json::from_value(m.clone()).unwrap())));
+    // Each CDN is near its own region: eu sees cdn-eu at 20 ms and cdn-us at 120; us sees
+    // cdn-us at 25 and cdn-eu at 150.
+    let eu_sees = |k: &str| if k.contains("/eu/") { 20.0 } else { 120.0 };
+    let us_sees = |k: &str| if k.contains("/us/") { 25.0 } else { 150.0 };
+    let keys = probe_timed(&mut lab, p_eu, eu_sees);
+    assert_eq!(keys, [format!("v{id}/eu/0"), format!("v{id}/us/0@eu")]);
+    probe_timed(&mut lab, p_us, us_sees);
+    let order = |lab: &Lab, region: Option<&str>| {
+        lab.control.steering().find("live").unwrap().for_player(region, None)
+    };
+    // Everyone's order by each pathway's own region: cdn-eu at 20 ms before cdn-us at 25.
+    assert_eq!(order(&lab, None), ["cdn-eu", "cdn-us"]);
+    assert_eq!(order(&lab, Some("us")), ["cdn-eu", "cdn-us"], "each region starts from everyone's");
+    let state = lab.control.monitors().state(id).unwrap();
+    assert_eq!(state.windows["us"].len(), 1, "another region's probes are not in the us window");
+    // cdn-us beats cdn-eu for us players by the margin: it leads after three TTLs.
+    for _ in 0..3 {
+        lab.advance(10);
+        probe_timed(&mut lab, p_eu, eu_sees);
+        probe_timed(&mut lab, p_us, us_sees);
+    }
+    assert_eq!(order(&lab, Some("us")), ["cdn-us", "cdn-eu"]);
+    assert_eq!(order(&lab, Some("eu")), ["cdn-eu", "cdn-us"]);
+    assert_eq!(order(&lab, None), ["cdn-eu", "cdn-us"], "5 ms is no reason to move everyone");
+    assert_eq!(order(&lab, Some("ap")), ["cdn-eu", "cdn-us"], "a region the monitor lacks: everyone's");
+    assert_eq!(global(&lab, id), Some(GlobalVerdict::Healthy));
+    // Health still comes first: cdn-us down puts it last for us players too.
+    for _ in 0..3 {
+        let work = lab.control.handle_work(p_us, lab.now);
+        let results = (work.endpoints.iter().filter(|e| e.key.starts_with(&format!("v{id}/us/0"))))
+            .map(|e| ProbeResult {
+                target: e.key.clone(),
+                attempts: vec![Attempt {
+                    stages: Stages::CONNECTED,
+                    rtt_us: 0,
+                    error: Some(ErrorCode::Refused),
+                }],
+                hls: None,
+                cert_not_after: None,
+                failed_at: None,
+            })
+            .collect();
+        lab.control.handle_report(p_us, &report_at(lab.now, results), lab.now).unwrap();
+    }
+    assert_eq!(order(&lab, Some("us")), ["cdn-eu", "cdn-us"]);
+    // Turned off: one order again, no cross probes in the work.
+    m["steer_by_client_region"] = false.into();
+    lab.replace(id.0, Object::Monitor(serde_json::from_value(m).unwrap()));
+    assert_eq!(probe_timed(&mut lab, p_eu, eu_sees), [format!("v{id}/eu/0")]);
+    let state = lab.control.monitors().state(id).unwrap();
+    assert!(state.by_region.is_empty() && state.seen_from.is_empty(), "{state:?}");
+    assert!(lab.control.steering().find("live").unwrap().by_region.is_empty());
 }

@@ -86,6 +86,8 @@ pub(crate) fn verdict_view(app: &App, id: i64, m: &Monitor) -> MonitorVerdictVie
             }
         })
         .collect();
+    let table = app.steering();
+    let steering = table.find(&id.to_string());
     MonitorVerdictView {
         id,
         name: m.name.clone(),
@@ -102,7 +104,10 @@ pub(crate) fn verdict_view(app: &App, id: i64, m: &Monitor) -> MonitorVerdictVie
         },
         regions,
         // The order players get, as published (with its hysteresis), not computed again.
-        pathway_priority: app.steering().find(&id.to_string()).map(|s| s.order.clone()).unwrap_or_default(),
+        pathway_priority: steering.map(|s| s.everyone.order.clone()).unwrap_or_default(),
+        pathway_priority_by_region: steering
+            .map(|s| s.by_region.iter().map(|(r, o)| (r.clone(), o.order.clone())).collect())
+            .unwrap_or_default(),
     }
 }
 
@@ -138,7 +143,7 @@ async fn history(
     for r in &m.regions {
         let mut buckets: BTreeMap<i64, Acc> = BTreeMap::new();
         for index in 0..r.endpoints.len() {
-            let key = EndpointKey { monitor: MonitorId(id), region: r.region.clone(), index };
+            let key = EndpointKey { monitor: MonitorId(id), region: r.region.clone(), index, from: None };
             for p in app.store().history(&key.to_string(), since, until).await? {
                 let b = buckets.entry(p.at.millis().div_euclid(width) * width).or_default();
                 b.probes += p.sent;

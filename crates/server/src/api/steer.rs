@@ -95,16 +95,17 @@ fn steer(app: &App, monitor: &str, format: Format, req: &Request) -> Response {
     let Some(found) = table.find(monitor) else {
         return (StatusCode::NOT_FOUND, cors, "no such monitor\n").into_response();
     };
-    // The player's address (behind trusted proxies, as the doors take it) counts for its region.
-    if let Some(ConnectInfo(peer)) = req.extensions().get::<ConnectInfo<SocketAddr>>() {
+    // The player's address (behind trusted proxies, as the doors take it) counts for its
+    // region, and picks the region's order where the monitor steers by the client's region.
+    let doors = app.doors();
+    let region = req.extensions().get::<ConnectInfo<SocketAddr>>().and_then(|ConnectInfo(peer)| {
         let forwarded = req.headers().get("x-forwarded-for").and_then(|v| v.to_str().ok());
-        let doors = app.doors();
         let client = doors.settings.client(peer.ip(), forwarded);
-        crate::demand::count(app, &doors, (client, app.place(client).as_ref()), crate::demand::Source::Steer);
-    }
+        crate::demand::count(app, &doors, (client, app.place(client).as_ref()), crate::demand::Source::Steer)
+    });
     let query = req.uri().query();
     let reload_uri = reload_uri(monitor, format, query);
-    let order = found.for_player(current_pathway(format, query).as_deref());
+    let order = found.for_player(region, current_pathway(format, query).as_deref());
     let cache = [(header::CACHE_CONTROL, format!("max-age={}", found.ttl_s))];
     let service_location_priority = matches!(format, Format::Dash).then(|| order.clone());
     let manifest = SteeringManifest {

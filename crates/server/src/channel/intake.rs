@@ -257,13 +257,16 @@ fn observe(app: &App, caller: Caller, subjects: &[Subject], report: &wire::Repor
                     app.metrics().mirrors().check_took(host, f64::from(a.rtt_us) / 1e6);
                 }
             }
-            Subject::Endpoint(k) => {
+            // A region's TTFB is its own probers' (another region's probes of its endpoints
+            // order that region's players only).
+            Subject::Endpoint(k) if k.from.is_none() => {
                 if let Some(m) = config.monitors.get(&k.monitor.0)
                     && let Some(ms) = r.hls.and_then(|h| h.ttfb_ms)
                 {
                     app.metrics().monitors().ttfb(&m.value.name, &k.region, ms / 1000.0);
                 }
             }
+            Subject::Endpoint(_) => {}
         }
     }
     for (cluster, seconds) in rtts {

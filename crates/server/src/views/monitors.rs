@@ -1,5 +1,7 @@
 //! Bodies of the monitor and steering routes.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use vantage_control::monitors::VerdictRecord;
@@ -76,12 +78,18 @@ pub struct MonitorVerdictView {
     /// learned from the demand of the last day (absent before any), and what the verdict
     /// weighs by.
     pub weights: vantage_core::demand::Weights,
-    /// Requests from each of its regions' clients over the last day (door redirects and
-    /// steering polls), in the order of `regions`: what the learned weights are shares of.
+    /// Requests from each of its regions' clients over the last day (door redirects, steering
+    /// polls and DNS answers), in the order of `regions`: what the learned weights are shares
+    /// of.
     pub demand: Vec<u64>,
     pub regions: Vec<RegionVerdictView>,
-    /// The steering order now.
+    /// The steering order now: what players no region of the monitor claims get (every
+    /// player, unless it steers by the client's region).
     pub pathway_priority: Vec<String>,
+    /// Steered by the client's region: each region's players' order, by what that region's
+    /// probers measure (empty otherwise).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pathway_priority_by_region: BTreeMap<String, Vec<String>>,
 }
 
 /// One bucket of a region's history.

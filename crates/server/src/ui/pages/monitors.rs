@@ -188,6 +188,8 @@ struct MonitorPage {
     weighting: String,
     regions: Vec<RegionRow>,
     steering: Vec<String>,
+    /// Steered by the client's region: each region and its players' order, in words.
+    steering_by_region: Vec<(String, String)>,
     ranges: Vec<(&'static str, &'static str, bool)>,
     /// Newest first.
     changes: Vec<ChangeRow>,
@@ -326,6 +328,9 @@ pub(in crate::ui) async fn monitor(
             .map(|(i, r)| RegionRow { learned: learned(&verdict, i), ..region_row(r, total, &names, at) })
             .collect(),
         steering: verdict.pathway_priority,
+        steering_by_region: (verdict.pathway_priority_by_region.into_iter())
+            .map(|(region, order)| (region, order.join(" → ")))
+            .collect(),
         ranges: range_tabs(range),
         changes,
         charts,
