@@ -751,8 +751,13 @@ impl Control {
     /// Requests Vantage's own traffic saw from each region's clients since the last call
     /// (region code, how many): the monitors that learn their weights weigh by them from their
     /// next verdict.
+    /// A region deleted meanwhile (the doors that placed a client may be older than the
+    /// configuration) counts nowhere.
     pub fn handle_demand(&mut self, counts: &[(String, u64)], now: Timestamp) {
-        Arc::make_mut(&mut self.monitors).add_demand(counts, now);
+        let regions = &self.config.regions;
+        let known: Vec<(String, u64)> =
+            (counts.iter()).filter(|(r, _)| regions.values().any(|x| &x.value.code == r)).cloned().collect();
+        Arc::make_mut(&mut self.monitors).add_demand(&known, now);
     }
 
     /// A freshness check of `host` read its trace times. A mirror further behind its

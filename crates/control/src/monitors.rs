@@ -242,11 +242,13 @@ impl Monitors {
     }
 
     /// States follow the configuration: monitors that went go, regions that left a monitor go,
-    /// and what steering by the client's region keeps goes when it is turned off.
+    /// and what steering by the client's region keeps goes when it is turned off; the demand of
+    /// regions that were deleted goes.
     pub fn follow(&mut self, c: &Config) {
         let before = self.states.len();
         self.states.retain(|id, _| c.monitors.contains_key(&id.0));
         self.save.dirty |= before != self.states.len();
+        self.save.dirty |= self.demand.retain(|r| c.regions.values().any(|x| x.value.code == r));
         for (id, s) in &mut self.states {
             if let Some(m) = c.monitors.get(&id.0) {
                 let m = &m.value;

@@ -57,6 +57,14 @@ impl Demand {
         b[slot(h)] = b[slot(h)].saturating_add(n);
     }
 
+    /// Keeps the regions `keep` names (a region deleted takes its day with it). Returns whether
+    /// any went.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) -> bool {
+        let before = self.regions.len();
+        self.regions.retain(|r, _| keep(r));
+        before != self.regions.len()
+    }
+
     /// Requests per region over the day up to `now`.
     pub fn totals(&self, now: Timestamp) -> BTreeMap<String, u64> {
         let (to, newest) = (hour_of(now), self.hour);

@@ -107,6 +107,10 @@ pub struct RegionView {
     pub places: Places,
     /// Probers in it.
     pub probers: usize,
+    /// Requests from its clients Vantage saw over the last day — door redirects, steering
+    /// polls and DNS address answers: what learned audience weights are shares of.
+    #[serde(default)]
+    pub requests_day: u64,
 }
 
 /// A cluster. TSIG secrets are written, never read back: they show as `(hidden)`.

@@ -196,7 +196,7 @@ rows! {
     RegionView: [
         "id" => |r| r.id, "code" => |r| r.code, "name" => |r| r.name,
         "clients" => |r| Some(describe_clients(&r.client_networks, &r.places)).filter(|c| !c.is_empty()),
-        "probers" => |r| r.probers,
+        "probers" => |r| r.probers, "requests_day" => |r| r.requests_day,
     ];
     ClusterView: [
         "id" => |r| r.id, "name" => |r| r.name, "domain" => |r| r.domain, "dns_mode" => |r| r.dns_mode,

@@ -658,7 +658,7 @@ async fn every_object_through_ctl() {
     // Tables by default.
     let (code, out, _) = run(a("regions list")).await;
     assert_eq!(code, Some(0));
-    assert!(out.starts_with("ID  CODE   NAME       CLIENTS  PROBERS\n"), "{out}");
+    assert!(out.starts_with("ID  CODE   NAME       CLIENTS  PROBERS  REQUESTS_DAY\n"), "{out}");
     assert!(out.contains("ap-sg  Singapore  -        0"), "{out}");
     let (_, out, _) = run(a(&format!("rules --cluster {cluster} list"))).await;
     assert!(out.contains("hot") && out.contains("remove_node"), "{out}");

@@ -739,6 +739,12 @@ async fn a_tenant_ordered_by_latency_sends_each_region_to_its_nearest_mirror() {
     assert_eq!(v["demand"], json!([60, 40]), "{v}");
     let metrics = s.metrics().await;
     assert!(metrics.contains(r#"vantage_demand_day_requests{region="eu1"} 60"#), "{metrics}");
+    // The regions list says the same: the day's requests of each region.
+    let (_, regions) = s.call(Method::GET, "/v1/regions", None).await;
+    let day: BTreeMap<&str, &Value> = (regions["items"].as_array().unwrap().iter())
+        .map(|r| (r["code"].as_str().unwrap(), &r["requests_day"]))
+        .collect();
+    assert_eq!((day["eu1"], day["us1"]), (&json!(60), &json!(40)), "{regions}");
     assert!(
         metrics.contains(
             r#"vantage_monitor_region_weight_ratio{monitor="tv",region="eu1",weights="learned"} 0.6"#

@@ -383,3 +383,16 @@ fn each_regions_players_get_the_order_their_region_measures() {
     assert!(state.by_region.is_empty() && state.seen_from.is_empty(), "{state:?}");
     assert!(lab.control.steering().find("live").unwrap().by_region.is_empty());
 }
+
+/// Demand is kept for the regions that exist: a count for a region that is not (deleted while
+/// the count was on its way) counts nowhere, and deleting a region takes its day with it.
+#[test]
+fn demand_follows_the_regions() {
+    let (mut lab, _, _) = fleet();
+    let af = lab.region("af");
+    lab.control.handle_demand(&[("af".to_owned(), 5), ("zz".to_owned(), 3), ("jp".to_owned(), 2)], lab.now);
+    let day = |lab: &Lab| lab.control.monitors().demand(lab.now);
+    assert_eq!(day(&lab), [("af".to_owned(), 5), ("jp".to_owned(), 2)].into());
+    lab.delete(af.0);
+    assert_eq!(day(&lab), [("jp".to_owned(), 2)].into());
+}

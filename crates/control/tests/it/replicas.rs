@@ -303,6 +303,7 @@ fn a_follower_takes_the_lease_holders_latency_order_with_its_records() {
 #[test]
 fn demand_another_replica_served_adds_to_this_ones() {
     let (mut holder, _, _) = twin(Role::Leader);
+    holder.region("us");
     let relayed = vantage_control::Relayed::Demand { counts: vec![("eu".into(), 7), ("us".into(), 3)] };
     let wire = serde_json::to_string(&relayed).unwrap();
     holder.control.handle_demand(&[("eu".to_owned(), 1)], holder.now);

@@ -25,6 +25,8 @@ impl Kind for Region {
     fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> RegionView {
         let c = &core.config;
         let probers = c.probers.values().filter(|p| p.value.region == RegionId(id)).count();
+        let requests_day =
+            core.monitors.demand(crate::support::now()).get(&s.value.code).copied().unwrap_or(0);
         RegionView {
             id,
             created_at: s.created_at,
@@ -34,6 +36,7 @@ impl Kind for Region {
             client_networks: s.value.client_networks.clone(),
             places: s.value.places.clone(),
             probers,
+            requests_day,
         }
     }
 }

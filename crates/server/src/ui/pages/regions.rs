@@ -11,6 +11,8 @@ struct RegionRow {
     /// Its client networks and places.
     clients: String,
     probers: usize,
+    /// Requests from its clients over the last day.
+    requests_day: u64,
     /// Its fields as the API takes them, for the form that edits it.
     values: String,
 }
@@ -47,6 +49,7 @@ pub(in crate::ui) async fn regions(
                 code: r.code,
                 name: r.name,
                 probers: r.probers,
+                requests_day: r.requests_day,
             })
             .collect(),
     };
