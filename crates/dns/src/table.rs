@@ -451,7 +451,7 @@ impl AnswerTable {
             Addresses::Steered(s) => self
                 .steering
                 .get(*s as usize)
-                .map(|s| s.chooser.choose(client, |ip| self.geo.as_ref().map(|g| g.locate(ip)))),
+                .map(|s| s.chooser.choose(client, |ip| self.geo.as_ref().map(|g| g.locate_remembered(ip)))),
             Addresses::Fixed(_) => None,
         }
     }
