@@ -1,6 +1,6 @@
-//! Demand by region (§10a): how many requests Vantage's own traffic — door redirects and
-//! steering polls (DNS queries not yet) — saw from each region's clients, over a sliding day,
-//! and the audience weights a monitor learns from it.
+//! Demand by region (§10a): how many requests Vantage's own traffic — door redirects,
+//! steering polls and DNS address answers — saw from each region's clients, over a sliding
+//! day, and the audience weights a monitor learns from it.
 //!
 //! A day in 24 hourly buckets: a share over the last day moves with the audience's day
 //! without keeping a count per request, and an hour is as coarse as a weight needs. The

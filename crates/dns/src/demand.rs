@@ -23,8 +23,10 @@ const MAX_PREFIXES: usize = 16_384;
 /// How often a worker merges its counts into the shared ones.
 const MERGE_EVERY: Duration = Duration::from_secs(1);
 
-/// The prefix an answer is counted under.
+/// The prefix an answer is counted under (an IPv4 client of a dual-stack socket, given as
+/// IPv4-mapped IPv6, as the IPv4 address it is).
 pub(crate) fn prefix(ip: IpAddr) -> IpAddr {
+    let ip = ip.to_canonical();
     vantage_core::net::mask(ip, if ip.is_ipv4() { 24 } else { 56 })
 }
 
@@ -116,7 +118,9 @@ mod tests {
     fn answers_are_counted_by_the_prefix_resolvers_send() {
         let shared = DnsDemand::default();
         let mut local = LocalDemand::new();
-        for c in ["198.51.100.7", "198.51.100.200", "203.0.113.9", "2001:db8:1:2ff::1", "2001:db8:1:200::9"] {
+        for c in
+            ["198.51.100.7", "::ffff:198.51.100.200", "203.0.113.9", "2001:db8:1:2ff::1", "2001:db8:1:200::9"]
+        {
             local.add(ip(c), &shared);
         }
         assert_eq!(shared.take(), [], "nothing merged before its second");
@@ -128,7 +132,7 @@ mod tests {
         assert_eq!(
             counts,
             [(ip("198.51.100.0"), 2), (ip("203.0.113.0"), 2), (ip("2001:db8:1:200::"), 2)],
-            "a /24 and a /56 each"
+            "a /24 and a /56 each; an IPv4-mapped client as its IPv4 address"
         );
         assert_eq!(shared.unattributed.get(), 0);
         assert_eq!(shared.take(), [], "taken once");

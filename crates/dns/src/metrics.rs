@@ -154,7 +154,9 @@ impl DnsMetrics {
             if let Some((cluster, line)) = table.line_name(given.steering, given.choice) {
                 self.line_counter(cluster, line).inc();
             }
-            self.demand.add(given.client);
+            if let Some(client) = given.demand {
+                self.demand.add(client);
+            }
         }
     }
 
@@ -234,7 +236,9 @@ impl TableCounters {
             {
                 c.inc();
             }
-            self.demand.add(given.client, &metrics.demand);
+            if let Some(client) = given.demand {
+                self.demand.add(client, &metrics.demand);
+            }
         }
         let zone_counter = zone.and_then(|z| self.zones.get(z as usize)).and_then(|c| match rcode {
             Rcode::NoError => Some(&c[0]),

@@ -91,7 +91,7 @@ pub(crate) fn respond(
     match qtype {
         RecordType::A | RecordType::AAAA | RecordType::ANY => {
             let choice = steered(&mut scope);
-            reply.line = AnswerTable::line_of(node, choice, chooser);
+            reply.line = AnswerTable::line_of(node, choice, (qtype != RecordType::AAAA).then_some(chooser));
             let (ips, ttl) = table.addresses(node, choice, zone.ttl);
             if qtype != RecordType::AAAA {
                 answers.extend(address_records(&owner, ttl, ips, RecordType::A));

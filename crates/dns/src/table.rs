@@ -380,10 +380,11 @@ impl AnswerTable {
         Some((s.cluster.as_str(), s.line_names.get(choice as usize)?.as_str()))
     }
 
-    /// The line choice of a steered node, made for `client`, as the counters name it.
-    pub(crate) fn line_of(node: &Node, choice: u32, client: IpAddr) -> Option<LineGiven> {
+    /// The line choice of a steered node as the counters name it, with the address it counts
+    /// as demand for (`None`: it does not).
+    pub(crate) fn line_of(node: &Node, choice: u32, demand: Option<IpAddr>) -> Option<LineGiven> {
         match node.addresses {
-            Addresses::Steered(steering) => Some(LineGiven { steering, choice, client }),
+            Addresses::Steered(steering) => Some(LineGiven { steering, choice, demand }),
             Addresses::Fixed(_) => None,
         }
     }

@@ -37,8 +37,10 @@ pub(crate) struct LineGiven {
     pub(crate) steering: u32,
     /// The line within it.
     pub(crate) choice: u32,
-    /// The address that chose it: the client subnet's, else the sender's.
-    pub(crate) client: IpAddr,
+    /// The address that chose it — the client subnet's, else the sender's — when the answer
+    /// counts as demand: an A (or ANY) query, once per resolution, as a dual-stack resolver
+    /// asks A and AAAA alike.
+    pub(crate) demand: Option<IpAddr>,
 }
 
 impl Answered {
@@ -202,7 +204,7 @@ pub(crate) fn fast(
                 if ecs.is_some_and(|e| e.source > 0) {
                     scope = s;
                 }
-                line = AnswerTable::line_of(node, choice, chooser);
+                line = AnswerTable::line_of(node, choice, (qtype == TYPE_A).then_some(chooser));
                 set.get(choice as usize)?
             }
             TYPE_SOA => &node.soa,
