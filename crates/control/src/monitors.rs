@@ -108,7 +108,10 @@ pub struct MonitorState {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SeenFrom {
     pub at: Timestamp,
-    /// Its time to first byte, ms (none: it failed).
+    /// It failed: the measuring region's players are taken not to reach that pathway.
+    #[serde(default)]
+    pub failed: bool,
+    /// Its time to first byte, ms.
     pub ttfb_ms: Option<f64>,
 }
 
@@ -133,21 +136,40 @@ impl MonitorState {
         self.windows.get(region).and_then(|w| w.latest()).and_then(|p| p.detail.ttfb_ms)
     }
 
-    /// Each region's time to first byte as `from`'s probers measure it, ms, in the monitor's
-    /// order: `from`'s own endpoints by its window, the others by its probes of them no older
-    /// than `fresh_ms` at `now`.
-    pub fn ttfb_from(&self, m: &Monitor, from: &str, fresh_ms: i64, now: Timestamp) -> Vec<Option<f64>> {
-        let seen = self.seen_from.get(from);
-        m.regions
-            .iter()
-            .map(|r| {
-                if r.region == from {
-                    return self.own_ttfb(from);
-                }
-                let p = seen?.get(&r.region)?;
-                p.ttfb_ms.filter(|_| now.millis_since(p.at) <= fresh_ms)
-            })
-            .collect()
+    /// Each region's health and time to first byte (ms) as `from`'s players would find them,
+    /// in the monitor's order: everyone's `health`, down where `from`'s probers fail to reach
+    /// it; `from`'s own TTFB by its window, the others' by its probes of them no older than
+    /// `fresh_ms` at `now`. `None` when `from` has no such probe of any other region: its
+    /// players then get everyone's order.
+    pub fn seen_by(
+        &self,
+        m: &Monitor,
+        from: &str,
+        health: &[RegionHealth],
+        fresh_ms: i64,
+        now: Timestamp,
+    ) -> Option<(Vec<RegionHealth>, Vec<Option<f64>>)> {
+        let seen = self.seen_from.get(from)?;
+        let fresh = |r: &str| seen.get(r).filter(|p| now.millis_since(p.at) <= fresh_ms);
+        if !m.regions.iter().any(|r| r.region != from && fresh(&r.region).is_some()) {
+            return None;
+        }
+        let mut h = health.to_vec();
+        let mut ttfb = Vec::with_capacity(m.regions.len());
+        for (i, r) in m.regions.iter().enumerate() {
+            if r.region == from {
+                ttfb.push(self.own_ttfb(from));
+                continue;
+            }
+            let p = fresh(&r.region);
+            if p.is_some_and(|p| p.failed)
+                && let Some(x) = h.get_mut(i)
+            {
+                *x = RegionHealth::Down;
+            }
+            ttfb.push(p.and_then(|p| p.ttfb_ms));
+        }
+        Some((h, ttfb))
     }
 }
 
@@ -282,7 +304,8 @@ impl Monitors {
             let listed = |r: &String| m.regions.iter().any(|x| &x.region == r);
             if m.steer_by_client_region && listed(from) && listed(&key.region) {
                 let a = r.attempts.last()?;
-                let seen = SeenFrom { at: now, ttfb_ms: ttfb_of(r, a).filter(|_| !failed(a)) };
+                let failed = failed(a);
+                let seen = SeenFrom { at: now, failed, ttfb_ms: ttfb_of(r, a).filter(|_| !failed) };
                 state.seen_from.entry(from.clone()).or_default().insert(key.region.clone(), seen);
                 self.save.dirty = true;
             }
@@ -346,10 +369,15 @@ impl Monitors {
             let mut by_region = BTreeMap::new();
             if m.steer_by_client_region {
                 // A region's probes of the others count while its own window would (three
-                // intervals); each region starts from everyone's order.
+                // intervals); each region starts from everyone's order, and goes back to it
+                // while it has no such probe.
                 let fresh_ms = 3 * i64::from(interval_s) * 1000;
                 for r in &m.regions {
-                    let figures = figures(m, &health, &state.ttfb_from(m, &r.region, fresh_ms, now));
+                    let Some((health, ttfb)) = state.seen_by(m, &r.region, &health, fresh_ms, now) else {
+                        self.save.dirty |= state.by_region.remove(&r.region).is_some();
+                        continue;
+                    };
+                    let figures = figures(m, &health, &ttfb);
                     let global = &state.steering;
                     let order = state.by_region.entry(r.region.clone()).or_insert_with(|| SteeringOrder {
                         order: global.order.clone(),

@@ -396,3 +396,63 @@ fn demand_follows_the_regions() {
     lab.delete(af.0);
     assert_eq!(day(&lab), [("jp".to_owned(), 2)].into());
 }
+
+/// Steered by the client's region, a pathway a region's probers cannot reach is last for that
+/// region's players at once (health moves without a hold), whatever everyone's order says; a
+/// region whose probes of the others are three intervals old gives its players everyone's
+/// order again.
+#[test]
+fn a_pathway_a_region_cannot_reach_is_last_for_its_players() {
+    let mut lab = Lab::new();
+    let (eu, us) = (lab.region("eu"), lab.region("us"));
+    let (p_eu, p_us) = (lab.prober("p-eu", eu), lab.prober("p-us", us));
+    let m = serde_json::json!({
+        "name": "live",
+        "steer_by_client_region": true,
+        "regions": [
+            {"region": "eu", "weight": 50, "endpoints": ["http://127.0.0.1:9001/live.m3u8"], "pathway": "cdn-eu"},
+            {"region": "us", "weight": 50, "endpoints": ["http://127.0.0.1:9002/live.m3u8"], "pathway": "cdn-us"},
+        ],
+    });
+    lab.put(Object::Monitor(serde_json::from_value(m).unwrap()));
+    probe_timed(&mut lab, p_eu, |_| 20.0);
+    // us reaches its own CDN and not cdn-eu (a route that is down from there).
+    let work = lab.control.handle_work(p_us, lab.now);
+    let results = (work.endpoints.iter())
+        .map(|e| {
+            let reached = !e.key.ends_with("@us");
+            ProbeResult {
+                target: e.key.clone(),
+                attempts: vec![if reached {
+                    Attempt { stages: Stages::ALL, rtt_us: 1_000, error: None }
+                } else {
+                    Attempt { stages: Stages::empty(), rtt_us: 0, error: Some(ErrorCode::Timeout) }
+                }],
+                hls: reached.then_some(HlsDetail {
+                    reachable: true,
+                    manifest_valid: true,
+                    segment_fetchable: true,
+                    segment_age_s: Some(2.0),
+                    ttfb_ms: Some(30.0),
+                }),
+                cert_not_after: None,
+                failed_at: None,
+            }
+        })
+        .collect();
+    lab.control.handle_report(p_us, &report_at(lab.now, results), lab.now).unwrap();
+    let order = |lab: &Lab, region: Option<&str>| {
+        lab.control.steering().find("live").unwrap().for_player(region, None)
+    };
+    assert_eq!(order(&lab, None), ["cdn-eu", "cdn-us"], "everyone's: both healthy, cdn-eu faster");
+    assert_eq!(order(&lab, Some("us")), ["cdn-us", "cdn-eu"], "us cannot reach cdn-eu");
+    assert_eq!(order(&lab, Some("eu")), ["cdn-eu", "cdn-us"]);
+    // Three intervals (the built-in check's 5 s) on, with no probe of the others since, each
+    // region's players get everyone's order.
+    lab.advance(16);
+    probe_timed(&mut lab, p_eu, |_| 20.0);
+    let steering = lab.control.steering();
+    let live = steering.find("live").unwrap();
+    assert!(!live.by_region.contains_key("us"), "{:?}", live.by_region);
+    assert_eq!(order(&lab, Some("us")), ["cdn-eu", "cdn-us"]);
+}
