@@ -10,6 +10,9 @@
 #
 #   crates/dns/bench/run.sh [SECONDS] [REPEATS]      (defaults 15 and 1)
 #
+# PIN=1 runs every server on CPU 0 and dnsperf on CPU 1 (taskset): on a 2-core machine the
+# servers then never compete with the load generator, and the rounds vary far less.
+#
 # Per server: a saturating dnsperf run (-c 16 -T 2 -q 200 -l SECONDS) for throughput and
 # average latency; the same load with -v for the latency distribution (p50/p99 of every
 # answer); and a light fixed-rate run (-Q 1000, under every server's capacity) for p99 when
@@ -21,6 +24,12 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 SECS=${1:-15}
 REPEATS=${2:-1}
+SRV=()
+CLI=()
+if [ "${PIN:-0}" = 1 ]; then
+    SRV=(taskset -c 0)
+    CLI=(taskset -c 1)
+fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/root/.cache/vantage-target}
 BIN=$CARGO_TARGET_DIR/release/examples/dns_bench_server
 if ! (cd "$ROOT" && cargo build --release -q -p vantage-dns --example dns_bench_server); then
@@ -84,20 +93,20 @@ start() { # NAME PORT -> starts the server, PID in SERVER
     local name=$1 port=$2 dir="$WORK/$1"
     mkdir -p "$dir"
     case $name in
-        vantage) timeout "$LIFE" "$BIN" "127.0.0.1:$port" 2 "$LIFE" >"$dir/log" 2>&1 & ;;
-        vantage-lines|vantage-ecs) timeout "$LIFE" "$BIN" "127.0.0.1:$port" 2 "$LIFE" lines >"$dir/log" 2>&1 & ;;
-        vantage-geo) timeout "$LIFE" "$BIN" "127.0.0.1:$port" 2 "$LIFE" geo "$WORK/country.mmdb" "$WORK/asn.mmdb" >"$dir/log" 2>&1 & ;;
+        vantage) timeout "$LIFE" "${SRV[@]}" "$BIN" "127.0.0.1:$port" 2 "$LIFE" >"$dir/log" 2>&1 & ;;
+        vantage-lines|vantage-ecs) timeout "$LIFE" "${SRV[@]}" "$BIN" "127.0.0.1:$port" 2 "$LIFE" lines >"$dir/log" 2>&1 & ;;
+        vantage-geo) timeout "$LIFE" "${SRV[@]}" "$BIN" "127.0.0.1:$port" 2 "$LIFE" geo "$WORK/country.mmdb" "$WORK/asn.mmdb" >"$dir/log" 2>&1 & ;;
         knot)
             mkdir -p "$dir/db"; cp "$HERE/bench.test.zone" "$dir/"
             fill "$HERE/knot.conf.in" "$dir" "$port" >"$dir/knot.conf"
-            timeout "$LIFE" knotd -c "$dir/knot.conf" >"$dir/log" 2>&1 & ;;
+            timeout "$LIFE" "${SRV[@]}" knotd -c "$dir/knot.conf" >"$dir/log" 2>&1 & ;;
         gdnsd|gdnsd-ecs)
             mkdir -p "$dir/zones"; cp "$HERE/gdnsd/zones/bench.test" "$dir/zones/"
             fill "$HERE/gdnsd/config.in" "$dir" "$port" >"$dir/config"
-            timeout "$LIFE" gdnsd -c "$dir" start >"$dir/log" 2>&1 & ;;
+            timeout "$LIFE" "${SRV[@]}" gdnsd -c "$dir" start >"$dir/log" 2>&1 & ;;
         pdns)
             for f in pdns.conf named.conf bench.test.zone; do fill "$HERE/pdns/$f.in" "$dir" "$port" >"$dir/$f"; done
-            timeout "$LIFE" pdns_server --config-dir="$dir" >"$dir/log" 2>&1 & ;;
+            timeout "$LIFE" "${SRV[@]}" pdns_server --config-dir="$dir" >"$dir/log" 2>&1 & ;;
     esac
     SERVER=$!
     PIDS+=("$SERVER")
@@ -119,12 +128,12 @@ for r in $(seq 1 "$REPEATS"); do
         start "$name" "$port"
         # shellcheck disable=SC2046 # the options are words
         set -- $(qopts "$name")
-        out=$(dnsperf -s 127.0.0.1 -p "$port" -d "$Q" "$@" -c 16 -T 2 -q 200 -l "$SECS" 2>&1)
+        out=$("${CLI[@]}" dnsperf -s 127.0.0.1 -p "$port" -d "$Q" "$@" -c 16 -T 2 -q 200 -l "$SECS" 2>&1)
         qps=$(awk '/Queries per second/ {print $4}' <<<"$out")
         avg=$(awk '/Average Latency/ {printf "%.3f", $4*1000}' <<<"$out")
         lost=$(awk '/Queries lost/ {print $3}' <<<"$out")
-        read -r p50 p99 _ < <(dnsperf -s 127.0.0.1 -p "$port" -d "$Q" "$@" -c 16 -T 2 -q 200 -l "$SECS" -v 2>/dev/null | percentiles)
-        read -r _ light _ < <(dnsperf -s 127.0.0.1 -p "$port" -d "$Q" "$@" -c 4 -T 1 -Q 1000 -l 5 -v 2>/dev/null | percentiles)
+        read -r p50 p99 _ < <("${CLI[@]}" dnsperf -s 127.0.0.1 -p "$port" -d "$Q" "$@" -c 16 -T 2 -q 200 -l "$SECS" -v 2>/dev/null | percentiles)
+        read -r _ light _ < <("${CLI[@]}" dnsperf -s 127.0.0.1 -p "$port" -d "$Q" "$@" -c 4 -T 1 -Q 1000 -l 5 -v 2>/dev/null | percentiles)
         printf "%-14s %10.0f %9s %9s %9s %9s %9s\n" "$name" "$qps" "$avg" "$lost" "$p50" "$p99" "$light" | tee -a "$ROWS"
         kill "$SERVER" 2>/dev/null || true
         wait "$SERVER" 2>/dev/null || true
