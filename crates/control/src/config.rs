@@ -620,6 +620,11 @@ impl Config {
         self.checks.values().find(|c| c.value.name.eq_ignore_ascii_case(name)).map(|c| &c.value.check)
     }
 
+    /// Whether a region has code `code`.
+    pub fn has_region(&self, code: &str) -> bool {
+        self.regions.values().any(|r| r.value.code == code)
+    }
+
     /// The region a prober probes from, by code.
     pub fn region_code(&self, region: RegionId) -> Option<&str> {
         self.regions.get(&region.0).map(|r| r.value.code.as_str())

@@ -750,13 +750,11 @@ impl Control {
 
     /// Requests Vantage's own traffic saw from each region's clients since the last call
     /// (region code, how many): the monitors that learn their weights weigh by them from their
-    /// next verdict.
-    /// A region deleted meanwhile (the doors that placed a client may be older than the
-    /// configuration) counts nowhere.
+    /// next verdict. A region deleted meanwhile (the doors that placed a client may be older
+    /// than the configuration) counts nowhere.
     pub fn handle_demand(&mut self, counts: &[(String, u64)], now: Timestamp) {
-        let regions = &self.config.regions;
         let known: Vec<(String, u64)> =
-            (counts.iter()).filter(|(r, _)| regions.values().any(|x| &x.value.code == r)).cloned().collect();
+            (counts.iter()).filter(|(r, _)| self.config.has_region(r)).cloned().collect();
         Arc::make_mut(&mut self.monitors).add_demand(&known, now);
     }
 

@@ -607,7 +607,7 @@ impl Invariants for Monitor {
             c.monitors.iter().map(|(i, x)| (*i, x.value.name.as_str())),
         )?;
         for (n, r) in self.regions.iter().enumerate() {
-            if !c.regions.values().any(|x| x.value.code == r.region) {
+            if !c.has_region(&r.region) {
                 return Err(Refusal::invalid(
                     format!("regions[{n}].region"),
                     format!("no region with code {:?}", r.region),

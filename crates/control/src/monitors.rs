@@ -270,7 +270,7 @@ impl Monitors {
         let before = self.states.len();
         self.states.retain(|id, _| c.monitors.contains_key(&id.0));
         self.save.dirty |= before != self.states.len();
-        self.save.dirty |= self.demand.retain(|r| c.regions.values().any(|x| x.value.code == r));
+        self.save.dirty |= self.demand.retain(|r| c.has_region(r));
         for (id, s) in &mut self.states {
             if let Some(m) = c.monitors.get(&id.0) {
                 let m = &m.value;

@@ -244,7 +244,7 @@ impl Mirrors {
             Some(list) => {
                 let mut set = BTreeSet::new();
                 for (i, r) in list.into_iter().enumerate() {
-                    if !c.regions.values().any(|x| x.value.code == r) {
+                    if !c.has_region(&r) {
                         return Err(CheckRefused::Invalid(vantage_core::Error::invalid(
                             format!("regions[{i}]"),
                             format!("no region with code {r:?}"),

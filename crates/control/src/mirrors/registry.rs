@@ -147,7 +147,7 @@ fn mirror_from_file(mut doc: Value, c: &Config) -> Result<Mirror, Error> {
             let Some(map) = regions.as_object() else {
                 return Err(Error::invalid("regions", "must be a map of region code to status"));
             };
-            if let Some(unknown) = map.keys().find(|k| !c.regions.values().any(|r| r.value.code == **k)) {
+            if let Some(unknown) = map.keys().find(|k| !c.has_region(k)) {
                 return Err(Error::invalid(format!("regions.{unknown}"), "is not a known region code"));
             }
         }

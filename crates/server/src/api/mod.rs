@@ -563,8 +563,7 @@ fn scrape(app: &App) -> Response {
     app.metrics().set_webhooks(&exported);
     let config = &core.config;
     app.metrics().retain_rtt(|cluster, region| {
-        config.clusters.values().any(|x| x.value.name == cluster)
-            && config.regions.values().any(|r| r.value.code == region)
+        config.clusters.values().any(|x| x.value.name == cluster) && config.has_region(region)
     });
     app.metrics().show_fleet(core.figures.clone(), now);
     app.metrics().set_results_waiting(app.intake().waiting());
