@@ -6,12 +6,8 @@
 //! are read as one — a country database and an ASN database together, the first file that
 //! names a part of a place giving it.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use foldhash::fast::FixedState;
 use maxminddb::Reader;
 use serde::Deserialize;
 use vantage_core::geo::{Continent, Country, Place};
@@ -37,26 +33,6 @@ pub struct GeoFileInfo {
 /// The geo databases in use, read as one.
 pub struct GeoDb {
     files: Vec<GeoFile>,
-    /// Tells this set from every other one opened, for the threads' remembered places.
-    id: u64,
-}
-
-/// Sets opened so far: each gets the next id.
-static OPENED: AtomicU64 = AtomicU64::new(1);
-
-/// Addresses a thread remembers the place of, at most; past it the thread forgets them all.
-const REMEMBERED: usize = 4096;
-
-/// The places one thread found lately, for one set of databases: a lookup decodes a record of
-/// each file, and the clients of a busy zone are a few thousand resolvers and client subnets.
-#[derive(Default)]
-struct Remembered {
-    db: u64,
-    places: HashMap<IpAddr, Located, FixedState>,
-}
-
-thread_local! {
-    static REMEMBERED_PLACES: RefCell<Remembered> = RefCell::new(Remembered::default());
 }
 
 impl std::fmt::Debug for GeoDb {
@@ -103,7 +79,7 @@ impl GeoDb {
                 Err(e) => Err(format!("{name}: not a MaxMind DB file: {e}")),
             })
             .collect::<Result<_, _>>()?;
-        Ok(GeoDb { files, id: OPENED.fetch_add(1, Ordering::Relaxed) })
+        Ok(GeoDb { files })
     }
 
     /// Each file's name, type and build time.
@@ -115,20 +91,6 @@ impl GeoDb {
                 build_epoch: f.reader.metadata().build_epoch,
             })
             .collect()
-    }
-
-    /// [`locate`](Self::locate), remembered by this thread for the next queries of the same
-    /// address (the DNS workers' path: one database read per address, not per query). Another
-    /// set of databases starts afresh.
-    pub fn locate_remembered(&self, ip: IpAddr) -> Located {
-        REMEMBERED_PLACES.with(|r| {
-            let mut r = r.borrow_mut();
-            if r.db != self.id || r.places.len() >= REMEMBERED {
-                r.places.clear();
-                r.db = self.id;
-            }
-            *r.places.entry(ip).or_insert_with(|| self.locate(ip))
-        })
     }
 
     /// Where `ip` is. A record that does not decode places nothing (a database is the
@@ -246,23 +208,6 @@ mod tests {
         assert_eq!(db.locate("::ffff:198.51.100.7".parse().unwrap()), v4);
         let v6 = db.locate("2001:db8::1".parse().unwrap());
         assert_eq!((v6.place, v6.prefix), (Place::default(), 0), "no IPv6 network: every IPv6 client alike");
-    }
-
-    #[test]
-    fn a_thread_remembers_places_for_one_set_of_databases_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let entries = |country| [GeoEntry::Country { network: "198.51.100.0/24", country, continent: "EU" }];
-        let de = GeoDb::open(vec![file(dir.path(), "de.mmdb", "GeoLite2-Country", &entries("DE"))]).unwrap();
-        let fr = GeoDb::open(vec![file(dir.path(), "fr.mmdb", "GeoLite2-Country", &entries("FR"))]).unwrap();
-        let ip: IpAddr = "198.51.100.7".parse().unwrap();
-        let country = |l: Located| l.place.country.map(|c| c.to_string());
-        assert_eq!(de.locate_remembered(ip), de.locate(ip));
-        assert_eq!(country(de.locate_remembered(ip)).as_deref(), Some("DE"));
-        assert_eq!(country(fr.locate_remembered(ip)).as_deref(), Some("FR"), "a new set is read afresh");
-        for i in 0..REMEMBERED as u32 + 1 {
-            fr.locate_remembered(IpAddr::from(std::net::Ipv4Addr::from(i)));
-        }
-        assert_eq!(country(fr.locate_remembered(ip)).as_deref(), Some("FR"), "still right once forgotten");
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod error;
 mod geo;
 mod lines;
 pub mod listen;
+mod memo;
 mod metrics;
 pub mod publish;
 mod server;

@@ -23,6 +23,7 @@ use vantage_core::net::IpNet;
 use crate::geo::GeoDb;
 
 use crate::lines::LineChooser;
+use crate::memo;
 use crate::settings::DnsSettings;
 use crate::wire::LineGiven;
 
@@ -356,6 +357,8 @@ impl AnswerTable {
     /// The table placing clients with `geo` (for the lines that claim places).
     pub fn with_geo(mut self, geo: Option<Arc<GeoDb>>) -> Self {
         self.geo = geo;
+        // Choices made with the table's former databases are not this table's.
+        self.generation = GENERATION.fetch_add(1, Ordering::Relaxed);
         self
     }
 
@@ -447,14 +450,13 @@ impl AnswerTable {
     }
 
     /// The line choice and ECS scope for a client address, for a steered node.
+    /// Remembered by the thread for the next queries of the same client (`memo`).
     pub(crate) fn choose(&self, node: &Node, client: IpAddr) -> Option<(u32, u8)> {
-        match &node.addresses {
-            Addresses::Steered(s) => self
-                .steering
-                .get(*s as usize)
-                .map(|s| s.chooser.choose(client, |ip| self.geo.as_ref().map(|g| g.locate_remembered(ip)))),
-            Addresses::Fixed(_) => None,
-        }
+        let Addresses::Steered(i) = node.addresses else { return None };
+        let s = self.steering.get(i as usize)?;
+        Some(memo::remembered(self.generation, i, client, || {
+            s.chooser.choose(client, |ip| self.geo.as_ref().map(|g| g.locate(ip)))
+        }))
     }
 
     fn node(&self, name: Name, zone: u32, apex: bool, addresses: Addresses) -> Node {
