@@ -2,58 +2,85 @@
 //! [`Timestamp`] handed in by the caller, so tests drive it with a virtual clock.
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Milliseconds since the Unix epoch (UTC). Serialised as RFC 3339 (`2026-11-30T02:39:51.123Z`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Timestamp(i64);
+///
+/// Kept as the milliseconds with the sign bit flipped, never zero: unsigned order is then
+/// time order, and `Option<Timestamp>` takes 8 bytes, not 16 — a fleet holds millions of them
+/// (issue 32). The one millisecond given up, `i64::MIN` (292 million years before the epoch),
+/// reads as the next one.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(NonZeroU64);
+
+/// The sign bit of the milliseconds, flipped in the kept form.
+const SIGN: u64 = 1 << 63;
+
+/// The milliseconds, as before the kept form changed: `Timestamp(1796006391123)`.
+impl fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Timestamp").field(&self.millis()).finish()
+    }
+}
+
+impl Default for Timestamp {
+    fn default() -> Self {
+        Timestamp::EPOCH
+    }
+}
 
 impl Timestamp {
     /// The Unix epoch.
-    pub const EPOCH: Timestamp = Timestamp(0);
+    pub const EPOCH: Timestamp = Timestamp::from_millis(0);
 
     /// A timestamp from milliseconds since the epoch.
     pub const fn from_millis(ms: i64) -> Self {
-        Timestamp(ms)
+        // Flipping the sign bit of anything but i64::MIN leaves a bit set.
+        let kept = ((if ms == i64::MIN { ms + 1 } else { ms }) as u64) ^ SIGN;
+        match NonZeroU64::new(kept) {
+            Some(k) => Timestamp(k),
+            None => Timestamp(NonZeroU64::MIN),
+        }
     }
 
     /// A timestamp from whole seconds since the epoch.
     pub const fn from_secs(s: i64) -> Self {
-        Timestamp(s.saturating_mul(1000))
+        Timestamp::from_millis(s.saturating_mul(1000))
     }
 
     /// A system time (a clock reading the caller made, an HTTP date) as a timestamp; times
     /// before the epoch are the epoch.
     pub fn from_system(t: std::time::SystemTime) -> Self {
         let ms = t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-        Timestamp(i64::try_from(ms).unwrap_or(i64::MAX))
+        Timestamp::from_millis(i64::try_from(ms).unwrap_or(i64::MAX))
     }
 
     /// Milliseconds since the epoch.
     pub const fn millis(self) -> i64 {
-        self.0
+        (self.0.get() ^ SIGN) as i64
     }
 
     /// Whole seconds since the epoch (rounded down).
     pub const fn secs(self) -> i64 {
-        self.0.div_euclid(1000)
+        self.millis().div_euclid(1000)
     }
 
     /// This time plus `s` seconds.
     pub const fn plus_secs(self, s: u64) -> Self {
-        Timestamp(self.0.saturating_add((s as i64).saturating_mul(1000)))
+        Timestamp::from_millis(self.millis().saturating_add((s as i64).saturating_mul(1000)))
     }
 
     /// This time plus `ms` milliseconds.
     pub const fn plus_millis(self, ms: i64) -> Self {
-        Timestamp(self.0.saturating_add(ms))
+        Timestamp::from_millis(self.millis().saturating_add(ms))
     }
 
     /// Milliseconds from `earlier` to `self` (negative when `earlier` is later).
     pub const fn millis_since(self, earlier: Timestamp) -> i64 {
-        self.0.saturating_sub(earlier.0)
+        self.millis().saturating_sub(earlier.millis())
     }
 
     /// True when at least `s` seconds have passed from `earlier` to `self`.
@@ -70,10 +97,10 @@ impl Timestamp {
 impl Timestamp {
     /// Year, month, day, hour, minute, second and millisecond, in UTC.
     fn parts(self) -> [i64; 7] {
-        let secs = self.0.div_euclid(1000);
+        let secs = self.secs();
         let sod = secs.rem_euclid(86_400);
         let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-        [y, m, d, sod / 3600, (sod / 60) % 60, sod % 60, self.0.rem_euclid(1000)]
+        [y, m, d, sod / 3600, (sod / 60) % 60, sod % 60, self.millis().rem_euclid(1000)]
     }
 
     /// The RFC 3339 text of a time whose year has four digits (any a clock or a peer gives),
@@ -169,7 +196,7 @@ impl FromStr for Timestamp {
         };
         let days = days_from_civil(y, mo, d);
         let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_s;
-        Ok(Timestamp(secs * 1000 + ms))
+        Ok(Timestamp::from_millis(secs * 1000 + ms))
     }
 }
 
@@ -237,21 +264,38 @@ mod tests {
             let [y, m, d, h, mi, s, ms] = t.parts();
             format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}Z")
         };
-        let first = "0000-01-01T00:00:00.000Z".parse::<Timestamp>().unwrap().0;
-        let last = "9999-12-31T23:59:59.999Z".parse::<Timestamp>().unwrap().0;
+        let first = "0000-01-01T00:00:00.000Z".parse::<Timestamp>().unwrap().millis();
+        let last = "9999-12-31T23:59:59.999Z".parse::<Timestamp>().unwrap().millis();
         let mut cases: Vec<i64> = (first..=last).step_by(7_919_999_983).collect();
         cases.extend([first, last, 0, -1, 951_782_400_000 - 1, 951_782_400_000, 1_796_006_391_999]);
         for ms in cases {
-            let t = Timestamp(ms);
+            let t = Timestamp::from_millis(ms);
             let text = t.to_string();
             assert_eq!(text, formatted(t));
             assert_eq!(text.parse::<Timestamp>(), Ok(t), "{text}");
             assert_eq!(serde_json::to_string(&t).unwrap(), format!("\"{text}\""));
         }
-        for t in [Timestamp(first - 1), Timestamp(last + 1)] {
+        for t in [Timestamp::from_millis(first - 1), Timestamp::from_millis(last + 1)] {
             assert_eq!(t.text(), None);
             assert_eq!(t.to_string(), formatted(t));
         }
+    }
+
+    /// Order is time order across the sign, `Option` takes no room of its own, and the one
+    /// millisecond given up reads as the next.
+    #[test]
+    fn timestamps_keep_their_order_and_an_option_is_free() {
+        let ms = [i64::MIN + 1, -1_000, -1, 0, 1, 1_796_006_391_123, i64::MAX];
+        let ts: Vec<Timestamp> = ms.iter().map(|m| Timestamp::from_millis(*m)).collect();
+        assert!(ts.is_sorted_by(|a, b| a < b), "{ts:?}");
+        assert_eq!(ts.iter().map(|t| t.millis()).collect::<Vec<_>>(), ms);
+        assert_eq!(Timestamp::from_millis(i64::MIN).millis(), i64::MIN + 1);
+        assert_eq!(Timestamp::default(), Timestamp::EPOCH);
+        assert_eq!(format!("{:?}", Timestamp::from_millis(-1_000)), "Timestamp(-1000)");
+        assert_eq!(Timestamp::EPOCH.millis(), 0);
+        assert_eq!(size_of::<Option<Timestamp>>(), 8);
+        assert_eq!(Timestamp::from_millis(i64::MAX).plus_millis(1).millis(), i64::MAX, "saturates");
+        assert_eq!(Timestamp::from_millis(i64::MIN + 1).plus_millis(-5).millis(), i64::MIN + 1);
     }
 
     #[test]
