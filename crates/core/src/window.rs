@@ -11,7 +11,7 @@ use crate::result::{Attempt, Stages};
 pub const SLOTS: u32 = 64;
 
 /// Weight of a new RTT in the running average once warmed up (Varnish uses 4).
-const AVG_RATE: f64 = 4.0;
+const AVG_RATE: u8 = 4;
 
 /// The last 64 attempts of one target as seen by one prober. Bit 0 is the newest attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -26,8 +26,11 @@ pub struct WindowRegister {
     pub good: u64,
     /// Running average RTT of good attempts, ms.
     pub avg_rtt_ms: f64,
-    /// Good attempts averaged so far, capped at the averaging rate.
-    rate: f64,
+    /// Good attempts averaged so far, capped at the averaging rate: a whole number, kept in a
+    /// byte (issue 32: a fleet holds millions of registers), read from the float it was saved
+    /// as before.
+    #[serde(deserialize_with = "whole_rate")]
+    rate: u8,
     /// Slots holding an attempt (or an `initial` one assumed), the newest ones: the others
     /// are empty, which a clear bit alone cannot tell from a failed attempt. A register saved
     /// before this was kept reads as full.
@@ -37,6 +40,12 @@ pub struct WindowRegister {
 
 fn full() -> u8 {
     SLOTS as u8
+}
+
+/// The averaging rate as saved: a whole number, or the float it was saved as before.
+fn whole_rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u8, D::Error> {
+    let rate = f64::deserialize(d)?;
+    Ok(rate.clamp(0.0, f64::from(AVG_RATE)).round() as u8)
 }
 
 impl WindowRegister {
@@ -62,7 +71,7 @@ impl WindowRegister {
         avg_rtt_ms: f64,
         filled: Option<u8>,
     ) -> Self {
-        let rate = f64::from(good.count_ones()).min(AVG_RATE);
+        let rate = good.count_ones().min(u32::from(AVG_RATE)) as u8;
         let filled = filled.unwrap_or_else(full).min(full());
         WindowRegister { connected, sent, received, good, avg_rtt_ms, rate, filled }
     }
@@ -90,9 +99,9 @@ impl WindowRegister {
         if a.good() {
             self.good |= 1;
             if self.rate < AVG_RATE {
-                self.rate += 1.0;
+                self.rate += 1;
             }
-            self.avg_rtt_ms += (f64::from(a.rtt_us) / 1000.0 - self.avg_rtt_ms) / self.rate;
+            self.avg_rtt_ms += (f64::from(a.rtt_us) / 1000.0 - self.avg_rtt_ms) / f64::from(self.rate);
         }
     }
 
@@ -253,6 +262,14 @@ mod tests {
         assert_eq!(strip(old.good, 'H', old.filled()), format!("{}H", "-".repeat(63)));
         let saved = serde_json::json!({"connected": 0, "sent": 0, "received": 0, "good": 1, "avg_rtt_ms": 1.0, "rate": 1.0});
         assert_eq!(serde_json::from_value::<WindowRegister>(saved).unwrap().filled(), 64);
+        // The averaging rate, saved as a float before it was kept in a byte, reads either way.
+        let mut warmed = WindowRegister::new(0);
+        warmed.push(&good(1000));
+        let as_float = serde_json::json!({"connected": 1, "sent": 1, "received": 1, "good": 1,
+            "avg_rtt_ms": 1.0, "rate": 1.0, "filled": 1});
+        assert_eq!(serde_json::from_value::<WindowRegister>(as_float).unwrap(), warmed);
+        let again = serde_json::to_value(warmed).unwrap();
+        assert_eq!(serde_json::from_value::<WindowRegister>(again).unwrap(), warmed);
     }
 
     #[test]
