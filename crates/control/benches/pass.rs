@@ -139,8 +139,8 @@ fn main() {
         peak / results.max(1) as u64
     );
     println!(
-        "one latest result's record: {} bytes and its observation {} (their parts alone, beside their share of the tables)",
-        size_of::<vantage_control::observe::Latest>(),
+        "one latest result's record: {} bytes, of which its observation {} (the parts alone, beside their share of the tables)",
+        vantage_control::addresses::RECORD_BYTES,
         size_of::<vantage_core::reachability::Observation>()
     );
 

@@ -20,7 +20,8 @@ use crate::expiry::Expiry;
 use crate::identity::Caller;
 use crate::observe::{Given, Latest};
 use crate::rates::ProbeRates;
-use crate::seen::{ProberTable, Seen};
+pub use crate::seen::RECORD_BYTES;
+use crate::seen::{ProberTable, Put, Seen};
 use crate::target::{Subject, TargetKey};
 use crate::work::{Issued, TcpFallback, targets};
 
@@ -51,17 +52,23 @@ impl<'a> Results<'a> {
     }
 
     /// The latest results of `key`, each with its caller.
-    pub fn of(self, key: &TargetKey) -> impl Iterator<Item = (Caller, &'a Latest)> + 'a {
+    pub fn of(self, key: &TargetKey) -> impl Iterator<Item = (Caller, Latest)> + 'a {
         self.seen.of_target(*key).map(move |(p, l)| (self.caller(p), l))
     }
 
     /// Every latest result, by target and caller.
-    pub fn iter(self) -> impl Iterator<Item = (TargetKey, Caller, &'a Latest)> + 'a {
+    pub fn iter(self) -> impl Iterator<Item = (TargetKey, Caller, Latest)> + 'a {
         self.seen.all().map(move |(k, p, l)| (k, self.caller(p), l))
     }
 
+    /// The latest results `caller` made, by target.
+    pub fn of_caller(self, caller: Caller) -> impl Iterator<Item = (TargetKey, Latest)> + 'a {
+        let place = self.table.index.get(&caller).copied();
+        place.into_iter().flat_map(move |p| self.seen.of_place(p))
+    }
+
     /// The latest results of `node`'s addresses, by target and caller.
-    pub fn of_node(self, node: NodeId) -> impl Iterator<Item = (TargetKey, Caller, &'a Latest)> + 'a {
+    pub fn of_node(self, node: NodeId) -> impl Iterator<Item = (TargetKey, Caller, Latest)> + 'a {
         self.seen.of_node(node).map(move |(k, p, l)| (k, self.caller(p), l))
     }
 
@@ -355,7 +362,7 @@ impl Records for Addresses {
                 latest.failed_at = failed_at;
                 latest
             });
-            let (latest, first_of_target) = (put.latest.clone(), put.first_of_target);
+            let Put { latest, first_of_target } = put;
             if first_of_target {
                 self.expiry.file(*k, now.plus_millis(LATEST_KEPT_MS));
             }

@@ -19,6 +19,8 @@ use vantage_core::Timestamp;
 use vantage_core::evaluate::FastMap;
 use vantage_core::ids::{NodeId, ProberId, RegionId};
 use vantage_core::reachability::{Observation, Observations, ProberView};
+use vantage_core::result::{ErrorCode, HlsDetail};
+use vantage_core::window::WindowRegister;
 
 use crate::config::Config;
 use crate::identity::Caller;
@@ -144,17 +146,65 @@ struct Made {
     port: u16,
 }
 
-/// One address's latest results, every port, every caller: each with its observation (what
-/// a pass reads) and who made it on which port, the three in the same order — one record per
-/// result, found with one look-up of its address and one search of who made what.
+/// What a latest result holds beyond its observation: the report's time, the counts and
+/// the failed attempt's end are the observation's, not kept twice (issue 32: memory per
+/// result).
+#[derive(Debug, Clone, PartialEq)]
+struct Kept {
+    rtt_us: Option<u32>,
+    error: Option<ErrorCode>,
+    register: WindowRegister,
+    hls: Option<Box<HlsDetail>>,
+    cert_not_after: Option<Timestamp>,
+}
+
+impl Kept {
+    /// `latest` as its observation by the caller at place `prober`, and the rest.
+    fn split(prober: u32, latest: Latest) -> (Observation, Kept) {
+        let o = Observation {
+            prober,
+            sent: latest.sent,
+            lost: latest.lost,
+            rtt_ms: latest.rtt_us.map(|us| us as f32 / 1000.0),
+            reported_at: latest.at,
+            failed_at: latest.failed_at,
+        };
+        let Latest { rtt_us, error, register, hls, cert_not_after, .. } = latest;
+        (o, Kept { rtt_us, error, register, hls, cert_not_after })
+    }
+
+    /// The latest result of `o` and this.
+    fn join(&self, o: &Observation) -> Latest {
+        Latest {
+            at: o.reported_at,
+            sent: o.sent,
+            lost: o.lost,
+            rtt_us: self.rtt_us,
+            error: self.error,
+            register: self.register,
+            hls: self.hls.clone(),
+            cert_not_after: self.cert_not_after,
+            failed_at: o.failed_at,
+        }
+    }
+}
+
+/// Bytes of one latest result's record as kept — its observation, who made it on which port,
+/// and the rest — beside its share of the tables and the lists' spare room.
+pub const RECORD_BYTES: usize = size_of::<Observation>() + size_of::<Made>() + size_of::<Kept>();
+
+/// One address's latest results, every port, every caller: each as its observation (what a
+/// pass reads), who made it on which port, and the rest of it, the three in the same order —
+/// one record per result, found with one look-up of its address and one search of who made
+/// what.
 #[derive(Debug, Clone, Default)]
 struct AddressSeen {
     observations: Observations,
     /// Who made each observation, in the same order: searched instead of the observations,
     /// a sixth of their size, so that a result finds its place in fewer cache lines.
     made: Vec<Made>,
-    /// The latest result behind each observation, in the same order.
-    latest: Vec<Latest>,
+    /// The rest of each latest result, in the same order.
+    kept: Vec<Kept>,
 }
 
 impl AddressSeen {
@@ -170,23 +220,27 @@ impl AddressSeen {
         self.made.iter().any(|m| m.port == port)
     }
 
-    /// Removes the result at `i`.
-    fn remove(&mut self, i: usize) -> Latest {
+    /// The latest result at `i`.
+    fn latest(&self, i: usize) -> Option<Latest> {
+        Some(self.kept.get(i)?.join(self.observations.as_slice().get(i)?))
+    }
+
+    /// When the result at `i` was reported.
+    fn at(&self, i: usize) -> Timestamp {
+        self.observations.as_slice().get(i).map_or(Timestamp::EPOCH, |o| o.reported_at)
+    }
+
+    /// Each latest result with who made it on which port.
+    fn each(&self) -> impl Iterator<Item = (Made, Latest)> + '_ {
+        let joined = self.observations.as_slice().iter().zip(&self.kept).map(|(o, k)| k.join(o));
+        self.made.iter().copied().zip(joined)
+    }
+
+    /// Removes the result at `i`; whether it saw a certificate.
+    fn remove(&mut self, i: usize) -> bool {
         self.observations.remove(i);
         self.made.remove(i);
-        self.latest.remove(i)
-    }
-}
-
-/// The observation a pass reads of `latest`, made by the caller at place `prober`.
-fn observation(prober: u32, latest: &Latest) -> Observation {
-    Observation {
-        prober,
-        sent: latest.sent,
-        lost: latest.lost,
-        rtt_ms: latest.rtt_us.map(|us| us as f32 / 1000.0),
-        reported_at: latest.at,
-        failed_at: latest.failed_at,
+        self.kept.remove(i).cert_not_after.is_some()
     }
 }
 
@@ -202,9 +256,9 @@ pub(crate) struct Seen {
 }
 
 /// What a result put in place found and left.
-pub(crate) struct Put<'a> {
+pub(crate) struct Put {
     /// The latest result now.
-    pub(crate) latest: &'a Latest,
+    pub(crate) latest: Latest,
     /// Whether its target had no result before (of any caller).
     pub(crate) first_of_target: bool,
 }
@@ -227,27 +281,29 @@ impl Seen {
         key: TargetKey,
         prober: u32,
         next: impl FnOnce(Option<&Latest>) -> Latest,
-    ) -> Put<'_> {
+    ) -> Put {
         let a = self.by_address.entry((key.node, key.ip)).or_default();
         if let Some(i) = a.place(prober, key.port) {
-            let latest = next(Some(&a.latest[i]));
-            a.observations.put(Some(i), observation(prober, &latest));
-            a.latest[i] = latest;
-            return Put { latest: &a.latest[i], first_of_target: false };
+            let latest = next(a.latest(i).as_ref());
+            let (o, kept) = Kept::split(prober, latest.clone());
+            a.observations.put(Some(i), o);
+            a.kept[i] = kept;
+            return Put { latest, first_of_target: false };
         }
         let latest = next(None);
         let first_of_target = !a.has_port(key.port);
+        let (o, kept) = Kept::split(prober, latest.clone());
         // With no place given, a place is always found (after the prober's others).
-        let i = a.observations.put(None, observation(prober, &latest)).unwrap_or(a.made.len());
+        let i = a.observations.put(None, o).unwrap_or(a.made.len());
         a.made.insert(i, Made { prober, port: key.port });
-        a.latest.insert(i, latest);
+        a.kept.insert(i, kept);
         let place = prober as usize;
         if self.made_by.len() <= place {
             self.made_by.resize(place + 1, 0);
         }
         self.made_by[place] += 1;
         self.targets += usize::from(first_of_target);
-        Put { latest: &a.latest[i], first_of_target }
+        Put { latest, first_of_target }
     }
 
     /// The results of `key` reported before `before` go; whether one of them saw a
@@ -268,13 +324,14 @@ impl Seen {
                 i += 1;
                 continue;
             }
-            if a.latest[i].at >= before {
-                oldest = Some(oldest.map_or(a.latest[i].at, |o| o.min(a.latest[i].at)));
+            let at = a.at(i);
+            if at >= before {
+                oldest = Some(oldest.map_or(at, |o| o.min(at)));
                 i += 1;
                 continue;
             }
             let prober = a.made[i].prober;
-            certificate_gone |= a.remove(i).cert_not_after.is_some();
+            certificate_gone |= a.remove(i);
             if let Some(n) = self.made_by.get_mut(prober as usize) {
                 *n = n.saturating_sub(1);
             }
@@ -305,7 +362,7 @@ impl Seen {
         for (&(node, ip), a) in &mut self.by_address {
             while let Some(i) = a.made.iter().position(|m| m.prober == prober) {
                 let port = a.made[i].port;
-                if a.remove(i).cert_not_after.is_some() {
+                if a.remove(i) {
                     certificates.push(TargetKey { node, ip, port });
                 }
                 if !a.has_port(port) {
@@ -333,36 +390,40 @@ impl Seen {
     }
 
     /// The latest results of `key`, each with the place of its caller.
-    pub(crate) fn of_target(&self, key: TargetKey) -> impl Iterator<Item = (u32, &Latest)> {
+    pub(crate) fn of_target(&self, key: TargetKey) -> impl Iterator<Item = (u32, Latest)> + '_ {
         let a = self.by_address.get(&(key.node, key.ip));
         let port = key.port;
-        a.into_iter().flat_map(move |a| {
-            a.made.iter().zip(&a.latest).filter(move |(m, _)| m.port == port).map(|(m, l)| (m.prober, l))
+        a.into_iter()
+            .flat_map(move |a| a.each().filter(move |(m, _)| m.port == port).map(|(m, l)| (m.prober, l)))
+    }
+
+    /// The latest results of the caller at `place`, by target: only theirs are joined.
+    pub(crate) fn of_place(&self, place: u32) -> impl Iterator<Item = (TargetKey, Latest)> + '_ {
+        self.by_address.iter().flat_map(move |(&(node, ip), a)| {
+            let mine = (0..a.made.len()).filter(move |i| a.made[*i].prober == place);
+            mine.filter_map(move |i| Some((TargetKey { node, ip, port: a.made[i].port }, a.latest(i)?)))
         })
     }
 
     /// Every latest result, by target and the place of its caller.
-    pub(crate) fn all(&self) -> impl Iterator<Item = (TargetKey, u32, &Latest)> {
+    pub(crate) fn all(&self) -> impl Iterator<Item = (TargetKey, u32, Latest)> + '_ {
         self.of_addresses(|_| true)
     }
 
     /// The latest results of `node`'s addresses: only theirs are taken apart, not every
     /// result of the fleet.
-    pub(crate) fn of_node(&self, node: NodeId) -> impl Iterator<Item = (TargetKey, u32, &Latest)> {
+    pub(crate) fn of_node(&self, node: NodeId) -> impl Iterator<Item = (TargetKey, u32, Latest)> + '_ {
         self.of_addresses(move |(n, _)| *n == node)
     }
 
     /// The latest results of the addresses `keep` keeps, by target and the place of their
     /// caller.
-    fn of_addresses(
-        &self,
-        keep: impl Fn(&(NodeId, IpAddr)) -> bool,
-    ) -> impl Iterator<Item = (TargetKey, u32, &Latest)> {
+    fn of_addresses<'a>(
+        &'a self,
+        keep: impl Fn(&(NodeId, IpAddr)) -> bool + 'a,
+    ) -> impl Iterator<Item = (TargetKey, u32, Latest)> + 'a {
         self.by_address.iter().filter(move |(at, _)| keep(at)).flat_map(|(&(node, ip), a)| {
-            a.made
-                .iter()
-                .zip(&a.latest)
-                .map(move |(m, l)| (TargetKey { node, ip, port: m.port }, m.prober, l))
+            a.each().map(move |(m, l)| (TargetKey { node, ip, port: m.port }, m.prober, l))
         })
     }
 
@@ -374,10 +435,8 @@ impl Seen {
     /// Every latest result, taken out, by target and the place of its caller.
     pub(crate) fn into_rows(self) -> Vec<(TargetKey, u32, Latest)> {
         let mut rows = Vec::new();
-        for ((node, ip), a) in self.by_address {
-            rows.extend(
-                a.made.iter().zip(a.latest).map(|(m, l)| (TargetKey { node, ip, port: m.port }, m.prober, l)),
-            );
+        for (&(node, ip), a) in &self.by_address {
+            rows.extend(a.each().map(|(m, l)| (TargetKey { node, ip, port: m.port }, m.prober, l)));
         }
         rows
     }
@@ -605,15 +664,11 @@ mod tests {
                 }
             }
             assert_eq!(**a.certificate_expiries(), certificates, "step {step} from seed {seed:#x}");
-            let fresh = Seen::of(a.seen().all().map(|(k, p, l)| (k, p, l.clone())).collect());
+            let fresh = Seen::of(a.seen().all().collect());
             for s in a.seen().by_address.values() {
                 let whose = s.observations.as_slice().iter().map(|o| o.prober);
                 assert!(whose.eq(s.made.iter().map(|m| m.prober)), "step {step}: each made by its own");
-                let figures = s.latest.iter().zip(&s.made).map(|(l, m)| observation(m.prober, l));
-                assert!(
-                    figures.eq(s.observations.as_slice().iter().copied()),
-                    "step {step}: each observation of its result"
-                );
+                assert_eq!(s.kept.len(), s.made.len(), "step {step}: each result whole");
             }
             for node in a.results().iter().map(|(k, ..)| k.node).take(3) {
                 let whole = a.results().iter().filter(|(k, ..)| k.node == node).count();

@@ -403,12 +403,8 @@ async fn prober_results(
         .owner()
         .read(move |core, _| {
             let c = core.config();
-            let results = core.addresses().results();
-            results
-                .iter()
-                .filter(|(_, p, _)| *p == caller)
-                .map(|(k, p, l)| (k, result_row(&c, k, p, l)))
-                .collect()
+            let results = core.addresses().results().of_caller(caller);
+            results.map(|(k, l)| (k, result_row(&c, k, caller, &l))).collect()
         })
         .await?;
     rows.sort_by_key(|(k, _)| k.to_string());
@@ -428,7 +424,7 @@ async fn node_results(
         .read(move |core, _| {
             let c = core.config();
             let results = core.addresses().results().of_node(NodeId(id));
-            results.map(|(k, p, l)| ((k.to_string(), p.id()), result_row(&c, k, p, l))).collect()
+            results.map(|(k, p, l)| ((k.to_string(), p.id()), result_row(&c, k, p, &l))).collect()
         })
         .await?;
     rows.sort_by(|a, b| a.0.cmp(&b.0));
