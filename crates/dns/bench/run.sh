@@ -13,6 +13,10 @@
 # PIN=1 runs every server on CPU 0 and dnsperf on CPU 1 (taskset): on a 2-core machine the
 # servers then never compete with the load generator, and the rounds vary far less.
 #
+# BASE=NAME (default: the first of SERVERS) is the server the last summary divides by, round
+# by round: the median of each round's ratio, which a machine whose speed drifts between
+# rounds moves less than the ratio of the medians.
+#
 # Per server: a saturating dnsperf run (-c 16 -T 2 -q 200 -l SECONDS) for throughput and
 # average latency; the same load with -v for the latency distribution (p50/p99 of every
 # answer); and a light fixed-rate run (-Q 1000, under every server's capacity) for p99 when
@@ -146,3 +150,16 @@ for name in $SERVERS; do
     med() { awk -v n="$name" -v c="$1" '$1 == n {print $c}' "$ROWS" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
     printf "%-14s %10.0f %9s %9s %9s\n" "$name" "$(med 2)" "$(med 6)" "$(med 7)" "$(med 3)"
 done | awk 'NR == 1 {base = $2} {printf "%-14s qps %8d  p99 %7s ms  p99@1k %7s ms  avg %7s ms  ratio %.2f\n", $1, $2, $3, $4, $5, $2 / base}'
+
+# Each round's rows are one per server, in the order of SERVERS.
+BASE=${BASE:-${SERVERS%% *}}
+RATIOS="$WORK/ratios"
+awk -v base="$BASE" -v n="$(wc -w <<<"$SERVERS")" '{q[int((NR - 1) / n), $1] = $2}
+    END {for (k in q) {split(k, p, SUBSEP); b = q[p[1], base]; if (b > 0) printf "%s %.4f\n", p[2], q[k] / b}}' \
+    "$ROWS" >"$RATIOS"
+echo
+echo "median of each round's qps ratio to $BASE (the two in the same round):"
+for name in $SERVERS; do
+    awk -v n="$name" '$1 == n {print $2}' "$RATIOS" | sort -g |
+        awk -v n="$name" '{a[NR] = $1} END {if (NR) printf "%-14s ratio %.2f  (%d rounds)\n", n, (a[int((NR + 1) / 2)] + a[int(NR / 2) + 1]) / 2, NR}'
+done
