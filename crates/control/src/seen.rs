@@ -230,10 +230,11 @@ impl AddressSeen {
         self.observations.as_slice().get(i).map_or(Timestamp::EPOCH, |o| o.reported_at)
     }
 
-    /// Each latest result with who made it on which port.
-    fn each(&self) -> impl Iterator<Item = (Made, Latest)> + '_ {
-        let joined = self.observations.as_slice().iter().zip(&self.kept).map(|(o, k)| k.join(o));
-        self.made.iter().copied().zip(joined)
+    /// The latest results `keep` keeps by who made them on which port, each with that: only
+    /// those kept are joined.
+    fn each<'a>(&'a self, keep: impl Fn(Made) -> bool + 'a) -> impl Iterator<Item = (Made, Latest)> + 'a {
+        let parts = self.made.iter().copied().zip(self.observations.as_slice()).zip(&self.kept);
+        parts.filter(move |((m, _), _)| keep(*m)).map(|((m, o), k)| (m, k.join(o)))
     }
 
     /// Removes the result at `i`; whether it saw a certificate.
@@ -393,15 +394,13 @@ impl Seen {
     pub(crate) fn of_target(&self, key: TargetKey) -> impl Iterator<Item = (u32, Latest)> + '_ {
         let a = self.by_address.get(&(key.node, key.ip));
         let port = key.port;
-        a.into_iter()
-            .flat_map(move |a| a.each().filter(move |(m, _)| m.port == port).map(|(m, l)| (m.prober, l)))
+        a.into_iter().flat_map(move |a| a.each(move |m| m.port == port).map(|(m, l)| (m.prober, l)))
     }
 
     /// The latest results of the caller at `place`, by target: only theirs are joined.
     pub(crate) fn of_place(&self, place: u32) -> impl Iterator<Item = (TargetKey, Latest)> + '_ {
         self.by_address.iter().flat_map(move |(&(node, ip), a)| {
-            let mine = (0..a.made.len()).filter(move |i| a.made[*i].prober == place);
-            mine.filter_map(move |i| Some((TargetKey { node, ip, port: a.made[i].port }, a.latest(i)?)))
+            a.each(move |m| m.prober == place).map(move |(m, l)| (TargetKey { node, ip, port: m.port }, l))
         })
     }
 
@@ -423,7 +422,7 @@ impl Seen {
         keep: impl Fn(&(NodeId, IpAddr)) -> bool + 'a,
     ) -> impl Iterator<Item = (TargetKey, u32, Latest)> + 'a {
         self.by_address.iter().filter(move |(at, _)| keep(at)).flat_map(|(&(node, ip), a)| {
-            a.each().map(move |(m, l)| (TargetKey { node, ip, port: m.port }, m.prober, l))
+            a.each(|_| true).map(move |(m, l)| (TargetKey { node, ip, port: m.port }, m.prober, l))
         })
     }
 
@@ -436,7 +435,7 @@ impl Seen {
     pub(crate) fn into_rows(self) -> Vec<(TargetKey, u32, Latest)> {
         let mut rows = Vec::new();
         for (&(node, ip), a) in &self.by_address {
-            rows.extend(a.each().map(|(m, l)| (TargetKey { node, ip, port: m.port }, m.prober, l)));
+            rows.extend(a.each(|_| true).map(|(m, l)| (TargetKey { node, ip, port: m.port }, m.prober, l)));
         }
         rows
     }
