@@ -201,6 +201,14 @@ impl Addresses {
         &self.table
     }
 
+    /// Reads what recording a result of `caller` for `key` will touch first, returning a
+    /// figure of it only so that the reads are made: at a fleet's scale each is a cache miss,
+    /// and a report's results read ahead a few at a time wait for them together (issue 32).
+    pub(crate) fn touch(&self, key: &TargetKey, caller: Caller) -> u64 {
+        let Some(place) = self.table.index.get(&caller) else { return 0 };
+        self.rates.touch(key.ip, key.port) ^ self.seen.touch(*key, *place)
+    }
+
     /// What a pass reads of `node`'s address `ip` on the cluster's `ports`.
     pub(crate) fn observations(
         &self,

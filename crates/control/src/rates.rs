@@ -31,6 +31,12 @@ impl ProbeRates {
         w.attempts += u64::from(attempts);
     }
 
+    /// Reads `ip:port`'s window, returning a figure of it only so that the read is made (see
+    /// `Seen::touch`).
+    pub fn touch(&self, ip: IpAddr, port: u16) -> u64 {
+        self.targets.get(&(ip, port)).map_or(0, |w| w.attempts)
+    }
+
     /// Every target's rate at `now`, attempts per second over the last full minute.
     pub fn rates(&self, now: Timestamp) -> Vec<(SocketAddr, f64)> {
         let mut out: Vec<(SocketAddr, f64)> = self

@@ -335,6 +335,17 @@ impl Seen {
         Put { latest, first_of_target }
     }
 
+    /// Reads what a [`put`](Self::put) of `prober`'s result for `key` reads first — the
+    /// address, the place among its results, the observation and the rest there — and returns
+    /// a figure of them only so that the reads are made. A report's results read a few at a
+    /// time before they are put wait for memory together instead of one after another.
+    pub(crate) fn touch(&self, key: TargetKey, prober: u32) -> u64 {
+        let Some(a) = self.by_address.get(&(key.node, key.ip)) else { return 0 };
+        let Some(i) = a.place(prober, key.port, self.made_by.len()) else { return 0 };
+        let sent = a.observations.as_slice().get(i).map_or(0, |o| o.sent);
+        u64::from(sent) ^ a.kept.get(i).map_or(0, |k| k.register.good)
+    }
+
     /// The results of `key` reported before `before` go; whether one of them saw a
     /// certificate, and when the oldest left turns `kept_ms` old (`None`: none left).
     pub(crate) fn expire(
