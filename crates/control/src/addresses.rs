@@ -360,7 +360,8 @@ impl Records for Addresses {
         };
         for k in std::iter::once(&key).chain(aliases) {
             let (mut was_failing, mut certificate_before) = (None, None);
-            let put = self.seen.put(*k, place, |prev| {
+            let room = || expected_results(c, &self.table, k.node);
+            let put = self.seen.put(*k, place, room, |prev| {
                 was_failing = prev.map(|l| sees_failing(l.sent, l.lost, &c.settings));
                 certificate_before = prev.and_then(|l| l.cert_not_after);
                 // What the check assumes of a target first seen: looked up only then (it walks
@@ -385,6 +386,42 @@ impl Records for Addresses {
                 self.certificate_seen(*k, certificate_before, certificate);
             }
             took.node_moved(c, k.node);
+        }
+    }
+}
+
+/// How many results an address of `node` will hold: one on each listener of its cluster
+/// from every prober that probes it — each counting caller, within the probe budget. Counted
+/// over the configured callers, not the online ones (`Spread::per_address_of`, which a pass
+/// asks): the room is made once, and a prober offline at that moment reports later.
+fn expected_results(c: &Config, table: &ProberTable, node: NodeId) -> usize {
+    let s = &c.settings;
+    let probers = table.counting().min(c.detection.probers_per_target(s.attempts(), s.interval_s()));
+    let cluster = c.nodes.get(&node.0).and_then(|n| c.clusters.get(&n.value.cluster.0));
+    probers * cluster.map_or(0, |cl| cl.value.listeners.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use vantage_core::Timestamp;
+
+    use super::*;
+    use crate::fixtures::large_fleet;
+    use crate::{Control, Start};
+
+    /// A node's address is given room for one result on each listener from each counting
+    /// prober within the probe budget (33 of 40 with the default budget), and an address of
+    /// a node the configuration does not hold none.
+    #[test]
+    fn room_for_the_probers_within_the_budget_on_each_listener() {
+        for (probers, each) in [(5, 5), (40, 33)] {
+            let now = Timestamp::from_secs(1_800_000_000);
+            let mut control = Control::new(Start::default(), now);
+            control.handle_change(large_fleet(2, probers).puts, Vec::new(), now);
+            let (c, table) = (control.config(), control.addresses().table().clone());
+            let first_node = NodeId(101 + probers);
+            assert_eq!(expected_results(&c, &table, first_node), each * 2, "{probers} probers");
+            assert_eq!(expected_results(&c, &table, NodeId(99_999)), 0);
         }
     }
 }

@@ -31,6 +31,10 @@ use crate::target::TargetKey;
 /// (few in tests, so that they build it afresh too).
 const SPARE_HOLES: usize = if cfg!(test) { 2 } else { 64 };
 
+/// Results an address is given room for at most when first seen (beyond, its lists grow as
+/// they fill): room made for probers that never report is memory no result uses.
+const MAX_ROOM: usize = 512;
+
 /// The probers observations are indexed by — every prober and every node (built afresh:
 /// probers first; followed: those added since after the others, gone ones as holes) — each
 /// with its place.
@@ -44,6 +48,8 @@ pub(crate) struct ProberTable {
     pub(crate) callers: Vec<Caller>,
     /// Places of callers no longer configured.
     holes: usize,
+    /// Places that count (active), of callers configured.
+    counting: usize,
 }
 
 impl ProberTable {
@@ -55,6 +61,7 @@ impl ProberTable {
             t.views.push(view);
             t.callers.push(caller);
         }
+        t.counting = counting(&t.views);
         t
     }
 
@@ -67,6 +74,7 @@ impl ProberTable {
             index: self.index.clone(),
             callers: self.callers.clone(),
             holes: 0,
+            counting: 0,
         };
         let mut living = vec![false; next.views.len()];
         for (caller, view) in entries(c) {
@@ -94,6 +102,7 @@ impl ProberTable {
                 next.holes += 1;
             }
         }
+        next.counting = counting(&next.views);
         next
     }
 
@@ -112,11 +121,21 @@ impl ProberTable {
         p
     }
 
+    /// How many places count (every counting caller configured, online or not).
+    pub(crate) fn counting(&self) -> usize {
+        self.counting
+    }
+
     /// Whether the holes outnumber the living places (and the spare): the table is then built
     /// afresh.
     pub(crate) fn worn(&self) -> bool {
         self.holes > SPARE_HOLES + (self.views.len() - self.holes)
     }
+}
+
+/// How many of `views` count.
+fn counting(views: &[ProberView]) -> usize {
+    views.iter().filter(|v| v.active).count()
 }
 
 /// The region of a place that does not count (a node in no region, a caller no longer or not
@@ -208,6 +227,15 @@ struct AddressSeen {
 }
 
 impl AddressSeen {
+    /// None yet, with room for `n` results.
+    fn with_room(n: usize) -> AddressSeen {
+        AddressSeen {
+            observations: Observations::new(Vec::with_capacity(n)),
+            made: Vec::with_capacity(n),
+            kept: Vec::with_capacity(n),
+        }
+    }
+
     /// The place of `prober`'s observation on `port`, among results from `places` places.
     fn place(&self, prober: u32, port: u16, places: usize) -> Option<usize> {
         let from = start_near(&self.made, prober, places);
@@ -295,23 +323,32 @@ impl Seen {
     /// The latest results `rows` (by target and the place of their caller), as at a start or
     /// when the prober table is built afresh.
     pub(crate) fn of(rows: Vec<(TargetKey, u32, Latest)>) -> Seen {
+        let mut per_address: FastMap<(NodeId, IpAddr), usize> = FastMap::default();
+        for (key, ..) in &rows {
+            *per_address.entry((key.node, key.ip)).or_default() += 1;
+        }
         let mut seen = Seen::default();
         for (key, place, latest) in rows {
-            seen.put(key, place, |_| latest);
+            let room = || per_address.get(&(key.node, key.ip)).copied().unwrap_or(0);
+            seen.put(key, place, room, |_| latest);
         }
         seen
     }
 
     /// `prober`'s latest result for `key` in place of the one before (`next` makes it from
-    /// that one).
+    /// that one). An address seen for the first time has room made for as many results as
+    /// `room` says it will hold: lists grown one result at a time double again and again,
+    /// and at a fleet's scale what they left behind was a third of the memory (issue 32).
     pub(crate) fn put(
         &mut self,
         key: TargetKey,
         prober: u32,
+        room: impl FnOnce() -> usize,
         next: impl FnOnce(Option<&Latest>) -> Latest,
     ) -> Put {
         let places = self.made_by.len();
-        let a = self.by_address.entry((key.node, key.ip)).or_default();
+        let a = (self.by_address.entry((key.node, key.ip)))
+            .or_insert_with(|| AddressSeen::with_room(room().min(MAX_ROOM)));
         if let Some(i) = a.place(prober, key.port, places) {
             let latest = next(a.latest(i).as_ref());
             let (o, kept) = Kept::split(prober, latest.clone());
@@ -730,6 +767,44 @@ mod tests {
             most = most.max(held);
         }
         assert!(most > 100, "the steps reported results: at most {most} observations");
+    }
+
+    /// A new address has room for the results it is told it will hold, at most `MAX_ROOM`,
+    /// and its lists stay where they are while they fill it.
+    #[test]
+    fn room_is_made_once_and_bounded() {
+        let at = Timestamp::from_secs(1_800_000_000);
+        let latest = || Latest {
+            at,
+            sent: 1,
+            lost: 0,
+            rtt_us: Some(900),
+            error: None,
+            register: WindowRegister::default(),
+            hls: None,
+            cert_not_after: None,
+            failed_at: None,
+        };
+        let key = |n: i64, port: u16| TargetKey { node: NodeId(n), ip: "192.0.2.1".parse().unwrap(), port };
+        let mut seen = Seen::default();
+        seen.put(key(1, 80), 0, || 6, |_| latest());
+        let a = &seen.by_address[&(NodeId(1), key(1, 80).ip)];
+        let (room, at_first) = (a.made.capacity(), a.made.as_ptr());
+        assert!(room >= 6, "room for 6: {room}");
+        for prober in 0..3 {
+            for port in [80, 443] {
+                seen.put(key(1, port), prober, || unreachable!("room is made once"), |_| latest());
+            }
+        }
+        let a = &seen.by_address[&(NodeId(1), key(1, 80).ip)];
+        assert_eq!(
+            (a.made.len(), a.made.capacity(), a.made.as_ptr()),
+            (6, room, at_first),
+            "filled in place"
+        );
+        seen.put(key(2, 80), 0, || 1_000_000, |_| latest());
+        let big = seen.by_address[&(NodeId(2), key(2, 80).ip)].kept.capacity();
+        assert!((MAX_ROOM..2 * MAX_ROOM).contains(&big), "room for {MAX_ROOM} at most: {big}");
     }
 
     /// The search from an even spread's guess finds where a prober's results start as a
