@@ -1,13 +1,14 @@
 //! The control core's passes over a large cluster, as its owner runs them: `--nodes N` nodes
 //! (10,000 unless told) × 3 addresses × 2 listeners, 50 probers each reporting every target of
-//! its work (the probe budget trims the work, so about 2.8 million latest results are held at
-//! 10,000 nodes, not 3: the count is printed), and a rule that takes out a node its probers
-//! lose (`probe_loss >= 90` for 30 s).
+//! its work (the probe budget gives each target 33 of them, so about 2 million latest results
+//! are held at 10,000 nodes, not 3: the count is printed), and a rule that takes out a node its
+//! probers lose (`probe_loss >= 90` for 30 s).
 //!
 //! Prints, for the steady fleet — every prober's round, then a pass, every 10 s — the median
 //! and worst of the passes, how long one report of 10,000 results takes — the first reports
-//! (every target new) and the later rounds' (each result replacing the one before) — and the
-//! peak memory per latest result;
+//! (every target new) and the later rounds' (each result replacing the one before) — how long
+//! making a prober's work takes (each prober asks for it every round), and the peak memory
+//! per latest result;
 //! then, with 1 % of the primaries failing for every prober (and so 1 % of the nodes under the
 //! acting rule), the passes of the rounds that follow and the revisions they cut.
 //!
@@ -33,22 +34,31 @@ const FAILING_ROUNDS: usize = 8;
 /// A prober's round, the default probe interval.
 const ROUND_S: u64 = 10;
 
-/// Every prober's full round at `now`, as reports of at most [`wire::MAX_RESULTS`] results,
-/// each passed through `alter`; how long each report took to handle.
+/// How long each of a round's reports and works took.
+#[derive(Default)]
+struct Took {
+    reports: Vec<Duration>,
+    works: Vec<Duration>,
+}
+
+/// Every prober's full round at `now` — its work asked for, then reports of at most
+/// [`wire::MAX_RESULTS`] results, each passed through `alter` — timed.
 fn round(
     control: &mut Control,
     probers: &[Caller],
     now: Timestamp,
     alter: &dyn Fn(&mut wire::Report),
-) -> Vec<Duration> {
-    let mut took = Vec::new();
+) -> Took {
+    let mut took = Took::default();
     for p in probers {
+        let t = Instant::now();
         let work = control.handle_work(*p, now);
+        took.works.push(t.elapsed());
         for mut report in good_round(&work, now) {
             alter(&mut report);
             let t = Instant::now();
             control.handle_report(*p, &report, now).expect("report");
-            took.push(t.elapsed());
+            took.reports.push(t.elapsed());
         }
         while control.poll_output().is_some() {}
     }
@@ -110,13 +120,22 @@ fn main() {
     let rule = serde_json::from_value(rule).expect("a valid rule");
     fleet.puts.push((4, Object::Rule(RuleRecord { cluster: ClusterId(2), rule })));
     control.handle_change(fleet.puts, Vec::new(), now);
+    // Every prober asks for work before the first round, so that every work is trimmed to the
+    // probe budget as in operation (probers that come online one by one each probe every
+    // target until enough of them are online to share the fleet).
+    for p in &fleet.probers {
+        control.handle_work(*p, now);
+    }
     let feed = round(&mut control, &fleet.probers, now, &|_| {});
     let results: usize = control.addresses().results().iter().count();
-    let (mut passes, mut steady, mut views) = (Vec::new(), Vec::new(), Vec::new());
+    let targets = control.handle_work(fleet.probers[0], now).targets.len();
+    let (mut passes, mut steady, mut views, mut works) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..PASSES {
         now = now.plus_secs(ROUND_S);
         // Every result replaces its prober's last one.
-        steady.extend(round(&mut control, &fleet.probers, now, &|_| {}));
+        let took = round(&mut control, &fleet.probers, now, &|_| {});
+        steady.extend(took.reports);
+        works.extend(took.works);
         passes.push(pass(&mut control, now).0);
         // What the owner publishes after the pass, the figures for `/metrics` with it.
         let t = Instant::now();
@@ -131,8 +150,9 @@ fn main() {
     );
     println!("the view published after each pass (the figures for /metrics made): {}", median_worst(views));
     let n = wire::MAX_RESULTS;
-    println!("handle_report of {n} results, first reports: {}", median_worst(feed));
+    println!("handle_report of {n} results, first reports: {}", median_worst(feed.reports));
     println!("handle_report of {n} results, later rounds: {}", median_worst(steady));
+    println!("handle_work (a prober's work of {targets} targets), later rounds: {}", median_worst(works));
     println!(
         "peak resident memory: {:.2} GiB, {} bytes per latest result",
         peak as f64 / f64::from(1 << 30),
