@@ -10,9 +10,10 @@
 //! with the number of probers, over the interval: the phases are evenly spaced, and any window
 //! of places is spread over the whole interval rather than bunched in one part of it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use vantage_core::evaluate::FastMap;
 use vantage_core::ids::{NodeId, ProberId, RegionId};
 
 use crate::config::Config;
@@ -21,7 +22,8 @@ use crate::identity::Caller;
 /// The places of the counting probers, for one configuration.
 #[derive(Debug, Clone)]
 pub struct Spread {
-    place: HashMap<Caller, usize>,
+    /// Looked up twice for every target of a work: hashed with the core's fast hasher.
+    place: FastMap<Caller, usize>,
     /// Probers per target within the budget.
     window: usize,
     stride: usize,

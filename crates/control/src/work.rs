@@ -3,7 +3,6 @@
 //! cluster, where a node that probes skips itself (SPEC §3.2, §5.2) — each address, listener
 //! and check once, within the probe budget.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::net::IpAddr;
 
@@ -138,7 +137,7 @@ pub fn targets(
     spread: &Spread,
 ) -> Issued {
     let mut out = Issued::default();
-    let mut probe_of: HashMap<(IpAddr, Listener, u32), TargetKey> = HashMap::new();
+    let mut probe_of: FastMap<(IpAddr, Listener, u32), TargetKey> = FastMap::default();
     for (cid, cluster) in &c.clusters {
         // Clusters probed with the same check share one; a cluster in the TCP fallback is
         // probed by TCP connect with the rest of its check.
