@@ -274,12 +274,17 @@ impl AddressSeen {
 }
 
 /// Where `prober`'s results start in `made` (sorted by prober), with results from `places`
-/// places: searched outwards from where an even spread would put them, as most addresses have
-/// a result from nearly every prober. A search from the middle reads four or five cache lines
-/// of a hundred results, each a miss at a fleet's scale; this one reads one or two
-/// (issue 32: a report's cost is its cache misses).
+/// places: searched outwards from where an even spread would put them, as an address has a
+/// result from most places when few callers besides the probers have places. A search from
+/// the middle reads four or five cache lines of a hundred results, each a miss at a fleet's
+/// scale; this one reads one or two (issue 32: a report's cost is its cache misses). Where the
+/// places far outnumber the results (thousands of nodes that probe, each address probed by
+/// the budget's few), a guess would be far off, and the search starts from the middle.
 fn start_near(made: &[Made], prober: u32, places: usize) -> usize {
     let n = made.len();
+    if places > 2 * n {
+        return made.partition_point(|m| m.prober < prober);
+    }
     let below = |i: usize| made[i].prober < prober;
     let guess = (prober as usize).saturating_mul(n).checked_div(places).unwrap_or(0).min(n);
     // Bracket the start between a place below `prober` and one not below it, doubling the
