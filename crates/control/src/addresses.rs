@@ -395,8 +395,7 @@ impl Records for Addresses {
 /// over the configured callers, not the online ones (`Spread::per_address_of`, which a pass
 /// asks): the room is made once, and a prober offline at that moment reports later.
 fn expected_results(c: &Config, table: &ProberTable, node: NodeId) -> usize {
-    let s = &c.settings;
-    let probers = table.counting().min(c.detection.probers_per_target(s.attempts(), s.interval_s()));
+    let probers = table.counting().min(c.probers_per_target());
     let cluster = c.nodes.get(&node.0).and_then(|n| c.clusters.get(&n.value.cluster.0));
     probers * cluster.map_or(0, |cl| cl.value.listeners.len())
 }

@@ -54,10 +54,9 @@ impl Spread {
             order.extend(by_region.values().filter_map(|v| v.get(i)).copied());
         }
         let n = order.len();
-        let s = &c.settings;
         Spread {
             place: order.into_iter().enumerate().map(|(i, c)| (c, i)).collect(),
-            window: c.detection.probers_per_target(s.attempts(), s.interval_s()),
+            window: c.probers_per_target(),
             stride: stride(n),
         }
     }

@@ -34,6 +34,13 @@ pub fn addresses_in_use(
 }
 
 impl Config {
+    /// How many probers the probe budget lets probe each target: the window the spread gives
+    /// a target, and the room an address is given for its results.
+    pub fn probers_per_target(&self) -> usize {
+        let s = &self.settings;
+        self.detection.probers_per_target(s.attempts(), s.interval_s())
+    }
+
     /// A node that probes: enabled, *also probes* on, and its group has a region.
     pub fn node_probes(&self, node: NodeId) -> bool {
         self.nodes.get(&node.0).is_some_and(|n| {
