@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::control::{Output, Upkeep};
 use crate::expiry::Expiry;
 use crate::identity::Caller;
+use crate::issued::Keys;
 use crate::observe::{Given, Latest};
 use crate::rates::ProbeRates;
 pub use crate::seen::RECORD_BYTES;
@@ -102,6 +103,8 @@ pub struct Addresses {
     certificate_warning_days: u64,
     /// When the store's results next expire (`None`: at the first sweep).
     next_expiry: Option<Timestamp>,
+    /// The index the works' keys are given over.
+    keys: Keys,
 }
 
 impl Addresses {
@@ -289,7 +292,7 @@ impl SubjectBook for Addresses {
         work.checks.extend(checks);
         work.targets
             .extend(targets.into_iter().map(|t| wire::Target { check: t.check.saturating_add(base), ..t }));
-        work.given.issued = keys;
+        work.given.issued = self.keys.give(&keys, asking.now);
         work.given.aliases = aliases;
     }
 

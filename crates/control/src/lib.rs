@@ -20,6 +20,7 @@ pub mod fixtures;
 pub mod fleet;
 pub mod identity;
 pub mod invariants;
+pub mod issued;
 pub mod maintenance;
 pub mod mirrors;
 pub mod monitors;

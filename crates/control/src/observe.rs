@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use vantage_core::Timestamp;
 use vantage_core::address::{AddressPolicy, is_unicast};
-use vantage_core::evaluate::{AGENT_ONLINE_S, FastMap, FastSet, LinkState, NodeMetrics};
+use vantage_core::evaluate::{AGENT_ONLINE_S, FastMap, LinkState, NodeMetrics};
 use vantage_core::result::{ErrorCode, HlsDetail, ProbeResult};
 use vantage_core::settings::ProbeSettings;
 use vantage_core::window::WindowRegister;
@@ -166,7 +166,7 @@ pub struct ProberRuntime {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Given {
     /// Target keys: reports may only carry these.
-    pub issued: FastSet<TargetKey>,
+    pub issued: crate::issued::GivenKeys,
     /// Keys probed under one of `issued` (the same probe listed by another cluster).
     pub aliases: FastMap<TargetKey, Vec<TargetKey>>,
     /// Mirror hosts of its endpoint targets.

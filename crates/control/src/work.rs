@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use vantage_core::address::{AddressList, AddressPolicy};
 use vantage_core::check::Listener;
-use vantage_core::evaluate::{FastMap, FastSet};
+use vantage_core::evaluate::FastMap;
 use vantage_core::ids::{ClusterId, NodeId};
 use vantage_core::wire;
 
@@ -124,8 +124,8 @@ impl TcpFallback {
 pub struct Issued {
     pub checks: Vec<vantage_core::check::Check>,
     pub targets: Vec<wire::Target>,
-    /// The keys of `targets`: reports may carry only these.
-    pub keys: FastSet<TargetKey>,
+    /// The keys of `targets`, in their order: reports may carry only these.
+    pub keys: Vec<TargetKey>,
     /// Keys probed under another key's probe: the same address, listener and check listed
     /// again (by another cluster), probed once per round. Key given → the others.
     pub aliases: FastMap<TargetKey, Vec<TargetKey>>,
@@ -173,7 +173,7 @@ pub fn targets(
                         Entry::Occupied(given) => out.aliases.entry(*given.get()).or_default().push(key),
                         Entry::Vacant(v) => {
                             v.insert(key);
-                            out.keys.insert(key);
+                            out.keys.push(key);
                             out.targets.push(wire::Target {
                                 key: key.to_string(),
                                 ip: a.ip,
