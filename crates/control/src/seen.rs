@@ -165,12 +165,11 @@ struct Made {
     port: u16,
 }
 
-/// What a latest result holds beyond its observation: the report's time, the counts and
-/// the failed attempt's end are the observation's, not kept twice (issue 32: memory per
-/// result).
+/// What a latest result holds beyond its observation: the report's time, the counts, the
+/// RTT and the failed attempt's end are the observation's, not kept twice (issue 32: memory
+/// per result).
 #[derive(Debug, Clone, PartialEq)]
 struct Kept {
-    rtt_us: Option<u32>,
     error: Option<ErrorCode>,
     register: WindowRegister,
     hls: Option<Box<HlsDetail>>,
@@ -182,23 +181,23 @@ impl Kept {
     fn split(prober: u32, latest: Latest) -> (Observation, Kept) {
         let o = Observation {
             prober,
-            sent: latest.sent,
-            lost: latest.lost,
-            rtt_ms: latest.rtt_us.map(|us| us as f32 / 1000.0),
+            sent: u16::try_from(latest.sent).unwrap_or(u16::MAX),
+            lost: u16::try_from(latest.lost).unwrap_or(u16::MAX),
+            rtt_us: latest.rtt_us,
             reported_at: latest.at,
             failed_at: latest.failed_at,
         };
-        let Latest { rtt_us, error, register, hls, cert_not_after, .. } = latest;
-        (o, Kept { rtt_us, error, register, hls, cert_not_after })
+        let Latest { error, register, hls, cert_not_after, .. } = latest;
+        (o, Kept { error, register, hls, cert_not_after })
     }
 
     /// The latest result of `o` and this.
     fn join(&self, o: &Observation) -> Latest {
         Latest {
             at: o.reported_at,
-            sent: o.sent,
-            lost: o.lost,
-            rtt_us: self.rtt_us,
+            sent: u32::from(o.sent),
+            lost: u32::from(o.lost),
+            rtt_us: o.rtt_us,
             error: self.error,
             register: self.register,
             hls: self.hls.clone(),
@@ -550,7 +549,7 @@ mod tests {
     fn row(caller: Caller, region: RegionId, o: &Observation) -> String {
         format!(
             "{caller:?} {region} {} {} {:?} {:?} {:?}",
-            o.sent, o.lost, o.rtt_ms, o.reported_at, o.failed_at
+            o.sent, o.lost, o.rtt_us, o.reported_at, o.failed_at
         )
     }
 
@@ -568,9 +567,9 @@ mod tests {
                 };
                 let o = Observation {
                     prober: 0,
-                    sent: l.sent,
-                    lost: l.lost,
-                    rtt_ms: l.rtt_us.map(|us| us as f32 / 1000.0),
+                    sent: l.sent as u16,
+                    lost: l.lost as u16,
+                    rtt_us: l.rtt_us,
                     reported_at: l.at,
                     failed_at: l.failed_at,
                 };

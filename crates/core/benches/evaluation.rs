@@ -60,7 +60,7 @@ fn world(now: Timestamp, failing_every: u32) -> World {
                                 prober: p,
                                 sent: 3,
                                 lost: if failing && p % 4 != 0 { 3 } else { 0 },
-                                rtt_ms: Some(10.0 + (p % 7) as f32),
+                                rtt_us: Some(10_000 + (p % 7) * 1000),
                                 reported_at: now,
                                 failed_at: None,
                             })

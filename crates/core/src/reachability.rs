@@ -25,17 +25,24 @@ pub struct ProberView {
 pub struct Observation {
     /// Index of the prober in the evaluator's prober table.
     pub prober: u32,
-    /// Attempts sent.
-    pub sent: u32,
+    /// Attempts sent (a result has at most 10).
+    pub sent: u16,
     /// Attempts lost.
-    pub lost: u32,
-    /// Median RTT of the good attempts, ms.
-    pub rtt_ms: Option<f32>,
+    pub lost: u16,
+    /// Median RTT of the good attempts, µs: the latest result's own figure, kept once.
+    pub rtt_us: Option<u32>,
     /// When the prober reported it.
     pub reported_at: Timestamp,
     /// When the round's first failed attempt ended, in the server's time (never after
     /// `reported_at`); `None` without a failed attempt, or from a prober that does not say.
     pub failed_at: Option<Timestamp>,
+}
+
+impl Observation {
+    /// Median RTT of the good attempts, ms.
+    pub fn rtt_ms(&self) -> Option<f32> {
+        self.rtt_us.map(|us| us as f32 / 1000.0)
+    }
 }
 
 /// The latest results for one address, every port, every prober; sorted by prober so that
@@ -145,9 +152,9 @@ impl ProberTally {
             if let Some(f) = o.failed_at.map(|f| f.min(o.reported_at)) {
                 t.failed_at = Some(t.failed_at.map_or(f, |g| g.min(f)));
             }
-            t.sent += o.sent;
-            t.lost += o.lost.min(o.sent);
-            if let Some(r) = o.rtt_ms {
+            t.sent += u32::from(o.sent);
+            t.lost += u32::from(o.lost.min(o.sent));
+            if let Some(r) = o.rtt_ms() {
                 t.rtt_sum_ms += f64::from(r);
                 t.rtt_n += 1;
             }
@@ -645,12 +652,12 @@ mod tests {
         vec![ProberView { region: RegionId(1), active: true }; n]
     }
 
-    fn obs(prober: u32, sent: u32, lost: u32, at: Timestamp) -> Observation {
+    fn obs(prober: u32, sent: u16, lost: u16, at: Timestamp) -> Observation {
         Observation {
             prober,
             sent,
             lost,
-            rtt_ms: (lost < sent).then_some(1.0),
+            rtt_us: (lost < sent).then_some(1000),
             reported_at: at,
             failed_at: None,
         }
@@ -799,7 +806,7 @@ mod tests {
         fn verdicts_by_region_are_what_sorting_gives(
             regions_of in proptest::collection::vec((0i64..4, proptest::bool::weighted(0.9)), 1..12),
             addresses in proptest::collection::vec(
-                proptest::collection::vec((0u32..12, 1u32..4, 0u32..4, 0i64..40_000, proptest::option::of(0i64..5_000)), 0..30),
+                proptest::collection::vec((0u32..12, 1u16..4, 0u16..4, 0i64..40_000, proptest::option::of(0i64..5_000)), 0..30),
                 1..6,
             ),
         ) {
@@ -817,7 +824,7 @@ mod tests {
                         prober: prober % p.len() as u32,
                         sent,
                         lost: lost.min(sent),
-                        rtt_ms: None,
+                        rtt_us: None,
                         reported_at: now.plus_millis(-ago),
                         failed_at: failed.map(|f| now.plus_millis(-ago - f)),
                     })

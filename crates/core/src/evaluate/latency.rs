@@ -96,7 +96,7 @@ fn measure(
                     && p.region == region
                     && o.sent > o.lost
                     && view.settings.result_counts(o.reported_at, now);
-                counts.then_some(o.rtt_ms).flatten()
+                counts.then(|| o.rtt_ms()).flatten()
             }));
         }
     }

@@ -745,8 +745,8 @@ fn probe_metrics_a_pass_acts_on_are_the_previews() {
                     Observation {
                         prober: p,
                         sent: 3,
-                        lost: lost.min(3),
-                        rtt_ms: (lost < 3).then_some(5.0 + (p * 7 + port * 3 + j as u32) as f32),
+                        lost: lost.min(3) as u16,
+                        rtt_us: (lost < 3).then_some((5 + p * 7 + port * 3 + j as u32) * 1000),
                         reported_at: now,
                         failed_at: None,
                     }

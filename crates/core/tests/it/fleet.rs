@@ -135,7 +135,7 @@ impl Fleet {
     /// report now, on every listener.
     pub(crate) fn report(&mut self, addr: &str, failing: &[usize]) {
         let now = self.now;
-        let attempts = self.settings.attempts();
+        let attempts = self.settings.attempts() as u16;
         let listeners = self.listeners;
         let n = self.probers.len();
         let target = ip(addr);
@@ -152,7 +152,7 @@ impl Fleet {
                             prober: p as u32,
                             sent: attempts,
                             lost,
-                            rtt_ms: (lost < attempts).then_some(12.0),
+                            rtt_us: (lost < attempts).then_some(12_000),
                             reported_at: now,
                             failed_at: None,
                         });
@@ -166,7 +166,7 @@ impl Fleet {
     /// Every prober reports `addr` answering now on every listener, prober `p` in `rtt(p)` ms.
     pub(crate) fn report_rtt(&mut self, addr: &str, rtt: impl Fn(usize) -> f32) {
         let (now, attempts, listeners, n, target) =
-            (self.now, self.settings.attempts(), self.listeners, self.probers.len(), ip(addr));
+            (self.now, self.settings.attempts() as u16, self.listeners, self.probers.len(), ip(addr));
         let a =
             self.nodes.iter_mut().flat_map(|n| &mut n.addresses).find(|a| a.address.ip == target).unwrap();
         let obs = (0..n).flat_map(|p| (0..listeners).map(move |_| (p, attempts)));
@@ -175,7 +175,7 @@ impl Fleet {
                 prober: p as u32,
                 sent,
                 lost: 0,
-                rtt_ms: Some(rtt(p)),
+                rtt_us: Some((rtt(p) * 1000.0).round() as u32),
                 reported_at: now,
                 failed_at: None,
             })

@@ -45,12 +45,12 @@ proptest! {
                 let sent = 3;
                 // The majority lose less than the loss setting; the minority lose everything.
                 let lost = if failing { sent } else { ((seed >> (p % 60)) as u32 + port) % 3 * u32::from(s.loss_pct() == 100) };
-                obs.push(Observation { prober: p as u32, sent, lost: lost.min(sent), rtt_ms: None, reported_at: T0, failed_at: None });
+                obs.push(Observation { prober: p as u32, sent: sent as u16, lost: lost.min(sent) as u16, rtt_us: None, reported_at: T0, failed_at: None });
             }
         }
         // Ensure the majority really sees it answering: loss below the setting.
         for o in obs.iter_mut().filter(|o| o.prober as usize >= minority) {
-            while o.lost > 0 && o.lost * 100 >= s.loss_pct() * o.sent {
+            while o.lost > 0 && u32::from(o.lost) * 100 >= s.loss_pct() * u32::from(o.sent) {
                 o.lost -= 1;
             }
         }
