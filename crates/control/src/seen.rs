@@ -158,27 +158,29 @@ fn entries(c: &Config) -> Vec<(Caller, ProberView)> {
     probers.chain(nodes).collect()
 }
 
-/// Whose an observation is and the port it was made on.
+/// Whose an observation is and the port it was made on; and the result's error, which fits
+/// in the room those two leave (issue 32: memory per result).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Made {
     prober: u32,
     port: u16,
+    error: Option<ErrorCode>,
 }
 
-/// What a latest result holds beyond its observation: the report's time, the counts, the
-/// RTT and the failed attempt's end are the observation's, not kept twice (issue 32: memory
-/// per result).
+/// What a latest result holds beyond its observation and who made it: the report's time,
+/// the counts, the RTT and the failed attempt's end are the observation's, the error is with
+/// who made it, none kept twice (issue 32: memory per result).
 #[derive(Debug, Clone, PartialEq)]
 struct Kept {
-    error: Option<ErrorCode>,
     register: WindowRegister,
     hls: Option<Box<HlsDetail>>,
     cert_not_after: Option<Timestamp>,
 }
 
 impl Kept {
-    /// `latest` as its observation by the caller at place `prober`, and the rest.
-    fn split(prober: u32, latest: Latest) -> (Observation, Kept) {
+    /// `latest` of the caller at place `prober` on `port`: its observation, who made it, and
+    /// the rest.
+    fn split(prober: u32, port: u16, latest: Latest) -> (Observation, Made, Kept) {
         let o = Observation {
             prober,
             sent: u16::try_from(latest.sent).unwrap_or(u16::MAX),
@@ -188,17 +190,17 @@ impl Kept {
             failed_at: latest.failed_at,
         };
         let Latest { error, register, hls, cert_not_after, .. } = latest;
-        (o, Kept { error, register, hls, cert_not_after })
+        (o, Made { prober, port, error }, Kept { register, hls, cert_not_after })
     }
 
-    /// The latest result of `o` and this.
-    fn join(&self, o: &Observation) -> Latest {
+    /// The latest result of `o`, made as `m`, and this.
+    fn join(&self, m: &Made, o: &Observation) -> Latest {
         Latest {
             at: o.reported_at,
             sent: u32::from(o.sent),
             lost: u32::from(o.lost),
             rtt_us: o.rtt_us,
-            error: self.error,
+            error: m.error,
             register: self.register,
             hls: self.hls.clone(),
             cert_not_after: self.cert_not_after,
@@ -219,7 +221,7 @@ pub const RECORD_BYTES: usize = size_of::<Observation>() + size_of::<Made>() + s
 struct AddressSeen {
     observations: Observations,
     /// Who made each observation, in the same order: searched instead of the observations,
-    /// a sixth of their size, so that a result finds its place in fewer cache lines.
+    /// a quarter of their size, so that a result finds its place in fewer cache lines.
     made: Vec<Made>,
     /// The rest of each latest result, in the same order.
     kept: Vec<Kept>,
@@ -249,7 +251,7 @@ impl AddressSeen {
 
     /// The latest result at `i`.
     fn latest(&self, i: usize) -> Option<Latest> {
-        Some(self.kept.get(i)?.join(self.observations.as_slice().get(i)?))
+        Some(self.kept.get(i)?.join(self.made.get(i)?, self.observations.as_slice().get(i)?))
     }
 
     /// When the result at `i` was reported.
@@ -261,7 +263,7 @@ impl AddressSeen {
     /// those kept are joined.
     fn each<'a>(&'a self, keep: impl Fn(Made) -> bool + 'a) -> impl Iterator<Item = (Made, Latest)> + 'a {
         let parts = self.made.iter().copied().zip(self.observations.as_slice()).zip(&self.kept);
-        parts.filter(move |((m, _), _)| keep(*m)).map(|((m, o), k)| (m, k.join(o)))
+        parts.filter(move |((m, _), _)| keep(*m)).map(|((m, o), k)| (m, k.join(&m, o)))
     }
 
     /// Removes the result at `i`; whether it saw a certificate.
@@ -355,17 +357,18 @@ impl Seen {
             .or_insert_with(|| AddressSeen::with_room(room().min(MAX_ROOM)));
         if let Some(i) = a.place(prober, key.port, places) {
             let latest = next(a.latest(i).as_ref());
-            let (o, kept) = Kept::split(prober, latest.clone());
+            let (o, made, kept) = Kept::split(prober, key.port, latest.clone());
             a.observations.put(Some(i), o);
+            a.made[i] = made;
             a.kept[i] = kept;
             return Put { latest, first_of_target: false };
         }
         let latest = next(None);
         let first_of_target = !a.has_port(key.port);
-        let (o, kept) = Kept::split(prober, latest.clone());
+        let (o, made, kept) = Kept::split(prober, key.port, latest.clone());
         // With no place given, a place is always found (after the prober's others).
         let i = a.observations.put(None, o).unwrap_or(a.made.len());
-        a.made.insert(i, Made { prober, port: key.port });
+        a.made.insert(i, made);
         a.kept.insert(i, kept);
         let place = prober as usize;
         if self.made_by.len() <= place {
@@ -567,8 +570,8 @@ mod tests {
                 };
                 let o = Observation {
                     prober: 0,
-                    sent: l.sent as u16,
-                    lost: l.lost as u16,
+                    sent: u16::try_from(l.sent).unwrap_or(u16::MAX),
+                    lost: u16::try_from(l.lost).unwrap_or(u16::MAX),
                     rtt_us: l.rtt_us,
                     reported_at: l.at,
                     failed_at: l.failed_at,
@@ -825,7 +828,7 @@ mod tests {
                     continue;
                 }
                 for port in 0..1 + dice.roll(3) as u16 {
-                    made.push(Made { prober, port: 80 + port });
+                    made.push(Made { prober, port: 80 + port, error: None });
                 }
             }
             for prober in 0..places + 3 {
