@@ -611,7 +611,7 @@ pub struct WindowView {
     /// Attempts looked at.
     pub window: u32,
     /// Mean RTT of good attempts, ms (0 before the first).
-    pub avg_rtt_ms: f64,
+    pub avg_rtt_ms: f32,
     /// Connected strip.
     pub connected: String,
     /// Request-sent strip.

@@ -384,7 +384,7 @@ async fn copy_latest(tx: &mut PgConnection, rows: &[ResultRow], ids: &[i64], ord
         copy.int(Some(bits_out(r.register.sent)));
         copy.int(Some(bits_out(r.register.received)));
         copy.int(Some(bits_out(r.register.good)));
-        copy.float(r.register.avg_rtt_ms);
+        copy.float(f64::from(r.register.avg_rtt_ms));
         copy.text(r.hls.map(|h| serde_json::to_string(&h)).transpose()?.as_deref());
         copy.int(Some(i64::from(r.register.filled())));
         copy.flush_full().await?;

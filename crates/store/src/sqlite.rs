@@ -213,7 +213,7 @@ async fn write_results_in(
                     .push_bind(bits_out(r.register.sent))
                     .push_bind(bits_out(r.register.received))
                     .push_bind(bits_out(r.register.good))
-                    .push_bind(r.register.avg_rtt_ms)
+                    .push_bind(f64::from(r.register.avg_rtt_ms))
                     .push_bind(hls[i].clone())
                     .push_bind(i64::from(r.register.filled()));
             });

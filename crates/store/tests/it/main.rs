@@ -261,7 +261,14 @@ impl WithRate for ResultRow {
     /// The register as it reads back from storage.
     fn register_with_rate(&self) -> WindowRegister {
         let r = self.register;
-        WindowRegister::from_parts(r.connected, r.sent, r.received, r.good, r.avg_rtt_ms, Some(r.filled()))
+        WindowRegister::from_parts(
+            r.connected,
+            r.sent,
+            r.received,
+            r.good,
+            f64::from(r.avg_rtt_ms),
+            Some(r.filled()),
+        )
     }
 }
 
