@@ -241,8 +241,16 @@ setInterval(() => {{
     )
 }
 
-/// hls.js playing `master.m3u8`, as shipped.
-const HLS_PLAYER: &str = r#"const hls = new Hls();
+/// hls.js playing `master.m3u8`, as shipped. Its own log lines about pathways and level
+/// switches go to the page's log (the failure message prints its tail): in about one run in
+/// ten a first steering manifest of `cdn-b,cdn-a` did not move it off `cdn-a`, and these lines
+/// say which step of its switch was skipped.
+const HLS_PLAYER: &str = r#"const keep = (...a) => {
+  const m = a.map(String).join(' ');
+  if (/Pathway|Switching to level|steering/i.test(m)) note('hls', m);
+};
+const hls = new Hls({debug: {debug: keep, log: keep, info: keep, warn: keep, error: keep}});
+hls.on(Hls.Events.LEVEL_SWITCHING, (e, d) => note('switching', d.level + ' ' + d.url));
 hls.on(Hls.Events.STEERING_MANIFEST_LOADED, (e, d) =>
   note('steer', d.steeringManifest['PATHWAY-PRIORITY'].join(',')));
 hls.on(Hls.Events.FRAG_LOADED, (e, d) => note('frag', d.frag.url));
