@@ -22,7 +22,7 @@ use vantage_core::geo::Places;
 use vantage_core::ids::{ClusterId, GroupId, LineId, NodeId, RegionId, RuleId};
 use vantage_core::model::{AllDown, DnsMode, PublisherInput};
 use vantage_core::net::IpNet;
-use vantage_core::reachability::{Condition, Reachability, Verdict};
+use vantage_core::reachability::{Condition, Reachability, Tally};
 use vantage_core::result::ErrorCode;
 use vantage_core::rules::Rule;
 
@@ -350,7 +350,7 @@ pub struct AddressView {
     /// DNS answers it now.
     pub in_use: bool,
     /// How the counting probers see it.
-    pub probers: Option<Verdict>,
+    pub probers: Option<Tally>,
     /// Flap damping: how many times the usual *answering before reachable* it must answer to
     /// come back (1: not damped).
     #[serde(default = "one")]
@@ -377,7 +377,7 @@ pub struct AddressRegionView {
     /// Its name.
     pub name: String,
     /// Its probers whose results count, and of those the ones that see it failing.
-    pub probers: Verdict,
+    pub probers: Tally,
 }
 
 fn one() -> u32 {

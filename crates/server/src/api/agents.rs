@@ -285,7 +285,7 @@ pub(super) fn node_view(core: &View, node: i64, s: &Stored<NodeRecord>) -> NodeV
                 source,
                 reachability: s.map(|s| s.reachability),
                 in_use: s.is_some_and(|s| s.in_use),
-                probers: s.map(|s| s.verdict),
+                probers: s.map(|s| s.verdict.tally()),
                 damping: s.map_or(1, |s| s.damping),
                 condition: s.map(|s| s.condition.condition),
                 since: s.and_then(|s| s.condition.since),
@@ -343,7 +343,7 @@ fn region_views(c: &Config, verdicts: &[(RegionId, Verdict)]) -> Vec<AddressRegi
                 region: r,
                 code: region.code.clone(),
                 name: region.name.clone(),
-                probers,
+                probers: probers.tally(),
             })
         })
         .collect();

@@ -1,7 +1,7 @@
 //! One node: its addresses, agent, metrics, results and history charts.
 
 use super::*;
-use vantage_core::reachability::Verdict;
+use vantage_core::reachability::Tally;
 
 #[derive(Debug)]
 struct AddressRow {
@@ -23,7 +23,7 @@ struct AddressRow {
 /// What counting probers make of an address, as a matrix cell: `ok`, `failing 2/3` (red for
 /// a strict majority of them, amber for fewer), or `no data` when none counts; the title
 /// says it in words.
-fn seen_from(v: &Verdict, from: &str) -> Markup {
+fn seen_from(v: &Tally, from: &str) -> Markup {
     let (tone, text) = match (v.failing, v.counting) {
         (_, 0) => (Tone::Neutral, "no data".to_owned()),
         (0, _) => (Tone::Good, "ok".to_owned()),
@@ -362,7 +362,7 @@ mod tests {
 
     #[test]
     fn a_cell_says_ok_failing_or_no_data() {
-        let v = |failing, counting| Verdict { counting, failing, ..Verdict::default() };
+        let v = |failing, counting| Tally { counting, failing, ..Tally::default() };
         let text = |m: Markup| {
             let inner = m.0.split_once("\">").map_or(String::new(), |(_, r)| r.to_owned());
             let inner = inner.split_once("\">").map_or(String::new(), |(_, r)| r.to_owned());
