@@ -368,7 +368,7 @@ pub fn verdicts_by_region(
     (settings, now): (&ProbeSettings, Timestamp),
     loss: &mut [(u64, u64)],
     tallies: &mut Tallies,
-) -> (Verdict, Vec<(RegionId, Verdict)>) {
+) -> (Verdict, Vec<(RegionId, Tally)>) {
     debug_assert_eq!(tallies.region_at.len(), probers.len(), "tallies made for these probers");
     tallies.say(obs, probers, settings, now);
     let Tallies { regions, says, by_region, starts, next, times, .. } = tallies;
@@ -405,7 +405,7 @@ pub fn verdicts_by_region(
                 *sent += u64::from(s.sent);
                 *lost += u64::from(s.lost);
             }
-            (*r, verdict_of(theirs, times))
+            (*r, verdict_of(theirs, times).tally())
         })
         .collect();
     (all, by)
@@ -520,7 +520,7 @@ impl AddressHealth {
     /// Nothing can verify an address: no prober's results count for it and none online is to
     /// probe it (no prober at all, or only the node itself, which never probes its own
     /// addresses). It then serves unverified rather than leave DNS empty.
-    pub fn unchecked(v: &Verdict, expected: u32) -> bool {
+    pub fn unchecked(v: &Tally, expected: u32) -> bool {
         v.counting == 0 && expected == 0
     }
 
@@ -866,7 +866,7 @@ mod tests {
                     proptest::prop_assert_eq!(r, *region);
                     let only: Vec<ProberView> =
                         p.iter().map(|x| ProberView { active: x.active && x.region == r, ..*x }).collect();
-                    proptest::prop_assert_eq!(v, sorted_verdict(&obs, &only, &s, now), "region {:?}", r);
+                    proptest::prop_assert_eq!(v, sorted_verdict(&obs, &only, &s, now).tally(), "region {:?}", r);
                     let theirs = o.per_prober(&only, &s, now).fold((0, 0), |(a, b), t| (a + u64::from(t.sent), b + u64::from(t.lost)));
                     proptest::prop_assert_eq!((*sent, *lost), theirs, "the attempts of region {:?}", r);
                 }

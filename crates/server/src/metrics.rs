@@ -430,7 +430,7 @@ mod tests {
         use vantage_core::address::Level;
         use vantage_core::evaluate::{AddressStatus, NodeStatus};
         use vantage_core::ids::ClusterId;
-        use vantage_core::reachability::{AddressCondition, Condition, Reachability, Verdict};
+        use vantage_core::reachability::{AddressCondition, Condition, Reachability, Tally};
 
         let key = TargetKey { node: NodeId(7), ip: "203.0.113.10".parse().unwrap(), port: 443 };
         let mut config = Config::default();
@@ -444,7 +444,7 @@ mod tests {
             ip: "203.0.113.10".parse().unwrap(),
             level: Level::Backup1,
             reachability: Reachability::Reachable,
-            verdict: Verdict { counting: 3, failing: 1, ..Verdict::default() },
+            verdict: Tally { counting: 3, failing: 1, ..Tally::default() },
             regions: Vec::new(),
             in_use: true,
             damping: 1,

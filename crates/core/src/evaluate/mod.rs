@@ -19,8 +19,8 @@ use crate::ids::RegionId;
 use crate::ids::{GroupId, LineId, NodeId, RuleId};
 use crate::model::{AllDown, Cluster, DnsMode};
 use crate::reachability::{
-    AddressCondition, AddressHealth, Condition, Observations, ProberView, Reachability, Tallies, Verdict,
-    verdicts_by_region,
+    AddressCondition, AddressHealth, Condition, Observations, ProberView, Reachability, Tallies, Tally,
+    Verdict, verdicts_by_region,
 };
 use crate::rules::{Action, Aggregate, Metric, Rule, RuleState, Status, Transition};
 use crate::settings::ProbeSettings;
@@ -274,12 +274,14 @@ pub struct AddressStatus {
     pub ip: IpAddr,
     pub level: Level,
     pub reachability: Reachability,
-    /// How the counting probers see it.
-    pub verdict: Verdict,
+    /// How the counting probers see it: the verdict's tally, without what only the
+    /// hysteresis reads (it moves with every round, and a status that changes with every pass
+    /// would make every reader of it work anew).
+    pub verdict: Tally,
     /// How the counting probers of each region with an active prober see it, by region: where
     /// a failure is seen from, tallied in the same pass as `verdict` (which sums them up).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub regions: Vec<(RegionId, Verdict)>,
+    pub regions: Vec<(RegionId, Tally)>,
     /// DNS uses it now: at the node's level, which a backup-IP action in effect may hold on a
     /// backup level (on the lines that action covers).
     pub in_use: bool,
@@ -690,7 +692,7 @@ fn reachability(
     let mut targets: Vec<(LineId, IpAddr, bool)> = Vec::new();
     let mut tallies = Tallies::new(view.probers);
     let mut loss = vec![(0, 0); tallies.regions().len()];
-    let verdicts: Vec<(Verdict, Vec<(RegionId, Verdict)>)> = view
+    let verdicts: Vec<(Verdict, Vec<(RegionId, Tally)>)> = view
         .nodes
         .iter()
         .flat_map(|n| n.addresses.iter())
@@ -727,7 +729,7 @@ fn reachability(
             if let Some(t) = health.deadline(settings) {
                 streaks_end = Some(streaks_end.map_or(t, |e| e.min(t)));
             }
-            let unchecked = AddressHealth::unchecked(&v, a.expected_probers);
+            let unchecked = AddressHealth::unchecked(&v.tally(), a.expected_probers);
             if !health.verified && !unchecked {
                 pending.push(a.address.ip);
             }
@@ -741,7 +743,7 @@ fn reachability(
                 ip: a.address.ip,
                 level: a.address.level,
                 reachability: health.state,
-                verdict: v,
+                verdict: v.tally(),
                 regions: by_region,
                 in_use: false,
                 damping: health.multiplier(),

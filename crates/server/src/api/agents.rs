@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use vantage_core::Timestamp;
 use vantage_core::address::AddressSource;
 use vantage_core::ids::{ClusterId, NodeId, ProberId, RegionId};
-use vantage_core::reachability::Verdict;
+use vantage_core::reachability::Tally;
 
 use super::{Api, Op};
 use crate::app::{Actor, App, Change};
@@ -285,7 +285,7 @@ pub(super) fn node_view(core: &View, node: i64, s: &Stored<NodeRecord>) -> NodeV
                 source,
                 reachability: s.map(|s| s.reachability),
                 in_use: s.is_some_and(|s| s.in_use),
-                probers: s.map(|s| s.verdict.tally()),
+                probers: s.map(|s| s.verdict),
                 damping: s.map_or(1, |s| s.damping),
                 condition: s.map(|s| s.condition.condition),
                 since: s.and_then(|s| s.condition.since),
@@ -333,7 +333,7 @@ pub(super) fn node_view(core: &View, node: i64, s: &Stored<NodeRecord>) -> NodeV
 }
 
 /// Each region's tally of an address under the region's code and name, by code.
-fn region_views(c: &Config, verdicts: &[(RegionId, Verdict)]) -> Vec<AddressRegionView> {
+fn region_views(c: &Config, verdicts: &[(RegionId, Tally)]) -> Vec<AddressRegionView> {
     let mut out: Vec<AddressRegionView> = verdicts
         .iter()
         .copied()
@@ -343,7 +343,7 @@ fn region_views(c: &Config, verdicts: &[(RegionId, Verdict)]) -> Vec<AddressRegi
                 region: r,
                 code: region.code.clone(),
                 name: region.name.clone(),
-                probers: probers.tally(),
+                probers,
             })
         })
         .collect();
