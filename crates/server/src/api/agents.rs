@@ -10,10 +10,12 @@ use axum::routing::{get, post};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 use vantage_core::Timestamp;
-use vantage_core::address::AddressSource;
+use vantage_core::address::{AddressPolicy, AddressSource};
+use vantage_core::evaluate::NodeStatus;
 use vantage_core::ids::{ClusterId, NodeId, ProberId, RegionId};
 use vantage_core::reachability::Tally;
 
+use super::objects::written::Made;
 use super::{Api, Op};
 use crate::app::{Actor, App, Change};
 use crate::auth::new_token;
@@ -24,8 +26,9 @@ use crate::views::{
     NodeTokenBody, NodeUsage, NodeView, ProberKind, ProberTokenBody, ProberView, ResultView, WindowView,
 };
 use vantage_control::config::{Config, EnrollToken, NodeRecord, Object, ProberRecord, Role, Stored};
+use vantage_control::drain::Drain;
 use vantage_control::identity::Caller;
-use vantage_control::observe::{Latest, agent_online};
+use vantage_control::observe::{Latest, NodeRuntime, agent_online};
 use vantage_control::target::TargetKey;
 use vantage_control::view::View;
 
@@ -261,16 +264,86 @@ pub(super) fn prober_view(core: &View, id: i64, s: &Stored<ProberRecord>) -> Pro
     }
 }
 
-/// A node with what its agent and the last pass know: connection, metrics, reported
+/// What a node's view is made of besides its record: compared before the view is made, so
+/// that a list of 10,000 unchanged nodes makes none of their views ([`Made`]).
+pub(super) struct NodeInputs {
+    /// The configuration (the node's record, its cluster's, group's, regions' and rules'
+    /// names), held so that its pointer names it.
+    config: Arc<Config>,
+    /// What its agent last said, held likewise.
+    agent: Option<Arc<NodeRuntime>>,
+    /// What its cluster's last pass says of it.
+    status: Option<NodeStatus>,
+    level_since: Option<Timestamp>,
+    drain: Option<Drain>,
+    policy: AddressPolicy,
+    /// What the clock decides in it.
+    clock: Clocked,
+}
+
+/// What the clock decides in a node's view: whether its agent is online, and its usage while
+/// its metrics are fresh.
+type Clocked = (bool, Option<NodeUsage>);
+
+fn clocked(agent: Option<&Arc<NodeRuntime>>, at: Timestamp) -> Clocked {
+    (
+        agent_online(agent.and_then(|a| a.last_heartbeat), at),
+        agent.and_then(|a| a.metrics.as_ref()).and_then(|m| NodeUsage::of(m, at)),
+    )
+}
+
+/// A node in a list at `at`, its view made only when its inputs changed.
+pub(super) struct NodeItem<'a> {
+    pub(super) core: &'a View,
+    pub(super) node: i64,
+    pub(super) stored: &'a Stored<NodeRecord>,
+    pub(super) at: Timestamp,
+}
+
+impl Made<NodeView, NodeInputs> for NodeItem<'_> {
+    fn made_of(&self, was: &NodeInputs) -> bool {
+        let id = NodeId(self.node);
+        let agent = self.core.agents.get(&id);
+        let passed = self.core.passed(id, self.stored.value.cluster);
+        Arc::ptr_eq(&was.config, &self.core.config)
+            && match (&was.agent, agent) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
+            && was.status.as_ref() == passed.status
+            && (was.level_since, was.drain) == (passed.level_since, passed.drain)
+            && was.policy == self.core.policy
+            && was.clock == clocked(agent, self.at)
+    }
+
+    fn make(self) -> (Option<NodeInputs>, NodeView) {
+        let id = NodeId(self.node);
+        let agent = self.core.agents.get(&id);
+        let passed = self.core.passed(id, self.stored.value.cluster);
+        let inputs = NodeInputs {
+            config: self.core.config.clone(),
+            agent: agent.cloned(),
+            status: passed.status.cloned(),
+            level_since: passed.level_since,
+            drain: passed.drain,
+            policy: self.core.policy,
+            clock: clocked(agent, self.at),
+        };
+        (Some(inputs), node_view(self.core, self.node, self.stored, self.at))
+    }
+}
+
+/// A node with what its agent and the last pass know at `at`: connection, metrics, reported
 /// addresses, and each scheduling address with its source, reachability and use; the level DNS
 /// uses and the rule that holds it there.
-pub(super) fn node_view(core: &View, node: i64, s: &Stored<NodeRecord>) -> NodeView {
+pub(super) fn node_view(core: &View, node: i64, s: &Stored<NodeRecord>, at: Timestamp) -> NodeView {
     let (c, rec) = (&core.config, &s.value);
     let id = NodeId(node);
     let agent = core.agents.get(&id);
     let source = if rec.addresses.is_empty() { AddressSource::Reported } else { AddressSource::Configured };
-    let status = core.node_status(id);
-    let at = now();
+    let passed = core.passed(id, rec.cluster);
+    let status = passed.status;
+    let (online, usage) = clocked(agent, at);
     let addresses: Vec<AddressView> = core
         .addresses_of(id)
         .unwrap_or_default()
@@ -305,11 +378,11 @@ pub(super) fn node_view(core: &View, node: i64, s: &Stored<NodeRecord>) -> NodeV
         name: rec.node.name.clone(),
         enabled: rec.node.enabled,
         drained: rec.node.drained,
-        drain: core.drain(id),
-        drain_cause: core.drain(id).map(|d| d.cause.describe(c)),
+        drain: passed.drain,
+        drain_cause: passed.drain.map(|d| d.cause.describe(c)),
         also_probes: rec.node.also_probes,
         enrolled: rec.cert_sha256.is_some(),
-        online: agent_online(agent.and_then(|a| a.last_heartbeat), at),
+        online,
         last_heartbeat: agent.and_then(|a| a.last_heartbeat),
         version: agent.and_then(|a| a.version.clone()),
         hostname: agent.and_then(|a| a.hostname.clone()),
@@ -318,13 +391,13 @@ pub(super) fn node_view(core: &View, node: i64, s: &Stored<NodeRecord>) -> NodeV
         addable_source: core.addable_source(id),
         capabilities: agent.map(|a| a.capabilities.clone()).unwrap_or_default(),
         metrics: agent.and_then(|a| a.metrics),
-        usage: agent.and_then(|a| a.metrics.as_ref()).and_then(|m| NodeUsage::of(m, at)),
+        usage,
         links: agent.map(|a| a.links.clone()).unwrap_or_default(),
         reported_addresses: agent.map(|a| a.addresses.clone()).unwrap_or_default(),
         no_public_address: addresses.is_empty(),
         addresses,
         level: status.and_then(|s| s.level),
-        level_since: core.level_since(id),
+        level_since: passed.level_since,
         serving: status.map(|s| s.serving),
         held_by: status
             .and_then(|s| s.held_by)

@@ -2,6 +2,7 @@
 //! document parses, and what the API answers for it.
 
 use super::*;
+use crate::api::agents::NodeItem;
 
 impl Kind for Region {
     type View = RegionView;
@@ -268,7 +269,17 @@ impl Kind for NodeRecord {
         })
     }
     fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> NodeView {
-        crate::api::agents::node_view(core, id, s)
+        crate::api::agents::node_view(core, id, s, crate::support::now())
+    }
+    fn write_list<'a>(
+        written: &Written,
+        list: List,
+        objects: impl Iterator<Item = (i64, &'a Stored<Self>)>,
+        core: &CoreView,
+    ) -> serde_json::Result<Vec<u8>> {
+        let at = crate::support::now();
+        let items = objects.map(|(node, stored)| (node, NodeItem { core, node, stored, at }));
+        written.list(list, items)
     }
     /// Setting *also probes* is its own entry, `node.set_probe` with the value before and
     /// after; the rest of the patch, if any, is `node.update`.

@@ -31,6 +31,7 @@ mod fleet;
 mod kinds;
 mod settings;
 pub(crate) mod written;
+use written::{List, Plain, Written};
 
 use super::{Api, Op};
 use crate::app::{Actor, App, Change};
@@ -77,6 +78,17 @@ trait Kind: Clone + Serialize + Send + Sync + Sized + Invariants + 'static {
     fn parse(doc: Value, cluster: Option<ClusterId>, app: &App) -> Result<Self, ApiError>;
     /// The API representation (with what the runtime knows, for probers and nodes).
     fn view(id: i64, s: &Stored<Self>, core: &CoreView) -> Self::View;
+    /// `{"items":[…]}` of `objects` (in their order) through `written`, which writes each
+    /// unchanged view from the bytes of the last list. A kind whose views can name what they are
+    /// made of (nodes) writes those whose inputs are unchanged without making their views.
+    fn write_list<'a>(
+        written: &Written,
+        list: List,
+        objects: impl Iterator<Item = (i64, &'a Stored<Self>)>,
+        core: &CoreView,
+    ) -> serde_json::Result<Vec<u8>> {
+        written.list(list, objects.map(|(id, s)| (id, Plain(Self::view(id, s, core)))))
+    }
     /// Audit action for `op` (`create`, `update`, `delete`).
     fn action(op: &str) -> String {
         format!("{}.{op}", Self::NAME)
@@ -134,11 +146,11 @@ async fn list<K: Kind>(app: &Arc<App>, cluster: Option<ClusterId>) -> Result<Res
     }
     let app = app.clone();
     crate::api::off_worker(move || {
-        let views = K::map(&core.config)
+        let objects = K::map(&core.config)
             .iter()
             .filter(|(_, s)| cluster.is_none_or(|cl| s.value.cluster() == Some(cl)))
-            .map(|(id, s)| (*id, K::view(*id, s, &core)));
-        match app.written().list((K::NAME, cluster), views) {
+            .map(|(id, s)| (*id, s));
+        match K::write_list(app.written(), (K::NAME, cluster), objects, &core) {
             Ok(body) => ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response(),
             Err(e) => ApiError::Internal(format!("the list could not be written: {e}")).into_response(),
         }
