@@ -540,3 +540,62 @@ async fn dns(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Result<Json<Dn
         all: p.map(|p| p.records.all.clone()).unwrap_or_default(),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use vantage_control::fixtures::large_fleet;
+    use vantage_control::{Control, Start};
+    use vantage_core::wire;
+
+    use super::*;
+    use crate::api::objects::written::Written;
+
+    /// Whatever a node's view is made of moves — its agent's heartbeat, the clock alone, a pass,
+    /// a change of its record — a list written from the last one's bytes is what making every
+    /// view would write.
+    #[test]
+    fn a_node_list_follows_what_its_views_are_made_of() {
+        let mut now = Timestamp::from_secs(1_800_000_000);
+        let mut control = Control::new(Start::default(), now);
+        control.handle_change(large_fleet(3, 2).puts, Vec::new(), now);
+        control.handle_timeout(now);
+        let written = Written::default();
+        let mut lists = Vec::new();
+        let mut check = |core: &View, at: Timestamp| {
+            let nodes = core.config.nodes.iter();
+            let items = nodes.clone().map(|(id, stored)| (*id, NodeItem { core, node: *id, stored, at }));
+            let listed = String::from_utf8(written.list(("node", None), items).unwrap()).unwrap();
+            let views: Vec<NodeView> = nodes.map(|(id, s)| node_view(core, *id, s, at)).collect();
+            let whole = serde_json::to_string(&Items::from(views)).unwrap();
+            assert_eq!(listed, whole);
+            lists.push(listed);
+        };
+        let first = *control.view(now).config.nodes.keys().next().unwrap();
+        check(&control.view(now), now);
+        check(&control.view(now), now);
+        let heartbeat = wire::Heartbeat {
+            version: "1.0".into(),
+            hostname: "edge".into(),
+            metrics: None,
+            addresses: Vec::new(),
+            capabilities: Vec::new(),
+            links: Vec::new(),
+        };
+        control.handle_heartbeat(NodeId(first), heartbeat, "127.0.0.1".parse().unwrap(), now);
+        let online = control.view(now);
+        check(&online, now);
+        // The same view 46 s on: the agent is offline by the clock alone.
+        check(&online, now.plus_secs(46));
+        now = now.plus_secs(60);
+        control.handle_timeout(now);
+        check(&control.view(now), now);
+        let mut renamed = (*control.view(now).config.nodes[&first].value).clone();
+        renamed.node.name = "renamed".into();
+        control.handle_change(vec![(first, Object::Node(renamed))], Vec::new(), now);
+        control.handle_timeout(now);
+        check(&control.view(now), now);
+        // A pass with nothing new (no prober reports here) changes no view.
+        let changed: Vec<bool> = lists.windows(2).map(|w| w[0] != w[1]).collect();
+        assert_eq!(changed, [false, true, true, false, true], "what moved shows in the list");
+    }
+}
