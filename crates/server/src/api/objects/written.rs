@@ -44,8 +44,9 @@ struct Entry<V, I> {
     bytes: Box<[u8]>,
 }
 
-/// One list's items as last written, by object id.
-type Items<V, I> = HashMap<i64, Entry<V, I>>;
+/// One list's items as last written, in increasing id order (boxed: moved from one list to the
+/// next without copying a view).
+type Items<V, I> = Vec<(i64, Box<Entry<V, I>>)>;
 
 /// A list: a kind's objects, of one cluster or of all.
 pub(crate) type List = (&'static str, Option<ClusterId>);
@@ -60,8 +61,9 @@ pub(crate) struct Written {
 }
 
 impl Written {
-    /// `{"items":[…]}` of `items`, in their order. Two lists of one kind written at once each
-    /// write in full what the other holds; the later one's items are kept.
+    /// `{"items":[…]}` of `items`, in their order: by increasing id, as a configuration's
+    /// objects are (an item out of that order is written in full). Two lists of one kind
+    /// written at once each write in full what the other holds; the later one's items are kept.
     pub(crate) fn list<V, I, M>(
         &self,
         list: List,
@@ -72,20 +74,23 @@ impl Written {
         I: Send + 'static,
         M: Made<V, I>,
     {
-        let mut before: Items<V, I> = self
+        let before: Items<V, I> = self
             .lock()
             .remove(&list)
             .and_then(|b| b.downcast::<Items<V, I>>().ok())
             .map(|b| *b)
             .unwrap_or_default();
-        let mut out = Vec::with_capacity(before.values().map(|e| e.bytes.len() + 1).sum::<usize>() + 16);
+        let mut out = Vec::with_capacity(before.iter().map(|(_, e)| e.bytes.len() + 1).sum::<usize>() + 16);
         out.extend_from_slice(b"{\"items\":[");
         let mut after = Items::with_capacity(before.len());
+        let mut before = before.into_iter().peekable();
         for (n, (id, item)) in items.enumerate() {
             if n > 0 {
                 out.push(b',');
             }
-            let entry = match before.remove(&id) {
+            // Items gone since are passed over.
+            while before.next_if(|(b, _)| *b < id).is_some() {}
+            let entry = match before.next_if(|(b, _)| *b == id).map(|(_, e)| e) {
                 Some(e) if e.inputs.as_ref().is_some_and(|i| item.made_of(i)) => e,
                 old => {
                     let (inputs, view) = item.make();
@@ -93,11 +98,11 @@ impl Written {
                         Some(e) if e.view == view => e.bytes,
                         _ => serde_json::to_vec(&view)?.into_boxed_slice(),
                     };
-                    Entry { inputs, view, bytes }
+                    Box::new(Entry { inputs, view, bytes })
                 }
             };
             out.extend_from_slice(&entry.bytes);
-            after.insert(id, entry);
+            after.push((id, entry));
         }
         out.extend_from_slice(b"]}");
         self.lock().insert(list, Box::new(after));
