@@ -729,7 +729,8 @@ fn reachability(
             if let Some(t) = health.deadline(settings) {
                 streaks_end = Some(streaks_end.map_or(t, |e| e.min(t)));
             }
-            let unchecked = AddressHealth::unchecked(&v.tally(), a.expected_probers);
+            let tally = v.tally();
+            let unchecked = AddressHealth::unchecked(&tally, a.expected_probers);
             if !health.verified && !unchecked {
                 pending.push(a.address.ip);
             }
@@ -743,7 +744,7 @@ fn reachability(
                 ip: a.address.ip,
                 level: a.address.level,
                 reachability: health.state,
-                verdict: v.tally(),
+                verdict: tally,
                 regions: by_region,
                 in_use: false,
                 damping: health.multiplier(),
