@@ -107,19 +107,6 @@ impl View {
         }
     }
 
-    /// What the last pass of its cluster says of `node`.
-    fn passed_of(&self, node: NodeId) -> Passed<'_> {
-        match self.config.nodes.get(&node.0) {
-            Some(n) => self.passed(node, n.value.cluster),
-            None => Passed::default(),
-        }
-    }
-
-    /// Since when a node has been at its level (unknown before its first change after a start).
-    pub fn level_since(&self, node: NodeId) -> Option<Timestamp> {
-        self.passed_of(node).level_since
-    }
-
     /// A node's scheduling addresses in use now (configured, else reported).
     pub fn addresses_of(&self, node: NodeId) -> Option<AddressList> {
         addresses_of(&self.config, &self.agents, self.policy, node)
@@ -155,15 +142,8 @@ impl View {
     }
 }
 
-impl View {
-    /// The drain `node` is in, from its cluster's last pass.
-    pub fn drain(&self, node: NodeId) -> Option<Drain> {
-        self.passed_of(node).drain
-    }
-}
-
 /// What a cluster's last pass says of one of its nodes.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Passed<'a> {
     /// Its status (`None`: not evaluated yet).
     pub status: Option<&'a NodeStatus>,

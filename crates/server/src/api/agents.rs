@@ -30,7 +30,7 @@ use vantage_control::drain::Drain;
 use vantage_control::identity::Caller;
 use vantage_control::observe::{Latest, NodeRuntime, agent_online};
 use vantage_control::target::TargetKey;
-use vantage_control::view::View;
+use vantage_control::view::{Passed, View};
 
 pub(super) fn routes(api: &mut Api) {
     api.add(
@@ -267,8 +267,8 @@ pub(super) fn prober_view(core: &View, id: i64, s: &Stored<ProberRecord>) -> Pro
 /// What a node's view is made of besides its record: compared before the view is made, so
 /// that a list of 10,000 unchanged nodes makes none of their views ([`Made`]).
 pub(super) struct NodeInputs {
-    /// The configuration (the node's record, its cluster's, group's, regions' and rules'
-    /// names), held so that its pointer names it.
+    /// The configuration (the node's record; its cluster's, group's, regions', rules' and
+    /// maintenance windows' names), held so that its pointer names it.
     config: Arc<Config>,
     /// What its agent last said, held likewise.
     agent: Option<Arc<NodeRuntime>>,
@@ -281,15 +281,27 @@ pub(super) struct NodeInputs {
     clock: Clocked,
 }
 
-/// What the clock decides in a node's view: whether its agent is online, and its usage while
-/// its metrics are fresh.
+/// What the clock decides in a node's view: whether its agent is online (a heartbeat within
+/// 45 s), and its usage while its metrics are fresh (60 s).
 type Clocked = (bool, Option<NodeUsage>);
 
-fn clocked(agent: Option<&Arc<NodeRuntime>>, at: Timestamp) -> Clocked {
-    (
-        agent_online(agent.and_then(|a| a.last_heartbeat), at),
-        agent.and_then(|a| a.metrics.as_ref()).and_then(|m| NodeUsage::of(m, at)),
-    )
+/// What a node's view reads beyond its record and the configuration at a moment, read once.
+#[derive(Clone, Copy)]
+struct Around<'a> {
+    agent: Option<&'a Arc<NodeRuntime>>,
+    passed: Passed<'a>,
+    clock: Clocked,
+}
+
+impl<'a> Around<'a> {
+    fn of(core: &'a View, node: NodeId, cluster: ClusterId, at: Timestamp) -> Around<'a> {
+        let agent = core.agents.get(&node);
+        let clock = (
+            agent_online(agent.and_then(|a| a.last_heartbeat), at),
+            agent.and_then(|a| a.metrics.as_ref()).and_then(|m| NodeUsage::of(m, at)),
+        );
+        Around { agent, passed: core.passed(node, cluster), clock }
+    }
 }
 
 /// A node in a list at `at`, its view made only when its inputs changed.
@@ -300,36 +312,38 @@ pub(super) struct NodeItem<'a> {
     pub(super) at: Timestamp,
 }
 
+impl NodeItem<'_> {
+    fn around(&self) -> Around<'_> {
+        Around::of(self.core, NodeId(self.node), self.stored.value.cluster, self.at)
+    }
+}
+
 impl Made<NodeView, NodeInputs> for NodeItem<'_> {
     fn made_of(&self, was: &NodeInputs) -> bool {
-        let id = NodeId(self.node);
-        let agent = self.core.agents.get(&id);
-        let passed = self.core.passed(id, self.stored.value.cluster);
+        let now = self.around();
         Arc::ptr_eq(&was.config, &self.core.config)
-            && match (&was.agent, agent) {
+            && match (&was.agent, now.agent) {
                 (Some(a), Some(b)) => Arc::ptr_eq(a, b),
                 (a, b) => a.is_none() && b.is_none(),
             }
-            && was.status.as_ref() == passed.status
-            && (was.level_since, was.drain) == (passed.level_since, passed.drain)
+            && was.status.as_ref() == now.passed.status
+            && (was.level_since, was.drain) == (now.passed.level_since, now.passed.drain)
             && was.policy == self.core.policy
-            && was.clock == clocked(agent, self.at)
+            && was.clock == now.clock
     }
 
     fn make(self) -> (Option<NodeInputs>, NodeView) {
-        let id = NodeId(self.node);
-        let agent = self.core.agents.get(&id);
-        let passed = self.core.passed(id, self.stored.value.cluster);
+        let around = self.around();
         let inputs = NodeInputs {
             config: self.core.config.clone(),
-            agent: agent.cloned(),
-            status: passed.status.cloned(),
-            level_since: passed.level_since,
-            drain: passed.drain,
+            agent: around.agent.cloned(),
+            status: around.passed.status.cloned(),
+            level_since: around.passed.level_since,
+            drain: around.passed.drain,
             policy: self.core.policy,
-            clock: clocked(agent, self.at),
+            clock: around.clock,
         };
-        (Some(inputs), node_view(self.core, self.node, self.stored, self.at))
+        (Some(inputs), view_of(self.core, self.node, self.stored, &around))
     }
 }
 
@@ -337,13 +351,15 @@ impl Made<NodeView, NodeInputs> for NodeItem<'_> {
 /// addresses, and each scheduling address with its source, reachability and use; the level DNS
 /// uses and the rule that holds it there.
 pub(super) fn node_view(core: &View, node: i64, s: &Stored<NodeRecord>, at: Timestamp) -> NodeView {
+    view_of(core, node, s, &Around::of(core, NodeId(node), s.value.cluster, at))
+}
+
+fn view_of(core: &View, node: i64, s: &Stored<NodeRecord>, around: &Around<'_>) -> NodeView {
     let (c, rec) = (&core.config, &s.value);
     let id = NodeId(node);
-    let agent = core.agents.get(&id);
+    let Around { agent, passed, clock: (online, usage) } = *around;
     let source = if rec.addresses.is_empty() { AddressSource::Reported } else { AddressSource::Configured };
-    let passed = core.passed(id, rec.cluster);
     let status = passed.status;
-    let (online, usage) = clocked(agent, at);
     let addresses: Vec<AddressView> = core
         .addresses_of(id)
         .unwrap_or_default()
@@ -550,8 +566,9 @@ mod tests {
     use super::*;
     use crate::api::objects::written::Written;
 
-    /// Whatever a node's view is made of moves — its agent's heartbeat, the clock alone, a pass,
-    /// a change of its record — a list written from the last one's bytes is what making every
+    /// Whatever a node's view is made of moves — its agent's heartbeat and metrics, the clock
+    /// alone (45 s for online, 60 s for usage), a pass, a drain, a change of its record or of
+    /// another object it names — a list written from the last one's bytes is what making every
     /// view would write.
     #[test]
     fn a_node_list_follows_what_its_views_are_made_of() {
@@ -573,10 +590,11 @@ mod tests {
         let first = *control.view(now).config.nodes.keys().next().unwrap();
         check(&control.view(now), now);
         check(&control.view(now), now);
+        let metrics = wire::HostMetrics { cpu_pct: 12.0, memory_total_bytes: 100, ..Default::default() };
         let heartbeat = wire::Heartbeat {
             version: "1.0".into(),
             hostname: "edge".into(),
-            metrics: None,
+            metrics: Some(metrics),
             addresses: Vec::new(),
             capabilities: Vec::new(),
             links: Vec::new(),
@@ -584,18 +602,41 @@ mod tests {
         control.handle_heartbeat(NodeId(first), heartbeat, "127.0.0.1".parse().unwrap(), now);
         let online = control.view(now);
         check(&online, now);
-        // The same view 46 s on: the agent is offline by the clock alone.
+        // The same view 46 s on: offline by the clock alone, its usage still shown; 61 s on,
+        // its usage gone too.
         check(&online, now.plus_secs(46));
-        now = now.plus_secs(60);
+        check(&online, now.plus_secs(61));
+        now = now.plus_secs(70);
         control.handle_timeout(now);
         check(&control.view(now), now);
-        let mut renamed = (*control.view(now).config.nodes[&first].value).clone();
+        let record = |c: &mut Control, id: i64| (*c.view(now).config.nodes[&id].value).clone();
+        let mut renamed = record(&mut control, first);
         renamed.node.name = "renamed".into();
         control.handle_change(vec![(first, Object::Node(renamed))], Vec::new(), now);
         control.handle_timeout(now);
         check(&control.view(now), now);
-        // A pass with nothing new (no prober reports here) changes no view.
+        // Its cluster renamed: its record is the same object, its view names the cluster.
+        let cluster = record(&mut control, first).cluster;
+        let mut named = (*control.view(now).config.clusters[&cluster.0].value).clone();
+        named.name = "elsewhere".into();
+        control.handle_change(vec![(cluster.0, Object::Cluster(named))], Vec::new(), now);
+        control.handle_timeout(now);
+        check(&control.view(now), now);
+        // Drained: the pass says so (its drain, and it no longer serves).
+        let mut drained = record(&mut control, first);
+        drained.node.drained = true;
+        control.handle_change(vec![(first, Object::Node(drained))], Vec::new(), now);
+        control.handle_timeout(now);
+        let view = control.view(now);
+        assert!(view.passed(NodeId(first), cluster).drain.is_some());
+        check(&view, now);
+        // The pass 70 s on has nothing new (no prober reports here, the agent offline as the
+        // clock had said): it changes no view.
         let changed: Vec<bool> = lists.windows(2).map(|w| w[0] != w[1]).collect();
-        assert_eq!(changed, [false, true, true, false, true], "what moved shows in the list");
+        assert_eq!(
+            changed,
+            [false, true, true, true, false, true, true, true],
+            "what moved shows in the list"
+        );
     }
 }
