@@ -137,7 +137,7 @@ fn find<K: Kind>(c: &Config, id: i64, cluster: Option<ClusterId>) -> Result<&Sto
 
 /// Every object of a kind (of a cluster), made and written off the async workers: 10,000 node
 /// views take tens of milliseconds (the items unchanged since the last list are not serialised
-/// again: [`written`]).
+/// again, and nodes whose inputs are unchanged not even made: [`written`]).
 async fn list<K: Kind>(app: &Arc<App>, cluster: Option<ClusterId>) -> Result<Response, ApiError> {
     // One reading for the whole list: every item as of the same view.
     let core = app.view();
