@@ -247,7 +247,11 @@ setInterval(() => {{
 /// say which step of its switch was skipped.
 const HLS_PLAYER: &str = r#"const keep = (...a) => {
   const m = a.map(String).join(' ');
-  if (/Pathway|Switching to level|steering/i.test(m)) note('hls', m);
+  // Not the live playlist's reload every second, nor each steering request (its load is
+  // noted): they would push what matters out of the tail a failure prints.
+  if (/Pathway|Switching to level|steering/i.test(m) && !/ age [0-9.]+ |Requesting steering/.test(m)) {
+    note('hls', m);
+  }
 };
 const hls = new Hls({debug: {debug: keep, log: keep, info: keep, warn: keep, error: keep}});
 hls.on(Hls.Events.LEVEL_SWITCHING, (e, d) => note('switching', d.level + ' ' + d.url));
@@ -384,11 +388,12 @@ async fn until_logged(b: &Browser, limit: Duration, what: &str, f: impl Fn(&[Not
             return log;
         }
         if started.elapsed() > limit {
+            // Without the ticks, and the playlist loads and appends of every segment.
             let tail: Vec<String> = log
                 .iter()
-                .filter(|n| n.kind != "tick")
+                .filter(|n| !["tick", "level", "appended"].contains(&n.kind.as_str()))
                 .rev()
-                .take(40)
+                .take(60)
                 .map(|n| format!("{} {} {}", n.t, n.kind, n.detail))
                 .collect();
             panic!("{what}: not within {limit:?}; the page's last entries:\n{}", tail.join("\n"));
