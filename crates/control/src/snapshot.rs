@@ -115,8 +115,9 @@ pub struct ClusterSnapshot {
     pub evaluated_at: Option<Timestamp>,
     /// The revision DNS serves.
     pub published: Option<Arc<Published>>,
-    /// Every node's status from the last pass.
-    pub nodes: BTreeMap<NodeId, NodeStatus>,
+    /// Every node's status from the last pass, shared with the snapshot before where it did
+    /// not change.
+    pub nodes: BTreeMap<NodeId, Arc<NodeStatus>>,
     /// Every rule state that is not idle.
     pub rules: Vec<RuleNodeStatus>,
     /// Since when each line has answered its current records: the revision that last changed

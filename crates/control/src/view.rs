@@ -23,7 +23,7 @@ use crate::mirrors::Mirrors;
 use crate::mirrors::doors::Doors;
 use crate::monitors::{Monitors, SteeringTable};
 use crate::observe::{Agents, ProberRuntime, ProberStatus, reportable};
-use crate::snapshot::{ClusterSnapshot, Snapshots};
+use crate::snapshot::Snapshots;
 use crate::target::TargetKey;
 use crate::work::{TcpFallback, addresses_in_use};
 
@@ -101,7 +101,6 @@ impl View {
     pub fn passed(&self, node: NodeId, cluster: ClusterId) -> Passed<'_> {
         let snapshot = self.snapshots.get(&cluster);
         Passed {
-            snapshot,
             status: snapshot.and_then(|s| s.nodes.get(&node)),
             level_since: snapshot.and_then(|s| s.level_since.get(&node)).copied(),
             drain: snapshot.and_then(|s| s.drains.get(&node)).copied(),
@@ -146,11 +145,9 @@ impl View {
 /// What a cluster's last pass says of one of its nodes.
 #[derive(Debug, Clone, Copy)]
 pub struct Passed<'a> {
-    /// The snapshot all this is read from: a snapshot is never changed once published, so the
-    /// same one says the same of every node.
-    pub snapshot: Option<&'a Arc<ClusterSnapshot>>,
-    /// Its status (`None`: not evaluated yet).
-    pub status: Option<&'a NodeStatus>,
+    /// Its status (`None`: not evaluated yet), shared with the pass before where it did not
+    /// change.
+    pub status: Option<&'a Arc<NodeStatus>>,
     /// Since when it has been at its level.
     pub level_since: Option<Timestamp>,
     /// Its drain's progress, while drained.
@@ -160,7 +157,7 @@ pub struct Passed<'a> {
 /// The status of `node` from its cluster's last pass.
 pub(crate) fn node_status<'a>(c: &Config, snapshots: &'a Snapshots, node: NodeId) -> Option<&'a NodeStatus> {
     let cluster = c.nodes.get(&node.0)?.value.cluster;
-    snapshots.get(&cluster)?.nodes.get(&node)
+    snapshots.get(&cluster)?.nodes.get(&node).map(|s| &**s)
 }
 
 /// A node's scheduling addresses in use now: configured, else those its agent reported.

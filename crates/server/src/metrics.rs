@@ -459,7 +459,8 @@ mod tests {
             held_by: None,
             addresses: vec![address],
         };
-        let snapshot = ClusterSnapshot { nodes: BTreeMap::from([(node.node, node)]), ..Default::default() };
+        let snapshot =
+            ClusterSnapshot { nodes: BTreeMap::from([(node.node, Arc::new(node))]), ..Default::default() };
         Arc::new(Figures {
             at: now,
             passes: 1,

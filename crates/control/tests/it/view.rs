@@ -59,3 +59,33 @@ fn a_view_shares_what_did_not_change_and_its_figures_follow_passes_and_seconds()
     assert_eq!(after.figures.fleet.addresses()[0].failing, 1);
     assert_eq!(after.figures.passes, lab.control.passes());
 }
+
+/// A pass keeps the status of a node that did not change — the same one, shared — so that a
+/// reader holding it (a node list) knows it by its pointer; a node whose status changed gets a
+/// new one.
+#[test]
+fn a_pass_shares_the_statuses_that_did_not_change() {
+    let mut lab = Lab::new();
+    let (p, _, _, n) = lab.one_node();
+    let status = |lab: &mut Lab| {
+        let cluster = lab.control.config().nodes[&n.0].value.cluster;
+        lab.control.snapshots()[&cluster].nodes[&NodeId(n.0)].clone()
+    };
+    lab.round(p, &[]);
+    lab.tick();
+    let first = status(&mut lab);
+    for failing in [&[][..], &[][..]] {
+        lab.advance(10);
+        let passes = lab.control.passes();
+        lab.round(p, failing);
+        lab.advance_ms(2_000);
+        assert!(lab.control.passes() > passes);
+    }
+    let same = status(&mut lab);
+    assert!(Arc::ptr_eq(&first, &same), "two passes of the same results: the same status");
+    lab.advance(10);
+    lab.round(p, &["203.0.113.10"]);
+    lab.advance_ms(2_000);
+    let failing = status(&mut lab);
+    assert!(!Arc::ptr_eq(&first, &failing) && failing.addresses[0].verdict.failing == 1);
+}

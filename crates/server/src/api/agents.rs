@@ -29,7 +29,6 @@ use vantage_control::config::{Config, EnrollToken, NodeRecord, Object, ProberRec
 use vantage_control::drain::Drain;
 use vantage_control::identity::Caller;
 use vantage_control::observe::{Latest, NodeRuntime, agent_online};
-use vantage_control::snapshot::ClusterSnapshot;
 use vantage_control::target::TargetKey;
 use vantage_control::view::{Passed, View};
 
@@ -273,12 +272,9 @@ pub(super) struct NodeInputs {
     config: Arc<Config>,
     /// What its agent last said, held likewise.
     agent: Option<Arc<NodeRuntime>>,
-    /// The snapshot of its cluster's last pass, held so that its pointer names it: while it
-    /// is the same, so is all that follows (compared by value only when it changed, after
-    /// a pass: a list compared 10,000 statuses, the most of its time, at every reading).
-    snapshot: Option<Arc<ClusterSnapshot>>,
-    /// What its cluster's last pass says of it.
-    status: Option<NodeStatus>,
+    /// What its cluster's last pass says of it, held likewise: a pass keeps a status that did
+    /// not change (comparing 10,000 statuses at every list was most of a list's time).
+    status: Option<Arc<NodeStatus>>,
     level_since: Option<Timestamp>,
     drain: Option<Drain>,
     policy: AddressPolicy,
@@ -324,25 +320,14 @@ impl NodeItem<'_> {
 }
 
 impl Made<NodeView, NodeInputs> for NodeItem<'_> {
-    fn made_of(&self, was: &mut NodeInputs) -> bool {
+    fn made_of(&self, was: &NodeInputs) -> bool {
         let now = self.around();
-        let same = Arc::ptr_eq(&was.config, &self.core.config)
+        Arc::ptr_eq(&was.config, &self.core.config)
             && same_arc(was.agent.as_ref(), now.agent)
+            && same_arc(was.status.as_ref(), now.passed.status)
+            && (was.level_since, was.drain) == (now.passed.level_since, now.passed.drain)
             && was.policy == self.core.policy
-            && was.clock == now.clock;
-        if !same {
-            return false;
-        }
-        if !same_arc(was.snapshot.as_ref(), now.passed.snapshot) {
-            let passed = &now.passed;
-            if was.status.as_ref() != passed.status
-                || (was.level_since, was.drain) != (passed.level_since, passed.drain)
-            {
-                return false;
-            }
-            was.snapshot = passed.snapshot.cloned();
-        }
-        true
+            && was.clock == now.clock
     }
 
     fn make(self) -> (Option<NodeInputs>, NodeView) {
@@ -350,7 +335,6 @@ impl Made<NodeView, NodeInputs> for NodeItem<'_> {
         let inputs = NodeInputs {
             config: self.core.config.clone(),
             agent: around.agent.cloned(),
-            snapshot: around.passed.snapshot.cloned(),
             status: around.passed.status.cloned(),
             level_since: around.passed.level_since,
             drain: around.passed.drain,

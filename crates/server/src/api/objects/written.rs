@@ -17,9 +17,8 @@ use vantage_core::ids::ClusterId;
 /// An item of a list, made only when asked.
 pub(crate) trait Made<V, I> {
     /// Whether it is made of `inputs` (those of its last writing): its view would be the one
-    /// written then. It may renew them (the same inputs, found equal, held by newer pointers)
-    /// so that the next list compares less.
-    fn made_of(&self, inputs: &mut I) -> bool;
+    /// written then.
+    fn made_of(&self, inputs: &I) -> bool;
     /// Its inputs (`None`: it cannot say) and its view.
     fn make(self) -> (Option<I>, V);
 }
@@ -28,7 +27,7 @@ pub(crate) trait Made<V, I> {
 pub(crate) struct Plain<V>(pub(crate) V);
 
 impl<V> Made<V, ()> for Plain<V> {
-    fn made_of(&self, (): &mut ()) -> bool {
+    fn made_of(&self, (): &()) -> bool {
         false
     }
 
@@ -90,10 +89,8 @@ impl Written {
             }
             // Items gone since are passed over.
             while before.next_if(|(b, _)| *b < id).is_some() {}
-            let mut old = before.next_if(|(b, _)| *b == id).map(|(_, e)| e);
-            let unchanged = old.as_mut().is_some_and(|e| e.inputs.as_mut().is_some_and(|i| item.made_of(i)));
-            let entry = match old {
-                Some(e) if unchanged => e,
+            let entry = match before.next_if(|(b, _)| *b == id).map(|(_, e)| e) {
+                Some(e) if e.inputs.as_ref().is_some_and(|i| item.made_of(i)) => e,
                 old => {
                     let (inputs, view) = item.make();
                     let bytes = match old {
@@ -184,7 +181,7 @@ mod tests {
     }
 
     impl Made<View, u32> for Counted<'_> {
-        fn made_of(&self, inputs: &mut u32) -> bool {
+        fn made_of(&self, inputs: &u32) -> bool {
             *inputs == self.inputs
         }
 
