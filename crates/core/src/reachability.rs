@@ -184,9 +184,9 @@ pub fn sees_failing(sent: u32, lost: u32, settings: &ProbeSettings) -> bool {
     sent > 0 && u64::from(lost) * 100 >= u64::from(settings.loss_pct()) * u64::from(sent)
 }
 
-/// How the counting probers see an address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(utoipa::ToSchema))]
+/// How the counting probers see an address, as a pass takes it: what it shows ([`Tally`]) and
+/// what the hysteresis reads besides. Never written out: statuses and the API carry the tally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Verdict {
     /// Probers whose results count.
     pub counting: u32,
@@ -196,13 +196,11 @@ pub struct Verdict {
     /// majority-th oldest of the failing probers' evidence (the end of each one's first failed
     /// attempt, else its report). Never earlier than the real start, since each prober saw
     /// the failure by then.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failing_from: Option<Timestamp>,
     /// While not failing: as of when the reports show it so — the newest time by which enough
     /// probers had reported it answering to leave no strict majority failing (the
     /// ⌈counting/2⌉-th newest of the answering probers' reports). A later failing streak may
     /// start no earlier.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answering_at: Option<Timestamp>,
 }
 
