@@ -313,24 +313,40 @@ impl Tallies {
 /// reports show it so, or the time they show it answering. `times` is room to pick that time
 /// in: one selection, not a sort.
 fn verdict_of(says: &[Say], times: &mut Vec<Timestamp>) -> Verdict {
+    let t = tally_of(says, times);
     let mut v = Verdict {
-        counting: u32::try_from(says.len()).unwrap_or(u32::MAX),
-        failing: u32::try_from(says.iter().filter(|s| s.failing).count()).unwrap_or(u32::MAX),
-        ..Verdict::default()
+        counting: t.counting,
+        failing: t.failing,
+        failing_from: t.failing_from,
+        answering_at: None,
     };
-    times.clear();
-    if v.is_failing() {
-        times.extend(says.iter().filter(|s| s.failing).map(|s| s.evidence));
-        let majority = (v.counting / 2) as usize; // index of the (counting/2 + 1)-th oldest
-        v.failing_from = (majority < times.len()).then(|| *times.select_nth_unstable(majority).1);
-    } else if v.counting > 0 {
+    if !t.is_failing() && t.counting > 0 {
+        times.clear();
         times.extend(says.iter().filter(|s| !s.failing).map(|s| s.reported_at));
         // The answering probers that leave no strict majority failing; the newest first.
-        let enough = (v.counting.div_ceil(2) as usize).saturating_sub(1);
+        let enough = (t.counting.div_ceil(2) as usize).saturating_sub(1);
         v.answering_at =
             (enough < times.len()).then(|| *times.select_nth_unstable_by(enough, |a, b| b.cmp(a)).1);
     }
     v
+}
+
+/// The tally of `says`: [`verdict_of`] without the time the reports show the address
+/// answering, which only the hysteresis reads: a region's tally is shown, never stepped, so
+/// that time is not picked for it.
+fn tally_of(says: &[Say], times: &mut Vec<Timestamp>) -> Tally {
+    let mut t = Tally {
+        counting: u32::try_from(says.len()).unwrap_or(u32::MAX),
+        failing: u32::try_from(says.iter().filter(|s| s.failing).count()).unwrap_or(u32::MAX),
+        failing_from: None,
+    };
+    if t.is_failing() {
+        times.clear();
+        times.extend(says.iter().filter(|s| s.failing).map(|s| s.evidence));
+        let majority = (t.counting / 2) as usize; // index of the (counting/2 + 1)-th oldest
+        t.failing_from = (majority < times.len()).then(|| *times.select_nth_unstable(majority).1);
+    }
+    t
 }
 
 /// Tallies the counting probers of one address.
@@ -403,7 +419,7 @@ pub fn verdicts_by_region(
                 *sent += u64::from(s.sent);
                 *lost += u64::from(s.lost);
             }
-            (*r, verdict_of(theirs, times).tally())
+            (*r, tally_of(theirs, times))
         })
         .collect();
     (all, by)
