@@ -116,7 +116,7 @@ impl Observations {
 }
 
 /// One counting prober's results over the ports of one address (or of several addresses).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct ProberTally {
     /// Index of the prober.
     pub prober: u32,
@@ -240,16 +240,14 @@ impl Tally {
 }
 
 /// One counting prober's say on an address: its region, whether it sees the address failing,
-/// since when, and its newest counted result.
+/// since when, and its tally.
 #[derive(Debug, Clone, Copy, Default)]
 struct Say {
     /// The place of its region among the pass's regions ([`Tallies::NO_REGION`]: none).
     region: u32,
     failing: bool,
     evidence: Timestamp,
-    reported_at: Timestamp,
-    sent: u32,
-    lost: u32,
+    tally: ProberTally,
 }
 
 /// What tallying one address needs besides its observations, kept from one address to the
@@ -302,10 +300,14 @@ impl Tallies {
             region: region_at.get(t.prober as usize).copied().unwrap_or(Self::NO_REGION),
             failing: t.sees_failing(settings),
             evidence: t.failing_evidence(),
-            reported_at: t.reported_at,
-            sent: t.sent,
-            lost: t.lost,
+            tally: t,
         }));
+    }
+
+    /// The counting probers' tallies of the address tallied last: what a node's probe metrics
+    /// sum up, taken in the same walk as its verdicts.
+    pub fn counted(&self) -> impl Iterator<Item = &ProberTally> {
+        self.says.iter().map(|s| &s.tally)
     }
 }
 
@@ -322,7 +324,7 @@ fn verdict_of(says: &[Say], times: &mut Vec<Timestamp>) -> Verdict {
     };
     if !t.is_failing() && t.counting > 0 {
         times.clear();
-        times.extend(says.iter().filter(|s| !s.failing).map(|s| s.reported_at));
+        times.extend(says.iter().filter(|s| !s.failing).map(|s| s.tally.reported_at));
         // The answering probers that leave no strict majority failing; the newest first.
         let enough = (t.counting.div_ceil(2) as usize).saturating_sub(1);
         v.answering_at =
@@ -416,8 +418,8 @@ pub fn verdicts_by_region(
         .map(|((r, (sent, lost)), w)| {
             let theirs = &by_region[w[0]..w[1]];
             for s in theirs {
-                *sent += u64::from(s.sent);
-                *lost += u64::from(s.lost);
+                *sent += u64::from(s.tally.sent);
+                *lost += u64::from(s.tally.lost);
             }
             (*r, tally_of(theirs, times))
         })

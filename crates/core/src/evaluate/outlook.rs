@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::latency::{self, LineLatency};
 use super::stage::Stage;
-use super::{ClusterState, ClusterView, FastSet, effective_lines, operator_kept, reachability};
+use super::{ClusterState, ClusterView, FastSet, Found, effective_lines, operator_kept, reachability};
 use crate::answer::{GroupIndex, LineHold, Source};
 use crate::ids::LineId;
 use crate::model::{AllDown, DnsMode};
@@ -53,7 +53,7 @@ pub fn line_outlooks(view: &ClusterView<'_>, state: &ClusterState, now: Timestam
     // Facts as the next pass would build them, then every address failed: nothing in use,
     // no target address usable, nothing waiting for verification.
     let mut scratch = state.clone();
-    let (mut facts, ..) = reachability(view, &mut scratch, now, &mut Vec::new());
+    let Found { mut facts, .. } = reachability(view, &mut scratch, now, &mut Vec::new());
     for f in &mut facts {
         f.in_use.ips.clear();
         f.in_use.level = None;

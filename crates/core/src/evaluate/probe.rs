@@ -2,6 +2,7 @@
 //! then aggregated overall and per region.
 
 use super::*;
+use crate::reachability::ProberTally;
 
 /// Aggregates of one value over probers.
 #[derive(Debug, Clone, Copy)]
@@ -63,11 +64,11 @@ impl ProbeSummary {
 
 /// Per-prober sums, indexed by prober, reused across nodes.
 pub(super) struct Scratch {
-    pub(super) sent: Vec<u32>,
-    pub(super) lost: Vec<u32>,
-    pub(super) rtt_sum: Vec<f64>,
-    pub(super) rtt_n: Vec<u32>,
-    pub(super) touched: Vec<u32>,
+    sent: Vec<u32>,
+    lost: Vec<u32>,
+    rtt_sum: Vec<f64>,
+    rtt_n: Vec<u32>,
+    touched: Vec<u32>,
 }
 
 impl Scratch {
@@ -80,53 +81,72 @@ impl Scratch {
             touched: Vec::new(),
         }
     }
+
+    /// Adds one counting prober's tally over the ports of one of the node's addresses.
+    pub(super) fn add(&mut self, t: &ProberTally) {
+        let p = t.prober as usize;
+        if self.sent[p] == 0 {
+            self.touched.push(t.prober);
+        }
+        self.sent[p] += t.sent;
+        self.lost[p] += t.lost;
+        self.rtt_sum[p] += t.rtt_sum_ms;
+        self.rtt_n[p] += t.rtt_n;
+    }
+
+    /// The summary of what was added since the last one, leaving the room empty for the next
+    /// node.
+    pub(super) fn finish(&mut self, probers: &[ProberView]) -> ProbeSummary {
+        let mut out = ProbeSummary::default();
+        for &p in &self.touched {
+            let i = p as usize;
+            let loss = f64::from(self.lost[i]) * 100.0 / f64::from(self.sent[i]);
+            let latency = (self.rtt_n[i] > 0).then(|| self.rtt_sum[i] / f64::from(self.rtt_n[i]));
+            let region = probers[i].region;
+            let slot = match out.regions.iter().position(|(r, _, _)| *r == region) {
+                Some(k) => k,
+                None => {
+                    out.regions.push((region, Stats::default(), Stats::default()));
+                    out.regions.len() - 1
+                }
+            };
+            out.all.0.add(loss);
+            out.regions[slot].1.add(loss);
+            if let Some(l) = latency {
+                out.all.1.add(l);
+                out.regions[slot].2.add(l);
+            }
+            self.sent[i] = 0;
+            self.lost[i] = 0;
+            self.rtt_sum[i] = 0.0;
+            self.rtt_n[i] = 0;
+        }
+        self.touched.clear();
+        out
+    }
+}
+
+/// The addresses a node's probe metrics are taken over: its lowest level's.
+pub(super) fn summarised(node: &NodeView) -> impl Fn(&AddressView) -> bool {
+    let lowest = node.addresses.iter().map(|a| a.address.level).min();
+    move |a| Some(a.address.level) == lowest
 }
 
 /// Each counting prober's loss (share of lost attempts) and latency (mean of its median RTTs)
-/// over every port of the node's lowest-level addresses, summarised.
+/// over every port of the node's lowest-level addresses, summarised. A pass takes the same
+/// figures in its walk of the verdicts ([`super::reachability`]); a preview, which takes no
+/// verdicts, takes them here.
 pub(super) fn probe_summary(
     view: &ClusterView<'_>,
     node: &NodeView,
     now: Timestamp,
     s: &mut Scratch,
 ) -> ProbeSummary {
-    let mut out = ProbeSummary::default();
-    let Some(lowest) = node.addresses.iter().map(|a| a.address.level).min() else { return out };
-    for a in node.addresses.iter().filter(|a| a.address.level == lowest) {
+    let keep = summarised(node);
+    for a in node.addresses.iter().filter(|a| keep(a)) {
         for t in a.observations.per_prober(view.probers, view.settings, now) {
-            let p = t.prober as usize;
-            if s.sent[p] == 0 {
-                s.touched.push(t.prober);
-            }
-            s.sent[p] += t.sent;
-            s.lost[p] += t.lost;
-            s.rtt_sum[p] += t.rtt_sum_ms;
-            s.rtt_n[p] += t.rtt_n;
+            s.add(&t);
         }
     }
-    for &p in &s.touched {
-        let i = p as usize;
-        let loss = f64::from(s.lost[i]) * 100.0 / f64::from(s.sent[i]);
-        let latency = (s.rtt_n[i] > 0).then(|| s.rtt_sum[i] / f64::from(s.rtt_n[i]));
-        let region = view.probers[i].region;
-        let slot = match out.regions.iter().position(|(r, _, _)| *r == region) {
-            Some(k) => k,
-            None => {
-                out.regions.push((region, Stats::default(), Stats::default()));
-                out.regions.len() - 1
-            }
-        };
-        out.all.0.add(loss);
-        out.regions[slot].1.add(loss);
-        if let Some(l) = latency {
-            out.all.1.add(l);
-            out.regions[slot].2.add(l);
-        }
-        s.sent[i] = 0;
-        s.lost[i] = 0;
-        s.rtt_sum[i] = 0.0;
-        s.rtt_n[i] = 0;
-    }
-    s.touched.clear();
-    out
+    s.finish(view.probers)
 }

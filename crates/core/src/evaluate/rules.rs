@@ -57,11 +57,12 @@ pub(super) fn in_scope(rule: &Rule, lines: &[LineSpec]) -> Option<Vec<GroupId>> 
 }
 
 /// Calls `f` for every enabled rule × every enabled node it looks at, with each condition's
-/// current value (`None`: no data).
+/// current value (`None`: no data). `taken`: each node's probe metrics when the caller took
+/// them already (a pass, in its walk of the verdicts); empty, they are taken here as needed.
 pub(super) fn for_each_rule_node(
     view: &ClusterView<'_>,
     lines: &[LineSpec],
-    now: Timestamp,
+    (taken, now): (&[ProbeSummary], Timestamp),
     mut f: impl FnMut(RuleId, &Rule, &NodeView, &[Option<f64>]),
 ) {
     let mut summaries: Vec<Option<ProbeSummary>> = vec![None; view.nodes.len()];
@@ -76,7 +77,12 @@ pub(super) fn for_each_rule_node(
             values.clear();
             for c in &rule.conditions {
                 let v = if c.metric.is_probe() {
-                    let s = summaries[i].get_or_insert_with(|| probe_summary(view, node, now, &mut scratch));
+                    let s = match taken.get(i) {
+                        Some(s) => s,
+                        None => {
+                            summaries[i].get_or_insert_with(|| probe_summary(view, node, now, &mut scratch))
+                        }
+                    };
                     s.value(c.metric, c.aggregate, c.region)
                 } else {
                     node.metrics.filter(|m| m.fresh(now)).and_then(|m| m.value(c.metric))
@@ -93,16 +99,19 @@ pub(super) fn worth_keeping(s: &RuleState) -> bool {
     s.status != Status::Idle || s.held_since.iter().any(Option::is_some)
 }
 
+/// Steps every enabled rule for every node it looks at (`summaries`: the nodes' probe metrics
+/// as the pass took them, see [`for_each_rule_node`]).
 pub(super) fn step_rules(
     view: &ClusterView<'_>,
     lines: &[LineSpec],
     state: &mut ClusterState,
+    summaries: &[ProbeSummary],
     now: Timestamp,
 ) -> Vec<(RuleEvent, Transition)> {
     let mut transitions = Vec::new();
     // Keys of kept states visited this pass; a state not visited lost its node or scope.
     let mut visited: FastSet<(RuleId, NodeId)> = FastSet::default();
-    for_each_rule_node(view, lines, now, |id, rule, node, values| {
+    for_each_rule_node(view, lines, (summaries, now), |id, rule, node, values| {
         let key = (id, node.id);
         let transition = match state.rules.get_mut(&key) {
             Some(st) => {
@@ -163,7 +172,7 @@ pub fn preview(view: &ClusterView<'_>, state: &ClusterState, now: Timestamp) -> 
     latency::in_order(view, &mut lines, state);
     let fresh = RuleState::default();
     let mut rows = Vec::new();
-    for_each_rule_node(view, &lines, now, |id, rule, node, values| {
+    for_each_rule_node(view, &lines, (&[], now), |id, rule, node, values| {
         let current = state.behaviours.get(&id).is_some_and(|b| *b == rule.behaviour());
         let st = state.rules.get(&(id, node.id)).filter(|_| current).unwrap_or(&fresh);
         rows.push(PreviewRow {
