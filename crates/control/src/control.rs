@@ -307,6 +307,8 @@ pub struct Control {
     pub(crate) monitors: Arc<Monitors>,
     /// Every subject's changes of health, for availability reports.
     pub(crate) availability: Arc<crate::availability::Ledger>,
+    /// What the ledger last followed of each node.
+    followed: crate::availability::Followed,
     /// The fleet's figures last made for a view.
     pub(crate) figures: Arc<crate::view::Figures>,
     steering: Arc<SteeringTable>,
@@ -376,6 +378,7 @@ impl Control {
             mirrors: Arc::new(Mirrors::new(start.mirror_states.as_deref())),
             monitors: Arc::new(Monitors::restore(start.monitor_states.as_deref())),
             availability: Arc::new(start.availability),
+            followed: Default::default(),
             figures: Arc::default(),
             steering: Arc::default(),
             confirmations: Confirmations::default(),
@@ -905,7 +908,8 @@ impl Control {
             let findings: Vec<Finding> = self.books().into_iter().flat_map(|b| b.sweep(&c, now)).collect();
             self.apply(findings, now);
             let books = (&*self.mirrors, &*self.monitors);
-            crate::availability::Ledger::follow(&mut self.availability, &c, &self.snapshots, books, now);
+            let ledger = (&mut self.availability, &mut self.followed);
+            crate::availability::Ledger::follow(ledger, &c, &self.snapshots, books, now);
             self.next_silence = now.plus_secs(SILENCE_EVERY_S);
         }
         let c = self.config.clone();
@@ -1276,6 +1280,22 @@ impl Control {
 /// A pass's statuses by node, each the one `before` held where it did not change: a reader
 /// that kept a status (a node list, for one) knows by its pointer that it is the same, and
 /// compares nothing (10,000 statuses compared at every list were most of a list's time).
+#[cfg(test)]
+impl Control {
+    /// The availability ledger's follow at `now` from what it followed last notes what one
+    /// from scratch would.
+    pub(crate) fn assert_followed_as_from_scratch(&self, now: Timestamp) {
+        let books = (&*self.mirrors, &*self.monitors);
+        self.availability.assert_follows_as_from_scratch(
+            &self.followed,
+            &self.config,
+            &self.snapshots,
+            books,
+            now,
+        );
+    }
+}
+
 fn kept_statuses(before: &ClusterSnapshot, statuses: Vec<NodeStatus>) -> BTreeMap<NodeId, Arc<NodeStatus>> {
     statuses
         .into_iter()

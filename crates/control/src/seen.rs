@@ -740,6 +740,7 @@ mod tests {
                 }
             }
             while control.poll_output().is_some() {}
+            control.assert_followed_as_from_scratch(now);
             let mut addresses: Vec<(NodeId, IpAddr)> =
                 control.addresses().results().iter().map(|(k, ..)| (k.node, k.ip)).collect();
             addresses.sort();

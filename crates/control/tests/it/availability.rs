@@ -142,3 +142,40 @@ fn changes_are_dated_by_this_state_never_backwards() {
     let changes = view.availability.changes(&Tracked::Node(a));
     assert!(changes.windows(2).all(|w| w[0].at <= w[1].at), "{changes:?}");
 }
+
+/// An address that goes down while its node keeps its level is noted at the next follow: the
+/// ledger looks again at a node whose status changed, not only at one whose level moved, and
+/// passes over the nodes that stayed as they were.
+#[test]
+fn a_backup_address_down_is_noted_while_its_node_stays_up() {
+    use vantage_core::address::Level::{Backup1, Primary};
+    let mut lab = Lab::new();
+    let r = lab.region("eu");
+    let p = lab.prober("fra", r);
+    let c = lab.cluster(crate::lab::CLUSTER);
+    let g = lab.group(c, "fra-1", Some(r));
+    let a = lab.node(c, g, "edge-1", &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
+    let b = lab.node(c, g, "edge-2", &[("203.0.113.11", Primary)]);
+    let backup = Tracked::Address(a, "198.51.100.10".parse().unwrap());
+    let last = |lab: &mut Lab, t: &Tracked| {
+        let now = lab.now;
+        lab.control.view(now).availability.changes(t).last().map(|c| c.health)
+    };
+    for _ in 0..3 {
+        lab.round(p, &[]);
+        lab.advance(10);
+    }
+    assert_eq!(last(&mut lab, &backup), Some(Health::Up));
+    for _ in 0..8 {
+        lab.round(p, &["198.51.100.10"]);
+        lab.advance(10);
+    }
+    assert_eq!(last(&mut lab, &backup), Some(Health::Down), "the backup address is down");
+    assert_eq!(last(&mut lab, &Tracked::Node(a)), Some(Health::Up), "its node still serves its primary");
+    assert_eq!(last(&mut lab, &Tracked::Node(b)), Some(Health::Up));
+    for _ in 0..8 {
+        lab.round(p, &[]);
+        lab.advance(10);
+    }
+    assert_eq!(last(&mut lab, &backup), Some(Health::Up), "and up again");
+}
