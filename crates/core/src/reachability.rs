@@ -91,6 +91,13 @@ impl Observations {
         (at < self.0.len()).then(|| Arc::make_mut(&mut self.0).remove(at))
     }
 
+    /// Reads the first observation, returning a figure of it only so that the read is made: a
+    /// pass reads a few addresses' first before it tallies them, so that their cache misses
+    /// are waited for together rather than one address after another.
+    pub fn touch(&self) -> u64 {
+        self.0.first().map_or(0, |o| u64::from(o.sent))
+    }
+
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -709,94 +709,113 @@ fn reachability(
         view.rules.iter().any(|(_, r)| r.enabled && r.conditions.iter().any(|c| c.metric.is_probe()));
     let mut scratch = probe_rules.then(|| Scratch::new(view.probers.len()));
     let mut summaries = Vec::with_capacity(if probe_rules { view.nodes.len() } else { 0 });
-    for node in view.nodes {
-        pairs.clear();
-        let mut addresses = Vec::with_capacity(node.addresses.len());
-        let summarised = summarised(node);
-        for a in &node.addresses {
-            let (v, by_region) =
-                verdicts_by_region(&a.observations, view.probers, (settings, now), &mut loss, &mut tallies);
-            if let Some(s) = scratch.as_mut().filter(|_| summarised(a)) {
-                tallies.counted().for_each(|t| s.add(t));
-            }
-            let trusted = a.address.trusted;
-            let health = state
-                .addresses
-                .entry((node.id, a.address.ip))
-                .or_insert_with(|| AddressHealth::added(trusted));
-            health.verify(&v, a.expected_probers, trusted);
-            seen += 1;
-            match health.observe(&v, now, settings, view.detection.damping()) {
-                Some(Reachability::Unreachable) => events.push(Event::AddressUnreachable {
-                    node: node.id,
-                    ip: a.address.ip,
-                    damping: health.multiplier(),
-                }),
-                Some(Reachability::Reachable) => {
-                    events.push(Event::AddressReachable { node: node.id, ip: a.address.ip })
-                }
-                None => {}
-            }
-            if let Some(t) = health.deadline(settings) {
-                streaks_end = Some(streaks_end.map_or(t, |e| e.min(t)));
-            }
-            let tally = v.tally();
-            let unchecked = AddressHealth::unchecked(&tally, a.expected_probers);
-            if !health.verified && !unchecked {
-                pending.push(a.address.ip);
-            }
-            let usable = health.is_reachable() && (health.verified || unchecked);
-            match a.address.line {
-                // Manual mode answers a line's targets as it answers primaries: as configured.
-                Some(line) => targets.push((line, a.address.ip, usable || mode == DnsMode::Manual)),
-                None => pairs.push((a.address, usable)),
-            }
-            addresses.push(AddressStatus {
-                ip: a.address.ip,
-                level: a.address.level,
-                reachability: health.state,
-                verdict: tally,
-                regions: by_region,
-                in_use: false,
-                damping: health.multiplier(),
-                condition: health.condition(settings),
-                line: a.address.line,
+    for run in view.nodes.chunks(READ_AHEAD) {
+        // Each address's observations and its state are a cache miss or two at a fleet's
+        // scale: read the run's first, together.
+        let read =
+            run.iter().flat_map(|n| n.addresses.iter().map(move |a| (n.id, a))).fold(0, |r, (id, a)| {
+                let health = state.addresses.get(&(id, a.address.ip)).map_or(0, |h| u64::from(h.doublings));
+                r ^ a.observations.touch() ^ health
             });
-        }
-        let normal = in_use(&pairs, false, mode);
-        let backup = in_use(&pairs, true, mode);
-        for s in &mut addresses {
-            s.in_use =
-                normal.ips.contains(&s.ip) || targets.iter().any(|(_, ip, usable)| *ip == s.ip && *usable);
-        }
-        let online = node.last_heartbeat.is_some_and(|t| t.within_secs_of(now, AGENT_ONLINE_S));
-        let links_fresh = view.cluster.required_links.iter().all(|name| {
-            node.links.iter().any(|l| {
-                &l.name == name && l.last_handshake.is_some_and(|t| t.within_secs_of(now, LINK_FRESH_S))
-            })
-        });
-        let serving = node.enabled && (!view.cluster.agent_required || online) && links_fresh;
-        statuses.push(NodeStatus {
-            node: node.id,
-            online,
-            serving,
-            level: normal.level,
-            held_by: None,
-            addresses,
-        });
-        facts.push(NodeFacts {
-            id: node.id,
-            group: node.group,
-            enabled: node.enabled,
-            online,
-            serving,
-            primaries: pairs.iter().filter(|(a, _)| a.level == Level::Primary).map(|(a, _)| a.ip).collect(),
-            in_use: normal,
-            in_use_backup: backup,
-            targets: std::mem::take(&mut targets),
-        });
-        if let Some(s) = &mut scratch {
-            summaries.push(s.finish(view.probers));
+        std::hint::black_box(read);
+        for node in run {
+            pairs.clear();
+            let mut addresses = Vec::with_capacity(node.addresses.len());
+            let summarised = summarised(node);
+            for a in &node.addresses {
+                let (v, by_region) = verdicts_by_region(
+                    &a.observations,
+                    view.probers,
+                    (settings, now),
+                    &mut loss,
+                    &mut tallies,
+                );
+                if let Some(s) = scratch.as_mut().filter(|_| summarised(a)) {
+                    tallies.counted().for_each(|t| s.add(t));
+                }
+                let trusted = a.address.trusted;
+                let health = state
+                    .addresses
+                    .entry((node.id, a.address.ip))
+                    .or_insert_with(|| AddressHealth::added(trusted));
+                health.verify(&v, a.expected_probers, trusted);
+                seen += 1;
+                match health.observe(&v, now, settings, view.detection.damping()) {
+                    Some(Reachability::Unreachable) => events.push(Event::AddressUnreachable {
+                        node: node.id,
+                        ip: a.address.ip,
+                        damping: health.multiplier(),
+                    }),
+                    Some(Reachability::Reachable) => {
+                        events.push(Event::AddressReachable { node: node.id, ip: a.address.ip })
+                    }
+                    None => {}
+                }
+                if let Some(t) = health.deadline(settings) {
+                    streaks_end = Some(streaks_end.map_or(t, |e| e.min(t)));
+                }
+                let tally = v.tally();
+                let unchecked = AddressHealth::unchecked(&tally, a.expected_probers);
+                if !health.verified && !unchecked {
+                    pending.push(a.address.ip);
+                }
+                let usable = health.is_reachable() && (health.verified || unchecked);
+                match a.address.line {
+                    // Manual mode answers a line's targets as it answers primaries: as configured.
+                    Some(line) => targets.push((line, a.address.ip, usable || mode == DnsMode::Manual)),
+                    None => pairs.push((a.address, usable)),
+                }
+                addresses.push(AddressStatus {
+                    ip: a.address.ip,
+                    level: a.address.level,
+                    reachability: health.state,
+                    verdict: tally,
+                    regions: by_region,
+                    in_use: false,
+                    damping: health.multiplier(),
+                    condition: health.condition(settings),
+                    line: a.address.line,
+                });
+            }
+            let normal = in_use(&pairs, false, mode);
+            let backup = in_use(&pairs, true, mode);
+            for s in &mut addresses {
+                s.in_use = normal.ips.contains(&s.ip)
+                    || targets.iter().any(|(_, ip, usable)| *ip == s.ip && *usable);
+            }
+            let online = node.last_heartbeat.is_some_and(|t| t.within_secs_of(now, AGENT_ONLINE_S));
+            let links_fresh = view.cluster.required_links.iter().all(|name| {
+                node.links.iter().any(|l| {
+                    &l.name == name && l.last_handshake.is_some_and(|t| t.within_secs_of(now, LINK_FRESH_S))
+                })
+            });
+            let serving = node.enabled && (!view.cluster.agent_required || online) && links_fresh;
+            statuses.push(NodeStatus {
+                node: node.id,
+                online,
+                serving,
+                level: normal.level,
+                held_by: None,
+                addresses,
+            });
+            facts.push(NodeFacts {
+                id: node.id,
+                group: node.group,
+                enabled: node.enabled,
+                online,
+                serving,
+                primaries: pairs
+                    .iter()
+                    .filter(|(a, _)| a.level == Level::Primary)
+                    .map(|(a, _)| a.ip)
+                    .collect(),
+                in_use: normal,
+                in_use_backup: backup,
+                targets: std::mem::take(&mut targets),
+            });
+            if let Some(s) = &mut scratch {
+                summaries.push(s.finish(view.probers));
+            }
         }
     }
     let probe_loss = (tallies.regions().iter().zip(loss))
@@ -821,6 +840,9 @@ fn reachability(
     pending.dedup();
     Found { facts, statuses, pending, probe_loss, streaks_end, summaries }
 }
+
+/// Nodes whose addresses a pass reads ahead at a time (see [`reachability`]).
+const READ_AHEAD: usize = 8;
 
 /// The next time a pass must run: the earliest end of an address's streak (`streaks_end`, of
 /// the addresses in the view alone: one kept for a node not heard from since a start is not
