@@ -1188,15 +1188,6 @@ impl Control {
             slot.saved_at = Some(now);
         }
         let line_since = since_lines(&before, published.as_deref(), now);
-        let level_since = out
-            .nodes
-            .iter()
-            .filter_map(|n| match before.nodes.get(&n.node) {
-                Some(old) if old.level == n.level => before.level_since.get(&n.node).map(|t| (n.node, *t)),
-                Some(_) => Some((n.node, now)),
-                None => None,
-            })
-            .collect();
         let answered = published.as_ref().map_or(&[][..], |p| p.records.all.as_slice());
         let answered_since = published.as_ref().map_or(now, |p| p.at);
         let drains = crate::drain::follow(
@@ -1211,10 +1202,11 @@ impl Control {
         if let Some(t) = crate::drain::next_moved(&drains) {
             slot.due = slot.due.min(t.max(now));
         }
+        let (nodes, level_since) = kept_statuses(&before, out.nodes, now);
         let snapshot = ClusterSnapshot {
             evaluated_at: Some(now),
             published,
-            nodes: kept_statuses(&before, out.nodes),
+            nodes,
             rules: out.rules,
             line_since,
             level_since,
@@ -1296,14 +1288,36 @@ impl Control {
     }
 }
 
-fn kept_statuses(before: &ClusterSnapshot, statuses: Vec<NodeStatus>) -> BTreeMap<NodeId, Arc<NodeStatus>> {
-    statuses
-        .into_iter()
-        .map(|s| match before.nodes.get(&s.node) {
-            Some(old) if **old == s => (s.node, old.clone()),
+/// Each node's status after a pass, and since when its level has held, walked beside the
+/// snapshot before (both in node order, instead of a look-up of each node in it). A status
+/// that did not change is the one before, shared (readers compare pointers); a level that did
+/// not change keeps its time, one that did starts at `now`, and a new node's has none yet.
+fn kept_statuses(
+    before: &ClusterSnapshot,
+    mut statuses: Vec<NodeStatus>,
+    now: Timestamp,
+) -> (BTreeMap<NodeId, Arc<NodeStatus>>, BTreeMap<NodeId, Timestamp>) {
+    if !statuses.is_sorted_by_key(|s| s.node) {
+        statuses.sort_by_key(|s| s.node);
+    }
+    let (mut old, mut old_since) = (before.nodes.iter().peekable(), before.level_since.iter().peekable());
+    let (mut nodes, mut since) = (Vec::with_capacity(statuses.len()), Vec::with_capacity(statuses.len()));
+    for s in statuses {
+        while old.next_if(|(id, _)| **id < s.node).is_some() {}
+        while old_since.next_if(|(id, _)| **id < s.node).is_some() {}
+        let was = old.next_if(|(id, _)| **id == s.node).map(|(_, status)| status);
+        let was_since = old_since.next_if(|(id, _)| **id == s.node).map(|(_, t)| *t);
+        match was {
+            Some(w) if w.level == s.level => since.extend(was_since.map(|t| (s.node, t))),
+            Some(_) => since.push((s.node, now)),
+            None => {}
+        }
+        nodes.push(match was {
+            Some(w) if **w == s => (s.node, w.clone()),
             _ => (s.node, Arc::new(s)),
-        })
-        .collect()
+        });
+    }
+    (nodes.into_iter().collect(), since.into_iter().collect())
 }
 
 /// Since when each line of `published` has answered its records: as before where they did not

@@ -89,3 +89,38 @@ fn a_pass_shares_the_statuses_that_did_not_change() {
     let failing = status(&mut lab);
     assert!(!Arc::ptr_eq(&first, &failing) && failing.addresses[0].verdict.failing == 1);
 }
+
+/// A node's level holds since the pass that moved it, through the passes after, while a node
+/// whose level never moved has no such time; a node deleted takes its time with it.
+#[test]
+fn a_level_holds_since_the_pass_that_moved_it() {
+    use vantage_core::address::Level::{Backup1, Primary};
+    let mut lab = Lab::new();
+    let r = lab.region("eu");
+    let p = lab.prober("fra", r);
+    let c = lab.cluster(crate::lab::CLUSTER);
+    let g = lab.group(c, "fra-1", Some(r));
+    let a = lab.node(c, g, "edge-1", &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
+    let b = lab.node(c, g, "edge-2", &[("203.0.113.11", Primary)]);
+    let since = |lab: &Lab, n: NodeId| lab.control.snapshots()[&c].level_since.get(&n).copied();
+    let level = |lab: &Lab, n: NodeId| lab.control.snapshots()[&c].nodes[&n].level;
+    lab.round(p, &[]);
+    lab.tick();
+    let mut moved = None;
+    for _ in 0..8 {
+        lab.advance(10);
+        lab.round(p, &["203.0.113.10"]);
+        lab.advance_ms(2_000);
+        if moved.is_none() && level(&lab, a) == Some(Backup1) {
+            moved = since(&lab, a);
+            assert!(moved.is_some_and(|t| t <= lab.now), "since the pass that moved it: {moved:?}");
+        }
+    }
+    assert!(moved.is_some(), "edge-1 moved to its backup");
+    assert_eq!(since(&lab, a), moved, "through the passes after");
+    assert_eq!(since(&lab, b), None, "edge-2 never moved");
+    lab.delete(a.0);
+    lab.tick();
+    assert_eq!(since(&lab, a), None, "gone with its node");
+    assert_eq!(level(&lab, b), Some(Primary));
+}
