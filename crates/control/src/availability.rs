@@ -380,12 +380,34 @@ impl Ledger {
         &self,
         c: &Config,
         snapshots: &Snapshots,
-        (mirrors, monitors): (&Mirrors, &Monitors),
+        books: (&Mirrors, &Monitors),
         now: Timestamp,
         followed: &mut Followed,
     ) -> Vec<Noted> {
+        let (mut out, mut next, twice) = self.walk(c, snapshots, books, now, followed);
+        // A node in two clusters' snapshots (moved, and its old cluster not passed since) is
+        // noted from both, in turn: such a follow looks at every node, and what it followed
+        // of those is forgotten, so that they are looked at until they are in one snapshot.
+        if !twice.is_empty() {
+            (out, next, _) = self.walk(c, snapshots, books, now, &Followed::default());
+            next.0.retain(|n, _| !twice.contains(n));
+        }
+        *followed = next;
+        out
+    }
+
+    /// [`differences`](Self::differences) from what was `followed`, with what this follow
+    /// followed and the nodes found in more than one snapshot.
+    fn walk(
+        &self,
+        c: &Config,
+        snapshots: &Snapshots,
+        (mirrors, monitors): (&Mirrors, &Monitors),
+        now: Timestamp,
+        followed: &Followed,
+    ) -> (Vec<Noted>, Followed, FastSet<NodeId>) {
         let mut out = Vec::new();
-        let (mut seen, mut skipped) = (FastSet::default(), FastSet::default());
+        let (mut seen, mut skipped, mut twice) = (FastSet::default(), FastSet::default(), FastSet::default());
         let mut next = Followed::default();
         let mut note = |subject: Tracked, health: Health, since: Option<Timestamp>, why: String| {
             let last = self.last(&subject);
@@ -402,7 +424,9 @@ impl Ledger {
                 let excused = excused(c, snap, id);
                 let level_since = snap.level_since.get(id).copied();
                 let same = followed.same(*id, s, excused, level_since);
-                next.0.insert(*id, (s.clone(), excused, level_since));
+                if next.0.insert(*id, (s.clone(), excused, level_since)).is_some() {
+                    twice.insert(*id);
+                }
                 if same {
                     skipped.insert(*id);
                     continue;
@@ -505,14 +529,13 @@ impl Ledger {
             })
             .map(|(k, _)| k.clone())
             .collect();
-        *followed = next;
         out.extend(gone.into_iter().map(|subject| Noted {
             subject,
             health: Health::Unknown,
             since: None,
             why: "no longer published".to_owned(),
         }));
-        out
+        (out, next, twice)
     }
 
     /// The ledger as JSON when its save is due at `now` (copied, as a view shares it, only
@@ -719,6 +742,50 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::ClusterSnapshot;
+    use vantage_core::ids::ClusterId;
+
+    /// A node in two clusters' snapshots — moved, its old cluster not passed since — is noted
+    /// from both in turn, follow after follow, as a follow of every node notes it; once it is
+    /// in one snapshot again, it is followed as any node.
+    #[test]
+    fn a_node_in_two_snapshots_is_followed_as_from_scratch() {
+        let mut now = at(0);
+        let mut c = Config::default();
+        for (id, o) in crate::fixtures::large_fleet(2, 1).puts {
+            c.put(id, o, now, now);
+        }
+        let node = NodeId(*c.nodes.keys().next().unwrap());
+        let status = |level| {
+            let s =
+                NodeStatus { node, online: true, serving: true, level, held_by: None, addresses: Vec::new() };
+            Arc::new(s)
+        };
+        let snapshot = |level| {
+            let nodes = BTreeMap::from([(node, status(level))]);
+            Arc::new(ClusterSnapshot { nodes, ..ClusterSnapshot::default() })
+        };
+        let mut snapshots = Snapshots::from([
+            (ClusterId(2), snapshot(Some(Level::Primary))),
+            (ClusterId(99), snapshot(None)),
+        ]);
+        let (mirrors, monitors) = (Mirrors::default(), Monitors::default());
+        let (mut ledger, mut followed) = (Arc::new(Ledger::default()), Followed::default());
+        let mut healths = Vec::new();
+        for step in 0..6 {
+            if step == 4 {
+                snapshots.remove(&ClusterId(99));
+            }
+            ledger.assert_follows_as_from_scratch(&followed, &c, &snapshots, (&mirrors, &monitors), now);
+            Ledger::follow((&mut ledger, &mut followed), &c, &snapshots, (&mirrors, &monitors), now);
+            healths.push(ledger.last(&Tracked::Node(node)));
+            now = now.plus_secs(10);
+        }
+        use Health::{Down, Up};
+        assert_eq!(healths, [Some(Down), Some(Up), Some(Down), Some(Up), Some(Up), Some(Up)]);
+        let kept = &snapshots[&ClusterId(2)].nodes[&node];
+        assert!(followed.same(node, kept, false, None), "in one snapshot again, it is passed over");
+    }
 
     fn at(s: i64) -> Timestamp {
         Timestamp::from_millis(1_800_000_000_000 + s * 1000)
