@@ -1269,9 +1269,6 @@ impl Control {
     }
 }
 
-/// A pass's statuses by node, each the one `before` held where it did not change: a reader
-/// that kept a status (a node list, for one) knows by its pointer that it is the same, and
-/// compares nothing (10,000 statuses compared at every list were most of a list's time).
 #[cfg(test)]
 impl Control {
     /// The availability ledger's follow at `now` from what it followed last notes what one
@@ -1290,8 +1287,10 @@ impl Control {
 
 /// Each node's status after a pass, and since when its level has held, walked beside the
 /// snapshot before (both in node order, instead of a look-up of each node in it). A status
-/// that did not change is the one before, shared (readers compare pointers); a level that did
-/// not change keeps its time, one that did starts at `now`, and a new node's has none yet.
+/// that did not change is the one before, shared: a reader that kept a status (a node list,
+/// the availability ledger) knows by its pointer that it is the same and compares nothing. A
+/// level that did not change keeps its time, one that did starts at `now`, and a new node's
+/// has none yet.
 fn kept_statuses(
     before: &ClusterSnapshot,
     mut statuses: Vec<NodeStatus>,
