@@ -435,7 +435,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
 
     // 1. Reachability of every address.
     let Found { facts, mut statuses, pending, probe_loss, streaks_end, summaries } =
-        reachability(view, state, now, &mut out.events);
+        reachability(view, state, (now, true), &mut out.events);
     out.probe_loss = probe_loss;
 
     // Lines that steer by latency take their groups in the order their region's RTT gives,
@@ -679,19 +679,21 @@ struct Found {
     probe_loss: Vec<(RegionId, u64, u64)>,
     /// The earliest time a streak of an address of the view ends if it goes on.
     streaks_end: Option<Timestamp>,
-    /// Each node's probe metrics, when an enabled rule reads one (else empty): taken in the
-    /// walk of the verdicts, which reads the same tallies — a second walk of every
-    /// observation for the rules was 15 of about 105 ms of a pass at 10,000 nodes.
+    /// Each node's probe metrics, when an enabled rule reads one (else empty; empty too for
+    /// a node no such rule may look at): taken in the walk of the verdicts, which reads the
+    /// same tallies — a second walk of every observation for the rules was 15 of about
+    /// 105 ms of a pass at 10,000 nodes.
     summaries: Vec<ProbeSummary>,
 }
 
 /// Steps every address's hysteresis. The end of its streak is taken as each is stepped: a
 /// second look-up of every address for it was about a tenth of the evaluation (`perf` of the
-/// node creation benchmark at 10,000 nodes).
+/// node creation benchmark at 10,000 nodes). With `probe_metrics`, it takes the nodes' probe
+/// metrics for the rules too (a pass; an outlook has no rules to step).
 fn reachability(
     view: &ClusterView<'_>,
     state: &mut ClusterState,
-    now: Timestamp,
+    (now, probe_metrics): (Timestamp, bool),
     events: &mut Vec<Event>,
 ) -> Found {
     let settings = view.settings;
@@ -705,10 +707,23 @@ fn reachability(
     let mut targets: Vec<(LineId, IpAddr, bool)> = Vec::new();
     let mut tallies = Tallies::new(view.probers);
     let mut loss = vec![(0, 0); tallies.regions().len()];
-    let probe_rules =
-        view.rules.iter().any(|(_, r)| r.enabled && r.conditions.iter().any(|c| c.metric.is_probe()));
-    let mut scratch = probe_rules.then(|| Scratch::new(view.probers.len()));
-    let mut summaries = Vec::with_capacity(if probe_rules { view.nodes.len() } else { 0 });
+    let probe_rules: Vec<&Rule> = (view.rules.iter().map(|(_, r)| r))
+        .filter(|r| probe_metrics && r.enabled && r.conditions.iter().any(|c| c.metric.is_probe()))
+        .collect();
+    // The nodes a rule reading probe metrics may look at (of a line's groups, all of them,
+    // whichever latency puts first).
+    let wanted = |node: &NodeView| {
+        node.enabled
+            && probe_rules.iter().any(|r| {
+                r.line.is_none_or(|l| {
+                    view.lines.iter().find(|x| x.id == l).is_some_and(|line| {
+                        line.group == Some(node.group) || line.backup_groups.contains(&node.group)
+                    })
+                })
+            })
+    };
+    let mut scratch = (!probe_rules.is_empty()).then(|| Scratch::new(view.probers.len()));
+    let mut summaries = Vec::with_capacity(if probe_rules.is_empty() { 0 } else { view.nodes.len() });
     for run in view.nodes.chunks(READ_AHEAD) {
         // Each address's observations and its state are a cache miss or two at a fleet's
         // scale: read the run's first, together.
@@ -722,6 +737,7 @@ fn reachability(
             pairs.clear();
             let mut addresses = Vec::with_capacity(node.addresses.len());
             let summarised = summarised(node);
+            let wanted = wanted(node);
             for a in &node.addresses {
                 let (v, by_region) = verdicts_by_region(
                     &a.observations,
@@ -730,7 +746,7 @@ fn reachability(
                     &mut loss,
                     &mut tallies,
                 );
-                if let Some(s) = scratch.as_mut().filter(|_| summarised(a)) {
+                if let Some(s) = scratch.as_mut().filter(|_| wanted && summarised(a)) {
                     tallies.counted().for_each(|t| s.add(t));
                 }
                 let trusted = a.address.trusted;

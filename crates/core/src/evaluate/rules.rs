@@ -65,8 +65,10 @@ pub(super) fn for_each_rule_node(
     (taken, now): (&[ProbeSummary], Timestamp),
     mut f: impl FnMut(RuleId, &Rule, &NodeView, &[Option<f64>]),
 ) {
-    let mut summaries: Vec<Option<ProbeSummary>> = vec![None; view.nodes.len()];
-    let mut scratch = Scratch::new(view.probers.len());
+    // Room to take them in only where they were not taken.
+    let lazy = taken.is_empty();
+    let mut summaries: Vec<Option<ProbeSummary>> = vec![None; if lazy { view.nodes.len() } else { 0 }];
+    let mut scratch = Scratch::new(if lazy { view.probers.len() } else { 0 });
     let mut values: Vec<Option<f64>> = Vec::new();
     for (id, rule) in view.rules.iter().filter(|(_, r)| r.enabled) {
         let groups = in_scope(rule, lines);
