@@ -641,7 +641,9 @@ mod tests {
     /// deleted, a group losing and regaining its region, a listener dropped, time passing the
     /// results' expiry, tables worn and built afresh, and restarts, are at every step what the
     /// gather before them gave a pass: the same results of the same counting callers, each in
-    /// its region — and they stay in their order by prober.
+    /// its region — and they stay in their order by prober, each address's ports counted. And
+    /// the availability ledger, following only the nodes that changed, would note at every step
+    /// what a follow of every node would.
     #[test]
     fn kept_in_place_they_are_what_a_fresh_gather_makes() {
         for seed in
