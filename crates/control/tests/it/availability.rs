@@ -148,14 +148,8 @@ fn changes_are_dated_by_this_state_never_backwards() {
 /// passes over the nodes that stayed as they were.
 #[test]
 fn a_backup_address_down_is_noted_while_its_node_stays_up() {
-    use vantage_core::address::Level::{Backup1, Primary};
     let mut lab = Lab::new();
-    let r = lab.region("eu");
-    let p = lab.prober("fra", r);
-    let c = lab.cluster(crate::lab::CLUSTER);
-    let g = lab.group(c, "fra-1", Some(r));
-    let a = lab.node(c, g, "edge-1", &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
-    let b = lab.node(c, g, "edge-2", &[("203.0.113.11", Primary)]);
+    let (p, _, a, b) = lab.one_with_a_backup();
     let backup = Tracked::Address(a, "198.51.100.10".parse().unwrap());
     let last = |lab: &mut Lab, t: &Tracked| {
         let now = lab.now;

@@ -133,6 +133,19 @@ impl Lab {
         (p, c, g, n)
     }
 
+    /// Two nodes of one group: edge-1 with a primary (203.0.113.10) and a backup
+    /// (198.51.100.10), edge-2 with a primary (203.0.113.11).
+    pub(crate) fn one_with_a_backup(&mut self) -> (Caller, ClusterId, NodeId, NodeId) {
+        let r = self.region("eu");
+        let p = self.prober("fra", r);
+        let c = self.cluster(CLUSTER);
+        let g = self.group(c, "fra-1", Some(r));
+        let a =
+            self.node(c, g, "edge-1", &[("203.0.113.10", Level::Primary), ("198.51.100.10", Level::Backup1)]);
+        let b = self.node(c, g, "edge-2", &[("203.0.113.11", Level::Primary)]);
+        (p, c, a, b)
+    }
+
     fn collect(&mut self) {
         while let Some(o) = self.control.poll_output() {
             self.outputs.push(o);

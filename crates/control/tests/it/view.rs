@@ -96,12 +96,7 @@ fn a_pass_shares_the_statuses_that_did_not_change() {
 fn a_level_holds_since_the_pass_that_moved_it() {
     use vantage_core::address::Level::{Backup1, Primary};
     let mut lab = Lab::new();
-    let r = lab.region("eu");
-    let p = lab.prober("fra", r);
-    let c = lab.cluster(crate::lab::CLUSTER);
-    let g = lab.group(c, "fra-1", Some(r));
-    let a = lab.node(c, g, "edge-1", &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
-    let b = lab.node(c, g, "edge-2", &[("203.0.113.11", Primary)]);
+    let (p, c, a, b) = lab.one_with_a_backup();
     let since = |lab: &Lab, n: NodeId| lab.control.snapshots()[&c].level_since.get(&n).copied();
     let level = |lab: &Lab, n: NodeId| lab.control.snapshots()[&c].nodes[&n].level;
     lab.round(p, &[]);
