@@ -36,7 +36,7 @@ pub use latency::{GroupLatency, LineLatency};
 pub use outlook::{LineOutlook, line_outlooks};
 use probe::{ProbeSummary, Scratch, probe_summary, summarised};
 pub use rules::{PreviewRow, preview};
-use rules::{end_changed_rules, step_rules};
+use rules::{end_changed_rules, may_look_at, step_rules};
 use stage::Stage;
 
 /// Replaced records kept for the removal window at most: a bound on what a flapping fleet
@@ -710,18 +710,8 @@ fn reachability(
     let probe_rules: Vec<&Rule> = (view.rules.iter().map(|(_, r)| r))
         .filter(|r| probe_metrics && r.enabled && r.conditions.iter().any(|c| c.metric.is_probe()))
         .collect();
-    // The nodes a rule reading probe metrics may look at (of a line's groups, all of them,
-    // whichever latency puts first).
-    let wanted = |node: &NodeView| {
-        node.enabled
-            && probe_rules.iter().any(|r| {
-                r.line.is_none_or(|l| {
-                    view.lines.iter().find(|x| x.id == l).is_some_and(|line| {
-                        line.group == Some(node.group) || line.backup_groups.contains(&node.group)
-                    })
-                })
-            })
-    };
+    let wanted =
+        |node: &NodeView| node.enabled && probe_rules.iter().any(|r| may_look_at(r, view.lines, node.group));
     let mut scratch = (!probe_rules.is_empty()).then(|| Scratch::new(view.probers.len()));
     let mut summaries = Vec::with_capacity(if probe_rules.is_empty() { 0 } else { view.nodes.len() });
     for run in view.nodes.chunks(READ_AHEAD) {

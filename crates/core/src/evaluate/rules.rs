@@ -96,6 +96,17 @@ pub(super) fn for_each_rule_node(
     }
 }
 
+/// Whether `rule` may look at the nodes of `group` whichever group latency puts first on its
+/// line: every group of the line, a superset of [`in_scope`] under any order of `lines`.
+pub(super) fn may_look_at(rule: &Rule, lines: &[LineSpec], group: GroupId) -> bool {
+    rule.line.is_none_or(|l| {
+        lines
+            .iter()
+            .find(|x| x.id == l)
+            .is_some_and(|line| line.group == Some(group) || line.backup_groups.contains(&group))
+    })
+}
+
 /// States worth keeping: not idle, or a comparison holding (its for-time is running).
 pub(super) fn worth_keeping(s: &RuleState) -> bool {
     s.status != Status::Idle || s.held_since.iter().any(Option::is_some)
