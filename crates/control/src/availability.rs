@@ -212,7 +212,7 @@ fn excused(c: &Config, snap: &crate::snapshot::ClusterSnapshot, n: &NodeId) -> b
 /// in), whether it was excused, and since when its level held. A node whose three are the same
 /// at the next follow has the healths it had then, which the ledger holds already (the
 /// passes share a status that did not change): following a steady fleet of 10,000 nodes
-/// looked up each of its 40,000 subjects in the ledger every 10 s, about 10 ms of the core's
+/// looked up each of its 40,000 subjects in the ledger every 10 s, about 11 ms of the core's
 /// thread. Kept beside the ledger, never saved: a start follows every node once.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Followed(FastMap<NodeId, (Arc<NodeStatus>, bool, Option<Timestamp>)>);
