@@ -142,7 +142,7 @@ pub(crate) trait Records: SubjectBook {
 
 /// When a book's saved state is due: it changed (`dirty`), and a verdict changed since the
 /// last save (`urgent`: at once) or its period passed.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Saving {
     /// Something changed since the last save.
     pub dirty: bool,

@@ -217,8 +217,8 @@ pub enum Output {
     SaveMirrors(String),
     /// The monitors' windows or verdicts changed: save them (JSON).
     SaveMonitors(String),
-    /// The availability ledger changed: save it (JSON).
-    SaveAvailability(String),
+    /// The availability ledger changed: save it ([`Ledger::to_json`](crate::availability::Ledger::to_json)).
+    SaveAvailability(Arc<crate::availability::Ledger>),
     /// Confirmations wait for some probers: wake their recheck requests, which collect them
     /// with [`Control::take_rechecks`].
     Recheck,
@@ -1040,8 +1040,8 @@ impl Control {
     fn save_books(&mut self, now: Timestamp) {
         let saves: Vec<Output> = self.books().into_iter().filter_map(|b| b.take_save(now)).collect();
         self.outputs.extend(saves);
-        if let Some(json) = crate::availability::Ledger::take_save(&mut self.availability, now) {
-            self.outputs.push_back(Output::SaveAvailability(json));
+        if let Some(ledger) = crate::availability::Ledger::take_save(&mut self.availability, now) {
+            self.outputs.push_back(Output::SaveAvailability(ledger));
         }
     }
 

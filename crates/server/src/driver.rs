@@ -19,7 +19,7 @@ use crate::alerts::Notice;
 use crate::app::App;
 use crate::owner::Input;
 use crate::revisions::Work;
-use crate::saves::Saves;
+use crate::saves::{Saves, ToSave};
 use crate::support::stopped;
 
 /// Where the outputs go.
@@ -146,7 +146,7 @@ fn hand_on(app: &Arc<App>, o: Output, to: &Consumers) {
         ),
         Output::SaveMirrors(json) => saves.state("mirrors".into(), json),
         Output::SaveMonitors(json) => saves.state("monitors".into(), json),
-        Output::SaveAvailability(json) => saves.state("availability".into(), json),
+        Output::SaveAvailability(ledger) => saves.state("availability".into(), ToSave::Availability(ledger)),
         Output::Recheck => app.wake_rechecks(),
         Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
         Output::SaveState { cluster, state } => {

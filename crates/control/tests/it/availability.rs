@@ -11,7 +11,7 @@ use crate::maintenance::two_nodes;
 
 fn saved(outputs: &[Output]) -> Option<String> {
     outputs.iter().rev().find_map(|o| match o {
-        Output::SaveAvailability(json) => Some(json.clone()),
+        Output::SaveAvailability(ledger) => Some(ledger.to_json().expect("a ledger is JSON")),
         _ => None,
     })
 }
