@@ -458,7 +458,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
 
     // 2. Rules whose behaviour changed, or that were disabled or deleted, end at once.
     let ended = end_changed_rules(view, state);
-    let mut in_effect: FastSet<(RuleId, NodeId)> =
+    let in_effect: FastSet<(RuleId, NodeId)> =
         state.rules.iter().filter(|(_, s)| s.status.in_effect()).map(|(k, _)| *k).collect();
 
     // 3. Every enabled rule for every node it looks at.
@@ -476,6 +476,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         .map(|a| a.ip)
         .collect();
     let stage = Stage::new(view, &lines, (&facts, &groups), (&suspect, &pending), &unprotected);
+    let mut in_effect = stage.in_effect(in_effect);
     let baseline = state.published.clone();
     let window_s = view.settings.removal_window_s();
     state.superseded.retain(|(replaced, _)| !now.at_least_secs_after(*replaced, window_s));
@@ -485,7 +486,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     let previous: Vec<&Records> = protected.iter().map(|r| &**r).collect();
     let mut final_effect = in_effect.clone();
     for (ev, t) in &transitions {
-        apply(&mut final_effect, ev, *t);
+        stage.apply(&mut final_effect, ev, *t);
     }
     let final_held: BTreeMap<LineId, LineAnswer> = stage
         .records(&final_effect, &previous, &BTreeMap::new())
@@ -538,7 +539,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         current = Some(first.records);
     }
     for (mut ev, t) in transitions {
-        apply(&mut in_effect, &ev, t);
+        stage.apply(&mut in_effect, &ev, t);
         let result = stage.records(&in_effect, &previous, &final_held);
         let verb = match t {
             Transition::Activated => {
@@ -585,17 +586,15 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     }
 
     // 6. Statuses and the next deadline.
-    let effects = stage.effects(&in_effect);
     let backup_ip_rules: FastSet<RuleId> =
         view.rules.iter().filter(|(_, r)| r.action == Action::BackupIp).map(|(id, _)| *id).collect();
-    for ((status, f), e) in statuses.iter_mut().zip(&facts).zip(&effects) {
+    for ((status, f), e) in statuses.iter_mut().zip(&facts).zip(&in_effect.effects) {
         if view.cluster.dns_mode == DnsMode::Automatic && e.backup_ip != Default::default() {
             status.level = f.in_use_backup.level;
             for a in &mut status.addresses {
                 a.in_use = f.in_use_backup.ips.contains(&a.ip);
             }
-            status.held_by = in_effect
-                .iter()
+            status.held_by = (in_effect.pairs.iter())
                 .filter(|(r, n)| *n == status.node && backup_ip_rules.contains(r))
                 .map(|(r, _)| *r)
                 .min()
@@ -642,13 +641,6 @@ fn operator_kept<'r>(
             })
         })
         .collect()
-}
-
-fn apply(set: &mut FastSet<(RuleId, NodeId)>, ev: &RuleEvent, t: Transition) {
-    match t {
-        Transition::Activated => set.insert((ev.rule, ev.node)),
-        Transition::Recovered => set.remove(&(ev.rule, ev.node)),
-    };
 }
 
 fn effective_lines(lines: &[LineSpec]) -> Vec<LineSpec> {

@@ -36,6 +36,16 @@ fn line_name(lines: &[LineSpec], id: LineId) -> String {
     lines.iter().find(|l| l.id == id).map_or_else(|| id.to_string(), |l| l.name.clone())
 }
 
+/// The `(rule, node)` pairs in effect and what they do to each node, kept in step: a pass
+/// where many rules act changes one pair a stage, and making every node's effects again for
+/// each stage (an allocation the size of the cluster) was a quarter of a stage.
+#[derive(Debug, Clone)]
+pub(super) struct InEffect {
+    pub(super) pairs: FastSet<(RuleId, NodeId)>,
+    /// Aligned with the facts; empty while nothing is in effect.
+    pub(super) effects: Vec<Effects>,
+}
+
 /// The rule-effect-dependent part of a pass.
 pub(super) struct Stage<'a> {
     pub(super) view: &'a ClusterView<'a>,
@@ -74,22 +84,40 @@ impl<'a> Stage<'a> {
         Stage { view, lines, facts, groups, suspect, pending, unprotected, index, rules }
     }
 
-    /// Each node's effects (aligned with the facts) from the `(rule, node)` pairs in effect.
-    pub(super) fn effects(&self, in_effect: &FastSet<(RuleId, NodeId)>) -> Vec<Effects> {
-        let mut effects = Vec::new();
-        if in_effect.is_empty() {
-            return effects;
+    /// The `(rule, node)` pairs in `pairs` with each node's effects (aligned with the facts).
+    pub(super) fn in_effect(&self, pairs: FastSet<(RuleId, NodeId)>) -> InEffect {
+        let mut e = InEffect { pairs, effects: Vec::new() };
+        let nodes: FastSet<NodeId> = e.pairs.iter().map(|(_, n)| *n).collect();
+        for node in nodes {
+            self.refresh(&mut e, node);
         }
-        effects.resize(self.facts.len(), Effects::default());
-        for (rule_id, node) in in_effect {
-            let (Some(rule), Some(&i)) = (self.rules.get(rule_id), self.index.get(node)) else { continue };
+        e
+    }
+
+    /// `ev`'s pair comes into effect or leaves it (`t`); its node's effects follow.
+    pub(super) fn apply(&self, e: &mut InEffect, ev: &RuleEvent, t: Transition) {
+        match t {
+            Transition::Activated => e.pairs.insert((ev.rule, ev.node)),
+            Transition::Recovered => e.pairs.remove(&(ev.rule, ev.node)),
+        };
+        self.refresh(e, ev.node);
+    }
+
+    /// Makes `node`'s effects again from the pairs in effect on it.
+    fn refresh(&self, e: &mut InEffect, node: NodeId) {
+        let Some(&i) = self.index.get(&node) else { return };
+        if e.effects.is_empty() {
+            e.effects.resize(self.facts.len(), Effects::default());
+        }
+        let mut effects = Effects::default();
+        for rule in e.pairs.iter().filter(|(_, n)| *n == node).filter_map(|(r, _)| self.rules.get(r)) {
             match rule.action {
-                Action::RemoveNode => effects[i].removed.add(rule.line),
-                Action::BackupIp => effects[i].backup_ip.add(rule.line),
+                Action::RemoveNode => effects.removed.add(rule.line),
+                Action::BackupIp => effects.backup_ip.add(rule.line),
                 Action::BackupGroups => {}
             }
         }
-        effects
+        e.effects[i] = effects;
     }
 
     /// Records with the effects of the `(rule, node)` pairs in effect, against `previous` (the
@@ -97,13 +125,11 @@ impl<'a> Stage<'a> {
     /// lines answer as given there.
     pub(super) fn records(
         &self,
-        in_effect: &FastSet<(RuleId, NodeId)>,
+        in_effect: &InEffect,
         previous: &[&Records],
         force_held: &BTreeMap<LineId, LineAnswer>,
     ) -> StageResult {
-        let effects = self.effects(in_effect);
-        let backup_lines: FastSet<LineId> = in_effect
-            .iter()
+        let backup_lines: FastSet<LineId> = (in_effect.pairs.iter())
             .filter_map(|(r, _)| self.rules.get(r))
             .filter(|r| r.action == Action::BackupGroups)
             .filter_map(|r| r.line)
@@ -111,7 +137,7 @@ impl<'a> Stage<'a> {
         let ctx = LineContext {
             nodes: self.facts,
             groups: self.groups,
-            effects: &effects,
+            effects: &in_effect.effects,
             mode: self.view.cluster.dns_mode,
             mass_removal_pct: self.view.cluster.mass_removal_pct,
             pending: self.pending,

@@ -422,6 +422,48 @@ fn rule_activation_removes_the_node_from_its_line_and_all() {
     assert_eq!(f.state.published.as_ref().unwrap().all, ips(&["203.0.113.2", "203.0.113.3"]));
 }
 
+/// Activations that land in one pass cut a revision each, each stage with the effects of
+/// those before it; one that recovers later takes only its own node's effect away.
+#[test]
+fn activations_in_one_pass_stack_stage_by_stage_and_recover_one_by_one() {
+    // Six nodes: two out of six is within the mass-removal protection.
+    let mut f = cpu_fleet(0, 0)
+        .node(4, 1, &[("203.0.113.4", Primary)])
+        .node(5, 1, &[("203.0.113.5", Primary)])
+        .node(6, 1, &[("203.0.113.6", Primary)]);
+    let cpu = |f: &mut Fleet, a: f64, b: f64| {
+        f.report_all_ok();
+        f.metrics(1, a);
+        f.metrics(2, b);
+        for n in 3..=6 {
+            f.metrics(n, 10.0);
+        }
+        let e = f.eval();
+        f.advance(10);
+        e.revisions.into_iter().map(|r| r.records.all).collect::<Vec<_>>()
+    };
+    cpu(&mut f, 10.0, 10.0);
+    let mut cut = Vec::new();
+    for _ in 0..8 {
+        cut.extend(cpu(&mut f, 95.0, 95.0));
+    }
+    let (rest, two_out) =
+        (&["203.0.113.3", "203.0.113.4", "203.0.113.5", "203.0.113.6"], ips(&["203.0.113.2"]));
+    let one_out: Vec<std::net::IpAddr> = two_out.iter().copied().chain(ips(rest)).collect();
+    assert_eq!(
+        cut,
+        [one_out.clone(), ips(rest)],
+        "one revision per activation, the second with both nodes out"
+    );
+    assert_eq!(f.line_records(1), ips(rest));
+    let mut cut = Vec::new();
+    for _ in 0..8 {
+        cut.extend(cpu(&mut f, 95.0, 10.0));
+    }
+    assert_eq!(cut, std::slice::from_ref(&one_out), "edge-2 back, edge-1 still out");
+    assert_eq!(f.state.published.as_ref().unwrap().all, one_out);
+}
+
 #[test]
 fn rule_events_carry_values_and_revision_index() {
     let mut f = cpu_fleet(0, 0);
