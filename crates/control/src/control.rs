@@ -1165,22 +1165,25 @@ impl Control {
             (&out.nodes, served),
             now,
         );
-        for draft in &out.revisions {
+        let cut = !out.revisions.is_empty();
+        // Each draft's records move into its revision (200 rules acting at once are 200 of
+        // them, each the size of the cluster's answer).
+        for draft in std::mem::take(&mut out.revisions) {
             slot.revision += 1;
             let p = Arc::new(Published {
                 cluster: id,
                 number: slot.revision,
                 at: now,
-                reason: draft.reason.clone(),
-                records: draft.records.clone(),
-                held: draft.held.clone(),
+                reason: draft.reason,
+                records: draft.records,
+                held: draft.held,
                 zone: zone.clone(),
             });
             self.events.revision(&p, published.as_ref().map(|p| &p.records), now);
             self.outputs.push_back(Output::Revision(Revision { published: p.clone() }));
             published = Some(p);
         }
-        let changed = !out.revisions.is_empty() || !out.events.is_empty();
+        let changed = cut || !out.events.is_empty();
         // A follower's saves go nowhere (the lease holder saves): its state is not copied.
         let due = changed || slot.saved_at.is_none_or(|t| now.millis_since(t) > STATE_SAVED_EVERY_MS);
         if due && !follower {
@@ -1219,7 +1222,7 @@ impl Control {
         // The built-in DNS answers a new revision before it is stored and pushed: storage is
         // slow or even down at times, and what DNS answers must not wait for it (nor lag what
         // the API says DNS answers, which is this snapshot).
-        if !out.revisions.is_empty() {
+        if cut {
             self.outputs.insert(revisions_at, Output::Answers(self.snapshots.clone()));
         }
         let audit: Vec<AuditEntry> = out

@@ -494,7 +494,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         .into_iter()
         .filter(|(_, a)| a.source.hold().is_some())
         .collect();
-    let first = stage.records(&in_effect, &previous, &final_held);
+    let mut first = stage.records(&in_effect, &previous, &final_held);
     // The operator's change (of rules as well) starts the window afresh: what it took out is no
     // removal a hold should put back later.
     let configured = view.reason.is_some() || !ended.is_empty();
@@ -528,7 +528,6 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         (Some(r), Some(order)) if !r.starts_with("Latency: ") => Some(format!("{r}; {order}")),
         (r, _) => r,
     };
-    let mut current = baseline.clone();
     let mut last_held = first.held.clone();
     let mut last_fallback = first.fallback.clone();
     if let Some(reason) = first_reason {
@@ -536,11 +535,10 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
             out.events.push(Event::RuleEnded { rule, nodes, revision: out.revisions.len() });
         }
         out.revisions.push(first.draft(reason, &lines));
-        current = Some(first.records);
     }
     for (mut ev, t) in transitions {
         stage.apply(&mut in_effect, &ev, t);
-        let result = stage.records(&in_effect, &previous, &final_held);
+        let mut result = stage.records(&in_effect, &previous, &final_held);
         let verb = match t {
             Transition::Activated => {
                 ev.no_effect = stage.no_effect(&ev, &result);
@@ -560,7 +558,6 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
         });
         last_held = result.held;
         last_fallback = result.fallback;
-        current = Some(result.records);
     }
 
     // 5. Holds that started or ended.
@@ -574,7 +571,10 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     }
     state.held = last_held;
     state.fallback = last_fallback;
-    state.publish(current, now);
+    // What the last revision holds is published; without one, what was stays.
+    if let Some(last) = out.revisions.last() {
+        state.publish(Some(last.records.clone()), now);
+    }
     if configured {
         state.superseded.clear();
     }

@@ -17,8 +17,9 @@ pub(super) struct StageResult {
 
 impl StageResult {
     /// The revision of this stage: `reason`, then each line that answers by its all-down
-    /// policy (by name), which and why.
-    pub(super) fn draft(&self, mut reason: String, lines: &[LineSpec]) -> RevisionDraft {
+    /// policy (by name), which and why. The records move into it: the pass publishes the last
+    /// revision's, rather than keep a copy of every stage's.
+    pub(super) fn draft(&mut self, mut reason: String, lines: &[LineSpec]) -> RevisionDraft {
         for (line, hold) in &self.held {
             reason.push_str(&format!("; {}", hold.describe(&line_name(lines, *line))));
         }
@@ -27,7 +28,7 @@ impl StageResult {
                 reason.push_str(&format!("; line {} answers no records: {tier}", line_name(lines, *line)));
             }
         }
-        RevisionDraft { reason, records: self.records.clone(), held: self.held.clone() }
+        RevisionDraft { reason, records: std::mem::take(&mut self.records), held: self.held.clone() }
     }
 }
 
