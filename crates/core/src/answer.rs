@@ -321,7 +321,10 @@ impl LineContext<'_> {
     /// The healthy addresses of `group` on `line`, sorted, no duplicates.
     fn healthy(&self, line: LineId, group: Option<GroupId>) -> Vec<IpAddr> {
         let none = Effects::default();
-        let mut out: Vec<IpAddr> = Vec::new();
+        // Room for an address a node, most nodes' answer: grown one doubling at a time, a
+        // large line's list was copied again and again, on fresh pages, at every stage.
+        let nodes = group.map_or(self.nodes.len(), |g| self.groups.0.get(&g).map_or(0, Vec::len));
+        let mut out: Vec<IpAddr> = Vec::with_capacity(nodes);
         for (i, n) in self.in_group(group) {
             n.answers_into(line, self.effects.get(i).unwrap_or(&none), self.mode, &mut out);
         }

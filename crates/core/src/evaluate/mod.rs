@@ -488,12 +488,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     for (ev, t) in &transitions {
         stage.apply(&mut final_effect, ev, *t);
     }
-    let final_held: BTreeMap<LineId, LineAnswer> = stage
-        .records(&final_effect, &previous, &BTreeMap::new())
-        .answers
-        .into_iter()
-        .filter(|(_, a)| a.source.hold().is_some())
-        .collect();
+    let final_held = stage.records(&final_effect, &previous, &BTreeMap::new()).held_answers();
     let mut first = stage.records(&in_effect, &previous, &final_held);
     // The operator's change (of rules as well) starts the window afresh: what it took out is no
     // removal a hold should put back later.

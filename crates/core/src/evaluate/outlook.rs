@@ -76,6 +76,7 @@ pub fn line_outlooks(view: &ClusterView<'_>, state: &ClusterState, now: Timestam
         .iter()
         .map(|line| {
             let answer = failed.answers.get(&line.id);
+            let if_all_down = failed.records.lines.get(&line.id).cloned().unwrap_or_default();
             // Figures of the region the line now names only (a pass takes another's away).
             let steered = (line.latency.as_ref())
                 .zip(state.latency.get(&line.id))
@@ -91,9 +92,9 @@ pub fn line_outlooks(view: &ClusterView<'_>, state: &ClusterState, now: Timestam
                     .and_then(|p| p.lines.get(&line.id))
                     .cloned()
                     .unwrap_or_default(),
-                if_all_down: answer.map(|a| a.records.clone()).unwrap_or_default(),
                 if_all_down_text: answer
-                    .map_or_else(String::new, |a| describe(&line.name, &a.records, &a.source)),
+                    .map_or_else(String::new, |a| describe(&line.name, &if_all_down, &a.source)),
+                if_all_down,
                 latency: steered.map(|(_, l)| l.clone()),
                 latency_text: steered.map(|(spec, l)| l.describe(&line.name, spec, latency::hold_ms(view))),
             }

@@ -12,10 +12,23 @@ pub(super) struct StageResult {
     pub(super) held: BTreeMap<LineId, LineHold>,
     /// Lines that answer a never-empty fallback's records.
     pub(super) fallback: std::collections::BTreeSet<LineId>,
+    /// Each line's answer; its records moved into `records.lines` (not copied: a pass where
+    /// many rules act has a stage for each, each the size of the line).
     pub(super) answers: BTreeMap<LineId, LineAnswer>,
 }
 
 impl StageResult {
+    /// The answers of the lines that answer by their all-down policy, with their records.
+    pub(super) fn held_answers(mut self) -> BTreeMap<LineId, LineAnswer> {
+        (self.answers.into_iter())
+            .filter(|(_, a)| a.source.hold().is_some())
+            .map(|(line, mut a)| {
+                a.records = self.records.lines.remove(&line).unwrap_or_default();
+                (line, a)
+            })
+            .collect()
+    }
+
     /// The revision of this stage: `reason`, then each line that answers by its all-down
     /// policy (by name), which and why. The records move into it: the pass publishes the last
     /// revision's, rather than keep a copy of every stage's.
@@ -24,7 +37,8 @@ impl StageResult {
             reason.push_str(&format!("; {}", hold.describe(&line_name(lines, *line))));
         }
         for (line, a) in &self.answers {
-            if let (true, Source::Fallback { tier }) = (a.records.is_empty(), &a.source) {
+            let empty = self.records.lines.get(line).is_none_or(Vec::is_empty);
+            if let (true, Source::Fallback { tier }) = (empty, &a.source) {
                 reason.push_str(&format!("; line {} answers no records: {tier}", line_name(lines, *line)));
             }
         }
@@ -175,7 +189,7 @@ impl<'a> Stage<'a> {
             if a.records.iter().any(|ip| self.suspect.contains(ip)) {
                 out.records.ttls.insert(line.id, self.view.cluster.suspect_ttl_s());
             }
-            out.records.lines.insert(line.id, a.records.clone());
+            out.records.lines.insert(line.id, std::mem::take(&mut a.records));
             out.answers.insert(line.id, a);
         }
         out.records.orders = (self.lines.iter())
