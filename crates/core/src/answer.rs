@@ -330,6 +330,11 @@ impl LineContext<'_> {
         }
         out.sort_unstable();
         out.dedup();
+        // A line that answers a few of many nodes does not keep the room of all of them in
+        // every revision and snapshot that holds its list.
+        if out.capacity() > 2 * out.len() {
+            out.shrink_to_fit();
+        }
         out
     }
 

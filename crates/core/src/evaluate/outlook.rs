@@ -71,12 +71,12 @@ pub fn line_outlooks(view: &ClusterView<'_>, state: &ClusterState, now: Timestam
     let previous: Vec<&super::Records> = protected.iter().map(|r| &**r).collect();
     let in_effect =
         stage.in_effect(state.rules.iter().filter(|(_, s)| s.status.in_effect()).map(|(k, _)| *k).collect());
-    let failed = stage.records(&in_effect, &previous, &BTreeMap::new());
+    let mut failed = stage.records(&in_effect, &previous, &BTreeMap::new());
     lines
         .iter()
         .map(|line| {
             let answer = failed.answers.get(&line.id);
-            let if_all_down = failed.records.lines.get(&line.id).cloned().unwrap_or_default();
+            let if_all_down = failed.records.lines.remove(&line.id).unwrap_or_default();
             // Figures of the region the line now names only (a pass takes another's away).
             let steered = (line.latency.as_ref())
                 .zip(state.latency.get(&line.id))

@@ -57,7 +57,8 @@ fn line_name(lines: &[LineSpec], id: LineId) -> String {
 #[derive(Debug, Clone)]
 pub(super) struct InEffect {
     pub(super) pairs: FastSet<(RuleId, NodeId)>,
-    /// Aligned with the facts; empty while nothing is in effect.
+    /// Aligned with the facts (empty until a pair with a node among them is in effect; the
+    /// default for a node nothing acts on).
     pub(super) effects: Vec<Effects>,
 }
 
@@ -102,37 +103,47 @@ impl<'a> Stage<'a> {
     /// The `(rule, node)` pairs in `pairs` with each node's effects (aligned with the facts).
     pub(super) fn in_effect(&self, pairs: FastSet<(RuleId, NodeId)>) -> InEffect {
         let mut e = InEffect { pairs, effects: Vec::new() };
-        let nodes: FastSet<NodeId> = e.pairs.iter().map(|(_, n)| *n).collect();
-        for node in nodes {
-            self.refresh(&mut e, node);
+        let pairs: Vec<(RuleId, NodeId)> = e.pairs.iter().copied().collect();
+        for (rule, node) in pairs {
+            self.add(&mut e, rule, node);
         }
         e
     }
 
-    /// `ev`'s pair comes into effect or leaves it (`t`); its node's effects follow.
+    /// `ev`'s pair comes into effect or leaves it (`t`); its node's effects follow: one more
+    /// effect, or the node's made again from the pairs left.
     pub(super) fn apply(&self, e: &mut InEffect, ev: &RuleEvent, t: Transition) {
         match t {
-            Transition::Activated => e.pairs.insert((ev.rule, ev.node)),
-            Transition::Recovered => e.pairs.remove(&(ev.rule, ev.node)),
-        };
-        self.refresh(e, ev.node);
+            Transition::Activated => {
+                e.pairs.insert((ev.rule, ev.node));
+                self.add(e, ev.rule, ev.node);
+            }
+            Transition::Recovered => {
+                e.pairs.remove(&(ev.rule, ev.node));
+                let Some(&i) = self.index.get(&ev.node) else { return };
+                if let Some(effects) = e.effects.get_mut(i) {
+                    *effects = Effects::default();
+                }
+                let left: Vec<RuleId> =
+                    e.pairs.iter().filter(|(_, n)| *n == ev.node).map(|(r, _)| *r).collect();
+                for rule in left {
+                    self.add(e, rule, ev.node);
+                }
+            }
+        }
     }
 
-    /// Makes `node`'s effects again from the pairs in effect on it.
-    fn refresh(&self, e: &mut InEffect, node: NodeId) {
-        let Some(&i) = self.index.get(&node) else { return };
+    /// Adds `rule`'s effect to `node`'s.
+    fn add(&self, e: &mut InEffect, rule: RuleId, node: NodeId) {
+        let (Some(rule), Some(&i)) = (self.rules.get(&rule), self.index.get(&node)) else { return };
         if e.effects.is_empty() {
             e.effects.resize(self.facts.len(), Effects::default());
         }
-        let mut effects = Effects::default();
-        for rule in e.pairs.iter().filter(|(_, n)| *n == node).filter_map(|(r, _)| self.rules.get(r)) {
-            match rule.action {
-                Action::RemoveNode => effects.removed.add(rule.line),
-                Action::BackupIp => effects.backup_ip.add(rule.line),
-                Action::BackupGroups => {}
-            }
+        match rule.action {
+            Action::RemoveNode => e.effects[i].removed.add(rule.line),
+            Action::BackupIp => e.effects[i].backup_ip.add(rule.line),
+            Action::BackupGroups => {}
         }
-        e.effects[i] = effects;
     }
 
     /// Records with the effects of the `(rule, node)` pairs in effect, against `previous` (the
