@@ -102,12 +102,11 @@ impl<'a> Stage<'a> {
 
     /// The `(rule, node)` pairs in `pairs` with each node's effects (aligned with the facts).
     pub(super) fn in_effect(&self, pairs: FastSet<(RuleId, NodeId)>) -> InEffect {
-        let mut e = InEffect { pairs, effects: Vec::new() };
-        let pairs: Vec<(RuleId, NodeId)> = e.pairs.iter().copied().collect();
-        for (rule, node) in pairs {
-            self.add(&mut e, rule, node);
+        let mut effects = Vec::new();
+        for (rule, node) in &pairs {
+            self.add(&mut effects, *rule, *node);
         }
-        e
+        InEffect { pairs, effects }
     }
 
     /// `ev`'s pair comes into effect or leaves it (`t`); its node's effects follow: one more
@@ -116,7 +115,7 @@ impl<'a> Stage<'a> {
         match t {
             Transition::Activated => {
                 e.pairs.insert((ev.rule, ev.node));
-                self.add(e, ev.rule, ev.node);
+                self.add(&mut e.effects, ev.rule, ev.node);
             }
             Transition::Recovered => {
                 e.pairs.remove(&(ev.rule, ev.node));
@@ -124,24 +123,22 @@ impl<'a> Stage<'a> {
                 if let Some(effects) = e.effects.get_mut(i) {
                     *effects = Effects::default();
                 }
-                let left: Vec<RuleId> =
-                    e.pairs.iter().filter(|(_, n)| *n == ev.node).map(|(r, _)| *r).collect();
-                for rule in left {
-                    self.add(e, rule, ev.node);
+                for (rule, node) in e.pairs.iter().filter(|(_, n)| *n == ev.node) {
+                    self.add(&mut e.effects, *rule, *node);
                 }
             }
         }
     }
 
-    /// Adds `rule`'s effect to `node`'s.
-    fn add(&self, e: &mut InEffect, rule: RuleId, node: NodeId) {
+    /// Adds `rule`'s effect to `node`'s among `effects` (sized to the facts on first use).
+    fn add(&self, effects: &mut Vec<Effects>, rule: RuleId, node: NodeId) {
         let (Some(rule), Some(&i)) = (self.rules.get(&rule), self.index.get(&node)) else { return };
-        if e.effects.is_empty() {
-            e.effects.resize(self.facts.len(), Effects::default());
+        if effects.is_empty() {
+            effects.resize(self.facts.len(), Effects::default());
         }
         match rule.action {
-            Action::RemoveNode => e.effects[i].removed.add(rule.line),
-            Action::BackupIp => e.effects[i].backup_ip.add(rule.line),
+            Action::RemoveNode => effects[i].removed.add(rule.line),
+            Action::BackupIp => effects[i].backup_ip.add(rule.line),
             Action::BackupGroups => {}
         }
     }
