@@ -387,6 +387,11 @@ pub struct ClusterState {
 }
 
 impl ClusterState {
+    /// The `(rule, node)` pairs whose action is in effect.
+    pub(super) fn rules_in_effect(&self) -> FastSet<(RuleId, NodeId)> {
+        self.rules.iter().filter(|(_, s)| s.status.in_effect()).map(|(k, _)| *k).collect()
+    }
+
     /// `records` are published from `at` on; the ones they replace join the removal window when
     /// their lines differ. Past [`MAX_SUPERSEDED`] the second oldest goes: the oldest holds the
     /// records from before a cut that many passes notice.
@@ -458,8 +463,7 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
 
     // 2. Rules whose behaviour changed, or that were disabled or deleted, end at once.
     let ended = end_changed_rules(view, state);
-    let in_effect: FastSet<(RuleId, NodeId)> =
-        state.rules.iter().filter(|(_, s)| s.status.in_effect()).map(|(k, _)| *k).collect();
+    let in_effect = state.rules_in_effect();
 
     // 3. Every enabled rule for every node it looks at.
     let transitions = step_rules(view, &lines, state, &summaries, now);

@@ -69,8 +69,7 @@ pub fn line_outlooks(view: &ClusterView<'_>, state: &ClusterState, now: Timestam
     let stage = Stage::new(view, &lines, (&facts, &groups), (&suspect, &[]), &reordered);
     let protected = operator_kept(view, state.published.iter());
     let previous: Vec<&super::Records> = protected.iter().map(|r| &**r).collect();
-    let in_effect =
-        stage.in_effect(state.rules.iter().filter(|(_, s)| s.status.in_effect()).map(|(k, _)| *k).collect());
+    let in_effect = stage.in_effect(state.rules_in_effect());
     let mut failed = stage.records(&in_effect, &previous, &BTreeMap::new());
     lines
         .iter()
