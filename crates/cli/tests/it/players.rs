@@ -241,10 +241,13 @@ setInterval(() => {{
     )
 }
 
-/// hls.js playing `master.m3u8`, as shipped. Its own log lines about pathways and level
-/// switches go to the page's log (the failure message prints its tail): in about one run in
-/// ten a first steering manifest of `cdn-b,cdn-a` did not move it off `cdn-a`, and these lines
-/// say which step of its switch was skipped.
+/// hls.js playing `master.m3u8`, as shipped, with the video attached once the first steering
+/// manifest is in: the page's way of asking the steering server before the first segment, as
+/// the MPD's `queryBeforeStart` does for dash.js. (Attached at once, hls.js 1.7.4 fetched the
+/// default pathway's first segment while the steering manifest was on its way; in about one
+/// run in ten, the switch to `cdn-b` landing during that fetch left it loading nothing more.)
+/// Its own log lines about pathways and level switches go to the page's log (the failure
+/// message prints its tail).
 const HLS_PLAYER: &str = r#"const keep = (...a) => {
   const m = a.map(String).join(' ');
   // Not the live playlist's reload every second, nor each steering request (its load is
@@ -261,9 +264,12 @@ hls.on(Hls.Events.FRAG_LOADED, (e, d) => note('frag', d.frag.url));
 hls.on(Hls.Events.LEVEL_LOADED, (e, d) => note('level', d.details.url));
 hls.on(Hls.Events.BUFFER_APPENDED, (e, d) => note('appended', d.type));
 hls.on(Hls.Events.ERROR, (e, d) => note('error', d.details + (d.fatal ? ' (fatal)' : '')));
-hls.loadSource('master.m3u8');
-hls.attachMedia(v);
-v.play().catch(e => note('error', String(e)));"#;
+// Once hls.js has taken up the manifest's order, which it does just after firing the event.
+hls.once(Hls.Events.STEERING_MANIFEST_LOADED, () => setTimeout(() => {
+  hls.attachMedia(v);
+  v.play().catch(e => note('error', String(e)));
+}, 0));
+hls.loadSource('master.m3u8');"#;
 
 /// dash.js playing `live.mpd`. Its clock is the machine's (no time server is asked: nothing
 /// leaves loopback). It plays four segments behind the live edge, as hls.js does three target
