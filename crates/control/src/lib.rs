@@ -11,6 +11,8 @@ mod book;
 pub mod config;
 pub mod confirm;
 mod control;
+#[cfg(test)]
+mod dice;
 pub mod drain;
 pub mod effects;
 pub mod enrollment;

@@ -558,21 +558,10 @@ mod tests {
     use vantage_core::result::{Attempt, ErrorCode, Stages};
 
     use super::*;
-    use crate::config::{Object, ProberRecord};
+    use crate::config::Object;
+    use crate::dice::Dice;
     use crate::fixtures::{good_round, large_fleet};
     use crate::{Control, Start};
-
-    /// A small deterministic generator (xorshift), so a failure replays.
-    struct Dice(u64);
-
-    impl Dice {
-        fn roll(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
-        }
-    }
 
     /// One counting observation as (caller, its region, the result's figures), comparable.
     fn row(caller: Caller, region: RegionId, o: &Observation) -> String {
@@ -700,21 +689,9 @@ mod tests {
                     }
                 }
                 7 => {
-                    let k = dice.roll(fleet.probers.len() as u64) as usize;
-                    let id = 101 + k as i64;
+                    let (id, puts, deletes) = dice.prober_change(fleet.probers.len() as u64);
                     done.push(format!("prober {id}"));
-                    if dice.roll(3) == 0 {
-                        control.handle_change(Vec::new(), vec![id], now);
-                    } else {
-                        let rec = ProberRecord {
-                            name: format!("p{k}"),
-                            region: RegionId(1),
-                            enabled: dice.roll(2) == 0,
-                            cert_sha256: Some(format!("fp-{k}")),
-                            cert_issued_at: None,
-                        };
-                        control.handle_change(vec![(id, Object::Prober(rec))], Vec::new(), now);
-                    }
+                    control.handle_change(puts, deletes, now);
                 }
                 8 => {
                     let nodes: Vec<i64> =
