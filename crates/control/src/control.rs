@@ -539,16 +539,7 @@ impl Control {
         let c = &self.config;
         let spec = &c.clusters.get(&cluster.0)?.value;
         let state = self.slots.get(&cluster).map_or(empty, |s| &s.state);
-        let spread = self.online_spread(now);
-        let parts = Parts::gather(
-            c,
-            self.seen(),
-            self.policy,
-            (cluster, now),
-            &spread,
-            self.addresses.table().clone(),
-        );
-        Some((parts, spec, state))
+        Some((self.parts(c, cluster, &self.addresses, now), spec, state))
     }
 
     /// The preview of one rule as drafted (`id`: the rule it would replace, or a new rule's
@@ -1050,6 +1041,13 @@ impl Control {
         (&self.obs, &self.addresses)
     }
 
+    /// What a pass of cluster `id` at `now` reads, with the observations `addresses` keeps
+    /// (the core's own, or a test's made afresh).
+    fn parts(&self, c: &Config, id: ClusterId, addresses: &Addresses, now: Timestamp) -> Parts {
+        let spread = self.online_spread(now);
+        Parts::gather(c, (&self.obs, addresses), self.policy, (id, now), &spread, addresses.table().clone())
+    }
+
     /// `from` saw `key` change: every other counting prober that probes it is asked to probe
     /// it at once (see [`Confirmations`]).
     fn confirm(&mut self, key: TargetKey, from: Caller, now: Timestamp) {
@@ -1116,9 +1114,7 @@ impl Control {
         let interval = self.timing.evaluation_interval_s.max(1);
         let Some(cluster) = c.clusters.get(&id.0).map(|s| &s.value) else { return };
         let Some(zone) = Zone::of(&c, id) else { return };
-        let spread = self.online_spread(now);
-        let parts =
-            Parts::gather(&c, self.seen(), self.policy, (id, now), &spread, self.addresses.table().clone());
+        let parts = self.parts(&c, id, &self.addresses, now);
         let Some(slot) = self.slots.get_mut(&id) else { return };
         let reason = slot.reason.take();
         if let Some(t) = slot.waiting_since.take() {
