@@ -40,6 +40,8 @@ use crate::spread::Spread;
 use crate::target::{Subject, TargetKey};
 use crate::work::{TcpFallback, addresses_in_use};
 
+#[cfg(test)]
+mod afresh;
 mod alerting;
 mod dry_run;
 mod replica;
