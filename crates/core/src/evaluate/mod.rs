@@ -537,6 +537,10 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     }
     for (mut ev, t) in transitions {
         stage.apply(&mut in_effect, &ev, t);
+        debug_assert!(
+            in_effect.same_effects(&stage.in_effect(in_effect.pairs.clone())),
+            "the effects kept in step are those of the pairs in effect"
+        );
         let mut result = stage.records(&in_effect, &previous, &final_held);
         let verb = match t {
             Transition::Activated => {

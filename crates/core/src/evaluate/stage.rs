@@ -62,6 +62,17 @@ pub(super) struct InEffect {
     pub(super) effects: Vec<Effects>,
 }
 
+impl InEffect {
+    /// Whether each node's effects are those of `other` (a node past the end, or in an empty
+    /// list, has none): what a stage kept in step is checked against one made afresh in
+    /// debugging builds.
+    pub(super) fn same_effects(&self, other: &InEffect) -> bool {
+        let none = Effects::default();
+        let len = self.effects.len().max(other.effects.len());
+        (0..len).all(|i| self.effects.get(i).unwrap_or(&none) == other.effects.get(i).unwrap_or(&none))
+    }
+}
+
 /// The rule-effect-dependent part of a pass.
 pub(super) struct Stage<'a> {
     pub(super) view: &'a ClusterView<'a>,
