@@ -54,15 +54,16 @@ pub enum Scope {
 }
 
 impl Scope {
-    /// Adds a rule's line (`None`: every line).
+    /// Adds a rule's line (`None`: every line). Lines are kept in order, so that a scope
+    /// compares equal however its rules were added.
     pub fn add(&mut self, line: Option<LineId>) {
         match (line, &mut *self) {
             (_, Scope::Everywhere) => {}
             (None, _) => *self = Scope::Everywhere,
             (Some(l), Scope::Nowhere) => *self = Scope::Lines(vec![l]),
             (Some(l), Scope::Lines(v)) => {
-                if !v.contains(&l) {
-                    v.push(l);
+                if let Err(i) = v.binary_search(&l) {
+                    v.insert(i, l);
                 }
             }
         }
