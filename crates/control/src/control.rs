@@ -541,7 +541,7 @@ impl Control {
         let c = &self.config;
         let spec = &c.clusters.get(&cluster.0)?.value;
         let state = self.slots.get(&cluster).map_or(empty, |s| &s.state);
-        Some((self.parts(c, cluster, &self.addresses, now), spec, state))
+        Some((self.parts(cluster, &self.addresses, now), spec, state))
     }
 
     /// The preview of one rule as drafted (`id`: the rule it would replace, or a new rule's
@@ -1045,8 +1045,9 @@ impl Control {
 
     /// What a pass of cluster `id` at `now` reads, with the observations `addresses` keeps
     /// (the core's own, or a test's made afresh).
-    fn parts(&self, c: &Config, id: ClusterId, addresses: &Addresses, now: Timestamp) -> Parts {
+    fn parts(&self, id: ClusterId, addresses: &Addresses, now: Timestamp) -> Parts {
         let spread = self.online_spread(now);
+        let c = &self.config;
         Parts::gather(c, (&self.obs, addresses), self.policy, (id, now), &spread, addresses.table().clone())
     }
 
@@ -1116,7 +1117,7 @@ impl Control {
         let interval = self.timing.evaluation_interval_s.max(1);
         let Some(cluster) = c.clusters.get(&id.0).map(|s| &s.value) else { return };
         let Some(zone) = Zone::of(&c, id) else { return };
-        let parts = self.parts(&c, id, &self.addresses, now);
+        let parts = self.parts(id, &self.addresses, now);
         let Some(slot) = self.slots.get_mut(&id) else { return };
         let reason = slot.reason.take();
         if let Some(t) = slot.waiting_since.take() {

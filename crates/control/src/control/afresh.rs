@@ -31,10 +31,10 @@ use crate::target::{Subject, TargetKey};
 use crate::{Start, Timing};
 
 impl Control {
-    /// What a pass of cluster `id` at `now` would decide with every input made afresh from
-    /// `stored` — the prober table built from the configuration, each address's observations
-    /// from the stored latest results, as a start makes them — on a copy of the evaluator's
-    /// state, and the state it would leave (`None`: no pass of `id` would run).
+    /// What a pass of cluster `id` at `now` would decide with the prober table built from the
+    /// configuration and each address's observations made from `stored`, as a start makes
+    /// them (the agents, who is online and the evaluator's state are the core's own; the state
+    /// a copy), and the state it would leave (`None`: no pass of `id` would run).
     fn pass_afresh(
         &self,
         id: ClusterId,
@@ -50,7 +50,7 @@ impl Control {
             fresh.restore(*key, *caller, latest.clone());
         }
         fresh.start(c);
-        let parts = self.parts(c, id, &fresh, now);
+        let parts = self.parts(id, &fresh, now);
         let mut state = slot.state.clone();
         let out = evaluate(&parts.view(c, cluster, slot.reason.as_deref()), &mut state, now);
         Some((out, state))
@@ -119,6 +119,7 @@ fn timeout_checked(
             panic!("{at}: the status of node {}:\n{kept:?}\nafresh:\n{made:?}", kept.node);
         }
         assert_eq!(snapshot.rules, out.rules, "{at}: the rules' states of cluster {id}");
+        assert_eq!(snapshot.probe_loss, out.probe_loss, "{at}: the probe loss of cluster {id}");
         let kept = &control.slots[&id].state;
         let differing = kept.addresses.iter().find(|(k, h)| state.addresses.get(k) != Some(h));
         assert_eq!(differing, None, "{at}: an address's hysteresis in cluster {id}");
@@ -133,15 +134,16 @@ fn timeout_checked(
 }
 
 /// The fleet of the test: 8 nodes of 3 addresses in group 3, the last 3 moved to group 4 (the
-/// backup group of line `local`, which steers by latency), 5 probers and 2 nodes that probe,
-/// and three rules: on CPU (remove the node), on probe loss (backup IP), on load (backup
-/// groups, line `local`).
+/// backup group of line `local`, which steers by latency, and the group of line `other`), 5
+/// probers and 2 nodes that probe, and four rules: two on CPU (remove the node from `local`,
+/// and at a lower threshold from `other`), on probe loss (backup IP), on load (backup groups,
+/// line `local`).
 fn fleet() -> (Vec<(i64, Object)>, Vec<Caller>) {
     let fleet = large_fleet(8, 5);
     let mut puts = fleet.puts;
-    let region: vantage_core::model::NodeGroup =
+    let backup: vantage_core::model::NodeGroup =
         serde_json::from_value(serde_json::json!({"name": "backup", "region": 1})).unwrap();
-    puts.push((4, Object::Group(crate::config::GroupRecord { cluster: ClusterId(2), group: region })));
+    puts.push((4, Object::Group(crate::config::GroupRecord { cluster: ClusterId(2), group: backup })));
     let mut callers = fleet.probers;
     for (id, o) in &mut puts {
         if let Object::Node(n) = o {
@@ -155,13 +157,19 @@ fn fleet() -> (Vec<(i64, Object)>, Vec<Caller>) {
         }
     }
     puts.push((5, line(3)));
+    let other: Line = serde_json::from_value(serde_json::json!({
+        "name": "other", "group": 4, "client_networks": ["198.51.100.0/24"],
+    }))
+    .unwrap();
+    puts.push((9, Object::Line(LineRecord { cluster: ClusterId(2), line: other })));
     for (id, rule) in rules() {
         puts.push((id, rule));
     }
     (puts, callers)
 }
 
-/// Line `local` needing `min_healthy` healthy addresses of group 3 before it answers with group 4.
+/// Line `local`: group 3, answering with group 4 when group 3 has fewer than `min_healthy`
+/// healthy addresses.
 fn line(min_healthy: u32) -> Object {
     let line: Line = serde_json::from_value(serde_json::json!({
         "name": "local", "group": 3, "backup_groups": [4], "min_healthy": min_healthy,
@@ -171,7 +179,7 @@ fn line(min_healthy: u32) -> Object {
     Object::Line(LineRecord { cluster: ClusterId(2), line })
 }
 
-/// The three rules, under their ids.
+/// The four rules, under their ids.
 fn rules() -> Vec<(i64, Object)> {
     let rule = |v: serde_json::Value| {
         let rule: Rule = serde_json::from_value(v).unwrap();
@@ -180,8 +188,13 @@ fn rules() -> Vec<(i64, Object)> {
     vec![
         (
             6,
-            rule(serde_json::json!({"name": "cpu", "hold_s": 0, "recover_s": 20,
+            rule(serde_json::json!({"name": "cpu", "line": 5, "hold_s": 0, "recover_s": 20,
                 "conditions": [{"metric": "cpu", "comparison": ">", "threshold": 80, "for_s": 0}]})),
+        ),
+        (
+            10,
+            rule(serde_json::json!({"name": "cpu elsewhere", "line": 9, "hold_s": 0, "recover_s": 20,
+                "conditions": [{"metric": "cpu", "comparison": ">", "threshold": 60, "for_s": 0}]})),
         ),
         (
             7,
@@ -263,8 +276,7 @@ fn steps_from(seed: u64) -> Decided {
             0..=5 => {
                 let caller = callers[dice.roll(callers.len() as u64) as usize];
                 let work = control.handle_work(caller, now);
-                let ip_of: std::collections::HashMap<_, _> =
-                    work.targets.iter().map(|t| (t.key.clone(), t.ip)).collect();
+                let ip_of: BTreeMap<_, _> = work.targets.iter().map(|t| (t.key.clone(), t.ip)).collect();
                 for mut report in good_round(&work, now) {
                     report.results.retain(|_| dice.roll(5) > 0);
                     for r in &mut report.results {
@@ -321,7 +333,7 @@ fn steps_from(seed: u64) -> Decided {
                 }
             }
             11 => {
-                let (id, rule) = rules().swap_remove(dice.roll(3) as usize);
+                let (id, rule) = rules().swap_remove(dice.roll(4) as usize);
                 done.push(format!("rule {id}"));
                 match control.config().rules.contains_key(&id) {
                     true => control.handle_change(Vec::new(), vec![id], now),
