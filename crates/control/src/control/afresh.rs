@@ -7,7 +7,8 @@
 //! Before every pass, what the pass would decide from inputs made afresh from that — the
 //! table built from the configuration and the observations from the stored results, as a
 //! start makes them — is worked out on a copy of the evaluator's state, and the pass must
-//! publish the same revisions, give every node the same status and leave the same state.
+//! publish the same revisions, give every node the same status, leave the same state and be
+//! due again at the same time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -120,6 +121,11 @@ fn timeout_checked(
         }
         assert_eq!(snapshot.rules, out.rules, "{at}: the rules' states of cluster {id}");
         assert_eq!(snapshot.probe_loss, out.probe_loss, "{at}: the probe loss of cluster {id}");
+        // The next pass is due when its interval ends, or sooner when a timer of this one runs
+        // out first.
+        let interval = now.plus_secs(control.timing.evaluation_interval_s.max(1));
+        let due = out.next_deadline.map_or(interval, |d| interval.min(d.max(now)));
+        assert_eq!(control.slots[&id].due, due, "{at}: when cluster {id}'s next pass is due");
         let kept = &control.slots[&id].state;
         let differing = kept.addresses.iter().find(|(k, h)| state.addresses.get(k) != Some(h));
         assert_eq!(differing, None, "{at}: an address's hysteresis in cluster {id}");
