@@ -1,5 +1,6 @@
 //! The built-in server answering `dig` over UDP and TCP.
 
+use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 
@@ -37,15 +38,25 @@ fn many() -> ZoneAnswers {
     }
 }
 
+/// A server answering `zones` on a port `dig` is never given as its own (see `free_port`).
+/// The port was free when asked, but nothing holds it until the server binds it, and once in
+/// CI another process had taken it by then: a port taken is given up for the next one.
 fn start(zones: Vec<ZoneAnswers>) -> (DnsServer, Arc<Answers>, Arc<DnsMetrics>) {
     let table = AnswerTable::build(zones, &DnsSettings::default());
     assert!(table.problems().is_empty(), "{:?}", table.problems());
     let answers = Arc::new(Answers::new(table));
     let metrics = Arc::new(DnsMetrics::new());
-    // A port `dig` is never given as its own (see `free_port`).
-    let listen = SocketAddr::from(([127, 0, 0, 1], vantage_testkit::free_port().unwrap()));
-    let config = DnsConfig { listen, udp_workers: 2, ..DnsConfig::default() };
-    let server = DnsServer::start(config, answers.clone(), metrics.clone()).unwrap();
+    let server = (0..5)
+        .find_map(|_| {
+            let listen = SocketAddr::from(([127, 0, 0, 1], vantage_testkit::free_port().unwrap()));
+            let config = DnsConfig { listen, udp_workers: 2, ..DnsConfig::default() };
+            match DnsServer::start(config, answers.clone(), metrics.clone()) {
+                Ok(server) => Some(server),
+                Err(vantage_dns::Error::Bind { source, .. }) if source.kind() == ErrorKind::AddrInUse => None,
+                Err(e) => panic!("{e}"),
+            }
+        })
+        .expect("one of five free ports still free when the server binds it");
     assert_ne!(server.local_addr().port(), 0);
     (server, answers, metrics)
 }
