@@ -486,9 +486,6 @@ pub struct AddressHealth {
     pub failing_since: Option<Timestamp>,
     /// While unreachable: since when it has been answering (not failing) without a break.
     pub answering_since: Option<Timestamp>,
-    /// The previous evaluation.
-    #[serde(default)]
-    pub checked_at: Option<Timestamp>,
     /// Flap damping: *answering before reachable* is doubled this many times.
     #[serde(default)]
     pub doublings: u8,
@@ -517,7 +514,6 @@ impl Default for AddressHealth {
             since: None,
             failing_since: None,
             answering_since: None,
-            checked_at: None,
             doublings: 0,
             damped_at: None,
             answered_at: None,
@@ -559,13 +555,13 @@ impl AddressHealth {
         &mut self,
         failing: bool,
         evidence: Timestamp,
+        previous: Option<Timestamp>,
         now: Timestamp,
         settings: &ProbeSettings,
         damping: &Damping,
     ) -> Option<Reachability> {
-        let floor = self.answered_at.or(self.checked_at).unwrap_or(Timestamp::EPOCH);
+        let floor = self.answered_at.or(previous).unwrap_or(Timestamp::EPOCH);
         let start = evidence.min(now).max(floor);
-        self.checked_at = Some(now);
         self.forgive(now, damping);
         let answering_wait = self.answering_wait_s(settings);
         let (streak, wait) = match self.state {
@@ -604,7 +600,6 @@ impl AddressHealth {
             since: Some(now),
             failing_since: None,
             answering_since: None,
-            checked_at: Some(now),
             doublings: doublings.min(damping.max_doublings()),
             damped_at,
             answered_at: self.answered_at,
@@ -632,6 +627,7 @@ impl AddressHealth {
     pub fn observe(
         &mut self,
         v: &Verdict,
+        previous: Option<Timestamp>,
         now: Timestamp,
         settings: &ProbeSettings,
         damping: &Damping,
@@ -640,7 +636,7 @@ impl AddressHealth {
             let at = at.min(now);
             self.answered_at = Some(self.answered_at.map_or(at, |b| b.max(at)));
         }
-        self.step(v.is_failing(), v.failing_from.unwrap_or(now), now, settings, damping)
+        self.step(v.is_failing(), v.failing_from.unwrap_or(now), previous, now, settings, damping)
     }
 
     /// The damping multiplier of *answering before reachable* now (1: not damped).
@@ -901,11 +897,11 @@ mod tests {
     fn unreachable_after_failing_before_unreachable() {
         let s = settings(); // 30 s / 60 s
         let mut h = AddressHealth::default();
-        assert_eq!(h.step(true, T0, T0, &s, &Damping::default()), None);
+        assert_eq!(h.step(true, T0, None, T0, &s, &Damping::default()), None);
         assert_eq!(h.deadline(&s), Some(T0.plus_secs(30)));
-        assert_eq!(h.step(true, T0.plus_secs(29), T0.plus_secs(29), &s, &Damping::default()), None);
+        assert_eq!(h.step(true, T0.plus_secs(29), Some(T0), T0.plus_secs(29), &s, &Damping::default()), None);
         assert_eq!(
-            h.step(true, T0.plus_secs(30), T0.plus_secs(30), &s, &Damping::default()),
+            h.step(true, T0.plus_secs(30), Some(T0.plus_secs(29)), T0.plus_secs(30), &s, &Damping::default()),
             Some(Reachability::Unreachable)
         );
         assert!(!h.is_reachable());
@@ -915,16 +911,19 @@ mod tests {
     fn failing_must_be_continuous() {
         let s = settings();
         let mut h = AddressHealth::default();
-        h.step(true, T0, T0, &s, &Damping::default());
-        h.step(false, T0.plus_secs(20), T0.plus_secs(20), &s, &Damping::default());
+        h.step(true, T0, None, T0, &s, &Damping::default());
+        h.step(false, T0.plus_secs(20), Some(T0), T0.plus_secs(20), &s, &Damping::default());
         assert_eq!(
-            h.step(true, T0.plus_secs(30), T0.plus_secs(30), &s, &Damping::default()),
+            h.step(true, T0.plus_secs(30), Some(T0.plus_secs(20)), T0.plus_secs(30), &s, &Damping::default()),
             None,
             "the streak restarted"
         );
-        assert_eq!(h.step(true, T0.plus_secs(59), T0.plus_secs(59), &s, &Damping::default()), None);
         assert_eq!(
-            h.step(true, T0.plus_secs(60), T0.plus_secs(60), &s, &Damping::default()),
+            h.step(true, T0.plus_secs(59), Some(T0.plus_secs(30)), T0.plus_secs(59), &s, &Damping::default()),
+            None
+        );
+        assert_eq!(
+            h.step(true, T0.plus_secs(60), Some(T0.plus_secs(59)), T0.plus_secs(60), &s, &Damping::default()),
             Some(Reachability::Unreachable)
         );
     }
@@ -933,18 +932,18 @@ mod tests {
     fn failing_streak_starts_at_the_evidence_but_not_before_the_previous_evaluation() {
         let s = settings(); // 30 s
         let mut h = AddressHealth::default();
-        assert_eq!(h.step(false, T0, T0, &s, &Damping::default()), None);
+        assert_eq!(h.step(false, T0, None, T0, &s, &Damping::default()), None);
         // Reports at T0+8 showed the failure; the pass runs at T0+10.
-        assert_eq!(h.step(true, T0.plus_secs(8), T0.plus_secs(10), &s, &Damping::default()), None);
+        assert_eq!(h.step(true, T0.plus_secs(8), Some(T0), T0.plus_secs(10), &s, &Damping::default()), None);
         assert_eq!(h.deadline(&s), Some(T0.plus_secs(38)));
         assert_eq!(
-            h.step(true, T0.plus_secs(8), T0.plus_secs(38), &s, &Damping::default()),
+            h.step(true, T0.plus_secs(8), Some(T0.plus_secs(10)), T0.plus_secs(38), &s, &Damping::default()),
             Some(Reachability::Unreachable)
         );
         // Evidence older than the previous evaluation is clamped to it.
         let mut h = AddressHealth::default();
-        h.step(false, T0, T0.plus_secs(10), &s, &Damping::default());
-        h.step(true, T0, T0.plus_secs(12), &s, &Damping::default());
+        h.step(false, T0, None, T0.plus_secs(10), &s, &Damping::default());
+        h.step(true, T0, Some(T0.plus_secs(10)), T0.plus_secs(12), &s, &Damping::default());
         assert_eq!(h.failing_since, Some(T0.plus_secs(10)));
     }
 
@@ -971,18 +970,55 @@ mod tests {
     fn reachable_again_after_answering_before_reachable() {
         let s = settings();
         let mut h = AddressHealth::default();
-        h.step(true, T0, T0, &s, &Damping::default());
-        h.step(true, T0.plus_secs(30), T0.plus_secs(30), &s, &Damping::default());
-        assert_eq!(h.step(false, T0.plus_secs(40), T0.plus_secs(40), &s, &Damping::default()), None);
+        h.step(true, T0, None, T0, &s, &Damping::default());
+        h.step(true, T0.plus_secs(30), Some(T0), T0.plus_secs(30), &s, &Damping::default());
         assert_eq!(
-            h.step(true, T0.plus_secs(50), T0.plus_secs(50), &s, &Damping::default()),
+            h.step(
+                false,
+                T0.plus_secs(40),
+                Some(T0.plus_secs(30)),
+                T0.plus_secs(40),
+                &s,
+                &Damping::default()
+            ),
+            None
+        );
+        assert_eq!(
+            h.step(true, T0.plus_secs(50), Some(T0.plus_secs(40)), T0.plus_secs(50), &s, &Damping::default()),
             None,
             "failing again resets the wait"
         );
-        assert_eq!(h.step(false, T0.plus_secs(60), T0.plus_secs(60), &s, &Damping::default()), None);
-        assert_eq!(h.step(false, T0.plus_secs(119), T0.plus_secs(119), &s, &Damping::default()), None);
         assert_eq!(
-            h.step(false, T0.plus_secs(120), T0.plus_secs(120), &s, &Damping::default()),
+            h.step(
+                false,
+                T0.plus_secs(60),
+                Some(T0.plus_secs(50)),
+                T0.plus_secs(60),
+                &s,
+                &Damping::default()
+            ),
+            None
+        );
+        assert_eq!(
+            h.step(
+                false,
+                T0.plus_secs(119),
+                Some(T0.plus_secs(60)),
+                T0.plus_secs(119),
+                &s,
+                &Damping::default()
+            ),
+            None
+        );
+        assert_eq!(
+            h.step(
+                false,
+                T0.plus_secs(120),
+                Some(T0.plus_secs(119)),
+                T0.plus_secs(120),
+                &s,
+                &Damping::default()
+            ),
             Some(Reachability::Reachable)
         );
     }
@@ -990,14 +1026,17 @@ mod tests {
     /// Down for 30 s and back after answering for the damped wait, starting at `t`; returns
     /// when it was reachable again.
     fn outage(h: &mut AddressHealth, t: Timestamp, s: &ProbeSettings, d: &Damping) -> Timestamp {
-        h.step(true, t, t, s, d);
-        assert_eq!(h.step(true, t, t.plus_secs(30), s, d), Some(Reachability::Unreachable));
+        h.step(true, t, None, t, s, d);
+        assert_eq!(h.step(true, t, Some(t), t.plus_secs(30), s, d), Some(Reachability::Unreachable));
         let back = t.plus_secs(30);
-        h.step(false, back, back, s, d);
+        h.step(false, back, Some(t.plus_secs(30)), back, s, d);
         let wait = h.answering_wait_s(s);
         assert_eq!(h.deadline(s), Some(back.plus_secs(wait)));
-        assert_eq!(h.step(false, back, back.plus_secs(wait - 1), s, d), None);
-        assert_eq!(h.step(false, back, back.plus_secs(wait), s, d), Some(Reachability::Reachable));
+        assert_eq!(h.step(false, back, Some(back), back.plus_secs(wait - 1), s, d), None);
+        assert_eq!(
+            h.step(false, back, Some(back.plus_secs(wait - 1)), back.plus_secs(wait), s, d),
+            Some(Reachability::Reachable)
+        );
         back.plus_secs(wait)
     }
 
@@ -1016,11 +1055,11 @@ mod tests {
         assert_eq!(waits, [2, 4, 8, 8], "×2 per flap, capped at 8×");
         // Down again more than the window after coming back: not a flap, and an hour of calm
         // halved it first.
-        h.step(false, t, t.plus_secs(3600), &s, &d);
+        h.step(false, t, None, t.plus_secs(3600), &s, &d);
         assert_eq!(h.multiplier(), 4);
-        h.step(false, t, t.plus_secs(3605), &s, &d);
+        h.step(false, t, Some(t.plus_secs(3600)), t.plus_secs(3605), &s, &d);
         assert_eq!(h.multiplier(), 4, "one halving per stable window");
-        h.step(false, t, t.plus_secs(7205), &s, &d);
+        h.step(false, t, Some(t.plus_secs(3605)), t.plus_secs(7205), &s, &d);
         assert_eq!(h.multiplier(), 2);
         outage(&mut h, t.plus_secs(7300), &s, &d);
         assert_eq!(h.multiplier(), 2, "not a flap: it had been back for two hours");
@@ -1074,16 +1113,16 @@ mod tests {
         let mut h = AddressHealth::default();
         let at = |c, since, changes_at| AddressCondition { condition: c, since, changes_at };
         assert_eq!(h.condition(&s), at(Condition::Reachable, None, None));
-        h.step(true, T0, T0.plus_secs(2), &s, &d);
+        h.step(true, T0, None, T0.plus_secs(2), &s, &d);
         assert_eq!(h.condition(&s), at(Condition::Failing, Some(T0), Some(T0.plus_secs(30))));
-        h.step(true, T0, T0.plus_secs(30), &s, &d);
+        h.step(true, T0, Some(T0.plus_secs(2)), T0.plus_secs(30), &s, &d);
         assert_eq!(h.condition(&s), at(Condition::Unreachable, Some(T0.plus_secs(30)), None));
-        h.step(false, T0.plus_secs(40), T0.plus_secs(40), &s, &d);
+        h.step(false, T0.plus_secs(40), Some(T0.plus_secs(30)), T0.plus_secs(40), &s, &d);
         assert_eq!(
             h.condition(&s),
             at(Condition::Recovering, Some(T0.plus_secs(40)), Some(T0.plus_secs(100)))
         );
-        h.step(false, T0.plus_secs(100), T0.plus_secs(100), &s, &d);
+        h.step(false, T0.plus_secs(100), Some(T0.plus_secs(40)), T0.plus_secs(100), &s, &d);
         assert_eq!(h.condition(&s), at(Condition::Reachable, Some(T0.plus_secs(100)), None));
     }
 
@@ -1092,9 +1131,9 @@ mod tests {
         let (s, d) = (settings(), Damping::default());
         let mut h = AddressHealth::default();
         assert!(!h.is_suspect());
-        h.step(true, T0, T0, &s, &d);
+        h.step(true, T0, None, T0, &s, &d);
         assert!(h.is_suspect());
-        h.step(true, T0, T0.plus_secs(30), &s, &d);
+        h.step(true, T0, Some(T0), T0.plus_secs(30), &s, &d);
         assert!(!h.is_suspect(), "unreachable is not suspect");
     }
 
@@ -1111,13 +1150,13 @@ mod tests {
         let v = verdict(&Observations::new(o.clone()), &p, &s, at(10_000));
         assert!(!v.is_failing());
         assert_eq!(v.answering_at, Some(at(-6_700)), "two answering probers are needed: the older one");
-        assert_eq!(h.observe(&v, at(10_000), &s, &d), None);
+        assert_eq!(h.observe(&v, None, at(10_000), &s, &d), None);
         // Prober 1's round (from 4.3 s) reports at 13.3 s, failed from 7.3 s: a strict majority
         // has been failing since then, not since the pass at 10 s.
         o[1] = Observation { failed_at: Some(at(7_300)), ..obs(1, 3, 3, at(13_300)) };
         let v = verdict(&Observations::new(o), &p, &s, at(13_300));
         assert_eq!(v.failing_from, Some(at(7_300)));
-        h.observe(&v, at(13_300), &s, &d);
+        h.observe(&v, Some(at(10_000)), at(13_300), &s, &d);
         assert_eq!(h.failing_since, Some(at(7_300)));
         assert_eq!(h.deadline(&s), Some(at(37_300)));
     }

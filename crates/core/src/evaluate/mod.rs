@@ -3,6 +3,7 @@
 //! for health and configuration changes, one per rule activation or recovery.
 
 use std::borrow::Cow;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::net::IpAddr;
@@ -384,6 +385,11 @@ pub struct ClusterState {
     /// The group order of each line that steers by latency, and its figures.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub latency: BTreeMap<LineId, LineLatency>,
+    /// When the cluster was last evaluated: every address then known was, so a failing streak
+    /// of one starts no earlier (see [`AddressHealth::step`]). Kept once for the cluster, not
+    /// per address, so that an address whose inputs did not move is left as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<Timestamp>,
 }
 
 impl ClusterState {
@@ -709,6 +715,7 @@ fn reachability(
         |node: &NodeView| node.enabled && probe_rules.iter().any(|r| may_look_at(r, view.lines, node.group));
     let mut scratch = (!probe_rules.is_empty()).then(|| Scratch::new(view.probers.len()));
     let mut summaries = Vec::with_capacity(if probe_rules.is_empty() { 0 } else { view.nodes.len() });
+    let checked_at = state.checked_at.replace(now);
     for run in view.nodes.chunks(READ_AHEAD) {
         // Each address's observations and its state are a cache miss or two at a fleet's
         // scale: read the run's first, together.
@@ -735,13 +742,14 @@ fn reachability(
                     tallies.counted().for_each(|t| s.add(t));
                 }
                 let trusted = a.address.trusted;
-                let health = state
-                    .addresses
-                    .entry((node.id, a.address.ip))
-                    .or_insert_with(|| AddressHealth::added(trusted));
+                // An address new since the last pass was not evaluated then.
+                let (health, previous) = match state.addresses.entry((node.id, a.address.ip)) {
+                    Entry::Occupied(e) => (e.into_mut(), checked_at),
+                    Entry::Vacant(e) => (e.insert(AddressHealth::added(trusted)), None),
+                };
                 health.verify(&v, a.expected_probers, trusted);
                 seen += 1;
-                match health.observe(&v, now, settings, view.detection.damping()) {
+                match health.observe(&v, previous, now, settings, view.detection.damping()) {
                     Some(Reachability::Unreachable) => events.push(Event::AddressUnreachable {
                         node: node.id,
                         ip: a.address.ip,

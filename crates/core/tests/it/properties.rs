@@ -89,7 +89,7 @@ proptest! {
             } else {
                 streak = None;
             }
-            if let Some(t) = h.step(failing, evidence, now, &s, &undamped) {
+            if let Some(t) = h.step(failing, evidence, prev, now, &s, &undamped) {
                 prop_assert!(toward);
                 let wait = match t {
                     Reachability::Unreachable => s.failing_before_unreachable_s(),
