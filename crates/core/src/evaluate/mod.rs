@@ -349,6 +349,9 @@ pub struct Evaluation {
     /// probers that made them (regions whose probers sent nothing left out): the fleet's
     /// probe loss, tallied in the walk the verdicts take anyway.
     pub probe_loss: Vec<(RegionId, u64, u64)>,
+    /// The addresses whose hysteresis state ([`ClusterState::addresses`]) this pass added,
+    /// changed or forgot: what a save by difference writes.
+    pub moved: Vec<(NodeId, IpAddr)>,
 }
 
 /// A hash map with the core's fast hasher (keys are ids and addresses, not attacker-chosen).
@@ -445,9 +448,10 @@ pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp
     let mut lines = effective_lines(view.lines);
 
     // 1. Reachability of every address.
-    let Found { facts, mut statuses, pending, probe_loss, streaks_end, summaries } =
+    let Found { facts, mut statuses, pending, probe_loss, streaks_end, summaries, moved } =
         reachability(view, state, (now, true), &mut out.events);
     out.probe_loss = probe_loss;
+    out.moved = moved;
 
     // Lines that steer by latency take their groups in the order their region's RTT gives,
     // before the rules look at which group a line answers with.
@@ -685,6 +689,8 @@ struct Found {
     /// same tallies — a second walk of every observation for the rules was 15 of about
     /// 105 ms of a pass at 10,000 nodes.
     summaries: Vec<ProbeSummary>,
+    /// The addresses whose hysteresis state was added, changed or forgotten.
+    moved: Vec<(NodeId, IpAddr)>,
 }
 
 /// Steps every address's hysteresis. The end of its streak is taken as each is stepped: a
@@ -716,6 +722,7 @@ fn reachability(
     let mut scratch = (!probe_rules.is_empty()).then(|| Scratch::new(view.probers.len()));
     let mut summaries = Vec::with_capacity(if probe_rules.is_empty() { 0 } else { view.nodes.len() });
     let checked_at = state.checked_at.replace(now);
+    let mut moved = Vec::new();
     for run in view.nodes.chunks(READ_AHEAD) {
         // Each address's observations and its state are a cache miss or two at a fleet's
         // scale: read the run's first, together.
@@ -743,9 +750,12 @@ fn reachability(
                 }
                 let trusted = a.address.trusted;
                 // An address new since the last pass was not evaluated then.
-                let (health, previous) = match state.addresses.entry((node.id, a.address.ip)) {
-                    Entry::Occupied(e) => (e.into_mut(), checked_at),
-                    Entry::Vacant(e) => (e.insert(AddressHealth::added(trusted)), None),
+                let (health, previous, before) = match state.addresses.entry((node.id, a.address.ip)) {
+                    Entry::Occupied(e) => {
+                        let before = *e.get();
+                        (e.into_mut(), checked_at, Some(before))
+                    }
+                    Entry::Vacant(e) => (e.insert(AddressHealth::added(trusted)), None, None),
                 };
                 health.verify(&v, a.expected_probers, trusted);
                 seen += 1;
@@ -762,6 +772,9 @@ fn reachability(
                 }
                 if let Some(t) = health.deadline(settings) {
                     streaks_end = Some(streaks_end.map_or(t, |e| e.min(t)));
+                }
+                if before.as_ref() != Some(health) {
+                    moved.push((node.id, a.address.ip));
                 }
                 let tally = v.tally();
                 let unchecked = AddressHealth::unchecked(&tally, a.expected_probers);
@@ -843,11 +856,17 @@ fn reachability(
             .filter(|n| n.addresses.is_empty() && n.last_heartbeat.is_none())
             .map(|n| n.id)
             .collect();
-        state.addresses.retain(|k, _| current.contains(k) || unknown.contains(&k.0));
+        state.addresses.retain(|k, _| {
+            let kept = current.contains(k) || unknown.contains(&k.0);
+            if !kept {
+                moved.push(*k);
+            }
+            kept
+        });
     }
     pending.sort_unstable();
     pending.dedup();
-    Found { facts, statuses, pending, probe_loss, streaks_end, summaries }
+    Found { facts, statuses, pending, probe_loss, streaks_end, summaries, moved }
 }
 
 /// Nodes whose addresses a pass reads ahead at a time (see [`reachability`]).

@@ -825,3 +825,39 @@ fn probe_metrics_a_pass_acts_on_are_the_previews() {
         assert!(got.is_some_and(|g| (g - want).abs() < 1e-9), "{node3:?} against {want:?}");
     }
 }
+
+/// A pass names exactly the addresses whose hysteresis state it added, changed or forgot: a
+/// save by difference of that state writes those and nothing else.
+#[test]
+fn a_pass_names_the_addresses_whose_state_it_moved() {
+    use std::collections::BTreeSet;
+    let mut f = Fleet::new(3)
+        .fast()
+        .node(1, 1, &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)])
+        .node(2, 1, &[("203.0.113.20", Primary)]);
+    let mut named = 0;
+    for step in 0..60u32 {
+        // The primary fails from 10 to 30; the second node's address is gone from 40.
+        let failing: &[usize] = if (10..30).contains(&step) { &[0, 1] } else { &[] };
+        f.report("203.0.113.10", failing);
+        f.report("198.51.100.10", &[]);
+        if step == 40 {
+            f.node_mut(2).addresses.clear();
+            f.node_mut(2).last_heartbeat = Some(f.now);
+        } else if step < 40 {
+            f.report("203.0.113.20", &[]);
+        }
+        let before = f.state.addresses.clone();
+        let e = f.eval();
+        let after = &f.state.addresses;
+        let differ: BTreeSet<_> =
+            (before.keys().chain(after.keys())).filter(|k| before.get(k) != after.get(k)).copied().collect();
+        let moved: BTreeSet<_> = e.moved.iter().copied().collect();
+        assert_eq!(moved, differ, "step {step}");
+        assert_eq!(moved.len(), e.moved.len(), "each named once");
+        named += moved.len();
+        f.advance(3);
+    }
+    assert!(named >= 6, "the first pass, the failure, the recovery and the removal move some: {named}");
+    assert!(!f.state.addresses.keys().any(|(n, _)| *n == NodeId(2)), "node 2's address forgotten");
+}
