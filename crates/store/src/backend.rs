@@ -79,6 +79,13 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
     fn put_state<'a>(&'a self, key: &'a str, value: &'a str, now: Timestamp) -> Op<'a, ()>;
     fn claim_state<'a>(&'a self, key: &'a str, value: &'a str, now: Timestamp) -> Op<'a, String>;
     fn states<'a>(&'a self, prefix: &'a str) -> Op<'a, Vec<(String, String)>>;
+    fn put_states<'a>(
+        &'a self,
+        clear: Option<&'a str>,
+        puts: &'a [(String, String)],
+        deletes: &'a [String],
+        now: Timestamp,
+    ) -> Op<'a, ()>;
     fn delete_state<'a>(&'a self, key: &'a str) -> Op<'a, ()>;
     fn checkpoint(&self) -> Op<'_, ()>;
     fn size_bytes(&self) -> Op<'_, u64>;

@@ -691,6 +691,19 @@ impl Store {
         self.timed("states", self.backend.states(prefix)).await
     }
 
+    /// Saves many runtime states at once, in one transaction: every state whose key starts
+    /// with `clear` (when given) goes, then `puts` are saved and `deletes` deleted. A state
+    /// saved by difference writes what changed, and a whole one replaces its rows.
+    pub async fn put_states(
+        &self,
+        clear: Option<&str>,
+        puts: &[(String, String)],
+        deletes: &[String],
+        now: Timestamp,
+    ) -> Result<()> {
+        self.timed("put_states", self.backend.put_states(clear, puts, deletes, now)).await
+    }
+
     /// Deletes runtime state under `key`.
     pub async fn delete_state(&self, key: &str) -> Result<()> {
         self.timed("delete_state", self.backend.delete_state(key)).await

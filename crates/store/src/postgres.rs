@@ -610,6 +610,12 @@ pub(crate) async fn states(pool: &PgPool, prefix: &str) -> Result<Vec<(String, S
     rows::all(&rows, |r| Ok((r.text("key")?, r.text("value")?)))
 }
 
+/// Deletes every state whose key starts with `prefix`.
+async fn delete_prefix(tx: &mut PgConnection, prefix: &str) -> Result<()> {
+    sqlx::query("DELETE FROM state WHERE starts_with(key, $1)").bind(prefix).execute(tx).await?;
+    Ok(())
+}
+
 pub(crate) async fn checkpoint(_pool: &PgPool) -> Result<()> {
     Ok(())
 }

@@ -6,6 +6,10 @@
 //! [`shared_methods!`] makes the [`Backend`](crate::backend::Backend) methods that run them,
 //! in each backend's implementation, whose `pool` field is the pool.
 
+/// States written by one statement of [`put_states`](crate::Store::put_states) at most: three
+/// parameters each, well within both backends' limit on a statement's parameters.
+pub(crate) const STATES_AT_ONCE: usize = 1_000;
+
 /// The shared queries for a pool type `$pool` of database `$db`.
 macro_rules! shared_queries {
     ($pool:ty, $db:ty) => {
@@ -169,6 +173,43 @@ macro_rules! shared_queries {
             Ok(sqlx::query_scalar("SELECT value FROM state WHERE key = $1").bind(key).fetch_one(pool).await?)
         }
 
+        /// Writes the states `puts` and deletes those under `deletes` in one transaction, after
+        /// deleting every state whose key starts with `clear`, when given.
+        pub(crate) async fn put_states(
+            pool: &$pool,
+            clear: Option<&str>,
+            puts: &[(String, String)],
+            deletes: &[String],
+            now: Timestamp,
+        ) -> Result<()> {
+            in_transaction(pool, async |tx| {
+                if let Some(prefix) = clear {
+                    delete_prefix(&mut *tx, prefix).await?;
+                }
+                for chunk in deletes.chunks(crate::shared::STATES_AT_ONCE) {
+                    let mut q = sqlx::QueryBuilder::<$db>::new("DELETE FROM state WHERE key IN (");
+                    let mut keys = q.separated(", ");
+                    for key in chunk {
+                        keys.push_bind(key.as_str());
+                    }
+                    q.push(")");
+                    q.build().execute(&mut *tx).await?;
+                }
+                for chunk in puts.chunks(crate::shared::STATES_AT_ONCE) {
+                    let mut q = sqlx::QueryBuilder::<$db>::new("INSERT INTO state (key, value, updated_at) ");
+                    q.push_values(chunk, |mut row, (key, value)| {
+                        row.push_bind(key.as_str()).push_bind(value.as_str()).push_bind(now.millis());
+                    });
+                    q.push(
+                        " ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                    );
+                    q.build().execute(&mut *tx).await?;
+                }
+                Ok(())
+            })
+            .await
+        }
+
         pub(crate) async fn delete_state(pool: &$pool, key: &str) -> Result<()> {
             sqlx::query("DELETE FROM state WHERE key = $1").bind(key).execute(pool).await?;
             Ok(())
@@ -309,6 +350,16 @@ macro_rules! shared_methods {
 
         fn states<'a>(&'a self, prefix: &'a str) -> Op<'a, Vec<(String, String)>> {
             Box::pin(states(&self.pool, prefix))
+        }
+
+        fn put_states<'a>(
+            &'a self,
+            clear: Option<&'a str>,
+            puts: &'a [(String, String)],
+            deletes: &'a [String],
+            now: Timestamp,
+        ) -> Op<'a, ()> {
+            Box::pin(put_states(&self.pool, clear, puts, deletes, now))
         }
 
         fn delete_state<'a>(&'a self, key: &'a str) -> Op<'a, ()> {

@@ -344,6 +344,16 @@ pub(crate) async fn states(pool: &SqlitePool, prefix: &str) -> Result<Vec<(Strin
     rows::all(&rows, |r| Ok((r.text("key")?, r.text("value")?)))
 }
 
+/// Deletes every state whose key starts with `prefix` (the range [`states`] reads).
+async fn delete_prefix(tx: &mut sqlx::SqliteConnection, prefix: &str) -> Result<()> {
+    sqlx::query("DELETE FROM state WHERE key >= ?1 AND key < ?2")
+        .bind(prefix)
+        .bind(format!("{prefix}\u{10FFFF}"))
+        .execute(tx)
+        .await?;
+    Ok(())
+}
+
 pub(crate) async fn checkpoint(pool: &SqlitePool) -> Result<()> {
     sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(pool).await?;
     Ok(())

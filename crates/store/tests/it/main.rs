@@ -337,6 +337,31 @@ async fn revisions_and_state_survive_a_reopen(db) {
 }
 
 on_both! {
+async fn states_saved_many_at_once_replace_delete_and_clear_by_prefix(db) {
+    let s = db.open().await;
+    let row = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+    s.put_state("cluster:1", "rest", T0).await.unwrap();
+    s.put_state("cluster:12/1/a", "other cluster", T0).await.unwrap();
+    // More than one statement's worth, so that the chunks are taken in turn.
+    let many: Vec<(String, String)> = (0..2_500).map(|i| (format!("cluster:1/{i}"), format!("v{i}"))).collect();
+    s.put_states(None, &many, &[], T0).await.unwrap();
+    assert_eq!(s.states("cluster:1/").await.unwrap().len(), 2_500);
+    // A difference: one changed, one new, two deleted (one of them never saved).
+    let deletes = vec!["cluster:1/7".to_owned(), "cluster:1/nothing".to_owned()];
+    s.put_states(None, &[row("cluster:1/3", "w3"), row("cluster:1/x", "new")], &deletes, T0).await.unwrap();
+    let saved = s.states("cluster:1/").await.unwrap();
+    assert_eq!(saved.len(), 2_500);
+    assert!(saved.contains(&row("cluster:1/3", "w3")) && saved.contains(&row("cluster:1/x", "new")));
+    assert!(!saved.iter().any(|(k, _)| k == "cluster:1/7"));
+    // A whole one replaces every row under its prefix and nothing else.
+    s.put_states(Some("cluster:1/"), &[row("cluster:1/only", "1")], &[], T0).await.unwrap();
+    assert_eq!(s.states("cluster:1/").await.unwrap(), vec![row("cluster:1/only", "1")]);
+    assert!(s.states("cluster:").await.unwrap().contains(&row("cluster:1", "rest")));
+    assert_eq!(s.states("cluster:12/").await.unwrap(), vec![row("cluster:12/1/a", "other cluster")]);
+}
+}
+
+on_both! {
 async fn events_filter_by_cluster_node_kind_time_and_id_oldest_first(db) {
     let s = db.open().await;
     let t0 = T0;
