@@ -12,8 +12,8 @@ use vantage_core::Timestamp;
 use vantage_core::address::AddressPolicy;
 use vantage_core::answer::{LatencySpec, LineSpec};
 use vantage_core::evaluate::{
-    AddressView, ClusterState, ClusterView, LineOutlook, NodeMetrics, NodeStatus, NodeView, PreviewRow,
-    Records, evaluate, line_outlooks, preview,
+    AddressView, ClusterState, ClusterView, FastSet, LineOutlook, NodeMetrics, NodeStatus, NodeView,
+    PreviewRow, Records, evaluate, line_outlooks, preview,
 };
 use vantage_core::fetch::FetchPolicy;
 use vantage_core::ids::{ClusterId, NodeId, RuleId};
@@ -37,6 +37,7 @@ use crate::observe::{Latest, Observations, agent_online, reportable};
 use crate::seen::ProberTable;
 use crate::snapshot::{ClusterSnapshot, Published, Snapshots, Zone};
 use crate::spread::Spread;
+use crate::state_save::StateSave;
 use crate::target::{Subject, TargetKey};
 use crate::work::{TcpFallback, addresses_in_use};
 
@@ -200,10 +201,9 @@ pub enum Output {
     SaveAlerts(String),
     /// Audit entries to write.
     Audit(Vec<AuditEntry>),
-    /// A cluster's evaluator state to save: a copy, turned into JSON by whoever writes it
-    /// (the JSON of a large cluster costs far more than the copy, and a newer state waiting
-    /// to be written replaces an older one unwritten).
-    SaveState { cluster: ClusterId, state: Box<ClusterState> },
+    /// A cluster's evaluator state to save, by difference: turned into JSON by whoever writes
+    /// it (the JSON costs far more than the copy), and folded into an older one unwritten.
+    SaveState(Box<StateSave>),
     /// Events to store and stream, in order.
     Events(Vec<FleetEvent>),
     /// A follower's events: to its own streams only (the lease holder stores the fleet's).
@@ -278,7 +278,10 @@ struct Slot {
     due: Timestamp,
     last: Option<Timestamp>,
     reason: Option<String>,
+    /// When this core last saved the state (`None`: not yet, so the next save is whole).
     saved_at: Option<Timestamp>,
+    /// The addresses whose hysteresis moved since that save.
+    unsaved: FastSet<(NodeId, IpAddr)>,
     /// When the oldest report not yet used by a pass arrived.
     waiting_since: Option<Timestamp>,
     /// How long the oldest report the last pass used had waited for it, ms.
@@ -1183,10 +1186,16 @@ impl Control {
             published = Some(p);
         }
         let changed = cut || !out.events.is_empty();
-        // A follower's saves go nowhere (the lease holder saves): its state is not copied.
+        // A follower's saves go nowhere (the lease holder saves): its state is not copied, and
+        // once it holds the lease its first save is whole.
         let due = changed || slot.saved_at.is_none_or(|t| now.millis_since(t) > STATE_SAVED_EVERY_MS);
+        if !follower {
+            slot.unsaved.extend(std::mem::take(&mut out.moved));
+        }
         if due && !follower {
-            self.outputs.push_back(Output::SaveState { cluster: id, state: Box::new(slot.state.clone()) });
+            let whole = slot.saved_at.is_none();
+            let save = StateSave::of(id, &mut slot.state, &mut slot.unsaved, whole);
+            self.outputs.push_back(Output::SaveState(Box::new(save)));
             slot.saved_at = Some(now);
         }
         let line_since = since_lines(&before, published.as_deref(), now);
@@ -1366,7 +1375,7 @@ pub fn check_report(
     let issued: Vec<bool> =
         parsed.iter().map(|s| s.as_ref().is_some_and(|s| given.is_some_and(|g| was_given(g, s)))).collect();
     let mut subjects = Vec::with_capacity(report.results.len());
-    let mut seen = vantage_core::evaluate::FastSet::default();
+    let mut seen = FastSet::default();
     seen.reserve(report.results.len());
     for (i, ((r, subject), issued)) in report.results.iter().zip(parsed).zip(issued).enumerate() {
         let Some(subject) = subject.filter(|_| issued) else {

@@ -31,6 +31,7 @@ pub mod rates;
 mod seen;
 pub mod snapshot;
 pub mod spread;
+pub mod state_save;
 pub mod status_page;
 pub mod target;
 pub mod view;

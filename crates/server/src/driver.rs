@@ -149,8 +149,8 @@ fn hand_on(app: &Arc<App>, o: Output, to: &Consumers) {
         Output::SaveAvailability(ledger) => saves.state("availability".into(), ToSave::Availability(ledger)),
         Output::Recheck => app.wake_rechecks(),
         Output::CheckFreshness(checks) => crate::freshness::spawn(app, checks),
-        Output::SaveState { cluster, state } => {
-            let _ = to.revisions.send(Work::SaveState { cluster, state });
+        Output::SaveState(save) => {
+            let _ = to.revisions.send(Work::SaveState(save));
         }
         Output::Upkeep(w) => {
             let _ = to.upkeep.send(w);
@@ -194,6 +194,7 @@ mod tests {
     use vantage_control::Revision;
     use vantage_control::alerts::{Alert, AlertKind, AlertState};
     use vantage_control::snapshot::{ClusterSnapshot, Published, Zone};
+    use vantage_control::state_save::StateSave;
     use vantage_core::evaluate::Records;
     use vantage_core::ids::ClusterId;
 
@@ -283,7 +284,8 @@ mod tests {
             ..Default::default()
         };
         let json = serde_json::to_string(&after).unwrap();
-        decide.send(Output::SaveState { cluster: ClusterId(1), state: Box::new(after) }).unwrap();
+        let save = StateSave { cluster: ClusterId(1), rest: after, addresses: Vec::new(), whole: true };
+        decide.send(Output::SaveState(Box::new(save))).unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(app.store().states("cluster:").await.unwrap().is_empty(), "saved ahead of its revision");
         crate::app::sqlite3(&db, "DROP TRIGGER no_revisions;");

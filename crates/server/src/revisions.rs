@@ -12,7 +12,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use vantage_control::Revision;
 use vantage_control::snapshot::Published;
-use vantage_core::evaluate::ClusterState;
+use vantage_control::state_save::StateSave;
 use vantage_core::ids::ClusterId;
 use vantage_store::RevisionRow;
 
@@ -36,7 +36,7 @@ pub(crate) enum Work {
     /// A cluster's evaluator state, saved once the revisions cut before it are stored: saved
     /// ahead of them, a restart would take the state's records for published while DNS serves
     /// the stored revision, and cut no revision until something changed.
-    SaveState { cluster: ClusterId, state: Box<ClusterState> },
+    SaveState(Box<StateSave>),
     /// The lease was lost: what waits is the next holder's to number.
     DropUnsaved,
 }
@@ -46,7 +46,7 @@ pub(crate) enum Work {
 #[derive(Debug, Default)]
 struct Waiting {
     revisions: BTreeMap<ClusterId, Vec<RevisionRow>>,
-    states: BTreeMap<ClusterId, Box<ClusterState>>,
+    states: BTreeMap<ClusterId, Box<StateSave>>,
 }
 
 /// Carries out `work` until the driver drops its end, then tries once more to store what
@@ -93,8 +93,11 @@ async fn carry_out(app: &Arc<App>, w: Work, waiting: &mut Waiting, saves: &Saves
     match w {
         Work::Store(r) => revision(app, r, &mut waiting.revisions).await,
         Work::Publish(p) => app.publishers().push(app, &p),
-        Work::SaveState { cluster, state } => {
-            waiting.states.insert(cluster, state);
+        Work::SaveState(save) => {
+            match waiting.states.get_mut(&save.cluster) {
+                Some(held) => held.then(*save),
+                None => drop(waiting.states.insert(save.cluster, save)),
+            }
             hand_states(waiting, saves);
         }
         Work::DropUnsaved => {
@@ -112,14 +115,13 @@ async fn carry_out(app: &Arc<App>, w: Work, waiting: &mut Waiting, saves: &Saves
 
 /// Hands to the writer the states of clusters whose revisions are all stored.
 fn hand_states(waiting: &mut Waiting, saves: &Saves) {
-    let revisions = &waiting.revisions;
-    waiting.states.retain(|cluster, state| {
-        if revisions.get(cluster).is_some_and(|rows| !rows.is_empty()) {
-            return true;
+    for (cluster, save) in std::mem::take(&mut waiting.states) {
+        if waiting.revisions.get(&cluster).is_some_and(|rows| !rows.is_empty()) {
+            waiting.states.insert(cluster, save);
+        } else {
+            saves.state(crate::saves::cluster_key(cluster), ToSave::Cluster(save));
         }
-        saves.state(format!("cluster:{cluster}"), ToSave::Cluster(std::mem::take(state)));
-        false
-    });
+    }
 }
 
 /// Tries every cluster's waiting revisions once.

@@ -2,7 +2,7 @@
 //! states, the alert book, mirrors, monitors) and the system's audit entries. A slow or
 //! locked database (each write may wait its 10 s busy timeout) must not hold up the next
 //! decision, nor what DNS answers. What waits is coalesced — a state saved twice is written
-//! once, as its newest — and bounded: past [`MAX_WAITING`] events or audit entries the oldest
+//! once, as its newest, and a cluster's saves by difference as one — and bounded: past [`MAX_WAITING`] events or audit entries the oldest
 //! go, with an error in the log. A write storage refuses stays waiting and is tried again,
 //! less and less often. Revisions are not here: they are stored in order by the driver, and
 //! published after.
@@ -12,13 +12,15 @@
 //! decided last is lost to a stop.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 use vantage_control::availability::Ledger;
+use vantage_control::state_save::StateSave;
 use vantage_core::Timestamp;
-use vantage_core::evaluate::ClusterState;
+use vantage_core::ids::{ClusterId, NodeId};
 use vantage_store::{EventRow, NewAudit, Store};
 
 use crate::support::{lock, now};
@@ -45,16 +47,84 @@ impl Waiting {
     fn is_empty(&self) -> bool {
         self.events.is_empty() && self.audit.is_empty() && self.states.is_empty()
     }
+
+    /// `value` waits under `key`: in place of an older value, or folded into it when both are
+    /// a cluster's saves by difference.
+    fn put_state(&mut self, key: String, value: ToSave) {
+        match (self.states.get_mut(&key), value) {
+            (Some(ToSave::Cluster(held)), ToSave::Cluster(newer)) => held.then(*newer),
+            (_, value) => drop(self.states.insert(key, value)),
+        }
+    }
+}
+
+/// The key a cluster's state is saved under: the state but its addresses, and under
+/// `{key}/` one row per address's hysteresis.
+pub(crate) fn cluster_key(cluster: ClusterId) -> String {
+    format!("cluster:{cluster}")
+}
+
+/// The key of one address's hysteresis in `cluster`'s saved state.
+fn address_key(cluster: ClusterId, (node, ip): (NodeId, IpAddr)) -> String {
+    format!("cluster:{cluster}/{node}/{ip}")
+}
+
+/// What a saved state's key names: a cluster's state but its addresses, or one address's
+/// hysteresis in it.
+pub(crate) enum SavedKey {
+    Rest(ClusterId),
+    Address(ClusterId, (NodeId, IpAddr)),
+}
+
+impl SavedKey {
+    /// The key `key` read (`None`: no cluster's).
+    pub(crate) fn of(key: &str) -> Option<SavedKey> {
+        let rest = key.strip_prefix("cluster:")?;
+        let Some((cluster, address)) = rest.split_once('/') else {
+            return Some(SavedKey::Rest(ClusterId(rest.parse().ok()?)));
+        };
+        let (node, ip) = address.split_once('/')?;
+        Some(SavedKey::Address(
+            ClusterId(cluster.parse().ok()?),
+            (NodeId(node.parse().ok()?), ip.parse().ok()?),
+        ))
+    }
+}
+
+/// What a cluster's save writes: the rows to save, those to delete, and the prefix whose rows
+/// all go first (a whole save's).
+struct Rows {
+    clear: Option<String>,
+    puts: Vec<(String, String)>,
+    deletes: Vec<String>,
+}
+
+impl Rows {
+    /// The rows of `save`, in JSON.
+    fn of(save: &StateSave) -> serde_json::Result<Rows> {
+        let id = save.cluster;
+        let mut puts = vec![(cluster_key(id), serde_json::to_string(&save.rest)?)];
+        let mut deletes = Vec::new();
+        for (key, health) in &save.addresses {
+            match health {
+                Some(h) => puts.push((address_key(id, *key), serde_json::to_string(h)?)),
+                None => deletes.push(address_key(id, *key)),
+            }
+        }
+        let clear = save.whole.then(|| format!("{}/", cluster_key(id)));
+        Ok(Rows { clear, puts, deletes })
+    }
 }
 
 /// A state to save: JSON, or a cluster's evaluator state or the availability ledger, turned
 /// into JSON only as it is written — off the control core's thread, and only the newest of
-/// several handed over meanwhile (at 10,000 nodes a cluster's JSON takes longer than the pass
-/// that made it).
+/// several handed over meanwhile (at 10,000 nodes a cluster's JSON took longer than the pass
+/// that made it). A cluster's is saved by difference: several handed over meanwhile are
+/// folded into one.
 #[derive(Debug)]
 pub(crate) enum ToSave {
     Json(String),
-    Cluster(Box<ClusterState>),
+    Cluster(Box<StateSave>),
     Availability(Arc<Ledger>),
 }
 
@@ -70,10 +140,9 @@ impl ToSave {
     async fn json(self) -> Result<String, String> {
         let made = match self {
             ToSave::Json(json) => return Ok(json),
-            ToSave::Cluster(state) => {
-                tokio::task::spawn_blocking(move || serde_json::to_string(&state)).await
-            }
             ToSave::Availability(ledger) => tokio::task::spawn_blocking(move || ledger.to_json()).await,
+            // Written as rows of their own (`Rows`).
+            ToSave::Cluster(_) => return Err("a cluster's state is saved as rows".to_owned()),
         };
         match made {
             Ok(made) => made.map_err(|e| e.to_string()),
@@ -133,9 +202,10 @@ impl Saves {
         self.shared.wake.notify_one();
     }
 
-    /// Saves `value` under `key` (a newer value replaces one still waiting).
+    /// Saves `value` under `key` (a newer value replaces one still waiting; a cluster's save by
+    /// difference is folded into it).
     pub(crate) fn state(&self, key: String, value: impl Into<ToSave>) {
-        lock(&self.shared.waiting).states.insert(key, value.into());
+        lock(&self.shared.waiting).put_state(key, value.into());
         self.shared.wake.notify_one();
     }
 }
@@ -188,7 +258,9 @@ impl Writer {
         let newer = std::mem::take(&mut *w);
         bounded(&mut refused.events, newer.events, "events");
         bounded(&mut refused.audit, newer.audit, "audit entries");
-        refused.states.extend(newer.states);
+        for (key, value) in newer.states {
+            refused.put_state(key, value);
+        }
         *w = refused;
         false
     }
@@ -224,6 +296,12 @@ impl Sink for Store {
             }
         }
         for (key, value) in w.states {
+            if let ToSave::Cluster(save) = value {
+                if let Some(save) = save_cluster(self, save).await {
+                    refused.states.insert(key, ToSave::Cluster(save));
+                }
+                continue;
+            }
             let json = match value.json().await {
                 Ok(json) => json,
                 Err(e) => {
@@ -237,6 +315,34 @@ impl Sink for Store {
             }
         }
         refused
+    }
+}
+
+/// Saves a cluster's state as rows, made into JSON off the async workers; gives the save back
+/// when storage refused it, to be tried again.
+async fn save_cluster(store: &Store, save: Box<StateSave>) -> Option<Box<StateSave>> {
+    let made = tokio::task::spawn_blocking(move || {
+        let rows = Rows::of(&save);
+        (save, rows)
+    })
+    .await;
+    let (save, rows) = match made {
+        Ok((save, Ok(rows))) => (save, rows),
+        Ok((save, Err(e))) => {
+            tracing::error!(cluster = %save.cluster, error = %e, "cannot turn the state into JSON; it is not saved");
+            return None;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot turn a cluster's state into JSON; it is not saved");
+            return None;
+        }
+    };
+    match store.put_states(rows.clear.as_deref(), &rows.puts, &rows.deletes, now()).await {
+        Ok(()) => None,
+        Err(e) => {
+            tracing::warn!(cluster = %save.cluster, error = %e, "cannot save the cluster's state; trying again");
+            Some(save)
+        }
     }
 }
 
@@ -402,5 +508,66 @@ mod tests {
         let (saved, was): (serde_json::Value, serde_json::Value) =
             (serde_json::from_str(saved).unwrap(), serde_json::from_str(json).unwrap());
         assert_eq!(saved, was);
+    }
+
+    /// A cluster's state saved whole, then by difference twice (one save waiting behind the
+    /// other, so folded), is what a start reads back: the rest whole, every address as it was
+    /// last saved, a forgotten one gone. A state saved whole before addresses had rows of their
+    /// own reads back too, and the first save after it replaces it.
+    #[tokio::test]
+    async fn a_state_saved_by_difference_reads_back_as_the_state() {
+        use std::collections::BTreeMap;
+
+        use vantage_core::evaluate::ClusterState;
+        use vantage_core::reachability::{AddressHealth, Reachability};
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_sqlite(&dir.path().join("vantage.db")).await.unwrap();
+        let key = |n: i64| (NodeId(n), IpAddr::from([192, 0, 2, u8::try_from(n).unwrap()]));
+        let down = |at: i64| AddressHealth {
+            state: Reachability::Unreachable,
+            since: Some(Timestamp::from_secs(at)),
+            ..AddressHealth::default()
+        };
+        // Saved before rows: the whole state in one value, and another cluster's row.
+        let mut old = ClusterState::default();
+        old.addresses.insert(key(9), down(9));
+        store.put_state("cluster:1", &serde_json::to_string(&old).unwrap(), Timestamp::EPOCH).await.unwrap();
+        let read = |rows| crate::server::saved_states(rows);
+        assert_eq!(read(store.states("cluster:").await.unwrap()), [(ClusterId(1), old)]);
+
+        let at = |s: i64| Some(Timestamp::from_secs(s));
+        let save = |whole, checked: i64, addresses: Vec<((NodeId, IpAddr), Option<AddressHealth>)>| {
+            let rest = ClusterState { checked_at: at(checked), ..ClusterState::default() };
+            Box::new(StateSave { cluster: ClusterId(1), rest, addresses, whole })
+        };
+        let write = async |saves: Vec<Box<StateSave>>| {
+            let (handing, writer) = queue();
+            for s in saves {
+                handing.state(cluster_key(ClusterId(1)), ToSave::Cluster(s));
+            }
+            let task = tokio::spawn(writer.run(store.clone()));
+            drop(handing);
+            tokio::time::timeout(Duration::from_secs(10), task).await.unwrap().unwrap();
+        };
+        write(vec![save(
+            true,
+            1,
+            vec![(key(1), Some(down(1))), (key(2), Some(down(2))), (key(3), Some(down(3)))],
+        )])
+        .await;
+        write(vec![
+            save(false, 2, vec![(key(2), Some(down(20))), (key(3), None)]),
+            save(false, 3, vec![(key(3), Some(down(30))), (key(1), None)]),
+        ])
+        .await;
+        let expected = ClusterState {
+            checked_at: at(3),
+            addresses: [(key(2), down(20)), (key(3), down(30))].into_iter().collect(),
+            ..ClusterState::default()
+        };
+        assert_eq!(read(store.states("cluster:").await.unwrap()), [(ClusterId(1), expected)]);
+        let rows: BTreeMap<String, String> = store.states("cluster:1/").await.unwrap().into_iter().collect();
+        assert_eq!(rows.keys().collect::<Vec<_>>(), ["cluster:1/2/192.0.2.2", "cluster:1/3/192.0.2.3"]);
     }
 }

@@ -28,6 +28,7 @@ use crate::dice::Dice;
 use crate::fixtures::{good_round, large_fleet};
 use crate::identity::Caller;
 use crate::observe::Latest;
+use crate::state_save::StateSave;
 use crate::target::{Subject, TargetKey};
 use crate::{Start, Timing};
 
@@ -68,6 +69,8 @@ struct Decided {
     acting: u32,
     /// Passes after which some address was not reachable.
     unreachable: u32,
+    /// Saves of a cluster's state, each checked to come back as the state saved.
+    saves: u32,
 }
 
 /// The latest results the store would hold, by target and caller.
@@ -87,7 +90,7 @@ fn store(stored: &mut Stored, outputs: &[Output]) {
 /// Runs the timers due at `now`, each due pass checked against its counterpart made afresh.
 fn timeout_checked(
     control: &mut Control,
-    stored: &mut Stored,
+    (stored, saved): (&mut Stored, &mut BTreeMap<ClusterId, StateSave>),
     now: Timestamp,
     decided: &mut Decided,
     at: &str,
@@ -99,6 +102,22 @@ fn timeout_checked(
     control.handle_timeout(now);
     let outputs: Vec<Output> = std::iter::from_fn(|| control.poll_output()).collect();
     store(stored, &outputs);
+    // Every save, folded into the ones before as the store holds them, comes back as the state
+    // the core keeps.
+    for o in &outputs {
+        let Output::SaveState(save) = o else { continue };
+        let id = save.cluster;
+        match saved.get_mut(&id) {
+            Some(held) => held.then(StateSave::clone(save)),
+            None => drop(saved.insert(id, StateSave::clone(save))),
+        }
+        let held = &saved[&id];
+        assert!(held.whole, "{at}: the first save of cluster {id} is whole");
+        let addresses = held.addresses.iter().filter_map(|(k, h)| Some((*k, (*h)?)));
+        let back = StateSave::restore(held.rest.clone(), addresses);
+        assert!(back == control.slots[&id].state, "{at}: the state of cluster {id} as saved");
+        decided.saves += 1;
+    }
     for (id, out, state) in afresh {
         let published: Vec<_> = (outputs.iter())
             .filter_map(|o| match o {
@@ -247,7 +266,11 @@ fn every_pass_decides_what_one_made_afresh_decides() {
     for seed in [0x9e37_79b9_7f4a_7c15, 0x2545_f491_4f6c_dd1d, 0x0fed_cba9_8765_4321] {
         let decided = steps_from(seed);
         assert!(
-            decided.passes > 150 && decided.revisions > 20 && decided.acting > 10 && decided.unreachable > 10,
+            decided.passes > 150
+                && decided.revisions > 20
+                && decided.acting > 10
+                && decided.unreachable > 10
+                && decided.saves > 20,
             "seed {seed:#x}: the passes compared decided things: {decided:?}"
         );
     }
@@ -274,6 +297,7 @@ fn steps_from(seed: u64) -> Decided {
     let mut sick: BTreeSet<IpAddr> = BTreeSet::new();
     let mut decided = Decided::default();
     let mut stored = Stored::new();
+    let mut saved = BTreeMap::new();
     let mut done: Vec<String> = Vec::new();
     for step in 0..500 {
         let roll = dice.roll(16);
@@ -356,10 +380,10 @@ fn steps_from(seed: u64) -> Decided {
                 let until = now.plus_secs(1 + dice.roll(most));
                 while let Some(t) = control.poll_timeout().filter(|t| *t <= until) {
                     now = t.max(now);
-                    timeout_checked(&mut control, &mut stored, now, &mut decided, &at);
+                    timeout_checked(&mut control, (&mut stored, &mut saved), now, &mut decided, &at);
                 }
                 now = until;
-                timeout_checked(&mut control, &mut stored, now, &mut decided, &at);
+                timeout_checked(&mut control, (&mut stored, &mut saved), now, &mut decided, &at);
             }
         }
         let outputs: Vec<Output> = std::iter::from_fn(|| control.poll_output()).collect();

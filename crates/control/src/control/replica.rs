@@ -61,7 +61,7 @@ impl Output {
             | Output::Alert(_)
             | Output::SaveAlerts(_)
             | Output::Audit(_)
-            | Output::SaveState { .. }
+            | Output::SaveState(_)
             | Output::Upkeep(_)
             | Output::ForgetResults(_)
             | Output::SaveMirrors(_)

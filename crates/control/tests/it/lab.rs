@@ -1,14 +1,18 @@
 //! A control core with a small configuration, fed events on a virtual clock.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use vantage_control::config::{GroupRecord, NodeRecord, Object, ProberRecord, RuleRecord};
 use vantage_control::identity::Caller;
+use vantage_control::state_save::StateSave;
 use vantage_control::{Control, Output, Start, Timing};
 use vantage_core::Timestamp;
 use vantage_core::address::{AddressInput, AddressList, AddressPolicy, Level};
+use vantage_core::evaluate::ClusterState;
 use vantage_core::ids::{ClusterId, GroupId, NodeId, ProberId, RegionId};
 use vantage_core::model::{Cluster, Node, NodeGroup, Region};
+use vantage_core::reachability::AddressHealth;
 use vantage_core::result::{Attempt, ErrorCode, ProbeResult, Stages};
 use vantage_core::wire;
 
@@ -25,6 +29,8 @@ pub(crate) struct Lab {
     next_id: i64,
     /// Everything the core asked for since the last [`Lab::take`].
     pub outputs: Vec<Output>,
+    /// Every cluster's saves, folded together as the store holds them.
+    saved: BTreeMap<ClusterId, StateSave>,
 }
 
 impl Lab {
@@ -40,14 +46,28 @@ impl Lab {
     /// A core started at `at` (a restart, later than the first).
     pub(crate) fn with_start_at(start: Start, at: Timestamp) -> Lab {
         let start = Start { timing: Timing::default(), ..start };
-        Lab { control: Control::new(start, at), now: at, next_id: 1_000_000, outputs: Vec::new() }
+        let control = Control::new(start, at);
+        Lab { control, now: at, next_id: 1_000_000, outputs: Vec::new(), saved: BTreeMap::new() }
     }
 
     /// A core whose addresses follow `policy` (lab mode: loopback allowed).
     pub(crate) fn with_policy(start: Start, policy: AddressPolicy) -> Lab {
         let start = Start { policy, timing: Timing::default(), ..start };
         let control = Control::new(start, T0);
-        Lab { control, now: T0, next_id: 1000, outputs: Vec::new() }
+        Lab { control, now: T0, next_id: 1000, outputs: Vec::new(), saved: BTreeMap::new() }
+    }
+
+    /// What the store holds of `cluster`'s state: every save of it so far, each folded into
+    /// the ones before, read back through JSON as the server writes them.
+    pub(crate) fn saved_state(&mut self, cluster: ClusterId) -> Option<ClusterState> {
+        self.collect();
+        let through_json =
+            |h: &AddressHealth| serde_json::from_str(&serde_json::to_string(h).unwrap()).unwrap();
+        let folded = self.saved.get(&cluster)?;
+        assert!(folded.whole, "the first save of a core is whole");
+        let rest = serde_json::from_str(&serde_json::to_string(&folded.rest).unwrap()).unwrap();
+        let addresses = folded.addresses.iter().filter_map(|(k, h)| Some((*k, through_json(h.as_ref()?))));
+        Some(StateSave::restore(rest, addresses))
     }
 
     /// Saves a new object (as a committed change) and returns its id.
@@ -148,6 +168,12 @@ impl Lab {
 
     fn collect(&mut self) {
         while let Some(o) = self.control.poll_output() {
+            if let Output::SaveState(save) = &o {
+                match self.saved.get_mut(&save.cluster) {
+                    Some(held) => held.then(StateSave::clone(save)),
+                    None => drop(self.saved.insert(save.cluster, StateSave::clone(save))),
+                }
+            }
             self.outputs.push(o);
         }
     }

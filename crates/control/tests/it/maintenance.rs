@@ -167,14 +167,7 @@ fn a_restart_finds_a_drain_again_without_telling_it_twice() {
     lab.advance(30);
     assert_eq!(drained(&lab, c, a), Some(false));
     // What the store holds: the cluster's last saved state and its newest revision.
-    let state = (lab.take().into_iter().rev())
-        .find_map(|o| match o {
-            Output::SaveState { cluster, state } if cluster == c => {
-                Some(serde_json::from_str(&serde_json::to_string(&state).unwrap()).unwrap())
-            }
-            _ => None,
-        })
-        .expect("a saved state");
+    let state = lab.saved_state(c).expect("a saved state");
     let p = lab.control.snapshots()[&c].published.clone().unwrap();
     let stored = vantage_control::StoredRevision {
         cluster: c,

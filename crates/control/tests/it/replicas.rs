@@ -46,7 +46,7 @@ fn leaders_only(o: &Output) -> bool {
             | Output::Alert(_)
             | Output::SaveAlerts(_)
             | Output::Audit(_)
-            | Output::SaveState { .. }
+            | Output::SaveState(_)
             | Output::SaveMirrors(_)
             | Output::SaveMonitors(_)
             | Output::Events(_)

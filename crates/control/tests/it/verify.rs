@@ -232,18 +232,13 @@ fn heartbeat(lab: &mut Lab, n: NodeId) {
 /// A restart at `at` from `lab`'s configuration and the last state it saved, before any
 /// heartbeat.
 fn restarted(lab: &mut Lab, at: vantage_core::Timestamp) -> Lab {
-    let state: (ClusterId, vantage_core::evaluate::ClusterState) = lab
-        .take()
-        .into_iter()
-        .filter_map(|o| match o {
-            Output::SaveState { cluster, state } => {
-                // Through JSON, as the server saves it.
-                Some((cluster, serde_json::from_str(&serde_json::to_string(&state).unwrap()).unwrap()))
-            }
+    let cluster = (lab.take().into_iter().rev())
+        .find_map(|o| match o {
+            Output::SaveState(save) => Some(save.cluster),
             _ => None,
         })
-        .last()
         .expect("the state was saved");
+    let state = (cluster, lab.saved_state(cluster).expect("the state was saved"));
     let config = (*lab.control.config()).clone();
     let mut again =
         Lab::with_start(vantage_control::Start { config, states: vec![state], ..Default::default() });
