@@ -148,9 +148,12 @@ fn entries(c: &Config) -> Vec<(Caller, ProberView)> {
     let probers = c.probers.iter().map(|(pid, p)| {
         (Caller::Prober(ProberId(*pid)), ProberView { region: p.value.region, active: p.value.enabled })
     });
-    let nodes = c.nodes.keys().map(|nid| {
+    let nodes = c.nodes.iter().map(|(nid, n)| {
         let node = Caller::Node(NodeId(*nid));
-        match c.region_of(node) {
+        // Only a node that probes counts, and only a place that counts has its region read: the
+        // look-ups are left to the few that probe (at 10,000 nodes they were most of following
+        // a change to one node).
+        match n.value.node.also_probes.then(|| c.region_of(node)).flatten() {
             Some(region) => (node, ProberView { region, active: c.node_probes(NodeId(*nid)) }),
             None => (node, ProberView { region: NO_REGION, active: false }),
         }
