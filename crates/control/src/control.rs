@@ -62,6 +62,10 @@ const DAILY_KEPT_DAYS: i64 = 366;
 const DAY_MS: i64 = 86_400_000;
 /// An evaluator state that did not change is still saved this often.
 const STATE_SAVED_EVERY_MS: i64 = 60_000;
+/// A cluster's state is saved whole this often besides (it is saved by difference): a
+/// difference lost to storage past a stop, or written late by a replica that had lost the
+/// evaluator lease, is made good by the next whole save.
+const STATE_WHOLE_EVERY_MS: i64 = 600_000;
 /// A report's results are recorded in runs of this many, each run's first reads made
 /// together before any is recorded (`Addresses::touch`): enough misses to wait for at once,
 /// few enough that what they read is still cached when recorded.
@@ -278,9 +282,11 @@ struct Slot {
     due: Timestamp,
     last: Option<Timestamp>,
     reason: Option<String>,
-    /// When this core last saved the state (`None`: not yet, so the next save is whole).
+    /// When this core last saved the state (`None`: not yet).
     saved_at: Option<Timestamp>,
-    /// The addresses whose hysteresis moved since that save.
+    /// When it last saved it whole (`None`: not yet, or not since it took the lease).
+    whole_at: Option<Timestamp>,
+    /// The addresses whose hysteresis moved since the last save.
     unsaved: FastSet<(NodeId, IpAddr)>,
     /// When the oldest report not yet used by a pass arrived.
     waiting_since: Option<Timestamp>,
@@ -1187,13 +1193,16 @@ impl Control {
         }
         let changed = cut || !out.events.is_empty();
         // A follower's saves go nowhere (the lease holder saves): its state is not copied, and
-        // once it holds the lease its first save is whole.
+        // once it holds the lease its first save is whole (what the last holder saved may differ).
         let due = changed || slot.saved_at.is_none_or(|t| now.millis_since(t) > STATE_SAVED_EVERY_MS);
         if !follower {
             slot.unsaved.extend(std::mem::take(&mut out.moved));
         }
         if due && !follower {
-            let whole = slot.saved_at.is_none();
+            let whole = slot.whole_at.is_none_or(|t| now.millis_since(t) >= STATE_WHOLE_EVERY_MS);
+            if whole {
+                slot.whole_at = Some(now);
+            }
             let save = StateSave::of(id, &mut slot.state, &mut slot.unsaved, whole);
             self.outputs.push_back(Output::SaveState(Box::new(save)));
             slot.saved_at = Some(now);

@@ -62,13 +62,16 @@ impl StateSave {
     }
 
     /// The state a whole save and the differences after it come back to, at a start: `rest`
-    /// with the saved addresses in. What was saved before this way (the state whole, its
-    /// addresses within) is read too: those are the addresses until rows replace them.
+    /// with the saved addresses in. A rest that holds addresses itself was saved whole by an
+    /// older version, after any rows (a save by difference writes a rest without them): its
+    /// addresses are the state's, and the rows are left out.
     pub fn restore(
         mut rest: ClusterState,
         addresses: impl IntoIterator<Item = ((NodeId, IpAddr), AddressHealth)>,
     ) -> ClusterState {
-        rest.addresses.extend(addresses);
+        if rest.addresses.is_empty() {
+            rest.addresses.extend(addresses);
+        }
         rest
     }
 }

@@ -109,6 +109,7 @@ async fn carry_out(app: &Arc<App>, w: Work, waiting: &mut Waiting, saves: &Saves
                 );
             }
             *waiting = Waiting::default();
+            saves.drop_cluster_states();
         }
     }
 }

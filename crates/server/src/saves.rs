@@ -2,10 +2,10 @@
 //! states, the alert book, mirrors, monitors) and the system's audit entries. A slow or
 //! locked database (each write may wait its 10 s busy timeout) must not hold up the next
 //! decision, nor what DNS answers. What waits is coalesced — a state saved twice is written
-//! once, as its newest, and a cluster's saves by difference as one — and bounded: past [`MAX_WAITING`] events or audit entries the oldest
-//! go, with an error in the log. A write storage refuses stays waiting and is tried again,
-//! less and less often. Revisions are not here: they are stored in order by the driver, and
-//! published after.
+//! once, as its newest, and a cluster's saves by difference as one — and bounded: past
+//! [`MAX_WAITING`] events or audit entries the oldest go, with an error in the log. A write
+//! storage refuses stays waiting and is tried again, less and less often. Revisions are not
+//! here: they are stored in order by the driver, and published after.
 //!
 //! The driver owns the one [`Saves`]; the writer ([`Writer::run`]) ends once it is dropped —
 //! when the driver's task has ended — after writing what is left, so nothing the driver
@@ -134,20 +134,12 @@ impl From<String> for ToSave {
     }
 }
 
-impl ToSave {
-    /// The JSON to store, made on a blocking thread when it is not JSON yet (or why it
-    /// cannot be, which a well-formed state never is).
-    async fn json(self) -> Result<String, String> {
-        let made = match self {
-            ToSave::Json(json) => return Ok(json),
-            ToSave::Availability(ledger) => tokio::task::spawn_blocking(move || ledger.to_json()).await,
-            // Written as rows of their own (`Rows`).
-            ToSave::Cluster(_) => return Err("a cluster's state is saved as rows".to_owned()),
-        };
-        match made {
-            Ok(made) => made.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        }
+/// The availability ledger's JSON, made on a blocking thread (or why it cannot be, which a
+/// well-formed ledger never is).
+async fn ledger_json(ledger: Arc<Ledger>) -> Result<String, String> {
+    match tokio::task::spawn_blocking(move || ledger.to_json()).await {
+        Ok(made) => made.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -200,6 +192,13 @@ impl Saves {
     pub(crate) fn audit(&self, entries: Vec<(Timestamp, NewAudit)>) {
         bounded(&mut lock(&self.shared.waiting).audit, entries, "audit entries");
         self.shared.wake.notify_one();
+    }
+
+    /// Drops the clusters' saves still waiting: this replica lost the evaluator lease, and its
+    /// saves by difference would land on the next holder's (one being written, or refused and
+    /// tried again, may still land: the next holder's whole saves make that good).
+    pub(crate) fn drop_cluster_states(&self) {
+        lock(&self.shared.waiting).states.retain(|_, v| !matches!(v, ToSave::Cluster(_)));
     }
 
     /// Saves `value` under `key` (a newer value replaces one still waiting; a cluster's save by
@@ -296,13 +295,17 @@ impl Sink for Store {
             }
         }
         for (key, value) in w.states {
-            if let ToSave::Cluster(save) = value {
-                if let Some(save) = save_cluster(self, save).await {
-                    refused.states.insert(key, ToSave::Cluster(save));
+            let made = match value {
+                ToSave::Json(json) => Ok(json),
+                ToSave::Availability(ledger) => ledger_json(ledger).await,
+                ToSave::Cluster(save) => {
+                    if let Some(save) = save_cluster(self, save).await {
+                        refused.states.insert(key, ToSave::Cluster(save));
+                    }
+                    continue;
                 }
-                continue;
-            }
-            let json = match value.json().await {
+            };
+            let json = match made {
                 Ok(json) => json,
                 Err(e) => {
                     tracing::error!(key = %key, error = %e, "cannot turn the state into JSON; it is not saved");
@@ -529,10 +532,15 @@ mod tests {
             since: Some(Timestamp::from_secs(at)),
             ..AddressHealth::default()
         };
-        // Saved before rows: the whole state in one value, and another cluster's row.
+        // Saved before rows: the whole state in one value, which a row left behind does not
+        // change (an older version wrote the value after the row).
         let mut old = ClusterState::default();
         old.addresses.insert(key(9), down(9));
         store.put_state("cluster:1", &serde_json::to_string(&old).unwrap(), Timestamp::EPOCH).await.unwrap();
+        store
+            .put_state("cluster:1/8/192.0.2.8", &serde_json::to_string(&down(8)).unwrap(), Timestamp::EPOCH)
+            .await
+            .unwrap();
         let read = |rows| crate::server::saved_states(rows);
         assert_eq!(read(store.states("cluster:").await.unwrap()), [(ClusterId(1), old)]);
 

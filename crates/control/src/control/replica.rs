@@ -100,6 +100,7 @@ impl Control {
                 self.events.rebase(last_event, now);
                 for slot in self.slots.values_mut() {
                     slot.saved_at = None;
+                    slot.whole_at = None;
                 }
                 crate::availability::Ledger::mark_unsaved(&mut self.availability);
                 let stored = self.snapshots.values().filter_map(|s| s.published.clone());

@@ -388,9 +388,9 @@ pub struct ClusterState {
     /// The group order of each line that steers by latency, and its figures.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub latency: BTreeMap<LineId, LineLatency>,
-    /// When the cluster was last evaluated: every address then known was, so a failing streak
-    /// of one starts no earlier (see [`AddressHealth::step`]). Kept once for the cluster, not
-    /// per address, so that an address whose inputs did not move is left as it is.
+    /// When the cluster was last evaluated: every address then in its view was, so a failing
+    /// streak of one starts no earlier (see [`AddressHealth::step`]). Kept once for the
+    /// cluster, not per address, so that a pass changes only the addresses whose state moved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checked_at: Option<Timestamp>,
 }
