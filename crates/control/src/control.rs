@@ -208,6 +208,8 @@ pub enum Output {
     /// A cluster's evaluator state to save, by difference: turned into JSON by whoever writes
     /// it (the JSON costs far more than the copy), and folded into an older one unwritten.
     SaveState(Box<StateSave>),
+    /// A cluster left the configuration (or was gone at a start): its saved state goes.
+    DropState(ClusterId),
     /// Events to store and stream, in order.
     Events(Vec<FleetEvent>),
     /// A follower's events: to its own streams only (the lease holder stores the fleet's).
@@ -1089,6 +1091,7 @@ impl Control {
             self.slots.keys().filter(|id| !c.clusters.contains_key(&id.0)).copied().collect();
         for id in &gone {
             self.slots.remove(id);
+            self.outputs.push_back(Output::DropState(*id));
         }
         for id in c.clusters.keys() {
             self.slots.entry(ClusterId(*id)).or_insert_with(|| Slot { due: now, ..Slot::default() });

@@ -152,6 +152,9 @@ fn hand_on(app: &Arc<App>, o: Output, to: &Consumers) {
         Output::SaveState(save) => {
             let _ = to.revisions.send(Work::SaveState(save));
         }
+        Output::DropState(cluster) => {
+            let _ = to.revisions.send(Work::DropState(cluster));
+        }
         Output::Upkeep(w) => {
             let _ = to.upkeep.send(w);
         }

@@ -37,6 +37,8 @@ pub(crate) enum Work {
     /// ahead of them, a restart would take the state's records for published while DNS serves
     /// the stored revision, and cut no revision until something changed.
     SaveState(Box<StateSave>),
+    /// The cluster is gone: its saved state goes, and any save of it still waiting with it.
+    DropState(ClusterId),
     /// The lease was lost: what waits is the next holder's to number.
     DropUnsaved,
 }
@@ -99,6 +101,10 @@ async fn carry_out(app: &Arc<App>, w: Work, waiting: &mut Waiting, saves: &Saves
                 None => drop(waiting.states.insert(save.cluster, save)),
             }
             hand_states(waiting, saves);
+        }
+        Work::DropState(cluster) => {
+            waiting.states.remove(&cluster);
+            saves.state(crate::saves::cluster_key(cluster), ToSave::Dropped);
         }
         Work::DropUnsaved => {
             let dropped: usize = waiting.revisions.values().map(Vec::len).sum();

@@ -126,6 +126,8 @@ pub(crate) enum ToSave {
     Json(String),
     Cluster(Box<StateSave>),
     Availability(Arc<Ledger>),
+    /// A cluster's state, to delete (its rows with it): the cluster is gone.
+    Dropped,
 }
 
 impl From<String> for ToSave {
@@ -301,6 +303,15 @@ impl Sink for Store {
                 ToSave::Cluster(save) => {
                     if let Some(save) = save_cluster(self, save).await {
                         refused.states.insert(key, ToSave::Cluster(save));
+                    }
+                    continue;
+                }
+                ToSave::Dropped => {
+                    let rows = format!("{key}/");
+                    if let Err(e) = self.put_states(Some(&rows), &[], std::slice::from_ref(&key), now()).await
+                    {
+                        tracing::warn!(key = %key, error = %e, "cannot delete a gone cluster's state; trying again");
+                        refused.states.insert(key, ToSave::Dropped);
                     }
                     continue;
                 }
@@ -516,7 +527,8 @@ mod tests {
     /// A cluster's state saved whole, then by difference twice (one save waiting behind the
     /// other, so folded), is what a start reads back: the rest whole, every address as it was
     /// last saved, a forgotten one gone. A state saved whole before addresses had rows of their
-    /// own reads back too, and the first save after it replaces it.
+    /// own reads back too, and the first save after it replaces it. Once the cluster goes, none
+    /// of its state is left.
     #[tokio::test]
     async fn a_state_saved_by_difference_reads_back_as_the_state() {
         use std::collections::BTreeMap;
@@ -577,5 +589,13 @@ mod tests {
         assert_eq!(read(store.states("cluster:").await.unwrap()), [(ClusterId(1), expected)]);
         let rows: BTreeMap<String, String> = store.states("cluster:1/").await.unwrap().into_iter().collect();
         assert_eq!(rows.keys().collect::<Vec<_>>(), ["cluster:1/2/192.0.2.2", "cluster:1/3/192.0.2.3"]);
+        // The cluster goes: its state and rows with it, another's left.
+        store.put_state("cluster:12", "{}", Timestamp::EPOCH).await.unwrap();
+        let (handing, writer) = queue();
+        handing.state(cluster_key(ClusterId(1)), ToSave::Dropped);
+        let task = tokio::spawn(writer.run(store.clone()));
+        drop(handing);
+        tokio::time::timeout(Duration::from_secs(10), task).await.unwrap().unwrap();
+        assert_eq!(store.states("cluster:").await.unwrap(), [("cluster:12".to_owned(), "{}".to_owned())]);
     }
 }

@@ -62,6 +62,7 @@ impl Output {
             | Output::SaveAlerts(_)
             | Output::Audit(_)
             | Output::SaveState(_)
+            | Output::DropState(_)
             | Output::Upkeep(_)
             | Output::ForgetResults(_)
             | Output::SaveMirrors(_)

@@ -2,7 +2,7 @@
 
 use vantage_control::config::Object;
 use vantage_control::identity::Caller;
-use vantage_control::{Output, Upkeep};
+use vantage_control::{Output, Start, Upkeep};
 use vantage_core::address::Level::Primary;
 
 use crate::lab::{CLUSTER, Lab};
@@ -134,4 +134,29 @@ fn a_revision_names_what_the_change_saved() {
             "Line local deleted; line default answers no records: no enabled node has an address".to_owned()
         )]
     );
+}
+
+/// A cluster that leaves the configuration leaves storage too: its saved state goes, and a
+/// start that finds the state of a cluster gone since drops it at once.
+#[test]
+fn a_gone_clusters_saved_state_is_dropped() {
+    let mut lab = Lab::new();
+    let r = lab.region("eu");
+    let p = lab.prober("fra", r);
+    let c = lab.cluster(CLUSTER);
+    let g = lab.group(c, "fra-1", Some(r));
+    let n = lab.node(c, g, "edge-1", &[("203.0.113.10", Primary)]);
+    lab.round(p, &[]);
+    lab.tick();
+    let state = lab.saved_state(c).expect("the state was saved");
+    assert!(!lab.take().contains(&Output::DropState(c)));
+    lab.delete(n.0);
+    lab.delete(g.0);
+    assert!(!lab.take().contains(&Output::DropState(c)), "only the cluster's going drops it");
+    lab.delete(c.0);
+    assert!(lab.take().contains(&Output::DropState(c)));
+
+    let config = (*lab.control.config()).clone();
+    let mut again = Lab::with_start(Start { config, states: vec![(c, state)], ..Start::default() });
+    assert!(again.take().contains(&Output::DropState(c)));
 }

@@ -47,6 +47,7 @@ fn leaders_only(o: &Output) -> bool {
             | Output::SaveAlerts(_)
             | Output::Audit(_)
             | Output::SaveState(_)
+            | Output::DropState(_)
             | Output::SaveMirrors(_)
             | Output::SaveMonitors(_)
             | Output::Events(_)
