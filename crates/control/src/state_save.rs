@@ -7,7 +7,7 @@
 
 use std::net::IpAddr;
 
-use vantage_core::evaluate::{ClusterState, FastMap, FastSet};
+use vantage_core::evaluate::{ClusterState, FastSet};
 use vantage_core::ids::{ClusterId, NodeId};
 use vantage_core::reachability::AddressHealth;
 
@@ -54,10 +54,12 @@ impl StateSave {
             *self = newer;
             return;
         }
-        let mut by_key: FastMap<_, _> = std::mem::take(&mut self.addresses).into_iter().collect();
-        by_key.extend(newer.addresses);
-        self.addresses = by_key.into_iter().collect();
-        self.addresses.sort_unstable_by_key(|(k, _)| *k);
+        // Newer first: a stable sort keeps it first among its key's, and the dedup keeps the first.
+        let mut addresses = newer.addresses;
+        addresses.append(&mut self.addresses);
+        addresses.sort_by_key(|(k, _)| *k);
+        addresses.dedup_by_key(|(k, _)| *k);
+        self.addresses = addresses;
         self.rest = newer.rest;
     }
 

@@ -64,9 +64,14 @@ pub(crate) fn cluster_key(cluster: ClusterId) -> String {
     format!("cluster:{cluster}")
 }
 
+/// What the keys of a cluster's address rows start with, of the cluster's `key`.
+fn rows_of(key: &str) -> String {
+    format!("{key}/")
+}
+
 /// The key of one address's hysteresis in `cluster`'s saved state.
 fn address_key(cluster: ClusterId, (node, ip): (NodeId, IpAddr)) -> String {
-    format!("cluster:{cluster}/{node}/{ip}")
+    format!("{}{node}/{ip}", rows_of(&cluster_key(cluster)))
 }
 
 /// What a saved state's key names: a cluster's state but its addresses, or one address's
@@ -111,7 +116,7 @@ impl Rows {
                 None => deletes.push(address_key(id, *key)),
             }
         }
-        let clear = save.whole.then(|| format!("{}/", cluster_key(id)));
+        let clear = save.whole.then(|| rows_of(&cluster_key(id)));
         Ok(Rows { clear, puts, deletes })
     }
 }
@@ -307,7 +312,7 @@ impl Sink for Store {
                     continue;
                 }
                 ToSave::Dropped => {
-                    let rows = format!("{key}/");
+                    let rows = rows_of(&key);
                     if let Err(e) = self.put_states(Some(&rows), &[], std::slice::from_ref(&key), now()).await
                     {
                         tracing::warn!(key = %key, error = %e, "cannot delete a gone cluster's state; trying again");
