@@ -361,8 +361,9 @@ impl Control {
             let Some(zone) = Zone::of(&config, r.cluster) else { continue };
             let slot = slots.entry(r.cluster).or_insert_with(|| Slot { due: now, ..Slot::default() });
             slot.revision = r.number;
-            // The published records survive a restart even when the state did not.
-            slot.state.published.get_or_insert_with(|| r.records.clone());
+            // The published records are the latest revision's: a save leaves them out, and
+            // a state saved before the revision was stored (a stop in between) holds older ones.
+            slot.state.published = Some(r.records.clone());
             let line_since = r.records.lines.keys().map(|l| (*l, r.at)).collect();
             let published = r.published(zone);
             snapshots.insert(

@@ -3,7 +3,8 @@
 //! of them move — none but a new node's when an operator adds one. So a save carries the rest
 //! of the state whole and only the addresses that moved since the one before; the first save
 //! of a core (after a start, or once it takes the evaluator lease) carries every address and
-//! replaces what was saved of them.
+//! replaces what was saved of them. The published records (one per address) are not saved
+//! at all: they are the latest revision's, which the store holds, and a start takes them from it.
 
 use std::net::IpAddr;
 
@@ -15,7 +16,7 @@ use vantage_core::reachability::AddressHealth;
 #[derive(Debug, Clone, PartialEq)]
 pub struct StateSave {
     pub cluster: ClusterId,
-    /// The state without its addresses' hysteresis.
+    /// The state without its addresses' hysteresis and its published records.
     pub rest: ClusterState,
     /// The addresses whose hysteresis moved since the last save, by key order, each as it is
     /// now (`None`: forgotten, to delete); every address when `whole`.
@@ -26,7 +27,7 @@ pub struct StateSave {
 
 impl StateSave {
     /// The save of `state` (whole, or of the addresses in `unsaved`, which it empties), made
-    /// without copying its addresses' map.
+    /// without copying its addresses' map or its published records.
     pub(crate) fn of(
         cluster: ClusterId,
         state: &mut ClusterState,
@@ -34,7 +35,9 @@ impl StateSave {
         whole: bool,
     ) -> StateSave {
         let kept = std::mem::take(&mut state.addresses);
+        let published = state.published.take();
         let rest = state.clone();
+        state.published = published;
         let mut addresses: Vec<_> = if whole {
             kept.iter().map(|(k, h)| (*k, Some(*h))).collect()
         } else {
@@ -64,7 +67,8 @@ impl StateSave {
     }
 
     /// The state a whole save and the differences after it come back to, at a start: `rest`
-    /// with the saved addresses in. A rest that holds addresses itself was saved whole by an
+    /// with the saved addresses in (its published records are the latest revision's, which
+    /// [`crate::Control::new`] puts in). A rest that holds addresses itself was saved whole by an
     /// older version, after any rows (a save by difference writes a rest without them): its
     /// addresses are the state's, and the rows are left out.
     pub fn restore(
@@ -103,10 +107,12 @@ mod tests {
     fn saves_fold_into_the_newest_of_each_address() {
         let mut state = ClusterState::default();
         state.addresses.extend([(key(1), down(1)), (key(2), down(2)), (key(3), down(3))]);
+        state.published = Some(vantage_core::evaluate::Records::default());
         let mut unsaved = FastSet::default();
         let whole = StateSave::of(ClusterId(1), &mut state, &mut unsaved, true);
         assert_eq!(whole.addresses.len(), 3);
         assert!(whole.rest.addresses.is_empty() && state.addresses.len() == 3, "the map is put back");
+        assert!(whole.rest.published.is_none() && state.published.is_some(), "the records stay, unsaved");
 
         state.addresses.insert(key(2), down(20));
         state.addresses.remove(&key(3));

@@ -273,7 +273,8 @@ mod tests {
         stored(&app, 1).await;
 
         // A store that refuses the next revision outright: the evaluator state cut after it
-        // waits for it (saved first, a restart would take it for published), and both go in,
+        // waits for it (saved first, a restart would hold the holds and rule states of a
+        // revision never stored, and serve the one before), and both go in,
         // in order, a second or so after the store takes writes again.
         let db = dir.path().join("vantage.db");
         crate::app::sqlite3(
@@ -281,11 +282,9 @@ mod tests {
             "CREATE TRIGGER no_revisions BEFORE INSERT ON revisions BEGIN SELECT RAISE(ABORT, 'refused'); END;",
         );
         decide.send(Output::Revision(Revision { published: revision(2) })).unwrap();
-        // The state cut after revision 2: it publishes revision 2's records.
-        let after = vantage_core::evaluate::ClusterState {
-            published: Some(revision(2).records.clone()),
-            ..Default::default()
-        };
+        // The state of the pass that cut revision 2.
+        let after =
+            vantage_core::evaluate::ClusterState { checked_at: Some(revision(2).at), ..Default::default() };
         let json = serde_json::to_string(&after).unwrap();
         let save = StateSave { cluster: ClusterId(1), rest: after, addresses: Vec::new(), whole: true };
         decide.send(Output::SaveState(Box::new(save))).unwrap();

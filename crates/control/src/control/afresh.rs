@@ -103,7 +103,7 @@ fn timeout_checked(
     let outputs: Vec<Output> = std::iter::from_fn(|| control.poll_output()).collect();
     store(stored, &outputs);
     // Every save, folded into the ones before as the store holds them, comes back as the state
-    // the core keeps.
+    // the core keeps, with the published records of its latest revision (as a start reads it).
     for o in &outputs {
         let Output::SaveState(save) = o else { continue };
         let id = save.cluster;
@@ -114,7 +114,9 @@ fn timeout_checked(
         let held = &saved[&id];
         assert!(held.whole, "{at}: the first save of cluster {id} is whole");
         let addresses = held.addresses.iter().filter_map(|(k, h)| Some((*k, (*h)?)));
-        let back = StateSave::restore(held.rest.clone(), addresses);
+        let mut back = StateSave::restore(held.rest.clone(), addresses);
+        assert!(back.published.is_none(), "{at}: the published records are the revision's, not saved");
+        back.published = control.snapshots[&id].published.as_ref().map(|p| p.records.clone());
         assert!(back == control.slots[&id].state, "{at}: the state of cluster {id} as saved");
         decided.saves += 1;
     }

@@ -5,8 +5,9 @@ use std::net::IpAddr;
 
 use vantage_control::config::{GroupRecord, NodeRecord, Object, ProberRecord, RuleRecord};
 use vantage_control::identity::Caller;
+use vantage_control::snapshot::Published;
 use vantage_control::state_save::StateSave;
-use vantage_control::{Control, Output, Start, Timing};
+use vantage_control::{Control, Output, Start, StoredRevision, Timing};
 use vantage_core::Timestamp;
 use vantage_core::address::{AddressInput, AddressList, AddressPolicy, Level};
 use vantage_core::evaluate::ClusterState;
@@ -22,6 +23,18 @@ pub(crate) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
+/// `p` as the store gives it back.
+pub(crate) fn stored_revision(p: &Published) -> StoredRevision {
+    StoredRevision {
+        cluster: p.cluster,
+        number: p.number,
+        at: p.at,
+        reason: p.reason.clone(),
+        records: p.records.clone(),
+        held: p.held.clone(),
+    }
+}
+
 /// A control core and its clock.
 pub(crate) struct Lab {
     pub control: Control,
@@ -31,6 +44,8 @@ pub(crate) struct Lab {
     pub outputs: Vec<Output>,
     /// Every cluster's saves, folded together as the store holds them.
     saved: BTreeMap<ClusterId, StateSave>,
+    /// Every cluster's latest revision, as the store holds it.
+    revisions: BTreeMap<ClusterId, StoredRevision>,
 }
 
 impl Lab {
@@ -47,14 +62,28 @@ impl Lab {
     pub(crate) fn with_start_at(start: Start, at: Timestamp) -> Lab {
         let start = Start { timing: Timing::default(), ..start };
         let control = Control::new(start, at);
-        Lab { control, now: at, next_id: 1_000_000, outputs: Vec::new(), saved: BTreeMap::new() }
+        Lab {
+            control,
+            now: at,
+            next_id: 1_000_000,
+            outputs: Vec::new(),
+            saved: BTreeMap::new(),
+            revisions: BTreeMap::new(),
+        }
     }
 
     /// A core whose addresses follow `policy` (lab mode: loopback allowed).
     pub(crate) fn with_policy(start: Start, policy: AddressPolicy) -> Lab {
         let start = Start { policy, timing: Timing::default(), ..start };
         let control = Control::new(start, T0);
-        Lab { control, now: T0, next_id: 1000, outputs: Vec::new(), saved: BTreeMap::new() }
+        Lab {
+            control,
+            now: T0,
+            next_id: 1000,
+            outputs: Vec::new(),
+            saved: BTreeMap::new(),
+            revisions: BTreeMap::new(),
+        }
     }
 
     /// What the store holds of `cluster`'s state: every save of it so far, each folded into
@@ -68,6 +97,19 @@ impl Lab {
         let rest = serde_json::from_str(&serde_json::to_string(&folded.rest).unwrap()).unwrap();
         let addresses = folded.addresses.iter().filter_map(|(k, h)| Some((*k, through_json(h.as_ref()?))));
         Some(StateSave::restore(rest, addresses))
+    }
+
+    /// What a start reads of the store: the configuration, every cluster's saved state and
+    /// latest revision.
+    pub(crate) fn stored(&mut self) -> Start {
+        self.collect();
+        let clusters: Vec<ClusterId> = self.saved.keys().copied().collect();
+        Start {
+            config: (*self.control.config()).clone(),
+            states: clusters.into_iter().filter_map(|c| Some((c, self.saved_state(c)?))).collect(),
+            revisions: self.revisions.values().cloned().collect(),
+            ..Start::default()
+        }
     }
 
     /// Saves a new object (as a committed change) and returns its id.
@@ -173,6 +215,9 @@ impl Lab {
                     Some(held) => held.then(StateSave::clone(save)),
                     None => drop(self.saved.insert(save.cluster, StateSave::clone(save))),
                 }
+            }
+            if let Output::Revision(r) = &o {
+                self.revisions.insert(r.published.cluster, stored_revision(&r.published));
             }
             self.outputs.push(o);
         }

@@ -167,22 +167,7 @@ fn a_restart_finds_a_drain_again_without_telling_it_twice() {
     lab.advance(30);
     assert_eq!(drained(&lab, c, a), Some(false));
     // What the store holds: the cluster's last saved state and its newest revision.
-    let state = lab.saved_state(c).expect("a saved state");
-    let p = lab.control.snapshots()[&c].published.clone().unwrap();
-    let stored = vantage_control::StoredRevision {
-        cluster: c,
-        number: p.number,
-        at: p.at,
-        reason: p.reason.clone(),
-        records: p.records.clone(),
-        held: p.held.clone(),
-    };
-    let start = vantage_control::Start {
-        config: (*lab.control.config()).clone(),
-        revisions: vec![stored],
-        states: vec![(c, state)],
-        ..Default::default()
-    };
+    let start = lab.stored();
     // Back 40 s later: the stored answer has been without edge-1 for 70 s, more than 2 × TTL.
     let mut again = Lab::with_start_at(start, lab.now.plus_secs(40));
     again.tick();

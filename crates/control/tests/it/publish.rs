@@ -109,3 +109,34 @@ fn a_restart_serves_the_stored_revision_before_the_first_pass() {
     again.tick();
     assert!(revisions(&again.take()).is_empty(), "records unchanged: no new revision after a restart");
 }
+
+/// A start publishes the latest stored revision's records and measures the next change against
+/// them, whatever the saved state holds: a save leaves them out, and an older version's saved
+/// state (or one written before a stop, while its revision was stored) holds older ones.
+#[test]
+fn a_restart_takes_the_published_records_from_the_latest_revision() {
+    let mut lab = Lab::new();
+    let r = lab.region("eu");
+    let p = lab.prober("fra", r);
+    let c = lab.cluster(CLUSTER);
+    let g = lab.group(c, "fra-1", Some(r));
+    lab.node(c, g, "edge-a", &[("203.0.113.10", Primary)]);
+    let b = lab.node(c, g, "edge-b", &[("203.0.113.20", Primary)]);
+    lab.round(p, &[]);
+    lab.advance(3);
+    let first = lab.control.snapshots()[&c].published.clone().unwrap();
+    assert_eq!(first.records.all, [ip("203.0.113.10"), ip("203.0.113.20")]);
+    let mut older = lab.stored();
+    assert!(older.states[0].1.published.is_none(), "a save leaves the published records out");
+    // As an older version saved it: with the records of the revision it followed.
+    older.states[0].1.published = Some(first.records.clone());
+    lab.delete(b.0);
+    lab.tick();
+    let stored = lab.stored();
+    assert_eq!(stored.revisions[0].records.all, [ip("203.0.113.10")]);
+    lab.take();
+    let start = vantage_control::Start { states: older.states, ..stored };
+    let mut again = Lab::with_start_at(start, lab.now.plus_secs(1));
+    again.tick();
+    assert!(revisions(&again.take()).is_empty(), "the stored revision's records are published: no new one");
+}

@@ -22,14 +22,7 @@ fn twin(role: Role) -> (Lab, Caller, ClusterId) {
 /// What the lease holder stored, as a follower reads it back.
 fn stored(lab: &Lab, c: ClusterId) -> StoredRevision {
     let p = lab.control.snapshots()[&c].published.clone().expect("a published revision");
-    StoredRevision {
-        cluster: c,
-        number: p.number,
-        at: p.at,
-        reason: "stored".into(),
-        records: p.records.clone(),
-        held: p.held.clone(),
-    }
+    crate::lab::stored_revision(&p)
 }
 
 /// A round with every address answering, and its outputs taken.

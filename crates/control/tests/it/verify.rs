@@ -232,16 +232,9 @@ fn heartbeat(lab: &mut Lab, n: NodeId) {
 /// A restart at `at` from `lab`'s configuration and the last state it saved, before any
 /// heartbeat.
 fn restarted(lab: &mut Lab, at: vantage_core::Timestamp) -> Lab {
-    let cluster = (lab.take().into_iter().rev())
-        .find_map(|o| match o {
-            Output::SaveState(save) => Some(save.cluster),
-            _ => None,
-        })
-        .expect("the state was saved");
-    let state = (cluster, lab.saved_state(cluster).expect("the state was saved"));
-    let config = (*lab.control.config()).clone();
-    let mut again =
-        Lab::with_start(vantage_control::Start { config, states: vec![state], ..Default::default() });
+    let start = lab.stored();
+    assert!(!start.states.is_empty(), "the state was saved");
+    let mut again = Lab::with_start(start);
     again.now = at;
     again.tick();
     again

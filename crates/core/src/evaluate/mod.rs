@@ -371,7 +371,10 @@ pub struct ClusterState {
     /// What each rule's states were built under; a change ends its actions.
     #[serde(with = "pairs")]
     pub behaviours: FastMap<RuleId, crate::rules::Behaviour>,
-    /// The published records (`None`: nothing published yet).
+    /// The published records (`None`: nothing published yet). Always the records of the
+    /// cluster's latest revision, which the store keeps: a save leaves them out, and a start
+    /// puts them back from that revision (an older version's saved state may still hold them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published: Option<Records>,
     /// Records published before these and replaced within the removal window (2 probe
     /// intervals), oldest first, each with when it was replaced: the protection measures a
