@@ -11,15 +11,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::Request;
+use axum::http::{Request, header};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tower::ServiceExt;
 use vantage_control::Start;
 use vantage_control::config::Object;
+use vantage_control::fixtures::good_round;
+use vantage_control::identity::Caller;
+use vantage_core::wire;
 use vantage_store::Store;
 
 use crate::app::{Actor, App, Parts};
+use crate::owner::Input;
 use crate::support::now;
 
 /// A server holding a fleet, its driver and store writer running.
@@ -56,6 +60,29 @@ impl Running {
         let driver = tokio::spawn(crate::driver::run(app.clone(), decided, notices, saves, stopped));
         let writer = tokio::spawn(writer.run(app.store().clone()));
         Running { app, token, db, stop, driver, writer, _dir: dir }
+    }
+
+    /// Every one of `probers` asks for its work and reports its full round, every target
+    /// answering, through the channel's routes (as the fixture's probers, `fp-{i}`); then two
+    /// passes run, so the fleet's addresses are verified and published.
+    pub(super) async fn record_rounds(&self, probers: &[Caller]) {
+        let app = &self.app;
+        let channel = crate::channel::router(app.clone(), crate::listen::ListenerLimits::of(4096).channel);
+        for (i, caller) in probers.iter().enumerate() {
+            let work = app.owner().ask(|reply| Input::Work { caller: *caller, reply }).await.expect("work");
+            for report in good_round(&work, now()) {
+                let mut req = Request::post(wire::PROBER_REPORT)
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(serde_json::to_vec(&report).expect("json")))
+                    .expect("a request");
+                crate::channel::as_peer(&mut req, &format!("fp-{i}"));
+                timed(&channel, req).await;
+            }
+        }
+        let passes = app.view().passes;
+        while app.view().passes < passes + 2 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Stops the driver and the writer, once they are done.

@@ -5,16 +5,11 @@
 //!
 //! `cargo test -p vantage-server --release --lib reading -- --ignored --nocapture`
 
-use std::time::Duration;
-
 use axum::body::Body;
 use axum::http::{Request, header};
-use vantage_control::fixtures::{good_round, large_fleet};
-use vantage_core::wire;
+use vantage_control::fixtures::large_fleet;
 
 use super::{Running, summary, timed};
-use crate::owner::Input;
-use crate::support::now;
 
 const NODES: u32 = 10_000;
 const PROBERS: i64 = 50;
@@ -25,24 +20,8 @@ const READS: usize = 20;
 async fn node_lists_and_scrapes_alone() {
     let fleet = large_fleet(NODES, PROBERS);
     let running = Running::start(fleet.puts).await;
-    let app = running.app.clone();
-    let channel = crate::channel::router(app.clone(), crate::listen::ListenerLimits::of(4096).channel);
-    for (i, caller) in fleet.probers.iter().enumerate() {
-        let work = app.owner().ask(|reply| Input::Work { caller: *caller, reply }).await.expect("work");
-        for report in good_round(&work, now()) {
-            let mut req = Request::post(wire::PROBER_REPORT)
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(serde_json::to_vec(&report).expect("json")))
-                .expect("a request");
-            crate::channel::as_peer(&mut req, &format!("fp-{i}"));
-            timed(&channel, req).await;
-        }
-    }
-    let passes = app.view().passes;
-    while app.view().passes < passes + 2 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let api = crate::api::router(app.clone());
+    running.record_rounds(&fleet.probers).await;
+    let api = crate::api::router(running.app.clone());
     println!("{NODES} nodes × 3 addresses × 2 listeners, {PROBERS} probers' rounds recorded");
     for uri in ["/v1/nodes", "/metrics"] {
         let mut times = Vec::new();
