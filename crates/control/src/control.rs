@@ -361,9 +361,12 @@ impl Control {
             let Some(zone) = Zone::of(&config, r.cluster) else { continue };
             let slot = slots.entry(r.cluster).or_insert_with(|| Slot { due: now, ..Slot::default() });
             slot.revision = r.number;
-            // The published records are the latest revision's: a save leaves them out, and
-            // a state saved before the revision was stored (a stop in between) holds older ones.
-            slot.state.published = Some(r.records.clone());
+            // The published records and holds are the latest revision's: a save leaves the
+            // records out, and a state whose save was lost at a stop after the revision was
+            // stored is older. Records an older version saved with it, if they differ, were
+            // replaced when the revision was cut: the removal window still measures against them.
+            slot.state.publish(Some(r.records.clone()), r.at);
+            slot.state.held = r.held.clone();
             let line_since = r.records.lines.keys().map(|l| (*l, r.at)).collect();
             let published = r.published(zone);
             snapshots.insert(

@@ -34,8 +34,8 @@ pub(crate) enum Work {
     /// Push this stored revision again (the lease was taken over).
     Publish(Arc<Published>),
     /// A cluster's evaluator state, saved once the revisions cut before it are stored: saved
-    /// ahead of them, a restart would take the state's records for published while DNS serves
-    /// the stored revision, and cut no revision until something changed.
+    /// ahead of them, a restart would hold the holds and rule states of a revision never
+    /// stored beside the records of the one before.
     SaveState(Box<StateSave>),
     /// The cluster is gone: its saved state goes, and any save of it still waiting with it.
     DropState(ClusterId),

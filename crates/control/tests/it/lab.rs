@@ -60,30 +60,28 @@ impl Lab {
 
     /// A core started at `at` (a restart, later than the first).
     pub(crate) fn with_start_at(start: Start, at: Timestamp) -> Lab {
-        let start = Start { timing: Timing::default(), ..start };
-        let control = Control::new(start, at);
-        Lab {
-            control,
-            now: at,
-            next_id: 1_000_000,
-            outputs: Vec::new(),
-            saved: BTreeMap::new(),
-            revisions: BTreeMap::new(),
-        }
+        Lab::started(Start { timing: Timing::default(), ..start }, at, 1_000_000)
     }
 
     /// A core whose addresses follow `policy` (lab mode: loopback allowed).
     pub(crate) fn with_policy(start: Start, policy: AddressPolicy) -> Lab {
-        let start = Start { policy, timing: Timing::default(), ..start };
-        let control = Control::new(start, T0);
-        Lab {
-            control,
-            now: T0,
-            next_id: 1000,
-            outputs: Vec::new(),
-            saved: BTreeMap::new(),
-            revisions: BTreeMap::new(),
-        }
+        Lab::started(Start { policy, timing: Timing::default(), ..start }, T0, 1000)
+    }
+
+    /// A core started from `start` at `at`, whose store holds what `start` was read from.
+    fn started(start: Start, at: Timestamp, next_id: i64) -> Lab {
+        let revisions = start.revisions.iter().map(|r| (r.cluster, r.clone())).collect();
+        let saved = (start.states.iter())
+            .map(|(c, state)| {
+                let mut rest = state.clone();
+                let addresses = std::mem::take(&mut rest.addresses);
+                rest.published = None;
+                let addresses = addresses.into_iter().map(|(k, h)| (k, Some(h))).collect();
+                (*c, StateSave { cluster: *c, rest, addresses, whole: true })
+            })
+            .collect();
+        let control = Control::new(start, at);
+        Lab { control, now: at, next_id, outputs: Vec::new(), saved, revisions }
     }
 
     /// What the store holds of `cluster`'s state: every save of it so far, each folded into
