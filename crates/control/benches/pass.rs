@@ -6,7 +6,8 @@
 //!
 //! Prints, for the steady fleet — every prober's round, then a pass, every 10 s — the median
 //! and worst of the passes, how long one report of 10,000 results takes — the first reports
-//! (every target new) and the later rounds' (each result replacing the one before) — how long
+//! (every target new) and the later rounds' (each result replacing the one before), and of the
+//! latter the part the core's owner takes once a handler has checked the report — how long
 //! making a prober's work takes (each prober asks for it every round), and the peak memory
 //! per latest result;
 //! then, with 1 % of the primaries failing for every prober (and so 1 % of the nodes under the
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 use vantage_control::config::{Object, RuleRecord};
 use vantage_control::fixtures::{good_round, large_fleet};
 use vantage_control::identity::Caller;
-use vantage_control::{Control, Output, Start};
+use vantage_control::{Control, Output, Start, check_report};
 use vantage_core::Timestamp;
 use vantage_core::ids::ClusterId;
 use vantage_core::result::{Attempt, ErrorCode, Stages};
@@ -38,6 +39,9 @@ const ROUND_S: u64 = 10;
 #[derive(Default)]
 struct Took {
     reports: Vec<Duration>,
+    /// The part of each report the core's owner takes (`handle_checked`): in the server the
+    /// check against the work runs on the channel's worker, from the published view.
+    owned: Vec<Duration>,
     works: Vec<Duration>,
 }
 
@@ -54,10 +58,16 @@ fn round(
         let t = Instant::now();
         let work = control.handle_work(*p, now);
         took.works.push(t.elapsed());
+        // What a handler checks a report against: the work in the published view.
+        let given = control.view(now).probers.get(p).map(|r| r.given.clone());
         for mut report in good_round(&work, now) {
             alter(&mut report);
+            // `handle_report`, in its two parts.
             let t = Instant::now();
-            control.handle_report(*p, &report, now).expect("report");
+            let checked = check_report(given.as_ref(), &report).expect("a report of its work");
+            let owner = Instant::now();
+            control.handle_checked(*p, &report, checked, now).expect("report");
+            took.owned.push(owner.elapsed());
             took.reports.push(t.elapsed());
         }
         while control.poll_output().is_some() {}
@@ -130,11 +140,13 @@ fn main() {
     let results: usize = control.addresses().results().iter().count();
     let targets = control.handle_work(fleet.probers[0], now).targets.len();
     let (mut passes, mut steady, mut views, mut works) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut owned = Vec::new();
     for _ in 0..PASSES {
         now = now.plus_secs(ROUND_S);
         // Every result replaces its prober's last one.
         let took = round(&mut control, &fleet.probers, now, &|_| {});
         steady.extend(took.reports);
+        owned.extend(took.owned);
         works.extend(took.works);
         passes.push(pass(&mut control, now).0);
         // What the owner publishes after the pass, the figures for `/metrics` with it.
@@ -152,6 +164,10 @@ fn main() {
     let n = wire::MAX_RESULTS;
     println!("handle_report of {n} results, first reports: {}", median_worst(feed.reports));
     println!("handle_report of {n} results, later rounds: {}", median_worst(steady));
+    println!(
+        "  of which the core's owner's part (handle_checked; the server checks on the channel's worker): {}",
+        median_worst(owned)
+    );
     println!("handle_work (a prober's work of {targets} targets), later rounds: {}", median_worst(works));
     println!(
         "peak resident memory: {:.2} GiB, {} bytes per latest result",
