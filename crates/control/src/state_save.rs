@@ -6,6 +6,7 @@
 //! replaces what was saved of them. The published records (one per address) are not saved
 //! at all: they are the latest revision's, which the store holds, and a start takes them from it.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use vantage_core::evaluate::{ClusterState, FastSet};
@@ -28,7 +29,7 @@ pub struct StateSave {
 impl StateSave {
     /// The save of `state` (whole, or of the addresses in `unsaved`, which it empties), made
     /// without copying its addresses' map or its published records.
-    pub(crate) fn of(
+    pub fn of(
         cluster: ClusterId,
         state: &mut ClusterState,
         unsaved: &mut FastSet<(NodeId, IpAddr)>,
@@ -47,6 +48,14 @@ impl StateSave {
         unsaved.clear();
         state.addresses = kept;
         StateSave { cluster, rest, addresses, whole }
+    }
+
+    /// `save` joins what waits in `saves`: folded into its cluster's, or in its own place.
+    pub fn fold_into(saves: &mut BTreeMap<ClusterId, StateSave>, save: StateSave) {
+        match saves.get_mut(&save.cluster) {
+            Some(held) => held.then(save),
+            None => drop(saves.insert(save.cluster, save)),
+        }
     }
 
     /// Folds in `newer`, a save of the same cluster handed over after this one: one save that

@@ -48,7 +48,7 @@ pub(crate) enum Work {
 #[derive(Debug, Default)]
 struct Waiting {
     revisions: BTreeMap<ClusterId, Vec<RevisionRow>>,
-    states: BTreeMap<ClusterId, Box<StateSave>>,
+    states: BTreeMap<ClusterId, StateSave>,
 }
 
 /// Carries out `work` until the driver drops its end, then tries once more to store what
@@ -96,10 +96,7 @@ async fn carry_out(app: &Arc<App>, w: Work, waiting: &mut Waiting, saves: &Saves
         Work::Store(r) => revision(app, r, &mut waiting.revisions).await,
         Work::Publish(p) => app.publishers().push(app, &p),
         Work::SaveState(save) => {
-            match waiting.states.get_mut(&save.cluster) {
-                Some(held) => held.then(*save),
-                None => drop(waiting.states.insert(save.cluster, save)),
-            }
+            StateSave::fold_into(&mut waiting.states, *save);
             hand_states(waiting, saves);
         }
         Work::DropState(cluster) => {
@@ -126,7 +123,7 @@ fn hand_states(waiting: &mut Waiting, saves: &Saves) {
         if waiting.revisions.get(&cluster).is_some_and(|rows| !rows.is_empty()) {
             waiting.states.insert(cluster, save);
         } else {
-            saves.state(crate::saves::cluster_key(cluster), ToSave::Cluster(save));
+            saves.state(crate::saves::cluster_key(cluster), ToSave::Cluster(Box::new(save)));
         }
     }
 }

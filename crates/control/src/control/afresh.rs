@@ -107,10 +107,7 @@ fn timeout_checked(
     for o in &outputs {
         let Output::SaveState(save) = o else { continue };
         let id = save.cluster;
-        match saved.get_mut(&id) {
-            Some(held) => held.then(StateSave::clone(save)),
-            None => drop(saved.insert(id, StateSave::clone(save))),
-        }
+        StateSave::fold_into(saved, StateSave::clone(save));
         let held = &saved[&id];
         assert!(held.whole, "{at}: the first save of cluster {id} is whole");
         let addresses = held.addresses.iter().filter_map(|(k, h)| Some((*k, (*h)?)));

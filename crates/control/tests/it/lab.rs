@@ -10,7 +10,7 @@ use vantage_control::state_save::StateSave;
 use vantage_control::{Control, Output, Start, StoredRevision, Timing};
 use vantage_core::Timestamp;
 use vantage_core::address::{AddressInput, AddressList, AddressPolicy, Level};
-use vantage_core::evaluate::ClusterState;
+use vantage_core::evaluate::{ClusterState, FastSet};
 use vantage_core::ids::{ClusterId, GroupId, NodeId, ProberId, RegionId};
 use vantage_core::model::{Cluster, Node, NodeGroup, Region};
 use vantage_core::reachability::AddressHealth;
@@ -72,13 +72,7 @@ impl Lab {
     fn started(start: Start, at: Timestamp, next_id: i64) -> Lab {
         let revisions = start.revisions.iter().map(|r| (r.cluster, r.clone())).collect();
         let saved = (start.states.iter())
-            .map(|(c, state)| {
-                let mut rest = state.clone();
-                let addresses = std::mem::take(&mut rest.addresses);
-                rest.published = None;
-                let addresses = addresses.into_iter().map(|(k, h)| (k, Some(h))).collect();
-                (*c, StateSave { cluster: *c, rest, addresses, whole: true })
-            })
+            .map(|(c, state)| (*c, StateSave::of(*c, &mut state.clone(), &mut FastSet::default(), true)))
             .collect();
         let control = Control::new(start, at);
         Lab { control, now: at, next_id, outputs: Vec::new(), saved, revisions }
@@ -209,10 +203,7 @@ impl Lab {
     fn collect(&mut self) {
         while let Some(o) = self.control.poll_output() {
             if let Output::SaveState(save) = &o {
-                match self.saved.get_mut(&save.cluster) {
-                    Some(held) => held.then(StateSave::clone(save)),
-                    None => drop(self.saved.insert(save.cluster, StateSave::clone(save))),
-                }
+                StateSave::fold_into(&mut self.saved, StateSave::clone(save));
             }
             if let Output::Revision(r) = &o {
                 self.revisions.insert(r.published.cluster, stored_revision(&r.published));
