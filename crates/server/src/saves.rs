@@ -20,7 +20,9 @@ use tokio::sync::{Notify, watch};
 use vantage_control::availability::Ledger;
 use vantage_control::state_save::StateSave;
 use vantage_core::Timestamp;
+use vantage_core::evaluate::ClusterState;
 use vantage_core::ids::{ClusterId, NodeId};
+use vantage_core::reachability::AddressHealth;
 use vantage_store::{EventRow, NewAudit, Store};
 
 use crate::support::{lock, now};
@@ -76,14 +78,14 @@ fn address_key(cluster: ClusterId, (node, ip): (NodeId, IpAddr)) -> String {
 
 /// What a saved state's key names: a cluster's state but its addresses, or one address's
 /// hysteresis in it.
-pub(crate) enum SavedKey {
+enum SavedKey {
     Rest(ClusterId),
     Address(ClusterId, (NodeId, IpAddr)),
 }
 
 impl SavedKey {
     /// The key `key` read (`None`: no cluster's).
-    pub(crate) fn of(key: &str) -> Option<SavedKey> {
+    fn of(key: &str) -> Option<SavedKey> {
         let rest = key.strip_prefix("cluster:")?;
         let Some((cluster, address)) = rest.split_once('/') else {
             return Some(SavedKey::Rest(ClusterId(rest.parse().ok()?)));
@@ -94,6 +96,36 @@ impl SavedKey {
             (NodeId(node.parse().ok()?), ip.parse().ok()?),
         ))
     }
+}
+
+/// Each cluster's evaluator state as saved (`rows` of the `cluster:` keys): the state but its
+/// addresses, and a row per address's hysteresis. A cluster whose state is unreadable starts
+/// over; an unreadable address row starts that address over.
+pub(crate) fn saved_states(rows: Vec<(String, String)>) -> Vec<(ClusterId, ClusterState)> {
+    let mut rests = BTreeMap::new();
+    let mut addresses: BTreeMap<ClusterId, Vec<_>> = BTreeMap::new();
+    for (key, value) in rows {
+        match SavedKey::of(&key) {
+            Some(SavedKey::Rest(id)) => match serde_json::from_str::<ClusterState>(&value) {
+                Ok(s) => drop(rests.insert(id, s)),
+                Err(e) => {
+                    tracing::warn!(cluster = %id, error = %e, "stored evaluator state unreadable; starting over");
+                }
+            },
+            Some(SavedKey::Address(id, at)) => match serde_json::from_str::<AddressHealth>(&value) {
+                Ok(h) => addresses.entry(id).or_default().push((at, h)),
+                Err(e) => {
+                    tracing::warn!(cluster = %id, node = %at.0, ip = %at.1, error = %e, "stored address state unreadable; starting it over");
+                }
+            },
+            None => {
+                tracing::warn!(%key, "stored evaluator state under a key that names no cluster; left out")
+            }
+        }
+    }
+    (rests.into_iter())
+        .map(|(id, rest)| (id, StateSave::restore(rest, addresses.remove(&id).unwrap_or_default())))
+        .collect()
 }
 
 /// What a cluster's save writes: the rows to save, those to delete, and the prefix whose rows
@@ -538,8 +570,7 @@ mod tests {
     async fn a_state_saved_by_difference_reads_back_as_the_state() {
         use std::collections::BTreeMap;
 
-        use vantage_core::evaluate::ClusterState;
-        use vantage_core::reachability::{AddressHealth, Reachability};
+        use vantage_core::reachability::Reachability;
 
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_sqlite(&dir.path().join("vantage.db")).await.unwrap();
@@ -558,7 +589,7 @@ mod tests {
             .put_state("cluster:1/8/192.0.2.8", &serde_json::to_string(&down(8)).unwrap(), Timestamp::EPOCH)
             .await
             .unwrap();
-        let read = |rows| crate::server::saved_states(rows);
+        let read = saved_states;
         assert_eq!(read(store.states("cluster:").await.unwrap()), [(ClusterId(1), old)]);
 
         let at = |s: i64| Some(Timestamp::from_secs(s));

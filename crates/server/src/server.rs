@@ -1,7 +1,6 @@
 //! Starting and stopping the control plane: the data directory, the store, the first admin
 //! token, the listeners and the background tasks.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,19 +11,14 @@ use tokio::task::JoinHandle;
 use vantage_control::alerts::AlertBook;
 use vantage_control::config::{Config, Row};
 use vantage_control::observe::Latest;
-use vantage_control::state_save::StateSave;
 use vantage_control::target::TargetKey;
 use vantage_control::{Start, Timing};
-use vantage_core::evaluate::ClusterState;
-use vantage_core::ids::ClusterId;
-use vantage_core::reachability::AddressHealth;
 
 use crate::app::{Actor, App, Parts};
 use crate::ca::Ca;
 use crate::config::ServeConfig;
 use crate::listen::{HttpLimits, ListenerLimits};
 use crate::metrics::Metrics;
-use crate::saves::SavedKey;
 use crate::support::write_private;
 
 /// Why the server could not start.
@@ -481,7 +475,7 @@ async fn load(
             Some((r.prober, key, latest))
         })
         .collect();
-    let states = saved_states(store.states("cluster:").await?);
+    let states = crate::saves::saved_states(store.states("cluster:").await?);
     let revisions =
         store.latest_revisions().await?.into_iter().map(crate::replicas::stored_revision).collect();
     // An unreadable directory is a refused reload: the API says why, and the saved states
@@ -531,34 +525,4 @@ async fn load(
         // Completed once the listeners are bound (they are never fetched from).
         fetch: settings.fetch_policy(Vec::new()),
     })
-}
-
-/// Each cluster's evaluator state as saved (`rows` of the `cluster:` keys): the state but its
-/// addresses, and a row per address's hysteresis. A cluster whose state is unreadable starts
-/// over; an unreadable address row starts that address over.
-pub(crate) fn saved_states(rows: Vec<(String, String)>) -> Vec<(ClusterId, ClusterState)> {
-    let mut rests = BTreeMap::new();
-    let mut addresses: BTreeMap<ClusterId, Vec<_>> = BTreeMap::new();
-    for (key, value) in rows {
-        match SavedKey::of(&key) {
-            Some(SavedKey::Rest(id)) => match serde_json::from_str::<ClusterState>(&value) {
-                Ok(s) => drop(rests.insert(id, s)),
-                Err(e) => {
-                    tracing::warn!(cluster = %id, error = %e, "stored evaluator state unreadable; starting over");
-                }
-            },
-            Some(SavedKey::Address(id, at)) => match serde_json::from_str::<AddressHealth>(&value) {
-                Ok(h) => addresses.entry(id).or_default().push((at, h)),
-                Err(e) => {
-                    tracing::warn!(cluster = %id, node = %at.0, ip = %at.1, error = %e, "stored address state unreadable; starting it over");
-                }
-            },
-            None => {
-                tracing::warn!(%key, "stored evaluator state under a key that names no cluster; left out")
-            }
-        }
-    }
-    (rests.into_iter())
-        .map(|(id, rest)| (id, StateSave::restore(rest, addresses.remove(&id).unwrap_or_default())))
-        .collect()
 }
