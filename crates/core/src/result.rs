@@ -220,7 +220,23 @@ impl ProbeResult {
 
     /// Median RTT of the good attempts in ms (mean of the middle two for an even count).
     pub fn median_rtt_ms(&self) -> Option<f64> {
-        let mut rtts: Vec<u32> = self.attempts.iter().filter(|a| a.good()).map(|a| a.rtt_us).collect();
+        // A report's result has at most 10 attempts: their RTTs are sorted on the stack, as
+        // the core takes every result's median on its thread; more (a result made here) take
+        // the heap.
+        let mut room = [0u32; 16];
+        let mut more = Vec::new();
+        let good = self.attempts.iter().filter(|a| a.good()).map(|a| a.rtt_us);
+        let rtts: &mut [u32] = if self.attempts.len() <= room.len() {
+            let mut n = 0;
+            for (slot, rtt) in room.iter_mut().zip(good) {
+                *slot = rtt;
+                n += 1;
+            }
+            &mut room[..n]
+        } else {
+            more.extend(good);
+            &mut more
+        };
         if rtts.is_empty() {
             return None;
         }
@@ -280,6 +296,9 @@ mod tests {
             failed_at: None,
         };
         assert_eq!(none.median_rtt_ms(), None);
+        // More attempts than a report holds (sorted on the heap): the same median.
+        let many = ProbeResult { attempts: (1..=17).rev().map(|ms| a(true, ms * 1000)).collect(), ..none };
+        assert_eq!(many.median_rtt_ms(), Some(9.0));
     }
 
     #[test]
