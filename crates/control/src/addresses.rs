@@ -13,7 +13,7 @@ use vantage_core::reachability::sees_failing;
 use vantage_core::wire;
 
 use crate::alerts::{AlertAbout, AlertKey, AlertKind, CertificateExpiry, Firing};
-use crate::book::{Asking, Finding, Records, Reported, SubjectBook, Took, Work};
+use crate::book::{Asking, Finding, GivenAs, Records, Reported, SubjectBook, Took, Work};
 use crate::config::Config;
 use crate::control::{Output, Upkeep};
 use crate::expiry::Expiry;
@@ -345,8 +345,8 @@ impl SubjectBook for Addresses {
 impl Records for Addresses {
     type Key = TargetKey;
 
-    fn given(given: &Given, key: &TargetKey) -> bool {
-        given.issued.contains(key)
+    fn given(given: &Given, key: &TargetKey) -> Option<GivenAs> {
+        given.issued.place(key).map(GivenAs::At)
     }
 
     /// The result becomes the latest under its key and every alias the caller was given it

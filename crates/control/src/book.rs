@@ -130,12 +130,22 @@ pub(crate) trait SubjectBook {
     fn take_save(&mut self, now: Timestamp) -> Option<Output>;
 }
 
+/// How a target a report carries was given to its prober: what tells two of a report's
+/// targets apart.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum GivenAs {
+    /// An address's key, at its place among the keys given (a bit each).
+    At(u32),
+    /// A mirror's or a monitor's endpoint (a few of them), by what it names.
+    Named,
+}
+
 /// A book's results, by the key its [`Subject`] carries.
 pub(crate) trait Records: SubjectBook {
     /// What one of its results is about, as parsed from the wire.
     type Key;
-    /// Whether the caller was given `key` with its work.
-    fn given(given: &Given, key: &Self::Key) -> bool;
+    /// How the caller was given `key` with its work, if it was.
+    fn given(given: &Given, key: &Self::Key) -> Option<GivenAs>;
     /// Takes one result about `key`.
     fn record(&mut self, c: &Config, key: &Self::Key, r: Reported, took: &mut Took);
 }

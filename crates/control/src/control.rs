@@ -24,7 +24,7 @@ use vantage_core::wire;
 
 use crate::addresses::Addresses;
 use crate::alerts::{Alert, AlertBook};
-use crate::book::{Asking, Finding, Records as _, Reported, SubjectBook, Took, Work};
+use crate::book::{Asking, Finding, GivenAs, Records as _, Reported, SubjectBook, Took, Work};
 use crate::config::{Config, Object};
 use crate::confirm::Confirmations;
 use crate::effects::Effects;
@@ -998,7 +998,7 @@ impl Control {
     // ------------------------------------------------------------------ inside
 
     /// The subject books, for what every kind does alike. A new kind of subject is added here
-    /// (and in [`record`](Self::record) and `was_given`).
+    /// (and in [`record`](Self::record) and `issued`).
     fn books(&mut self) -> [&mut dyn SubjectBook; 3] {
         [&mut self.addresses, &mut self.mirrors, &mut self.monitors]
     }
@@ -1388,20 +1388,31 @@ pub fn check_report(
     // miss the cache at a fleet's scale, and a walk that does nothing else waits for several
     // at once (issue 32).
     let parsed: Vec<Option<Subject>> = report.results.iter().map(|r| r.target.parse().ok()).collect();
-    let issued: Vec<bool> =
-        parsed.iter().map(|s| s.as_ref().is_some_and(|s| given.is_some_and(|g| was_given(g, s)))).collect();
+    let issued: Vec<Option<GivenAs>> =
+        parsed.iter().map(|s| s.as_ref().and_then(|s| given.and_then(|g| issued(g, s)))).collect();
     let mut subjects = Vec::with_capacity(report.results.len());
+    // Targets seen so far: an address's by its place among the keys given (a bit each), the
+    // others (a few mirrors and monitors) by what they name.
+    let mut places = vec![0u64; given.map_or(0, |g| g.issued.places().div_ceil(64))];
     let mut seen = FastSet::default();
-    seen.reserve(report.results.len());
     for (i, ((r, subject), issued)) in report.results.iter().zip(parsed).zip(issued).enumerate() {
-        let Some(subject) = subject.filter(|_| issued) else {
+        let (Some(subject), Some(issued)) = (subject, issued) else {
             return Err(vantage_core::Error::invalid(
                 format!("results[{i}].target"),
                 format!("target {:?} was not given to this prober (fetch the work first)", r.target),
             ));
         };
         // By what it names, not how: two spellings of one target are one target twice.
-        if !seen.insert(subject.clone()) {
+        let first = match issued {
+            GivenAs::At(p) => places.get_mut(p as usize / 64).is_some_and(|w| {
+                let bit = 1 << (p % 64);
+                let first = *w & bit == 0;
+                *w |= bit;
+                first
+            }),
+            GivenAs::Named => seen.insert(subject.clone()),
+        };
+        if !first {
             return Err(vantage_core::Error::invalid(
                 format!("results[{i}].target"),
                 format!("target {:?} appears twice in the report", r.target),
@@ -1423,7 +1434,8 @@ pub fn check_report(
     Ok(Checked { given, subjects })
 }
 
-fn was_given(given: &crate::observe::Given, subject: &Subject) -> bool {
+/// How `subject` was given, if it was.
+fn issued(given: &crate::observe::Given, subject: &Subject) -> Option<GivenAs> {
     match subject {
         Subject::Address(key) => <Addresses as crate::book::Records>::given(given, key),
         Subject::Mirror(host) => <Arc<Mirrors> as crate::book::Records>::given(given, host),

@@ -98,7 +98,18 @@ pub struct GivenKeys {
 impl GivenKeys {
     /// Whether `key` was given.
     pub fn contains(&self, key: &TargetKey) -> bool {
-        self.index.place(key).is_some_and(|p| self.has(p))
+        self.place(key).is_some()
+    }
+
+    /// The place of `key` when it was given: one key, one place below [`Self::places`], so
+    /// a report's targets are told apart by a bit each.
+    pub fn place(&self, key: &TargetKey) -> Option<u32> {
+        self.index.place(key).filter(|p| self.has(*p))
+    }
+
+    /// How many places the index it was built on has.
+    pub fn places(&self) -> usize {
+        self.index.len()
     }
 
     /// How many keys were given.

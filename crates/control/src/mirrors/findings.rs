@@ -11,7 +11,7 @@ use vantage_core::Timestamp;
 use super::book::VerdictChange;
 use super::{Mirrors, endpoint_targets};
 use crate::alerts::{Firing, MirrorBlocked, MirrorStale};
-use crate::book::{Asking, Finding, Records, Reported, SubjectBook, Took, Work};
+use crate::book::{Asking, Finding, GivenAs, Records, Reported, SubjectBook, Took, Work};
 use crate::config::Config;
 use crate::control::{AuditEntry, Output};
 use crate::identity::Caller;
@@ -112,8 +112,8 @@ impl Records for Arc<Mirrors> {
     /// A mirror, by host.
     type Key = String;
 
-    fn given(given: &Given, host: &String) -> bool {
-        given.endpoints.contains(host)
+    fn given(given: &Given, host: &String) -> Option<GivenAs> {
+        given.endpoints.contains(host).then_some(GivenAs::Named)
     }
 
     /// The result joins its region's; a verdict that changed alerts and is audited. Mirror

@@ -10,7 +10,7 @@ use vantage_core::monitor::GlobalVerdict;
 
 use super::{EndpointKey, MonitorChange, Monitors, endpoint_targets};
 use crate::alerts::{AlertAbout, AlertKey, AlertKind, Firing, MonitorAlert, RegionState, Severity};
-use crate::book::{Asking, Finding, Records, Reported, SubjectBook, Took, Work};
+use crate::book::{Asking, Finding, GivenAs, Records, Reported, SubjectBook, Took, Work};
 use crate::config::Config;
 use crate::control::{AuditEntry, Output};
 use crate::identity::Caller;
@@ -101,8 +101,8 @@ impl SubjectBook for Arc<Monitors> {
 impl Records for Arc<Monitors> {
     type Key = EndpointKey;
 
-    fn given(given: &Given, key: &EndpointKey) -> bool {
-        given.monitors.contains(key)
+    fn given(given: &Given, key: &EndpointKey) -> Option<GivenAs> {
+        given.monitors.contains(key).then_some(GivenAs::Named)
     }
 
     /// The probe joins its region's window; only a monitor's result can move the steering
