@@ -13,7 +13,7 @@ use vantage_core::address::AddressPolicy;
 use vantage_core::answer::{LatencySpec, LineSpec};
 use vantage_core::evaluate::{
     AddressView, ClusterState, ClusterView, FastSet, LineOutlook, NodeMetrics, NodeStatus, NodeView,
-    PreviewRow, Records, evaluate, line_outlooks, preview,
+    PreviewRow, Records, Tallied, evaluate_again, line_outlooks, preview,
 };
 use vantage_core::fetch::FetchPolicy;
 use vantage_core::ids::{ClusterId, NodeId, RuleId};
@@ -297,6 +297,8 @@ struct Slot {
     /// The newest revision number a follower took from storage: an older one read later (two
     /// reads crossing) is not taken.
     adopted: u32,
+    /// What the passes tallied of each address, read back while its observations stay.
+    tallied: Tallied,
 }
 
 /// The control core.
@@ -1142,7 +1144,8 @@ impl Control {
         self.passes += 1;
         let follower = self.role == Role::Follower;
         let window = follower.then(|| slot.state.superseded.clone());
-        let mut out = evaluate(&parts.view(&c, cluster, reason.as_deref()), &mut slot.state, now);
+        let view = parts.view(&c, cluster, reason.as_deref());
+        let mut out = evaluate_again(&view, &mut slot.state, &mut slot.tallied, now);
         if follower {
             // A follower's records are the lease holder's: what it would cut, the holder cuts
             // (or it does itself once it holds the lease). So is its removal window, which

@@ -2,6 +2,7 @@
 //! the unreachable / reachable-again hysteresis.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -49,8 +50,30 @@ impl Observation {
 /// one prober's ports are adjacent (the type keeps that order). Shared: a pass reads the
 /// observations its keeper updates in place as results arrive, without copying them; an
 /// update while a pass still holds them copies that address's list once.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Observations(Arc<Vec<Observation>>);
+///
+/// Each list made or changed is a new [`edition`](Self::edition), so that a pass can tell an
+/// address whose observations did not move since it last tallied them without reading them.
+#[derive(Debug, Clone, Default)]
+pub struct Observations {
+    list: Arc<Vec<Observation>>,
+    /// Unique to this content in the process (0: empty, as made by `default`).
+    edition: u64,
+}
+
+/// The last edition given out. An identity, like a pointer, not an input to any decision:
+/// a pass that tallies again what it could have reused decides the same.
+static EDITIONS: AtomicU64 = AtomicU64::new(0);
+
+fn next_edition() -> u64 {
+    EDITIONS.fetch_add(1, Ordering::Relaxed) + 1
+}
+
+/// The same observations, whatever their editions.
+impl PartialEq for Observations {
+    fn eq(&self, other: &Observations) -> bool {
+        self.list == other.list
+    }
+}
 
 impl Observations {
     /// Sorts the observations by prober.
@@ -58,12 +81,18 @@ impl Observations {
         if !v.is_sorted_by_key(|o| o.prober) {
             v.sort_by_key(|o| o.prober);
         }
-        Observations(Arc::new(v))
+        Observations { list: Arc::new(v), edition: next_edition() }
     }
 
     /// The observations, sorted by prober.
     pub fn as_slice(&self) -> &[Observation] {
-        &self.0
+        &self.list
+    }
+
+    /// Which content this is: two lists of the same edition hold the same observations (a
+    /// copy shares its edition; every change makes a new one).
+    pub fn edition(&self) -> u64 {
+        self.edition
     }
 
     /// Puts `o` at place `at` (replacing what was there: the same prober's result for the same
@@ -72,15 +101,17 @@ impl Observations {
     pub fn put(&mut self, at: Option<usize>, o: Observation) -> Option<usize> {
         match at {
             Some(i) => {
-                if self.0.get(i).is_none_or(|x| x.prober != o.prober) {
+                if self.list.get(i).is_none_or(|x| x.prober != o.prober) {
                     return None;
                 }
-                Arc::make_mut(&mut self.0)[i] = o;
+                Arc::make_mut(&mut self.list)[i] = o;
+                self.edition = next_edition();
                 Some(i)
             }
             None => {
-                let i = self.0.partition_point(|x| x.prober <= o.prober);
-                Arc::make_mut(&mut self.0).insert(i, o);
+                let i = self.list.partition_point(|x| x.prober <= o.prober);
+                Arc::make_mut(&mut self.list).insert(i, o);
+                self.edition = next_edition();
                 Some(i)
             }
         }
@@ -88,19 +119,22 @@ impl Observations {
 
     /// Removes the observation at place `at`, if there is one.
     pub fn remove(&mut self, at: usize) -> Option<Observation> {
-        (at < self.0.len()).then(|| Arc::make_mut(&mut self.0).remove(at))
+        (at < self.list.len()).then(|| {
+            self.edition = next_edition();
+            Arc::make_mut(&mut self.list).remove(at)
+        })
     }
 
     /// Reads the first observation, returning a figure of it only so that the read is made: a
     /// pass reads a few addresses' first before it tallies them, so that their cache misses
     /// are waited for together rather than one address after another.
     pub fn touch(&self) -> u64 {
-        self.0.first().map_or(0, |o| u64::from(o.sent))
+        self.list.first().map_or(0, |o| u64::from(o.sent))
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.list.is_empty()
     }
 
     /// Per counting prober: (prober, sent, lost, RTT sum ms, RTT count) over every port with a
@@ -113,7 +147,7 @@ impl Observations {
         now: Timestamp,
     ) -> impl Iterator<Item = ProberTally> + 'a {
         let settings = *settings;
-        self.0.chunk_by(|a, b| a.prober == b.prober).filter_map(move |group| {
+        self.list.chunk_by(|a, b| a.prober == b.prober).filter_map(move |group| {
             if !probers.get(group[0].prober as usize).is_some_and(|p| p.active) {
                 return None;
             }
@@ -137,6 +171,8 @@ pub struct ProberTally {
     pub rtt_n: u32,
     /// Its newest counted result.
     pub reported_at: Timestamp,
+    /// Its oldest counted result: the first to stop counting.
+    pub oldest: Timestamp,
     /// The earliest end of a failed attempt among its counted results.
     pub failed_at: Option<Timestamp>,
 }
@@ -144,6 +180,7 @@ pub struct ProberTally {
 impl ProberTally {
     /// The tally of one prober's results (`group`: every one of its ports) that count at
     /// `now`: fresh, with an attempt sent. `None` when none does.
+    #[inline]
     fn of(group: &[Observation], settings: &ProbeSettings, now: Timestamp) -> Option<ProberTally> {
         let mut t = ProberTally {
             prober: group[0].prober,
@@ -152,10 +189,13 @@ impl ProberTally {
             rtt_sum_ms: 0.0,
             rtt_n: 0,
             reported_at: Timestamp::EPOCH,
+            // Any counted result is older (only a tally that counted one is returned).
+            oldest: Timestamp::from_millis(i64::MAX),
             failed_at: None,
         };
         for o in group.iter().filter(|o| o.sent > 0 && settings.result_counts(o.reported_at, now)) {
             t.reported_at = t.reported_at.max(o.reported_at);
+            t.oldest = t.oldest.min(o.reported_at);
             if let Some(f) = o.failed_at.map(|f| f.min(o.reported_at)) {
                 t.failed_at = Some(t.failed_at.map_or(f, |g| g.min(f)));
             }
@@ -315,6 +355,16 @@ impl Tallies {
     /// sum up, taken in the same walk as its verdicts.
     pub fn counted(&self) -> impl Iterator<Item = &ProberTally> {
         self.says.iter().map(|s| &s.tally)
+    }
+
+    /// Until when the tally of the address tallied last at `at` holds if its observations do
+    /// not move: the first moment one of the results it counted stops counting (`None`: it
+    /// counted none, and none of the others can count again). Results only ever stop counting
+    /// as time goes on, and nothing else of a tally reads the time.
+    pub fn holds_until(&self, settings: &ProbeSettings) -> Option<Timestamp> {
+        let oldest = self.says.iter().map(|s| s.tally.oldest).min()?;
+        let fresh_ms = i64::try_from(settings.result_fresh_s()).unwrap_or(i64::MAX).saturating_mul(1000);
+        Some(oldest.plus_millis(fresh_ms.saturating_add(1)))
     }
 }
 

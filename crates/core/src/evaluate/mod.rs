@@ -32,6 +32,7 @@ mod outlook;
 mod probe;
 mod rules;
 mod stage;
+mod tallied;
 
 pub use latency::{GroupLatency, LineLatency};
 pub use outlook::{LineOutlook, line_outlooks};
@@ -39,6 +40,7 @@ use probe::{ProbeSummary, Scratch, probe_summary, summarised};
 pub use rules::{PreviewRow, preview};
 use rules::{end_changed_rules, may_look_at, step_rules};
 use stage::Stage;
+pub use tallied::Tallied;
 
 /// Replaced records kept for the removal window at most: a bound on what a flapping fleet
 /// costs each pass.
@@ -447,12 +449,24 @@ mod pairs {
 
 /// Runs one pass at `now`, updating `state`.
 pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp) -> Evaluation {
+    evaluate_again(view, state, &mut Tallied::default(), now)
+}
+
+/// [`evaluate`], reading back from `tallied` the tallies of addresses whose observations did
+/// not move since the passes that took them (and keeping this pass's there for the next): the
+/// same decisions, for less.
+pub fn evaluate_again(
+    view: &ClusterView<'_>,
+    state: &mut ClusterState,
+    tallied: &mut Tallied,
+    now: Timestamp,
+) -> Evaluation {
     let mut out = Evaluation::default();
     let mut lines = effective_lines(view.lines);
 
     // 1. Reachability of every address.
     let Found { facts, mut statuses, pending, probe_loss, streaks_end, summaries, moved } =
-        reachability(view, state, (now, true), &mut out.events);
+        reachability(view, state, (now, true), tallied, &mut out.events);
     out.probe_loss = probe_loss;
     out.moved = moved;
 
@@ -699,11 +713,15 @@ struct Found {
 /// Steps every address's hysteresis. The end of its streak is taken as each is stepped: a
 /// second look-up of every address for it was about a tenth of the evaluation (`perf` of the
 /// node creation benchmark at 10,000 nodes). With `probe_metrics`, it takes the nodes' probe
-/// metrics for the rules too (a pass; an outlook has no rules to step).
+/// metrics for the rules too (a pass; an outlook has no rules to step). An address whose
+/// observations did not move since `tallied` took its tally, none of whose counted results
+/// stopped counting since, has it read back instead of walking them (and a node's probe
+/// metrics likewise, with all its summarised addresses').
 fn reachability(
     view: &ClusterView<'_>,
     state: &mut ClusterState,
     (now, probe_metrics): (Timestamp, bool),
+    tallied: &mut Tallied,
     events: &mut Vec<Event>,
 ) -> Found {
     let settings = view.settings;
@@ -717,6 +735,10 @@ fn reachability(
     let mut targets: Vec<(LineId, IpAddr, bool)> = Vec::new();
     let mut tallies = Tallies::new(view.probers);
     let mut loss = vec![(0, 0); tallies.regions().len()];
+    // One address's attempts by region, added to `loss` and kept with its tally.
+    let mut lost_here = loss.clone();
+    tallied.begin(view.probers, settings);
+    let mut summarised_here: Vec<u64> = Vec::new();
     let probe_rules: Vec<&Rule> = (view.rules.iter().map(|(_, r)| r))
         .filter(|r| probe_metrics && r.enabled && r.conditions.iter().any(|c| c.metric.is_probe()))
         .collect();
@@ -739,18 +761,50 @@ fn reachability(
             pairs.clear();
             let mut addresses = Vec::with_capacity(node.addresses.len());
             let summarised = summarised(node);
-            let wanted = wanted(node);
+            let wanted = wanted(node) && scratch.is_some();
+            // A node whose probe metrics a rule reads reads its summarised addresses' tallies
+            // back only with its metrics, all together; else it tallies them all again, in
+            // their order, into its metrics.
+            summarised_here.clear();
+            if wanted {
+                let each = node.addresses.iter().filter(|a| summarised(a));
+                summarised_here.extend(each.map(|a| a.observations.edition()));
+            }
+            let summary = wanted.then(|| tallied.node(node.id).read(&summarised_here, now)).flatten();
+            // The first moment a result the node's metrics counted stops counting.
+            let mut metrics_until: Option<Timestamp> = None;
             for a in &node.addresses {
-                let (v, by_region) = verdicts_by_region(
-                    &a.observations,
-                    view.probers,
-                    (settings, now),
-                    &mut loss,
-                    &mut tallies,
-                );
-                if let Some(s) = scratch.as_mut().filter(|_| wanted && summarised(a)) {
-                    tallies.counted().for_each(|t| s.add(t));
-                }
+                let key = (node.id, a.address.ip);
+                let into_metrics = wanted && summary.is_none() && summarised(a);
+                let edition = a.observations.edition();
+                let taken = tallied.address(key);
+                let reused = (!into_metrics).then(|| taken.read((edition, now), &mut loss)).flatten();
+                let is_reused = reused.is_some();
+                let (v, by_region) = match reused {
+                    Some(read) => read,
+                    None => {
+                        lost_here.fill((0, 0));
+                        let (v, by_region) = verdicts_by_region(
+                            &a.observations,
+                            view.probers,
+                            (settings, now),
+                            &mut lost_here,
+                            &mut tallies,
+                        );
+                        add_loss(&mut loss, &lost_here);
+                        let until = tallies.holds_until(settings);
+                        if let Some(s) = scratch.as_mut().filter(|_| into_metrics) {
+                            tallies.counted().for_each(|t| s.add(t));
+                            metrics_until = match (metrics_until, until) {
+                                (Some(a), Some(b)) => Some(a.min(b)),
+                                (a, b) => a.or(b),
+                            };
+                        }
+                        taken.set((edition, now, until), v, &by_region, &lost_here);
+                        (v, by_region)
+                    }
+                };
+                tallied.count(is_reused);
                 let trusted = a.address.trusted;
                 // An address new since the last pass was not evaluated then.
                 let (health, previous, before) = match state.addresses.entry((node.id, a.address.ip)) {
@@ -839,7 +893,14 @@ fn reachability(
                 targets: std::mem::take(&mut targets),
             });
             if let Some(s) = &mut scratch {
-                summaries.push(s.finish(view.probers));
+                let summary = summary.unwrap_or_else(|| {
+                    let made = s.finish(view.probers);
+                    if let Some(m) = tallied.last_node().filter(|_| wanted) {
+                        m.set(&summarised_here, (now, metrics_until), &made);
+                    }
+                    made
+                });
+                summaries.push(summary);
             }
         }
     }
@@ -869,7 +930,16 @@ fn reachability(
     }
     pending.sort_unstable();
     pending.dedup();
+    tallied.end();
     Found { facts, statuses, pending, probe_loss, streaks_end, summaries, moved }
+}
+
+/// Adds one address's attempts sent and lost by region to the pass's.
+fn add_loss(loss: &mut [(u64, u64)], address: &[(u64, u64)]) {
+    for ((sent, lost), (s, l)) in loss.iter_mut().zip(address) {
+        *sent += s;
+        *lost += l;
+    }
 }
 
 /// Nodes whose addresses a pass reads ahead at a time (see [`reachability`]).

@@ -53,7 +53,8 @@ pub fn line_outlooks(view: &ClusterView<'_>, state: &ClusterState, now: Timestam
     // Facts as the next pass would build them, then every address failed: nothing in use,
     // no target address usable, nothing waiting for verification.
     let mut scratch = state.clone();
-    let Found { mut facts, .. } = reachability(view, &mut scratch, (now, false), &mut Vec::new());
+    let Found { mut facts, .. } =
+        reachability(view, &mut scratch, (now, false), &mut super::Tallied::default(), &mut Vec::new());
     for f in &mut facts {
         f.in_use.ips.clear();
         f.in_use.level = None;

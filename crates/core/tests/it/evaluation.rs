@@ -861,3 +861,32 @@ fn a_pass_names_the_addresses_whose_state_it_moved() {
     assert!(named >= 6, "the first pass, the failure, the recovery and the removal move some: {named}");
     assert!(!f.state.addresses.keys().any(|(n, _)| *n == NodeId(2)), "node 2's address forgotten");
 }
+
+/// A pass tallies again only the addresses whose observations moved since the last, or one of
+/// whose counted results stopped counting; the others' tallies are read back (issue 32). The
+/// scenarios above run through the same passes, so each decides as a pass that tallies all.
+#[test]
+fn a_pass_tallies_again_only_what_moved_or_went_stale() {
+    let mut f = Fleet::new(3).node(1, 1, &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
+    f.report_all_ok();
+    f.eval();
+    assert_eq!(f.tallied.last_pass(), (0, 2), "the first pass tallies every address");
+    f.advance(5);
+    let e = f.eval();
+    assert!(e.revisions.is_empty() && e.events.is_empty());
+    assert_eq!(f.tallied.last_pass(), (2, 0), "nothing moved: both read back");
+    f.report("203.0.113.10", &[0, 1]);
+    f.eval();
+    assert_eq!(f.tallied.last_pass(), (1, 1), "the primary's observations moved");
+    assert!(f.state.addresses.values().any(|h| h.failing_since.is_some()), "and its tally is the new one");
+    // The backup's results, reported at the start, stop counting 30 s later (3 intervals).
+    f.advance(25);
+    f.eval();
+    assert_eq!(f.tallied.last_pass(), (2, 0));
+    f.advance(1);
+    f.eval();
+    assert_eq!(f.tallied.last_pass(), (1, 1), "the backup's results no longer count");
+    f.advance(5);
+    f.eval();
+    assert_eq!(f.tallied.last_pass(), (1, 1), "nor the primary's");
+}

@@ -7,7 +7,7 @@ use vantage_core::Timestamp;
 use vantage_core::address::{Level, SchedulingAddress};
 use vantage_core::answer::{LatencySpec, LineSpec};
 use vantage_core::evaluate::{
-    AddressView, ClusterState, ClusterView, Evaluation, NodeMetrics, NodeView, evaluate,
+    AddressView, ClusterState, ClusterView, Evaluation, NodeMetrics, NodeView, Tallied, evaluate_again,
 };
 use vantage_core::ids::{GroupId, LineId, NodeId, RegionId, RuleId};
 use vantage_core::model::{AllDown, Cluster};
@@ -35,6 +35,8 @@ pub(crate) struct Fleet {
     pub probers: Vec<ProberView>,
     pub rules: Vec<(RuleId, Rule)>,
     pub state: ClusterState,
+    /// What its passes tallied, read back by the next as the control core's passes do.
+    pub tallied: Tallied,
     pub now: Timestamp,
     pub listeners: u32,
 }
@@ -53,6 +55,7 @@ impl Fleet {
                 .collect(),
             rules: Vec::new(),
             state: ClusterState::default(),
+            tallied: Tallied::default(),
             now: T0,
             listeners: 1,
         }
@@ -221,9 +224,9 @@ impl Fleet {
 
     /// Runs one pass now.
     pub(crate) fn eval(&mut self) -> Evaluation {
-        let mut state = std::mem::take(&mut self.state);
-        let e = evaluate(&self.view(), &mut state, self.now);
-        self.state = state;
+        let (mut state, mut tallied) = (std::mem::take(&mut self.state), std::mem::take(&mut self.tallied));
+        let e = evaluate_again(&self.view(), &mut state, &mut tallied, self.now);
+        (self.state, self.tallied) = (state, tallied);
         e
     }
 
