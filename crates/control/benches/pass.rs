@@ -154,6 +154,17 @@ fn main() {
         drop(control.view(now));
         views.push(t.elapsed());
     }
+    // A configuration change shortly after a pass, no report between (as when nodes are
+    // created one after the other): a node renamed, and the pass it causes.
+    let first = *control.config().nodes.keys().next().expect("nodes");
+    let mut changes = Vec::new();
+    for i in 0..PASSES {
+        now = now.plus_millis(100);
+        let mut renamed = (*control.view(now).config.nodes[&first].value).clone();
+        renamed.node.name = format!("renamed-{i}");
+        control.handle_change(vec![(first, Object::Node(renamed))], Vec::new(), now);
+        changes.push(pass(&mut control, now).0);
+    }
     let peak = peak_rss();
     println!("{nodes} nodes × 3 addresses × 2 listeners, {PROBERS} probers: {results} latest results held");
     println!(
@@ -161,6 +172,10 @@ fn main() {
         median_worst(passes)
     );
     println!("the view published after each pass (the figures for /metrics made): {}", median_worst(views));
+    println!(
+        "a change's pass (a node renamed 100 ms after the last pass, no report between), {PASSES} passes: {}",
+        median_worst(changes)
+    );
     let n = wire::MAX_RESULTS;
     println!("handle_report of {n} results, first reports: {}", median_worst(feed.reports));
     println!("handle_report of {n} results, later rounds: {}", median_worst(steady));
