@@ -357,8 +357,8 @@ impl Tallies {
         self.says.iter().map(|s| &s.tally)
     }
 
-    /// Until when the tally of the address tallied last at `at` holds if its observations do
-    /// not move: the first moment one of the results it counted stops counting (`None`: it
+    /// Until when the tally of the address tallied last holds if its observations do not
+    /// move: the first moment one of the results it counted stops counting (`None`: it
     /// counted none, and none of the others can count again). Results only ever stop counting
     /// as time goes on, and nothing else of a tally reads the time.
     pub fn holds_until(&self, settings: &ProbeSettings) -> Option<Timestamp> {

@@ -449,7 +449,7 @@ mod pairs {
 
 /// Runs one pass at `now`, updating `state`.
 pub fn evaluate(view: &ClusterView<'_>, state: &mut ClusterState, now: Timestamp) -> Evaluation {
-    evaluate_again(view, state, &mut Tallied::default(), now)
+    evaluate_again(view, state, &mut Tallied::none(), now)
 }
 
 /// [`evaluate`], reading back from `tallied` the tallies of addresses whose observations did
@@ -737,7 +737,7 @@ fn reachability(
     let mut loss = vec![(0, 0); tallies.regions().len()];
     // One address's attempts by region, added to `loss` and kept with its tally.
     let mut lost_here = loss.clone();
-    tallied.begin(view.probers, settings);
+    tallied.begin(view.probers, tallies.regions(), settings);
     let mut summarised_here: Vec<u64> = Vec::new();
     let probe_rules: Vec<&Rule> = (view.rules.iter().map(|(_, r)| r))
         .filter(|r| probe_metrics && r.enabled && r.conditions.iter().any(|c| c.metric.is_probe()))
@@ -761,7 +761,7 @@ fn reachability(
             pairs.clear();
             let mut addresses = Vec::with_capacity(node.addresses.len());
             let summarised = summarised(node);
-            let wanted = wanted(node) && scratch.is_some();
+            let wanted = wanted(node);
             // A node whose probe metrics a rule reads reads its summarised addresses' tallies
             // back only with its metrics, all together; else it tallies them all again, in
             // their order, into its metrics.

@@ -54,7 +54,7 @@ pub fn line_outlooks(view: &ClusterView<'_>, state: &ClusterState, now: Timestam
     // no target address usable, nothing waiting for verification.
     let mut scratch = state.clone();
     let Found { mut facts, .. } =
-        reachability(view, &mut scratch, (now, false), &mut super::Tallied::default(), &mut Vec::new());
+        reachability(view, &mut scratch, (now, false), &mut super::Tallied::none(), &mut Vec::new());
     for f in &mut facts {
         f.in_use.ips.clear();
         f.in_use.level = None;

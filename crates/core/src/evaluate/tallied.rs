@@ -179,7 +179,13 @@ impl<K: Copy + Eq + std::hash::Hash, T: Default> InOrder<K, T> {
 /// saved: a start tallies every address).
 #[derive(Debug, Default)]
 pub struct Tallied {
+    /// For one pass alone ([`Tallied::none`]): what it tallies goes to one spare room each,
+    /// nothing is kept.
+    alone: bool,
+    spare: (Taken, NodeTaken),
     probers: Vec<ProberView>,
+    /// The regions with an active prober among them: the columns of a tally by region.
+    regions: Vec<RegionId>,
     settings: Option<ProbeSettings>,
     addresses: InOrder<(NodeId, IpAddr), Taken>,
     nodes: InOrder<NodeId, NodeTaken>,
@@ -188,14 +194,28 @@ pub struct Tallied {
 }
 
 impl Tallied {
-    /// Begins a pass over `probers` with `settings`: tallies taken over other probers or
-    /// settings are forgotten.
-    pub(super) fn begin(&mut self, probers: &[ProberView], settings: &ProbeSettings) {
-        if self.probers != probers || self.settings != Some(*settings) {
+    /// For one pass alone: nothing kept, nothing read back (`default` keeps them).
+    pub fn none() -> Tallied {
+        Tallied { alone: true, ..Tallied::default() }
+    }
+
+    /// Begins a pass over `probers`, whose active ones are in `regions`, with `settings`:
+    /// tallies taken over other settings, or over probers that are not the first of these
+    /// with the same regions, are forgotten. Probers added after the others (a node created
+    /// takes a place in the table, probing or not) made none of the observations tallied, so
+    /// unless one brings a region of its own, each tally holds.
+    pub(super) fn begin(&mut self, probers: &[ProberView], regions: &[RegionId], settings: &ProbeSettings) {
+        let kept = probers.get(..self.probers.len()).is_some_and(|p| p == self.probers)
+            && regions == self.regions
+            && self.settings == Some(*settings);
+        if !kept {
             self.addresses.clear();
             self.nodes.clear();
-            self.probers = probers.to_vec();
+            self.regions = regions.to_vec();
             self.settings = Some(*settings);
+        }
+        if self.probers.len() != probers.len() {
+            self.probers = probers.to_vec();
         }
         self.counts = (0, 0);
     }
@@ -207,6 +227,10 @@ impl Tallied {
 
     /// The tally kept of address `key`, met next in this pass: to read back or set.
     pub(super) fn address(&mut self, key: (NodeId, IpAddr)) -> &mut Taken {
+        if self.alone {
+            self.spare.0.at = None;
+            return &mut self.spare.0;
+        }
         self.addresses.at(key)
     }
 
@@ -217,11 +241,18 @@ impl Tallied {
 
     /// The probe metrics kept of `node`, met next in this pass among those a rule reads.
     pub(super) fn node(&mut self, node: NodeId) -> &mut NodeTaken {
+        if self.alone {
+            self.spare.1.at = None;
+            return &mut self.spare.1;
+        }
         self.nodes.at(node)
     }
 
     /// The probe metrics kept of the node met last, to set.
     pub(super) fn last_node(&mut self) -> Option<&mut NodeTaken> {
+        if self.alone {
+            return Some(&mut self.spare.1);
+        }
         self.nodes.last()
     }
 

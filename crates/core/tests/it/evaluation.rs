@@ -2,8 +2,8 @@
 
 use vantage_core::address::Level::{Backup1, Primary};
 use vantage_core::evaluate::{DEFAULT_LINE, Event};
-use vantage_core::ids::{LineId, NodeId, RuleId};
-use vantage_core::reachability::Reachability;
+use vantage_core::ids::{LineId, NodeId, RegionId, RuleId};
+use vantage_core::reachability::{ProberView, Reachability};
 use vantage_core::rules::Status;
 
 use crate::fleet::{Fleet, ips};
@@ -889,4 +889,22 @@ fn a_pass_tallies_again_only_what_moved_or_went_stale() {
     f.advance(5);
     f.eval();
     assert_eq!(f.tallied.last_pass(), (1, 1), "nor the primary's");
+
+    // A node created takes a place at the end of the prober table, probing or not: it made
+    // none of the observations, so every tally holds, unless it brings a region of its own.
+    f.report_all_ok();
+    f.eval();
+    f.probers.push(ProberView { region: RegionId(1), active: false });
+    f.eval();
+    assert_eq!(f.tallied.last_pass(), (2, 0), "a node that does not probe");
+    f.probers.push(ProberView { region: RegionId(2), active: true });
+    f.eval();
+    assert_eq!(f.tallied.last_pass(), (2, 0), "one that probes, from a region already probing");
+    f.probers.push(ProberView { region: RegionId(9), active: true });
+    let e = f.eval();
+    assert_eq!(f.tallied.last_pass(), (0, 2), "a new region: a column more in every tally");
+    assert!(e.nodes.iter().flat_map(|n| &n.addresses).all(|a| a.regions.len() == 4));
+    f.probers[0].active = false;
+    f.eval();
+    assert_eq!(f.tallied.last_pass(), (0, 2), "a prober no longer counting");
 }
