@@ -1369,7 +1369,6 @@ fn since_lines(
         .collect()
 }
 
-/// Whether `given` (a caller's work) holds `subject`: each kind's book says.
 /// A report whose every result was checked against the work its caller held: what each
 /// result is about, in the report's order. Made only by [`check_report`].
 #[derive(Debug, Clone)]
