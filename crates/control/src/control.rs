@@ -1395,7 +1395,7 @@ pub fn check_report(
     let mut subjects = Vec::with_capacity(report.results.len());
     // Targets seen so far: an address's by its place among the keys given (a bit each), the
     // others (a few mirrors and monitors) by what they name.
-    let mut places = vec![0u64; given.map_or(0, |g| g.issued.places().div_ceil(64))];
+    let mut places = given.map(|g| g.issued.none());
     let mut seen = FastSet::default();
     for (i, ((r, subject), issued)) in report.results.iter().zip(parsed).zip(issued).enumerate() {
         let (Some(subject), Some(issued)) = (subject, issued) else {
@@ -1406,12 +1406,7 @@ pub fn check_report(
         };
         // By what it names, not how: two spellings of one target are one target twice.
         let first = match issued {
-            GivenAs::At(p) => places.get_mut(p as usize / 64).is_some_and(|w| {
-                let bit = 1 << (p % 64);
-                let first = *w & bit == 0;
-                *w |= bit;
-                first
-            }),
+            GivenAs::At(p) => places.as_mut().is_some_and(|seen| seen.give(p)),
             GivenAs::Named => seen.insert(subject.clone()),
         };
         if !first {

@@ -101,15 +101,15 @@ impl GivenKeys {
         self.place(key).is_some()
     }
 
-    /// The place of `key` when it was given: one key, one place below [`Self::places`], so
-    /// a report's targets are told apart by a bit each.
+    /// The place of `key` when it was given: one key, one place, so that a report's targets
+    /// are told apart by a bit each ([`Self::none`], [`Self::give`]).
     pub fn place(&self, key: &TargetKey) -> Option<u32> {
         self.index.place(key).filter(|p| self.has(*p))
     }
 
-    /// How many places the index it was built on has.
-    pub fn places(&self) -> usize {
-        self.index.len()
+    /// None of the keys of the index these were given from.
+    pub fn none(&self) -> GivenKeys {
+        GivenKeys { index: self.index.clone(), bits: vec![0; self.bits.len()] }
     }
 
     /// How many keys were given.
@@ -126,11 +126,13 @@ impl GivenKeys {
         self.bits.get(place as usize / 64).is_some_and(|w| w & (1 << (place % 64)) != 0)
     }
 
-    /// Gives `place`.
-    fn give(&mut self, place: u32) {
-        if let Some(w) = self.bits.get_mut(place as usize / 64) {
-            *w |= 1 << (place % 64);
-        }
+    /// Gives `place`; whether it was not given before (a place past the index is never given).
+    pub fn give(&mut self, place: u32) -> bool {
+        let Some(w) = self.bits.get_mut(place as usize / 64) else { return false };
+        let bit = 1 << (place % 64);
+        let new = *w & bit == 0;
+        *w |= bit;
+        new
     }
 }
 
