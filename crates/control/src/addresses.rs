@@ -212,6 +212,12 @@ impl Addresses {
         self.rates.touch(key.ip, key.port) ^ self.seen.touch(*key, *place)
     }
 
+    /// Reads what [`observations`](Self::observations) of `node`'s address `ip` reads first,
+    /// returning a figure of it only so that the reads are made (see [`touch`](Self::touch)).
+    pub(crate) fn touch_address(&self, node: NodeId, ip: IpAddr) -> u64 {
+        self.seen.touch_address(node, ip)
+    }
+
     /// What a pass reads of `node`'s address `ip` on the cluster's `ports`.
     pub(crate) fn observations(
         &self,

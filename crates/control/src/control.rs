@@ -67,8 +67,9 @@ const STATE_SAVED_EVERY_MS: i64 = 60_000;
 /// evaluator lease, is made good by the next whole save.
 const STATE_WHOLE_EVERY_MS: i64 = 600_000;
 /// A report's results are recorded in runs of this many, each run's first reads made
-/// together before any is recorded (`Addresses::touch`): enough misses to wait for at once,
-/// few enough that what they read is still cached when recorded.
+/// together before any is recorded (`Addresses::touch`), and a pass's view takes the
+/// observations of as many addresses at a time likewise (`Addresses::touch_address`): enough
+/// misses to wait for at once, few enough that what they read is still cached when used.
 const READ_AHEAD: usize = 16;
 /// Heartbeat fields are bounded: a hostile agent cannot grow the server's memory.
 const MAX_REPORTED: usize = 32;
@@ -1496,21 +1497,18 @@ impl Parts {
             .get(&id.0)
             .map(|cl| cl.value.listeners.iter().map(|l| l.port).collect())
             .unwrap_or_default();
-        let nodes = c
+        // Every node's addresses in use in one list, each with its node's place and how many
+        // probers probe it: their observations are put in below, read ahead.
+        let mut in_use = Vec::new();
+        let mut nodes: Vec<NodeView> = c
             .nodes_of(id)
-            .map(|(nid, n)| {
+            .enumerate()
+            .map(|(i, (nid, n))| {
                 let agent = obs.nodes.get(&nid);
                 let expected = u32::try_from(spread.per_address_of(Caller::Node(nid))).unwrap_or(u32::MAX);
-                let addresses =
-                    addresses_in_use(&n.value.addresses, agent.map(|a| a.addresses.as_slice()), policy)
-                        .as_slice()
-                        .iter()
-                        .map(|a| AddressView {
-                            address: *a,
-                            observations: addresses.observations(nid, a.ip, &ports),
-                            expected_probers: expected,
-                        })
-                        .collect();
+                let mine =
+                    addresses_in_use(&n.value.addresses, agent.map(|a| a.addresses.as_slice()), policy);
+                in_use.extend(mine.as_slice().iter().map(|a| (i, expected, *a)));
                 NodeView {
                     id: nid,
                     name: n.value.node.name.clone(),
@@ -1520,10 +1518,26 @@ impl Parts {
                     last_heartbeat: agent.and_then(|a| a.last_heartbeat),
                     links: agent.map(|a| a.links.clone()).unwrap_or_default(),
                     metrics: agent.and_then(|a| a.metrics),
-                    addresses,
+                    addresses: Vec::with_capacity(mine.as_slice().len()),
                 }
             })
             .collect();
+        // Each address's entry is a cache miss at a fleet's scale: a run's are read first,
+        // together, then taken (issue 32).
+        for run in in_use.chunks(READ_AHEAD) {
+            let read =
+                (run.iter()).fold(0, |read, (i, _, a)| read ^ addresses.touch_address(nodes[*i].id, a.ip));
+            std::hint::black_box(read);
+            for (i, expected_probers, a) in run {
+                let n = &mut nodes[*i];
+                let observations = addresses.observations(n.id, a.ip, &ports);
+                n.addresses.push(AddressView {
+                    address: *a,
+                    observations,
+                    expected_probers: *expected_probers,
+                });
+            }
+        }
         Parts { lines, rules, nodes, table }
     }
 

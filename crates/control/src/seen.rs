@@ -453,6 +453,14 @@ impl Seen {
         u64::from(sent) ^ a.kept.get(i).map_or(0, |k| k.register.good)
     }
 
+    /// Reads the entry [`of_address`](Self::of_address) looks up, and returns a figure of it
+    /// only so that the read is made, as [`touch`](Self::touch). Kept to the look-up alone: a
+    /// run of them then waits for its misses together (reading the ports and the list's count
+    /// too, each a read that waits for the entry, the run waited as long as without it).
+    pub(crate) fn touch_address(&self, node: NodeId, ip: IpAddr) -> u64 {
+        self.by_address.get(&(node, ip)).map_or(0, |a| a.observations.edition())
+    }
+
     /// The results of `key` reported before `before` go; whether one of them saw a
     /// certificate, and when the oldest left turns `kept_ms` old (`None`: none left).
     pub(crate) fn expire(
