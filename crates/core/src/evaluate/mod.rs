@@ -750,12 +750,17 @@ fn reachability(
     let mut moved = Vec::new();
     for run in view.nodes.chunks(READ_AHEAD) {
         // Each address's observations and its state are a cache miss or two at a fleet's
-        // scale: read the run's first, together.
-        let read =
-            run.iter().flat_map(|n| n.addresses.iter().map(move |a| (n.id, a))).fold(0, |r, (id, a)| {
-                let health = state.addresses.get(&(id, a.address.ip)).map_or(0, |h| u64::from(h.doublings));
-                r ^ a.observations.touch() ^ health
-            });
+        // scale: read the run's first, together — the observations only of the addresses whose
+        // kept tallies will not hold. (A node's probe metrics are kept over the same editions
+        // and stop holding with its addresses' tallies; only where none are kept — a rule
+        // reading them just added — are addresses whose tallies hold walked unread ahead.)
+        let each = run.iter().flat_map(|n| n.addresses.iter().map(move |a| (n.id, a)));
+        let read = each.enumerate().fold(0, |r, (ahead, (id, a))| {
+            let key = (id, a.address.ip);
+            let health = state.addresses.get(&key).map_or(0, |h| u64::from(h.doublings));
+            let holds = tallied.holds_ahead(ahead, key, (a.observations.edition(), now));
+            r ^ health ^ if holds { 0 } else { a.observations.touch() }
+        });
         std::hint::black_box(read);
         for node in run {
             pairs.clear();

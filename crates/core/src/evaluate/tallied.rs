@@ -153,6 +153,17 @@ impl<K: Copy + Eq + std::hash::Hash, T: Default> InOrder<K, T> {
         &mut order[last].1
     }
 
+    /// What is kept of `key`, if it is met `n` keys after the next, without meeting it: where
+    /// the keys are in place, what is `n` places on (nothing, if another key is there); once
+    /// the order moved, what is kept of `key` wherever it is.
+    fn ahead(&self, n: usize, key: K) -> Option<&T> {
+        let at = match &self.moved {
+            None => self.met + n,
+            Some((_, places)) => places.get(&key)?.checked_sub(self.met)?,
+        };
+        self.kept.get(at).filter(|(k, _)| *k == key).map(|(_, t)| t)
+    }
+
     /// What is kept of the key met last.
     fn last(&mut self) -> Option<&mut T> {
         match &mut self.moved {
@@ -234,6 +245,19 @@ impl Tallied {
         self.addresses.at(key)
     }
 
+    /// Whether the tally kept of address `key`, if it is met `n` addresses after the next,
+    /// is that of the observations at `edition` at `now`: a pass reads ahead the observations
+    /// of only the addresses it will tally again. A guess (`false` where keys came or went
+    /// before it) that costs at worst a read in vain, never a decision.
+    pub(super) fn holds_ahead(
+        &self,
+        n: usize,
+        key: (NodeId, IpAddr),
+        (edition, now): (u64, Timestamp),
+    ) -> bool {
+        !self.alone && self.addresses.ahead(n, key).is_some_and(|t| t.holds(edition, now))
+    }
+
     /// Counts an address's tally read back (`reused`) or taken again.
     pub(super) fn count(&mut self, reused: bool) {
         if reused { self.counts.0 += 1 } else { self.counts.1 += 1 }
@@ -285,5 +309,42 @@ mod tests {
         assert_eq!(pass(&mut order, &[1, 3]), [10, 30], "the last ones gone");
         assert_eq!(pass(&mut order, &[3, 1, 3]), [30, 10, 0], "a key met twice: once kept");
         assert_eq!(order.kept.len(), 3);
+    }
+
+    /// What a pass sees ahead of a key it meets later is what it finds when it meets it, once
+    /// the order moved too; before, only keys where they were are seen ahead (a guess, not a
+    /// search: a key not seen ahead is only read ahead in vain).
+    #[test]
+    fn what_is_seen_ahead_is_what_is_found() {
+        let mut order = InOrder::default();
+        pass(&mut order, &[1, 2, 3, 4]);
+        let mut guessed = Vec::new();
+        for (keys, seen) in
+            [(&[1, 2, 3, 4][..], 4), (&[1, 2, 4][..], 2), (&[1, 5, 2, 4][..], 3), (&[4, 2, 5, 1][..], 3)]
+        {
+            let mut found_ahead = 0;
+            let at_start = (0..keys.len()).filter(|n| order.ahead(*n, keys[*n]).is_some()).count();
+            for (i, k) in keys.iter().enumerate() {
+                let ahead: Vec<Option<u32>> =
+                    (i..keys.len()).map(|n| order.ahead(n - i, keys[n]).copied()).collect();
+                let found = std::mem::replace(order.at(*k), k * 10);
+                if let Some(v) = ahead[0] {
+                    assert_eq!(v, found, "{keys:?}: {k} seen ahead as it is found");
+                    found_ahead += 1;
+                }
+                for (n, later) in ahead.iter().enumerate().skip(1) {
+                    let now = order.ahead(n - 1, keys[i + n]).copied();
+                    assert!(
+                        later.is_none() || *later == now,
+                        "{keys:?}: {} seen ahead, then not",
+                        keys[i + n]
+                    );
+                }
+            }
+            order.end();
+            assert_eq!(found_ahead, seen, "{keys:?}: keys seen ahead");
+            guessed.push(at_start);
+        }
+        assert_eq!(guessed, [4, 2, 1, 0], "keys seen ahead from the start, where they are in place");
     }
 }
