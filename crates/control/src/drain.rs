@@ -78,10 +78,13 @@ pub(crate) fn follow(
     let mut drains = BTreeMap::new();
     let mut events = (before_evaluated).then_some(events);
     for s in statuses {
-        let node = c.node_name(s.node);
+        // Named only for a node drained or back from a drain (a String per node per pass
+        // otherwise).
+        let node = || c.node_name(s.node);
         let scope = (Some(cluster), Some(s.node));
         let Some(cause) = c.drain_of(s.node, now) else {
             if before.contains_key(&s.node) {
+                let node = node();
                 let summary = format!("{node} is back from its drain: answered again as its health allows");
                 if let Some(e) = events.as_deref_mut() {
                     e.push(now, EventKind::NodeUndrained, scope, summary, json!({"node": node}));
@@ -89,6 +92,7 @@ pub(crate) fn follow(
             }
             continue;
         };
+        let node = node();
         let named = s.addresses.iter().any(|a| answered.binary_search(&a.ip).is_ok());
         let old = before.get(&s.node);
         let left_at =

@@ -318,9 +318,19 @@ pub(crate) fn pass_events(
     if before.evaluated_at.is_none() {
         return;
     }
+    // A pass's statuses come in node order, as the snapshot's do: walked side by side, not
+    // looked up one by one (issue 32: a pass walks every node).
+    let in_order = after.is_sorted_by_key(|n| n.node);
+    let mut olds = before.nodes.iter().peekable();
     for n in after {
-        let old = before.nodes.get(&n.node);
-        let node = c.node_name(n.node);
+        let old = if in_order {
+            while olds.next_if(|(id, _)| **id < n.node).is_some() {}
+            olds.peek().filter(|(id, _)| **id == n.node).map(|(_, s)| &***s)
+        } else {
+            before.nodes.get(&n.node).map(|s| &**s)
+        };
+        // Named only when there is something to say (a String per node per pass otherwise).
+        let node = || c.node_name(n.node);
         let scope = (Some(id), Some(n.node));
         for a in &n.addresses {
             let was = old.and_then(|o| o.addresses.iter().find(|x| x.ip == a.ip));
@@ -332,6 +342,7 @@ pub(crate) fn pass_events(
             if from == Some(to) && (to != Condition::Unverified || fails_unverified == failed_unverified) {
                 continue;
             }
+            let node = node();
             let failing = failing_probers(c, results, n.node, a.ip, &ports);
             let (v, ip) = (&a.verdict, a.ip);
             let seen = if failing.is_empty() {
@@ -408,6 +419,7 @@ pub(crate) fn pass_events(
         }
         let Some(old) = old else { continue };
         if n.level != old.level {
+            let node = node();
             let word = |l: Option<vantage_core::address::Level>| l.map_or("none", |l| l.as_str());
             let used: Vec<String> =
                 n.addresses.iter().filter(|a| a.in_use).map(|a| a.ip.to_string()).collect();
