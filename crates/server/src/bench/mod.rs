@@ -64,7 +64,8 @@ impl Running {
 
     /// Every one of `probers` asks for its work and reports its full round, every target
     /// answering, through the channel's routes (as the fixture's probers, `fp-{i}`); then two
-    /// passes run, so the fleet's addresses are verified and published.
+    /// passes run, so the fleet's addresses are verified and published, and every result is
+    /// stored, so that what is timed next does not share the machine with storing them.
     pub(super) async fn record_rounds(&self, probers: &[Caller]) {
         let app = &self.app;
         let channel = crate::channel::router(app.clone(), crate::listen::ListenerLimits::of(4096).channel);
@@ -83,6 +84,7 @@ impl Running {
         while app.view().passes < passes + 2 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        app.intake().drained().await;
     }
 
     /// Stops the driver and the writer, once they are done.
