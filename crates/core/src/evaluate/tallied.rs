@@ -225,7 +225,8 @@ impl Tallied {
             self.regions = regions.to_vec();
             self.settings = Some(*settings);
         }
-        if self.probers.len() != probers.len() {
+        // Kept as they are now: the next pass compares with these.
+        if !kept || self.probers.len() != probers.len() {
             self.probers = probers.to_vec();
         }
         self.counts = (0, 0);

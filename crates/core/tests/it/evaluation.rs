@@ -907,4 +907,6 @@ fn a_pass_tallies_again_only_what_moved_or_went_stale() {
     f.probers[0].active = false;
     f.eval();
     assert_eq!(f.tallied.last_pass(), (0, 2), "a prober no longer counting");
+    f.eval();
+    assert_eq!(f.tallied.last_pass(), (2, 0), "then kept over the table as it is now");
 }
