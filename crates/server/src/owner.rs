@@ -63,8 +63,8 @@ pub(crate) enum Input {
     Lease { role: Role, last_event: u64 },
     /// The newest stored revisions (a follower publishes those it lacks).
     Revisions(Vec<StoredRevision>),
-    /// What the other replicas were fed.
-    Relayed(Vec<Relayed>),
+    /// What the other replicas were fed, each with when it was relayed.
+    Relayed(Vec<(Timestamp, Relayed)>),
     /// The mirror registry's files as read (or why they could not be).
     Registry {
         files: Result<Vec<(String, String)>, Vec<LoadError>>,
@@ -302,7 +302,7 @@ fn handle(c: &mut Control, input: Input, answers: &mut Answers) {
         Input::Rechecks { caller, reply } => answers.push(reply, c.take_rechecks(caller)),
         Input::Lease { role, last_event } => c.handle_lease(role, last_event, at),
         Input::Revisions(stored) => stored.into_iter().for_each(|r| c.handle_revision(r, at)),
-        Input::Relayed(relayed) => relayed.into_iter().for_each(|r| c.handle_relayed(r, at)),
+        Input::Relayed(relayed) => relayed.into_iter().for_each(|(sent, r)| c.handle_relayed(r, sent, at)),
         Input::Registry { files, reply } => {
             let outcome = match files {
                 Ok(files) => c.handle_registry(&files, at),

@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 use vantage_control::config::Object;
 use vantage_control::mirrors::registry::is_registry_file;
 use vantage_control::{Relayed, Role, StoredRevision};
+use vantage_core::Timestamp;
 use vantage_core::evaluate::Records;
 use vantage_core::ids::ClusterId;
 use vantage_store::{Replication, Store, Written};
@@ -107,7 +108,10 @@ pub(crate) async fn relay(
         if n == 0 {
             return;
         }
-        while let Err(e) = shared.relay(&origin, now(), &batch).await {
+        // When the batch left the queue, about when it was received, however long the
+        // database keeps it waiting: the others take it at that time.
+        let at = now();
+        while let Err(e) = shared.relay(&origin, at, &batch).await {
             tracing::warn!(error = %e, waiting = batch.len(), "cannot relay observations; trying again");
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
@@ -286,11 +290,12 @@ async fn relayed(app: &Arc<App>, replica: &Replica) -> Result<(), ApiError> {
     for _ in 0..RELAYED_PAGES {
         let rows = replica.shared.relayed_after(replica.read.load(Ordering::Relaxed)).await?;
         let Some(last) = rows.last().map(|r| r.id) else { break };
-        let relayed: Vec<Relayed> = rows
+        let relayed: Vec<(Timestamp, Relayed)> = rows
             .iter()
             .filter(|r| r.origin != replica.origin)
             .filter_map(|r| {
                 serde_json::from_str(&r.body)
+                    .map(|relayed| (r.at, relayed))
                     .map_err(
                         |e| tracing::warn!(id = r.id, error = %e, "a relayed observation does not parse"),
                     )

@@ -73,6 +73,8 @@ pub struct RelayedRow {
     pub id: i64,
     /// The replica that relayed it.
     pub origin: String,
+    /// When that replica relayed it (its clock): what it relays, it received just before.
+    pub at: Timestamp,
     /// As the relaying replica encoded it (JSON).
     pub body: String,
 }
@@ -167,7 +169,7 @@ impl Replication {
 
     /// The observations relayed after `id`, oldest first (a page at most).
     pub async fn relayed_after(&self, id: i64) -> Result<Vec<RelayedRow>> {
-        let rows = sqlx::query("SELECT id, origin, body FROM inbox WHERE id > $1 ORDER BY id LIMIT $2")
+        let rows = sqlx::query("SELECT id, at, origin, body FROM inbox WHERE id > $1 ORDER BY id LIMIT $2")
             .bind(id)
             .bind(PAGE)
             .fetch_all(&self.pool)
@@ -177,6 +179,7 @@ impl Replication {
                 Ok(RelayedRow {
                     id: r.try_get("id")?,
                     origin: r.try_get("origin")?,
+                    at: Timestamp::from_millis(r.try_get("at")?),
                     body: r.try_get("body")?,
                 })
             })

@@ -243,6 +243,14 @@ impl Lab {
     /// `caller` fetches its work and reports every target: good on the addresses not in
     /// `failing`, refused on those in it.
     pub(crate) fn round(&mut self, caller: Caller, failing: &[&str]) -> wire::Work {
+        let (work, report) = self.round_report(caller, failing);
+        self.control.handle_report(caller, &report, self.now).unwrap();
+        self.collect();
+        work
+    }
+
+    /// `caller` fetches its work, and the report of a [`Lab::round`] on it, not yet handed in.
+    pub(crate) fn round_report(&mut self, caller: Caller, failing: &[&str]) -> (wire::Work, wire::Report) {
         let work = self.control.handle_work(caller, self.now);
         let failing: Vec<IpAddr> = failing.iter().map(|s| ip(s)).collect();
         let results = work
@@ -256,10 +264,7 @@ impl Lab {
                 failed_at: (failing.contains(&t.ip)).then_some(self.now),
             })
             .collect();
-        let report = report_at(self.now, results);
-        self.control.handle_report(caller, &report, self.now).unwrap();
-        self.collect();
-        work
+        (work, report_at(self.now, results))
     }
 }
 

@@ -4,7 +4,7 @@
 //! on time, under the next revision number.
 
 use vantage_control::identity::Caller;
-use vantage_control::{Output, Role, Start, StoredRevision};
+use vantage_control::{Output, Relayed, Role, Start, StoredRevision};
 use vantage_core::address::Level::Primary;
 use vantage_core::ids::ClusterId;
 
@@ -171,6 +171,52 @@ fn a_new_lease_holder_completes_the_failover_the_old_one_began_on_time() {
     );
 }
 
+/// Reports reach a follower through the shared database a moment after the holder took them.
+/// Taken at the time they were relayed, they start its failing streak when the holder's
+/// started: a follower that takes the lease the moment the holder failed an address over has
+/// failed it over too, and never answers the failed address again.
+#[test]
+fn a_lease_taken_the_moment_after_a_failover_keeps_it_though_the_reports_came_late() {
+    const LATE_MS: i64 = 700;
+    let dead = ip("203.0.113.10");
+    let answers_dead = |lab: &Lab, c: ClusterId| {
+        lab.control.snapshots()[&c].published.as_ref().is_some_and(|p| p.records.all.contains(&dead))
+    };
+    let (mut leader, p, c) = twin(Role::Leader);
+    let (mut follower, _, _) = twin(Role::Follower);
+    healthy(&mut leader, p);
+    healthy(&mut follower, p);
+    assert_eq!(leader.now, follower.now, "one clock");
+    for _ in 0..120 {
+        // The holder takes a round; the follower reads it, relayed, LATE_MS later.
+        let (sent, (_, report)) = (leader.now, leader.round_report(p, &["203.0.113.10"]));
+        leader.control.handle_report(p, &report, sent).unwrap();
+        for step in 1..=10 {
+            leader.advance_ms(100);
+            follower.advance_ms(100);
+            if step * 100 == LATE_MS {
+                follower.control.handle_relayed(Relayed::Work { caller: p }, sent, follower.now);
+                let report = Relayed::Report { caller: p, report: report.clone() };
+                follower.control.handle_relayed(report, sent, follower.now);
+                follower.tick();
+            }
+            if answers_dead(&leader, c) {
+                continue;
+            }
+            // The holder failed the address over within the last 100 ms, and dies.
+            follower.control.handle_revision(stored(&leader, c), follower.now);
+            assert!(!answers_dead(&follower, c), "the follower publishes the failover");
+            follower.control.handle_lease(Role::Leader, 0, follower.now);
+            for _ in 0..30 {
+                follower.advance_ms(100);
+                assert!(!answers_dead(&follower, c), "the new holder answers the failed address again");
+            }
+            return;
+        }
+    }
+    panic!("the holder never failed over");
+}
+
 #[test]
 fn a_replica_that_loses_the_lease_drops_what_only_the_holder_does() {
     let (mut lab, p, c) = twin(Role::Leader);
@@ -298,10 +344,10 @@ fn a_follower_takes_the_lease_holders_latency_order_with_its_records() {
 fn demand_another_replica_served_adds_to_this_ones() {
     let (mut holder, _, _) = twin(Role::Leader);
     holder.region("us");
-    let relayed = vantage_control::Relayed::Demand { counts: vec![("eu".into(), 7), ("us".into(), 3)] };
+    let relayed = Relayed::Demand { counts: vec![("eu".into(), 7), ("us".into(), 3)] };
     let wire = serde_json::to_string(&relayed).unwrap();
     holder.control.handle_demand(&[("eu".to_owned(), 1)], holder.now);
-    holder.control.handle_relayed(serde_json::from_str(&wire).unwrap(), holder.now);
+    holder.control.handle_relayed(serde_json::from_str(&wire).unwrap(), holder.now, holder.now);
     let day = holder.control.monitors().demand(holder.now);
     assert_eq!(day, [("eu".to_owned(), 8), ("us".to_owned(), 3)].into());
 }
