@@ -170,9 +170,10 @@ fn a_swapped_table_answers_from_the_next_query_and_shutdown_frees_the_port() {
     assert!(dig(s, &["cdn.example.test", "A"]).contains("status: REFUSED"));
 
     server.shutdown();
-    // Every socket is closed: the same port binds again, for UDP and TCP. The kernel may hand
-    // the freed port to another test's passing socket (a `dig` asking from it): such a socket
-    // goes within moments, the server's never would, so the binds get a short while.
+    // Every socket is closed: the same port binds again, for UDP and TCP. Another test that
+    // starts a process (`dig`) at that moment forks a copy of every descriptor, the server's
+    // sockets with them, which its child holds until it executes `dig` (they close on exec):
+    // a copy goes within moments, the server's own never would, so the binds get a short while.
     let bind = || UdpSocket::bind(s).map(drop).and_then(|()| std::net::TcpListener::bind(s).map(drop));
     let freed = crate::support::wait_until(std::time::Duration::from_secs(2), || bind().is_ok());
     assert!(freed, "the port stays taken: {:?}", bind());
