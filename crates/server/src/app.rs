@@ -199,10 +199,11 @@ impl App {
         self.replica.as_ref()
     }
 
-    /// Hands what the core is fed to the other replicas' cores (made only when there are any).
-    pub(crate) fn relay(&self, r: impl FnOnce() -> vantage_control::Relayed) {
+    /// Hands what the core is fed, at `at`, to the other replicas' cores (made only when there
+    /// are any), which take it at that time.
+    pub(crate) fn relay(&self, at: vantage_core::Timestamp, r: impl FnOnce() -> vantage_control::Relayed) {
         if let Some(replica) = &self.replica {
-            replica.relay(&r());
+            replica.relay(at, &r());
         }
     }
 

@@ -244,7 +244,7 @@ async fn enroll(
             Ok((ch, (caller, e.name, pem)))
         })
         .await?;
-    app.relay(|| vantage_control::Relayed::Enrolled {
+    app.relay(now(), || vantage_control::Relayed::Enrolled {
         caller,
         hostname: hostname.clone(),
         version: req.version.clone(),
@@ -306,7 +306,7 @@ async fn node_work(
 /// reports it leads to).
 async fn work(app: &App, caller: Caller) -> Result<wire::Work, ApiError> {
     let work = app.owner().ask(|reply| Input::Work { caller, reply }).await?;
-    app.relay(|| vantage_control::Relayed::Work { caller });
+    app.relay(now(), || vantage_control::Relayed::Work { caller });
     Ok(work)
 }
 
@@ -368,6 +368,6 @@ async fn heartbeat(
 ) -> Result<Json<wire::HeartbeatReply>, ApiError> {
     let id = as_node(&app.config(), &peer)?;
     let from = peer.remote.ip().to_canonical();
-    app.relay(|| vantage_control::Relayed::Heartbeat { node: id, heartbeat: hb.clone(), from });
+    app.relay(now(), || vantage_control::Relayed::Heartbeat { node: id, heartbeat: hb.clone(), from });
     Ok(Json(app.owner().ask(|reply| Input::Heartbeat { node: id, heartbeat: hb, from, reply }).await?))
 }

@@ -110,7 +110,7 @@ pub(crate) async fn hand_over(app: Arc<App>, dns: Arc<DnsMetrics>, mut stopped: 
         place_dns(&app, &dns).await;
         let counts = app.demand().take();
         if !counts.is_empty() {
-            app.relay(|| vantage_control::Relayed::Demand { counts: counts.clone() });
+            app.relay(crate::support::now(), || vantage_control::Relayed::Demand { counts: counts.clone() });
         }
         if (!counts.is_empty() && app.owner().tell(Input::Demand(counts)).await.is_err()) || stopping {
             return;

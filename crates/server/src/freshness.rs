@@ -31,7 +31,7 @@ pub(crate) fn spawn(app: &Arc<App>, checks: Vec<FreshnessCheck>) {
                 tracing::info!(host = %check.host, error = %e, "mirror freshness: cannot read the trace file");
             }
             let reading = FreshnessReading { mirror, reference };
-            app.relay(|| vantage_control::Relayed::Freshness {
+            app.relay(crate::support::now(), || vantage_control::Relayed::Freshness {
                 host: check.host.clone(),
                 reading: reading.clone(),
             });

@@ -294,7 +294,7 @@ fn handle(c: &mut Control, input: Input, answers: &mut Answers) {
         Input::Work { caller, reply } => answers.push(reply, c.handle_work(caller, at)),
         Input::Report { caller, report, checked, then } => {
             let outcome = c.handle_checked(caller, &report, checked, at);
-            then.send(caller, outcome, report);
+            then.send(caller, outcome, report, at);
         }
         Input::Heartbeat { node, heartbeat, from, reply } => {
             answers.push(reply, c.handle_heartbeat(node, heartbeat, from, at))

@@ -54,7 +54,7 @@ pub(crate) struct Replica {
     /// The lease's epoch while this replica holds it (0: it does not): its revisions are
     /// stored under it.
     pub(crate) epoch: AtomicI64,
-    relay: mpsc::Sender<String>,
+    relay: mpsc::Sender<(Timestamp, String)>,
 }
 
 impl Replica {
@@ -63,7 +63,7 @@ impl Replica {
     /// and the receiver the relay task sends from.
     pub(crate) async fn start(
         store: &Store,
-    ) -> Result<Option<(Replica, mpsc::Receiver<String>)>, vantage_store::Error> {
+    ) -> Result<Option<(Replica, mpsc::Receiver<(Timestamp, String)>)>, vantage_store::Error> {
         let Some(shared) = store.replication() else { return Ok(None) };
         let applied = AtomicI64::new(shared.changes_head().await?);
         let read = AtomicI64::new(shared.inbox_head().await?);
@@ -73,11 +73,11 @@ impl Replica {
         Ok(Some((Replica { shared, origin, applied, read, epoch: AtomicI64::new(0), relay }, rx)))
     }
 
-    /// Relays what this replica's core was fed to the other replicas'.
-    pub(crate) fn relay(&self, r: &Relayed) {
+    /// Relays what this replica's core was fed at `at` to the other replicas'.
+    pub(crate) fn relay(&self, at: Timestamp, r: &Relayed) {
         match serde_json::to_string(r) {
             Ok(body) => {
-                if self.relay.try_send(body).is_err() {
+                if self.relay.try_send((at, body)).is_err() {
                     tracing::warn!("relay queue full: an observation does not reach the other replicas");
                 }
             }
@@ -90,7 +90,7 @@ impl Replica {
 pub(crate) async fn relay(
     shared: Replication,
     origin: String,
-    mut rx: mpsc::Receiver<String>,
+    mut rx: mpsc::Receiver<(Timestamp, String)>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut batch = Vec::with_capacity(RELAY_BATCH);
@@ -101,17 +101,14 @@ pub(crate) async fn relay(
             () = stopped(&mut stop) => {
                 rx.close();
                 while rx.recv_many(&mut batch, RELAY_BATCH).await > 0 {}
-                let _ = shared.relay(&origin, now(), &batch).await;
+                let _ = shared.relay(&origin, &batch).await;
                 return;
             }
         };
         if n == 0 {
             return;
         }
-        // When the batch left the queue, about when it was received, however long the
-        // database keeps it waiting: the others take it at that time.
-        let at = now();
-        while let Err(e) = shared.relay(&origin, at, &batch).await {
+        while let Err(e) = shared.relay(&origin, &batch).await {
             tracing::warn!(error = %e, waiting = batch.len(), "cannot relay observations; trying again");
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}

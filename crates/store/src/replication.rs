@@ -73,7 +73,7 @@ pub struct RelayedRow {
     pub id: i64,
     /// The replica that relayed it.
     pub origin: String,
-    /// When that replica relayed it (its clock): what it relays, it received just before.
+    /// When that replica's core took it (its clock), however long it waited to be relayed.
     pub at: Timestamp,
     /// As the relaying replica encoded it (JSON).
     pub body: String,
@@ -149,17 +149,19 @@ impl Replication {
         Ok(sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM inbox").fetch_one(&self.pool).await?)
     }
 
-    /// Relays `bodies` from `origin`, in order.
-    pub async fn relay(&self, origin: &str, at: Timestamp, bodies: &[String]) -> Result<()> {
+    /// Relays `rows` from `origin`, in order: each body with when its replica's core took it.
+    pub async fn relay(&self, origin: &str, rows: &[(Timestamp, String)]) -> Result<()> {
+        let ats: Vec<i64> = rows.iter().map(|(at, _)| at.millis()).collect();
+        let bodies: Vec<&str> = rows.iter().map(|(_, body)| body.as_str()).collect();
         crate::in_transaction(&self.pool, async |tx| {
             sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(INBOX_KEY).execute(&mut *tx).await?;
             sqlx::query(
-                "INSERT INTO inbox (at, origin, body) SELECT $1, $2, body FROM UNNEST($3::text[]) \
-                 WITH ORDINALITY AS b (body, n) ORDER BY n",
+                "INSERT INTO inbox (at, origin, body) SELECT at, $1, body \
+                 FROM UNNEST($2::bigint[], $3::text[]) WITH ORDINALITY AS b (at, body, n) ORDER BY n",
             )
-            .bind(at.millis())
             .bind(origin)
-            .bind(bodies)
+            .bind(&ats)
+            .bind(&bodies)
             .execute(&mut *tx)
             .await?;
             Ok(())

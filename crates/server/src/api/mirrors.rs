@@ -417,7 +417,7 @@ async fn check_run(
         },
         CheckRefused::Invalid(e) => e.into(),
     })?;
-    app.relay(move || vantage_control::Relayed::CheckRun { regions: asked });
+    app.relay(crate::support::now(), move || vantage_control::Relayed::CheckRun { regions: asked });
     let c = app.config();
     let probers = c
         .probers

@@ -21,6 +21,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use vantage_control::identity::Caller;
 use vantage_control::target::Subject;
 use vantage_control::{Accepted, check_report};
+use vantage_core::Timestamp;
 use vantage_core::ids::ClusterId;
 use vantage_core::wire;
 use vantage_store::{ResultRow, ResultWriter, Store};
@@ -34,6 +35,8 @@ pub(crate) struct Recorded {
     caller: Caller,
     outcome: Outcome,
     report: wire::Report,
+    /// When the core took it: the time the other replicas take it at.
+    at: Timestamp,
     /// Its results' room, given back once they are stored.
     room: OwnedSemaphorePermit,
 }
@@ -56,10 +59,11 @@ pub(crate) struct Then {
 }
 
 impl Then {
-    /// Queues the core's answer to the report for storing.
-    pub(crate) fn send(self, caller: Caller, outcome: Outcome, report: wire::Report) {
+    /// Queues the core's answer to the report, taken at `at`, for storing.
+    pub(crate) fn send(self, caller: Caller, outcome: Outcome, report: wire::Report, at: Timestamp) {
         let results = report.results.len();
-        if self.queue.send(Queued::Recorded(Recorded { caller, outcome, report, room: self.room })).is_err() {
+        let recorded = Recorded { caller, outcome, report, at, room: self.room };
+        if self.queue.send(Queued::Recorded(recorded)).is_err() {
             // Its reader is gone only with the server.
             tracing::error!(
                 ?caller,
@@ -179,7 +183,7 @@ async fn store_in_order(app: Weak<App>, mut queued: UnboundedReceiver<Queued>) {
 
 /// One report the core answered: observed, relayed and queued for the store if accepted; its
 /// room given back once its rows are committed (waited for beside the queue).
-async fn store(app: Arc<App>, Recorded { caller, outcome, report, room }: Recorded) {
+async fn store(app: Arc<App>, Recorded { caller, outcome, report, at, room }: Recorded) {
     let Accepted { subjects, rows } = match outcome {
         Ok(accepted) => accepted,
         // The caller fetched new work after the report was checked, and the report names
@@ -191,7 +195,7 @@ async fn store(app: Arc<App>, Recorded { caller, outcome, report, room }: Record
         }
     };
     observe(&app, caller, &subjects, &report);
-    app.relay(move || vantage_control::Relayed::Report { caller, report });
+    app.relay(at, move || vantage_control::Relayed::Report { caller, report });
     let rows: Vec<ResultRow> = rows
         .into_iter()
         .map(|(subject, l)| ResultRow {

@@ -253,8 +253,8 @@ fn log<'a>(seq: i64, origin: &'a str, files: &'a [FileWrite]) -> LogAs<'a> {
     LogAs { seq, origin, files }
 }
 
-/// Relayed observations come back in the order they were relayed, with when, and a notification
-/// says so.
+/// Relayed observations come back in the order they were relayed, each with its time, and a
+/// notification says so.
 #[tokio::test]
 async fn relayed_observations_are_read_in_order_after_a_notification() {
     let db = Db::postgres().await;
@@ -263,15 +263,15 @@ async fn relayed_observations_are_read_in_order_after_a_notification() {
     let mut notified = r.listen().await.unwrap();
     let t = Timestamp::from_secs(1_800_000_000);
     let head = r.inbox_head().await.unwrap();
-    r.relay("a", t, &["1".into(), "2".into()]).await.unwrap();
+    r.relay("a", &[(t, "1".into()), (t.plus_millis(1), "2".into())]).await.unwrap();
     let written =
         tokio::time::timeout(std::time::Duration::from_secs(5), notified.recv()).await.unwrap().unwrap();
     assert_eq!(written, vantage_store::Written::Inbox);
     let later = t.plus_millis(500);
-    r.relay("b", later, &["3".into()]).await.unwrap();
+    r.relay("b", &[(later, "3".into())]).await.unwrap();
     let rows = r.relayed_after(head).await.unwrap();
     let seen: Vec<_> = rows.iter().map(|x| (x.origin.as_str(), x.body.as_str(), x.at)).collect();
-    assert_eq!(seen, [("a", "1", t), ("a", "2", t), ("b", "3", later)]);
+    assert_eq!(seen, [("a", "1", t), ("a", "2", t.plus_millis(1)), ("b", "3", later)]);
     assert!(r.relayed_after(rows[1].id).await.unwrap().len() == 1);
     r.prune(t.plus_secs(1), t).await.unwrap();
     assert!(r.relayed_after(head).await.unwrap().is_empty());
