@@ -291,7 +291,8 @@ struct Slot {
     whole_at: Option<Timestamp>,
     /// The addresses whose hysteresis moved since the last save.
     unsaved: FastSet<(NodeId, IpAddr)>,
-    /// When the oldest report not yet used by a pass arrived.
+    /// When the oldest report not yet used by a pass arrived (at whichever replica took it:
+    /// the lag counts the relay's too).
     waiting_since: Option<Timestamp>,
     /// How long the oldest report the last pass used had waited for it, ms.
     lag_ms: Option<i64>,
@@ -622,7 +623,7 @@ impl Control {
         let r = Arc::make_mut(&mut self.obs.probers).entry(caller).or_default();
         r.hostname = Some(hostname);
         r.version = Some(version);
-        r.last_seen = Some(now);
+        r.last_seen = r.last_seen.max(Some(now));
         self.trigger_all(now);
     }
 
@@ -647,7 +648,7 @@ impl Control {
             book.issue(&asking, &mut work);
         }
         let r = Arc::make_mut(&mut self.obs.probers).entry(caller).or_default();
-        r.last_seen = Some(now);
+        r.last_seen = r.last_seen.max(Some(now));
         r.targets = u32::try_from(work.targets.len() + work.endpoints.len()).unwrap_or(u32::MAX);
         r.round_targets = u32::try_from(work.targets.len()).unwrap_or(u32::MAX);
         r.given = Arc::new(work.given);
@@ -734,8 +735,8 @@ impl Control {
         let p = Arc::make_mut(&mut self.obs.probers).entry(caller).or_default();
         let was_reporting =
             p.last_report.is_some_and(|t| t.within_secs_of(now, c.settings.prober_online_s()));
-        p.last_seen = Some(now);
-        p.last_report = Some(now);
+        p.last_seen = p.last_seen.max(Some(now));
+        p.last_report = p.last_report.max(Some(now));
         p.version = Some(report.version.chars().take(64).collect());
         p.book(report.started_at, report.confirmation, &cluster, &endpoints);
         if !was_reporting {
@@ -836,7 +837,7 @@ impl Control {
         let n = Arc::make_mut(Arc::make_mut(&mut self.obs.nodes).entry(node).or_default());
         let was_online = agent_online(n.last_heartbeat, now);
         let addresses_changed = n.addresses != addresses;
-        n.last_heartbeat = Some(now);
+        n.last_heartbeat = n.last_heartbeat.max(Some(now));
         n.version = Some(hb.version.chars().take(64).collect());
         n.hostname = Some(hb.hostname.chars().take(253).collect());
         n.metrics = metrics;
@@ -1028,7 +1029,7 @@ impl Control {
                 Finding::Audit(entry) => audit.push(entry),
                 Finding::Evaluate(cluster) => {
                     if let Some(s) = self.slots.get_mut(&cluster) {
-                        s.waiting_since.get_or_insert(now);
+                        s.waiting_since = Some(s.waiting_since.map_or(now, |w| w.min(now)));
                     }
                     self.trigger(cluster, None, now, false);
                 }

@@ -135,7 +135,8 @@ impl RoundSummary {
 /// What a prober (or a node that probes) last said.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ProberRuntime {
-    /// Last request of any kind.
+    /// Last request of any kind. Never moves back: an input relayed by another replica is
+    /// taken at the earlier time that replica took it.
     pub last_seen: Option<Timestamp>,
     /// Agent version.
     pub version: Option<String>,
@@ -150,7 +151,7 @@ pub struct ProberRuntime {
     pub last_endpoint_checks: Option<RoundSummary>,
     /// Its last confirmation (a recheck another prober's report asked for).
     pub last_confirmation: Option<RoundSummary>,
-    /// When its last report arrived (the server's time).
+    /// When its last report arrived (the server's time; never moves back, as `last_seen`).
     pub last_report: Option<Timestamp>,
     /// Targets in its last work.
     pub targets: u32,
@@ -219,7 +220,7 @@ impl ProberRuntime {
 /// What a node agent last said.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NodeRuntime {
-    /// Last heartbeat.
+    /// Last heartbeat (never moves back, as a prober's `last_seen`).
     pub last_heartbeat: Option<Timestamp>,
     /// Agent version.
     pub version: Option<String>,
