@@ -63,7 +63,7 @@ pub(crate) enum Input {
     Lease { role: Role, last_event: u64 },
     /// The newest stored revisions (a follower publishes those it lacks).
     Revisions(Vec<StoredRevision>),
-    /// What the other replicas were fed, each with when it was relayed.
+    /// What the other replicas were fed, each with when the one that received it took it.
     Relayed(Vec<(Timestamp, Relayed)>),
     /// The mirror registry's files as read (or why they could not be).
     Registry {

@@ -162,10 +162,10 @@ impl Control {
 
     /// Feeds what another replica was fed. Refusals were answered there; here they only mean
     /// this core saw less than that one (a report for work this core did not see handed out).
-    /// It is taken at the time that replica relayed it (`sent`, never later than `now`), as it
-    /// took it: a report read a moment late makes no streak start late, so a replica taking
-    /// the lease just after the holder failed an address over has failed it over too, rather
-    /// than answering it again until its own hysteresis catches up.
+    /// It is taken at the time that replica took it (`sent`, never later than `now`): a report
+    /// read a moment late makes no streak start late, so a replica taking the lease just after
+    /// the holder failed an address over has failed it over too, rather than answering it
+    /// again until its own hysteresis catches up.
     pub fn handle_relayed(&mut self, r: Relayed, sent: Timestamp, now: Timestamp) {
         let now = sent.min(now);
         match r {

@@ -172,7 +172,7 @@ fn a_new_lease_holder_completes_the_failover_the_old_one_began_on_time() {
 }
 
 /// Reports reach a follower through the shared database a moment after the holder took them.
-/// Taken at the time they were relayed, they start its failing streak when the holder's
+/// Taken at the time the holder took them, they start its failing streak when the holder's
 /// started: a follower that takes the lease the moment the holder failed an address over has
 /// failed it over too, and never answers the failed address again.
 #[test]
