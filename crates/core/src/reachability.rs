@@ -428,6 +428,11 @@ pub fn active_regions(probers: &[ProberView]) -> Vec<RegionId> {
     regions
 }
 
+/// An address's tally by region, in the order of [`Tallies::regions`]: shared, so that the
+/// tally a pass keeps for the next (issue 32) and the statuses made from it hold one list, and
+/// reading the tally back copies none.
+pub type ByRegion = Arc<[(RegionId, Tally)]>;
+
 /// How the counting probers see an address, all together and region by region: [`verdict`],
 /// and [`verdict`] over each region's probers alone for every one of the regions with an
 /// active prober (`tallies`' [`Tallies::regions`]; a region whose probers have no fresh
@@ -441,7 +446,7 @@ pub fn verdicts_by_region(
     (settings, now): (&ProbeSettings, Timestamp),
     loss: &mut [(u64, u64)],
     tallies: &mut Tallies,
-) -> (Verdict, Vec<(RegionId, Tally)>) {
+) -> (Verdict, ByRegion) {
     debug_assert_eq!(tallies.region_at.len(), probers.len(), "tallies made for these probers");
     tallies.say(obs, probers, settings, now);
     let Tallies { regions, says, by_region, starts, next, times, .. } = tallies;
@@ -931,7 +936,7 @@ mod tests {
                 let (all, by) = verdicts_by_region(&o, &p, (&s, now), &mut loss, &mut tallies);
                 proptest::prop_assert_eq!(all, sorted_verdict(&obs, &p, &s, now));
                 proptest::prop_assert_eq!(by.len(), regions.len());
-                for ((r, v), (region, (sent, lost))) in by.into_iter().zip(regions.iter().zip(&loss)) {
+                for ((r, v), (region, (sent, lost))) in by.iter().copied().zip(regions.iter().zip(&loss)) {
                     proptest::prop_assert_eq!(r, *region);
                     let only: Vec<ProberView> =
                         p.iter().map(|x| ProberView { active: x.active && x.region == r, ..*x }).collect();

@@ -445,7 +445,7 @@ mod tests {
             level: Level::Backup1,
             reachability: Reachability::Reachable,
             verdict: Tally { counting: 3, failing: 1, ..Tally::default() },
-            regions: Vec::new(),
+            regions: Arc::default(),
             in_use: true,
             damping: 1,
             condition: AddressCondition { condition: Condition::Reachable, since: None, changes_at: None },

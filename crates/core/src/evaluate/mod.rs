@@ -7,6 +7,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -20,8 +21,8 @@ use crate::ids::RegionId;
 use crate::ids::{GroupId, LineId, NodeId, RuleId};
 use crate::model::{AllDown, Cluster, DnsMode};
 use crate::reachability::{
-    AddressCondition, AddressHealth, Condition, Observations, ProberView, Reachability, Tallies, Tally,
-    verdicts_by_region,
+    AddressCondition, AddressHealth, ByRegion, Condition, Observations, ProberView, Reachability, Tallies,
+    Tally, verdicts_by_region,
 };
 use crate::rules::{Action, Aggregate, Metric, Rule, RuleState, Status, Transition};
 use crate::settings::ProbeSettings;
@@ -283,8 +284,10 @@ pub struct AddressStatus {
     pub verdict: Tally,
     /// How the counting probers of each region with an active prober see it, by region: where
     /// a failure is seen from, tallied in the same pass as `verdict` (which sums them up).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub regions: Vec<(RegionId, Tally)>,
+    /// Shared with the tally kept for the next pass, which reads it back (issue 32): a pass
+    /// over addresses whose observations did not move copies no list.
+    #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
+    pub regions: ByRegion,
     /// DNS uses it now: at the node's level, which a backup-IP action in effect may hold on a
     /// backup level (on the lines that action covers).
     pub in_use: bool,

@@ -29,7 +29,8 @@ pub(super) struct Taken {
     /// The first moment one of its counted results stops counting (`None`: none counted).
     until: Option<Timestamp>,
     verdict: Verdict,
-    regions: Vec<(RegionId, Tally)>,
+    /// Shared with the statuses made from it.
+    regions: ByRegion,
     /// Attempts sent and lost by its counting probers, by region (in the pass's order).
     loss: Vec<(u64, u64)>,
 }
@@ -46,12 +47,12 @@ impl Taken {
         &self,
         (edition, now): (u64, Timestamp),
         loss: &mut [(u64, u64)],
-    ) -> Option<(Verdict, Vec<(RegionId, Tally)>)> {
+    ) -> Option<(Verdict, ByRegion)> {
         if !self.holds(edition, now) {
             return None;
         }
         add_loss(loss, &self.loss);
-        Some((self.verdict, self.regions.clone()))
+        Some((self.verdict, Arc::clone(&self.regions)))
     }
 
     /// Becomes the tally the observations at `edition` gave at `now`, holding until `until`.
@@ -59,12 +60,11 @@ impl Taken {
         &mut self,
         (edition, now, until): (u64, Timestamp, Option<Timestamp>),
         verdict: Verdict,
-        regions: &[(RegionId, Tally)],
+        regions: &ByRegion,
         loss: &[(u64, u64)],
     ) {
         (self.edition, self.at, self.until, self.verdict) = (edition, Some(now), until, verdict);
-        self.regions.clear();
-        self.regions.extend_from_slice(regions);
+        self.regions = Arc::clone(regions);
         self.loss.clear();
         self.loss.extend_from_slice(loss);
     }

@@ -385,7 +385,7 @@ fn view_of(core: &View, node: i64, s: &Stored<NodeRecord>, around: &Around<'_>) 
                 condition: s.map(|s| s.condition.condition),
                 since: s.and_then(|s| s.condition.since),
                 changes_at: s.and_then(|s| s.condition.changes_at),
-                regions: region_views(c, s.map(|s| s.regions.as_slice()).unwrap_or_default()),
+                regions: region_views(c, s.map(|s| &*s.regions).unwrap_or_default()),
             }
         })
         .collect();
