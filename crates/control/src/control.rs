@@ -301,6 +301,11 @@ struct Slot {
     adopted: u32,
     /// What the passes tallied of each address, read back while its observations stay.
     tallied: Tallied,
+    /// The last pass's views of the nodes, without their observations (which would keep
+    /// results a report replaces from being freed, and make the report copy its address's
+    /// list): the next pass writes its views over them, so that their names and lists are not
+    /// allocated and freed again at every pass (issue 32).
+    room: Vec<NodeView>,
 }
 
 /// The control core.
@@ -560,7 +565,7 @@ impl Control {
         let c = &self.config;
         let spec = &c.clusters.get(&cluster.0)?.value;
         let state = self.slots.get(&cluster).map_or(empty, |s| &s.state);
-        Some((self.parts(cluster, &self.addresses, now), spec, state))
+        Some((self.parts(cluster, &self.addresses, now, Vec::new()), spec, state))
     }
 
     /// The preview of one rule as drafted (`id`: the rule it would replace, or a new rule's
@@ -1064,10 +1069,12 @@ impl Control {
 
     /// What a pass of cluster `id` at `now` reads, with the observations `addresses` keeps
     /// (the core's own, or a test's made afresh).
-    fn parts(&self, id: ClusterId, addresses: &Addresses, now: Timestamp) -> Parts {
+    /// The views of its nodes are written over those in `room` (see [`Slot::room`]).
+    fn parts(&self, id: ClusterId, addresses: &Addresses, now: Timestamp, room: Vec<NodeView>) -> Parts {
         let spread = self.online_spread(now);
         let c = &self.config;
-        Parts::gather(c, (&self.obs, addresses), self.policy, (id, now), &spread, addresses.table().clone())
+        let seen = (&self.obs, addresses);
+        Parts::gather(c, seen, self.policy, (id, now), &spread, (addresses.table().clone(), room))
     }
 
     /// `from` saw `key` change: every other counting prober that probes it is asked to probe
@@ -1137,7 +1144,8 @@ impl Control {
         let interval = self.timing.evaluation_interval_s.max(1);
         let Some(cluster) = c.clusters.get(&id.0).map(|s| &s.value) else { return };
         let Some(zone) = Zone::of(&c, id) else { return };
-        let parts = self.parts(id, &self.addresses, now);
+        let room = self.slots.get_mut(&id).map(|s| std::mem::take(&mut s.room)).unwrap_or_default();
+        let parts = self.parts(id, &self.addresses, now, room);
         let Some(slot) = self.slots.get_mut(&id) else { return };
         let reason = slot.reason.take();
         if let Some(t) = slot.waiting_since.take() {
@@ -1261,6 +1269,11 @@ impl Control {
             .collect();
         if !audit.is_empty() {
             self.outputs.push_back(Output::Audit(audit));
+        }
+        let mut room = parts.nodes;
+        room.iter_mut().for_each(|n| n.addresses.clear());
+        if let Some(slot) = self.slots.get_mut(&id) {
+            slot.room = room;
         }
     }
 
@@ -1478,7 +1491,7 @@ impl Parts {
         policy: AddressPolicy,
         (id, now): (ClusterId, Timestamp),
         spread: &Spread,
-        table: Arc<ProberTable>,
+        (table, room): (Arc<ProberTable>, Vec<NodeView>),
     ) -> Parts {
         let lines = c
             .lines_of(id)
@@ -1501,28 +1514,44 @@ impl Parts {
         // Every node's addresses in use in one list, each with its node's place and how many
         // probers probe it: their observations are put in below, read ahead.
         let mut in_use = Vec::new();
-        let mut nodes: Vec<NodeView> = c
-            .nodes_of(id)
-            .enumerate()
-            .map(|(i, (nid, n))| {
-                let agent = obs.nodes.get(&nid);
-                let expected = u32::try_from(spread.per_address_of(Caller::Node(nid))).unwrap_or(u32::MAX);
-                let mine =
-                    addresses_in_use(&n.value.addresses, agent.map(|a| a.addresses.as_slice()), policy);
-                in_use.extend(mine.as_slice().iter().map(|a| (i, expected, *a)));
-                NodeView {
+        // Each node's view is written over the one in `room` at its place, if any: its name,
+        // links and list of addresses keep their allocations.
+        let mut nodes = room;
+        let mut count = 0;
+        for (i, (nid, n)) in c.nodes_of(id).enumerate() {
+            let agent = obs.nodes.get(&nid);
+            let expected = u32::try_from(spread.per_address_of(Caller::Node(nid))).unwrap_or(u32::MAX);
+            let mine = addresses_in_use(&n.value.addresses, agent.map(|a| a.addresses.as_slice()), policy);
+            in_use.extend(mine.as_slice().iter().map(|a| (i, expected, *a)));
+            if nodes.len() == i {
+                nodes.push(NodeView {
                     id: nid,
-                    name: n.value.node.name.clone(),
+                    name: String::new(),
                     group: n.value.node.group,
-                    // A drained node is answered as a disabled one is (never), and probed.
-                    enabled: n.value.node.enabled && c.drain_of(nid, now).is_none(),
-                    last_heartbeat: agent.and_then(|a| a.last_heartbeat),
-                    links: agent.map(|a| a.links.clone()).unwrap_or_default(),
-                    metrics: agent.and_then(|a| a.metrics),
-                    addresses: Vec::with_capacity(mine.as_slice().len()),
-                }
-            })
-            .collect();
+                    enabled: false,
+                    last_heartbeat: None,
+                    links: Vec::new(),
+                    metrics: None,
+                    addresses: Vec::new(),
+                });
+            }
+            let v = &mut nodes[i];
+            v.id = nid;
+            v.name.clone_from(&n.value.node.name);
+            v.group = n.value.node.group;
+            // A drained node is answered as a disabled one is (never), and probed.
+            v.enabled = n.value.node.enabled && c.drain_of(nid, now).is_none();
+            v.last_heartbeat = agent.and_then(|a| a.last_heartbeat);
+            match agent {
+                Some(a) => v.links.clone_from(&a.links),
+                None => v.links.clear(),
+            }
+            v.metrics = agent.and_then(|a| a.metrics);
+            v.addresses.clear();
+            v.addresses.reserve(mine.as_slice().len());
+            count = i + 1;
+        }
+        nodes.truncate(count);
         // Each address's entry is a cache miss at a fleet's scale: a run's are read first,
         // together, then taken (issue 32).
         for run in in_use.chunks(READ_AHEAD) {

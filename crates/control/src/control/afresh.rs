@@ -52,7 +52,7 @@ impl Control {
             fresh.restore(*key, *caller, latest.clone());
         }
         fresh.start(c);
-        let parts = self.parts(id, &fresh, now);
+        let parts = self.parts(id, &fresh, now, Vec::new());
         let mut state = slot.state.clone();
         let out = evaluate(&parts.view(c, cluster, slot.reason.as_deref()), &mut state, now);
         Some((out, state))

@@ -118,7 +118,8 @@ impl Control {
             return Some(ClusterAfter { cluster: name, lines, revisions: Vec::new(), rules: Vec::new() });
         };
         let mut state = self.slots.get(&id).map(|s| s.state.clone()).unwrap_or_default();
-        let parts = Parts::gather(next, self.seen(), self.policy, (id, now), spread, table.clone());
+        let parts =
+            Parts::gather(next, self.seen(), self.policy, (id, now), spread, (table.clone(), Vec::new()));
         let out = evaluate(&parts.view(next, &cluster.value, reason), &mut state, now);
         let last = out.revisions.last();
         let after = last.map(|d| &d.records).or(published.as_ref().map(|p| &p.records));
