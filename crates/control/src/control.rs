@@ -27,6 +27,7 @@ use crate::alerts::{Alert, AlertBook};
 use crate::book::{Asking, Finding, GivenAs, Records as _, Reported, SubjectBook, Took, Work};
 use crate::config::{Config, Object};
 use crate::confirm::Confirmations;
+use crate::drain::DrainCause;
 use crate::effects::Effects;
 use crate::events::{EventKind, EventLog, FleetEvent, pass_events};
 use crate::identity::Caller;
@@ -1234,7 +1235,8 @@ impl Control {
             &c,
             (id, cluster.ttl),
             (&before.drains, before.evaluated_at.is_some()),
-            (&out.nodes, answered, answered_since),
+            (&out.nodes, &parts.drained),
+            (answered, answered_since),
             &mut self.events,
             now,
         );
@@ -1478,6 +1480,8 @@ struct Parts {
     lines: Vec<LineSpec>,
     rules: Vec<(RuleId, Rule)>,
     nodes: Vec<NodeView>,
+    /// The nodes drained at the pass's moment, and why, in node order.
+    drained: Vec<(NodeId, DrainCause)>,
     table: Arc<ProberTable>,
 }
 
@@ -1518,6 +1522,7 @@ impl Parts {
         // links and list of addresses keep their allocations.
         let mut nodes = room;
         let mut count = 0;
+        let mut drained = Vec::new();
         for (i, (nid, n)) in c.nodes_of(id).enumerate() {
             let agent = obs.nodes.get(&nid);
             let expected = u32::try_from(spread.per_address_of(Caller::Node(nid))).unwrap_or(u32::MAX);
@@ -1540,7 +1545,9 @@ impl Parts {
             v.name.clone_from(&n.value.node.name);
             v.group = n.value.node.group;
             // A drained node is answered as a disabled one is (never), and probed.
-            v.enabled = n.value.node.enabled && c.drain_of(nid, now).is_none();
+            let drain = c.drain_of_node(nid, &n.value.node, now);
+            v.enabled = n.value.node.enabled && drain.is_none();
+            drained.extend(drain.map(|cause| (nid, cause)));
             v.last_heartbeat = agent.and_then(|a| a.last_heartbeat);
             match agent {
                 Some(a) => v.links.clone_from(&a.links),
@@ -1568,7 +1575,7 @@ impl Parts {
                 });
             }
         }
-        Parts { lines, rules, nodes, table }
+        Parts { lines, rules, nodes, drained, table }
     }
 
     fn view<'a>(

@@ -71,18 +71,30 @@ pub(crate) fn follow(
     c: &Config,
     (cluster, ttl): (ClusterId, u32),
     (before, before_evaluated): (&BTreeMap<NodeId, Drain>, bool),
-    (statuses, answered, answered_since): (&[NodeStatus], &[IpAddr], Timestamp),
+    (statuses, drained): (&[NodeStatus], &[(NodeId, DrainCause)]),
+    (answered, answered_since): (&[IpAddr], Timestamp),
     events: &mut EventLog,
     now: Timestamp,
 ) -> BTreeMap<NodeId, Drain> {
     let mut drains = BTreeMap::new();
     let mut events = (before_evaluated).then_some(events);
-    for s in statuses {
-        // Named only for a node drained or back from a drain (a String per node per pass
-        // otherwise).
+    debug_assert!(drained.is_sorted_by_key(|(id, _)| *id), "drained nodes in node order");
+    // Only the nodes drained now or before, in node order, among those with a status: the
+    // rest have nothing to follow (a walk of every node otherwise, issue 32).
+    let mut ids: Vec<NodeId> = before.keys().copied().chain(drained.iter().map(|(id, _)| *id)).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let in_order = statuses.is_sorted_by_key(|s| s.node);
+    let status_of = |id: NodeId| match in_order {
+        true => statuses.binary_search_by_key(&id, |s| s.node).ok().map(|i| &statuses[i]),
+        false => statuses.iter().find(|s| s.node == id),
+    };
+    for s in ids.into_iter().filter_map(status_of) {
+        // Named only for a node drained or back from a drain.
         let node = || c.node_name(s.node);
         let scope = (Some(cluster), Some(s.node));
-        let Some(cause) = c.drain_of(s.node, now) else {
+        let cause = drained.binary_search_by_key(&s.node, |(id, _)| *id).ok().map(|i| drained[i].1);
+        let Some(cause) = cause else {
             if before.contains_key(&s.node) {
                 let node = node();
                 let summary = format!("{node} is back from its drain: answered again as its health allows");

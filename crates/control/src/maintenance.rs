@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use vantage_core::ids::{ClusterId, GroupId, MonitorId, NodeId};
+use vantage_core::model::Node;
 use vantage_core::{Error, Timestamp};
 
 use crate::alerts::AlertAbout;
@@ -241,7 +242,12 @@ impl Config {
     /// Why node `node` is drained at `now`, if it is: its own flag first, then its group's,
     /// then the oldest open window that names it or its group.
     pub fn drain_of(&self, node: NodeId, now: Timestamp) -> Option<DrainCause> {
-        let n = &self.nodes.get(&node.0)?.value.node;
+        self.drain_of_node(node, &self.nodes.get(&node.0)?.value.node, now)
+    }
+
+    /// [`drain_of`](Self::drain_of) node `node`, whose record `n` is at hand (a pass walking
+    /// its cluster's nodes looks none up).
+    pub fn drain_of_node(&self, node: NodeId, n: &Node, now: Timestamp) -> Option<DrainCause> {
         // A disabled node is out of everything, probing included: not drained.
         if !n.enabled {
             return None;
