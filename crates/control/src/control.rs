@@ -551,7 +551,7 @@ impl Control {
     pub fn preview(&self, cluster: ClusterId, now: Timestamp) -> Option<(Vec<PreviewRow>, Vec<LineOutlook>)> {
         let empty = ClusterState::default();
         let (parts, spec, state) = self.preview_parts(cluster, &empty, now)?;
-        let view = parts.view(&self.config, spec, None);
+        let view = parts.view(&self.config, spec, (None, None));
         Some((preview(&view, state, now), line_outlooks(&view, state, now)))
     }
 
@@ -583,7 +583,7 @@ impl Control {
         let (mut parts, spec, state) = self.preview_parts(cluster, &empty, now)?;
         rule.enabled = true;
         parts.rules = vec![(id, rule)];
-        Some(preview(&parts.view(&self.config, spec, None), state, now))
+        Some(preview(&parts.view(&self.config, spec, (None, None)), state, now))
     }
 
     // ------------------------------------------------------------------ events
@@ -1155,7 +1155,7 @@ impl Control {
         self.passes += 1;
         let follower = self.role == Role::Follower;
         let window = follower.then(|| slot.state.superseded.clone());
-        let view = parts.view(&c, cluster, reason.as_deref());
+        let view = parts.view(&c, cluster, (reason.as_deref(), self.snapshots.get(&id).map(|s| &s.nodes)));
         let mut out = evaluate_again(&view, &mut slot.state, &mut slot.tallied, now);
         if follower {
             // A follower's records are the lease holder's: what it would cut, the holder cuts
@@ -1334,13 +1334,14 @@ impl Control {
 
 /// Each node's status after a pass, and since when its level has held, walked beside the
 /// snapshot before (both in node order, instead of a look-up of each node in it). A status
-/// that did not change is the one before, shared: a reader that kept a status (a node list,
-/// the availability ledger) knows by its pointer that it is the same and compares nothing. A
-/// level that did not change keeps its time, one that did starts at `now`, and a new node's
-/// has none yet.
+/// that did not change is the one before, shared (the pass shares most itself; one a rule's
+/// effect changed back to what it was is shared here): a reader that kept a status (a node
+/// list, the availability ledger) knows by its pointer that it is the same and compares
+/// nothing. A level that did not change keeps its time, one that did starts at `now`, and a
+/// new node's has none yet.
 fn kept_statuses(
     before: &ClusterSnapshot,
-    mut statuses: Vec<NodeStatus>,
+    mut statuses: Vec<Arc<NodeStatus>>,
     now: Timestamp,
 ) -> (BTreeMap<NodeId, Arc<NodeStatus>>, BTreeMap<NodeId, Timestamp>) {
     if !statuses.is_sorted_by_key(|s| s.node) {
@@ -1359,8 +1360,8 @@ fn kept_statuses(
             None => {}
         }
         nodes.push(match was {
-            Some(w) if **w == s => (s.node, w.clone()),
-            _ => (s.node, Arc::new(s)),
+            Some(w) if Arc::ptr_eq(w, &s) || **w == *s => (s.node, w.clone()),
+            _ => (s.node, s),
         });
     }
     (nodes.into_iter().collect(), since.into_iter().collect())
@@ -1578,11 +1579,13 @@ impl Parts {
         Parts { lines, rules, nodes, drained, table }
     }
 
+    /// The view of a pass over these parts; `statuses`: the ones it may share again (see
+    /// [`ClusterView::statuses`]).
     fn view<'a>(
         &'a self,
         c: &'a Config,
         cluster: &'a vantage_core::model::Cluster,
-        reason: Option<&'a str>,
+        (reason, statuses): (Option<&'a str>, Option<&'a BTreeMap<NodeId, Arc<NodeStatus>>>),
     ) -> ClusterView<'a> {
         ClusterView {
             settings: &c.settings,
@@ -1593,6 +1596,7 @@ impl Parts {
             probers: &self.table.views,
             rules: &self.rules,
             reason,
+            statuses,
         }
     }
 }

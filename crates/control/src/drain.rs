@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -71,7 +72,7 @@ pub(crate) fn follow(
     c: &Config,
     (cluster, ttl): (ClusterId, u32),
     (before, before_evaluated): (&BTreeMap<NodeId, Drain>, bool),
-    (statuses, drained): (&[NodeStatus], &[(NodeId, DrainCause)]),
+    (statuses, drained): (&[Arc<NodeStatus>], &[(NodeId, DrainCause)]),
     (answered, answered_since): (&[IpAddr], Timestamp),
     events: &mut EventLog,
     now: Timestamp,

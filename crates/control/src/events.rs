@@ -6,6 +6,7 @@
 //! them and streams them; each carries one sentence for people and its figures for programs.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -307,7 +308,7 @@ pub(crate) fn pass_events(
     id: ClusterId,
     zone: &Zone,
     before: &ClusterSnapshot,
-    (after, served): (&[NodeStatus], &[IpAddr]),
+    (after, served): (&[Arc<NodeStatus>], &[IpAddr]),
     now: Timestamp,
 ) {
     let ports: Vec<u16> = c
@@ -325,10 +326,15 @@ pub(crate) fn pass_events(
     for n in after {
         let old = if in_order {
             while olds.next_if(|(id, _)| **id < n.node).is_some() {}
-            olds.peek().filter(|(id, _)| **id == n.node).map(|(_, s)| &***s)
+            olds.peek().filter(|(id, _)| **id == n.node).map(|(_, s)| *s)
         } else {
-            before.nodes.get(&n.node).map(|s| &**s)
+            before.nodes.get(&n.node)
         };
+        // The status before, shared again: nothing of it changed.
+        if old.is_some_and(|o| Arc::ptr_eq(o, n)) {
+            continue;
+        }
+        let old = old.map(|o| &**o);
         // Named only when there is something to say (a String per node per pass otherwise).
         let node = || c.node_name(n.node);
         let scope = (Some(id), Some(n.node));

@@ -141,6 +141,7 @@ fn view(w: &World) -> ClusterView<'_> {
         probers: &w.probers,
         rules: &w.rules,
         reason: None,
+        statuses: None,
     }
 }
 

@@ -54,7 +54,7 @@ impl Control {
         fresh.start(c);
         let parts = self.parts(id, &fresh, now, Vec::new());
         let mut state = slot.state.clone();
-        let out = evaluate(&parts.view(c, cluster, slot.reason.as_deref()), &mut state, now);
+        let out = evaluate(&parts.view(c, cluster, (slot.reason.as_deref(), None)), &mut state, now);
         Some((out, state))
     }
 }
@@ -128,7 +128,7 @@ fn timeout_checked(
         let drafted: Vec<_> =
             out.revisions.iter().map(|d| (d.reason.as_str(), &d.records, &d.held)).collect();
         assert_eq!(published, drafted, "{at}: the revisions of cluster {id}");
-        let mut afresh_nodes: Vec<_> = out.nodes.iter().collect();
+        let mut afresh_nodes: Vec<&NodeStatus> = out.nodes.iter().map(|s| &**s).collect();
         afresh_nodes.sort_by_key(|s| s.node);
         let snapshot = &control.snapshots[&id];
         let nodes: Vec<_> = snapshot.nodes.values().map(|s| &**s).collect();

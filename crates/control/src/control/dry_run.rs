@@ -120,7 +120,7 @@ impl Control {
         let mut state = self.slots.get(&id).map(|s| s.state.clone()).unwrap_or_default();
         let parts =
             Parts::gather(next, self.seen(), self.policy, (id, now), spread, (table.clone(), Vec::new()));
-        let out = evaluate(&parts.view(next, &cluster.value, reason), &mut state, now);
+        let out = evaluate(&parts.view(next, &cluster.value, (reason, None)), &mut state, now);
         let last = out.revisions.last();
         let after = last.map(|d| &d.records).or(published.as_ref().map(|p| &p.records));
         let held = last.map(|d| &d.held).or(published.as_ref().map(|p| &p.held));

@@ -159,6 +159,11 @@ pub struct ClusterView<'a> {
     /// Reason for a change caused by configuration (`Addresses of sin-1a saved`): the pass then always cuts
     /// a revision. `None`: health, which cuts one only when the records change.
     pub reason: Option<&'a str>,
+    /// The statuses the last pass published, if any: a node's that comes out the same is
+    /// that one again, shared instead of made anew, so that whoever kept it (the pass's own
+    /// events, a node list, the availability ledger) knows by its pointer that it did not
+    /// change (issue 32).
+    pub statuses: Option<&'a BTreeMap<NodeId, Arc<NodeStatus>>>,
 }
 
 /// A cluster's published records: per line, and `all` (the union).
@@ -344,8 +349,11 @@ pub struct Evaluation {
     pub revisions: Vec<RevisionDraft>,
     /// Events, in order.
     pub events: Vec<Event>,
-    /// Every node's status.
-    pub nodes: Vec<NodeStatus>,
+    /// Every node's status, in the view's order: the one before where it did not change (see
+    /// [`ClusterView::statuses`]; but for a node a backup-IP action holds on a backup level,
+    /// whose status before is the action's: compared only once the action is applied, by the
+    /// driver).
+    pub nodes: Vec<Arc<NodeStatus>>,
     /// Every non-idle rule state.
     pub rules: Vec<RuleNodeStatus>,
     /// The earliest time a timer runs out with the inputs unchanged.
@@ -623,15 +631,22 @@ pub fn evaluate_again(
         view.rules.iter().filter(|(_, r)| r.action == Action::BackupIp).map(|(id, _)| *id).collect();
     for ((status, f), e) in statuses.iter_mut().zip(&facts).zip(&in_effect.effects) {
         if view.cluster.dns_mode == DnsMode::Automatic && e.backup_ip != Default::default() {
-            status.level = f.in_use_backup.level;
-            for a in &mut status.addresses {
-                a.in_use = f.in_use_backup.ips.contains(&a.ip);
-            }
-            status.held_by = (in_effect.pairs.iter())
+            let held_by = (in_effect.pairs.iter())
                 .filter(|(r, n)| *n == status.node && backup_ip_rules.contains(r))
                 .map(|(r, _)| *r)
                 .min()
                 .filter(|_| f.in_use_backup.level.is_some_and(|l| l != Level::Primary));
+            let in_use = |a: &AddressStatus| f.in_use_backup.ips.contains(&a.ip);
+            // A status shared with the snapshot is copied only when the action changes it.
+            let same = (status.level, status.held_by) == (f.in_use_backup.level, held_by)
+                && status.addresses.iter().all(|a| a.in_use == in_use(a));
+            if !same {
+                let status = Arc::make_mut(status);
+                (status.level, status.held_by) = (f.in_use_backup.level, held_by);
+                for a in &mut status.addresses {
+                    a.in_use = in_use(a);
+                }
+            }
         }
     }
     out.nodes = statuses;
@@ -696,8 +711,8 @@ fn effective_lines(lines: &[LineSpec]) -> Vec<LineSpec> {
 struct Found {
     /// Each node's facts, in the view's order.
     facts: Vec<NodeFacts>,
-    /// Each node's status, without rule effects.
-    statuses: Vec<NodeStatus>,
+    /// Each node's status, without rule effects: the one before where it is the same.
+    statuses: Vec<Arc<NodeStatus>>,
     /// The addresses that wait to be verified, sorted.
     pending: Vec<IpAddr>,
     /// The probe loss by region.
@@ -751,6 +766,12 @@ fn reachability(
     let mut summaries = Vec::with_capacity(if probe_rules.is_empty() { 0 } else { view.nodes.len() });
     let checked_at = state.checked_at.replace(now);
     let mut moved = Vec::new();
+    // The statuses before, walked beside the nodes when both are in node order (else looked
+    // up); each node's addresses are made in `addresses` and copied out only when they differ.
+    let statuses_before = view.statuses;
+    let in_order = view.nodes.is_sorted_by_key(|n| n.id);
+    let mut olds = statuses_before.map(|b| b.iter().peekable());
+    let mut addresses: Vec<AddressStatus> = Vec::new();
     for run in view.nodes.chunks(READ_AHEAD) {
         // Each address's observations and its state are a cache miss or two at a fleet's
         // scale: read the run's first, together — the observations only of the addresses whose
@@ -767,7 +788,7 @@ fn reachability(
         std::hint::black_box(read);
         for node in run {
             pairs.clear();
-            let mut addresses = Vec::with_capacity(node.addresses.len());
+            addresses.clear();
             let summarised = summarised(node);
             let wanted = wanted(node);
             // A node whose probe metrics a rule reads reads its summarised addresses' tallies
@@ -877,13 +898,27 @@ fn reachability(
                 })
             });
             let serving = node.enabled && (!view.cluster.agent_required || online) && links_fresh;
-            statuses.push(NodeStatus {
-                node: node.id,
-                online,
-                serving,
-                level: normal.level,
-                held_by: None,
-                addresses,
+            let old = match (&mut olds, in_order) {
+                (Some(olds), true) => {
+                    while olds.next_if(|(id, _)| **id < node.id).is_some() {}
+                    olds.peek().filter(|(id, _)| **id == node.id).map(|(_, s)| *s)
+                }
+                _ => statuses_before.and_then(|b| b.get(&node.id)),
+            };
+            let same = old.filter(|o| {
+                (o.online, o.serving, o.level, o.held_by) == (online, serving, normal.level, None)
+                    && o.addresses == addresses
+            });
+            statuses.push(match same {
+                Some(o) => Arc::clone(o),
+                None => Arc::new(NodeStatus {
+                    node: node.id,
+                    online,
+                    serving,
+                    level: normal.level,
+                    held_by: None,
+                    addresses: addresses.clone(),
+                }),
             });
             facts.push(NodeFacts {
                 id: node.id,

@@ -75,6 +75,27 @@ fn a_minority_of_probers_cannot_fail_an_address() {
 }
 
 #[test]
+fn a_status_that_did_not_change_is_the_one_before_shared() {
+    let mut f =
+        Fleet::new(3).node(1, 1, &[("203.0.113.10", Primary)]).node(2, 1, &[("203.0.113.20", Primary)]);
+    f.report_all_ok();
+    let first = f.eval();
+    f.advance(1);
+    let second = f.eval();
+    for (a, b) in first.nodes.iter().zip(&second.nodes) {
+        assert!(std::sync::Arc::ptr_eq(a, b), "node {}: the same status, shared", a.node);
+    }
+    // One node's address fails for two of three probers: its status is made anew, the
+    // other's is still the one before.
+    f.advance(1);
+    f.report("203.0.113.20", &[0, 1]);
+    let third = f.eval();
+    assert!(std::sync::Arc::ptr_eq(&second.nodes[0], &third.nodes[0]));
+    assert!(!std::sync::Arc::ptr_eq(&second.nodes[1], &third.nodes[1]));
+    assert_eq!(third.nodes[1].addresses[0].verdict.failing, 2);
+}
+
+#[test]
 fn address_events_fire_when_reachability_changes() {
     let mut f = Fleet::new(1).fast().node(1, 1, &[("203.0.113.10", Primary), ("198.51.100.10", Backup1)]);
     // Both answer first (a new address serves once the probers have seen it answer).

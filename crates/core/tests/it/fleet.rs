@@ -1,13 +1,16 @@
 //! A small fleet description for tests: build a `ClusterView`, feed it probe results and
 //! metrics, step a virtual clock.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use vantage_core::Timestamp;
 use vantage_core::address::{Level, SchedulingAddress};
 use vantage_core::answer::{LatencySpec, LineSpec};
 use vantage_core::evaluate::{
-    AddressView, ClusterState, ClusterView, Evaluation, NodeMetrics, NodeView, Tallied, evaluate_again,
+    AddressView, ClusterState, ClusterView, Evaluation, NodeMetrics, NodeStatus, NodeView, Tallied,
+    evaluate_again,
 };
 use vantage_core::ids::{GroupId, LineId, NodeId, RegionId, RuleId};
 use vantage_core::model::{AllDown, Cluster};
@@ -37,6 +40,9 @@ pub(crate) struct Fleet {
     pub state: ClusterState,
     /// What its passes tallied, read back by the next as the control core's passes do.
     pub tallied: Tallied,
+    /// The statuses of its last pass, which the next shares where they did not change, as
+    /// the control core's passes do.
+    pub statuses: BTreeMap<NodeId, Arc<NodeStatus>>,
     pub now: Timestamp,
     pub listeners: u32,
 }
@@ -56,6 +62,7 @@ impl Fleet {
             rules: Vec::new(),
             state: ClusterState::default(),
             tallied: Tallied::default(),
+            statuses: BTreeMap::new(),
             now: T0,
             listeners: 1,
         }
@@ -219,6 +226,7 @@ impl Fleet {
             probers: &self.probers,
             rules: &self.rules,
             reason: None,
+            statuses: Some(&self.statuses),
         }
     }
 
@@ -227,6 +235,7 @@ impl Fleet {
         let (mut state, mut tallied) = (std::mem::take(&mut self.state), std::mem::take(&mut self.tallied));
         let e = evaluate_again(&self.view(), &mut state, &mut tallied, self.now);
         (self.state, self.tallied) = (state, tallied);
+        self.statuses = e.nodes.iter().map(|s| (s.node, Arc::clone(s))).collect();
         e
     }
 
