@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use vantage_core::Timestamp;
 use vantage_core::address::AddressPolicy;
 use vantage_core::answer::{LatencySpec, LineSpec};
+use vantage_core::beside::Beside;
 use vantage_core::evaluate::{
     AddressView, ClusterState, ClusterView, FastSet, LineOutlook, NodeMetrics, NodeStatus, NodeView,
     PreviewRow, Records, Tallied, evaluate_again, line_outlooks, preview,
@@ -1347,13 +1348,11 @@ fn kept_statuses(
     if !statuses.is_sorted_by_key(|s| s.node) {
         statuses.sort_by_key(|s| s.node);
     }
-    let (mut old, mut old_since) = (before.nodes.iter().peekable(), before.level_since.iter().peekable());
+    let (mut old, mut old_since) = (Beside::new(&before.nodes), Beside::new(&before.level_since));
     let (mut nodes, mut since) = (Vec::with_capacity(statuses.len()), Vec::with_capacity(statuses.len()));
     for s in statuses {
-        while old.next_if(|(id, _)| **id < s.node).is_some() {}
-        while old_since.next_if(|(id, _)| **id < s.node).is_some() {}
-        let was = old.next_if(|(id, _)| **id == s.node).map(|(_, status)| status);
-        let was_since = old_since.next_if(|(id, _)| **id == s.node).map(|(_, t)| *t);
+        let was = old.get(s.node);
+        let was_since = old_since.get(s.node).copied();
         match was {
             Some(w) if w.level == s.level => since.extend(was_since.map(|t| (s.node, t))),
             Some(_) => since.push((s.node, now)),

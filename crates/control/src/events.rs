@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use vantage_core::Timestamp;
+use vantage_core::beside::Beside;
 use vantage_core::evaluate::{NodeStatus, Records, came_and_gone};
 use vantage_core::ids::{ClusterId, LineId, NodeId};
 use vantage_core::reachability::{Condition, sees_failing};
@@ -319,17 +320,10 @@ pub(crate) fn pass_events(
     if before.evaluated_at.is_none() {
         return;
     }
-    // A pass's statuses come in node order, as the snapshot's do: walked side by side, not
-    // looked up one by one (issue 32: a pass walks every node).
-    let in_order = after.is_sorted_by_key(|n| n.node);
-    let mut olds = before.nodes.iter().peekable();
+    // A pass's statuses come in node order, as the snapshot's do: walked side by side.
+    let mut olds = Beside::new(&before.nodes);
     for n in after {
-        let old = if in_order {
-            while olds.next_if(|(id, _)| **id < n.node).is_some() {}
-            olds.peek().filter(|(id, _)| **id == n.node).map(|(_, s)| *s)
-        } else {
-            before.nodes.get(&n.node)
-        };
+        let old = olds.get(n.node);
         // The status before, shared again: nothing of it changed.
         if old.is_some_and(|o| Arc::ptr_eq(o, n)) {
             continue;

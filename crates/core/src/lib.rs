@@ -7,6 +7,7 @@
 
 pub mod address;
 pub mod answer;
+pub mod beside;
 pub mod check;
 pub mod demand;
 pub mod detection;

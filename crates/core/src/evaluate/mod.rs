@@ -15,6 +15,7 @@ use crate::address::{Level, SchedulingAddress};
 use crate::answer::{
     Effects, GroupIndex, LineAnswer, LineContext, LineHold, LineSpec, NodeFacts, Source, in_use, not_in,
 };
+use crate::beside::Beside;
 use crate::detection::DetectionSettings;
 use crate::hash::FastHasher;
 use crate::ids::RegionId;
@@ -766,11 +767,9 @@ fn reachability(
     let mut summaries = Vec::with_capacity(if probe_rules.is_empty() { 0 } else { view.nodes.len() });
     let checked_at = state.checked_at.replace(now);
     let mut moved = Vec::new();
-    // The statuses before, walked beside the nodes when both are in node order (else looked
-    // up); each node's addresses are made in `addresses` and copied out only when they differ.
-    let statuses_before = view.statuses;
-    let in_order = view.nodes.is_sorted_by_key(|n| n.id);
-    let mut olds = statuses_before.map(|b| b.iter().peekable());
+    // The statuses before, walked beside the nodes; each node's addresses are made in
+    // `addresses` and copied out only when they differ.
+    let mut olds = view.statuses.map(Beside::new);
     let mut addresses: Vec<AddressStatus> = Vec::new();
     for run in view.nodes.chunks(READ_AHEAD) {
         // Each address's observations and its state are a cache miss or two at a fleet's
@@ -898,13 +897,7 @@ fn reachability(
                 })
             });
             let serving = node.enabled && (!view.cluster.agent_required || online) && links_fresh;
-            let old = match (&mut olds, in_order) {
-                (Some(olds), true) => {
-                    while olds.next_if(|(id, _)| **id < node.id).is_some() {}
-                    olds.peek().filter(|(id, _)| **id == node.id).map(|(_, s)| *s)
-                }
-                _ => statuses_before.and_then(|b| b.get(&node.id)),
-            };
+            let old = olds.as_mut().and_then(|b| b.get(node.id));
             let same = old.filter(|o| {
                 (o.online, o.serving, o.level, o.held_by) == (online, serving, normal.level, None)
                     && o.addresses == addresses
