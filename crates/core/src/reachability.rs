@@ -717,6 +717,18 @@ impl AddressHealth {
         }
     }
 
+    /// The first moment a step with the input of the last one may change it: the end of its
+    /// streak, or the next doubling forgiven (`None`: no such moment). Until then each step
+    /// with that input leaves it as the last one did (a failing streak, once started, keeps
+    /// its start; the time it answered is a maximum), so a pass may take it as it is.
+    pub fn steady_until(&self, settings: &ProbeSettings, damping: &Damping) -> Option<Timestamp> {
+        let forgiven = (self.state == Reachability::Reachable && self.doublings > 0)
+            .then(|| self.since.max(self.damped_at))
+            .flatten()
+            .map(|calm| calm.plus_secs(u64::from(damping.stable_s())));
+        self.deadline(settings).into_iter().chain(forgiven).min()
+    }
+
     /// What the address is doing, for people: its reachability, or the streak that will change
     /// it if it goes on — with since when, and when it would change.
     pub fn condition(&self, settings: &ProbeSettings) -> AddressCondition {
@@ -1093,6 +1105,38 @@ mod tests {
             Some(Reachability::Reachable)
         );
         back.plus_secs(wait)
+    }
+
+    /// Until `steady_until`, a step with the input of the last one leaves the state as it is;
+    /// at that moment it moves: a streak ends, or a doubling is forgiven.
+    #[test]
+    fn a_state_steps_to_itself_until_it_is_steady_no_more() {
+        let (s, d) = (settings(), Damping::default()); // 60 s; window 1 h, cap 8×, stable 1 h
+        let mut damped = AddressHealth::default();
+        let t = outage(&mut damped, T0, &s, &d);
+        let t = outage(&mut damped, t.plus_secs(60), &s, &d);
+        assert_eq!(damped.multiplier(), 2);
+        let mut failing = AddressHealth::default();
+        failing.step(true, T0, None, T0, &s, &d);
+        let mut recovering = AddressHealth::default();
+        recovering.step(true, T0, None, T0, &s, &d);
+        recovering.step(true, T0, Some(T0), T0.plus_secs(60), &s, &d);
+        let back = T0.plus_secs(61);
+        recovering.step(false, back, Some(back), back, &s, &d);
+        assert_eq!(recovering.condition(&s).condition, Condition::Recovering);
+        let cases = [(damped, false, t), (failing, true, T0), (recovering, false, back)];
+        for (i, (h, fails, at)) in cases.into_iter().enumerate() {
+            let until = h.steady_until(&s, &d).expect("a moment it moves");
+            for now in [at.plus_secs(1), until.plus_millis(-1)] {
+                let mut again = h;
+                again.step(fails, now, Some(now), now, &s, &d);
+                assert_eq!(again, h, "case {i}: steady at {now}");
+            }
+            let mut again = h;
+            again.step(fails, until, Some(until), until, &s, &d);
+            assert_ne!(again, h, "case {i}: moved at {until}");
+        }
+        assert_eq!(AddressHealth::default().steady_until(&s, &d), None, "reachable, undamped: steady");
     }
 
     #[test]

@@ -29,6 +29,7 @@ use crate::rules::{Action, Aggregate, Metric, Rule, RuleState, Status, Transitio
 use crate::settings::ProbeSettings;
 use crate::time::Timestamp;
 
+mod kept;
 mod latency;
 mod outlook;
 mod probe;
@@ -651,6 +652,7 @@ pub fn evaluate_again(
         }
     }
     out.nodes = statuses;
+    tallied.keep_facts(facts);
     out.rules = state
         .rules
         .iter()
@@ -735,7 +737,8 @@ struct Found {
 /// metrics for the rules too (a pass; an outlook has no rules to step). An address whose
 /// observations did not move since `tallied` took its tally, none of whose counted results
 /// stopped counting since, has it read back instead of walking them (and a node's probe
-/// metrics likewise, with all its summarised addresses').
+/// metrics likewise, with all its summarised addresses'). A node as it was at the last pass,
+/// whose every address's tally holds, is taken as that pass made it ([`kept`]).
 fn reachability(
     view: &ClusterView<'_>,
     state: &mut ClusterState,
@@ -756,7 +759,7 @@ fn reachability(
     let mut loss = vec![(0, 0); tallies.regions().len()];
     // One address's attempts by region, added to `loss` and kept with its tally.
     let mut lost_here = loss.clone();
-    tallied.begin(view.probers, tallies.regions(), settings);
+    tallied.begin(view.probers, tallies.regions(), kept::PassInputs::of(view));
     let mut summarised_here: Vec<u64> = Vec::new();
     let probe_rules: Vec<&Rule> = (view.rules.iter().map(|(_, r)| r))
         .filter(|r| probe_metrics && r.enabled && r.conditions.iter().any(|c| c.metric.is_probe()))
@@ -778,11 +781,15 @@ fn reachability(
         // and stop holding with its addresses' tallies; only where none are kept — a rule
         // reading them just added — are addresses whose tallies hold walked unread ahead.)
         let each = run.iter().flat_map(|n| n.addresses.iter().map(move |a| (n.id, a)));
+        // An address whose tally holds most likely belongs to a node taken as it was, whose
+        // addresses' states are not read either.
         let read = each.enumerate().fold(0, |r, (ahead, (id, a))| {
             let key = (id, a.address.ip);
+            if tallied.holds_ahead(ahead, key, (a.observations.edition(), now)) {
+                return r;
+            }
             let health = state.addresses.get(&key).map_or(0, |h| u64::from(h.doublings));
-            let holds = tallied.holds_ahead(ahead, key, (a.observations.edition(), now));
-            r ^ health ^ if holds { 0 } else { a.observations.touch() }
+            r ^ health ^ a.observations.touch()
         });
         std::hint::black_box(read);
         for node in run {
@@ -799,8 +806,46 @@ fn reachability(
                 summarised_here.extend(each.map(|a| a.observations.edition()));
             }
             let summary = wanted.then(|| tallied.node(node.id).read(&summarised_here, now)).flatten();
+            let online = node.last_heartbeat.is_some_and(|t| t.within_secs_of(now, AGENT_ONLINE_S));
+            let links_fresh = view.cluster.required_links.iter().all(|name| {
+                node.links.iter().any(|l| {
+                    &l.name == name && l.last_handshake.is_some_and(|t| t.within_secs_of(now, LINK_FRESH_S))
+                })
+            });
+            let serving = node.enabled && (!view.cluster.agent_required || online) && links_fresh;
+            // A node as it was at the last pass, whose every address's tally holds, is taken
+            // as that pass made it.
+            let as_it_was =
+                tallied.node_kept(node.id).is_some_and(|k| k.holds(node, wanted, (online, serving), now))
+                    && (!wanted || summary.is_some())
+                    && node.addresses.iter().enumerate().all(|(ahead, a)| {
+                        tallied.holds_ahead(ahead, (node.id, a.address.ip), (a.observations.edition(), now))
+                    });
+            if let Some(made) = as_it_was.then(|| tallied.take_kept()).flatten() {
+                for a in &node.addresses {
+                    let read = tallied
+                        .address((node.id, a.address.ip))
+                        .read((a.observations.edition(), now), &mut loss);
+                    debug_assert!(read.is_some(), "a tally seen ahead to hold holds");
+                    tallied.count(true);
+                }
+                seen += node.addresses.len();
+                pending.extend_from_slice(&made.pending);
+                if let Some(t) = made.streaks_end {
+                    streaks_end = Some(streaks_end.map_or(t, |e| e.min(t)));
+                }
+                statuses.push(made.status);
+                facts.push(made.facts);
+                if let Some(s) = &mut scratch {
+                    summaries.push(summary.unwrap_or_else(|| s.finish(view.probers)));
+                }
+                continue;
+            }
             // The first moment a result the node's metrics counted stops counting.
             let mut metrics_until: Option<Timestamp> = None;
+            // The node's own: the first moment one of its addresses' states may move with the
+            // same input, the earliest end of a streak, and where its pending addresses start.
+            let (mut steady_until, mut node_streaks_end, pending_from) = (None, None, pending.len());
             for a in &node.addresses {
                 let key = (node.id, a.address.ip);
                 let into_metrics = wanted && summary.is_none() && summarised(a);
@@ -856,7 +901,10 @@ fn reachability(
                     None => {}
                 }
                 if let Some(t) = health.deadline(settings) {
-                    streaks_end = Some(streaks_end.map_or(t, |e| e.min(t)));
+                    node_streaks_end = Some(node_streaks_end.map_or(t, |e: Timestamp| e.min(t)));
+                }
+                if let Some(t) = health.steady_until(settings, view.detection.damping()) {
+                    steady_until = Some(steady_until.map_or(t, |e: Timestamp| e.min(t)));
                 }
                 if before.as_ref() != Some(health) {
                     moved.push((node.id, a.address.ip));
@@ -884,25 +932,21 @@ fn reachability(
                     line: a.address.line,
                 });
             }
+            if let Some(t) = node_streaks_end {
+                streaks_end = Some(streaks_end.map_or(t, |e| e.min(t)));
+            }
             let normal = in_use(&pairs, false, mode);
             let backup = in_use(&pairs, true, mode);
             for s in &mut addresses {
                 s.in_use = normal.ips.contains(&s.ip)
                     || targets.iter().any(|(_, ip, usable)| *ip == s.ip && *usable);
             }
-            let online = node.last_heartbeat.is_some_and(|t| t.within_secs_of(now, AGENT_ONLINE_S));
-            let links_fresh = view.cluster.required_links.iter().all(|name| {
-                node.links.iter().any(|l| {
-                    &l.name == name && l.last_handshake.is_some_and(|t| t.within_secs_of(now, LINK_FRESH_S))
-                })
-            });
-            let serving = node.enabled && (!view.cluster.agent_required || online) && links_fresh;
             let old = olds.as_mut().and_then(|b| b.get(node.id));
             let same = old.filter(|o| {
                 (o.online, o.serving, o.level, o.held_by) == (online, serving, normal.level, None)
                     && o.addresses == addresses
             });
-            statuses.push(match same {
+            let status = match same {
                 Some(o) => Arc::clone(o),
                 None => Arc::new(NodeStatus {
                     node: node.id,
@@ -912,7 +956,15 @@ fn reachability(
                     held_by: None,
                     addresses: addresses.clone(),
                 }),
-            });
+            };
+            if let Some(k) = tallied.last_kept() {
+                k.set(
+                    (node, wanted),
+                    (now, steady_until),
+                    (&status, &pending[pending_from..], node_streaks_end),
+                );
+            }
+            statuses.push(status);
             facts.push(NodeFacts {
                 id: node.id,
                 group: node.group,

@@ -16,6 +16,7 @@
 //! was: nodes or addresses added or removed before it), so that keeping them costs a pass over
 //! a fleet whose every address moved next to nothing.
 
+use super::kept::{Made, NodeKept, PassInputs};
 use super::*;
 use crate::reachability::Verdict;
 
@@ -200,8 +201,13 @@ pub struct Tallied {
     settings: Option<ProbeSettings>,
     addresses: InOrder<(NodeId, IpAddr), Taken>,
     nodes: InOrder<NodeId, NodeTaken>,
+    /// What each node's part of the last pass made, and the settings it was made with.
+    kept: InOrder<NodeId, NodeKept>,
+    pass: Option<PassInputs>,
     /// Addresses the last pass read back, and those it tallied.
     counts: (usize, usize),
+    /// Nodes the last pass took as the one before made them.
+    taken_as_they_were: usize,
 }
 
 impl Tallied {
@@ -214,8 +220,14 @@ impl Tallied {
     /// tallies taken over other settings, or over probers that are not the first of these
     /// with the same regions, are forgotten. Probers added after the others (a node created
     /// takes a place in the table, probing or not) made none of the observations tallied, so
-    /// unless one brings a region of its own, each tally holds.
-    pub(super) fn begin(&mut self, probers: &[ProberView], regions: &[RegionId], settings: &ProbeSettings) {
+    /// unless one brings a region of its own, each tally holds. What the nodes' parts of a
+    /// pass with other inputs (`pass`) made is forgotten.
+    pub(super) fn begin(&mut self, probers: &[ProberView], regions: &[RegionId], pass: PassInputs) {
+        let settings = &pass.settings;
+        if self.pass != Some(pass) {
+            self.kept.clear();
+            self.pass = Some(pass);
+        }
         let kept = probers.get(..self.probers.len()).is_some_and(|p| p == self.probers)
             && regions == self.regions
             && self.settings == Some(*settings);
@@ -230,6 +242,7 @@ impl Tallied {
             self.probers = probers.to_vec();
         }
         self.counts = (0, 0);
+        self.taken_as_they_were = 0;
     }
 
     /// How many addresses the last pass read back, and how many it tallied again.
@@ -259,6 +272,11 @@ impl Tallied {
         !self.alone && self.addresses.ahead(n, key).is_some_and(|t| t.holds(edition, now))
     }
 
+    /// How many nodes the last pass took as the pass before made them.
+    pub fn nodes_as_they_were(&self) -> usize {
+        self.taken_as_they_were
+    }
+
     /// Counts an address's tally read back (`reused`) or taken again.
     pub(super) fn count(&mut self, reused: bool) {
         if reused { self.counts.0 += 1 } else { self.counts.1 += 1 }
@@ -281,10 +299,39 @@ impl Tallied {
         self.nodes.last()
     }
 
+    /// What the last pass made of `node`, met next in this pass (every node is, once): for a
+    /// pass alone, nothing.
+    pub(super) fn node_kept(&mut self, node: NodeId) -> Option<&mut NodeKept> {
+        (!self.alone).then(|| self.kept.at(node))
+    }
+
+    /// What is kept of the node met last, to take or set.
+    pub(super) fn last_kept(&mut self) -> Option<&mut NodeKept> {
+        self.kept.last()
+    }
+
+    /// What the last pass made of the node met last, taken as it was (counted).
+    pub(super) fn take_kept(&mut self) -> Option<Made> {
+        let made = self.kept.last()?.take()?;
+        self.taken_as_they_were += 1;
+        Some(made)
+    }
+
     /// Ends a pass: what it did not take (addresses and nodes gone) is forgotten.
     pub(super) fn end(&mut self) {
         self.addresses.end();
         self.nodes.end();
+        self.kept.end();
+    }
+
+    /// The facts of the pass's nodes, in the order it met them, given back to be taken by the
+    /// next pass for the nodes that stay as they were.
+    pub(super) fn keep_facts(&mut self, facts: Vec<NodeFacts>) {
+        if self.kept.kept.len() == facts.len() {
+            for ((_, k), f) in self.kept.kept.iter_mut().zip(facts) {
+                k.keep_facts(f);
+            }
+        }
     }
 }
 

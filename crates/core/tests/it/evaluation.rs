@@ -1,6 +1,6 @@
 //! Cluster passes, step by step on a virtual clock: every rule of SPEC §5 in a scenario.
 
-use vantage_core::address::Level::{Backup1, Primary};
+use vantage_core::address::Level::{Backup1, Backup2, Primary};
 use vantage_core::evaluate::{DEFAULT_LINE, Event};
 use vantage_core::ids::{LineId, NodeId, RegionId, RuleId};
 use vantage_core::reachability::{ProberView, Reachability};
@@ -930,4 +930,55 @@ fn a_pass_tallies_again_only_what_moved_or_went_stale() {
     assert_eq!(f.tallied.last_pass(), (0, 2), "a prober no longer counting");
     f.eval();
     assert_eq!(f.tallied.last_pass(), (2, 0), "then kept over the table as it is now");
+}
+
+/// A node as it was at the last pass — the same configuration, observations and heartbeat,
+/// every address's tally holding, no streak ending — is taken as that pass made it (issue 32);
+/// one that changed in any of these is made anew, and decides as a pass that makes all anew
+/// (the scenarios above run through the same passes).
+#[test]
+fn a_node_as_it_was_is_taken_as_the_last_pass_made_it() {
+    let mut f = Fleet::new(3).fast().node(1, 1, &[("203.0.113.10", Primary)]).node(
+        2,
+        1,
+        &[("203.0.113.20", Primary), ("198.51.100.20", Backup1)],
+    );
+    f.report_all_ok();
+    f.eval();
+    assert_eq!(f.tallied.nodes_as_they_were(), 0, "the first pass makes every node");
+    f.advance(1);
+    let before = f.eval();
+    assert_eq!(f.tallied.nodes_as_they_were(), 2, "nothing moved");
+    // A level changed by the operator: that node is made anew, with its new level.
+    f.node_mut(2).addresses[1].address.level = Backup2;
+    let e = f.eval();
+    assert_eq!(f.tallied.nodes_as_they_were(), 1);
+    assert!(std::sync::Arc::ptr_eq(&before.nodes[0], &e.nodes[0]), "node 1's status, shared");
+    assert_eq!(e.nodes[1].addresses[1].level, Backup2);
+    // Its primary fails for two of three probers: made anew, failing, not yet unreachable.
+    f.report("203.0.113.20", &[0, 1]);
+    let e = f.eval();
+    assert_eq!(f.tallied.nodes_as_they_were(), 1);
+    assert!(e.events.is_empty() && e.nodes[1].addresses[0].reachability == Reachability::Reachable);
+    f.advance(1);
+    f.eval();
+    assert_eq!(f.tallied.nodes_as_they_were(), 2, "a failing streak under way changes nothing yet");
+    // With no report since, its streak ends: the node is made anew, and unreachable.
+    let deadline = f.eval().next_deadline.expect("the streak's end");
+    f.now = deadline;
+    let e = f.eval();
+    assert_eq!(f.tallied.nodes_as_they_were(), 1, "the node whose streak ended is made anew");
+    assert!(e.events.iter().any(|ev| matches!(ev, Event::AddressUnreachable { node: NodeId(2), .. })));
+    assert_eq!(e.nodes[1].level, Some(Backup2));
+    // An agent last heard from 44 s ago: online, then offline at its moment, made anew.
+    f.report_all_ok();
+    f.node_mut(1).last_heartbeat = Some(f.now.plus_millis(-44_000));
+    assert!(f.eval().nodes[0].online);
+    f.advance(1);
+    assert!(f.eval().nodes[0].online);
+    assert_eq!(f.tallied.nodes_as_they_were(), 2);
+    f.advance(1);
+    let e = f.eval();
+    assert!(!e.nodes[0].online, "offline once its heartbeat is stale");
+    assert_eq!(f.tallied.nodes_as_they_were(), 1);
 }
