@@ -750,7 +750,7 @@ fn reachability(
     let mode = view.cluster.dns_mode;
     let mut seen = 0usize;
     let mut streaks_end: Option<Timestamp> = None;
-    let mut facts = Vec::with_capacity(view.nodes.len());
+    let mut facts = tallied.facts_room(view.nodes.len());
     let mut statuses = Vec::with_capacity(view.nodes.len());
     let mut pairs: Vec<(SchedulingAddress, bool)> = Vec::new();
     let mut pending: Vec<IpAddr> = Vec::new();
