@@ -314,6 +314,8 @@ pub struct Tallies {
     starts: Vec<usize>,
     next: Vec<usize>,
     times: Vec<Timestamp>,
+    /// The tally by region being made.
+    columns: Vec<(RegionId, Tally)>,
 }
 
 impl Tallies {
@@ -439,17 +441,18 @@ pub type ByRegion = Arc<[(RegionId, Tally)]>;
 /// result counts none). The regions are for reading where a failure is seen from; a few
 /// regions alone decide nothing (§5.1). One tally serves both, and adds the attempts those
 /// probers sent and lost to `loss` (one (sent, lost) per region, in their order). `tallies`
-/// is made for `probers` ([`Tallies::new`]).
+/// is made for `probers` ([`Tallies::new`]). The tally by region is `before` again, shared,
+/// when it is the same.
 pub fn verdicts_by_region(
     obs: &Observations,
     probers: &[ProberView],
     (settings, now): (&ProbeSettings, Timestamp),
-    loss: &mut [(u64, u64)],
+    (loss, before): (&mut [(u64, u64)], Option<&ByRegion>),
     tallies: &mut Tallies,
 ) -> (Verdict, ByRegion) {
     debug_assert_eq!(tallies.region_at.len(), probers.len(), "tallies made for these probers");
     tallies.say(obs, probers, settings, now);
-    let Tallies { regions, says, by_region, starts, next, times, .. } = tallies;
+    let Tallies { regions, says, by_region, starts, next, times, columns, .. } = tallies;
     debug_assert_eq!(loss.len(), regions.len(), "one (sent, lost) per region");
     let all = verdict_of(says, times);
     // The says by region in two walks (a count, then each in its place), not a sort: every
@@ -473,19 +476,22 @@ pub fn verdicts_by_region(
             next[r] += 1;
         }
     }
-    let by = regions
-        .iter()
-        .zip(loss.iter_mut())
-        .zip(starts.windows(2))
-        .map(|((r, (sent, lost)), w)| {
-            let theirs = &by_region[w[0]..w[1]];
-            for s in theirs {
-                *sent += u64::from(s.tally.sent);
-                *lost += u64::from(s.tally.lost);
-            }
-            (*r, tally_of(theirs, times))
-        })
-        .collect();
+    columns.clear();
+    let each = regions.iter().zip(loss.iter_mut()).zip(starts.windows(2)).map(|((r, (sent, lost)), w)| {
+        let theirs = &by_region[w[0]..w[1]];
+        for s in theirs {
+            *sent += u64::from(s.tally.sent);
+            *lost += u64::from(s.tally.lost);
+        }
+        (*r, tally_of(theirs, times))
+    });
+    columns.extend(each);
+    // From one round to the next an address's tally by region most often stays the same: the
+    // list before is shared again rather than a list allocated for every address at every pass.
+    let by = match before {
+        Some(b) if **b == **columns => Arc::clone(b),
+        _ => Arc::from(columns.as_slice()),
+    };
     (all, by)
 }
 
@@ -877,7 +883,7 @@ mod tests {
             obs(4, 3, 3, T0),
         ]);
         let mut loss = [(0, 0); 2];
-        let (all, by) = verdicts_by_region(&o, &p, (&s, T0), &mut loss, &mut Tallies::new(&p));
+        let (all, by) = verdicts_by_region(&o, &p, (&s, T0), (&mut loss, None), &mut Tallies::new(&p));
         assert_eq!(loss, [(6, 6), (3, 0)], "the attempts of the results that count, by region");
         let tallies: Vec<(RegionId, u32, u32)> =
             by.iter().map(|(r, v)| (*r, v.failing, v.counting)).collect();
@@ -886,6 +892,19 @@ mod tests {
         // Together they are what the whole verdict counts.
         assert_eq!(all, verdict(&o, &p, &s, T0));
         assert_eq!((all.failing, all.counting), (2, 3));
+        // A round later the same tally by region is the one before, shared; another is not.
+        let round = |at: Timestamp, lost: u16| {
+            Observations::new(vec![obs(1, 3, lost, at), obs(2, 3, 0, at), obs(4, 3, 0, at)])
+        };
+        let mut tallies = Tallies::new(&p);
+        let (_, by) = verdicts_by_region(&round(T0, 0), &p, (&s, T0), (&mut loss, None), &mut tallies);
+        let later = T0.plus_secs(10);
+        let (_, again) =
+            verdicts_by_region(&round(later, 0), &p, (&s, later), (&mut loss, Some(&by)), &mut tallies);
+        assert!(Arc::ptr_eq(&again, &by), "the same tally by region, shared");
+        let (_, other) =
+            verdicts_by_region(&round(later, 3), &p, (&s, later), (&mut loss, Some(&by)), &mut tallies);
+        assert!(!Arc::ptr_eq(&other, &by) && other[0].1.failing == 1, "another, made anew");
     }
 
     /// The verdict of `says` the plain way: every time sorted, the majority-th picked.
@@ -945,7 +964,7 @@ mod tests {
                     .collect();
                 let mut loss = vec![(0, 0); regions.len()];
                 let o = Observations::new(obs.clone());
-                let (all, by) = verdicts_by_region(&o, &p, (&s, now), &mut loss, &mut tallies);
+                let (all, by) = verdicts_by_region(&o, &p, (&s, now), (&mut loss, None), &mut tallies);
                 proptest::prop_assert_eq!(all, sorted_verdict(&obs, &p, &s, now));
                 proptest::prop_assert_eq!(by.len(), regions.len());
                 for ((r, v), (region, (sent, lost))) in by.iter().copied().zip(regions.iter().zip(&loss)) {

@@ -861,7 +861,7 @@ fn reachability(
                             &a.observations,
                             view.probers,
                             (settings, now),
-                            &mut lost_here,
+                            (&mut lost_here, taken.regions()),
                             &mut tallies,
                         );
                         add_loss(&mut loss, &lost_here);

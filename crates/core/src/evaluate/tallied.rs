@@ -56,6 +56,12 @@ impl Taken {
         Some((self.verdict, Arc::clone(&self.regions)))
     }
 
+    /// The tally by region it holds, if it holds one (whether or not it holds now): the next
+    /// tally shares it when it is the same.
+    pub(super) fn regions(&self) -> Option<&ByRegion> {
+        self.at.map(|_| &self.regions)
+    }
+
     /// Becomes the tally the observations at `edition` gave at `now`, holding until `until`.
     pub(super) fn set(
         &mut self,
