@@ -44,6 +44,9 @@ pub struct Figures {
     pub fleet: Fleet,
     /// When each HTTPS target's certificate expires, as the probers saw it.
     pub expiries: Arc<BTreeMap<TargetKey, Timestamp>>,
+    /// When the fleet's probe rates were made: figures made again within a second of that
+    /// (after a pass or a change) share them.
+    pub rates_at: Timestamp,
 }
 
 impl Figures {
@@ -204,10 +207,16 @@ impl Control {
     pub fn view(&mut self, now: Timestamp) -> View {
         let config = self.config();
         if self.figures.stale(&config, self.passes(), now) {
+            let before = &self.figures;
+            let rated =
+                before.fleet.evaluator && (0..FIGURES_EVERY_MS).contains(&now.millis_since(before.rates_at));
+            let rates = rated.then(|| before.fleet.probe_rates.clone());
+            let rates_at = if rated { before.rates_at } else { now };
             self.figures = Arc::new(Figures {
                 at: now,
                 passes: self.passes(),
-                fleet: self.fleet(now),
+                rates_at,
+                fleet: self.fleet_rated(now, rates),
                 // The lease holder exports them (`Fleet::evaluator`); a follower scans nothing.
                 expiries: if self.role() == Role::Leader {
                     self.addresses().certificate_expiries().clone()

@@ -471,6 +471,7 @@ mod tests {
                 ..Default::default()
             },
             expiries: Arc::new(BTreeMap::from([(key, now.plus_secs(86_400))])),
+            ..Default::default()
         })
     }
 

@@ -1,6 +1,7 @@
 //! The fleet's figures for `/metrics` are the ones DNS and the API use.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use vantage_control::fleet::ProbePlace;
 use vantage_core::address::Level;
@@ -61,4 +62,26 @@ fn loss_counts_by_cluster_and_region_and_the_lag_is_how_long_reports_wait_for_th
     let f = lab.control.fleet(lab.now);
     assert!(f.probe_loss.is_empty(), "{:?}", f.probe_loss);
     assert_eq!(f.evaluation_lag, [("video".to_owned(), 1.5)]);
+}
+
+/// Figures made again within a second of the probe rates — after a change and its pass —
+/// share them (a walk of every target of the fleet, sorted); a second on they are made again.
+#[test]
+fn probe_rates_are_made_at_most_once_a_second() {
+    let mut lab = Lab::new();
+    let (p, c, g, _) = lab.one_node();
+    lab.round(p, &[]);
+    lab.tick();
+    let first = lab.control.view(lab.now).figures;
+    assert_eq!(first.fleet.probe_rates.len(), 1, "one address:port probed");
+    lab.advance_ms(300);
+    lab.node(c, g, "edge-2", &[("203.0.113.11", Level::Primary)]);
+    lab.tick();
+    let changed = lab.control.view(lab.now).figures;
+    assert!(changed.passes > first.passes, "figures made again after the change's pass");
+    assert!(Arc::ptr_eq(&first.fleet.probe_rates, &changed.fleet.probe_rates), "the same rates");
+    lab.advance_ms(1000);
+    let later = lab.control.view(lab.now).figures;
+    assert!(!Arc::ptr_eq(&first.fleet.probe_rates, &later.fleet.probe_rates), "a second on");
+    assert_eq!(*later.fleet.probe_rates, lab.control.probe_rates(lab.now));
 }
