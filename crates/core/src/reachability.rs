@@ -723,16 +723,25 @@ impl AddressHealth {
         }
     }
 
-    /// The first moment a step with the input of the last one may change it: the end of its
-    /// streak, or the next doubling forgiven (`None`: no such moment). Until then each step
-    /// with that input leaves it as the last one did (a failing streak, once started, keeps
-    /// its start; the time it answered is a maximum), so a pass may take it as it is.
-    pub fn steady_until(&self, settings: &ProbeSettings, damping: &Damping) -> Option<Timestamp> {
+    /// The first moment [`observe`](Self::observe) with the verdict `v` it was last observed
+    /// with at `now` may change it: the end of its streak, or the next doubling forgiven
+    /// (`None`: no such moment); `now` itself when the reports show it answering after `now`
+    /// (a clock set back), whose time answered each later step raises. Until then each step
+    /// with that verdict leaves it as the last one did (a failing streak, once started, keeps
+    /// its start; the time it answered is a maximum; verified stays verified), so a pass may
+    /// take it as it is.
+    pub fn steady_until(
+        &self,
+        v: &Verdict,
+        now: Timestamp,
+        (settings, damping): (&ProbeSettings, &Damping),
+    ) -> Option<Timestamp> {
         let forgiven = (self.state == Reachability::Reachable && self.doublings > 0)
             .then(|| self.since.max(self.damped_at))
             .flatten()
             .map(|calm| calm.plus_secs(u64::from(damping.stable_s())));
-        self.deadline(settings).into_iter().chain(forgiven).min()
+        let answered_ahead = v.answering_at.filter(|at| !v.is_failing() && *at > now).map(|_| now);
+        self.deadline(settings).into_iter().chain(forgiven).chain(answered_ahead).min()
     }
 
     /// What the address is doing, for people: its reachability, or the streak that will change
@@ -1126,36 +1135,56 @@ mod tests {
         back.plus_secs(wait)
     }
 
-    /// Until `steady_until`, a step with the input of the last one leaves the state as it is;
-    /// at that moment it moves: a streak ends, or a doubling is forgiven.
+    /// Until `steady_until`, an observation of the verdict of the last one leaves the state as
+    /// it is; at that moment it moves: a streak ends, or a doubling is forgiven. Reports that
+    /// show it answering after `now` (a clock set back) move it at every step until then.
     #[test]
     fn a_state_steps_to_itself_until_it_is_steady_no_more() {
         let (s, d) = (settings(), Damping::default()); // 60 s; window 1 h, cap 8×, stable 1 h
+        let answering =
+            |at: Timestamp| Verdict { counting: 3, failing: 0, failing_from: None, answering_at: Some(at) };
+        let failing = |from: Timestamp| Verdict {
+            counting: 3,
+            failing: 2,
+            failing_from: Some(from),
+            answering_at: None,
+        };
         let mut damped = AddressHealth::default();
         let t = outage(&mut damped, T0, &s, &d);
         let t = outage(&mut damped, t.plus_secs(60), &s, &d);
+        damped.observe(&answering(t), Some(t), t, &s, &d);
         assert_eq!(damped.multiplier(), 2);
-        let mut failing = AddressHealth::default();
-        failing.step(true, T0, None, T0, &s, &d);
+        let mut streak = AddressHealth::default();
+        streak.observe(&failing(T0), None, T0, &s, &d);
         let mut recovering = AddressHealth::default();
         recovering.step(true, T0, None, T0, &s, &d);
         recovering.step(true, T0, Some(T0), T0.plus_secs(60), &s, &d);
         let back = T0.plus_secs(61);
-        recovering.step(false, back, Some(back), back, &s, &d);
+        recovering.observe(&answering(back), Some(back), back, &s, &d);
         assert_eq!(recovering.condition(&s).condition, Condition::Recovering);
-        let cases = [(damped, false, t), (failing, true, T0), (recovering, false, back)];
-        for (i, (h, fails, at)) in cases.into_iter().enumerate() {
-            let until = h.steady_until(&s, &d).expect("a moment it moves");
+        let cases =
+            [(damped, answering(t), t), (streak, failing(T0), T0), (recovering, answering(back), back)];
+        for (i, (h, v, at)) in cases.into_iter().enumerate() {
+            let until = h.steady_until(&v, at, (&s, &d)).expect("a moment it moves");
             for now in [at.plus_secs(1), until.plus_millis(-1)] {
                 let mut again = h;
-                again.step(fails, now, Some(now), now, &s, &d);
+                again.observe(&v, Some(now), now, &s, &d);
                 assert_eq!(again, h, "case {i}: steady at {now}");
             }
             let mut again = h;
-            again.step(fails, until, Some(until), until, &s, &d);
+            again.observe(&v, Some(until), until, &s, &d);
             assert_ne!(again, h, "case {i}: moved at {until}");
         }
-        assert_eq!(AddressHealth::default().steady_until(&s, &d), None, "reachable, undamped: steady");
+        let steady = AddressHealth::default();
+        assert_eq!(steady.steady_until(&answering(T0), T0, (&s, &d)), None, "reachable, undamped: steady");
+        // Reports dated after `now`: the time it answered moves with `now` until then.
+        let ahead = answering(T0.plus_secs(30));
+        let mut h = AddressHealth::default();
+        h.observe(&ahead, None, T0, &s, &d);
+        assert_eq!(h.steady_until(&ahead, T0, (&s, &d)), Some(T0), "not steady");
+        let mut again = h;
+        again.observe(&ahead, Some(T0), T0.plus_secs(1), &s, &d);
+        assert_ne!(again, h, "a step later moved it");
     }
 
     #[test]

@@ -3,15 +3,16 @@
 //! report came in between — meets most nodes as they were: the same configuration, the same
 //! observations, the same heartbeat. Stepping such a node's addresses again changes nothing
 //! (each step with the input of the last one leaves the hysteresis as it was, until a streak
-//! ends or a doubling is forgiven: [`AddressHealth::steady_until`]), so the pass takes its
+//! ends, a doubling is forgiven, or reports dated ahead move its time answered:
+//! [`AddressHealth::steady_until`]), so the pass takes its
 //! status, its facts and its addresses waiting to be verified as the last pass made them,
 //! without a look-up of its addresses' states, instead of making them anew.
 //!
 //! A node is taken as it was only when all of this is as it was then: its group, whether it
 //! is enabled and whether a rule reads its probe metrics (and, if one does, they hold); each
 //! of its addresses with its observations' edition and the probers expected, and each
-//! address's tally holds; whether it is online and served; the pass's probe settings,
-//! detection settings and DNS mode; and none of its addresses' states may move yet. Anything
+//! address's tally holds; whether it is online and served; the pass's probe settings, flap
+//! damping and DNS mode; and none of its addresses' states may move yet. Anything
 //! else is a miss, and the node is made anew.
 
 use super::*;
@@ -111,6 +112,8 @@ impl NodeKept {
         (status, pending, streaks_end): (&Arc<NodeStatus>, &[IpAddr], Option<Timestamp>),
     ) {
         (self.at, self.until, self.streaks_end) = (Some(now), until, streaks_end);
+        // Until the pass gives this node's new facts back, none are to be taken.
+        self.facts = None;
         self.inputs.set(node, wanted);
         self.status = Some(Arc::clone(status));
         self.pending.clear();

@@ -903,7 +903,7 @@ fn reachability(
                 if let Some(t) = health.deadline(settings) {
                     node_streaks_end = Some(node_streaks_end.map_or(t, |e: Timestamp| e.min(t)));
                 }
-                if let Some(t) = health.steady_until(settings, view.detection.damping()) {
+                if let Some(t) = health.steady_until(&v, now, (settings, view.detection.damping())) {
                     steady_until = Some(steady_until.map_or(t, |e: Timestamp| e.min(t)));
                 }
                 if before.as_ref() != Some(health) {

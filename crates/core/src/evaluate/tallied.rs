@@ -337,6 +337,7 @@ impl Tallied {
     /// The list itself is kept empty for the next pass's facts: a list of 10,000 nodes' facts
     /// allocated and freed at every pass was a large block for the allocator to find and merge.
     pub(super) fn keep_facts(&mut self, mut facts: Vec<NodeFacts>) {
+        debug_assert!(self.alone || self.kept.kept.len() == facts.len(), "every node met once");
         if self.kept.kept.len() == facts.len() {
             for ((_, k), f) in self.kept.kept.iter_mut().zip(facts.drain(..)) {
                 k.keep_facts(f);
