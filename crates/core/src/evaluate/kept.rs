@@ -19,7 +19,7 @@ use super::*;
 use crate::detection::Damping;
 
 /// What a node's part of a pass was made of, besides its addresses' tallies.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 struct Inputs {
     group: Option<GroupId>,
     enabled: bool,

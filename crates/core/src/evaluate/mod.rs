@@ -831,9 +831,7 @@ fn reachability(
                 }
                 seen += node.addresses.len();
                 pending.extend_from_slice(&made.pending);
-                if let Some(t) = made.streaks_end {
-                    streaks_end = Some(streaks_end.map_or(t, |e| e.min(t)));
-                }
+                streaks_end = earliest(streaks_end, made.streaks_end);
                 statuses.push(made.status);
                 facts.push(made.facts);
                 if let Some(s) = &mut scratch {
@@ -868,10 +866,7 @@ fn reachability(
                         let until = tallies.holds_until(settings);
                         if let Some(s) = scratch.as_mut().filter(|_| into_metrics) {
                             tallies.counted().for_each(|t| s.add(t));
-                            metrics_until = match (metrics_until, until) {
-                                (Some(a), Some(b)) => Some(a.min(b)),
-                                (a, b) => a.or(b),
-                            };
+                            metrics_until = earliest(metrics_until, until);
                         }
                         taken.set((edition, now, until), v, &by_region, &lost_here);
                         (v, by_region)
@@ -900,12 +895,9 @@ fn reachability(
                     }
                     None => {}
                 }
-                if let Some(t) = health.deadline(settings) {
-                    node_streaks_end = Some(node_streaks_end.map_or(t, |e: Timestamp| e.min(t)));
-                }
-                if let Some(t) = health.steady_until(&v, now, (settings, view.detection.damping())) {
-                    steady_until = Some(steady_until.map_or(t, |e: Timestamp| e.min(t)));
-                }
+                node_streaks_end = earliest(node_streaks_end, health.deadline(settings));
+                let steady = health.steady_until(&v, now, (settings, view.detection.damping()));
+                steady_until = earliest(steady_until, steady);
                 if before.as_ref() != Some(health) {
                     moved.push((node.id, a.address.ip));
                 }
@@ -932,9 +924,7 @@ fn reachability(
                     line: a.address.line,
                 });
             }
-            if let Some(t) = node_streaks_end {
-                streaks_end = Some(streaks_end.map_or(t, |e| e.min(t)));
-            }
+            streaks_end = earliest(streaks_end, node_streaks_end);
             let normal = in_use(&pairs, false, mode);
             let backup = in_use(&pairs, true, mode);
             for s in &mut addresses {
@@ -1020,6 +1010,11 @@ fn reachability(
     pending.dedup();
     tallied.end();
     Found { facts, statuses, pending, probe_loss, streaks_end, summaries, moved }
+}
+
+/// The earlier of two moments, either of which may be none.
+fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    a.into_iter().chain(b).min()
 }
 
 /// Adds one address's attempts sent and lost by region to the pass's.
