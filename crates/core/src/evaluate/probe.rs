@@ -144,9 +144,7 @@ pub(super) fn probe_summary(
 ) -> ProbeSummary {
     let keep = summarised(node);
     for a in node.addresses.iter().filter(|a| keep(a)) {
-        for t in a.observations.per_prober(view.probers, view.settings, now) {
-            s.add(&t);
-        }
+        a.observations.each_prober(view.probers, view.settings, now, |t| s.add(&t));
     }
     s.finish(view.probers)
 }
