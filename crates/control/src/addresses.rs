@@ -224,7 +224,7 @@ impl Addresses {
         node: NodeId,
         ip: IpAddr,
         ports: &[u16],
-    ) -> vantage_core::reachability::Observations {
+    ) -> std::borrow::Cow<'_, vantage_core::reachability::Observations> {
         self.seen.of_address(node, ip, ports)
     }
 

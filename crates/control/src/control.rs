@@ -307,7 +307,7 @@ struct Slot {
     /// results a report replaces from being freed, and make the report copy its address's
     /// list): the next pass writes its views over them, so that their names and lists are not
     /// allocated and freed again at every pass (issue 32).
-    room: Vec<NodeView>,
+    room: Vec<NodeView<'static>>,
 }
 
 /// The control core.
@@ -563,7 +563,7 @@ impl Control {
         cluster: ClusterId,
         empty: &'a ClusterState,
         now: Timestamp,
-    ) -> Option<(Parts, &'a vantage_core::model::Cluster, &'a ClusterState)> {
+    ) -> Option<(Parts<'a>, &'a vantage_core::model::Cluster, &'a ClusterState)> {
         let c = &self.config;
         let spec = &c.clusters.get(&cluster.0)?.value;
         let state = self.slots.get(&cluster).map_or(empty, |s| &s.state);
@@ -1072,7 +1072,13 @@ impl Control {
     /// What a pass of cluster `id` at `now` reads, with the observations `addresses` keeps
     /// (the core's own, or a test's made afresh).
     /// The views of its nodes are written over those in `room` (see [`Slot::room`]).
-    fn parts(&self, id: ClusterId, addresses: &Addresses, now: Timestamp, room: Vec<NodeView>) -> Parts {
+    fn parts<'a>(
+        &self,
+        id: ClusterId,
+        addresses: &'a Addresses,
+        now: Timestamp,
+        room: Vec<NodeView<'static>>,
+    ) -> Parts<'a> {
         let spread = self.online_spread(now);
         let c = &self.config;
         let seen = (&self.obs, addresses);
@@ -1158,6 +1164,9 @@ impl Control {
         let window = follower.then(|| slot.state.superseded.clone());
         let view = parts.view(&c, cluster, (reason.as_deref(), self.snapshots.get(&id).map(|s| &s.nodes)));
         let mut out = evaluate_again(&view, &mut slot.state, &mut slot.tallied, now);
+        // The room keeps each node's allocations, not the observations it borrowed.
+        let Parts { rules, nodes, drained, .. } = parts;
+        slot.room = nodes.into_iter().map(NodeView::emptied).collect();
         if follower {
             // A follower's records are the lease holder's: what it would cut, the holder cuts
             // (or it does itself once it holds the lease). So is its removal window, which
@@ -1236,7 +1245,7 @@ impl Control {
             &c,
             (id, cluster.ttl),
             (&before.drains, before.evaluated_at.is_some()),
-            (&out.nodes, &parts.drained),
+            (&out.nodes, &drained),
             (answered, answered_since),
             &mut self.events,
             now,
@@ -1268,15 +1277,10 @@ impl Control {
         let audit: Vec<AuditEntry> = out
             .events
             .iter()
-            .filter_map(|e| self.alert_of(&c, id, cluster, &zone, base, &parts.rules, e, now))
+            .filter_map(|e| self.alert_of(&c, id, cluster, &zone, base, &rules, e, now))
             .collect();
         if !audit.is_empty() {
             self.outputs.push_back(Output::Audit(audit));
-        }
-        let mut room = parts.nodes;
-        room.iter_mut().for_each(|n| n.addresses.clear());
-        if let Some(slot) = self.slots.get_mut(&id) {
-            slot.room = room;
         }
     }
 
@@ -1476,27 +1480,27 @@ fn changed(
 
 /// What a cluster's view is built from: its lines, rules, nodes with their latest results,
 /// and the prober table its observations are indexed by (the addresses book's, or one following it).
-struct Parts {
+struct Parts<'a> {
     lines: Vec<LineSpec>,
     rules: Vec<(RuleId, Rule)>,
-    nodes: Vec<NodeView>,
+    nodes: Vec<NodeView<'a>>,
     /// The nodes drained at the pass's moment, and why, in node order.
     drained: Vec<(NodeId, DrainCause)>,
     table: Arc<ProberTable>,
 }
 
-impl Parts {
+impl<'a> Parts<'a> {
     /// What a pass of cluster `id` reads, each address with the probers that probe it (every
     /// counting prober online, within the probe budget, but the node itself: `spread`), whom
     /// it is to be seen answering by while it waits to be verified.
     fn gather(
         c: &Config,
-        (obs, addresses): (&Observations, &Addresses),
+        (obs, addresses): (&Observations, &'a Addresses),
         policy: AddressPolicy,
         (id, now): (ClusterId, Timestamp),
         spread: &Spread,
-        (table, room): (Arc<ProberTable>, Vec<NodeView>),
-    ) -> Parts {
+        (table, room): (Arc<ProberTable>, Vec<NodeView<'static>>),
+    ) -> Parts<'a> {
         let lines = c
             .lines_of(id)
             .map(|(lid, l)| LineSpec {
@@ -1520,7 +1524,7 @@ impl Parts {
         let mut in_use = Vec::new();
         // Each node's view is written over the one in `room` at its place, if any: its name,
         // links and list of addresses keep their allocations.
-        let mut nodes = room;
+        let mut nodes: Vec<NodeView<'a>> = room;
         let mut count = 0;
         let mut drained = Vec::new();
         for (i, (nid, n)) in c.nodes_of(id).enumerate() {
@@ -1580,12 +1584,12 @@ impl Parts {
 
     /// The view of a pass over these parts; `statuses`: the ones it may share again (see
     /// [`ClusterView::statuses`]).
-    fn view<'a>(
-        &'a self,
-        c: &'a Config,
-        cluster: &'a vantage_core::model::Cluster,
-        (reason, statuses): (Option<&'a str>, Option<&'a BTreeMap<NodeId, Arc<NodeStatus>>>),
-    ) -> ClusterView<'a> {
+    fn view<'v>(
+        &'v self,
+        c: &'v Config,
+        cluster: &'v vantage_core::model::Cluster,
+        (reason, statuses): (Option<&'v str>, Option<&'v BTreeMap<NodeId, Arc<NodeStatus>>>),
+    ) -> ClusterView<'v> {
         ClusterView {
             settings: &c.settings,
             detection: &c.detection,

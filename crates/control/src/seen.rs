@@ -13,6 +13,7 @@
 //! summed in that order, so an average can differ in its last bit from the one a core just
 //! started would make. Only a threshold met to the last bit could tell.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 use vantage_core::Timestamp;
@@ -530,18 +531,19 @@ impl Seen {
     }
 
     /// What a pass reads of `node`'s address `ip`: the observations on the cluster's
-    /// `ports` — shared as they are, or a copy without those of a port the cluster no longer
-    /// listens on (until they expire).
-    pub(crate) fn of_address(&self, node: NodeId, ip: IpAddr, ports: &[u16]) -> Observations {
-        let Some(a) = self.by_address.get(&(node, ip)) else { return Observations::default() };
+    /// `ports` — borrowed as they are (no count of a shared list taken and dropped for each
+    /// address at each pass: most of gathering the view of a pass after a change; issue 32),
+    /// or a copy without those of a port the cluster no longer listens on (until they expire).
+    pub(crate) fn of_address(&self, node: NodeId, ip: IpAddr, ports: &[u16]) -> Cow<'_, Observations> {
+        let Some(a) = self.by_address.get(&(node, ip)) else { return Cow::Owned(Observations::default()) };
         if a.only_on(ports) {
-            return a.observations.clone();
+            return Cow::Borrowed(&a.observations);
         }
         let kept = (a.observations.as_slice().iter().zip(&a.made))
             .filter(|(_, m)| ports.contains(&m.port))
             .map(|(o, _)| *o)
             .collect();
-        Observations::new(kept)
+        Cow::Owned(Observations::new(kept))
     }
 
     /// The latest results of `key`, each with the place of its caller.

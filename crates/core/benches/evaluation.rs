@@ -3,6 +3,7 @@
 // A benchmark stops at its first failure.
 #![allow(clippy::expect_used)]
 
+use std::borrow::Cow;
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -27,7 +28,7 @@ struct World {
     detection: vantage_core::detection::DetectionSettings,
     cluster: Cluster,
     lines: Vec<LineSpec>,
-    nodes: Vec<NodeView>,
+    nodes: Vec<NodeView<'static>>,
     probers: Vec<ProberView>,
     rules: Vec<(RuleId, Rule)>,
 }
@@ -74,7 +75,7 @@ fn world(now: Timestamp, failing_every: u32) -> World {
                             trusted: true,
                             line: None,
                         },
-                        observations: Observations::new(obs),
+                        observations: Cow::Owned(Observations::new(obs)),
                     }
                 })
                 .collect();

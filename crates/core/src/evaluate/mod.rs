@@ -113,10 +113,12 @@ pub struct LinkState {
 
 /// One scheduling address of a node with its latest results.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AddressView {
+pub struct AddressView<'a> {
     pub address: SchedulingAddress,
-    /// Every prober's latest result on every port.
-    pub observations: Observations,
+    /// Every prober's latest result on every port: borrowed from their keeper for a pass, which
+    /// then takes no count of a shared list it may not read (a kept node's addresses are not
+    /// read; issue 32), or owned (a list made for the pass, a harness's own).
+    pub observations: Cow<'a, Observations>,
     /// How many counting probers probe it (every one online, within the probe budget): while
     /// it waits to be verified, a strict majority of them must see it answer, not just of the
     /// first ones that reported. A verified address ignores it (the driver need not look its
@@ -124,9 +126,17 @@ pub struct AddressView {
     pub expected_probers: u32,
 }
 
+impl AddressView<'_> {
+    /// The same, owning its observations.
+    pub fn into_owned(self) -> AddressView<'static> {
+        let AddressView { address, observations, expected_probers } = self;
+        AddressView { address, observations: Cow::Owned(observations.into_owned()), expected_probers }
+    }
+}
+
 /// A node as the evaluator sees it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NodeView {
+pub struct NodeView<'a> {
     pub id: NodeId,
     /// Name (for revision reasons).
     pub name: String,
@@ -139,7 +149,19 @@ pub struct NodeView {
     /// Latest host metrics.
     pub metrics: Option<NodeMetrics>,
     /// Scheduling addresses in use (configured, else reported).
-    pub addresses: Vec<AddressView>,
+    pub addresses: Vec<AddressView<'a>>,
+}
+
+impl NodeView<'_> {
+    /// The same without its addresses, which borrow what the node may outlive: room for the
+    /// next view of the node, keeping the allocations of its name, links and list of addresses.
+    pub fn emptied(self) -> NodeView<'static> {
+        let NodeView { id, name, group, enabled, last_heartbeat, links, metrics, mut addresses } = self;
+        addresses.clear();
+        // An empty list, taken over in place.
+        let addresses = addresses.into_iter().map(AddressView::into_owned).collect();
+        NodeView { id, name, group, enabled, last_heartbeat, links, metrics, addresses }
+    }
 }
 
 /// Everything one pass reads.
@@ -153,7 +175,7 @@ pub struct ClusterView<'a> {
     /// Its lines; empty: an implicit default line over every group.
     pub lines: &'a [LineSpec],
     /// Its nodes.
-    pub nodes: &'a [NodeView],
+    pub nodes: &'a [NodeView<'a>],
     /// The prober table that observations index.
     pub probers: &'a [ProberView],
     /// Its rules.

@@ -1,5 +1,6 @@
 //! Cluster passes, step by step on a virtual clock: every rule of SPEC §5 in a scenario.
 
+use std::borrow::Cow;
 use vantage_core::address::Level::{Backup1, Backup2, Primary};
 use vantage_core::evaluate::{DEFAULT_LINE, Event};
 use vantage_core::ids::{LineId, NodeId, RegionId, RuleId};
@@ -815,7 +816,7 @@ fn probe_metrics_a_pass_acts_on_are_the_previews() {
                     }
                 })
                 .collect();
-            a.observations = Observations::new(obs);
+            a.observations = Cow::Owned(Observations::new(obs));
         }
     }
     let rows = preview(&f.view(), &f.state, now);

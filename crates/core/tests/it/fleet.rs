@@ -1,6 +1,7 @@
 //! A small fleet description for tests: build a `ClusterView`, feed it probe results and
 //! metrics, step a virtual clock.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -34,7 +35,7 @@ pub(crate) struct Fleet {
     pub detection: vantage_core::detection::DetectionSettings,
     pub cluster: Cluster,
     pub lines: Vec<LineSpec>,
-    pub nodes: Vec<NodeView>,
+    pub nodes: Vec<NodeView<'static>>,
     pub probers: Vec<ProberView>,
     pub rules: Vec<(RuleId, Rule)>,
     pub state: ClusterState,
@@ -125,7 +126,7 @@ impl Fleet {
                 .map(|(a, level)| AddressView {
                     expected_probers: 0,
                     address: SchedulingAddress { ip: ip(a), level: *level, trusted: false, line: None },
-                    observations: Observations::default(),
+                    observations: Cow::Owned(Observations::default()),
                 })
                 .collect(),
         });
@@ -137,7 +138,7 @@ impl Fleet {
         self
     }
 
-    pub(crate) fn node_mut(&mut self, id: i64) -> &mut NodeView {
+    pub(crate) fn node_mut(&mut self, id: i64) -> &mut NodeView<'static> {
         self.nodes.iter_mut().find(|n| n.id == NodeId(id)).unwrap()
     }
 
@@ -168,7 +169,7 @@ impl Fleet {
                         });
                     }
                 }
-                a.observations = Observations::new(obs);
+                a.observations = Cow::Owned(Observations::new(obs));
             }
         }
     }
@@ -180,7 +181,7 @@ impl Fleet {
         let a =
             self.nodes.iter_mut().flat_map(|n| &mut n.addresses).find(|a| a.address.ip == target).unwrap();
         let obs = (0..n).flat_map(|p| (0..listeners).map(move |_| (p, attempts)));
-        a.observations = Observations::new(
+        a.observations = Cow::Owned(Observations::new(
             obs.map(|(p, sent)| Observation {
                 prober: p as u32,
                 sent,
@@ -190,7 +191,7 @@ impl Fleet {
                 failed_at: None,
             })
             .collect(),
-        );
+        ));
     }
 
     /// Every prober reports every address of the fleet answering, except those listed.
