@@ -303,10 +303,9 @@ struct Slot {
     adopted: u32,
     /// What the passes tallied of each address, read back while its observations stay.
     tallied: Tallied,
-    /// The last pass's views of the nodes, without their observations (which would keep
-    /// results a report replaces from being freed, and make the report copy its address's
-    /// list): the next pass writes its views over them, so that their names and lists are not
-    /// allocated and freed again at every pass (issue 32).
+    /// The last pass's views of the nodes, without the observations they borrowed: the next
+    /// pass writes its views over them, so that their names and lists are not allocated and
+    /// freed again at every pass (issue 32).
     room: Vec<NodeView<'static>>,
 }
 

@@ -1,6 +1,6 @@
 //! What each cluster address's probers last saw, kept in place as results arrive: every
 //! latest result with the observation a pass reads of it, one record per result (issue 32),
-//! shared with the pass rather than gathered and sorted from every latest result of the fleet
+//! lent to the pass rather than gathered and sorted from every latest result of the fleet
 //! at every pass. Observations name their prober by its
 //! place in the prober table; places are stable across configuration changes (a new prober
 //! or node is appended, a gone one leaves an inactive hole), so a change does not touch the

@@ -47,15 +47,15 @@ impl Observation {
 }
 
 /// The latest results for one address, every port, every prober; sorted by prober so that
-/// one prober's ports are adjacent (the type keeps that order). Shared: a pass reads the
-/// observations its keeper updates in place as results arrive, without copying them; an
-/// update while a pass still holds them copies that address's list once.
+/// one prober's ports are adjacent (the type keeps that order). Kept in place by their keeper
+/// as results arrive; a pass borrows them, so nothing shares them through a count (a pass took
+/// and dropped one for each address, most of gathering its view after a change; issue 32).
 ///
 /// Each list made or changed is a new [`edition`](Self::edition), so that a pass can tell an
 /// address whose observations did not move since it last tallied them without reading them.
 #[derive(Debug, Clone, Default)]
 pub struct Observations {
-    list: Arc<Vec<Observation>>,
+    list: Vec<Observation>,
     /// Unique to this content in the process (0: empty, as made by `default`).
     edition: u64,
 }
@@ -81,7 +81,7 @@ impl Observations {
         if !v.is_sorted_by_key(|o| o.prober) {
             v.sort_by_key(|o| o.prober);
         }
-        Observations { list: Arc::new(v), edition: next_edition() }
+        Observations { list: v, edition: next_edition() }
     }
 
     /// The observations, sorted by prober.
@@ -104,13 +104,13 @@ impl Observations {
                 if self.list.get(i).is_none_or(|x| x.prober != o.prober) {
                     return None;
                 }
-                Arc::make_mut(&mut self.list)[i] = o;
+                self.list[i] = o;
                 self.edition = next_edition();
                 Some(i)
             }
             None => {
                 let i = self.list.partition_point(|x| x.prober <= o.prober);
-                Arc::make_mut(&mut self.list).insert(i, o);
+                self.list.insert(i, o);
                 self.edition = next_edition();
                 Some(i)
             }
@@ -121,7 +121,7 @@ impl Observations {
     pub fn remove(&mut self, at: usize) -> Option<Observation> {
         (at < self.list.len()).then(|| {
             self.edition = next_edition();
-            Arc::make_mut(&mut self.list).remove(at)
+            self.list.remove(at)
         })
     }
 
