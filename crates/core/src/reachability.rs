@@ -139,7 +139,8 @@ impl Observations {
 
     /// Per counting prober: (prober, sent, lost, RTT sum ms, RTT count) over every port with a
     /// fresh result, handed to `each` in prober order. A result counts when its prober is
-    /// active and it was reported within 3 intervals (at least 15 s) of `now`. One walk of the
+    /// active, it sent an attempt, and it was reported within 3 intervals (at least 15 s) of
+    /// `now`. One walk of the
     /// list, each prober's tally made in place: an iterator calling out for each prober, its
     /// tally returned through memory, was a tenth of a steady pass more (issue 32).
     #[inline(always)]
@@ -150,7 +151,7 @@ impl Observations {
         now: Timestamp,
         mut each: impl FnMut(ProberTally),
     ) {
-        let fresh = Freshness::of(settings, now);
+        let fresh = Fresh::of(settings, now);
         let mut rest = self.list.as_slice();
         while let Some(first) = rest.first() {
             let prober = first.prober;
@@ -191,7 +192,7 @@ impl ProberTally {
     /// The tally of one prober's results (`group`: every one of its ports) that count by
     /// `fresh`, with an attempt sent. `None` when none does.
     #[inline(always)]
-    fn counted(group: &[Observation], fresh: Freshness) -> Option<ProberTally> {
+    fn counted(group: &[Observation], fresh: Fresh) -> Option<ProberTally> {
         let (mut sent, mut lost, mut rtt_sum_ms, mut rtt_n) = (0u32, 0u32, 0.0f64, 0u32);
         // Any counted result is older (only a tally that counted one is returned).
         let (mut reported_at, mut oldest) = (Timestamp::EPOCH, Timestamp::from_millis(i64::MAX));
@@ -243,28 +244,23 @@ pub fn sees_failing(sent: u32, lost: u32, settings: &ProbeSettings) -> bool {
     sent > 0 && u64::from(lost) * 100 >= u64::from(settings.loss_pct()) * u64::from(sent)
 }
 
-/// Which results count at one moment (§5.1's freshness, as [`ProbeSettings::result_counts`]),
-/// worked out once for the walk of an address's results rather than for each of them.
+/// Which results count at one moment (§5.1's freshness, [`ProbeSettings::result_counts`]),
+/// its bound worked out once for the walk of an address's results rather than for each.
 #[derive(Debug, Clone, Copy)]
-struct Freshness {
+struct Fresh {
     now: Timestamp,
     fresh_ms: i64,
 }
 
-impl Freshness {
-    fn of(settings: &ProbeSettings, now: Timestamp) -> Freshness {
-        Freshness { now, fresh_ms: Self::fresh_ms(settings) }
-    }
-
-    /// How long a result counts, ms.
-    fn fresh_ms(settings: &ProbeSettings) -> i64 {
-        i64::try_from(settings.result_fresh_s()).unwrap_or(i64::MAX).saturating_mul(1000)
+impl Fresh {
+    fn of(settings: &ProbeSettings, now: Timestamp) -> Fresh {
+        Fresh { now, fresh_ms: settings.result_fresh_ms() }
     }
 
     /// Whether a result reported at `reported_at` counts.
     #[inline(always)]
     fn counts(self, reported_at: Timestamp) -> bool {
-        self.now.millis_since(reported_at) <= self.fresh_ms
+        crate::settings::fresh_within(reported_at, self.now, self.fresh_ms)
     }
 }
 
@@ -404,7 +400,7 @@ impl Tallies {
     /// as time goes on, and nothing else of a tally reads the time.
     pub fn holds_until(&self, settings: &ProbeSettings) -> Option<Timestamp> {
         let oldest = self.says.iter().map(|s| s.tally.oldest).min()?;
-        Some(oldest.plus_millis(Freshness::fresh_ms(settings).saturating_add(1)))
+        Some(oldest.plus_millis(settings.result_fresh_ms().saturating_add(1)))
     }
 }
 
@@ -954,6 +950,43 @@ mod tests {
         assert!(!Arc::ptr_eq(&other, &by) && other[0].1.failing == 1, "another, made anew");
     }
 
+    /// Each counting prober's tally the plain way, result by result into a map by prober, with
+    /// the settings' own freshness rule: what the one walk of [`Observations::each_prober`]
+    /// must give.
+    fn plain_tallies(
+        obs: &[Observation],
+        probers: &[ProberView],
+        s: &ProbeSettings,
+        now: Timestamp,
+    ) -> Vec<ProberTally> {
+        let mut by: std::collections::BTreeMap<u32, ProberTally> = std::collections::BTreeMap::new();
+        let counted = obs.iter().filter(|o| {
+            o.sent > 0
+                && s.result_counts(o.reported_at, now)
+                && probers.get(o.prober as usize).is_some_and(|p| p.active)
+        });
+        for o in counted {
+            let t = by.entry(o.prober).or_insert(ProberTally {
+                prober: o.prober,
+                oldest: o.reported_at,
+                ..ProberTally::default()
+            });
+            t.sent += u32::from(o.sent);
+            t.lost += u32::from(o.lost.min(o.sent));
+            t.reported_at = t.reported_at.max(o.reported_at);
+            t.oldest = t.oldest.min(o.reported_at);
+            if let Some(f) = o.failed_at {
+                let f = f.min(o.reported_at);
+                t.failed_at = Some(t.failed_at.map_or(f, |g| g.min(f)));
+            }
+            if let Some(r) = o.rtt_ms() {
+                t.rtt_sum_ms += f64::from(r);
+                t.rtt_n += 1;
+            }
+        }
+        by.into_values().collect()
+    }
+
     /// The verdict of `says` the plain way: every time sorted, the majority-th picked.
     fn sorted_verdict(
         obs: &[Observation],
@@ -961,8 +994,7 @@ mod tests {
         s: &ProbeSettings,
         now: Timestamp,
     ) -> Verdict {
-        let mut tallies: Vec<ProberTally> = Vec::new();
-        Observations::new(obs.to_vec()).each_prober(probers, s, now, |t| tallies.push(t));
+        let tallies = plain_tallies(obs, probers, s, now);
         let failing: Vec<&ProberTally> = tallies.iter().filter(|t| t.sees_failing(s)).collect();
         let mut v =
             Verdict { counting: tallies.len() as u32, failing: failing.len() as u32, ..Verdict::default() };
@@ -987,7 +1019,7 @@ mod tests {
         fn verdicts_by_region_are_what_sorting_gives(
             regions_of in proptest::collection::vec((0i64..4, proptest::bool::weighted(0.9)), 1..12),
             addresses in proptest::collection::vec(
-                proptest::collection::vec((0u32..12, 1u16..4, 0u16..4, 0i64..40_000, proptest::option::of(0i64..5_000)), 0..30),
+                proptest::collection::vec((0u32..12, 0u16..4, 0u16..4, 0i64..40_000, proptest::option::of(0i64..5_000), proptest::option::of(0u32..200_000)), 0..30),
                 1..6,
             ),
         ) {
@@ -1001,11 +1033,11 @@ mod tests {
             for list in addresses {
                 let obs: Vec<Observation> = list
                     .iter()
-                    .map(|&(prober, sent, lost, ago, failed)| Observation {
+                    .map(|&(prober, sent, lost, ago, failed, rtt_us)| Observation {
                         prober: prober % p.len() as u32,
                         sent,
                         lost: lost.min(sent),
-                        rtt_us: None,
+                        rtt_us,
                         reported_at: now.plus_millis(-ago),
                         failed_at: failed.map(|f| now.plus_millis(-ago - f)),
                     })
@@ -1014,16 +1046,18 @@ mod tests {
                 let o = Observations::new(obs.clone());
                 let (all, by) = verdicts_by_region(&o, &p, (&s, now), (&mut loss, None), &mut tallies);
                 proptest::prop_assert_eq!(all, sorted_verdict(&obs, &p, &s, now));
+                let mut walked = Vec::new();
+                o.each_prober(&p, &s, now, |t| walked.push(t));
+                proptest::prop_assert_eq!(walked, plain_tallies(&obs, &p, &s, now), "each prober's tally");
                 proptest::prop_assert_eq!(by.len(), regions.len());
                 for ((r, v), (region, (sent, lost))) in by.iter().copied().zip(regions.iter().zip(&loss)) {
                     proptest::prop_assert_eq!(r, *region);
                     let only: Vec<ProberView> =
                         p.iter().map(|x| ProberView { active: x.active && x.region == r, ..*x }).collect();
                     proptest::prop_assert_eq!(v, sorted_verdict(&obs, &only, &s, now).tally(), "region {:?}", r);
-                    let mut theirs = (0, 0);
-                    o.each_prober(&only, &s, now, |t| {
-                        theirs = (theirs.0 + u64::from(t.sent), theirs.1 + u64::from(t.lost));
-                    });
+                    let theirs = plain_tallies(&obs, &only, &s, now)
+                        .iter()
+                        .fold((0, 0), |(a, b), t| (a + u64::from(t.sent), b + u64::from(t.lost)));
                     proptest::prop_assert_eq!((*sent, *lost), theirs, "the attempts of region {:?}", r);
                 }
             }

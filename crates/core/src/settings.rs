@@ -139,10 +139,16 @@ impl ProbeSettings {
         u64::from(self.interval_s * 3).max(15)
     }
 
+    /// [`result_fresh_s`](Self::result_fresh_s) in milliseconds.
+    pub fn result_fresh_ms(&self) -> i64 {
+        i64::try_from(self.result_fresh_s()).unwrap_or(i64::MAX).saturating_mul(1000)
+    }
+
     /// Whether a result reported at `reported_at` still counts at `now` (§5.1's freshness):
-    /// the one rule every reader of results applies.
+    /// the one rule every reader of results applies (a pass's walk of a fleet's results with
+    /// its bound worked out once, [`fresh_within`]).
     pub fn result_counts(&self, reported_at: crate::Timestamp, now: crate::Timestamp) -> bool {
-        reported_at.within_secs_of(now, self.result_fresh_s())
+        fresh_within(reported_at, now, self.result_fresh_ms())
     }
 
     /// How long a prober stays online without asking or reporting (§3.5): 3 intervals, at least 30 s.
@@ -158,6 +164,13 @@ impl ProbeSettings {
     pub fn removal_window_s(&self) -> u64 {
         2 * u64::from(self.interval_s)
     }
+}
+
+/// Whether a result reported at `reported_at` is within `fresh_ms` of `now`, inclusive (see
+/// [`ProbeSettings::result_counts`]).
+#[inline(always)]
+pub fn fresh_within(reported_at: crate::Timestamp, now: crate::Timestamp, fresh_ms: i64) -> bool {
+    now.millis_since(reported_at) <= fresh_ms
 }
 
 #[cfg(test)]
