@@ -532,7 +532,7 @@ impl Seen {
 
     /// What a pass reads of `node`'s address `ip`: the observations on the cluster's
     /// `ports` — borrowed as they are (no count of a shared list taken and dropped for each
-    /// address at each pass: most of gathering the view of a pass after a change; issue 32),
+    /// address at each pass: a third of gathering the view of a pass after a change; issue 32),
     /// or a copy without those of a port the cluster no longer listens on (until they expire).
     pub(crate) fn of_address(&self, node: NodeId, ip: IpAddr, ports: &[u16]) -> Cow<'_, Observations> {
         let Some(a) = self.by_address.get(&(node, ip)) else { return Cow::Owned(Observations::default()) };

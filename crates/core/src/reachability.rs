@@ -49,7 +49,7 @@ impl Observation {
 /// The latest results for one address, every port, every prober; sorted by prober so that
 /// one prober's ports are adjacent (the type keeps that order). Kept in place by their keeper
 /// as results arrive; a pass borrows them, so nothing shares them through a count (a pass took
-/// and dropped one for each address, most of gathering its view after a change; issue 32).
+/// and dropped one for each address, a third of gathering its view after a change; issue 32).
 ///
 /// Each list made or changed is a new [`edition`](Self::edition), so that a pass can tell an
 /// address whose observations did not move since it last tallied them without reading them.
