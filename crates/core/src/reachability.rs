@@ -140,9 +140,9 @@ impl Observations {
     /// Per counting prober: (prober, sent, lost, RTT sum ms, RTT count) over every port with a
     /// fresh result, handed to `each` in prober order. A result counts when its prober is
     /// active, it sent an attempt, and it was reported within 3 intervals (at least 15 s) of
-    /// `now`. One walk of the
-    /// list, each prober's tally made in place: an iterator calling out for each prober, its
-    /// tally returned through memory, was a tenth of a steady pass more (issue 32).
+    /// `now`. One walk of the list, each prober's tally made in place: an iterator calling out
+    /// for each prober, its tally returned through memory, was a tenth of a steady pass more
+    /// (issue 32).
     #[inline(always)]
     pub fn each_prober(
         &self,

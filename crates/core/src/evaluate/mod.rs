@@ -128,7 +128,7 @@ pub struct AddressView<'a> {
 
 impl AddressView<'_> {
     /// The same, owning its observations.
-    pub fn into_owned(self) -> AddressView<'static> {
+    fn into_owned(self) -> AddressView<'static> {
         let AddressView { address, observations, expected_probers } = self;
         AddressView { address, observations: Cow::Owned(observations.into_owned()), expected_probers }
     }
